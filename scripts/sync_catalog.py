@@ -1,0 +1,54 @@
+"""Copy ../shared/models/*/config.json into the packaged catalog (src/vram_detective/model/catalog).
+
+Each catalog file is {"repo_id", "source", "config"}; a ModelOpt hf_quant_config.json next to a
+config is folded into config["quantization_config"] the way vLLM reads it (modelopt.py).
+Run from the repository root: python scripts/sync_catalog.py
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+root = Path(__file__).resolve().parents[1]
+shared = root.parent / "shared" / "models"
+target = root / "src" / "vram_detective" / "model" / "catalog"
+
+
+def provenance(folder: Path) -> str:
+    source = folder / "SOURCE.md"
+    if not source.exists():
+        return "shared/models (no SOURCE.md)"
+    for line in source.read_text().splitlines():
+        match = re.match(r"-\s*Source:\s*(.*)", line)
+        if match:
+            return match.group(1).strip()[:300]
+    return "shared/models"
+
+
+def main() -> int:
+    if not shared.is_dir():
+        print(f"no {shared}", file=sys.stderr)
+        return 1
+    target.mkdir(parents=True, exist_ok=True)
+    for old in target.glob("*.json"):
+        old.unlink()
+    count = 0
+    for folder in sorted(shared.iterdir()):
+        config_path = folder / "config.json"
+        if not config_path.is_file():
+            continue
+        config = json.loads(config_path.read_text())
+        quant_path = folder / "hf_quant_config.json"
+        if quant_path.is_file() and "quantization_config" not in config:
+            quant = json.loads(quant_path.read_text()).get("quantization", {})
+            config["quantization_config"] = {"quant_method": "modelopt", **quant}
+        org, _, name = folder.name.partition("--")
+        entry = {"repo_id": f"{org}/{name}", "source": provenance(folder), "config": config}
+        (target / f"{folder.name}.json").write_text(json.dumps(entry, indent=1, sort_keys=True) + "\n")
+        count += 1
+    print(f"{count} configs -> {target.relative_to(root)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The one path every front end (CLI, benchmarks, later the web page) takes to a Breakdown."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .breakdown import Breakdown
+from .engines.vllm.plan import plan
+from .engines.vllm.releases import resolve_version
+from .hardware import Gpu, custom_gpu, find_gpu
+from .engines.vllm.settings import StartupRefusal
+from .model.config import ModelSpec, parse_config
+from .model.quantization import UnsupportedOnGpuError
+from .model.sources import load_model
+
+
+# Errors that mean "vLLM itself would not start" (exit 1), as opposed to bad input (exit 2).
+REFUSALS = (StartupRefusal, UnsupportedOnGpuError)
+
+
+@lru_cache(maxsize=64)
+def model_spec(reference: str) -> ModelSpec:
+    source = load_model(reference)
+    return parse_config(source.config, name=source.repo_id)
+
+
+def resolve_gpu(gpu: str | None, gpu_memory: int | None) -> Gpu:
+    if gpu_memory is not None:
+        base = find_gpu(gpu) if gpu else None
+        if base is None:
+            return custom_gpu(gpu_memory)
+        return custom_gpu(gpu_memory, name=base.name, compute_capability=base.compute_capability)
+    if gpu is None:
+        raise ValueError("no GPU given (use --gpu NAME or --gpu-memory SIZE)")
+    return find_gpu(gpu)
+
+
+def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None = None,
+            vllm_version: str | None = None, **settings) -> Breakdown:
+    spec = model_spec(model)
+    device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
+    return plan(spec, device, settings, resolve_version(vllm_version))

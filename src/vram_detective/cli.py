@@ -1,0 +1,237 @@
+"""Command line: a thin layer over vram_detective.api. Exit codes: 0 fine, 1 vLLM would refuse to
+start, 2 bad input (one line on stderr, never a traceback)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EXIT_REFUSED = 1
+EXIT_BAD_INPUT = 2
+
+EXAMPLES = """examples:
+  vram-detective explain Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --max-model-len 32k
+  vram-detective explain meta-llama/Llama-3.1-70B-Instruct --gpu H100 -tp 4 --vllm-version 0.8.5
+  vram-detective explain --gpu 4090 -- vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.8 --max-num-seqs 64
+  vram-detective explain Qwen/Qwen3-8B            # no --gpu: how it fares on the common GPUs
+  vram-detective score ../shared/groundtruth/dev.jsonl --json
+"""
+
+
+class BadInput(Exception):
+    pass
+
+
+def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
+    from .engines.vllm.launch import FLAGS, parse_flag_value
+
+    group = parser.add_argument_group("vLLM settings (vLLM's own flag names)")
+    for flag in FLAGS:
+        if flag.parse.__name__ == "_bool":
+            group.add_argument(*flag.names, dest=flag.setting, action="store_true", default=None, help=flag.help)
+        else:
+            group.add_argument(*flag.names, dest=flag.setting, default=None, metavar="VALUE", help=flag.help,
+                               type=lambda raw, flag=flag: _parse_or_bad(flag, raw, parse_flag_value))
+
+
+def _parse_or_bad(flag, raw, parse_flag_value):
+    try:
+        return parse_flag_value(flag, raw)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="vram-detective",
+        description="Predict and explain the GPU memory vLLM takes at startup, byte by byte, without a GPU.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"vram-detective {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    explain = commands.add_parser(
+        "explain", help="where every GiB goes for a model on a GPU, and what vLLM will print",
+        description="Predict vLLM's startup memory for MODEL on a GPU. A pasted launch line may follow `--`; "
+                    "the tool's own options (--gpu, --vllm-version, output) go before the `--`.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    explain.add_argument("model", nargs="?", help="Hugging Face repo id from the catalog, or a local model directory")
+    explain.add_argument("--gpu", help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"); omit for a table of common GPUs')
+    explain.add_argument("--gpu-memory", help="total memory of a GPU not in the catalog, as CUDA reports it (e.g. 23.65GiB)")
+    explain.add_argument("--vllm-version", help="vLLM release to reproduce (0.4.0 .. 0.33.x; default: newest)")
+    explain.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
+                         help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
+    explain.add_argument("--engine", choices=("v0", "v1"), default=None, help="force vLLM's V0 or V1 engine (default: the release's)")
+    _add_vllm_flags(explain)
+    output = explain.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="machine-readable output")
+    output.add_argument("--markdown", action="store_true", help="Markdown tables")
+
+    score = commands.add_parser("score", help="accuracy against real vLLM logs (ground-truth JSONL)")
+    score.add_argument("cases", help="JSONL file of ground-truth cases (shared/groundtruth/SCHEMA.md)")
+    score.add_argument("--json", action="store_true", help="machine-readable summary")
+
+    models = commands.add_parser("models", help="list the built-in model catalog")
+    models.add_argument("--json", action="store_true")
+    gpus = commands.add_parser("gpus", help="list the GPU catalog")
+    gpus.add_argument("--json", action="store_true")
+    return parser
+
+
+def _split_launch_line(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, None
+
+
+def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
+    from .engines.vllm.launch import FLAGS
+
+    settings = dict(launch_settings)
+    for flag in FLAGS:
+        value = getattr(args, flag.setting, None)
+        if value is not None:
+            settings[flag.setting] = value  # the tool's own flags win over the pasted line
+    if args.entrypoint:
+        settings["entrypoint"] = args.entrypoint
+    if args.engine:
+        settings["engine"] = args.engine
+    return settings
+
+
+def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int:
+    from . import api
+    from .engines.vllm.launch import parse_launch_line
+    from .hardware import common_gpus, parse_memory_size
+    from .render import render_gpu_summary, render_markdown, render_text, to_json
+
+    launch_settings: dict = {}
+    model = args.model
+    if launch_words:
+        line = parse_launch_line(launch_words)
+        launch_settings = line.settings
+        if line.model and model and line.model != model:
+            raise BadInput(f"two models given: {model} and {line.model} (in the launch line)")
+        model = model or line.model
+    if not model:
+        raise BadInput("no model given (a catalog repo id, a local directory, or a launch line after --)")
+    settings = _settings_from(args, launch_settings)
+    gpu_memory = parse_memory_size(args.gpu_memory) if args.gpu_memory else None
+
+    if args.gpu is None and gpu_memory is None:
+        rows = []
+        for gpu in common_gpus():
+            try:
+                b = api.explain(model, gpu, vllm_version=args.vllm_version, **settings)
+                rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "weights_gib": b.weights_bytes / 2**30,
+                             "kv_cache_gib": max(0.0, b.kv_cache_bytes / 2**30), "kv_cache_tokens": b.kv_cache_tokens,
+                             "max_concurrency": b.max_concurrency, "starts": b.failure is None,
+                             "why": b.failure.message if b.failure else ""})
+            except api.REFUSALS as error:
+                rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "starts": False, "why": str(error)})
+        if args.json:
+            print(json.dumps({"model": model, "gpus": rows}, indent=2))
+        else:
+            print(render_gpu_summary(rows, markdown=args.markdown))
+        return 0
+
+    try:
+        breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, vllm_version=args.vllm_version, **settings)
+    except api.REFUSALS as error:
+        print(f"vLLM would refuse to start: {error}", file=sys.stderr)
+        return EXIT_REFUSED
+    if args.json:
+        print(json.dumps(to_json(breakdown), indent=2, default=str))
+    elif args.markdown:
+        print(render_markdown(breakdown))
+    else:
+        print(render_text(breakdown, sys.stdout))
+    return EXIT_REFUSED if breakdown.failure is not None else 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from .model.config import ConfigError, parse_config
+    from .model.sources import catalog_entries
+
+    rows = []
+    for source in catalog_entries():
+        try:
+            spec = parse_config(source.config, source.repo_id)
+            quant = spec.quantization.describe() if spec.quantization else spec.torch_dtype
+            rows.append({"model": source.repo_id, "architecture": spec.architecture, "layers": spec.num_layers,
+                         "hidden": spec.hidden_size, "precision": quant, "supported": True})
+        except (ConfigError, ValueError) as error:
+            architecture = (source.config.get("architectures") or ["?"])[0]
+            rows.append({"model": source.repo_id, "architecture": architecture, "supported": False, "why": str(error)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(r["model"]) for r in rows)
+    for row in rows:
+        detail = f"{row['layers']} layers, hidden {row['hidden']}, {row['precision']}" if row["supported"] else f"not yet: {row['why']}"
+        print(f"{row['model'].ljust(width)}  {row['architecture']:<34} {detail}")
+    print(f"{len(rows)} models, {sum(r['supported'] for r in rows)} sized today")
+    return 0
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from .hardware import all_gpus
+
+    gpus = all_gpus()
+    if args.json:
+        print(json.dumps([{"name": g.name, "short_name": g.short_name, "aliases": list(g.aliases),
+                           "cuda_total_gib": round(g.cuda_total_gib, 2), "nvidia_smi_total_mib": g.nvidia_smi_total_mib,
+                           "compute_capability": ".".join(map(str, g.compute_capability)), "bf16": g.supports_bf16,
+                           "fp8": g.supports_fp8, "source": g.source} for g in gpus], indent=2))
+        return 0
+    print(f"{'GPU':<46} {'CUDA total':>10} {'smi total':>10} {'sm':>4} {'bf16':>4} {'fp8':>4}  aliases")
+    for g in gpus:
+        smi = f"{g.nvidia_smi_total_mib} MiB" if g.nvidia_smi_total_mib else "-"
+        sm = f"{g.compute_capability[0]}.{g.compute_capability[1]}"
+        print(f"{g.name:<46} {g.cuda_total_gib:>6.2f} GiB {smi:>10} {sm:>4} {'yes' if g.supports_bf16 else 'no':>4} "
+              f"{'yes' if g.supports_fp8 else 'no':>4}  {', '.join((g.short_name,) + g.aliases)}")
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from .scoring import format_summary, load_cases, score_cases
+
+    report = score_cases(load_cases(args.cases))
+    print(json.dumps(report, indent=2) if args.json else format_summary(report))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, launch_words = _split_launch_line(argv)
+    parser = build_parser()
+    args = parser.parse_args(own)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        if args.command == "explain":
+            return cmd_explain(args, launch_words)
+        if launch_words is not None:
+            raise BadInput("a launch line after -- only goes with `explain`")
+        if args.command == "models":
+            return cmd_models(args)
+        if args.command == "gpus":
+            return cmd_gpus(args)
+        return cmd_score(args)
+    except BrokenPipeError:
+        return 0
+    except (BadInput, ValueError, LookupError, OSError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if isinstance(error, KeyError):
+            message = f"missing field {error}"
+        print(f"vram-detective: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""From available KV bytes to blocks, tokens and concurrency (design/vllm-memory.md §3).
+
+Dense models only here: every attention layer is full attention with the same shape, so there is
+one KV-cache group (sliding-window and hybrid grouping come with the architectures issue).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...model.config import ModelSpec
+from ...units import GIB, thousands
+from .releases import Release
+
+
+def cdiv(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """Per rank: one layer's page (one block of one layer) and the layers sharing a block id."""
+
+    block_size: int
+    kv_heads_per_rank: int
+    head_dim: int
+    dtype_bytes: int
+    num_layers: int
+
+    @property
+    def page_bytes(self) -> int:
+        # FullAttentionSpec.page_size_bytes: K and V, block_size tokens (kv_cache_interface.py);
+        # V0 CacheEngine.get_cache_block_size is the same product over the stage's layers.
+        return 2 * self.block_size * self.kv_heads_per_rank * self.head_dim * self.dtype_bytes
+
+    @property
+    def block_bytes(self) -> int:
+        return self.page_bytes * self.num_layers
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.block_bytes // self.block_size
+
+
+def kv_layout(spec: ModelSpec, tensor_parallel_size: int, num_layers: int, block_size: int, dtype_bytes: int) -> KvLayout:
+    # KV heads per rank: max(1, kv_heads // tp) - replicated when tp exceeds the KV heads (§9)
+    return KvLayout(block_size, max(1, spec.num_kv_heads // tensor_parallel_size), spec.head_dim, dtype_bytes, num_layers)
+
+
+def num_blocks(available_bytes: int, layout: KvLayout) -> int:
+    if available_bytes <= 0:
+        return 0
+    return int(available_bytes // layout.block_bytes)
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    num_gpu_blocks: int
+    kv_cache_tokens: int  # as the release logs it
+    max_concurrency: float  # as the release computes it (rounded only when printed)
+    blocks_per_request: int
+
+
+def capacity(blocks: int, layout: KvLayout, max_model_len: int, release: Release) -> KvCapacity:
+    blocks_per_request = cdiv(max_model_len, layout.block_size)
+    rule = release["kv_tokens_rule"]
+    if release.engine == "v0" or rule == "blocks":
+        # V0 (and V1 0.8.x-0.9.0): tokens = blocks x block_size, concurrency = tokens / max_model_len
+        tokens = blocks * layout.block_size
+        concurrency = tokens / max_model_len
+    else:
+        # 0.9.1+: concurrency = blocks / blocks needed by one full-length request
+        concurrency = blocks / blocks_per_request
+        tokens = blocks * layout.block_size if rule == "blocks-per-group" else int(concurrency * max_model_len)
+    return KvCapacity(blocks, tokens, concurrency, blocks_per_request)
+
+
+def largest_fitting_max_model_len(available_bytes: int, layout: KvLayout) -> int:
+    """estimate_max_model_len for one full-attention group: whole blocks times the block size."""
+    return max(0, num_blocks(available_bytes, layout)) * layout.block_size
+
+
+def fit_failure(available_bytes: int, blocks: int, layout: KvLayout, max_model_len: int, release: Release) -> str | None:
+    """The error that release raises when one max_model_len request does not fit, else None."""
+    if release.engine == "v0":
+        # vllm/worker/worker.py raise_if_cache_size_invalid
+        if blocks <= 0:
+            return "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+        max_seq_len = layout.block_size * blocks
+        if max_model_len > max_seq_len:
+            return (
+                f"The model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be "
+                f"stored in KV cache ({max_seq_len}). Try increasing `gpu_memory_utilization` or decreasing "
+                "`max_model_len` when initializing the engine."
+            )
+        return None
+    # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (0.8+)
+    if available_bytes <= 0:
+        return "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+    needed = cdiv(max_model_len, layout.block_size) * layout.block_bytes
+    usable = available_bytes
+    if release["null_block_in_fit_check"]:
+        usable -= layout.block_bytes  # 0.33 keeps one null block out of the check
+    if needed <= usable:
+        return None
+    estimate = largest_fitting_max_model_len(usable, layout)
+    estimate_text = f" Based on the available memory, the estimated maximum model length is {estimate}." if estimate > 0 else ""
+    return (
+        f"To serve at least one request with the models's max seq len ({max_model_len}), ({needed / GIB:.2f} GiB KV "
+        f"cache is needed, which is larger than the available KV cache memory ({available_bytes / GIB:.2f} GiB)."
+        f"{estimate_text} Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    )
+
+
+def describe_tokens(capacity_: KvCapacity) -> str:
+    return f"{thousands(capacity_.kv_cache_tokens)} tokens"

@@ -1,0 +1,149 @@
+"""vLLM's command-line flags -> snake_case settings, shared by `explain`'s own flags and a pasted
+`vllm serve ...` / `python -m vllm.entrypoints.openai.api_server ...` line."""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from ...hardware import parse_memory_size
+from ...units import parse_token_count
+
+
+def _bool(_: str) -> bool:
+    return True
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise ValueError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _tokens(text: str) -> int:
+    value = parse_token_count(text)
+    if value < 1 and value != -1:
+        raise ValueError(f"must be a positive token count, got {text}")
+    return value
+
+
+@dataclass(frozen=True)
+class Flag:
+    setting: str
+    names: tuple[str, ...]
+    parse: object  # callable str -> value; _bool marks a switch without a value
+    help: str
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), _positive_int, "GPUs per tensor-parallel group"),
+    Flag("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp"), _positive_int, "pipeline stages"),
+    Flag("gpu_memory_utilization", ("--gpu-memory-utilization",), _fraction, "fraction of GPU memory vLLM may use"),
+    Flag("max_model_len", ("--max-model-len",), _tokens, "context length, e.g. 32768 or 32k"),
+    Flag("max_num_seqs", ("--max-num-seqs",), _positive_int, "maximum concurrent sequences"),
+    Flag("max_num_batched_tokens", ("--max-num-batched-tokens",), _tokens, "tokens per scheduler step"),
+    Flag("block_size", ("--block-size",), _positive_int, "tokens per KV-cache block"),
+    Flag("kv_cache_dtype", ("--kv-cache-dtype",), str, "auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, float16"),
+    Flag("dtype", ("--dtype",), str, "auto, half, float16, bfloat16, float, float32"),
+    Flag("quantization", ("--quantization", "-q"), str, "awq, awq_marlin, gptq, gptq_marlin, marlin, fp8, modelopt"),
+    Flag("enforce_eager", ("--enforce-eager",), _bool, "no CUDA graphs"),
+    Flag("swap_space", ("--swap-space",), float, "CPU swap space per GPU in GiB (V0)"),
+    Flag("kv_cache_memory_bytes", ("--kv-cache-memory-bytes", "--kv-cache-memory"), parse_memory_size,
+         "fixed KV-cache size, e.g. 8GiB (vLLM 0.10.2+, skips the utilization rule)"),
+    Flag("num_gpu_blocks_override", ("--num-gpu-blocks-override",), _positive_int, "force the number of GPU blocks"),
+    Flag("enable_chunked_prefill", ("--enable-chunked-prefill",), _bool, "chunked prefill (V0; V1 always chunks)"),
+)
+
+_BY_NAME = {name: flag for flag in FLAGS for name in flag.names}
+_NEGATIONS = {"--no-enable-chunked-prefill": "enable_chunked_prefill", "--no-enforce-eager": "enforce_eager"}
+# Launch-line flags that take no value (so the next word is not swallowed as theirs).
+_SWITCHES = {
+    "--trust-remote-code", "--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-log-requests",
+    "--disable-log-stats", "--enable-auto-tool-choice", "--enable-lora", "--enable-expert-parallel",
+    "--disable-custom-all-reduce", "--enable-reasoning", "--async-scheduling", "--headless",
+}
+
+
+class LaunchLineError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LaunchLine:
+    model: str | None
+    settings: dict
+    ignored: tuple[str, ...]  # flags that do not change memory (or are not modelled yet)
+
+
+def parse_flag_value(flag: Flag, raw: str):
+    try:
+        return flag.parse(raw)
+    except ValueError as error:
+        raise LaunchLineError(f"{flag.names[0]} {raw}: {error}") from None
+
+
+def parse_launch_line(words: list[str] | str) -> LaunchLine:
+    """Understand `vllm serve MODEL --flag value ...` and `python -m vllm.entrypoints.* --model MODEL ...`."""
+    if isinstance(words, str):
+        words = shlex.split(words)
+    words = [word for word in words if word != "\\"]
+    index = 0
+    model = None
+    # skip the launcher: "vllm serve", "python -m vllm.entrypoints.openai.api_server", env assignments
+    while index < len(words) and "=" in words[index] and not words[index].startswith("-"):
+        index += 1
+    if index < len(words) and words[index].endswith("vllm"):
+        index += 1
+        if index < len(words) and words[index] == "serve":
+            index += 1
+            if index < len(words) and not words[index].startswith("-"):
+                model = words[index]
+                index += 1
+    elif index < len(words) and words[index].startswith("python"):
+        index += 1
+        if index + 1 < len(words) and words[index] == "-m":
+            index += 2
+    settings: dict = {}
+    ignored: list[str] = []
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if not word.startswith("-"):
+            if model is None:
+                model = word
+                continue
+            raise LaunchLineError(f"unexpected word {word!r} in the launch line")
+        name, has_inline, inline = word.partition("=")
+        name = name.replace("_", "-") if name.startswith("--") else name
+        if name == "--model":
+            model = inline if has_inline else (words[index] if index < len(words) else None)
+            index += 0 if has_inline else 1
+            continue
+        if name in _NEGATIONS:
+            settings[_NEGATIONS[name]] = False
+            continue
+        flag = _BY_NAME.get(name)
+        if flag is None:
+            ignored.append(name)
+            takes_value = not has_inline and name not in _SWITCHES and index < len(words) and not words[index].startswith("-")
+            index += 1 if takes_value else 0
+            continue
+        if flag.parse is _bool:
+            settings[flag.setting] = True if not has_inline else inline.lower() not in ("false", "0", "no")
+            continue
+        if has_inline:
+            raw = inline
+        elif index < len(words):
+            raw = words[index]
+            index += 1
+        else:
+            raise LaunchLineError(f"{name} needs a value")
+        settings[flag.setting] = parse_flag_value(flag, raw)
+    return LaunchLine(model, settings, tuple(ignored))

@@ -1,0 +1,236 @@
+"""Chain the rules of one vLLM release into a Breakdown: weights per rank -> profile peak ->
+non-torch -> CUDA graphs -> KV budget -> blocks, tokens, concurrency (design/vllm-memory.md §11)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...breakdown import Breakdown, Component, RankFigures, StartupFailure
+from ...hardware import Gpu
+from ...model.config import ModelSpec
+from ...model.inventory import Inventory, Shard, build_inventory, pipeline_layer_counts
+from ...model.quantization import ONLINE_FP8, QuantConfig, QuantizationError, kernel_for
+from ...units import GIB, MIB
+from . import kv_cache, profile
+from .log_lines import LogFigures, log_lines
+from .releases import Release, release as release_rules
+from .settings import EngineSettings, StartupRefusal, resolve_settings
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+# Names users pass to --quantization, mapped to (checkpoint method it applies to, forced kernel).
+QUANTIZATION_ARGUMENTS = {
+    "awq": ("awq", "awq"), "awq_marlin": ("awq", "awq_marlin"), "gptq": ("gptq", "gptq"),
+    "gptq_marlin": ("gptq", "gptq_marlin"), "marlin": ("gptq", "gptq_marlin"), "fp8": ("fp8", ""),
+    "modelopt": ("modelopt-fp8", ""),
+}
+
+
+@dataclass(frozen=True)
+class WeightsPlan:
+    quant: QuantConfig | None
+    kernel: str
+    reason: str
+
+
+def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: Release) -> WeightsPlan:
+    requested = settings.quantization
+    quant = spec.quantization
+    if requested:
+        requested = requested.lower()
+        if requested not in QUANTIZATION_ARGUMENTS:
+            raise QuantizationError(f"--quantization {requested} is not sized yet ({', '.join(QUANTIZATION_ARGUMENTS)})")
+        method, forced_kernel = QUANTIZATION_ARGUMENTS[requested]
+        if quant is None:
+            if method != "fp8":
+                raise StartupRefusal(f"Cannot find the config file for {requested}: the checkpoint is not quantized")
+            quant = ONLINE_FP8
+        elif quant.method != method and not (method == "fp8" and quant.method == "modelopt-fp8"):
+            raise StartupRefusal(
+                f"Quantization method specified in the model config ({quant.method}) does not match the "
+                f"quantization method specified in the `quantization` argument ({requested})."
+            )
+        if forced_kernel:
+            return WeightsPlan(quant, forced_kernel, f"--quantization {requested}")
+    if quant is None:
+        return WeightsPlan(None, "", f"unquantized {settings.dtype}")
+    kernel = kernel_for(quant, gpu.compute_capability, bool(release["marlin_auto_convert"]))
+    reason = f"{quant.describe()} -> {kernel} kernel"
+    if kernel.endswith("marlin") and quant.method in ("awq", "gptq"):
+        reason += f" (repacked for Marlin on sm{gpu.compute_capability[0]}{gpu.compute_capability[1]})"
+    elif kernel == "fp8_marlin":
+        reason += " (no FP8 tensor cores below sm89: weight-only Marlin FP8)"
+    return WeightsPlan(quant, kernel, reason)
+
+
+ROLE_LABELS = {
+    "embedding": "embeddings", "attention": "attention", "mlp": "MLP", "norm": "norms", "lm_head": "lm_head",
+    "quantization metadata": "quantization metadata (scales, zero points, g_idx)", "rotary cache": "rotary cos/sin cache",
+    "vocab padding": "vocabulary padding", "position embedding": "learned position embeddings",
+}
+
+
+def weights_component(inventory: Inventory, plan: WeightsPlan, spec: ModelSpec, dtype: str) -> Component:
+    by_role = inventory.bytes_by_role()
+    children = []
+    for role, label in ROLE_LABELS.items():
+        amount = by_role.get(role, 0)
+        if amount:
+            children.append(Component(f"weights.{role.replace(' ', '_')}", label, amount))
+    reason = plan.reason + (", tied embeddings counted once" if spec.tie_word_embeddings else "")
+    return Component("weights", "model weights", inventory.total_bytes, reason,
+                     "torch allocated bytes across load_model (worker model_runner; §4)", tuple(children))
+
+
+def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str) -> tuple[Component, ...]:
+    """Walk from parameters x nominal bits / 8 to the real bytes, term by term."""
+    by_role = inventory.bytes_by_role()
+    dtype_bytes = DTYPE_BYTES[dtype]
+    nominal_bits = plan.quant.nominal_bits if plan.quant else dtype_bytes * 8
+    theory = inventory.parameters * nominal_bits // 8
+    steps = [Component("theory", f"theory: {inventory.parameters / 1e9:.3f} B parameters x {nominal_bits} bits / 8", theory,
+                       "what the nominal precision alone would take")]
+    if plan.quant is not None:
+        kept = 0
+        for group in inventory.groups:
+            if group.role in ("embedding", "lm_head", "norm", "position embedding") or (
+                group.role in ("attention", "mlp") and group.dtype == dtype
+            ):
+                kept += group.bytes
+        kept_theory = kept * nominal_bits // (8 * dtype_bytes)
+        steps.append(Component("kept_16bit", f"modules kept in {dtype} (embeddings, lm_head, norms, biases)",
+                               kept - kept_theory, "not quantized by vLLM's method: stored at 16 bit instead of "
+                               f"{nominal_bits} bit"))
+        steps.append(Component("quantization_metadata", "scales, zero points, g_idx", by_role["quantization metadata"],
+                               f"{plan.kernel} layout"))
+    for role, label, reason in (
+        ("vocab padding", "vocabulary padding", "vocab padded to a multiple of 64 (VocabParallelEmbedding)"),
+        ("rotary cache", "rotary cos/sin cache", "[max_position, rotary_dim] buffer in the model dtype"),
+    ):
+        if by_role.get(role):
+            steps.append(Component(role.replace(" ", "_"), label, by_role[role], reason))
+    accounted = sum(step.bytes for step in steps)
+    rest = inventory.total_bytes - accounted
+    if rest:
+        steps.append(Component("rounding", "packing rounding", rest, "integer packing of the quantized tensors"))
+    steps.append(Component("reality", "real weights on this GPU", inventory.total_bytes, "what vLLM logs"))
+    return tuple(steps)
+
+
+def _budget_bytes(total: int, utilization: float, release: Release) -> int:
+    product = total * utilization
+    return math.ceil(product) if release["request_memory_ceil"] else int(product)
+
+
+def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
+    settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
+    dtype = settings.dtype
+    dtype_bytes = DTYPE_BYTES[dtype]
+    weights_plan = plan_weights(spec, settings, gpu, release)
+    total = gpu.cuda_total_bytes
+    budget = _budget_bytes(total, settings.gpu_memory_utilization, release)
+    notes: list[str] = []
+    if spec.sliding_window and spec.sliding_window_pattern:
+        notes.append(f"sliding-window layers (window {spec.sliding_window}) are sized as full attention here")
+
+    tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    layer_counts = pipeline_layer_counts(spec.num_layers, pp)
+    non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release)
+    ranks: list[RankFigures] = []
+    stage_data = []
+    for stage in range(pp):
+        shard = Shard(tp, stage, pp)
+        inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel)
+        weights = inventory.total_bytes
+        peak = profile.activation_peak(spec, settings, dtype_bytes, shard.is_last_stage)
+        graphs = profile.cuda_graphs(layer_counts[stage], settings, release)
+        graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
+        layout = kv_cache.kv_layout(spec, tp, layer_counts[stage], settings.block_size, settings.kv_cache_dtype_bytes)
+        if settings.kv_cache_memory_bytes is not None:
+            available = settings.kv_cache_memory_bytes
+        else:
+            available = budget - weights - peak.activation_peak_bytes - non_torch_inside - graph_subtracted
+        blocks = kv_cache.num_blocks(available, layout)
+        ranks.append(RankFigures(stage * tp, stage, weights, peak.activation_peak_bytes, non_torch_inside,
+                                 graphs.bytes, available, layer_counts[stage], layout.block_bytes, blocks))
+        stage_data.append((inventory, peak, graphs, layout, available))
+
+    # every worker computes its own blocks; the engine takes the minimum (§3.3 item 8)
+    blocks = min(rank.num_blocks_own for rank in ranks)
+    if settings.num_gpu_blocks_override:
+        blocks = settings.num_gpu_blocks_override
+    inventory, peak, graphs, layout, available = stage_data[0]
+    rank0 = ranks[0]
+    cpu_blocks = int(settings.swap_space_gib * GIB // layout.block_bytes) if settings.engine == "v0" else 0
+    capacity = kv_cache.capacity(blocks, layout, settings.max_model_len, release)
+
+    failure_message = None
+    weights_over = rank0.weights_bytes > budget
+    if weights_over and settings.kv_cache_memory_bytes is None:
+        failure_message = (
+            f"model weights ({rank0.weights_bytes / GIB:.2f} GiB) exceed the budget of total_gpu_memory x "
+            f"gpu_memory_utilization ({budget / GIB:.2f} GiB): loading fails with CUDA out of memory "
+            "or no memory is left for the KV cache"
+        )
+    if failure_message is None:
+        min_available = min(rank.kv_cache_bytes for rank in ranks)
+        failure_message = kv_cache.fit_failure(min_available, blocks, layout, settings.max_model_len, release)
+    failure = None
+    if failure_message:
+        fitting = kv_cache.largest_fitting_max_model_len(min(rank.kv_cache_bytes for rank in ranks), layout)
+        failure = StartupFailure(failure_message, fitting or None)
+
+    kv_bytes = max(0, available)
+    graph_budgeted = bool(release["cuda_graph_subtracted"])
+    components = Component(
+        "budget", f"vLLM budget: total {total / GIB:.2f} GiB x gpu_memory_utilization {settings.gpu_memory_utilization:g}",
+        budget, release.source("budget_era"), f"vLLM {release.label} {release.engine.upper()}, era {release['budget_era']}",
+        (
+            weights_component(inventory, weights_plan, spec, dtype),
+            Component("activation_peak", "profile-run activation peak", peak.activation_peak_bytes,
+                      f"{peak.peak_phase} peak: {peak.profile_tokens} tokens, {peak.profile_requests} requests "
+                      f"(forward {peak.forward_bytes / GIB:.2f} GiB, sampler {peak.sampler_bytes / GIB:.2f} GiB)",
+                      "model of the profile run (profile.py)"),
+            Component("non_torch", "non-torch memory", non_torch_inside, non_torch_reason),
+            *((Component("cuda_graphs", "CUDA graph memory (estimated, subtracted)", graphs.bytes, graphs.reason,
+                         release.source("cuda_graph_subtracted")),) if graph_budgeted else ()),
+            Component("kv_cache", "KV cache pool", blocks * layout.block_bytes if kv_bytes else 0,
+                      f"{blocks} blocks x {layout.block_bytes} B ({layout.num_layers} layers x {layout.page_bytes} B pages)"),
+        ),
+    )
+    outside_children = [Component("cuda_context", "CUDA context + kernels of this process", non_torch_outside,
+                                  "estimate (design/vllm-memory.md §6, §10); outside the budget in this era")]
+    if not graph_budgeted and graphs.bytes:
+        outside_children.append(Component("cuda_graphs", "CUDA graphs (captured after KV allocation)", graphs.bytes,
+                                          graphs.reason + "; not budgeted in this release"))
+    outside = Component("outside_budget", "outside vLLM's budget", sum(c.bytes for c in outside_children),
+                        "what nvidia-smi shows beyond the budget", children=tuple(outside_children))
+    # nvidia-smi after startup: everything resident + activation buffers re-reserved by warm-up
+    resident = (rank0.weights_bytes + non_torch_inside + blocks * layout.block_bytes + outside.bytes
+                + (graphs.bytes if graph_budgeted else 0) + peak.activation_peak_bytes)
+    smi_mib = int(round(resident / MIB))
+
+    figures = LogFigures(
+        total_bytes=total, utilization=settings.gpu_memory_utilization, weights_bytes=rank0.weights_bytes,
+        activation_bytes=peak.activation_peak_bytes, non_torch_bytes=non_torch_inside,
+        context_bytes=profile.CUDA_CONTEXT, kv_bytes=available, num_gpu_blocks=blocks,
+        num_cpu_blocks=cpu_blocks, kv_tokens=capacity.kv_cache_tokens, max_concurrency=capacity.max_concurrency,
+        max_model_len=settings.max_model_len, graph_bytes=graphs.bytes, graph_estimate_bytes=graphs.bytes,
+        graphs_captured=not settings.enforce_eager,
+    )
+    lines = log_lines(release, figures)
+    if failure is not None:
+        lines = lines + (f"ValueError: {failure.message}",)
+    return Breakdown(
+        model=spec.name, gpu_name=gpu.name, total_gpu_bytes=total, vllm_version=release.label, engine=release.engine,
+        settings=settings.as_settings(), components=components, weights_bytes=rank0.weights_bytes,
+        activation_peak_bytes=peak.activation_peak_bytes, non_torch_bytes=non_torch_inside,
+        cuda_graph_bytes=graphs.bytes, cuda_graph_budgeted=graph_budgeted, budget_bytes=budget,
+        kv_cache_bytes=available, num_gpu_blocks=blocks, num_cpu_blocks=cpu_blocks, block_size=layout.block_size,
+        kv_bytes_per_token=layout.bytes_per_token, kv_cache_tokens=capacity.kv_cache_tokens,
+        max_concurrency=capacity.max_concurrency, max_model_len=settings.max_model_len,
+        nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
+        weights_explained=explain_weights(inventory, weights_plan, dtype), notes=tuple(notes), failure=failure,
+        per_rank=tuple(ranks) if len(ranks) > 1 else (),
+    )
+

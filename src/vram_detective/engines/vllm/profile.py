@@ -1,0 +1,144 @@
+"""What the profiling run peaks at, what lies outside torch, and the CUDA-graph pool.
+
+These are models, not rules read from a file: each term is a tensor inventory of what is alive at
+the peak, with the few measured constants named where they come from (design/vllm-memory.md §5, §6,
+§1.4 and the dev ground-truth logs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...hardware import Gpu
+from ...model.config import ModelSpec
+from ...units import GIB, MIB
+from .releases import Release
+from .settings import EngineSettings
+
+# Bytes alive per logits element while the PyTorch sampler runs on the [R, vocab] logits: model-dtype
+# logits 2 + fp32 copy 4 + sorted values 4 + sort indices (int64) 8 + softmax 4 + cumsum 4 + top-p
+# mask 1 + scattered logits 4 + probs 4 + exponential noise / logprobs 4 = 39
+# (vllm/model_executor/layers/sampler.py _apply_top_k_top_p; v1/sample/ops/topk_topp_sampler.py).
+# Checks: Llama-3-8B, 256 x 128256 -> 1.26 GiB (#10511, observed 1.26); Qwen3-32B, 1024 x 151936 on
+# H100 0.11.0 -> 5.73 GiB (observed 5.64); Qwen3-8B-FP8 0.10.2, 256 x 151936 -> 1.43 (observed 1.40).
+SAMPLER_BYTES_PER_LOGIT = 39
+
+# Per-token activations alive at the MLP in a dense decoder: 3 hidden-sized tensors (residual,
+# normed input, attention output) + gate_up (2 x I) + activation output (I).
+# Check: Llama-3.1-8B on a 3090 (#10517, V0 0.6.4): peak 2.07 GiB at 20,000 tokens and 2.99 GiB at
+# 29,000 tokens -> 110 KB/token marginal; (3 x 4096 + 3 x 14336) x 2 B = 110.6 KB.
+HIDDEN_TENSORS_AT_PEAK = 3
+INTERMEDIATE_TENSORS_AT_PEAK = 3
+
+# Non-torch memory that grows during profiling on one GPU (lazily loaded kernels, cuBLAS/cuBLASLt
+# handles). Median of the logged non_torch_memory at TP=1 in shared/groundtruth/dev.jsonl:
+# Hopper 0.12-0.16 GiB (6 logs), other GPUs 0.02-0.08 GiB (8 logs).
+NON_TORCH_HOPPER_PLUS = int(0.14 * GIB)
+NON_TORCH_OTHER = int(0.05 * GIB)
+# NCCL communicators + custom all-reduce buffers when they land inside the budget (V0, V1 0.9.1-0.10.2):
+# logged non_torch at TP=2..8 is 0.12-0.30 GiB, i.e. ~0.15 GiB above the TP=1 figure (#15815, #12660, #14447).
+NCCL_PER_RANK = int(0.15 * GIB)
+# CUDA context of the vLLM worker (counted by the "global" eras V0-d and V1-a, which subtract
+# everything non-torch on the device): 0.35 GiB logged on a 3090 at TP=1 (#10517) minus the kernels above.
+CUDA_CONTEXT = int(0.30 * GIB)
+# Other workers' contexts / P2P mappings on this GPU in the global eras: #10702 logs 5.68 GiB
+# non-torch at TP=8 on H200 (0.6.4) -> ~0.76 GiB per extra rank (one observation: an estimate).
+GLOBAL_ERA_PER_EXTRA_RANK = int(0.76 * GIB)
+# Graph pool per captured graph and per decoder layer (piecewise graphs keep one piece per layer).
+# Fitted to logged graph memory (an estimate: vLLM itself only measures it):
+# V1 piecewise-only (<=0.10): Qwen3-8B-FP8 0.68 GiB for 67 graphs x 36 layers, LLaVA-1.6-Mistral
+#   0.67 GiB for 67 x 32 (dev.jsonl, 0.10.2) -> 0.29-0.32 MiB;
+# V1 FULL_AND_PIECEWISE (0.11+): Qwen3-8B 0.52 GiB estimate for 86 x 36 (LMCache #3430),
+#   Qwen2.5-7B-AWQ 0.48 GiB for 86 x 28 (0.26), Llama-3.1-8B 0.23 GiB for 86 x 32 (0.31) -> ~0.17 MiB;
+# V0 decode graphs: Qwen3-0.6B 0.13 GiB for 35 x 28 (mellea #416) -> ~0.13 MiB.
+GRAPH_BYTES_PER_LAYER = {"v0": int(0.13 * MIB), "v1-piecewise": int(0.30 * MIB), "v1-full-and-piecewise": int(0.17 * MIB)}
+
+
+@dataclass(frozen=True)
+class ProfileEstimate:
+    activation_peak_bytes: int
+    forward_bytes: int
+    sampler_bytes: int
+    profile_tokens: int
+    profile_requests: int
+    peak_phase: str  # "forward" or "sampler"
+
+
+def activation_peak(spec: ModelSpec, settings: EngineSettings, dtype_bytes: int, is_last_stage: bool) -> ProfileEstimate:
+    tp = settings.tensor_parallel_size
+    tokens = settings.max_num_batched_tokens
+    requests = min(settings.max_num_seqs, tokens)
+    hidden, intermediate = spec.hidden_size, spec.intermediate_size // tp
+    forward = tokens * (HIDDEN_TENSORS_AT_PEAK * hidden + INTERMEDIATE_TENSORS_AT_PEAK * intermediate) * dtype_bytes
+    sampler = 0
+    if is_last_stage:
+        # the [T, hidden] output stays alive while the sampler runs on [R, vocab] logits; logits are
+        # gathered to the full vocabulary before sampling.
+        sampler = requests * spec.padded_vocab_size * SAMPLER_BYTES_PER_LOGIT + tokens * hidden * dtype_bytes
+    peak = max(forward, sampler)
+    return ProfileEstimate(peak, forward, sampler, tokens, requests, "forward" if forward >= sampler else "sampler")
+
+
+def non_torch(gpu: Gpu, settings: EngineSettings, release: Release) -> tuple[int, int, str]:
+    """(inside the budget, outside the budget, reason). Outside = what nvidia-smi sees beyond vLLM's numbers."""
+    world = settings.tensor_parallel_size * settings.pipeline_parallel_size
+    kernels = NON_TORCH_HOPPER_PLUS if gpu.compute_capability >= (9, 0) else NON_TORCH_OTHER
+    nccl = NCCL_PER_RANK if world > 1 else 0
+    era = release["budget_era"]
+    if era in ("V0-d", "V1-a"):
+        others = GLOBAL_ERA_PER_EXTRA_RANK * (world - 1)
+        return CUDA_CONTEXT + kernels + nccl + others, 0, (
+            f"{era}: everything non-torch on the GPU counts (CUDA context, kernels, NCCL, other ranks)"
+        )
+    inside = kernels
+    outside = CUDA_CONTEXT
+    if nccl:
+        if release["nccl_inside_budget"]:
+            inside += nccl
+        else:
+            outside += nccl
+    return inside, outside, f"{era}: growth of non-torch memory during profiling (context outside the budget)"
+
+
+def capture_sizes(settings: EngineSettings, release: Release) -> tuple[int, ...]:
+    rule = release["capture_sizes"]
+    seqs = settings.max_num_seqs
+    if rule == "v0":
+        sizes = [1, 2, 4] + [8 * i for i in range(1, 33)]  # _BATCH_SIZES_TO_CAPTURE up to 256
+        limit = next((size for size in sizes if size >= seqs), sizes[-1])
+        return tuple(size for size in sizes if size <= limit)
+    if rule == "v1-512":
+        top = 512
+        sizes = [1, 2, 4] + list(range(8, top + 1, 8))
+    elif rule == "v1-2seqs":
+        top = min(2 * seqs, 512)
+        sizes = [1, 2, 4] + list(range(8, top + 1, 8))
+    else:
+        top = min(2 * seqs, 512)
+        sizes = [1, 2, 4] + list(range(8, min(top, 248) + 1, 8)) + list(range(256, top + 1, 16))
+    return tuple(size for size in sizes if size <= max(top, 1) and size <= settings.max_num_batched_tokens)
+
+
+@dataclass(frozen=True)
+class GraphEstimate:
+    bytes: int
+    graphs: int
+    largest: int
+    reason: str
+
+
+def cuda_graphs(num_layers: int, settings: EngineSettings, release: Release) -> GraphEstimate:
+    if settings.enforce_eager:
+        return GraphEstimate(0, 0, 0, "--enforce-eager: no CUDA graphs")
+    sizes = capture_sizes(settings, release)
+    graphs = len(sizes)
+    if settings.engine == "v1" and "FULL" in release["cuda_graph_modes"]:
+        graphs += len([size for size in sizes if size <= settings.max_num_seqs])  # FULL decode graphs
+    largest = max(sizes) if sizes else 0
+    if settings.engine == "v0":
+        per_layer = GRAPH_BYTES_PER_LAYER["v0"]
+    elif "FULL" in release["cuda_graph_modes"]:
+        per_layer = GRAPH_BYTES_PER_LAYER["v1-full-and-piecewise"]
+    else:
+        per_layer = GRAPH_BYTES_PER_LAYER["v1-piecewise"]
+    total = graphs * num_layers * per_layer
+    return GraphEstimate(total, graphs, largest, f"{graphs} graphs, largest batch {largest}")

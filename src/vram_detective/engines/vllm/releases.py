@@ -1,0 +1,205 @@
+"""vLLM's memory rules, release by release, in one table.
+
+Each row says: from this release on (and for this engine path, V0 or V1, when it matters), this
+rule has this value. A release's rules are the last value of every rule at or before it. Sources
+are the released wheels (`shared/tools/engine-src vllm VERSION`) and `design/vllm-memory.md`;
+"since X" means present in the X wheel and absent in the previous wheel inspected.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ...units import format_version, parse_version
+
+Version = tuple[int, int, int]
+
+OLDEST_SUPPORTED: Version = (0, 4, 0)
+NEWEST_KNOWN: Version = (0, 33, 0)
+
+# The releases users pick most; `--vllm-version` accepts any version between the two ends.
+NOTABLE_RELEASES = (
+    "0.4.3", "0.5.5", "0.6.3", "0.6.4", "0.6.6", "0.7.3", "0.8.5", "0.9.2", "0.10.2", "0.11.0",
+    "0.13.0", "0.15.1", "0.18.0", "0.19.0", "0.20.0", "0.23.0", "0.26.0", "0.27.0", "0.28.0",
+    "0.30.0", "0.33.0",
+)
+
+
+@dataclass(frozen=True)
+class RuleChange:
+    since: Version
+    engine: str | None  # "v0", "v1" or None for both
+    rule: str
+    value: object
+    source: str
+
+
+def _v(text: str) -> Version:
+    return parse_version(text)
+
+
+# fmt: off
+RULE_CHANGES: tuple[RuleChange, ...] = (
+    # Which engine runs by default.
+    RuleChange(_v("0.0.0"), None, "default_engine", "v0", "V0 only before 0.6.4"),
+    RuleChange(_v("0.8.0"), None, "default_engine", "v1", "vllm/envs.py VLLM_USE_V1 defaults to '1' (0.8.5 wheel; '0' in 0.7.3)"),
+    RuleChange(_v("0.8.0"), None, "v1_falls_back_below_sm80", True, "arg_utils.py _is_v1_supported_oracle 'Compute Capability < 8.0' (0.8.5)"),
+    RuleChange(_v("0.10.0"), None, "v1_falls_back_below_sm80", False, "check absent in the 0.10.2 wheel"),
+    RuleChange(_v("0.11.0"), None, "v0_available", False, "V0 worker removed in 0.11.0"),
+    RuleChange(_v("0.0.0"), None, "v0_available", True, "V0 engine present"),
+
+    # The available-KV formula (vllm-memory.md §1.3).
+    RuleChange(_v("0.3.0"), "v0", "budget_era", "V0-c", "#2863: u*T - (free_init - free_after_profile), reserved memory, worker.py"),
+    RuleChange(_v("0.6.4"), "v0", "budget_era", "V0-d", "#9352: u*T - (peak allocated incl. weights + everything not torch-allocated)"),
+    RuleChange(_v("0.6.5"), "v0", "budget_era", "V0-e", "#10511: u*T - (W + P + N), per instance"),
+    RuleChange(_v("0.7.0"), "v0", "budget_era", "V0-f", "#12126: MemorySnapshot-based memory_profiling; u*T - (W + P + N)"),
+    RuleChange(_v("0.6.4"), "v1", "budget_era", "V1-0", "V1 alpha: u*T - (free_init - free_after)"),
+    RuleChange(_v("0.6.5"), "v1", "budget_era", "V1-a", "#10528: u*T - (peak allocated + all non-torch memory on the GPU)"),
+    RuleChange(_v("0.9.1"), "v1", "budget_era", "V1-b", "#18974/#19312: u*T - (W + P + N), gpu_worker.py determine_available_memory"),
+    RuleChange(_v("0.11.0"), "v1", "budget_era", "V1-c", "NCCL initialised before the memory snapshot (gpu_worker.py init_device, 0.11.0)"),
+    RuleChange(_v("0.20.0"), "v1", "budget_era", "V1-d", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to '1' (envs.py 0.20.0)"),
+    RuleChange(_v("0.27.0"), "v1", "budget_era", "V1-e", "total_consumed = free_init - free_after, plus peak - allocated_after (gpu_worker.py 0.27.0)"),
+
+    # Default --gpu-memory-utilization.
+    RuleChange(_v("0.0.0"), None, "default_gpu_memory_utilization", 0.90, "CacheConfig default 0.9"),
+    RuleChange(_v("0.20.0"), None, "default_gpu_memory_utilization", 0.92, "CacheConfig default raised to 0.92 in the 0.20.0 wheel"),
+    # requested memory = ceil(u*T) (0.15+) instead of the float product.
+    RuleChange(_v("0.0.0"), None, "request_memory_ceil", False, "float product u*T"),
+    RuleChange(_v("0.15.0"), None, "request_memory_ceil", True, "math.ceil(T*u) in vllm/v1/worker/utils.py request_memory (0.15.1)"),
+
+    # CUDA graph pool: estimated before KV sizing and subtracted.
+    RuleChange(_v("0.0.0"), None, "cuda_graph_estimated", False, "no estimator"),
+    RuleChange(_v("0.18.0"), "v1", "cuda_graph_estimated", True, "GPUModelRunner.profile_cudagraph_memory (0.18.0), logged only"),
+    RuleChange(_v("0.0.0"), None, "cuda_graph_subtracted", False, "graphs captured after KV allocation, outside the budget"),
+    RuleChange(_v("0.20.0"), "v1", "cuda_graph_subtracted", True, "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default (0.20.0)"),
+    # CUDA graph mode (V1).
+    RuleChange(_v("0.0.0"), None, "cuda_graph_modes", ("PIECEWISE",), "V0 decode graphs / V1 piecewise"),
+    RuleChange(_v("0.11.0"), "v1", "cuda_graph_modes", ("PIECEWISE", "FULL"), "CompilationConfig default FULL_AND_PIECEWISE (0.11.0)"),
+    RuleChange(_v("0.0.0"), None, "capture_sizes", "v0", "[1,2,4] + 8k up to the first size >= max_num_seqs (V0 model_runner)"),
+    RuleChange(_v("0.6.4"), "v1", "capture_sizes", "v1-512", "[1,2,4] + 8..512 step 8, <= max_num_batched_tokens"),
+    RuleChange(_v("0.10.0"), "v1", "capture_sizes", "v1-2seqs", "[1,2,4] + 8..min(2*max_num_seqs, 512) step 8"),
+    RuleChange(_v("0.12.0"), "v1", "capture_sizes", "v1-step16", "[1,2,4] + 8..248 step 8 + 256.. step 16, max = min(2*max_num_seqs, 512)"),
+
+    # Where NCCL / custom all-reduce memory lands.
+    RuleChange(_v("0.0.0"), None, "nccl_inside_budget", True, "NCCL initialised after the baseline snapshot (V0 worker.py init_device)"),
+    RuleChange(_v("0.11.0"), "v1", "nccl_inside_budget", False, "init_worker_distributed_environment before the snapshot (gpu_worker.py 0.11.0)"),
+    # cuBLAS handles created before the snapshot (0.33): their workspace leaves N.
+    RuleChange(_v("0.0.0"), None, "cublas_prewarmed", False, "cuBLAS created lazily in the profile run"),
+    RuleChange(_v("0.33.0"), "v1", "cublas_prewarmed", True, "gpu_worker.py init_device torch.mm warm-up (0.33.0; absent in 0.30.0)"),
+
+    # Batch-size defaults that size the profiling run (vllm-memory.md §5.3).
+    RuleChange(_v("0.0.0"), "v0", "batch_defaults", "v0", "SchedulerConfig: max_num_seqs 256; tokens max(max_model_len, 2048) or chunked"),
+    RuleChange(_v("0.0.0"), "v1", "batch_defaults", "v1-0.8", "arg_utils.py _set_default_args_v1 (0.8.5): >=70 GiB -> 16384/8192, 1024 seqs"),
+    RuleChange(_v("0.9.0"), "v1", "batch_defaults", "v1-0.9", "#17885: the large defaults exclude A100"),
+    RuleChange(_v("0.28.0"), "v1", "batch_defaults", "v1-0.28", ">=160 GiB (B200/B300): 16384 for serve too (arg_utils.py 0.28.0)"),
+    RuleChange(_v("0.0.0"), "v0", "v0_chunked_prefill_tokens", 512, "SchedulerConfig chunked-prefill default 512 (<=0.6.4)"),
+    RuleChange(_v("0.6.5"), "v0", "v0_chunked_prefill_tokens", 2048, "chunked-prefill default 2048 (0.6.5+)"),
+
+    # dtype "auto" resolution (vllm-memory.md §7).
+    RuleChange(_v("0.0.0"), None, "dtype_resolution", "config", "config dtype; fp32 -> fp16; bf16 on sm<80 is an error"),
+    RuleChange(_v("0.9.1"), None, "dtype_resolution", "platform", "_resolve_auto_dtype picks from the platform's list (config.py 0.9.1)"),
+    # max_model_len for yarn rope scaling.
+    RuleChange(_v("0.0.0"), None, "yarn_scales_max_len", True, "_get_and_verify_max_len multiplies yarn by its factor"),
+    RuleChange(_v("0.30.0"), None, "yarn_scales_max_len", False, "yarn/deepseek_yarn left unscaled (config 0.30.0)"),
+
+    # GPTQ/AWQ to Marlin repacking on sm80+.
+    RuleChange(_v("0.0.0"), None, "marlin_auto_convert", False, "0.4.1 wheel: Marlin only for marlin-serialized checkpoints"),
+    RuleChange(_v("0.4.2"), None, "marlin_auto_convert", True, "gptq_marlin convertible checkpoints used automatically (seen in 0.4.3)"),
+
+    # Swap space (CPU blocks).
+    RuleChange(_v("0.0.0"), "v0", "swap_space_gib", 4.0, "CacheConfig swap_space default 4 GiB per GPU (V0)"),
+    RuleChange(_v("0.0.0"), "v1", "swap_space_gib", 0.0, "V1 has no CPU swap blocks"),
+
+    # Log formats (vllm-memory.md §2).
+    RuleChange(_v("0.0.0"), None, "weights_log", "Loading model weights took {gib:.4f} GB", "worker/model_runner.py (0.4-0.7)"),
+    RuleChange(_v("0.8.0"), None, "weights_log", "Model loading took {gib:.4f} GiB and {seconds:.6f} seconds", "0.8.x-0.11.x"),
+    RuleChange(_v("0.12.0"), "v1", "weights_log", "Model loading took {gib:.4f} GiB memory and {seconds:.6f} seconds", "gpu_model_runner.py 0.12-0.13"),
+    RuleChange(_v("0.15.0"), "v1", "weights_log", "Model loading took {gib_short} GiB memory and {seconds:.6f} seconds", "format_gib (0.15+)"),
+    RuleChange(_v("0.0.0"), "v0", "blocks_log", "# GPU blocks: {gpu}, # CPU blocks: {cpu}", "executor/gpu_executor.py (<=0.6)"),
+    RuleChange(_v("0.7.0"), "v0", "blocks_log", "# cuda blocks: {gpu}, # CPU blocks: {cpu}", "current_platform.device_name (0.7-0.10)"),
+    RuleChange(_v("0.0.0"), "v1", "blocks_log", "# GPU blocks: {gpu}", "v1/engine/core.py (0.6.4-0.7.x)"),
+    RuleChange(_v("0.8.0"), "v1", "blocks_log", None, "replaced by the KV-size line"),
+    RuleChange(_v("0.0.0"), None, "profile_log", None, "no profiling summary"),
+    RuleChange(_v("0.6.4"), "v0", "profile_log", "v0-d", "'Memory profiling results: total_gpu_memory=...' (0.6.4.x)"),
+    RuleChange(_v("0.6.5"), "v0", "profile_log", "v0-e", "three lines: 'Memory profiling takes ...' (0.6.5-0.10)"),
+    RuleChange(_v("0.0.0"), None, "available_kv_log", None, "not printed"),
+    RuleChange(_v("0.9.1"), "v1", "available_kv_log", "Available KV cache memory: {gib:.2f} GiB", "gpu_worker.py (0.9.1-0.13)"),
+    RuleChange(_v("0.15.0"), "v1", "available_kv_log", "Available KV cache memory: {gib_short} GiB", "format_gib (0.15+)"),
+    RuleChange(_v("0.0.0"), None, "concurrency_log", None, "not printed"),
+    RuleChange(_v("0.6.3"), "v0", "concurrency_log", "plain", "'Maximum concurrency for %s tokens per request: %.2fx' (0.6.3+)"),
+    RuleChange(_v("0.8.0"), "v1", "concurrency_log", "two-lines", "'GPU KV cache size: %s tokens' + concurrency line, commas (0.8-0.27)"),
+    RuleChange(_v("0.28.0"), "v1", "concurrency_log", "one-line", "one line 'GPU KV cache size: N tokens, Maximum concurrency ...' (0.28+)"),
+    RuleChange(_v("0.0.0"), None, "graph_log", "Graph capturing finished in {seconds:.0f} secs.", "V0 model_runner (<=0.6.3)"),
+    RuleChange(_v("0.6.4"), None, "graph_log", "Graph capturing finished in {seconds:.0f} secs, took {gib:.2f} GiB", "0.6.4+ (cudaMemGetInfo delta)"),
+    RuleChange(_v("0.18.0"), "v1", "graph_estimate_log", True, "'Estimated CUDA graph memory: %.2f GiB total' (0.18+)"),
+    RuleChange(_v("0.0.0"), None, "graph_estimate_log", False, "not printed"),
+
+    # How KV tokens and concurrency are reported (vllm-memory.md §3.4).
+    RuleChange(_v("0.0.0"), None, "kv_tokens_rule", "blocks", "num_blocks * block_size"),
+    RuleChange(_v("0.9.1"), "v1", "kv_tokens_rule", "blocks-per-group", "num_blocks // num_groups * block_size (0.9.1-0.20)"),
+    RuleChange(_v("0.21.0"), "v1", "kv_tokens_rule", "concurrency", "int(max_concurrency * max_model_len) (0.21+)"),
+    RuleChange(_v("0.0.0"), None, "null_block_in_fit_check", False, "all blocks usable in the startup check"),
+    RuleChange(_v("0.33.0"), "v1", "null_block_in_fit_check", True, "kv_cache_planning.py subtracts the null block (0.33.0)"),
+)
+# fmt: on
+
+
+@dataclass(frozen=True)
+class Release:
+    """The resolved rules of one vLLM release on one engine path."""
+
+    version: Version
+    engine: str
+    rules: tuple[tuple[str, object, str], ...]  # (rule, value, source)
+
+    @property
+    def label(self) -> str:
+        return format_version(self.version)
+
+    def __getitem__(self, rule: str) -> object:
+        for name, value, _ in self.rules:
+            if name == rule:
+                return value
+        raise KeyError(rule)
+
+    def source(self, rule: str) -> str:
+        for name, _, source in self.rules:
+            if name == rule:
+                return source
+        raise KeyError(rule)
+
+    def at_least(self, text: str) -> bool:
+        return self.version >= parse_version(text)
+
+
+class UnsupportedReleaseError(ValueError):
+    pass
+
+
+def resolve_version(text: str | None) -> Version:
+    if text is None or text in ("", "latest", "newest"):
+        return NEWEST_KNOWN
+    version = parse_version(text)
+    if version < OLDEST_SUPPORTED:
+        raise UnsupportedReleaseError(
+            f"vLLM {text} is older than the oldest modelled release ({format_version(OLDEST_SUPPORTED)})"
+        )
+    return version
+
+
+@lru_cache(maxsize=256)
+def _rules_for(version: Version, engine: str) -> tuple[tuple[str, object, str], ...]:
+    resolved: dict[str, tuple[object, str]] = {}
+    for change in sorted(RULE_CHANGES, key=lambda change: change.since):
+        if change.since <= version and change.engine in (None, engine):
+            resolved[change.rule] = (change.value, change.source)
+    return tuple((name, value, source) for name, (value, source) in sorted(resolved.items()))
+
+
+def release(version: Version, engine: str | None = None) -> Release:
+    """The rules of `version` on `engine` ('v0'/'v1'); engine defaults to the release's default."""
+    if engine is None:
+        engine = str(dict((n, v) for n, v, _ in _rules_for(version, "v0"))["default_engine"])
+    if engine not in ("v0", "v1"):
+        raise ValueError(f"unknown engine path {engine!r}")
+    return Release(version=version, engine=engine, rules=_rules_for(version, engine))

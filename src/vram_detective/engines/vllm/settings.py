@@ -1,0 +1,287 @@
+"""Resolve every engine setting the way one vLLM release would: given values win, the rest come
+from that release's defaults (vllm/engine/arg_utils.py, vllm/config.py; design/vllm-memory.md §5.3, §7)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...breakdown import Setting
+from ...hardware import Gpu
+from ...model.config import ModelSpec
+from ...units import GIB
+from .releases import Release
+
+SETTING_NAMES = (
+    "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len",
+    "max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization",
+    "enforce_eager", "swap_space", "kv_cache_memory_bytes", "num_gpu_blocks_override", "entrypoint",
+    "enable_chunked_prefill",
+)
+
+DTYPE_ALIASES = {
+    "auto": "auto", "half": "float16", "float16": "float16", "fp16": "float16", "bfloat16": "bfloat16",
+    "bf16": "bfloat16", "float": "float32", "float32": "float32", "fp32": "float32",
+}
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig block_size on CUDA (every release)
+V0_MULTIMODAL_MIN_TOKENS = 5120  # _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (0.6.3+)
+
+
+class SettingsError(ValueError):
+    """A setting vLLM itself would reject (the message is one line)."""
+
+
+class StartupRefusal(ValueError):
+    """vLLM would refuse to start at configuration time (message phrased like that release)."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    engine: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpu_memory_utilization: float
+    max_model_len: int
+    derived_max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    kv_cache_dtype: str  # resolved: "bfloat16", "float16", "float32" or an fp8 name
+    dtype: str  # resolved model dtype
+    quantization: str | None  # resolved method name as vLLM logs it
+    enforce_eager: bool
+    swap_space_gib: float
+    kv_cache_memory_bytes: int | None
+    num_gpu_blocks_override: int | None
+    entrypoint: str
+    enable_chunked_prefill: bool
+    given: frozenset[str]
+    reasons: tuple[tuple[str, str], ...]
+
+    @property
+    def kv_cache_dtype_bytes(self) -> int:
+        if self.kv_cache_dtype.startswith("fp8"):
+            return 1  # every fp8 variant is stored as uint8 (STR_DTYPE_TO_TORCH_DTYPE)
+        return 4 if self.kv_cache_dtype == "float32" else 2
+
+    def as_settings(self) -> tuple[Setting, ...]:
+        reasons = dict(self.reasons)
+        out = []
+        for name in SETTING_NAMES:
+            value = getattr(self, name if name != "swap_space" else "swap_space_gib")
+            out.append(Setting(name, value, name in self.given, reasons.get(name, "")))
+        out.append(Setting("engine", self.engine, "engine" in self.given, reasons.get("engine", "")))
+        return tuple(out)
+
+
+def derive_max_model_len(spec: ModelSpec, release: Release) -> tuple[int, str]:
+    """_get_and_verify_max_len: the smallest length key, times the RoPE factor for the kinds vLLM scales."""
+    keys = dict(spec.max_len_keys)
+    if keys:
+        key, length = min(keys.items(), key=lambda item: item[1])
+        reason = f"config {key}={length}"
+    else:
+        length, reason = 2048, "no length key in config.json: vLLM's fallback 2048"
+    scaling = spec.rope_scaling
+    if scaling is not None and scaling.kind not in ("su", "longrope", "llama3") and spec.family != "gemma3":
+        if scaling.kind == "yarn":
+            if release["yarn_scales_max_len"]:
+                original = scaling.original_max_position or length
+                length = int(original * scaling.factor)
+                reason += f"; yarn: original {original} x factor {scaling.factor:g}"
+        elif scaling.factor != 1.0:
+            length = int(length * scaling.factor)
+            reason += f"; rope_scaling {scaling.kind} x {scaling.factor:g}"
+    return length, reason
+
+
+def resolve_dtype(requested: str, spec: ModelSpec, gpu: Gpu, release: Release) -> tuple[str, str]:
+    config_dtype = spec.torch_dtype
+    if requested != "auto":
+        dtype = DTYPE_ALIASES[requested]
+        if dtype == "bfloat16" and not gpu.supports_bf16:
+            raise StartupRefusal(_bf16_refusal(gpu))
+        return dtype, "given"
+    if release["dtype_resolution"] == "config":
+        # <=0.9.0: the checkpoint's dtype; fp32 checkpoints are served in fp16 (Gemma 2 in bf16)
+        if config_dtype == "float32":
+            dtype = "bfloat16" if spec.family == "gemma2" else "float16"
+            reason = f"auto: float32 checkpoint served as {dtype}"
+        else:
+            dtype, reason = config_dtype, f"auto: checkpoint torch_dtype {config_dtype}"
+        if dtype == "bfloat16" and not gpu.supports_bf16:
+            raise StartupRefusal(_bf16_refusal(gpu))
+        return dtype, reason
+    # 0.9.1+: _resolve_auto_dtype picks the first dtype the platform supports
+    supported = ("bfloat16", "float16", "float32") if gpu.supports_bf16 else ("float16", "float32")
+    if config_dtype == "float32":
+        dtype = supported[0]
+        reason = f"auto: float32 checkpoint -> {dtype} on this GPU"
+    elif config_dtype in supported:
+        dtype, reason = config_dtype, f"auto: checkpoint torch_dtype {config_dtype}"
+    else:
+        dtype, reason = "float16", "auto: bfloat16 is not supported on this GPU, cast to float16"
+    if dtype == "float16" and spec.forbids_fp16:
+        dtype, reason = "float32", f"auto: {spec.family} does not allow float16 and the GPU has no bfloat16"
+    return dtype, reason
+
+
+def _bf16_refusal(gpu: Gpu) -> str:
+    major, minor = gpu.compute_capability
+    return (
+        "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+        f"Your {gpu.name} GPU has compute capability {major}.{minor}. You can use float16 instead by "
+        "explicitly setting the `dtype` flag in CLI, for example: --dtype=half."
+    )
+
+
+def pick_engine(release: Release, gpu: Gpu, requested: str | None) -> tuple[str, str]:
+    if requested:
+        if requested == "v0" and not release["v0_available"]:
+            raise SettingsError(f"vLLM {release.label} has no V0 engine (removed in 0.11.0)")
+        return requested, "given"
+    engine = str(release["default_engine"])
+    if engine == "v1" and gpu.compute_capability[0] < 8 and release["v1_falls_back_below_sm80"]:
+        return "v0", f"V1 unsupported on compute capability {gpu.compute_capability[0]}.x: falls back to V0"
+    return engine, f"default engine of vLLM {release.label}"
+
+
+def batch_defaults(release: Release, engine: str, gpu: Gpu, entrypoint: str, max_model_len: int,
+                   chunked_prefill: bool) -> tuple[int, int, str]:
+    """(max_num_batched_tokens, max_num_seqs, reason) before the user's values are applied."""
+    if engine == "v0":
+        if chunked_prefill:
+            tokens = int(release["v0_chunked_prefill_tokens"])
+            return tokens, 256, "V0 chunked prefill default"
+        return max(max_model_len, 2048), 256, "V0: max(max_model_len, 2048), 256 sequences"
+    total = gpu.cuda_total_bytes
+    rule = release["batch_defaults"]
+    big = total >= 70 * GIB
+    if rule in ("v1-0.9", "v1-0.28"):
+        big = big and not gpu.is_a100  # #17885: A100 keeps the small defaults
+    llm = entrypoint == "llm"
+    if rule == "v1-0.28" and total >= 160 * GIB:
+        return 16384, 1024, "V1 >= 160 GiB GPU defaults"
+    if big:
+        return (16384 if llm else 8192), 1024, "V1 >= 70 GiB GPU defaults"
+    return (8192 if llm else 2048), 256, "V1 defaults for GPUs under 70 GiB (or A100)"
+
+
+def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version) -> tuple[EngineSettings, Release]:
+    """`user`: snake_case vLLM settings that were given. `release_for(version, engine)` builds rules."""
+    given = {key for key, value in user.items() if value is not None}
+    reasons: dict[str, str] = {}
+    default_release = release_for(version, None)
+    engine, reasons["engine"] = pick_engine(default_release, gpu, user.get("engine"))
+    release = release_for(version, engine)
+
+    tp = int(user.get("tensor_parallel_size") or 1)
+    pp = int(user.get("pipeline_parallel_size") or 1)
+    if tp < 1 or pp < 1:
+        raise SettingsError("tensor/pipeline parallel sizes must be at least 1")
+    if spec.num_attention_heads % tp:
+        raise StartupRefusal(
+            f"Total number of attention heads ({spec.num_attention_heads}) must be divisible by tensor parallel size ({tp})."
+        )
+    if pp > spec.num_layers:
+        raise SettingsError(f"pipeline_parallel_size {pp} exceeds the model's {spec.num_layers} layers")
+
+    utilization = user.get("gpu_memory_utilization")
+    if utilization is None:
+        utilization = float(release["default_gpu_memory_utilization"])
+        reasons["gpu_memory_utilization"] = f"default of vLLM {release.label}"
+    utilization = float(utilization)
+    if not 0 < utilization <= 1:
+        raise SettingsError(f"gpu_memory_utilization must be in (0, 1], got {utilization}")
+
+    requested_dtype = str(user.get("dtype") or "auto").lower()
+    if requested_dtype not in DTYPE_ALIASES:
+        raise SettingsError(f"unknown dtype {requested_dtype!r} (auto, half, float16, bfloat16, float, float32)")
+    dtype, reasons["dtype"] = resolve_dtype(requested_dtype, spec, gpu, release)
+
+    derived, reasons["max_model_len"] = derive_max_model_len(spec, release)
+    max_model_len = user.get("max_model_len")
+    if max_model_len is None:
+        max_model_len = derived
+    elif int(max_model_len) > derived:
+        raise StartupRefusal(
+            f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={derived} or model_max_length=None in model's config.json). "
+            "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+        )
+    max_model_len = int(max_model_len)
+
+    entrypoint = str(user.get("entrypoint") or "serve").lower()
+    if entrypoint not in ("serve", "llm"):
+        raise SettingsError(f"entrypoint must be serve or llm, got {entrypoint!r}")
+
+    chunked = user.get("enable_chunked_prefill")
+    if engine == "v1":
+        chunked = True  # V1 always chunks prefills (_set_default_args_v1)
+    elif chunked is None:
+        # V0 turns chunked prefill on for contexts > 32K without sliding window (arg_utils.py 0.5-0.10)
+        chunked = max_model_len > 32768 and not spec.sliding_window and release.at_least("0.5.0")
+        reasons["enable_chunked_prefill"] = "V0: on automatically above 32K context" if chunked else "V0 default off"
+    tokens_default, seqs_default, batch_reason = batch_defaults(release, engine, gpu, entrypoint, max_model_len, bool(chunked))
+    max_num_seqs = user.get("max_num_seqs")
+    if max_num_seqs is None:
+        max_num_seqs = seqs_default
+        reasons["max_num_seqs"] = batch_reason
+    max_num_batched_tokens = user.get("max_num_batched_tokens")
+    if max_num_batched_tokens is None:
+        max_num_batched_tokens = tokens_default
+        reasons["max_num_batched_tokens"] = batch_reason
+        if engine == "v1" and release.at_least("0.11.0"):
+            # 0.11+: never more than max_num_seqs * max_model_len
+            max_num_batched_tokens = min(max_num_batched_tokens, int(max_num_seqs) * max_model_len)
+    max_num_seqs, max_num_batched_tokens = int(max_num_seqs), int(max_num_batched_tokens)
+    if engine == "v0" and not chunked and max_num_batched_tokens < max_model_len:
+        raise StartupRefusal(
+            f"max_num_batched_tokens ({max_num_batched_tokens}) is smaller than max_model_len ({max_model_len}). "
+            "This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM "
+            "reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len."
+        )
+
+    kv_dtype = str(user.get("kv_cache_dtype") or "auto").lower()
+    if kv_dtype not in KV_CACHE_DTYPES:
+        raise SettingsError(f"kv_cache_dtype {kv_dtype!r} is not sized yet (auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, float16)")
+    resolved_kv = dtype if kv_dtype == "auto" else kv_dtype
+    reasons["kv_cache_dtype"] = "auto: the model dtype" if kv_dtype == "auto" else "given"
+
+    swap = user.get("swap_space")
+    if swap is None:
+        swap = float(release["swap_space_gib"])
+        reasons["swap_space"] = "V0 default 4 GiB per GPU" if engine == "v0" else "V1 keeps no CPU swap blocks"
+    elif engine == "v1":
+        reasons["swap_space"] = "ignored by V1 (no CPU swap blocks)"
+        swap = 0.0
+
+    kv_bytes = user.get("kv_cache_memory_bytes")
+    if kv_bytes is not None and not (engine == "v1" and release.at_least("0.10.2")):
+        raise SettingsError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer on V1 (this is {release.label} {engine.upper()})")
+
+    block_size = int(user.get("block_size") or DEFAULT_BLOCK_SIZE)
+    if block_size <= 0 or block_size % 8 and block_size not in (1, 2, 4):
+        raise SettingsError(f"block_size must be a positive multiple of 8 (or 1, 2, 4), got {block_size}")
+
+    return EngineSettings(
+        engine=engine,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        gpu_memory_utilization=utilization,
+        max_model_len=max_model_len,
+        derived_max_model_len=derived,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        block_size=block_size,
+        kv_cache_dtype=resolved_kv,
+        dtype=dtype,
+        quantization=user.get("quantization"),
+        enforce_eager=bool(user.get("enforce_eager") or False),
+        swap_space_gib=float(swap),
+        kv_cache_memory_bytes=int(kv_bytes) if kv_bytes is not None else None,
+        num_gpu_blocks_override=int(user["num_gpu_blocks_override"]) if user.get("num_gpu_blocks_override") else None,
+        entrypoint=entrypoint,
+        enable_chunked_prefill=bool(chunked),
+        given=frozenset(given),
+        reasons=tuple(sorted(reasons.items())),
+    ), release

@@ -1,0 +1,214 @@
+"""GPU catalog: the device total each card reports to CUDA, plus lookup and size parsing.
+
+The total that matters for vLLM is cudaMemGetInfo's (torch.cuda.mem_get_info), which is
+~0.3-0.75 GiB below nvidia-smi's "Total" because the driver reserves memory. Catalog data
+lives in data/gpus.json, each entry with its provenance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib.resources import files
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+__all__ = [
+    "GIB",
+    "Gpu",
+    "UnknownGpuError",
+    "all_gpus",
+    "common_gpus",
+    "find_gpu",
+    "custom_gpu",
+    "parse_memory_size",
+    "normalize_gpu_key",
+    "lookup_keys",
+]
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    short_name: str
+    aliases: tuple[str, ...]
+    cuda_total_bytes: int
+    nvidia_smi_total_mib: int | None
+    compute_capability: tuple[int, int]
+    vendor: str
+    memory_type: str
+    common: bool
+    source: str
+    # Short forms this card wins when several cards could match (e.g. "A100").
+    default_for: tuple[str, ...] = ()
+    # GH200/GB10: vLLM 0.33 sizes memory from psutil on these.
+    unified_memory: bool = False
+    notes: str = ""
+
+    @property
+    def cuda_total_gib(self) -> float:
+        return self.cuda_total_bytes / GIB
+
+    @property
+    def supports_bf16(self) -> bool:
+        if self.vendor == "amd":
+            return True
+        return self.compute_capability >= (8, 0)
+
+    @property
+    def supports_fp8(self) -> bool:
+        if self.vendor == "amd":
+            # gfx942 (MI300 series) and newer.
+            return self.compute_capability >= (9, 4)
+        return self.compute_capability >= (8, 9)
+
+    @property
+    def is_a100(self) -> bool:
+        # vLLM keeps the smaller default batch sizes on A100 (#17885).
+        return "A100" in self.name.upper()
+
+
+class UnknownGpuError(ValueError):
+    """A GPU name that is not in the catalog (message is one line, with suggestions)."""
+
+
+# Vendor/brand words that nvidia-smi prints but users usually omit.
+_BRAND_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct"})
+_SEPARATORS = re.compile(r"[\s\-_]+")
+_GB_SUFFIX = re.compile(r"(\d)gi?b$")
+
+
+def normalize_gpu_key(text: str) -> str:
+    """Lookup key: lower case, no spaces/dashes/underscores, no brand words, "80GB" == "80G"."""
+    tokens = [t for t in _SEPARATORS.split(text.strip().lower()) if t]
+    while len(tokens) > 1 and tokens[0] in _BRAND_WORDS:
+        tokens.pop(0)
+    return "".join(_GB_SUFFIX.sub(r"\1g", t) for t in tokens)
+
+
+def _gpu_from_entry(entry: dict) -> Gpu:
+    smi = entry.get("nvidia_smi_total_mib")
+    return Gpu(
+        name=entry["name"],
+        short_name=entry["short_name"],
+        aliases=tuple(entry.get("aliases", ())),
+        cuda_total_bytes=int(round(float(entry["cuda_total_gib"]) * GIB)),
+        nvidia_smi_total_mib=int(smi) if smi is not None else None,
+        compute_capability=(int(entry["compute_capability"][0]), int(entry["compute_capability"][1])),
+        vendor=entry["vendor"],
+        memory_type=entry["memory_type"],
+        common=bool(entry["common"]),
+        source=entry["source"],
+        default_for=tuple(entry.get("default_for", ())),
+        unified_memory=bool(entry.get("unified_memory", False)),
+        notes=entry.get("notes", ""),
+    )
+
+
+def lookup_keys(gpu: Gpu) -> tuple[str, ...]:
+    """Every normalized key that resolves to this card."""
+    names = (gpu.name, gpu.short_name, *gpu.aliases, *gpu.default_for)
+    return tuple(dict.fromkeys(normalize_gpu_key(n) for n in names))
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> tuple[tuple[Gpu, ...], dict[str, Gpu]]:
+    raw = (files("vram_detective") / "data" / "gpus.json").read_text(encoding="utf-8")
+    gpus = tuple(_gpu_from_entry(e) for e in json.loads(raw))
+    index: dict[str, Gpu] = {}
+    for gpu in gpus:
+        for key in lookup_keys(gpu):
+            other = index.setdefault(key, gpu)
+            if other is not gpu:
+                # A data bug: an ambiguous key must be owned by one card via default_for.
+                raise ValueError(f"gpus.json: key {key!r} matches both {other.name!r} and {gpu.name!r}")
+    return gpus, index
+
+
+def all_gpus() -> tuple[Gpu, ...]:
+    return _catalog()[0]
+
+
+def common_gpus() -> tuple[Gpu, ...]:
+    return tuple(g for g in all_gpus() if g.common)
+
+
+def _suggestions(key: str, limit: int = 3) -> list[Gpu]:
+    import difflib  # only needed on the error path; keeps import cheap
+
+    _, index = _catalog()
+    found: list[Gpu] = []
+    for match in difflib.get_close_matches(key, list(index), n=20, cutoff=0.5):
+        gpu = index[match]
+        if gpu not in found:
+            found.append(gpu)
+        if len(found) == limit:
+            break
+    return found
+
+
+def find_gpu(query: str) -> Gpu:
+    """Resolve a GPU name or alias (case, spaces, dashes and underscores don't matter)."""
+    key = normalize_gpu_key(query or "")
+    gpu = _catalog()[1].get(key) if key else None
+    if gpu is not None:
+        return gpu
+    near = _suggestions(key) if key else []
+    if near:
+        hint = ", ".join(g.short_name for g in near)
+        raise UnknownGpuError(
+            f"unknown GPU {query!r}; did you mean: {hint}? "
+            f"(or pass --gpu-memory {near[0].cuda_total_gib:.2f}GiB)"
+        )
+    raise UnknownGpuError(f"unknown GPU {query!r}; pass --gpu-memory with its CUDA total instead (e.g. 23.65GiB)")
+
+
+def custom_gpu(
+    total_bytes: int, name: str = "custom GPU", compute_capability: tuple[int, int] = (9, 0)
+) -> Gpu:
+    """A GPU known only by its CUDA total (for --gpu-memory)."""
+    if total_bytes <= 0:
+        raise ValueError(f"GPU memory must be positive, got {total_bytes} bytes")
+    return Gpu(
+        name=name,
+        short_name=name,
+        aliases=(),
+        cuda_total_bytes=int(total_bytes),
+        nvidia_smi_total_mib=None,
+        compute_capability=(int(compute_capability[0]), int(compute_capability[1])),
+        vendor="nvidia",
+        memory_type="unknown",
+        common=False,
+        source="user-supplied total (--gpu-memory)",
+    )
+
+
+_UNITS = {
+    "": GIB,  # a bare number means GiB
+    "b": 1,
+    "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
+    "m": MIB, "mib": MIB, "mb": 10**6,
+    "g": GIB, "gib": GIB, "gb": 10**9,
+    "t": 1 << 40, "tib": 1 << 40, "tb": 10**12,
+}
+_SIZE = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([a-zA-Z]*)\s*$")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+
+
+def parse_memory_size(text: str) -> int:
+    """Bytes from "23.65GiB", "24GB" (10^9), "24G" (GiB), "24576MiB", "80 GiB", or a bare number (GiB)."""
+    raw = str(text)
+    match = _SIZE.match(_THOUSANDS.sub("", raw))
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(
+            f"invalid memory size {raw!r}: expected a number with an optional unit, e.g. 23.65GiB, 24GB, 24576MiB"
+        )
+    result = float(match.group(1)) * _UNITS[unit]
+    if not math.isfinite(result) or result <= 0:
+        raise ValueError(f"invalid memory size {raw!r}: must be a positive amount")
+    return int(round(result))

@@ -1,0 +1,291 @@
+"""Hugging Face config.json -> ModelSpec. Every family's key names are normalized here, once."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .quantization import QuantConfig, parse_quantization_config
+
+
+class ConfigError(ValueError):
+    """A config.json that cannot describe a model we can size."""
+
+
+class UnsupportedArchitectureError(ConfigError):
+    pass
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    kind: str  # "default", "linear", "dynamic", "yarn", "llama3", "longrope", "su", ...
+    factor: float = 1.0
+    original_max_position: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A dense decoder as vLLM builds it; sizes are for the whole model (before any sharding)."""
+
+    name: str
+    architecture: str
+    family: str  # llama, qwen2, qwen3, gemma2, gemma3, phi3, internlm2, chatglm, opt, ...
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    torch_dtype: str  # "bfloat16", "float16", "float32"
+    max_position_embeddings: int
+    rotary_dim: int | None  # None: no rotary embedding (learned positions)
+    rope_scaling: RopeScaling | None
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    gated_mlp: bool = True  # gate+up+down (SwiGLU/GeGLU) vs fc1+fc2
+    qk_norm: bool = False  # per-head q_norm/k_norm of head_dim (Qwen3, Gemma3)
+    norms_per_layer: int = 2
+    norm_bias: bool = False  # LayerNorm with bias (OPT) vs RMSNorm
+    learned_positions: int = 0  # rows of a learned position table (OPT: max_pos + 2)
+    sliding_window: int | None = None
+    sliding_window_pattern: str = ""  # "", "all", "alternate" (Gemma 2), "5:1" (Gemma 3)
+    max_len_keys: tuple[tuple[str, int], ...] = ()  # every config key vLLM reads for max_model_len
+    forbids_fp16: bool = False  # vLLM refuses fp16 for these (falls back to fp32 on pre-Ampere)
+    quantization: QuantConfig | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def q_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def padded_vocab_size(self) -> int:
+        # VocabParallelEmbedding pads the vocabulary to a multiple of 64 (DEFAULT_VOCAB_PADDING_SIZE,
+        # vllm/model_executor/layers/vocab_parallel_embedding.py, every release).
+        return -(-self.vocab_size // 64) * 64
+
+
+# Architectures -> family. Families share one parameter layout.
+_ARCHITECTURE_FAMILY = {
+    "LlamaForCausalLM": "llama",
+    "LLaMAForCausalLM": "llama",
+    "MistralForCausalLM": "llama",
+    "YiForCausalLM": "llama",
+    "AquilaForCausalLM": "llama",
+    "InternLMForCausalLM": "llama",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+    "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3",
+    "GemmaForCausalLM": "gemma",
+    "Phi3ForCausalLM": "phi3",
+    "InternLM2ForCausalLM": "internlm2",
+    "ChatGLMModel": "chatglm",
+    "ChatGLMForConditionalGeneration": "chatglm",
+    "GlmForCausalLM": "glm",
+    "Glm4ForCausalLM": "glm4",
+    "OPTForCausalLM": "opt",
+}
+
+# Architectures we recognise but do not size yet, with the reason said to the user.
+_LATER = {
+    "MixtralForCausalLM": "mixture-of-experts models",
+    "Qwen2MoeForCausalLM": "mixture-of-experts models",
+    "Qwen3MoeForCausalLM": "mixture-of-experts models",
+    "DeepseekV2ForCausalLM": "MLA / mixture-of-experts models",
+    "DeepseekV3ForCausalLM": "MLA / mixture-of-experts models",
+    "GptOssForCausalLM": "mixture-of-experts models (MXFP4)",
+    "Qwen2VLForConditionalGeneration": "multimodal models",
+    "Qwen2_5_VLForConditionalGeneration": "multimodal models",
+    "Gemma3ForConditionalGeneration": "multimodal models",
+    "LlavaForConditionalGeneration": "multimodal models",
+    "MllamaForConditionalGeneration": "multimodal models",
+}
+
+# Config keys vLLM's _get_and_verify_max_len reads (config.py, every release since 0.4).
+_MAX_LEN_KEYS = (
+    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+    "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
+)
+
+# Models whose vLLM config forbids fp16 (vllm/config.py _FLOAT16_NOT_SUPPORTED_MODELS, 0.9.1+).
+_FP16_FORBIDDEN = {"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}
+
+
+def _require(config: dict, *keys: str) -> int:
+    for key in keys:
+        value = config.get(key)
+        if value is not None:
+            return value
+    raise ConfigError(f"config.json has none of {', '.join(keys)}")
+
+
+def _rope_scaling(config: dict) -> RopeScaling | None:
+    raw = config.get("rope_scaling") or config.get("rope_parameters")
+    if not isinstance(raw, dict):
+        return None
+    kind = str(raw.get("rope_type") or raw.get("type") or "default")
+    if kind == "default" and "factor" not in raw:
+        return None
+    return RopeScaling(
+        kind=kind,
+        factor=float(raw.get("factor", 1.0) or 1.0),
+        original_max_position=raw.get("original_max_position_embeddings")
+        or config.get("original_max_position_embeddings"),
+    )
+
+
+def parse_config(config: dict, name: str = "model") -> ModelSpec:
+    """Normalize one config.json. Raises ConfigError / UnsupportedArchitectureError."""
+    if not isinstance(config, dict):
+        raise ConfigError("config.json is not a JSON object")
+    architectures = config.get("architectures") or []
+    architecture = architectures[0] if architectures else ""
+    if architecture in _LATER:
+        raise UnsupportedArchitectureError(
+            f"{architecture}: {_LATER[architecture]} are not sized yet (dense decoders only for now)"
+        )
+    family = _ARCHITECTURE_FAMILY.get(architecture)
+    if family is None:
+        model_type = config.get("model_type", "")
+        family = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}.get(model_type)
+        if family is None:
+            raise UnsupportedArchitectureError(
+                f"unsupported architecture {architecture or model_type or '(none given)'!r}"
+            )
+    if family == "chatglm":
+        return _parse_chatglm(config, name, architecture)
+    if family == "opt":
+        return _parse_opt(config, name, architecture)
+
+    hidden = _require(config, "hidden_size", "n_embd", "d_model")
+    heads = _require(config, "num_attention_heads", "n_head")
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or hidden // heads
+    layers = _require(config, "num_hidden_layers", "n_layer", "num_layers")
+    intermediate = _require(config, "intermediate_size", "ffn_dim", "n_inner")
+    vocab = _require(config, "vocab_size")
+    # Gemma ties embeddings unless told otherwise; everyone else defaults to untied in HF.
+    tie = bool(config.get("tie_word_embeddings", family.startswith("gemma")))
+    partial = float(config.get("partial_rotary_factor", 1.0) or 1.0)
+    rotary_dim = int(head_dim * partial)
+    sliding_window = config.get("sliding_window")
+    pattern = ""
+    if family == "gemma2":
+        pattern = "alternate"
+    elif family == "gemma3":
+        pattern = f"{config.get('sliding_window_pattern', 6) - 1}:1"
+    elif family == "qwen2" and not config.get("use_sliding_window", False):
+        sliding_window = None  # Qwen2 configs carry a window they do not use
+    elif family == "qwen3" and not config.get("use_sliding_window", False):
+        sliding_window = None
+    elif family in ("llama", "phi3") and sliding_window:
+        pattern = "all"
+    bias = bool(config.get("attention_bias", False)) or bool(config.get("bias", False))
+    return ModelSpec(
+        name=name,
+        architecture=architecture,
+        family=family,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        tie_word_embeddings=tie,
+        torch_dtype=_dtype_name(config.get("torch_dtype") or config.get("dtype") or "float32"),
+        max_position_embeddings=int(config.get("max_position_embeddings") or 2048),
+        rotary_dim=rotary_dim,
+        rope_scaling=_rope_scaling(config),
+        qkv_bias=family == "qwen2" or bias,
+        o_bias=bias and family not in ("qwen2",),
+        mlp_bias=bool(config.get("mlp_bias", False)),
+        qk_norm=family in ("qwen3", "gemma3"),
+        norms_per_layer=4 if family in ("gemma2", "gemma3") else 2,
+        sliding_window=sliding_window if pattern else None,
+        sliding_window_pattern=pattern,
+        max_len_keys=tuple((k, int(config[k])) for k in _MAX_LEN_KEYS if isinstance(config.get(k), int)),
+        forbids_fp16=config.get("model_type") in _FP16_FORBIDDEN or family in ("gemma2", "gemma3"),
+        quantization=parse_quantization_config(config.get("quantization_config") or config.get("compression_config")),
+    )
+
+
+def _parse_chatglm(config: dict, name: str, architecture: str) -> ModelSpec:
+    # GLM-4 (ChatGLMModel): fused qkv with bias, multi-query groups, half-width rotary
+    # (vllm/model_executor/models/chatglm.py: rotary_dim = head_dim // 2, max_position = seq_length).
+    hidden = _require(config, "hidden_size")
+    heads = _require(config, "num_attention_heads")
+    head_dim = config.get("kv_channels") or hidden // heads
+    kv_heads = config.get("multi_query_group_num") if config.get("multi_query_attention") else heads
+    seq_length = int(config.get("seq_length") or 2048)
+    return ModelSpec(
+        name=name,
+        architecture=architecture,
+        family="chatglm",
+        hidden_size=hidden,
+        num_layers=_require(config, "num_layers", "num_hidden_layers"),
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=_require(config, "ffn_hidden_size"),
+        vocab_size=_require(config, "padded_vocab_size", "vocab_size"),
+        tie_word_embeddings=False,
+        torch_dtype=_dtype_name(config.get("torch_dtype") or "bfloat16"),
+        max_position_embeddings=seq_length,
+        rotary_dim=head_dim // 2,
+        rope_scaling=None,
+        qkv_bias=bool(config.get("add_qkv_bias", False)),
+        o_bias=bool(config.get("add_bias_linear", False)),
+        max_len_keys=tuple((k, int(config[k])) for k in _MAX_LEN_KEYS if isinstance(config.get(k), int)),
+        quantization=parse_quantization_config(config.get("quantization_config")),
+    )
+
+
+def _parse_opt(config: dict, name: str, architecture: str) -> ModelSpec:
+    # OPT: learned positions with an offset of 2 (OPTLearnedPositionalEmbedding), biases everywhere,
+    # LayerNorm with bias, fc1/fc2 MLP, tied lm_head (vllm/model_executor/models/opt.py).
+    hidden = _require(config, "hidden_size")
+    if config.get("word_embed_proj_dim", hidden) != hidden:
+        raise UnsupportedArchitectureError("OPT with word_embed_proj_dim != hidden_size (opt-350m) is not sized yet")
+    heads = _require(config, "num_attention_heads")
+    max_pos = int(config.get("max_position_embeddings") or 2048)
+    return ModelSpec(
+        name=name,
+        architecture=architecture,
+        family="opt",
+        hidden_size=hidden,
+        num_layers=_require(config, "num_hidden_layers"),
+        num_attention_heads=heads,
+        num_kv_heads=heads,
+        head_dim=hidden // heads,
+        intermediate_size=_require(config, "ffn_dim"),
+        vocab_size=_require(config, "vocab_size"),
+        tie_word_embeddings=True,
+        torch_dtype=_dtype_name(config.get("torch_dtype") or "float16"),
+        max_position_embeddings=max_pos,
+        rotary_dim=None,
+        rope_scaling=None,
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        gated_mlp=False,
+        norm_bias=True,
+        learned_positions=max_pos + 2,
+        max_len_keys=tuple((k, int(config[k])) for k in _MAX_LEN_KEYS if isinstance(config.get(k), int)),
+        quantization=parse_quantization_config(config.get("quantization_config")),
+    )
+
+
+def _dtype_name(value: str) -> str:
+    text = str(value).replace("torch.", "")
+    aliases = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}
+    text = aliases.get(text, text)
+    if text not in ("bfloat16", "float16", "float32"):
+        raise ConfigError(f"unknown torch_dtype {value!r}")
+    return text

@@ -1,0 +1,166 @@
+"""Breakdown -> terminal text, JSON-ready dict, Markdown. Pure functions; no I/O."""
+from __future__ import annotations
+
+import os
+import sys
+
+from .breakdown import Breakdown, Component
+from .units import GIB
+
+
+def _g(num_bytes: float) -> float:
+    return round(num_bytes / GIB, 4)
+
+
+def to_json(breakdown: Breakdown) -> dict:
+    out = {
+        "model": breakdown.model,
+        "gpu": breakdown.gpu_name,
+        "total_gpu_gib": _g(breakdown.total_gpu_bytes),
+        "vllm_version": breakdown.vllm_version,
+        "engine": breakdown.engine,
+        "weights_gib": _g(breakdown.weights_bytes),
+        "activation_peak_gib": _g(breakdown.activation_peak_bytes),
+        "non_torch_gib": _g(breakdown.non_torch_bytes),
+        "cuda_graph_gib": _g(breakdown.cuda_graph_bytes),
+        "cuda_graph_budgeted": breakdown.cuda_graph_budgeted,
+        "budget_gib": _g(breakdown.budget_bytes),
+        "kv_cache_gib": _g(breakdown.kv_cache_bytes),
+        "num_gpu_blocks": breakdown.num_gpu_blocks,
+        "num_cpu_blocks": breakdown.num_cpu_blocks,
+        "block_size": breakdown.block_size,
+        "kv_bytes_per_token": breakdown.kv_bytes_per_token,
+        "kv_cache_tokens": breakdown.kv_cache_tokens,
+        "max_concurrency": round(breakdown.max_concurrency, 4),
+        "max_model_len": breakdown.max_model_len,
+        "nvidia_smi_used_mib": breakdown.nvidia_smi_used_mib,
+        "log_lines": list(breakdown.log_lines),
+        "components": breakdown.components.to_dict(),
+        "outside_budget": breakdown.outside_budget.to_dict(),
+        "weights_explained": [step.to_dict() for step in breakdown.weights_explained],
+        "settings": {s.name: {"value": s.value, "given": s.given, **({"reason": s.reason} if s.reason else {})}
+                     for s in breakdown.settings},
+        "startup_failed": breakdown.failure is not None,
+        "notes": list(breakdown.notes),
+    }
+    if breakdown.failure is not None:
+        out["failure"] = {"message": breakdown.failure.message,
+                          "largest_fitting_max_model_len": breakdown.failure.largest_fitting_max_model_len}
+    if breakdown.per_rank:
+        out["per_rank"] = [
+            {"rank": r.rank, "pipeline_stage": r.pipeline_stage, "layers": r.num_layers, "weights_gib": _g(r.weights_bytes),
+             "activation_peak_gib": _g(r.activation_peak_bytes), "non_torch_gib": _g(r.non_torch_bytes),
+             "cuda_graph_gib": _g(r.cuda_graph_bytes), "kv_cache_gib": _g(r.kv_cache_bytes),
+             "num_blocks_own": r.num_blocks_own}
+            for r in breakdown.per_rank
+        ]
+    return out
+
+
+def _use_color(stream) -> bool:
+    return hasattr(stream, "isatty") and stream.isatty() and os.environ.get("NO_COLOR") is None
+
+
+class _Style:
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.enabled else text
+
+
+def _tree_rows(component: Component, depth: int = 0) -> list[tuple[str, float, str]]:
+    rows = [("  " * depth + component.label, component.bytes / GIB, component.reason)]
+    for child in component.children:
+        rows.extend(_tree_rows(child, depth + 1))
+    return rows
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple], aligns: str) -> list[str]:
+    cells = [tuple(str(c) for c in headers)] + [tuple(str(c) for c in row) for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row):
+        parts = [(cell.rjust(w) if a == "r" else cell.ljust(w)) for cell, w, a in zip(row, widths, aligns)]
+        return "│ " + " │ ".join(parts) + " │"
+
+    top = "┌─" + "─┬─".join("─" * w for w in widths) + "─┐"
+    mid = "├─" + "─┼─".join("─" * w for w in widths) + "─┤"
+    bottom = "└─" + "─┴─".join("─" * w for w in widths) + "─┘"
+    return [top, line(cells[0]), mid] + [line(row) for row in cells[1:]] + [bottom]
+
+
+def _truncate(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_text(breakdown: Breakdown, stream=None) -> str:
+    style = _Style(_use_color(stream or sys.stdout))
+    b = breakdown
+    out = [style(f"{b.model} on {b.gpu_name} ({b.total_gpu_bytes / GIB:.2f} GiB as CUDA reports it)", "1"),
+           f"vLLM {b.vllm_version} ({b.engine.upper()} engine) · " + " · ".join(
+               f"{s.name}={s.value}" for s in b.settings if s.given) or "defaults"]
+    rows = [(label, f"{amount:8.3f}", _truncate(reason, 70)) for label, amount, reason in _tree_rows(b.components)]
+    rows += [(label, f"{amount:8.3f}", _truncate(reason, 70)) for label, amount, reason in _tree_rows(b.outside_budget)]
+    out += _table(("where the memory goes (per GPU)", "GiB", "why"), rows, "lrl")
+    out.append("")
+    kv_rows = [
+        ("KV bytes per token", f"{b.kv_bytes_per_token:,} B"),
+        ("block size", f"{b.block_size} tokens"),
+        ("GPU blocks", f"{b.num_gpu_blocks:,}" + (f" (+ {b.num_cpu_blocks:,} CPU swap blocks)" if b.num_cpu_blocks else "")),
+        ("KV cache tokens", f"{b.kv_cache_tokens:,}"),
+        (f"max concurrency at {b.max_model_len:,} tokens", f"{b.max_concurrency:.2f}x"),
+        ("expected nvidia-smi used", f"{b.nvidia_smi_used_mib:,} MiB"),
+    ]
+    out += _table(("KV cache", "value"), kv_rows, "lr")
+    out.append("")
+    steps = [(step.label, f"{step.bytes / GIB:+8.3f}" if i not in (0, len(b.weights_explained) - 1) else f"{step.bytes / GIB:8.3f}",
+              _truncate(step.reason, 60)) for i, step in enumerate(b.weights_explained)]
+    out += _table(("theory vs reality (weights)", "GiB", "why"), steps, "lrl")
+    out.append("")
+    out.append(style("What this release would print:", "1"))
+    out += [f"  {line}" for line in b.log_lines]
+    for note in b.notes:
+        out.append(f"note: {note}")
+    if b.failure is not None:
+        out.append(style(f"vLLM {b.vllm_version} would refuse to start: {b.failure.message}", "31"))
+        if b.failure.largest_fitting_max_model_len:
+            out.append(f"largest max_model_len that fits: {b.failure.largest_fitting_max_model_len:,}")
+    return "\n".join(out)
+
+
+def render_markdown(breakdown: Breakdown) -> str:
+    b = breakdown
+    out = [f"### {b.model} on {b.gpu_name} — vLLM {b.vllm_version} ({b.engine.upper()})", "",
+           "| component | GiB | why |", "|---|---:|---|"]
+    for label, amount, reason in _tree_rows(b.components) + _tree_rows(b.outside_budget):
+        indent = "&nbsp;&nbsp;" * (len(label) - len(label.lstrip()))
+        out.append(f"| {indent}{label.strip()} | {amount:.3f} | {reason.replace('|', '/')} |")
+    out += ["", "| KV cache | value |", "|---|---:|",
+            f"| KV bytes per token | {b.kv_bytes_per_token:,} |", f"| GPU blocks | {b.num_gpu_blocks:,} |",
+            f"| CPU blocks | {b.num_cpu_blocks:,} |", f"| KV cache tokens | {b.kv_cache_tokens:,} |",
+            f"| max concurrency at {b.max_model_len:,} | {b.max_concurrency:.2f}x |",
+            f"| expected nvidia-smi used | {b.nvidia_smi_used_mib:,} MiB |", "",
+            "| theory vs reality | GiB |", "|---|---:|"]
+    out += [f"| {step.label} | {step.bytes / GIB:.4f} |" for step in b.weights_explained]
+    out += ["", "```"] + list(b.log_lines) + ["```"]
+    if b.failure is not None:
+        out += ["", f"**vLLM would refuse to start:** {b.failure.message}"]
+    return "\n".join(out)
+
+
+def render_gpu_summary(rows: list[dict], markdown: bool = False) -> str:
+    headers = ("GPU", "total GiB", "weights GiB", "KV GiB", "KV tokens", "concurrency", "starts?")
+    table_rows = [
+        (r["gpu"], f"{r['total_gib']:.2f}", f"{r['weights_gib']:.2f}" if r.get("weights_gib") is not None else "-",
+         f"{r['kv_cache_gib']:.2f}" if r.get("kv_cache_gib") is not None else "-",
+         f"{r['kv_cache_tokens']:,}" if r.get("kv_cache_tokens") is not None else "-",
+         f"{r['max_concurrency']:.2f}x" if r.get("max_concurrency") is not None else "-",
+         "yes" if r["starts"] else "no: " + _truncate(r.get("why", ""), 50))
+        for r in rows
+    ]
+    if markdown:
+        lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(row) + " |" for row in table_rows]
+        return "\n".join(lines)
+    return "\n".join(_table(headers, table_rows, "lrrrrrl"))

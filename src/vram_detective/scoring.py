@@ -1,0 +1,267 @@
+"""Accuracy against real vLLM startup logs (shared/groundtruth/SCHEMA.md format)."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+from .units import GIB
+
+# Figures compared when a case has them: observed key -> how to read the prediction.
+FIGURES = (
+    "weights_gib", "kv_cache_gib", "num_gpu_blocks", "num_cpu_blocks", "kv_cache_tokens", "max_concurrency",
+    "non_torch_gib", "activation_peak_gib", "cuda_graph_gib", "cuda_graph_estimate_gib", "requested_memory_gib",
+    "nvidia_smi_used_mib",
+)
+# Figures derived from the case's own logged KV budget (isolates the KV arithmetic).
+FROM_LOGGED_BUDGET = ("blocks_from_logged_budget", "tokens_from_logged_budget", "concurrency_from_logged_budget")
+# Tags SCHEMA.md asks to report apart.
+SEPARATE_TAGS = ("non-nvidia", "approximate", "shared-gpu")
+# Settings that change memory in ways this release of the tool does not model yet.
+UNMODELLED_SETTINGS = {"enable_lora": "LoRA adapters", "speculative_config": "speculative decoding",
+                       "cpu_offload_gb": "CPU weight offload"}
+PASSED_SETTINGS = (
+    "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
+    "max_num_batched_tokens", "block_size", "dtype", "quantization", "kv_cache_dtype", "enforce_eager", "swap_space",
+    "entrypoint", "enable_chunked_prefill",
+)
+
+
+def load_cases(path: str) -> list[dict]:
+    cases = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+    return cases
+
+
+# Log formats that pin an era, most specific first (design/vllm-memory.md §2).
+_LOG_ERAS = (
+    (re.compile(r"GPU KV cache size: [\d,]+ tokens, Maximum concurrency"), "0.28.0"),
+    (re.compile(r"Model loading took \d+\.\d{1,2} GiB memory"), "0.15.0"),
+    (re.compile(r"Model loading took \d+\.\d{4} GiB memory"), "0.12.0"),
+    (re.compile(r"Available KV cache memory"), "0.9.1"),
+    (re.compile(r"GPU KV cache size: [\d,]+ tokens"), "0.8.0"),
+    (re.compile(r"Model loading took \d+\.\d+ GiB and"), "0.8.0"),
+    (re.compile(r"# cuda blocks"), "0.7.0"),
+    (re.compile(r"Memory profiling takes|the current vLLM instance can use"), "0.6.5"),
+    (re.compile(r"Memory profiling results: total_gpu_memory"), "0.6.4"),
+    (re.compile(r"Loading model weights took [\d.]+ GB"), "0.6.3"),
+)
+
+
+def infer_version_from_log(log: str) -> str | None:
+    for pattern, version in _LOG_ERAS:
+        if pattern.search(log or ""):
+            return version
+    return None
+
+
+def _half_unit(value: float) -> float:
+    """Half of the last printed digit: 6.37 -> 0.005 (the rounding interval of a logged figure)."""
+    text = repr(float(value))
+    if "e" in text or "." not in text:
+        return 0.5
+    return 0.5 * 10 ** -len(text.split(".")[1])
+
+
+def _relative_error(predicted: float, observed: float) -> float:
+    if observed == 0:
+        return abs(predicted)
+    return abs(predicted - observed) / abs(observed)
+
+
+def _predict(case: dict):
+    from .api import REFUSALS, explain, model_spec
+    from .hardware import UnknownGpuError, custom_gpu, find_gpu
+
+    model = case.get("model")
+    if not model:
+        return None, "model not named in the case"
+    settings = case.get("settings") or {}
+    for key, what in UNMODELLED_SETTINGS.items():
+        if settings.get(key):
+            return None, f"{what} not modelled yet"
+    try:
+        spec = model_spec(model)
+    except LookupError:
+        return None, f"{model} not in the catalog"
+    except ValueError as error:
+        return None, str(error)
+    observed = case.get("observed") or {}
+    gpu = None
+    if case.get("gpu"):
+        try:
+            gpu = find_gpu(case["gpu"])
+        except UnknownGpuError:
+            gpu = None
+    total = observed.get("total_gpu_memory_gib")
+    if total:
+        capability = gpu.compute_capability if gpu else (8, 0)
+        name = gpu.name if gpu else "GPU of the logged total"
+        gpu = custom_gpu(int(round(total * GIB)), name=name, compute_capability=capability)
+    if gpu is None:
+        return None, "GPU not known (no name in the catalog and no logged total)"
+    version = case.get("engine_version")
+    basis = case.get("engine_version_basis") or ""
+    if not version:
+        version = infer_version_from_log(case.get("log", ""))
+        basis = "inferred by the scorer from the log format"
+        if not version:
+            return None, "vLLM version unknown"
+    user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
+    if "entrypoint" in user:
+        user["entrypoint"] = str(user["entrypoint"]).lower()
+    try:
+        return (explain(spec.name, gpu, vllm_version=version, **user), version, basis), None
+    except REFUSALS as error:
+        return ("refused", version, basis, str(error)), None
+    except ValueError as error:
+        return None, f"cannot predict: {error}"
+
+
+def _predicted_figures(breakdown) -> dict:
+    return {
+        "weights_gib": breakdown.weights_bytes / GIB,
+        "kv_cache_gib": breakdown.kv_cache_bytes / GIB,
+        "num_gpu_blocks": breakdown.num_gpu_blocks,
+        "num_cpu_blocks": breakdown.num_cpu_blocks,
+        "kv_cache_tokens": breakdown.kv_cache_tokens,
+        "max_concurrency": breakdown.max_concurrency,
+        "non_torch_gib": breakdown.non_torch_bytes / GIB,
+        "activation_peak_gib": breakdown.activation_peak_bytes / GIB,
+        "cuda_graph_gib": breakdown.cuda_graph_bytes / GIB,
+        "cuda_graph_estimate_gib": breakdown.cuda_graph_bytes / GIB,
+        "requested_memory_gib": breakdown.budget_bytes / GIB,
+        "nvidia_smi_used_mib": breakdown.nvidia_smi_used_mib,
+    }
+
+
+def _from_logged_budget(case: dict, breakdown) -> dict:
+    """Blocks, tokens and concurrency computed from the KV budget the log printed.
+
+    A logged '6.37 GiB' means [6.365, 6.375): a prediction counts as exact when the observed figure
+    lies inside the interval that rounding allows."""
+    from .engines.vllm import kv_cache
+    from .engines.vllm.releases import release as release_rules
+    from .units import parse_version
+
+    observed = case.get("observed") or {}
+    logged = observed.get("kv_cache_gib")
+    if logged is None or logged <= 0:
+        return {}
+    half = _half_unit(logged)
+    block_bytes = breakdown.kv_bytes_per_token * breakdown.block_size
+    low = int((logged - half) * GIB // block_bytes)
+    high = int(((logged + half) * GIB - 1) // block_bytes)
+    release = release_rules(parse_version(breakdown.vllm_version), breakdown.engine)
+    layout = kv_cache.KvLayout(breakdown.block_size, 1, breakdown.kv_bytes_per_token // 2, 1, 1)  # same block bytes
+    out = {}
+    pairs = (("num_gpu_blocks", "blocks_from_logged_budget"), ("kv_cache_tokens", "tokens_from_logged_budget"),
+             ("max_concurrency", "concurrency_from_logged_budget"))
+    for observed_key, name in pairs:
+        if observed_key not in observed:
+            continue
+        values = []
+        for blocks in (low, high):
+            capacity = kv_cache.capacity(blocks, layout, breakdown.max_model_len, release)
+            values.append({"num_gpu_blocks": blocks, "kv_cache_tokens": capacity.kv_cache_tokens,
+                           "max_concurrency": capacity.max_concurrency}[observed_key])
+        value = observed[observed_key]
+        slack = 0.005 if observed_key == "max_concurrency" else 0  # printed with 2 decimals
+        if values[0] - slack <= value <= values[1] + slack:
+            error, predicted = 0.0, value
+        else:
+            predicted = values[0] if value < values[0] else values[1]
+            error = _relative_error(predicted, value)
+        out[name] = {"observed": value, "predicted": predicted, "interval": values, "rel_err": error}
+    return out
+
+
+def score_cases(cases: list[dict]) -> dict:
+    per_case = []
+    skipped = []
+    for case in cases:
+        prediction, reason = _predict(case)
+        if prediction is None:
+            skipped.append({"id": case.get("id"), "reason": reason})
+            continue
+        observed = case.get("observed") or {}
+        entry = {"id": case["id"], "vllm_version": prediction[1], "version_basis": prediction[2],
+                 "separate": any(tag in SEPARATE_TAGS for tag in case.get("tags", [])), "figures": {}}
+        if prediction[0] == "refused":
+            entry["refused"] = prediction[3]
+            entry["startup_failed"] = {"observed": observed.get("startup_failed"), "predicted": True}
+            per_case.append(entry)
+            continue
+        breakdown = prediction[0]
+        predicted = _predicted_figures(breakdown)
+        for key in FIGURES:
+            if key in observed and observed[key] is not None:
+                entry["figures"][key] = {"observed": observed[key], "predicted": round(predicted[key], 4),
+                                         "rel_err": _relative_error(predicted[key], observed[key])}
+        entry["figures"].update(_from_logged_budget(case, breakdown))
+        if "startup_failed" in observed:
+            entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
+        per_case.append(entry)
+    return {
+        "cases": len(cases),
+        "scored": len(per_case),
+        "skipped": skipped,
+        "figures": _summaries([c for c in per_case if not c["separate"]]),
+        "figures_separate_tags": _summaries([c for c in per_case if c["separate"]]),
+        "startup_failed_agreement": _agreement(per_case),
+        "per_case": per_case,
+    }
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    index = max(0, math.ceil(fraction * len(ordered)) - 1)
+    return ordered[index]
+
+
+def _summaries(entries: list[dict]) -> dict:
+    errors: dict[str, list[float]] = {}
+    for entry in entries:
+        for key, figure in entry["figures"].items():
+            errors.setdefault(key, []).append(figure["rel_err"])
+    summary = {}
+    for key in FIGURES + FROM_LOGGED_BUDGET:
+        values = errors.get(key)
+        if values:
+            summary[key] = {"n": len(values), "median_abs_rel_err": round(_percentile(values, 0.5), 5),
+                            "p90_abs_rel_err": round(_percentile(values, 0.9), 5), "max_abs_rel_err": round(max(values), 5)}
+    return summary
+
+
+def _agreement(entries: list[dict]) -> dict:
+    pairs = [e["startup_failed"] for e in entries if "startup_failed" in e and e["startup_failed"]["observed"] is not None]
+    agree = sum(1 for pair in pairs if bool(pair["observed"]) == bool(pair["predicted"]))
+    return {"n": len(pairs), "agree": agree}
+
+
+def format_summary(report: dict) -> str:
+    lines = [f"cases: {report['cases']}, scored: {report['scored']}, skipped: {len(report['skipped'])}", ""]
+    for title, figures in (("scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)", report["figures"]),
+                           ("cases tagged non-nvidia / approximate / shared-gpu", report["figures_separate_tags"])):
+        lines.append(title)
+        lines.append(f"  {'figure':<32} {'n':>4} {'median':>9} {'p90':>9} {'max':>9}")
+        for key, stats in figures.items():
+            lines.append(f"  {key:<32} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
+                         f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}")
+        lines.append("")
+    agreement = report["startup_failed_agreement"]
+    lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
+    reasons: dict[str, int] = {}
+    for skip in report["skipped"]:
+        reason = skip["reason"]
+        reason = "not in the catalog" if reason.endswith("not in the catalog") else reason
+        reasons[reason] = reasons.get(reason, 0) + 1
+    lines.append("skipped: " + "; ".join(f"{count} x {reason}" for reason, count in sorted(reasons.items(), key=lambda x: -x[1])))
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+"""Units and the small parsers every layer shares (sizes, token counts, versions)."""
+from __future__ import annotations
+
+import re
+
+GIB = 1 << 30  # every size vLLM logs is divided by 2**30, even the lines that say "GB"
+MIB = 1 << 20
+
+
+def gib(num_bytes: float) -> float:
+    return num_bytes / GIB
+
+
+def parse_token_count(text: str | int) -> int:
+    """'32k' -> 32768, '32768' -> 32768, '1m' -> 1048576, '4.5k' -> 4608 (vLLM's own suffix rules)."""
+    if isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*", str(text))
+    if not match:
+        raise ValueError(f"not a token count: {text!r} (use e.g. 32768 or 32k)")
+    number, suffix = float(match.group(1)), match.group(2)
+    # vLLM's human_readable_int: lowercase k/m/g are powers of 1000, uppercase K/M/G powers of 1024.
+    # Users mean 32k = 32768 almost always, so both cases map to powers of 1024 here, like the
+    # '--max-model-len 32k' examples in vLLM's docs (which show 32768).
+    scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[suffix.lower()]
+    value = number * scale
+    if value != int(value):
+        raise ValueError(f"not a whole number of tokens: {text!r}")
+    return int(value)
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """Leading release of a version string: '0.6.3.post1' -> (0,6,3); '0.8.x' -> (0,8,0);
+    '>=0.21' -> (0,21,0); '0.8-0.9' -> (0,8,0); '0.20.2rc1.dev9+g01' -> (0,20,2)."""
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(text))
+    if not match:
+        raise ValueError(f"not a vLLM version: {text!r} (use e.g. 0.8.5)")
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+def format_version(version: tuple[int, int, int]) -> str:
+    return ".".join(str(part) for part in version)
+
+
+def thousands(value: int) -> str:
+    return f"{value:,}"

@@ -142,7 +142,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         shard = Shard(tp, stage, pp)
         inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel)
         weights = inventory.total_bytes
-        peak = profile.activation_peak(spec, settings, dtype_bytes, shard.is_last_stage)
+        peak = profile.activation_peak(spec, settings, release, dtype_bytes, shard.is_last_stage)
         graphs = profile.cuda_graphs(layer_counts[stage], settings, release)
         graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
         layout = kv_cache.kv_layout(spec, tp, layer_counts[stage], settings.block_size, settings.kv_cache_dtype_bytes)

@@ -14,13 +14,19 @@ from ...units import GIB, MIB
 from .releases import Release
 from .settings import EngineSettings
 
-# Bytes alive per logits element while the PyTorch sampler runs on the [R, vocab] logits: model-dtype
+# Bytes alive per logits element while the PyTorch sort-based sampler runs on the [R, vocab] logits
+# (the release table's "sampler_bytes_per_logit" picks this or the lighter Triton path): model-dtype
 # logits 2 + fp32 copy 4 + sorted values 4 + sort indices (int64) 8 + softmax 4 + cumsum 4 + top-p
 # mask 1 + scattered logits 4 + probs 4 + exponential noise / logprobs 4 = 39
 # (vllm/model_executor/layers/sampler.py _apply_top_k_top_p; v1/sample/ops/topk_topp_sampler.py).
 # Checks: Llama-3-8B, 256 x 128256 -> 1.26 GiB (#10511, observed 1.26); Qwen3-32B, 1024 x 151936 on
 # H100 0.11.0 -> 5.73 GiB (observed 5.64); Qwen3-8B-FP8 0.10.2, 256 x 151936 -> 1.43 (observed 1.40).
 SAMPLER_BYTES_PER_LOGIT = 39
+
+# Triton top-k/top-p (vLLM 0.20-0.27 for >= 8 requests): model-dtype logits 2 + fp32 copy 4 + probs 4
+# + exponential noise 4 = 14; checks: Qwen3-4B 1024 x 151936 on H100 (~0.19 dev, #38479) implies
+# ~2.3 GiB of peak + non-torch; Qwen3-8B on an A5000 (0.21, LMCache #3430) implies ~0.6 GiB.
+TRITON_SAMPLER_BYTES_PER_LOGIT = 14
 
 # Per-token activations alive at the MLP in a dense decoder: 3 hidden-sized tensors (residual,
 # normed input, attention output) + gate_up (2 x I) + activation output (I).
@@ -63,7 +69,7 @@ class ProfileEstimate:
     peak_phase: str  # "forward" or "sampler"
 
 
-def activation_peak(spec: ModelSpec, settings: EngineSettings, dtype_bytes: int, is_last_stage: bool) -> ProfileEstimate:
+def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int, is_last_stage: bool) -> ProfileEstimate:
     tp = settings.tensor_parallel_size
     tokens = settings.max_num_batched_tokens
     requests = min(settings.max_num_seqs, tokens)
@@ -73,7 +79,10 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, dtype_bytes: int,
     if is_last_stage:
         # the [T, hidden] output stays alive while the sampler runs on [R, vocab] logits; logits are
         # gathered to the full vocabulary before sampling.
-        sampler = requests * spec.padded_vocab_size * SAMPLER_BYTES_PER_LOGIT + tokens * hidden * dtype_bytes
+        per_logit = int(release["sampler_bytes_per_logit"])
+        if requests < 8 and per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
+            per_logit = SAMPLER_BYTES_PER_LOGIT  # the Triton path needs >= 8 requests; fewer use the sort
+        sampler = requests * spec.padded_vocab_size * per_logit + tokens * hidden * dtype_bytes
     peak = max(forward, sampler)
     return ProfileEstimate(peak, forward, sampler, tokens, requests, "forward" if forward >= sampler else "sampler")
 

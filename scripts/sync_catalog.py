@@ -1,6 +1,7 @@
 """Copy ../shared/models/*/config.json into the packaged catalog (src/vram_detective/model/catalog).
 
-Each catalog file is {"repo_id", "source", "config"}; a ModelOpt hf_quant_config.json next to a
+Each catalog file is {"repo_id", "source", "config"}; scripts/derived_models.json adds models whose
+config is a catalog base plus stated overrides (a quantization block, a vocabulary size), saying so; a ModelOpt hf_quant_config.json next to a
 config is folded into config["quantization_config"] the way vLLM reads it (modelopt.py).
 Run from the repository root: python scripts/sync_catalog.py
 """
@@ -46,7 +47,19 @@ def main() -> int:
         entry = {"repo_id": f"{org}/{name}", "source": provenance(folder), "config": config}
         (target / f"{folder.name}.json").write_text(json.dumps(entry, indent=1, sort_keys=True) + "\n")
         count += 1
-    print(f"{count} configs -> {target.relative_to(root)}")
+    derived = json.loads((root / "scripts" / "derived_models.json").read_text())
+    for item in derived:
+        base_folder = shared / item["base"].replace("/", "--", 1)
+        config = json.loads((base_folder / "config.json").read_text())
+        config.update(item["overrides"])
+        config["_name_or_path"] = item["repo_id"]
+        entry = {"repo_id": item["repo_id"], "derived_from": item["base"],
+                 "source": f"derived: {item['base']} config.json + {sorted(item['overrides'])} ({item['note']})",
+                 "config": config}
+        (target / (item["repo_id"].replace("/", "--", 1) + ".json")).write_text(json.dumps(entry, indent=1, sort_keys=True) + "\n")
+        count += 1
+    total = len(list(target.glob("*.json")))
+    print(f"{total} configs -> {target.relative_to(root)} ({len(derived)} derived or corrected)")
     return 0
 
 

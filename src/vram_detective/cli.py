@@ -81,10 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The tool's own switches are not vLLM flags: found after `--` they still mean the tool's output.
+_OWN_SWITCHES_AFTER_DASHES = ("--json", "--markdown")
+
+
 def _split_launch_line(argv: list[str]) -> tuple[list[str], list[str] | None]:
     if "--" in argv:
         cut = argv.index("--")
-        return argv[:cut], argv[cut + 1:]
+        launch = argv[cut + 1:]
+        own = argv[:cut] + [word for word in launch if word in _OWN_SWITCHES_AFTER_DASHES]
+        return own, [word for word in launch if word not in _OWN_SWITCHES_AFTER_DASHES]
     return argv, None
 
 

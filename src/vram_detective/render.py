@@ -98,8 +98,8 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
     style = _Style(_use_color(stream or sys.stdout))
     b = breakdown
     out = [style(f"{b.model} on {b.gpu_name} ({b.total_gpu_bytes / GIB:.2f} GiB as CUDA reports it)", "1"),
-           f"vLLM {b.vllm_version} ({b.engine.upper()} engine) · " + " · ".join(
-               f"{s.name}={s.value}" for s in b.settings if s.given) or "defaults"]
+           f"vLLM {b.vllm_version} ({b.engine.upper()} engine) · "
+           + (" · ".join(f"{s.name}={s.value}" for s in b.settings if s.given) or "all settings at this release's defaults")]
     rows = [(label, f"{amount:8.3f}", _truncate(reason, 70)) for label, amount, reason in _tree_rows(b.components)]
     rows += [(label, f"{amount:8.3f}", _truncate(reason, 70)) for label, amount, reason in _tree_rows(b.outside_budget)]
     out += _table(("where the memory goes (per GPU)", "GiB", "why"), rows, "lrl")

@@ -6,7 +6,7 @@ import math
 import re
 from pathlib import Path
 
-from .units import GIB
+from .units import GIB, parse_version
 
 # Figures compared when a case has them: observed key -> how to read the prediction.
 FIGURES = (
@@ -59,6 +59,19 @@ def infer_version_from_log(log: str) -> str | None:
     for pattern, version in _LOG_ERAS:
         if pattern.search(log or ""):
             return version
+    return None
+
+
+_V0_MARKERS = re.compile(r"# CPU blocks|# cuda blocks|Memory profiling takes|non_torch_memory|Memory profiling results")
+_V1_MARKERS = re.compile(r"GPU KV cache size|Available KV cache memory|EngineCore|gpu_model_runner\.py|gpu_worker\.py")
+
+
+def infer_engine_from_log(log: str) -> str | None:
+    """The engine path a log shows: V0 prints CPU swap blocks and the profiling summary, V1 does not."""
+    if _V0_MARKERS.search(log or ""):
+        return "v0"
+    if _V1_MARKERS.search(log or ""):
+        return "v1"
     return None
 
 
@@ -115,6 +128,9 @@ def _predict(case: dict):
         if not version:
             return None, "vLLM version unknown"
     user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
+    engine = infer_engine_from_log(case.get("log", ""))
+    if engine == "v0" and parse_version(version) >= (0, 6, 4) or engine == "v1" and parse_version(version) >= (0, 6, 4):
+        user["engine"] = engine
     if "entrypoint" in user:
         user["entrypoint"] = str(user["entrypoint"]).lower()
     try:

@@ -165,19 +165,17 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     capacity = kv_cache.capacity(blocks, layout, settings.max_model_len, release)
 
     failure_message = None
-    weights_over = rank0.weights_bytes > budget
-    if weights_over and settings.kv_cache_memory_bytes is None:
+    min_available = min(rank.kv_cache_bytes for rank in ranks)
+    if max(rank.weights_bytes for rank in ranks) > total:
         failure_message = (
-            f"model weights ({rank0.weights_bytes / GIB:.2f} GiB) exceed the budget of total_gpu_memory x "
-            f"gpu_memory_utilization ({budget / GIB:.2f} GiB): loading fails with CUDA out of memory "
-            "or no memory is left for the KV cache"
+            f"CUDA out of memory while loading the weights: {max(r.weights_bytes for r in ranks) / GIB:.2f} GiB per GPU "
+            f"do not fit in {total / GIB:.2f} GiB. Use more GPUs (tensor/pipeline parallel) or a quantized checkpoint."
         )
-    if failure_message is None:
-        min_available = min(rank.kv_cache_bytes for rank in ranks)
+    elif settings.kv_cache_memory_bytes is None or blocks <= 0:
         failure_message = kv_cache.fit_failure(min_available, blocks, layout, settings.max_model_len, release)
     failure = None
     if failure_message:
-        fitting = kv_cache.largest_fitting_max_model_len(min(rank.kv_cache_bytes for rank in ranks), layout)
+        fitting = kv_cache.largest_fitting_max_model_len(min_available, layout)
         failure = StartupFailure(failure_message, fitting or None)
 
     kv_bytes = max(0, available)
@@ -208,7 +206,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     # nvidia-smi after startup: everything resident + activation buffers re-reserved by warm-up
     resident = (rank0.weights_bytes + non_torch_inside + blocks * layout.block_bytes + outside.bytes
                 + (graphs.bytes if graph_budgeted else 0) + peak.activation_peak_bytes)
-    smi_mib = int(round(resident / MIB))
+    smi_mib = int(round(min(resident, total) / MIB))
 
     figures = LogFigures(
         total_bytes=total, utilization=settings.gpu_memory_utilization, weights_bytes=rank0.weights_bytes,
@@ -220,7 +218,9 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     )
     lines = log_lines(release, figures)
     if failure is not None:
-        lines = lines + (f"ValueError: {failure.message}",)
+        loaded = max(rank.weights_bytes for rank in ranks) <= total
+        error_type = "ValueError" if loaded else "torch.OutOfMemoryError"
+        lines = _lines_before_failure(lines, release, loaded) + (f"{error_type}: {failure.message}",)
     return Breakdown(
         model=spec.name, gpu_name=gpu.name, total_gpu_bytes=total, vllm_version=release.label, engine=release.engine,
         settings=settings.as_settings(), components=components, weights_bytes=rank0.weights_bytes,
@@ -234,3 +234,13 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         per_rank=tuple(ranks) if len(ranks) > 1 else (),
     )
 
+
+
+def _lines_before_failure(lines: tuple[str, ...], release: Release, loaded: bool) -> tuple[str, ...]:
+    """What is printed before the engine raises: V1 checks the KV pool before logging its size, V0
+    logs its block counts first; nothing after the failure (no graph capture) is printed."""
+    if not loaded:
+        return ()
+    cut = ("GPU KV cache size", "Maximum concurrency", "Graph capturing") if release.engine == "v1" else (
+        "Maximum concurrency", "Graph capturing")
+    return tuple(line for line in lines if not line.startswith(cut))

@@ -22,6 +22,13 @@ class BadInput(Exception):
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), not the whole usage block."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
     from .engines.vllm.launch import FLAGS, parse_flag_value
 
@@ -44,13 +51,13 @@ def _parse_or_bad(flag, raw, parse_flag_value):
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vram-detective",
         description="Predict and explain the GPU memory vLLM takes at startup, byte by byte, without a GPU.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vram-detective {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     explain = commands.add_parser(
         "explain", help="where every GiB goes for a model on a GPU, and what vLLM will print",

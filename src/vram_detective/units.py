@@ -15,6 +15,8 @@ def parse_token_count(text: str | int) -> int:
     """'32k' -> 32768, '32768' -> 32768, '1m' -> 1048576, '4.5k' -> 4608 (vLLM's own suffix rules)."""
     if isinstance(text, int):
         return text
+    if str(text).strip() == "-1":
+        return -1  # vLLM 0.15+: auto-fit max_model_len to the KV pool
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*", str(text))
     if not match:
         raise ValueError(f"not a token count: {text!r} (use e.g. 32768 or 32k)")

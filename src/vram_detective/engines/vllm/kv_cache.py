@@ -79,6 +79,11 @@ def largest_fitting_max_model_len(available_bytes: int, layout: KvLayout) -> int
     return max(0, num_blocks(available_bytes, layout)) * layout.block_size
 
 
+def usable_for_fit(available_bytes: int, layout: KvLayout, release: Release) -> int:
+    """Bytes the "one full request must fit" check may use: 0.33 keeps the null block out of it."""
+    return available_bytes - layout.block_bytes if release["null_block_in_fit_check"] else available_bytes
+
+
 def fit_failure(available_bytes: int, blocks: int, layout: KvLayout, max_model_len: int, release: Release) -> str | None:
     """The error that release raises when one max_model_len request does not fit, else None."""
     if release.engine == "v0":
@@ -97,9 +102,7 @@ def fit_failure(available_bytes: int, blocks: int, layout: KvLayout, max_model_l
     if available_bytes <= 0:
         return "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
     needed = cdiv(max_model_len, layout.block_size) * layout.block_bytes
-    usable = available_bytes
-    if release["null_block_in_fit_check"]:
-        usable -= layout.block_bytes  # 0.33 keeps one null block out of the check
+    usable = usable_for_fit(available_bytes, layout, release)
     if needed <= usable:
         return None
     estimate = largest_fitting_max_model_len(usable, layout)

@@ -3,7 +3,7 @@ non-torch -> CUDA graphs -> KV budget -> blocks, tokens, concurrency (design/vll
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...breakdown import Breakdown, Component, RankFigures, StartupFailure
 from ...hardware import Gpu
@@ -12,7 +12,7 @@ from ...model.inventory import Inventory, Shard, build_inventory, pipeline_layer
 from ...model.quantization import ONLINE_FP8, QuantConfig, QuantizationError, kernel_for
 from ...units import GIB, MIB
 from . import kv_cache, profile
-from .log_lines import LogFigures, log_lines
+from .log_lines import LogFigures, format_gib, log_lines
 from .releases import Release, release as release_rules
 from .settings import EngineSettings, StartupRefusal, resolve_settings
 
@@ -161,21 +161,35 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         blocks = settings.num_gpu_blocks_override
     inventory, peak, graphs, layout, available = stage_data[0]
     rank0 = ranks[0]
+    min_available = min(rank.kv_cache_bytes for rank in ranks)
+    auto_fit_line = None
+    if settings.auto_fit_max_model_len:
+        # kv_cache_utils.py _auto_fit_max_model_len (0.15+): the longest request the smallest pool holds
+        fitting = kv_cache.largest_fitting_max_model_len(kv_cache.usable_for_fit(min_available, layout, release), layout)
+        if 0 < fitting < settings.max_model_len:
+            auto_fit_line = (f"Auto-fit max_model_len: reduced from {settings.max_model_len} to {fitting} to fit in "
+                             f"available GPU memory ({format_gib(min_available)} GiB available for KV cache)")
+            settings = replace(settings, max_model_len=fitting)
+        elif fitting > 0:
+            auto_fit_line = (f"Auto-fit max_model_len: full model context length {settings.max_model_len} fits in "
+                             "available GPU memory")
     cpu_blocks = int(settings.swap_space_gib * GIB // layout.block_bytes) if settings.engine == "v0" else 0
     capacity = kv_cache.capacity(blocks, layout, settings.max_model_len, release)
 
     failure_message = None
-    min_available = min(rank.kv_cache_bytes for rank in ranks)
     if max(rank.weights_bytes for rank in ranks) > total:
         failure_message = (
             f"CUDA out of memory while loading the weights: {max(r.weights_bytes for r in ranks) / GIB:.2f} GiB per GPU "
             f"do not fit in {total / GIB:.2f} GiB. Use more GPUs (tensor/pipeline parallel) or a quantized checkpoint."
         )
+    elif settings.auto_fit_max_model_len and auto_fit_line is None:
+        failure_message = ("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
+                           "token. Try increasing `gpu_memory_utilization`.")
     elif settings.kv_cache_memory_bytes is None or blocks <= 0:
         failure_message = kv_cache.fit_failure(min_available, blocks, layout, settings.max_model_len, release)
     failure = None
     if failure_message:
-        fitting = kv_cache.largest_fitting_max_model_len(min_available, layout)
+        fitting = kv_cache.largest_fitting_max_model_len(kv_cache.usable_for_fit(min_available, layout, release), layout)
         failure = StartupFailure(failure_message, fitting or None)
 
     kv_bytes = max(0, available)
@@ -217,6 +231,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         graphs_captured=not settings.enforce_eager,
     )
     lines = log_lines(release, figures)
+    if auto_fit_line:
+        lines = _insert_before(lines, "GPU KV cache size", auto_fit_line)
     if failure is not None:
         loaded = max(rank.weights_bytes for rank in ranks) <= total
         error_type = "ValueError" if loaded else "torch.OutOfMemoryError"
@@ -244,3 +260,10 @@ def _lines_before_failure(lines: tuple[str, ...], release: Release, loaded: bool
     cut = ("GPU KV cache size", "Maximum concurrency", "Graph capturing") if release.engine == "v1" else (
         "Maximum concurrency", "Graph capturing")
     return tuple(line for line in lines if not line.startswith(cut))
+
+
+def _insert_before(lines: tuple[str, ...], prefix: str, line: str) -> tuple[str, ...]:
+    for index, existing in enumerate(lines):
+        if existing.startswith(prefix):
+            return lines[:index] + (line,) + lines[index:]
+    return lines + (line,)

@@ -55,6 +55,7 @@ class EngineSettings:
     entrypoint: str
     enable_chunked_prefill: bool
     given: frozenset[str]
+    auto_fit_max_model_len: bool  # --max-model-len -1 (0.15+): shrink to what the KV pool holds
     reasons: tuple[tuple[str, str], ...]
 
     @property
@@ -200,8 +201,13 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
 
     derived, reasons["max_model_len"] = derive_max_model_len(spec, release)
     max_model_len = user.get("max_model_len")
-    if max_model_len is None:
+    auto_fit = max_model_len == -1
+    if auto_fit and not (engine == "v1" and release.at_least("0.15.0")):
+        raise SettingsError(f"--max-model-len -1 (auto-fit) needs vLLM 0.15 or newer on V1 (this is {release.label})")
+    if max_model_len is None or auto_fit:
         max_model_len = derived
+        if auto_fit:
+            reasons["max_model_len"] = "-1: auto-fit to the KV pool, at most " + reasons["max_model_len"]
     elif int(max_model_len) > derived:
         raise StartupRefusal(
             f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
@@ -283,5 +289,6 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         entrypoint=entrypoint,
         enable_chunked_prefill=bool(chunked),
         given=frozenset(given),
+        auto_fit_max_model_len=auto_fit,
         reasons=tuple(sorted(reasons.items())),
     ), release

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import ModelSpec
-from .quantization import DTYPE_BYTES, QuantConfig, linear_tensors
+from .quantization import DTYPE_BYTES, KernelLayout, QuantConfig, linear_tensors
 
 ROLES = (
     "embedding", "attention", "mlp", "norm", "lm_head", "quantization metadata", "rotary cache",
@@ -37,9 +37,24 @@ class TensorGroup:
 
 
 @dataclass(frozen=True)
+class AllocationPlan:
+    """The tensors as torch allocates them, in construction order (for the caching-allocator model):
+    tensors before the layers, one layer's tensors (the rotary cache is built after `rope_after`
+    of them, in layer 0), the layer count, and the tensors after the layers."""
+
+    before_layers: tuple[int, ...]
+    per_layer: tuple[int, ...]
+    layers: int
+    after_layers: tuple[int, ...]
+    rope_after: int
+    rope_staging_bytes: int  # the fp32 [max_position, rotary_dim] cat result freed after the cache is built
+
+
+@dataclass(frozen=True)
 class Inventory:
     groups: tuple[TensorGroup, ...]
     parameters: int  # logical parameters held by this rank (weights, not metadata or buffers)
+    allocations: AllocationPlan | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -114,7 +129,7 @@ def build_inventory(
     dtype: str,
     shard: Shard = Shard(),
     quant: QuantConfig | None = None,
-    kernel: str = "",
+    kernel: KernelLayout | None = None,
 ) -> Inventory:
     tp = shard.tensor_parallel_size
     layers = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size)[shard.pipeline_stage]
@@ -123,23 +138,29 @@ def build_inventory(
     hidden = spec.hidden_size
     groups: list[TensorGroup] = []
     parameters = 0
+    before: list[int] = []
+    per_layer: list[int] = []
+    after: list[int] = []
+    rope_after = 0
 
     vocab_rows = spec.padded_vocab_size // tp
     # the padding rows sit at the end of the last shard; per rank they are shown as an even share
     padding_rows = (spec.padded_vocab_size - spec.vocab_size) // tp
     real_rows = vocab_rows - padding_rows
 
-    def vocab_table(name: str, role: str) -> None:
+    def vocab_table(name: str, role: str, allocations: list[int]) -> None:
         nonlocal parameters
+        allocations.append(vocab_rows * hidden * DTYPE_BYTES[dtype])  # one tensor, padding included
         groups.append(_dense(f"{name}.weight", 1, (real_rows, hidden), dtype, role))
         if padding_rows:
             groups.append(_dense(f"{name}.weight[padding rows]", 1, (padding_rows, hidden), dtype, "vocab padding"))
         parameters += real_rows * hidden
 
     if shard.is_first_stage:
-        vocab_table("model.embed_tokens", "embedding")
+        vocab_table("model.embed_tokens", "embedding", before)
         if spec.learned_positions:
             groups.append(_dense("model.decoder.embed_positions.weight", 1, (spec.learned_positions, hidden), dtype, "position embedding"))
+            before.append(groups[-1].bytes_each)
             parameters += spec.learned_positions * hidden
 
     q_rank = spec.num_attention_heads // tp
@@ -156,17 +177,22 @@ def build_inventory(
                 tensor_role = role if tensor.role == "weight" else "quantization metadata"
                 groups.append(TensorGroup(f"{layer_pattern}.{name}.{tensor.suffix}", layers, tensor.shape,
                                           tensor.dtype, tensor.bytes, tensor_role))
+                per_layer.append(tensor.bytes)
         else:
             groups.append(_dense(f"{layer_pattern}.{name}.weight", layers, (out_features, in_features), dtype, role))
+            per_layer.append(groups[-1].bytes_each)
         if bias:
             # row-parallel biases are replicated (added once after the all-reduce)
             groups.append(_dense(f"{layer_pattern}.{name}.bias", layers, (out_features if not row_parallel else hidden,), dtype, role))
+            per_layer.append(groups[-1].bytes_each)
             parameters += (out_features if not row_parallel else hidden) * layers
 
     qkv_out = (q_rank + 2 * kv_rank) * head
     linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden)
     linear("self_attn.o_proj", q_rank * head, hidden, 1, "attention", spec.o_bias, True, spec.q_size)
+    rope_after = len(per_layer)  # the attention module builds its rotary cache after its linears
     if spec.qk_norm:
+        per_layer += [head * DTYPE_BYTES[dtype]] * 2
         groups.append(_dense(f"{layer_pattern}.self_attn.q_norm.weight", layers, (head,), dtype, "norm"))
         groups.append(_dense(f"{layer_pattern}.self_attn.k_norm.weight", layers, (head,), dtype, "norm"))
         parameters += 2 * head * layers
@@ -179,11 +205,13 @@ def build_inventory(
         linear("fc2", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
     norm_tensors = spec.norms_per_layer * (2 if spec.norm_bias else 1)
     groups.append(_dense(f"{layer_pattern}.*_layernorm.weight", layers * norm_tensors, (hidden,), dtype, "norm"))
+    per_layer += [groups[-1].bytes_each] * norm_tensors
     parameters += norm_tensors * hidden * layers
 
     if shard.is_last_stage:
         final_norms = 2 if spec.norm_bias else 1
         groups.append(_dense("model.norm.weight", final_norms, (hidden,), dtype, "norm"))
+        after += [groups[-1].bytes_each] * final_norms
         parameters += final_norms * hidden
         # Tied: lm_head is the embedding tensor - counted once, unless PP puts them on two stages.
         if not spec.tie_word_embeddings or not shard.is_first_stage:
@@ -191,10 +219,15 @@ def build_inventory(
                 for tensor in linear_tensors(quant, kernel, hidden, vocab_rows, 1, dtype, hidden):
                     groups.append(TensorGroup(f"lm_head.{tensor.suffix}", 1, tensor.shape, tensor.dtype, tensor.bytes,
                                               "lm_head" if tensor.role == "weight" else "quantization metadata"))
+                    after.append(tensor.bytes)
                 parameters += vocab_rows * hidden
             else:
-                vocab_table("lm_head", "lm_head")
+                vocab_table("lm_head", "lm_head", after)
 
-    for label, rows, width in rotary_caches(spec):
+    staging = 0
+    for index, (label, rows, width) in enumerate(rotary_caches(spec)):
         groups.append(_dense(label, 1, (rows, width), dtype, "rotary cache"))
-    return Inventory(groups=tuple(groups), parameters=parameters)
+        if index == 0:
+            staging = rows * width * 4  # _compute_cos_sin_cache builds it in float32 before .to(dtype)
+    allocations = AllocationPlan(tuple(before), tuple(per_layer), layers, tuple(after), rope_after, staging)
+    return Inventory(groups=tuple(groups), parameters=parameters, allocations=allocations)

@@ -123,26 +123,58 @@ def _tensor(suffix: str, shape: tuple[int, ...], dtype: str, role: str = "quanti
     return StoredTensor(suffix, shape, dtype, count * DTYPE_BYTES[dtype], role)
 
 
-def kernel_for(quant: QuantConfig, capability: tuple[int, int], marlin_auto_convert: bool) -> str:
-    """The vLLM method that ends up holding the weights (it decides the stored layout)."""
+@dataclass(frozen=True)
+class KernelLayout:
+    """What the chosen vLLM kernel keeps per linear layer (design notes §8 and
+    docs/research-weights-by-release.md, read from each release's quantization/*.py)."""
+
+    kernel: str  # awq, awq_marlin, gptq, gptq_marlin, machete, fp8, fp8_marlin
+    keeps_zeros: bool = True  # zero points stay on the GPU (int32 packed, or fp16 for Machete AWQ)
+    fp16_zeros: bool = False  # Machete (sm90) AWQ: zero points as fp16 [K/g, N] with scales applied
+    keeps_g_idx: bool = False  # g_idx (+ sort indices on Marlin) kept even without act-order
+    per_output_workspace: bool = False  # Marlin workspace int32 [N/64*16] per layer (<= 0.8.x)
+
+
+def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> KernelLayout:
+    """The vLLM method that ends up holding the weights; `rules` is the release's rule table
+    (awq_marlin_since, gptq_marlin_layout, machete_*, marlin_workspace)."""
     sm = capability[0] * 10 + capability[1]
+    per_output_workspace = rules["marlin_workspace"] == "per-output"
     if quant.method == "awq":
-        # awq_marlin needs sm80 (AWQMarlinConfig.get_min_capability) and 4-bit
-        return "awq_marlin" if marlin_auto_convert and sm >= 80 and quant.bits in (4, 8) else "awq"
+        # awq_marlin needs sm80, 4/8 bit, group in {-1,32,64,128} (awq_marlin.py is_awq_marlin_compatible)
+        marlin_ok = rules["awq_marlin_auto"] and sm >= 80 and quant.bits in (4, 8) and quant.group_size in (-1, 32, 64, 128)
+        if not marlin_ok:
+            return KernelLayout("awq")
+        if sm == 90 and rules["machete_awq"]:
+            # choose_mp_linear_kernel picks Machete first on sm90 (kernels/linear/__init__.py, 0.19+)
+            return KernelLayout("machete", fp16_zeros=True)
+        return KernelLayout("awq_marlin", per_output_workspace=per_output_workspace)
     if quant.method == "gptq":
-        marlin_ok = sm >= 80 and quant.bits in (4, 8) and not quant.zero_point
-        return "gptq_marlin" if marlin_auto_convert and marlin_ok else "gptq"
+        layout = rules["gptq_marlin_layout"]
+        marlin_ok = layout != "none" and sm >= 80 and quant.bits in (4, 8) and not quant.zero_point \
+            and quant.group_size in (-1, 32, 64, 128)
+        if not marlin_ok:
+            return KernelLayout("gptq", keeps_g_idx=True)
+        if sm == 90 and rules["machete_gptq"]:
+            # Machete never empties qzeros or g_idx (machete.py, 0.6.2+)
+            return KernelLayout("machete", keeps_g_idx=rules["gptq_g_idx_parameter"])
+        return KernelLayout(
+            "gptq_marlin",
+            keeps_zeros=layout == "zeros-kept",  # 0.6.0-0.6.1 allocate qzeros and keep them
+            keeps_g_idx=layout == "lazy-repack",  # 0.4.2-0.5.1 repack at first forward: g_idx + sort kept
+            per_output_workspace=per_output_workspace,
+        )
     if quant.method in ("fp8", "modelopt-fp8"):
         if sm < 80:
             raise UnsupportedOnGpuError("FP8 weights need compute capability 8.0 or newer (vLLM Fp8Config.get_min_capability)")
         # sm80-86 have no FP8 tensor cores: vLLM runs FP8 weights through the Marlin weight-only kernel
-        return "fp8_marlin" if sm < 89 else "fp8"
+        return KernelLayout("fp8_marlin" if sm < 89 else "fp8")
     raise QuantizationError(f"no kernel for {quant.method}")
 
 
 def linear_tensors(
     quant: QuantConfig,
-    kernel: str,
+    layout: KernelLayout,
     in_features: int,
     out_features: int,
     shards: int,
@@ -155,39 +187,50 @@ def linear_tensors(
     `full_in_features`: K before tensor-parallel splitting (act-order scales are replicated).
     """
     k, n = in_features, out_features
+    kernel = layout.kernel
+    scale_dtype = activation_dtype if activation_dtype != "float32" else "float16"
     if quant.method in ("awq", "gptq"):
         group = k if quant.group_size == -1 else quant.group_size
         groups = -(-k // group)
         packed_weight_bytes = k * n * quant.bits // 8
         pack = 32 // quant.bits if 32 % quant.bits == 0 else 0
-        if kernel in ("awq", "awq_marlin"):
-            # AWQ: qweight int32 [K, N/pack], qzeros int32 [K/g, N/pack], scales [K/g, N] (awq.py);
-            # Marlin repacks in place (same bytes) and converts zero points (awq_marlin.py).
-            return (
-                StoredTensor("qweight", (k, n // pack), "int32", packed_weight_bytes, "weight"),
-                _tensor("qzeros", (groups, n // pack), "int32"),
-                _tensor("scales", (groups, n), "float16"),
-            )
-        if kernel == "gptq":
-            # gptq.py: qweight int32 [K/pack, N], qzeros [K/g, N/pack], scales [K/g, N], g_idx [K]
-            zeros_bytes = groups * n * quant.bits // 8
-            return (
-                StoredTensor("qweight", (k * quant.bits // 32, n), "int32", packed_weight_bytes, "weight"),
-                StoredTensor("qzeros", (groups, n * quant.bits // 32), "int32", zeros_bytes, "quantization metadata"),
-                _tensor("scales", (groups, n), "float16"),
-                _tensor("g_idx", (k,), "int32"),
-            )
-        # gptq_marlin.py: qzeros become an empty tensor for symmetric checkpoints; g_idx and its sort
-        # indices stay only with act-order, and then row-parallel scales cover the full K on every rank.
-        scale_groups = groups
-        if quant.desc_act and quant.group_size != -1 and full_in_features != k:
-            scale_groups = -(-full_in_features // group)
-        tensors = [
-            StoredTensor("qweight", (k // 16, n * 16 // pack), "int32", packed_weight_bytes, "weight"),
-            _tensor("scales", (scale_groups, n), activation_dtype if activation_dtype != "float32" else "float16"),
-        ]
-        if quant.desc_act:
-            tensors += [_tensor("g_idx", (k,), "int32"), _tensor("g_idx_sort_indices", (k,), "int32")]
+        packed_zero_bytes = groups * n * quant.bits // 8
+        tensors = [StoredTensor("qweight", (k * quant.bits // 32, n), "int32", packed_weight_bytes, "weight")]
+        if kernel == "awq":
+            # awq.py: qweight int32 [K, N/pack], qzeros int32 [K/g, N/pack], scales fp16 [K/g, N]
+            tensors = [StoredTensor("qweight", (k, n // pack), "int32", packed_weight_bytes, "weight"),
+                       StoredTensor("qzeros", (groups, n // pack), "int32", packed_zero_bytes, "quantization metadata"),
+                       _tensor("scales", (groups, n), "float16")]
+        elif kernel == "gptq":
+            # gptq.py (exllama): qweight [K/pack, N], qzeros [K/g, N/pack], scales [K/g, N], g_idx [K]
+            tensors += [StoredTensor("qzeros", (groups, n * quant.bits // 32), "int32", packed_zero_bytes, "quantization metadata"),
+                        _tensor("scales", (groups, n), "float16"), _tensor("g_idx", (k,), "int32")]
+        elif kernel == "machete":
+            # machete.py: prepacked qweight (same bytes); AWQ zero points become fp16 [K/g, N] (scales applied);
+            # GPTQ keeps its int32 qzeros and g_idx
+            tensors.append(_tensor("scales", (groups, n), scale_dtype))
+            if layout.fp16_zeros:
+                tensors.append(_tensor("qzeros", (groups, n), scale_dtype))
+            else:
+                tensors.append(StoredTensor("qzeros", (groups, n * quant.bits // 32), "int32", packed_zero_bytes, "quantization metadata"))
+                if layout.keeps_g_idx or quant.desc_act:
+                    tensors.append(_tensor("g_idx", (k,), "int32"))
+        else:
+            # Marlin (awq_marlin.py / gptq_marlin.py / kernels mixed_precision/marlin.py): repacked qweight,
+            # permuted scales; AWQ zero points stay int32 [K/g, N/pack]; GPTQ zero points are emptied for
+            # symmetric checkpoints; g_idx and its sort indices stay only with act-order. With act-order the
+            # scales of row-parallel layers cover the full K on every rank (marlin_repeat_scales_on_all_ranks).
+            scale_groups = groups
+            if quant.desc_act and quant.group_size != -1 and full_in_features != k:
+                scale_groups = -(-full_in_features // group)
+            tensors = [StoredTensor("qweight", (k // 16, n * 16 // pack), "int32", packed_weight_bytes, "weight"),
+                       _tensor("scales", (scale_groups, n), scale_dtype)]
+            if kernel == "awq_marlin" or (kernel == "gptq_marlin" and layout.keeps_zeros):
+                tensors.append(StoredTensor("qzeros", (groups, n // pack), "int32", packed_zero_bytes, "quantization metadata"))
+            if quant.desc_act or layout.keeps_g_idx:
+                tensors += [_tensor("g_idx", (k,), "int32"), _tensor("g_idx_sort_indices", (k,), "int32")]
+            if layout.per_output_workspace:
+                tensors.append(_tensor("workspace", (n // 64 * 16,), "int32"))
         return tuple(tensors)
     if quant.method in ("fp8", "modelopt-fp8"):
         if kernel == "fp8_marlin":
@@ -195,7 +238,7 @@ def linear_tensors(
             # activation dtype (marlin_utils_fp8.py prepare_fp8_layer_for_marlin).
             return (
                 StoredTensor("weight", (k // 16, n * 16 // 4), "int32", k * n, "weight"),
-                _tensor("weight_scale", (n,), "float16"),
+                _tensor("weight_scale", (n,), scale_dtype),
             )
         tensors = [StoredTensor("weight", (n, k), "float8_e4m3fn", k * n, "weight")]
         if quant.weight_block:

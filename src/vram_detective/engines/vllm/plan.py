@@ -9,27 +9,28 @@ from ...breakdown import Breakdown, Component, RankFigures, StartupFailure
 from ...hardware import Gpu
 from ...model.config import ModelSpec
 from ...model.inventory import Inventory, Shard, build_inventory, pipeline_layer_counts
-from ...model.quantization import ONLINE_FP8, QuantConfig, QuantizationError, kernel_for
+from ...model.quantization import ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
 from ...units import GIB, MIB
-from . import kv_cache, profile
+from . import allocator, kv_cache, profile
 from .log_lines import LogFigures, format_gib, log_lines
 from .releases import Release, release as release_rules
 from .settings import EngineSettings, StartupRefusal, resolve_settings
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
-# Names users pass to --quantization, mapped to (checkpoint method it applies to, forced kernel).
+# Names users pass to --quantization -> the checkpoint method they apply to, and whether they force the
+# non-Marlin kernel ("you specified quantization=awq explicitly, so forcing awq", awq_marlin.py).
 QUANTIZATION_ARGUMENTS = {
-    "awq": ("awq", "awq"), "awq_marlin": ("awq", "awq_marlin"), "gptq": ("gptq", "gptq"),
-    "gptq_marlin": ("gptq", "gptq_marlin"), "marlin": ("gptq", "gptq_marlin"), "fp8": ("fp8", ""),
-    "modelopt": ("modelopt-fp8", ""),
+    "awq": ("awq", True), "awq_marlin": ("awq", False), "gptq": ("gptq", True), "gptq_marlin": ("gptq", False),
+    "marlin": ("gptq", False), "fp8": ("fp8", False), "modelopt": ("modelopt-fp8", False),
 }
+FORCED_LAYOUTS = {"awq": KernelLayout("awq"), "gptq": KernelLayout("gptq", keeps_g_idx=True)}
 
 
 @dataclass(frozen=True)
 class WeightsPlan:
     quant: QuantConfig | None
-    kernel: str
+    kernel: KernelLayout | None
     reason: str
 
 
@@ -40,7 +41,7 @@ def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: R
         requested = requested.lower()
         if requested not in QUANTIZATION_ARGUMENTS:
             raise QuantizationError(f"--quantization {requested} is not sized yet ({', '.join(QUANTIZATION_ARGUMENTS)})")
-        method, forced_kernel = QUANTIZATION_ARGUMENTS[requested]
+        method, forces_plain_kernel = QUANTIZATION_ARGUMENTS[requested]
         if quant is None:
             if method != "fp8":
                 raise StartupRefusal(f"Cannot find the config file for {requested}: the checkpoint is not quantized")
@@ -50,41 +51,45 @@ def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: R
                 f"Quantization method specified in the model config ({quant.method}) does not match the "
                 f"quantization method specified in the `quantization` argument ({requested})."
             )
-        if forced_kernel:
-            return WeightsPlan(quant, forced_kernel, f"--quantization {requested}")
+        if forces_plain_kernel:
+            return WeightsPlan(quant, FORCED_LAYOUTS[method], f"{quant.describe()}; --quantization {requested} forces the {method} kernel")
     if quant is None:
-        return WeightsPlan(None, "", f"unquantized {settings.dtype}")
-    kernel = kernel_for(quant, gpu.compute_capability, bool(release["marlin_auto_convert"]))
-    reason = f"{quant.describe()} -> {kernel} kernel"
-    if kernel.endswith("marlin") and quant.method in ("awq", "gptq"):
-        reason += f" (repacked for Marlin on sm{gpu.compute_capability[0]}{gpu.compute_capability[1]})"
-    elif kernel == "fp8_marlin":
+        return WeightsPlan(None, None, f"unquantized {settings.dtype}")
+    layout = kernel_for(quant, gpu.compute_capability, release)
+    sm = f"sm{gpu.compute_capability[0]}{gpu.compute_capability[1]}"
+    reason = f"{quant.describe()} -> {layout.kernel} kernel on {sm}"
+    if layout.kernel == "machete":
+        reason += " (Machete keeps zero points" + (" as fp16 [K/g, N])" if layout.fp16_zeros else " and g_idx)")
+    elif layout.kernel == "fp8_marlin":
         reason += " (no FP8 tensor cores below sm89: weight-only Marlin FP8)"
-    return WeightsPlan(quant, kernel, reason)
+    return WeightsPlan(quant, layout, reason)
 
 
 ROLE_LABELS = {
     "embedding": "embeddings", "attention": "attention", "mlp": "MLP", "norm": "norms", "lm_head": "lm_head",
     "quantization metadata": "quantization metadata (scales, zero points, g_idx)", "rotary cache": "rotary cos/sin cache",
     "vocab padding": "vocabulary padding", "position embedding": "learned position embeddings",
+    "allocator rounding": "caching-allocator block rounding",
 }
 
 
-def weights_component(inventory: Inventory, plan: WeightsPlan, spec: ModelSpec, dtype: str) -> Component:
+def weights_component(inventory: Inventory, plan: WeightsPlan, spec: ModelSpec, allocator_bytes: int) -> Component:
     by_role = inventory.bytes_by_role()
+    by_role["allocator rounding"] = allocator_bytes
     children = []
     for role, label in ROLE_LABELS.items():
         amount = by_role.get(role, 0)
         if amount:
             children.append(Component(f"weights.{role.replace(' ', '_')}", label, amount))
     reason = plan.reason + (", tied embeddings counted once" if spec.tie_word_embeddings else "")
-    return Component("weights", "model weights", inventory.total_bytes, reason,
+    return Component("weights", "model weights", inventory.total_bytes + allocator_bytes, reason,
                      "torch allocated bytes across load_model (worker model_runner; §4)", tuple(children))
 
 
-def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str) -> tuple[Component, ...]:
+def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocator_bytes: int) -> tuple[Component, ...]:
     """Walk from parameters x nominal bits / 8 to the real bytes, term by term."""
     by_role = inventory.bytes_by_role()
+    by_role["allocator rounding"] = allocator_bytes
     dtype_bytes = DTYPE_BYTES[dtype]
     nominal_bits = plan.quant.nominal_bits if plan.quant else dtype_bytes * 8
     theory = inventory.parameters * nominal_bits // 8
@@ -102,18 +107,21 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str) -> tupl
                                kept - kept_theory, "not quantized by vLLM's method: stored at 16 bit instead of "
                                f"{nominal_bits} bit"))
         steps.append(Component("quantization_metadata", "scales, zero points, g_idx", by_role["quantization metadata"],
-                               f"{plan.kernel} layout"))
+                               f"{plan.kernel.kernel} layout"))
     for role, label, reason in (
         ("vocab padding", "vocabulary padding", "vocab padded to a multiple of 64 (VocabParallelEmbedding)"),
         ("rotary cache", "rotary cos/sin cache", "[max_position, rotary_dim] buffer in the model dtype"),
+        ("allocator rounding", "caching-allocator block rounding", "PyTorch counts whole blocks (2 MiB segments, "
+         "unsplit remainders; max_split_size_mb=20 while loading in 0.21+)"),
     ):
         if by_role.get(role):
             steps.append(Component(role.replace(" ", "_"), label, by_role[role], reason))
     accounted = sum(step.bytes for step in steps)
-    rest = inventory.total_bytes - accounted
+    real = inventory.total_bytes + allocator_bytes
+    rest = real - accounted
     if rest:
         steps.append(Component("rounding", "packing rounding", rest, "integer packing of the quantized tensors"))
-    steps.append(Component("reality", "real weights on this GPU", inventory.total_bytes, "what vLLM logs"))
+    steps.append(Component("reality", "real weights on this GPU", real, "what vLLM logs"))
     return tuple(steps)
 
 
@@ -141,7 +149,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     for stage in range(pp):
         shard = Shard(tp, stage, pp)
         inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel)
-        weights = inventory.total_bytes
+        allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]))
+        weights = inventory.total_bytes + allocator_bytes
         peak = profile.activation_peak(spec, settings, release, dtype_bytes, shard.is_last_stage)
         graphs = profile.cuda_graphs(layer_counts[stage], settings, release)
         graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
@@ -153,13 +162,13 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         blocks = kv_cache.num_blocks(available, layout)
         ranks.append(RankFigures(stage * tp, stage, weights, peak.activation_peak_bytes, non_torch_inside,
                                  graphs.bytes, available, layer_counts[stage], layout.block_bytes, blocks))
-        stage_data.append((inventory, peak, graphs, layout, available))
+        stage_data.append((inventory, peak, graphs, layout, available, allocator_bytes))
 
     # every worker computes its own blocks; the engine takes the minimum (§3.3 item 8)
     blocks = min(rank.num_blocks_own for rank in ranks)
     if settings.num_gpu_blocks_override:
         blocks = settings.num_gpu_blocks_override
-    inventory, peak, graphs, layout, available = stage_data[0]
+    inventory, peak, graphs, layout, available, allocator_bytes = stage_data[0]
     rank0 = ranks[0]
     min_available = min(rank.kv_cache_bytes for rank in ranks)
     auto_fit_line = None
@@ -198,7 +207,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         "budget", f"vLLM budget: total {total / GIB:.2f} GiB x gpu_memory_utilization {settings.gpu_memory_utilization:g}",
         budget, release.source("budget_era"), f"vLLM {release.label} {release.engine.upper()}, era {release['budget_era']}",
         (
-            weights_component(inventory, weights_plan, spec, dtype),
+            weights_component(inventory, weights_plan, spec, allocator_bytes),
             Component("activation_peak", "profile-run activation peak", peak.activation_peak_bytes,
                       f"{peak.peak_phase} peak: {peak.profile_tokens} tokens, {peak.profile_requests} requests "
                       f"(forward {peak.forward_bytes / GIB:.2f} GiB, sampler {peak.sampler_bytes / GIB:.2f} GiB)",
@@ -246,7 +255,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         kv_bytes_per_token=layout.bytes_per_token, kv_cache_tokens=capacity.kv_cache_tokens,
         max_concurrency=capacity.max_concurrency, max_model_len=settings.max_model_len,
         nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
-        weights_explained=explain_weights(inventory, weights_plan, dtype), notes=tuple(notes), failure=failure,
+        weights_explained=explain_weights(inventory, weights_plan, dtype, allocator_bytes), notes=tuple(notes), failure=failure,
         per_rank=tuple(ranks) if len(ranks) > 1 else (),
     )
 

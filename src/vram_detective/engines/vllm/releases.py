@@ -102,9 +102,25 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "yarn_scales_max_len", True, "_get_and_verify_max_len multiplies yarn by its factor"),
     RuleChange(_v("0.30.0"), None, "yarn_scales_max_len", False, "yarn/deepseek_yarn left unscaled (config 0.30.0)"),
 
-    # GPTQ/AWQ to Marlin repacking on sm80+.
-    RuleChange(_v("0.0.0"), None, "marlin_auto_convert", False, "0.4.1 wheel: Marlin only for marlin-serialized checkpoints"),
-    RuleChange(_v("0.4.2"), None, "marlin_auto_convert", True, "gptq_marlin convertible checkpoints used automatically (seen in 0.4.3)"),
+    # Which kernel holds AWQ/GPTQ weights, and what it keeps (docs/research-weights-by-release.md).
+    RuleChange(_v("0.0.0"), None, "awq_marlin_auto", False, "AWQ GEMM only (no awq_marlin.py before 0.5.3)"),
+    RuleChange(_v("0.5.3"), None, "awq_marlin_auto", True, "awq_marlin.py override_quantization_method (0.5.3)"),
+    RuleChange(_v("0.0.0"), None, "gptq_marlin_layout", "none", "0.4.1: Marlin only for marlin-serialized checkpoints"),
+    RuleChange(_v("0.4.2"), None, "gptq_marlin_layout", "lazy-repack", "config.py 0.4.2 auto gptq_marlin; repack at first forward keeps g_idx + sort indices"),
+    RuleChange(_v("0.5.2"), None, "gptq_marlin_layout", "repacked", "gptq_marlin.py process_weights_after_loading empties g_idx (0.5.2)"),
+    RuleChange(_v("0.6.0"), None, "gptq_marlin_layout", "zeros-kept", "gptq_marlin.py 0.6.0-0.6.1 allocates qzeros on the GPU and keeps them"),
+    RuleChange(_v("0.6.2"), None, "gptq_marlin_layout", "repacked", "choose_mp_linear_kernel -> marlin.py empties qzeros (0.6.2)"),
+    RuleChange(_v("0.0.0"), None, "machete_gptq", False, "no Machete"),
+    RuleChange(_v("0.6.2"), None, "machete_gptq", True, "Machete first for GPTQ on sm90 (kernels/linear, 0.6.2)"),
+    RuleChange(_v("0.0.0"), None, "machete_awq", False, "AWQ always on Marlin"),
+    RuleChange(_v("0.19.0"), None, "machete_awq", True, "awq_marlin -> choose_mp_linear_kernel: Machete on sm90 (0.19.0)"),
+    RuleChange(_v("0.0.0"), None, "gptq_g_idx_parameter", True, "g_idx parameter created"),
+    RuleChange(_v("0.30.0"), None, "gptq_g_idx_parameter", False, "act-order with groups rejected, no g_idx (utils/gptq_utils.py 0.30.0)"),
+    RuleChange(_v("0.0.0"), None, "marlin_workspace", "per-output", "marlin_make_workspace: int32 [N/64*16] per layer (<= 0.8.x)"),
+    RuleChange(_v("0.9.0"), None, "marlin_workspace", "per-sm", "marlin_make_workspace_new: int32 [#SMs] (0.9.0)"),
+    # PyTorch caching allocator during load: blocks >= 20 MiB are never split (0.21+).
+    RuleChange(_v("0.0.0"), None, "load_max_split_mib", 0, "default allocator settings during load"),
+    RuleChange(_v("0.21.0"), "v1", "load_max_split_mib", 20, "gpu_worker.py _scoped_allocator_max_split(max_split_size_mb=20) around load_model (0.21.0)"),
 
     # Bytes alive per logits element in the profile's dummy sampler run (profile.py explains the sum).
     RuleChange(_v("0.0.0"), None, "sampler_bytes_per_logit", 39, "PyTorch sort-based top-k/top-p (sampler.py; v1 topk_topp_sampler.py forward_native)"),

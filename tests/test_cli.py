@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEV, GIB
+from conftest import DEV, GIB, MIB
 from vram_detective.cli import main
 from vram_detective.hardware import all_gpus, common_gpus
 from vram_detective.model.sources import catalog_entries
@@ -32,12 +32,14 @@ def assert_one_line_error(result: subprocess.CompletedProcess, code: int = 2) ->
     return lines[0]
 
 
-def run_json(capsys, *args: str) -> dict:
-    code = main(["explain", *args, "--json"]) if "--" not in args else main(
-        ["explain", *args[: args.index("--")], "--json", *args[args.index("--"):]])
+def run_json(capsys, *args: str, code: int = 0) -> dict:
+    cut = args.index("--") if "--" in args else len(args)
+    returned = main(["explain", *args[:cut], "--json", *args[cut:]])
     out = capsys.readouterr().out
-    assert code == 0, out
-    return json.loads(out)
+    assert returned == code, out
+    data = json.loads(out)
+    assert data["startup_failed"] is (code == 1)
+    return data
 
 
 # --- bad input: exit 2, one line on stderr ----------------------------------------------------------------
@@ -182,14 +184,18 @@ def test_json_has_every_required_key(capsys):
 
 def test_json_per_rank_when_pipeline_stages_differ(capsys):
     # Qwen2.5-7B: 28 layers over 3 stages -> get_pp_indices gives [9, 10, 9]
-    data = run_json(capsys, "Qwen/Qwen2.5-7B-Instruct", "--gpu", "4090", "-pp", "3")
+    data = run_json(capsys, "Qwen/Qwen2.5-7B-Instruct", "--gpu", "4090", "-pp", "3", "--vllm-version", "0.10.2")
     ranks = data["per_rank"]
     assert [r["layers"] for r in ranks] == [9, 10, 9]
     assert [r["pipeline_stage"] for r in ranks] == [0, 1, 2]
-    # per layer: qkv 3584x4608 + bias 4608, o 3584x3584, gate_up 3584x37888, down 18944x3584, 2 norms 3584
-    # = 233,057,792 params x 2 B = 466,115,584 B; embedding / lm_head 152064 x 3584 x 2 B = 1,089,994,752 B;
-    # rotary cache 32768 x 128 x 2 B = 8,388,608 B on every stage; final norm 3584 x 2 B on the last.
-    layer, table, rotary = 466_115_584, 1_089_994_752, 8_388_608
+    # Tensor bytes: per layer qkv 3584x4608 + bias 4608, o 3584x3584, gate_up 3584x37888, down 18944x3584,
+    # 2 norms of 3584 = 233,057,792 params x 2 B = 466,115,584 B; embedding / lm_head 152064 x 3584 x 2 B
+    # = 1,089,994,752 B; rotary cache 32768 x 128 x 2 B = 8,388,608 B on every stage; final norm 7,168 B.
+    # PyTorch's caching allocator counts whole blocks: a request above 10 MiB gets a segment rounded up to
+    # 2 MiB and a rest of at most 1 MiB is not split off. Per layer qkv 31.5 MiB (+0.5), gate_up 259 MiB
+    # (+1), down 129.5 MiB (+0.5); o_proj 24.5 MiB leaves 1.5 MiB, which is split off (+0). The
+    # 1039.5 MiB embedding and lm_head +0.5 MiB each.
+    layer, table, rotary = 466_115_584 + 2 * MIB, 1_089_994_752 + MIB // 2, 8_388_608
     expected = [table + 9 * layer + rotary, 10 * layer + rotary, 9 * layer + 7168 + table + rotary]
     assert [r["weights_gib"] for r in ranks] == [round(b / GIB, 4) for b in expected]
     assert data["weights_gib"] == ranks[0]["weights_gib"]
@@ -203,8 +209,9 @@ def test_32k_is_32768(capsys):
 
 
 def test_pasted_vllm_serve_line(capsys):
+    # (40,960 tokens of Qwen3-8B KV need 5.6 GiB; 0.8 of a 4090 leaves less: vLLM would refuse, exit 1)
     data = run_json(capsys, "--gpu", "4090", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.8",
-                    "--max-num-seqs", "64")
+                    "--max-num-seqs", "64", code=1)
     settings = data["settings"]
     assert data["model"] == "Qwen/Qwen3-8B"
     assert settings["gpu_memory_utilization"] == {**settings["gpu_memory_utilization"], "value": 0.8, "given": True}

@@ -280,9 +280,10 @@ def test_unknown_engine_path_is_refused():
 
 def test_budget_uses_ceil_of_u_times_total_from_015():
     """request_memory = math.ceil(T * u) in 0.15+ (vllm/v1/worker/utils.py), the float product before."""
-    from vram_detective.engines.vllm.plan import _budget_bytes
+    from vram_detective import explain
 
     total = 25_386_352_640  # an RTX 4090 as cudaMemGetInfo reports it (23.64 GiB)
     # 25,386,352,640 x 0.93 = 23,609,307,955.2
-    assert _budget_bytes(total, 0.93, release((0, 13, 0))) == 23_609_307_955
-    assert _budget_bytes(total, 0.93, release((0, 15, 1))) == 23_609_307_956
+    for version, budget in (("0.13.0", 23_609_307_955), ("0.15.1", 23_609_307_956)):
+        b = explain("Qwen/Qwen3-0.6B", gpu_memory=total, vllm_version=version, gpu_memory_utilization=0.93)
+        assert b.budget_bytes == budget, version

@@ -47,8 +47,10 @@ _LOG_ERAS = (
     (re.compile(r"Model loading took \d+\.\d{4} GiB memory"), "0.12.0"),
     (re.compile(r"Available KV cache memory"), "0.9.1"),
     (re.compile(r"GPU KV cache size: [\d,]+ tokens"), "0.8.0"),
-    (re.compile(r"Model loading took \d+\.\d+ GiB and"), "0.8.0"),
-    (re.compile(r"# cuda blocks"), "0.7.0"),
+    (re.compile(r"Model loading took \d+\.\d+ GiB and"), "0.8.3"),
+    (re.compile(r"Model loading took \d+\.\d+ GB and"), "0.8.0"),
+    (re.compile(r"# cuda blocks"), "0.7.3"),
+    (re.compile(r"# CUDA blocks"), "0.7.0"),
     (re.compile(r"Memory profiling takes|the current vLLM instance can use"), "0.6.5"),
     (re.compile(r"Memory profiling results: total_gpu_memory"), "0.6.4"),
     (re.compile(r"Loading model weights took [\d.]+ GB"), "0.6.3"),
@@ -62,16 +64,17 @@ def infer_version_from_log(log: str) -> str | None:
     return None
 
 
-_V0_MARKERS = re.compile(r"# CPU blocks|# cuda blocks|Memory profiling takes|non_torch_memory|Memory profiling results")
+_V0_MARKERS = re.compile(r"# CPU blocks|# cuda blocks|# CUDA blocks|Memory profiling takes|non_torch_memory|Memory profiling results")
 _V1_MARKERS = re.compile(r"GPU KV cache size|Available KV cache memory|EngineCore|gpu_model_runner\.py|gpu_worker\.py")
 
 
 def infer_engine_from_log(log: str) -> str | None:
     """The engine path a log shows: V0 prints CPU swap blocks and the profiling summary, V1 does not."""
-    if _V0_MARKERS.search(log or ""):
-        return "v0"
+    # V1 markers first: V1 also prints "Memory profiling takes ..." at DEBUG level (0.9.1-0.26)
     if _V1_MARKERS.search(log or ""):
         return "v1"
+    if _V0_MARKERS.search(log or ""):
+        return "v0"
     return None
 
 

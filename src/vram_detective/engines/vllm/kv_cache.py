@@ -98,20 +98,43 @@ def fit_failure(available_bytes: int, blocks: int, layout: KvLayout, max_model_l
                 "`max_model_len` when initializing the engine."
             )
         return None
-    # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (0.8+)
+    # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (0.8+), worded per release
     if available_bytes <= 0:
         return "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
     needed = cdiv(max_model_len, layout.block_size) * layout.block_bytes
     usable = usable_for_fit(available_bytes, layout, release)
     if needed <= usable:
         return None
-    estimate = largest_fitting_max_model_len(usable, layout)
-    estimate_text = f" Based on the available memory, the estimated maximum model length is {estimate}." if estimate > 0 else ""
-    return (
-        f"To serve at least one request with the models's max seq len ({max_model_len}), ({needed / GIB:.2f} GiB KV "
-        f"cache is needed, which is larger than the available KV cache memory ({available_bytes / GIB:.2f} GiB)."
-        f"{estimate_text} Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
-    )
+    return _v1_fit_message(str(release["kv_fit_message"]), max_model_len, needed, available_bytes,
+                           largest_fitting_max_model_len(usable, layout))
+
+
+_TRY = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+
+
+def _v1_fit_message(style: str, max_model_len: int, needed: int, available: int, estimate: int) -> str:
+    from .log_lines import format_gib
+
+    subject = "model's" if style == "model-s" else "models's"
+    head = f"To serve at least one request with the {subject} max seq len ({max_model_len}), "
+    if style in ("gb", "gib"):
+        unit = "GB" if style == "gb" else "GiB"
+        return (f"{head}({needed / GIB:.2f} {unit} KV cache is needed, which is larger than the available KV cache "
+                f"memory ({available / GIB:.2f} {unit}). {_TRY}")
+    if style == "gib-cut-estimate":
+        cut = " Based on the available memory," if estimate > 0 else ""
+        return (f"{head}({needed / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache "
+                f"memory ({available / GIB:.2f} GiB).{cut}  {_TRY}")
+    estimate_text = f"Based on the available memory, the estimated maximum model length is {estimate}." if estimate > 0 else ""
+    if style == "gib-estimate":
+        return (f"{head}({needed / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache "
+                f"memory ({available / GIB:.2f} GiB). {estimate_text} {_TRY}")
+    try_text = _TRY if style == "format-gib" else (
+        "Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
+        "`max_model_len` when initializing the engine.")
+    return (f"{head}({format_gib(needed)} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({format_gib(available)} GiB). {estimate_text + ' ' if estimate_text else ''}{try_text} See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
 
 
 def describe_tokens(capacity_: KvCapacity) -> str:

@@ -75,7 +75,7 @@ def log_lines(release: Release, figures: LogFigures) -> tuple[str, ...]:
     concurrency = release["concurrency_log"]
     if concurrency == "plain":
         lines.append(f"Maximum concurrency for {figures.max_model_len} tokens per request: {figures.max_concurrency:.2f}x")
-    elif concurrency == "two-lines":
+    elif concurrency == "two-lines":  # max_model_len with thousands separators from 0.8
         lines.append(f"GPU KV cache size: {figures.kv_tokens:,} tokens")
         lines.append(f"Maximum concurrency for {figures.max_model_len:,} tokens per request: {figures.max_concurrency:.2f}x")
     elif concurrency == "one-line":

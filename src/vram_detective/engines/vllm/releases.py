@@ -47,6 +47,8 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.10.0"), None, "v1_falls_back_below_sm80", False, "check absent in the 0.10.2 wheel"),
     RuleChange(_v("0.11.0"), None, "v0_available", False, "V0 worker removed in 0.11.0"),
     RuleChange(_v("0.0.0"), None, "v0_available", True, "V0 engine present"),
+    RuleChange(_v("0.0.0"), None, "v1_available", False, "no V1 engine before 0.6.4"),
+    RuleChange(_v("0.6.4"), None, "v1_available", True, "V1 alpha (VLLM_USE_V1=1) from 0.6.4"),
 
     # The available-KV formula (vllm-memory.md §1.3).
     RuleChange(_v("0.3.0"), "v0", "budget_era", "V0-c", "#2863: u*T - (free_init - free_after_profile), reserved memory, worker.py"),
@@ -133,11 +135,13 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
 
     # Log formats (vllm-memory.md §2).
     RuleChange(_v("0.0.0"), None, "weights_log", "Loading model weights took {gib:.4f} GB", "worker/model_runner.py (0.4-0.7)"),
-    RuleChange(_v("0.8.0"), None, "weights_log", "Model loading took {gib:.4f} GiB and {seconds:.6f} seconds", "0.8.x-0.11.x"),
+    RuleChange(_v("0.8.0"), None, "weights_log", "Model loading took {gib:.4f} GB and {seconds:.6f} seconds", "model_runner.py / gpu_model_runner.py 0.8.0-0.8.2"),
+    RuleChange(_v("0.8.3"), None, "weights_log", "Model loading took {gib:.4f} GiB and {seconds:.6f} seconds", "0.8.3-0.11.x"),
     RuleChange(_v("0.12.0"), "v1", "weights_log", "Model loading took {gib:.4f} GiB memory and {seconds:.6f} seconds", "gpu_model_runner.py 0.12-0.13"),
     RuleChange(_v("0.15.0"), "v1", "weights_log", "Model loading took {gib_short} GiB memory and {seconds:.6f} seconds", "format_gib (0.15+)"),
     RuleChange(_v("0.0.0"), "v0", "blocks_log", "# GPU blocks: {gpu}, # CPU blocks: {cpu}", "executor/gpu_executor.py (<=0.6)"),
-    RuleChange(_v("0.7.0"), "v0", "blocks_log", "# cuda blocks: {gpu}, # CPU blocks: {cpu}", "current_platform.device_name (0.7-0.10)"),
+    RuleChange(_v("0.7.0"), "v0", "blocks_log", "# CUDA blocks: {gpu}, # CPU blocks: {cpu}", "current_platform.dispatch_key (0.7.0-0.7.2)"),
+    RuleChange(_v("0.7.3"), "v0", "blocks_log", "# cuda blocks: {gpu}, # CPU blocks: {cpu}", "current_platform.device_name (0.7.3-0.10)"),
     RuleChange(_v("0.0.0"), "v1", "blocks_log", "# GPU blocks: {gpu}", "v1/engine/core.py (0.6.4-0.7.x)"),
     RuleChange(_v("0.8.0"), "v1", "blocks_log", None, "replaced by the KV-size line"),
     RuleChange(_v("0.0.0"), None, "profile_log", None, "no profiling summary"),
@@ -148,6 +152,7 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.15.0"), "v1", "available_kv_log", "Available KV cache memory: {gib_short} GiB", "format_gib (0.15+)"),
     RuleChange(_v("0.0.0"), None, "concurrency_log", None, "not printed"),
     RuleChange(_v("0.6.3"), "v0", "concurrency_log", "plain", "'Maximum concurrency for %s tokens per request: %.2fx' (0.6.3+)"),
+    RuleChange(_v("0.7.2"), "v1", "concurrency_log", "plain", "v1 kv_cache_utils.py logs '# GPU blocks' and the concurrency line (0.7.2-0.7.3)"),
     RuleChange(_v("0.8.0"), "v1", "concurrency_log", "two-lines", "'GPU KV cache size: %s tokens' + concurrency line, commas (0.8-0.27)"),
     RuleChange(_v("0.28.0"), "v1", "concurrency_log", "one-line", "one line 'GPU KV cache size: N tokens, Maximum concurrency ...' (0.28+)"),
     RuleChange(_v("0.0.0"), None, "graph_log", "Graph capturing finished in {seconds:.0f} secs.", "V0 model_runner (<=0.6.3)"),
@@ -159,6 +164,14 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "kv_tokens_rule", "blocks", "num_blocks * block_size"),
     RuleChange(_v("0.9.1"), "v1", "kv_tokens_rule", "blocks-per-group", "num_blocks // num_groups * block_size (0.9.1-0.20)"),
     RuleChange(_v("0.21.0"), "v1", "kv_tokens_rule", "concurrency", "int(max_concurrency * max_model_len) (0.21+)"),
+    # Wording of V1's "not enough KV cache for one max_model_len request" error (kv_cache_utils.py).
+    RuleChange(_v("0.0.0"), None, "kv_fit_message", "v0", "worker.py raise_if_cache_size_invalid"),
+    RuleChange(_v("0.8.0"), "v1", "kv_fit_message", "gb", "sizes in 'GB' (/1024**3), no length estimate (0.8.0-0.8.2)"),
+    RuleChange(_v("0.8.3"), "v1", "kv_fit_message", "gib", "'GiB', no length estimate (0.8.3)"),
+    RuleChange(_v("0.8.4"), "v1", "kv_fit_message", "gib-cut-estimate", "estimate sentence cut after 'memory,' by a missing parenthesis (0.8.4-0.9.0)"),
+    RuleChange(_v("0.9.1"), "v1", "kv_fit_message", "gib-estimate", "'Based on the available memory, the estimated maximum model length is N.' (0.9.2 wheel)"),
+    RuleChange(_v("0.15.0"), "v1", "kv_fit_message", "format-gib", "format_gib sizes and a link to the conserving-memory docs (0.15.1)"),
+    RuleChange(_v("0.22.0"), "v1", "kv_fit_message", "model-s", "'the model's max seq len', CPU-backend note (0.22.0)"),
     RuleChange(_v("0.0.0"), None, "null_block_in_fit_check", False, "all blocks usable in the startup check"),
     RuleChange(_v("0.33.0"), "v1", "null_block_in_fit_check", True, "kv_cache_planning.py subtracts the null block (0.33.0)"),
 )

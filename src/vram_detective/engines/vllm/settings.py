@@ -139,6 +139,8 @@ def pick_engine(release: Release, gpu: Gpu, requested: str | None) -> tuple[str,
     if requested:
         if requested == "v0" and not release["v0_available"]:
             raise SettingsError(f"vLLM {release.label} has no V0 engine (removed in 0.11.0)")
+        if requested == "v1" and not release["v1_available"]:
+            raise SettingsError(f"vLLM {release.label} has no V1 engine (V1 first appeared as an alpha in 0.6.4)")
         return requested, "given"
     engine = str(release["default_engine"])
     if engine == "v1" and gpu.compute_capability[0] < 8 and release["v1_falls_back_below_sm80"]:

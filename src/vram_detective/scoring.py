@@ -121,8 +121,12 @@ def _predict(case: dict):
         capability = gpu.compute_capability if gpu else (8, 0)
         name = gpu.name if gpu else "GPU of the logged total"
         gpu = custom_gpu(int(round(total * GIB)), name=name, compute_capability=capability)
+    partial = None
     if gpu is None:
-        return None, "GPU not known (no name in the catalog and no logged total)"
+        # weights and the KV arithmetic do not depend on the GPU's size: score those on a nominal
+        # 80 GiB sm80 card and say so
+        gpu = custom_gpu(80 * GIB, name="GPU not stated (nominal 80 GiB, sm80)", compute_capability=(8, 0))
+        partial = "GPU not stated: weights and KV arithmetic from the logged budget only"
     version = case.get("engine_version")
     basis = case.get("engine_version_basis") or ""
     if not version:
@@ -137,7 +141,7 @@ def _predict(case: dict):
     if "entrypoint" in user:
         user["entrypoint"] = str(user["entrypoint"]).lower()
     try:
-        return (explain(spec.name, gpu, vllm_version=version, **user), version, basis), None
+        return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial), None
     except REFUSALS as error:
         return ("refused", version, basis, str(error)), None
     except ValueError as error:
@@ -218,14 +222,18 @@ def score_cases(cases: list[dict]) -> dict:
             entry["startup_failed"] = {"observed": observed.get("startup_failed"), "predicted": True}
             per_case.append(entry)
             continue
-        breakdown = prediction[0]
+        breakdown, partial = prediction[0], prediction[3]
         predicted = _predicted_figures(breakdown)
+        if partial:
+            entry["partial"] = partial
         for key in FIGURES:
+            if partial and key != "weights_gib":
+                continue
             if key in observed and observed[key] is not None:
                 entry["figures"][key] = {"observed": observed[key], "predicted": round(predicted[key], 4),
                                          "rel_err": _relative_error(predicted[key], observed[key])}
         entry["figures"].update(_from_logged_budget(case, breakdown))
-        if "startup_failed" in observed:
+        if "startup_failed" in observed and not partial:
             entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
         per_case.append(entry)
     return {

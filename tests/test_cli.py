@@ -90,7 +90,7 @@ def test_directory_without_config(tmp_path):
     ("--tensor-parallel-size", "0"),
     ("--max-num-seqs", "many"),
     ("--gpu-memory", "lots"),
-    ("--vllm-version", "0.3.3"),  # older than the oldest modelled release
+    ("--vllm-version", "0.2.7"),  # older than the oldest modelled release (0.3.0)
     ("--vllm-version", "latest-and-greatest"),
     ("--kv-cache-dtype", "int3"),
 ])

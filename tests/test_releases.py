@@ -269,8 +269,8 @@ def test_resolve_version():
     assert resolve_version("v0.20.2rc1.dev9+g01d4d1ad3") == (0, 20, 2)
     assert resolve_version("0.8") == (0, 8, 0)
     with pytest.raises(UnsupportedReleaseError):
-        resolve_version("0.3.3")
-    assert OLDEST_SUPPORTED == (0, 4, 0)
+        resolve_version("0.2.7")
+    assert OLDEST_SUPPORTED == (0, 3, 0)
 
 
 def test_unknown_engine_path_is_refused():

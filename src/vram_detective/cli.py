@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("model", nargs="?", help="Hugging Face repo id from the catalog, or a local model directory")
     explain.add_argument("--gpu", help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"); omit for a table of common GPUs')
     explain.add_argument("--gpu-memory", help="total memory of a GPU not in the catalog, as CUDA reports it (e.g. 23.65GiB)")
-    explain.add_argument("--vllm-version", help="vLLM release to reproduce (0.4.0 .. 0.33.x; default: newest)")
+    explain.add_argument("--vllm-version", help="vLLM release to reproduce (0.3.0 .. 0.33.x; default: newest)")
     explain.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
                          help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
     explain.add_argument("--engine", choices=("v0", "v1"), default=None, help="force vLLM's V0 or V1 engine (default: the release's)")

@@ -14,7 +14,7 @@ from ...units import format_version, parse_version
 
 Version = tuple[int, int, int]
 
-OLDEST_SUPPORTED: Version = (0, 4, 0)
+OLDEST_SUPPORTED: Version = (0, 3, 0)  # V0-c (#2863) is the oldest budget rule read from a wheel
 NEWEST_KNOWN: Version = (0, 33, 0)
 
 # The releases users pick most; `--vllm-version` accepts any version between the two ends.

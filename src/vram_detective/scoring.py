@@ -51,6 +51,8 @@ _LOG_ERAS = (
     (re.compile(r"Model loading took \d+\.\d+ GB and"), "0.8.0"),
     (re.compile(r"# cuda blocks"), "0.7.3"),
     (re.compile(r"# CUDA blocks"), "0.7.0"),
+    # V1 alpha/beta (0.6.4-0.7.x) prints the V0 weights line but no CPU blocks
+    (re.compile(r"Loading model weights took[\s\S]*# GPU blocks: \d+(?!\d|, # CPU)"), "0.7.0"),
     (re.compile(r"Memory profiling takes|the current vLLM instance can use"), "0.6.5"),
     (re.compile(r"Memory profiling results: total_gpu_memory"), "0.6.4"),
     (re.compile(r"Loading model weights took [\d.]+ GB"), "0.6.3"),
@@ -65,7 +67,8 @@ def infer_version_from_log(log: str) -> str | None:
 
 
 _V0_MARKERS = re.compile(r"# CPU blocks|# cuda blocks|# CUDA blocks|Memory profiling takes|non_torch_memory|Memory profiling results")
-_V1_MARKERS = re.compile(r"GPU KV cache size|Available KV cache memory|EngineCore|gpu_model_runner\.py|gpu_worker\.py")
+_V1_MARKERS = re.compile(r"GPU KV cache size|Available KV cache memory|EngineCore|gpu_model_runner\.py|gpu_worker\.py"
+                         r"|Loading model weights took[\s\S]*# GPU blocks: \d+(?!\d|, # CPU)")
 
 
 def infer_engine_from_log(log: str) -> str | None:

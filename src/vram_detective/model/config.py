@@ -117,6 +117,10 @@ _MAX_LEN_KEYS = (
 _FP16_FORBIDDEN = {"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}
 
 
+def _max_len_keys(config: dict) -> tuple[tuple[str, int], ...]:
+    return tuple((key, int(config[key])) for key in _MAX_LEN_KEYS if isinstance(config.get(key), int))
+
+
 def _require(config: dict, *keys: str) -> int:
     for key in keys:
         value = config.get(key)
@@ -210,7 +214,7 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
         norms_per_layer=4 if family in ("gemma2", "gemma3") else 2,
         sliding_window=sliding_window if pattern else None,
         sliding_window_pattern=pattern,
-        max_len_keys=tuple((k, int(config[k])) for k in _MAX_LEN_KEYS if isinstance(config.get(k), int)),
+        max_len_keys=_max_len_keys(config),
         forbids_fp16=config.get("model_type") in _FP16_FORBIDDEN or family in ("gemma2", "gemma3"),
         quantization=parse_quantization_config(config.get("quantization_config") or config.get("compression_config")),
     )
@@ -242,7 +246,7 @@ def _parse_chatglm(config: dict, name: str, architecture: str) -> ModelSpec:
         rope_scaling=None,
         qkv_bias=bool(config.get("add_qkv_bias", False)),
         o_bias=bool(config.get("add_bias_linear", False)),
-        max_len_keys=tuple((k, int(config[k])) for k in _MAX_LEN_KEYS if isinstance(config.get(k), int)),
+        max_len_keys=_max_len_keys(config),
         quantization=parse_quantization_config(config.get("quantization_config")),
     )
 
@@ -277,7 +281,7 @@ def _parse_opt(config: dict, name: str, architecture: str) -> ModelSpec:
         gated_mlp=False,
         norm_bias=True,
         learned_positions=max_pos + 2,
-        max_len_keys=tuple((k, int(config[k])) for k in _MAX_LEN_KEYS if isinstance(config.get(k), int)),
+        max_len_keys=_max_len_keys(config),
         quantization=parse_quantization_config(config.get("quantization_config")),
     )
 

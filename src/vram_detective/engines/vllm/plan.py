@@ -201,35 +201,13 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         fitting = kv_cache.largest_fitting_max_model_len(kv_cache.usable_for_fit(min_available, layout, release), layout)
         failure = StartupFailure(failure_message, fitting or None)
 
-    kv_bytes = max(0, available)
     graph_budgeted = bool(release["cuda_graph_subtracted"])
-    components = Component(
-        "budget", f"vLLM budget: total {total / GIB:.2f} GiB x gpu_memory_utilization {settings.gpu_memory_utilization:g}",
-        budget, release.source("budget_era"), f"vLLM {release.label} {release.engine.upper()}, era {release['budget_era']}",
-        (
-            weights_component(inventory, weights_plan, spec, allocator_bytes),
-            Component("activation_peak", "profile-run activation peak", peak.activation_peak_bytes,
-                      f"{peak.peak_phase} peak: {peak.profile_tokens} tokens, {peak.profile_requests} requests "
-                      f"(forward {peak.forward_bytes / GIB:.2f} GiB, sampler {peak.sampler_bytes / GIB:.2f} GiB)",
-                      "model of the profile run (profile.py)"),
-            Component("non_torch", "non-torch memory", non_torch_inside, non_torch_reason),
-            *((Component("cuda_graphs", "CUDA graph memory (estimated, subtracted)", graphs.bytes, graphs.reason,
-                         release.source("cuda_graph_subtracted")),) if graph_budgeted else ()),
-            Component("kv_cache", "KV cache pool", blocks * layout.block_bytes if kv_bytes else 0,
-                      f"{blocks} blocks x {layout.block_bytes} B ({layout.num_layers} layers x {layout.page_bytes} B pages)"),
-        ),
-    )
-    outside_children = [Component("cuda_context", "CUDA context + kernels of this process", non_torch_outside,
-                                  "estimate (design/vllm-memory.md §6, §10); outside the budget in this era")]
-    if not graph_budgeted and graphs.bytes:
-        outside_children.append(Component("cuda_graphs", "CUDA graphs (captured after KV allocation)", graphs.bytes,
-                                          graphs.reason + "; not budgeted in this release"))
-    outside = Component("outside_budget", "outside vLLM's budget", sum(c.bytes for c in outside_children),
-                        "what nvidia-smi shows beyond the budget", children=tuple(outside_children))
-    # nvidia-smi after startup: everything resident + activation buffers re-reserved by warm-up
-    resident = (rank0.weights_bytes + non_torch_inside + blocks * layout.block_bytes + outside.bytes
-                + (graphs.bytes if graph_budgeted else 0) + peak.activation_peak_bytes)
-    smi_mib = int(round(min(resident, total) / MIB))
+    pool_bytes = blocks * layout.block_bytes if available > 0 else 0
+    components = _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, peak,
+                              non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, layout, blocks)
+    outside = _outside_budget(non_torch_outside, graphs, graph_budgeted)
+    smi_mib = _nvidia_smi_used_mib(total, settings, rank0.weights_bytes, non_torch_inside, pool_bytes, outside,
+                                   graphs.bytes if graph_budgeted else 0, peak.activation_peak_bytes)
 
     figures = LogFigures(
         total_bytes=total, utilization=settings.gpu_memory_utilization, weights_bytes=rank0.weights_bytes,
@@ -276,3 +254,47 @@ def _insert_before(lines: tuple[str, ...], prefix: str, line: str) -> tuple[str,
         if existing.startswith(prefix):
             return lines[:index] + (line,) + lines[index:]
     return lines + (line,)
+
+
+def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, peak,
+                 non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, layout, blocks) -> Component:
+    """Rank 0's budget (u x T) and what fills it, each with the rule behind it."""
+    children = [
+        weights_component(inventory, weights_plan, spec, allocator_bytes),
+        Component("activation_peak", "profile-run activation peak", peak.activation_peak_bytes,
+                  f"{peak.peak_phase} peak: {peak.profile_tokens} tokens, {peak.profile_requests} requests "
+                  f"(forward {peak.forward_bytes / GIB:.2f} GiB, sampler {peak.sampler_bytes / GIB:.2f} GiB)",
+                  "model of the profile run (profile.py)"),
+        Component("non_torch", "non-torch memory", non_torch_inside, non_torch_reason),
+    ]
+    if graph_budgeted:
+        children.append(Component("cuda_graphs", "CUDA graph memory (estimated, subtracted)", graphs.bytes,
+                                  graphs.reason, release.source("cuda_graph_subtracted")))
+    children.append(Component("kv_cache", "KV cache pool", pool_bytes,
+                              f"{blocks} blocks x {layout.block_bytes} B ({layout.num_layers} layers x {layout.page_bytes} B pages)"))
+    return Component(
+        "budget", f"vLLM budget: total {total / GIB:.2f} GiB x gpu_memory_utilization {settings.gpu_memory_utilization:g}",
+        budget, release.source("budget_era"), f"vLLM {release.label} {release.engine.upper()}, era {release['budget_era']}",
+        tuple(children),
+    )
+
+
+def _outside_budget(non_torch_outside: int, graphs, graph_budgeted: bool) -> Component:
+    children = [Component("cuda_context", "CUDA context + kernels of this process", non_torch_outside,
+                          "estimate (design/vllm-memory.md §6, §10); outside the budget in this era")]
+    if not graph_budgeted and graphs.bytes:
+        children.append(Component("cuda_graphs", "CUDA graphs (captured after KV allocation)", graphs.bytes,
+                                  graphs.reason + "; not budgeted in this release"))
+    return Component("outside_budget", "outside vLLM's budget", sum(c.bytes for c in children),
+                     "what nvidia-smi shows beyond the budget", children=tuple(children))
+
+
+def _nvidia_smi_used_mib(total: int, settings: EngineSettings, weights: int, non_torch_inside: int, pool: int,
+                         outside: Component, budgeted_graphs: int, activation: int) -> int:
+    """What nvidia-smi shows right after startup (§10): everything resident. V1's sampler warm-up after
+    graph capture re-reserves the activation buffers; V0 empties the cache after profiling and its
+    decode-only warm-up stays small (#7553: eager 21,395 MiB = u x T - peak + context)."""
+    resident = weights + non_torch_inside + pool + outside.bytes + budgeted_graphs
+    if settings.engine == "v1":
+        resident += activation
+    return int(round(min(resident, total) / MIB))

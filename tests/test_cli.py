@@ -56,13 +56,13 @@ def test_unknown_gpu():
 
 
 def test_unsupported_architecture():
-    line = assert_one_line_error(run_cli("explain", "mistralai/Mixtral-8x7B-v0.1", "--gpu", "H100"))
-    assert "MixtralForCausalLM" in line
+    line = assert_one_line_error(run_cli("explain", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "H100"))
+    assert "Qwen2_5_VLForConditionalGeneration" in line
 
 
-def test_unsupported_moe_catalog_model():
-    line = assert_one_line_error(run_cli("explain", "Qwen/Qwen3-30B-A3B", "--gpu", "H100"))
-    assert "Qwen3MoeForCausalLM" in line
+def test_unsupported_multimodal_catalog_model():
+    line = assert_one_line_error(run_cli("explain", "google/gemma-3-4b-it", "--gpu", "H100"))
+    assert "Gemma3ForConditionalGeneration" in line
 
 
 def test_malformed_config_json(tmp_path):
@@ -288,7 +288,8 @@ def test_models_json(capsys):
     assert main(["models", "--json"]) == 0
     rows = {row["model"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["Qwen/Qwen3-8B"]["supported"] is True and rows["Qwen/Qwen3-8B"]["layers"] == 36
-    assert rows["mistralai/Mixtral-8x7B-v0.1"]["supported"] is False
+    assert rows["mistralai/Mixtral-8x7B-v0.1"]["supported"] is True
+    assert rows["Qwen/Qwen2.5-VL-7B-Instruct"]["supported"] is False
 
 
 def test_gpus_lists_cards(capsys):

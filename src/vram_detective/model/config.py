@@ -22,6 +22,36 @@ class RopeScaling:
 
 
 @dataclass(frozen=True)
+class MoeSpec:
+    """Mixture-of-experts MLP (vllm/model_executor/layers/fused_moe, the model files per family)."""
+
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate: int
+    shared_intermediate: int = 0  # one shared MLP of this size (DeepSeek: n_shared x moe size; Qwen2-MoE)
+    shared_expert_gate: bool = False  # Qwen2-MoE gates its shared expert with a [1, hidden] linear
+    dense_layers: tuple[int, ...] = ()  # layers with a plain MLP of `intermediate_size`
+    router_bias: bool = False  # gpt-oss
+    expert_bias: bool = False  # gpt-oss: biases on w13/w2
+    score_correction_bias: bool = False  # DeepSeek-V3 noaux_tc: e_score_correction_bias fp32 [E]
+
+
+@dataclass(frozen=True)
+class MlaSpec:
+    """Multi-head latent attention (DeepSeek V2/V3): one latent of kv_lora_rank + rope dims per token."""
+
+    kv_lora_rank: int
+    q_lora_rank: int | None
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    @property
+    def latent_dim(self) -> int:
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A dense decoder as vLLM builds it; sizes are for the whole model (before any sharding)."""
 
@@ -53,6 +83,9 @@ class ModelSpec:
     max_len_keys: tuple[tuple[str, int], ...] = ()  # every config key vLLM reads for max_model_len
     forbids_fp16: bool = False  # vLLM refuses fp16 for these (falls back to fp32 on pre-Ampere)
     quantization: QuantConfig | None = None
+    moe: MoeSpec | None = None
+    mla: MlaSpec | None = None
+    attention_sinks: bool = False  # gpt-oss: one learned sink per attention head
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -90,16 +123,16 @@ _ARCHITECTURE_FAMILY = {
     "GlmForCausalLM": "glm",
     "Glm4ForCausalLM": "glm4",
     "OPTForCausalLM": "opt",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen2MoeForCausalLM": "qwen2_moe",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v2",
+    "GptOssForCausalLM": "gpt_oss",
 }
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
 _LATER = {
-    "MixtralForCausalLM": "mixture-of-experts models",
-    "Qwen2MoeForCausalLM": "mixture-of-experts models",
-    "Qwen3MoeForCausalLM": "mixture-of-experts models",
-    "DeepseekV2ForCausalLM": "MLA / mixture-of-experts models",
-    "DeepseekV3ForCausalLM": "MLA / mixture-of-experts models",
-    "GptOssForCausalLM": "mixture-of-experts models (MXFP4)",
     "Qwen2VLForConditionalGeneration": "multimodal models",
     "Qwen2_5_VLForConditionalGeneration": "multimodal models",
     "Gemma3ForConditionalGeneration": "multimodal models",
@@ -186,11 +219,18 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
         pattern = f"{config.get('sliding_window_pattern', 6) - 1}:1"
     elif family == "qwen2" and not config.get("use_sliding_window", False):
         sliding_window = None  # Qwen2 configs carry a window they do not use
-    elif family == "qwen3" and not config.get("use_sliding_window", False):
+    elif family in ("qwen3", "qwen2_moe", "qwen3_moe") and not config.get("use_sliding_window", False):
         sliding_window = None
-    elif family in ("llama", "phi3") and sliding_window:
+    elif family in ("llama", "phi3", "mixtral") and sliding_window:
         pattern = "all"
     bias = bool(config.get("attention_bias", False)) or bool(config.get("bias", False))
+    moe = _moe(config, family, layers)
+    mla = _mla(config) if family == "deepseek_v2" else None
+    if mla is not None:
+        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+        rotary_dim = mla.qk_rope_head_dim
+    if family == "gpt_oss":
+        pattern = "alternate"  # layer_types: sliding_attention / full_attention
     return ModelSpec(
         name=name,
         architecture=architecture,
@@ -207,16 +247,62 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
         max_position_embeddings=int(config.get("max_position_embeddings") or 2048),
         rotary_dim=rotary_dim,
         rope_scaling=_rope_scaling(config),
-        qkv_bias=family == "qwen2" or bias,
-        o_bias=bias and family not in ("qwen2",),
+        qkv_bias=family in ("qwen2", "qwen2_moe") or bias,
+        o_bias=bias and family not in ("qwen2", "qwen2_moe"),
         mlp_bias=bool(config.get("mlp_bias", False)),
-        qk_norm=family in ("qwen3", "gemma3"),
+        qk_norm=family in ("qwen3", "qwen3_moe", "gemma3"),
         norms_per_layer=4 if family in ("gemma2", "gemma3") else 2,
         sliding_window=sliding_window if pattern else None,
         sliding_window_pattern=pattern,
         max_len_keys=_max_len_keys(config),
         forbids_fp16=config.get("model_type") in _FP16_FORBIDDEN or family in ("gemma2", "gemma3"),
         quantization=parse_quantization_config(config.get("quantization_config") or config.get("compression_config")),
+        moe=moe,
+        mla=mla,
+        attention_sinks=family == "gpt_oss",
+    )
+
+
+def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
+    experts = config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts")
+    if not experts or family not in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "gpt_oss"):
+        return None
+    expert_intermediate = config.get("moe_intermediate_size") or config["intermediate_size"]
+    dense: set[int] = set(config.get("mlp_only_layers") or ())
+    step = config.get("decoder_sparse_step") or config.get("moe_layer_freq") or 1
+    first_dense = config.get("first_k_dense_replace") or 0
+    for layer in range(layers):
+        # Qwen MoE: sparse when (layer + 1) % step == 0; DeepSeek: from first_k_dense_replace on, every freq-th
+        if family == "deepseek_v2":
+            if layer < first_dense or layer % step:
+                dense.add(layer)
+        elif (layer + 1) % step:
+            dense.add(layer)
+    shared = 0
+    if family == "deepseek_v2":
+        shared = (config.get("n_shared_experts") or 0) * expert_intermediate
+    elif family == "qwen2_moe":
+        shared = config.get("shared_expert_intermediate_size") or 0
+    return MoeSpec(
+        num_experts=int(experts),
+        experts_per_token=int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 2),
+        expert_intermediate=int(expert_intermediate),
+        shared_intermediate=int(shared),
+        shared_expert_gate=family == "qwen2_moe" and bool(shared),
+        dense_layers=tuple(sorted(dense)),
+        router_bias=family == "gpt_oss",
+        expert_bias=family == "gpt_oss",
+        score_correction_bias=config.get("topk_method") == "noaux_tc",
+    )
+
+
+def _mla(config: dict) -> MlaSpec:
+    return MlaSpec(
+        kv_lora_rank=int(config["kv_lora_rank"]),
+        q_lora_rank=config.get("q_lora_rank"),
+        qk_nope_head_dim=int(config["qk_nope_head_dim"]),
+        qk_rope_head_dim=int(config["qk_rope_head_dim"]),
+        v_head_dim=int(config["v_head_dim"]),
     )
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import ModelSpec
-from .quantization import DTYPE_BYTES, KernelLayout, QuantConfig, linear_tensors
+from .quantization import DTYPE_BYTES, KernelLayout, QuantConfig, expert_tensors, linear_tensors
 
 ROLES = (
-    "embedding", "attention", "mlp", "norm", "lm_head", "quantization metadata", "rotary cache",
-    "vocab padding", "position embedding",
+    "embedding", "attention", "mlp", "expert", "router", "norm", "lm_head", "quantization metadata",
+    "rotary cache", "vocab padding", "position embedding",
 )
 
 
@@ -74,6 +74,9 @@ class Shard:
     tensor_parallel_size: int = 1
     pipeline_stage: int = 0
     pipeline_parallel_size: int = 1
+    expert_parallel: bool = False  # --enable-expert-parallel: experts split across the TP ranks
+    remainder_to_last_stage: bool = False  # vLLM <= 0.7: uneven layers go to the last stage
+
 
     @property
     def is_first_stage(self) -> bool:
@@ -84,10 +87,14 @@ class Shard:
         return self.pipeline_stage == self.pipeline_parallel_size - 1
 
 
-def pipeline_layer_counts(num_layers: int, stages: int) -> tuple[int, ...]:
-    """vLLM's get_pp_indices: even split; the remainder goes to the stages before the last one
-    (partitions[-2], [-3], ... get +1) - vllm/distributed/utils.py."""
+def pipeline_layer_counts(num_layers: int, stages: int, remainder_to_last: bool = False) -> tuple[int, ...]:
+    """vLLM's get_pp_indices (vllm/distributed/utils.py): an even split; the remainder goes to the
+    stages before the last one (partitions[-2], [-3], ... get +1) from 0.8.0, and all of it to the
+    last stage before (0.7.x: end_layer = num_hidden_layers on the last rank)."""
     counts = [num_layers // stages] * stages
+    if remainder_to_last:
+        counts[-1] += num_layers % stages
+        return tuple(counts)
     for extra in range(num_layers % stages):
         counts[-(extra + 2) % stages] += 1
     return tuple(counts)
@@ -132,8 +139,9 @@ def build_inventory(
     kernel: KernelLayout | None = None,
 ) -> Inventory:
     tp = shard.tensor_parallel_size
-    layers = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size)[shard.pipeline_stage]
-    first_layer = sum(pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size)[: shard.pipeline_stage])
+    counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
+    layers = counts[shard.pipeline_stage]
+    first_layer = sum(counts[: shard.pipeline_stage])
     layer_pattern = f"model.layers.{{{first_layer}..{first_layer + layers - 1}}}"
     hidden = spec.hidden_size
     groups: list[TensorGroup] = []
@@ -168,36 +176,62 @@ def build_inventory(
     head = spec.head_dim
 
     def linear(name: str, in_features: int, out_features: int, shards: int, role: str, bias: bool,
-               row_parallel: bool, full_in: int) -> None:
+               row_parallel: bool, full_in: int, count: int | None = None, pattern: str | None = None,
+               allocations: list[int] | None = None, quantizable: bool = True) -> None:
         nonlocal parameters
-        parameters += in_features * out_features * layers
+        count = layers if count is None else count
+        pattern = layer_pattern if pattern is None else pattern
+        allocations = per_layer if allocations is None else allocations
+        if not count:
+            return
+        parameters += in_features * out_features * count
         module = name.rsplit(".", 1)[-1]
-        if quant is not None and quant.converts(module):
+        if quantizable and quant is not None and quant.converts(module):
             for tensor in linear_tensors(quant, kernel, in_features, out_features, shards, dtype, full_in):
                 tensor_role = role if tensor.role == "weight" else "quantization metadata"
-                groups.append(TensorGroup(f"{layer_pattern}.{name}.{tensor.suffix}", layers, tensor.shape,
+                groups.append(TensorGroup(f"{pattern}.{name}.{tensor.suffix}", count, tensor.shape,
                                           tensor.dtype, tensor.bytes, tensor_role))
-                per_layer.append(tensor.bytes)
+                allocations.append(tensor.bytes)
         else:
-            groups.append(_dense(f"{layer_pattern}.{name}.weight", layers, (out_features, in_features), dtype, role))
-            per_layer.append(groups[-1].bytes_each)
+            groups.append(_dense(f"{pattern}.{name}.weight", count, (out_features, in_features), dtype, role))
+            allocations.append(groups[-1].bytes_each)
         if bias:
             # row-parallel biases are replicated (added once after the all-reduce)
-            groups.append(_dense(f"{layer_pattern}.{name}.bias", layers, (out_features if not row_parallel else hidden,), dtype, role))
-            per_layer.append(groups[-1].bytes_each)
-            parameters += (out_features if not row_parallel else hidden) * layers
+            groups.append(_dense(f"{pattern}.{name}.bias", count, (out_features if not row_parallel else hidden,), dtype, role))
+            allocations.append(groups[-1].bytes_each)
+            parameters += (out_features if not row_parallel else hidden) * count
 
-    qkv_out = (q_rank + 2 * kv_rank) * head
-    linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden)
-    linear("self_attn.o_proj", q_rank * head, hidden, 1, "attention", spec.o_bias, True, spec.q_size)
+    if spec.mla is not None:
+        _mla_attention(spec, tp, linear, groups, per_layer, layers, layer_pattern, dtype)
+        parameters += _mla_norm_parameters(spec) * layers
+    else:
+        qkv_out = (q_rank + 2 * kv_rank) * head
+        linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden)
+        linear("self_attn.o_proj", q_rank * head, hidden, 1, "attention", spec.o_bias, True, spec.q_size)
     rope_after = len(per_layer)  # the attention module builds its rotary cache after its linears
     if spec.qk_norm:
         per_layer += [head * DTYPE_BYTES[dtype]] * 2
         groups.append(_dense(f"{layer_pattern}.self_attn.q_norm.weight", layers, (head,), dtype, "norm"))
         groups.append(_dense(f"{layer_pattern}.self_attn.k_norm.weight", layers, (head,), dtype, "norm"))
         parameters += 2 * head * layers
+    if spec.attention_sinks:
+        # gpt-oss: one learned sink logit per attention head on this rank (bf16; gpt_oss.py)
+        groups.append(_dense(f"{layer_pattern}.self_attn.sinks", layers, (q_rank,), dtype, "attention"))
+        per_layer.append(groups[-1].bytes_each)
+        parameters += q_rank * layers
     intermediate_rank = spec.intermediate_size // tp
-    if spec.gated_mlp:
+    first_layer_index = first_layer
+    if spec.moe is not None:
+        moe_layers = [i for i in range(first_layer_index, first_layer_index + layers) if i not in spec.moe.dense_layers]
+        dense_count = layers - len(moe_layers)
+        parameters += _moe_layers(spec, shard, quant, kernel, dtype, len(moe_layers), layer_pattern, groups, per_layer,
+                                  linear)
+        # dense MLP layers of an MoE model (DeepSeek's first_k_dense_replace) come first: allocate them up front
+        linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", False, False, hidden,
+               count=dense_count, pattern="model.layers.{dense}", allocations=before)
+        linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", False, True, spec.intermediate_size,
+               count=dense_count, pattern="model.layers.{dense}", allocations=before)
+    elif spec.gated_mlp:
         linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", spec.mlp_bias, False, hidden)
         linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
     else:
@@ -231,3 +265,82 @@ def build_inventory(
             staging = rows * width * 4  # _compute_cos_sin_cache builds it in float32 before .to(dtype)
     allocations = AllocationPlan(tuple(before), tuple(per_layer), layers, tuple(after), rope_after, staging)
     return Inventory(groups=tuple(groups), parameters=parameters, allocations=allocations)
+
+
+def _mla_attention(spec: ModelSpec, tp: int, linear, groups: list, per_layer: list, layers: int, pattern: str,
+                   dtype: str) -> None:
+    """DeepSeek V2/V3 attention (deepseek_v2.py): q via a low-rank pair (q_a replicated, q_b column-parallel)
+    or a plain q_proj; kv_a_proj_with_mqa (replicated) to the latent + rope key; kv_b_proj (column-parallel)
+    back to per-head nope keys and values; o_proj row-parallel; norms on the q and kv latents."""
+    mla = spec.mla
+    heads = spec.num_attention_heads // tp
+    hidden = spec.hidden_size
+    qk_head = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    if mla.q_lora_rank:
+        linear("self_attn.q_a_proj", hidden, mla.q_lora_rank, 1, "attention", False, False, hidden)
+        groups.append(_dense(f"{pattern}.self_attn.q_a_layernorm.weight", layers, (mla.q_lora_rank,), dtype, "norm"))
+        per_layer.append(groups[-1].bytes_each)
+        linear("self_attn.q_b_proj", mla.q_lora_rank, heads * qk_head, 1, "attention", False, False, mla.q_lora_rank)
+    else:
+        linear("self_attn.q_proj", hidden, heads * qk_head, 1, "attention", False, False, hidden)
+    linear("self_attn.kv_a_proj_with_mqa", hidden, mla.latent_dim, 1, "attention", False, False, hidden)
+    groups.append(_dense(f"{pattern}.self_attn.kv_a_layernorm.weight", layers, (mla.kv_lora_rank,), dtype, "norm"))
+    per_layer.append(groups[-1].bytes_each)
+    linear("self_attn.kv_b_proj", mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim), 1, "attention",
+           False, False, mla.kv_lora_rank)
+    linear("self_attn.o_proj", heads * mla.v_head_dim, hidden, 1, "attention", False, True,
+           spec.num_attention_heads * mla.v_head_dim)
+
+
+def _mla_norm_parameters(spec: ModelSpec) -> int:
+    return (spec.mla.q_lora_rank or 0) + spec.mla.kv_lora_rank
+
+
+def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel: KernelLayout | None, dtype: str,
+                count: int, pattern: str, groups: list, per_layer: list, linear) -> int:
+    """Router, experts and shared experts of the MoE layers on this rank; returns their parameters.
+
+    Without expert parallelism every rank holds every expert with intermediate/tp columns; with it each
+    rank holds experts/tp whole experts (fused_moe/config.py; design notes §9)."""
+    moe = spec.moe
+    if not count:
+        return 0
+    tp = shard.tensor_parallel_size
+    hidden = spec.hidden_size
+    if shard.expert_parallel:
+        local_experts, intermediate = -(-moe.num_experts // tp), moe.expert_intermediate
+    else:
+        local_experts, intermediate = moe.num_experts, moe.expert_intermediate // tp
+    parameters = 0
+    # the router is a ReplicatedLinear built without a quant config in every MoE model file
+    groups.append(_dense(f"{pattern}.mlp.gate.weight", count, (moe.num_experts, hidden), dtype, "router"))
+    per_layer.append(groups[-1].bytes_each)
+    parameters += moe.num_experts * hidden * count
+    if moe.router_bias:
+        groups.append(_dense(f"{pattern}.mlp.router.bias", count, (moe.num_experts,), dtype, "router"))
+        per_layer.append(groups[-1].bytes_each)
+        parameters += moe.num_experts * count
+    if moe.score_correction_bias:
+        groups.append(_dense(f"{pattern}.mlp.gate.e_score_correction_bias", count, (moe.num_experts,), "float32", "router"))
+        per_layer.append(groups[-1].bytes_each)
+        parameters += moe.num_experts * count
+    for tensor in expert_tensors(quant, kernel, local_experts, hidden, intermediate, dtype):
+        role = "expert" if tensor.role == "weight" else "quantization metadata"
+        groups.append(TensorGroup(f"{pattern}.mlp.experts.{tensor.suffix}", count, tensor.shape, tensor.dtype,
+                                  tensor.bytes, role))
+        per_layer.append(tensor.bytes)
+    parameters += local_experts * 3 * hidden * intermediate * count
+    if moe.expert_bias:
+        groups.append(_dense(f"{pattern}.mlp.experts.w13_bias", count, (local_experts, 2 * intermediate), dtype, "expert"))
+        groups.append(_dense(f"{pattern}.mlp.experts.w2_bias", count, (local_experts, hidden), dtype, "expert"))
+        per_layer += [groups[-2].bytes_each, groups[-1].bytes_each]
+        parameters += local_experts * (2 * intermediate + hidden) * count
+    if moe.shared_intermediate:
+        shared = moe.shared_intermediate // tp
+        linear("mlp.shared_expert.gate_up_proj", hidden, 2 * shared, 2, "mlp", False, False, hidden, count=count)
+        linear("mlp.shared_expert.down_proj", shared, hidden, 1, "mlp", False, True, moe.shared_intermediate, count=count)
+    if moe.shared_expert_gate:
+        groups.append(_dense(f"{pattern}.mlp.shared_expert_gate.weight", count, (1, hidden), dtype, "router"))
+        per_layer.append(groups[-1].bytes_each)
+        parameters += hidden * count
+    return parameters

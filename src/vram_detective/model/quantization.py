@@ -250,3 +250,43 @@ def linear_tensors(
                 tensors.append(_tensor("input_scale", (shards,), "float32"))
         return tuple(tensors)
     raise QuantizationError(f"no layout for {quant.method}")
+
+
+def expert_tensors(
+    quant: QuantConfig | None,
+    layout: KernelLayout | None,
+    num_experts: int,
+    hidden: int,
+    intermediate: int,
+    activation_dtype: str,
+) -> tuple[StoredTensor, ...]:
+    """The fused-MoE tensors of one layer on one rank: w13 (gate and up, [E, 2*I, H]) and w2 ([E, H, I]).
+
+    `num_experts` are the experts on this rank and `intermediate` their intermediate size on this rank
+    (vllm/model_executor/layers/fused_moe/layer.py FusedMoE.create_weights, every release).
+    """
+    e, h, i = num_experts, hidden, intermediate
+    if quant is None or not quant.converts("experts"):
+        return (
+            _tensor("w13_weight", (e, 2 * i, h), activation_dtype, "weight"),
+            _tensor("w2_weight", (e, h, i), activation_dtype, "weight"),
+        )
+    if quant.method in ("fp8", "modelopt-fp8"):
+        # Fp8MoEMethod.create_weights (fp8.py): fp8 weights; block scales [E, 2I/bn, H/bk] and
+        # [E, H/bn, I/bk], else per-expert scales w13 [E, 2] (one per shard, merged after load) and w2 [E]
+        tensors = [
+            StoredTensor("w13_weight", (e, 2 * i, h), "float8_e4m3fn", e * 2 * i * h, "weight"),
+            StoredTensor("w2_weight", (e, h, i), "float8_e4m3fn", e * h * i, "weight"),
+        ]
+        if quant.weight_block:
+            block_n, block_k = quant.weight_block
+            tensors += [
+                _tensor("w13_weight_scale_inv", (e, -(-2 * i // block_n), -(-h // block_k)), "float32"),
+                _tensor("w2_weight_scale_inv", (e, -(-h // block_n), -(-i // block_k)), "float32"),
+            ]
+        else:
+            tensors += [_tensor("w13_weight_scale", (e, 2), "float32"), _tensor("w2_weight_scale", (e,), "float32")]
+            if quant.static_input_scale:
+                tensors += [_tensor("w13_input_scale", (e,), "float32"), _tensor("w2_input_scale", (e,), "float32")]
+        return tuple(tensors)
+    raise QuantizationError(f"{quant.method} mixture-of-experts weights are not sized yet")

@@ -25,12 +25,13 @@ class KvLayout:
     head_dim: int
     dtype_bytes: int
     num_layers: int
+    kv_tensors: int = 2  # K and V; MLA stores one latent (MLAAttentionSpec, no factor 2)
 
     @property
     def page_bytes(self) -> int:
         # FullAttentionSpec.page_size_bytes: K and V, block_size tokens (kv_cache_interface.py);
         # V0 CacheEngine.get_cache_block_size is the same product over the stage's layers.
-        return 2 * self.block_size * self.kv_heads_per_rank * self.head_dim * self.dtype_bytes
+        return self.kv_tensors * self.block_size * self.kv_heads_per_rank * self.head_dim * self.dtype_bytes
 
     @property
     def block_bytes(self) -> int:
@@ -42,6 +43,9 @@ class KvLayout:
 
 
 def kv_layout(spec: ModelSpec, tensor_parallel_size: int, num_layers: int, block_size: int, dtype_bytes: int) -> KvLayout:
+    if spec.mla is not None:
+        # MLA: one latent of kv_lora_rank + rope dims per token, the same on every TP rank (§3.2, §9)
+        return KvLayout(block_size, 1, spec.mla.latent_dim, dtype_bytes, num_layers, kv_tensors=1)
     # KV heads per rank: max(1, kv_heads // tp) - replicated when tp exceeds the KV heads (§9)
     return KvLayout(block_size, max(1, spec.num_kv_heads // tensor_parallel_size), spec.head_dim, dtype_bytes, num_layers)
 

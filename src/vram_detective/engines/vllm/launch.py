@@ -59,6 +59,7 @@ FLAGS: tuple[Flag, ...] = (
          "fixed KV-cache size, e.g. 8GiB (vLLM 0.10.2+, skips the utilization rule)"),
     Flag("num_gpu_blocks_override", ("--num-gpu-blocks-override",), _positive_int, "force the number of GPU blocks"),
     Flag("enable_chunked_prefill", ("--enable-chunked-prefill",), _bool, "chunked prefill (V0; V1 always chunks)"),
+    Flag("enable_expert_parallel", ("--enable-expert-parallel",), _bool, "MoE: whole experts split across the TP ranks"),
 )
 
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}
@@ -66,7 +67,7 @@ _NEGATIONS = {"--no-enable-chunked-prefill": "enable_chunked_prefill", "--no-enf
 # Launch-line flags that take no value (so the next word is not swallowed as theirs).
 _SWITCHES = {
     "--trust-remote-code", "--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-log-requests",
-    "--disable-log-stats", "--enable-auto-tool-choice", "--enable-lora", "--enable-expert-parallel",
+    "--disable-log-stats", "--enable-auto-tool-choice", "--enable-lora",
     "--disable-custom-all-reduce", "--enable-reasoning", "--async-scheduling", "--headless",
 }
 

@@ -68,6 +68,7 @@ def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: R
 ROLE_LABELS = {
     "embedding": "embeddings", "attention": "attention", "mlp": "MLP", "norm": "norms", "lm_head": "lm_head",
     "quantization metadata": "quantization metadata (scales, zero points, g_idx)", "rotary cache": "rotary cos/sin cache",
+    "expert": "MoE experts", "router": "MoE router",
     "vocab padding": "vocabulary padding", "position embedding": "learned position embeddings",
     "allocator rounding": "caching-allocator block rounding",
 }
@@ -142,12 +143,13 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         notes.append(f"sliding-window layers (window {spec.sliding_window}) are sized as full attention here")
 
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
-    layer_counts = pipeline_layer_counts(spec.num_layers, pp)
+    to_last = bool(release["pp_remainder_to_last"])
+    layer_counts = pipeline_layer_counts(spec.num_layers, pp, to_last)
     non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release)
     ranks: list[RankFigures] = []
     stage_data = []
     for stage in range(pp):
-        shard = Shard(tp, stage, pp)
+        shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last)
         inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel)
         allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]))
         weights = inventory.total_bytes + allocator_bytes

@@ -40,6 +40,11 @@ RESERVED_OVER_ALLOCATED_AT_PEAK = 1.25
 # 29,000 tokens -> 110 KB/token marginal; (3 x 4096 + 3 x 14336) x 2 B = 110.6 KB.
 HIDDEN_TENSORS_AT_PEAK = 3
 INTERMEDIATE_TENSORS_AT_PEAK = 3
+# Fused MoE (fused_moe.py): tokens are processed in chunks of VLLM_FUSED_MOE_CHUNK_SIZE (default 32768)
+# with intermediate caches [M, topk, max(2I, H)] (shared by cache1 and cache3) and [M*topk, I].
+# Check: Qwen3-235B-FP8 TP 4, 8192 tokens, 32 sequences on RTX PRO 6000 logs a 0.76 GiB peak; this
+# gives 8192 x 8 x (4096 + 384) x 2 B + 3 x 8192 x 4096 x 2 B = 0.73 GiB.
+FUSED_MOE_CHUNK_TOKENS = 32768
 
 # Non-torch memory that grows during profiling on one GPU (lazily loaded kernels, cuBLAS/cuBLASLt
 # handles). Median of the logged non_torch_memory at TP=1 in shared/groundtruth/dev.jsonl:
@@ -81,6 +86,14 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
     requests = min(settings.max_num_seqs, tokens)
     hidden, intermediate = spec.hidden_size, spec.intermediate_size // tp
     forward = tokens * (HIDDEN_TENSORS_AT_PEAK * hidden + INTERMEDIATE_TENSORS_AT_PEAK * intermediate) * dtype_bytes
+    if spec.moe is not None:
+        moe = spec.moe
+        expert_intermediate = moe.expert_intermediate if settings.enable_expert_parallel else moe.expert_intermediate // tp
+        chunk = min(tokens, FUSED_MOE_CHUNK_TOKENS)
+        moe_forward = (tokens * HIDDEN_TENSORS_AT_PEAK * hidden
+                       + chunk * moe.experts_per_token * (max(2 * expert_intermediate, hidden) + expert_intermediate)) * dtype_bytes
+        # MoE models without dense layers never run the dense MLP of `intermediate_size`
+        forward = moe_forward if not moe.dense_layers else max(forward, moe_forward)
     sampler = 0
     if is_last_stage:
         # the [T, hidden] output stays alive while the sampler runs on [R, vocab] logits; logits are

@@ -89,6 +89,16 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "cublas_prewarmed", False, "cuBLAS created lazily in the profile run"),
     RuleChange(_v("0.33.0"), "v1", "cublas_prewarmed", True, "gpu_worker.py init_device torch.mm warm-up (0.33.0; absent in 0.30.0)"),
 
+    # Pipeline stages: where the remainder of an uneven layer split goes.
+    RuleChange(_v("0.0.0"), None, "pp_remainder_to_last", True, "get_pp_indices: the last partition takes the remaining layers (<= 0.7.3)"),
+    RuleChange(_v("0.8.0"), None, "pp_remainder_to_last", False, "get_pp_indices: partitions[-2], [-3], ... get +1 (0.8.0)"),
+
+    # MLA attention backends force their own KV block size (design notes §3.5).
+    RuleChange(_v("0.0.0"), None, "mla_block_size_sm90", None, "Triton MLA: any multiple of 16"),
+    RuleChange(_v("0.8.0"), None, "mla_block_size_sm90", 64, "'Forcing kv cache block size to 64 for FlashMLA backend.' (0.8+ on Hopper)"),
+    RuleChange(_v("0.0.0"), None, "mla_block_size_sm100", None, "no Blackwell MLA backend"),
+    RuleChange(_v("0.10.0"), None, "mla_block_size_sm100", 128, "CUTLASS MLA default on Blackwell forces 128 (0.10/0.11)"),
+
     # Batch-size defaults that size the profiling run (vllm-memory.md §5.3).
     RuleChange(_v("0.0.0"), "v0", "batch_defaults", "v0", "SchedulerConfig: max_num_seqs 256; tokens max(max_model_len, 2048) or chunked"),
     RuleChange(_v("0.0.0"), "v1", "batch_defaults", "v1-0.8", "arg_utils.py _set_default_args_v1 (0.8.5): >=70 GiB -> 16384/8192, 1024 seqs"),

@@ -14,7 +14,7 @@ SETTING_NAMES = (
     "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len",
     "max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization",
     "enforce_eager", "swap_space", "kv_cache_memory_bytes", "num_gpu_blocks_override", "entrypoint",
-    "enable_chunked_prefill",
+    "enable_chunked_prefill", "enable_expert_parallel",
 )
 
 DTYPE_ALIASES = {
@@ -54,6 +54,7 @@ class EngineSettings:
     num_gpu_blocks_override: int | None
     entrypoint: str
     enable_chunked_prefill: bool
+    enable_expert_parallel: bool
     given: frozenset[str]
     auto_fit_max_model_len: bool  # --max-model-len -1 (0.15+): shrink to what the KV pool holds
     reasons: tuple[tuple[str, str], ...]
@@ -270,6 +271,12 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     block_size = int(user.get("block_size") or DEFAULT_BLOCK_SIZE)
     if block_size <= 0 or block_size % 8 and block_size not in (1, 2, 4):
         raise SettingsError(f"block_size must be a positive multiple of 8 (or 1, 2, 4), got {block_size}")
+    if spec.mla is not None:
+        forced = release["mla_block_size_sm100"] if gpu.compute_capability[0] >= 10 else (
+            release["mla_block_size_sm90"] if gpu.compute_capability == (9, 0) else None)
+        if forced:
+            block_size = int(forced)
+            reasons["block_size"] = f"forced to {forced} by the MLA attention backend on this GPU"
 
     return EngineSettings(
         engine=engine,
@@ -290,6 +297,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         num_gpu_blocks_override=int(user["num_gpu_blocks_override"]) if user.get("num_gpu_blocks_override") else None,
         entrypoint=entrypoint,
         enable_chunked_prefill=bool(chunked),
+        enable_expert_parallel=bool(user.get("enable_expert_parallel")) and spec.moe is not None,
         given=frozenset(given),
         auto_fit_max_model_len=auto_fit,
         reasons=tuple(sorted(reasons.items())),

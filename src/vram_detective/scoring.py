@@ -229,6 +229,11 @@ def score_cases(cases: list[dict]) -> dict:
         predicted = _predicted_figures(breakdown)
         if partial:
             entry["partial"] = partial
+        if breakdown.per_rank and "weights_gib" in observed:
+            # a pipeline-parallel log line does not say which stage printed it: compare with the closest stage
+            stages = [rank.weights_bytes / GIB for rank in breakdown.per_rank]
+            predicted["weights_gib"] = min(stages, key=lambda value: abs(value - observed["weights_gib"]))
+            entry["weights_stage"] = stages.index(predicted["weights_gib"])
         for key in FIGURES:
             if partial and key != "weights_gib":
                 continue

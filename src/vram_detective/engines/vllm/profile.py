@@ -59,7 +59,9 @@ NCCL_PER_RANK = int(0.15 * GIB)
 CUDA_CONTEXT = int(0.30 * GIB)
 # Other workers' contexts / P2P mappings on this GPU in the global eras: #10702 logs 5.68 GiB
 # non-torch at TP=8 on H200 (0.6.4) -> ~0.76 GiB per extra rank (one observation: an estimate).
+# Only peers on the same node map memory here; nodes hold at most 8 GPUs.
 GLOBAL_ERA_PER_EXTRA_RANK = int(0.76 * GIB)
+GPUS_PER_NODE = 8
 # Graph pool per captured graph and per decoder layer (piecewise graphs keep one piece per layer).
 # Fitted to logged graph memory (an estimate: vLLM itself only measures it):
 # V1 piecewise-only (<=0.10): Qwen3-8B-FP8 0.68 GiB for 67 graphs x 36 layers, LLaVA-1.6-Mistral
@@ -115,7 +117,7 @@ def non_torch(gpu: Gpu, settings: EngineSettings, release: Release) -> tuple[int
     nccl = NCCL_PER_RANK if world > 1 else 0
     era = release["budget_era"]
     if era in ("V0-d", "V1-a"):
-        others = GLOBAL_ERA_PER_EXTRA_RANK * (world - 1)
+        others = GLOBAL_ERA_PER_EXTRA_RANK * (min(world, GPUS_PER_NODE) - 1)
         return CUDA_CONTEXT + kernels + nccl + others, 0, (
             f"{era}: everything non-torch on the GPU counts (CUDA context, kernels, NCCL, other ranks)"
         )

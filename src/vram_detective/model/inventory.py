@@ -48,6 +48,7 @@ class AllocationPlan:
     after_layers: tuple[int, ...]
     rope_after: int
     rope_staging_bytes: int  # the fp32 [max_position, rotary_dim] cat result freed after the cache is built
+    some_layers: tuple[int, ...] = ()  # layer tensors only some layers have (MoE vs dense MLP layers)
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ def build_inventory(
     parameters = 0
     before: list[int] = []
     per_layer: list[int] = []
+    some_layers: list[int] = []
     after: list[int] = []
     rope_after = 0
 
@@ -181,7 +183,9 @@ def build_inventory(
         nonlocal parameters
         count = layers if count is None else count
         pattern = layer_pattern if pattern is None else pattern
-        allocations = per_layer if allocations is None else allocations
+        if allocations is None:
+            allocations = per_layer if count == layers else some_layers
+        repeat = 1 if allocations is per_layer else count
         if not count:
             return
         parameters += in_features * out_features * count
@@ -191,14 +195,14 @@ def build_inventory(
                 tensor_role = role if tensor.role == "weight" else "quantization metadata"
                 groups.append(TensorGroup(f"{pattern}.{name}.{tensor.suffix}", count, tensor.shape,
                                           tensor.dtype, tensor.bytes, tensor_role))
-                allocations.append(tensor.bytes)
+                allocations += [tensor.bytes] * repeat
         else:
             groups.append(_dense(f"{pattern}.{name}.weight", count, (out_features, in_features), dtype, role))
-            allocations.append(groups[-1].bytes_each)
+            allocations += [groups[-1].bytes_each] * repeat
         if bias:
             # row-parallel biases are replicated (added once after the all-reduce)
             groups.append(_dense(f"{pattern}.{name}.bias", count, (out_features if not row_parallel else hidden,), dtype, role))
-            allocations.append(groups[-1].bytes_each)
+            allocations += [groups[-1].bytes_each] * repeat
             parameters += (out_features if not row_parallel else hidden) * count
 
     if spec.mla is not None:
@@ -224,13 +228,16 @@ def build_inventory(
     if spec.moe is not None:
         moe_layers = [i for i in range(first_layer_index, first_layer_index + layers) if i not in spec.moe.dense_layers]
         dense_count = layers - len(moe_layers)
-        parameters += _moe_layers(spec, shard, quant, kernel, dtype, len(moe_layers), layer_pattern, groups, per_layer,
-                                  linear)
+        moe_allocations = per_layer if len(moe_layers) == layers else []
+        parameters += _moe_layers(spec, shard, quant, kernel, dtype, len(moe_layers), layer_pattern, groups,
+                                  moe_allocations, linear)
+        if moe_allocations is not per_layer:
+            some_layers.extend(moe_allocations * len(moe_layers))
         # dense MLP layers of an MoE model (DeepSeek's first_k_dense_replace) come first: allocate them up front
         linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", False, False, hidden,
-               count=dense_count, pattern="model.layers.{dense}", allocations=before)
+               count=dense_count, pattern="model.layers.{dense}")
         linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", False, True, spec.intermediate_size,
-               count=dense_count, pattern="model.layers.{dense}", allocations=before)
+               count=dense_count, pattern="model.layers.{dense}")
     elif spec.gated_mlp:
         linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", spec.mlp_bias, False, hidden)
         linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
@@ -263,7 +270,8 @@ def build_inventory(
         groups.append(_dense(label, 1, (rows, width), dtype, "rotary cache"))
         if index == 0:
             staging = rows * width * 4  # _compute_cos_sin_cache builds it in float32 before .to(dtype)
-    allocations = AllocationPlan(tuple(before), tuple(per_layer), layers, tuple(after), rope_after, staging)
+    allocations = AllocationPlan(tuple(before), tuple(per_layer), layers, tuple(after), rope_after, staging,
+                                 tuple(some_layers))
     return Inventory(groups=tuple(groups), parameters=parameters, allocations=allocations)
 
 

@@ -41,13 +41,19 @@ def block_overhead(size: int, max_split: int) -> int:
     return extra
 
 
-def load_overhead(plan: AllocationPlan | None, max_split_mib: int) -> int:
+def load_overhead(plan: AllocationPlan | None, max_split_mib: int, offloaded_bytes: int = 0) -> int:
+    """Bytes counted beyond the tensors themselves; layer tensors moved to the CPU by --cpu-offload-gb
+    no longer count (their share of the layers' rounding is dropped)."""
     if plan is None:
         return 0
     max_split = max_split_mib * MIB
     overhead = sum(block_overhead(size, max_split) for size in plan.before_layers + plan.after_layers)
     per_layer = [block_overhead(size, max_split) for size in plan.per_layer]
-    overhead += sum(per_layer) * plan.layers
+    layer_overhead = sum(per_layer) * plan.layers + sum(block_overhead(size, max_split) for size in plan.some_layers)
+    layer_bytes = sum(plan.per_layer) * plan.layers + sum(plan.some_layers)
+    if offloaded_bytes and layer_bytes:
+        return overhead + int(layer_overhead * max(0.0, 1 - offloaded_bytes / layer_bytes))
+    overhead += layer_overhead
     staging = plan.rope_staging_bytes
     if not max_split or staging < max_split or plan.layers == 0:
         return overhead
@@ -61,3 +67,28 @@ def load_overhead(plan: AllocationPlan | None, max_split_mib: int) -> int:
         if max_split <= size <= staging < size + LARGE_BUFFER:
             return overhead - per_layer[index] + (staging - plan.per_layer[index])
     return overhead
+
+
+def cpu_offloaded_bytes(plan: AllocationPlan | None, limit_bytes: int) -> int:
+    """--cpu-offload-gb: models/utils.py maybe_offload_to_cpu moves the parameters of the decoder layers,
+    one tensor at a time in layer order, to pinned CPU memory until the limit is reached (the tensor that
+    crosses it still moves). Embeddings, lm_head and buffers stay on the GPU."""
+    if plan is None or limit_bytes <= 0 or not plan.layers:
+        return 0
+    # layers differ only in which MLP they carry: spread those tensors evenly over the layers
+    per_layer_total = sum(plan.per_layer) + sum(plan.some_layers) // plan.layers
+    if not per_layer_total:
+        return 0
+    whole_layers = min(plan.layers, limit_bytes // per_layer_total)
+    moved = whole_layers * per_layer_total
+    if whole_layers == plan.layers:
+        return moved
+    return min(plan.layers * per_layer_total, max(moved, limit_bytes))
+
+
+def offloaded_layer_bytes(plan: AllocationPlan | None) -> int:
+    """During a forward, an offloaded layer's parameters are copied back to the GPU for that layer
+    (maybe_offload_to_cpu's forward wrapper): one layer's weights sit on top of the activations."""
+    if plan is None or not plan.layers:
+        return 0
+    return sum(plan.per_layer) + -(-sum(plan.some_layers) // plan.layers)

@@ -42,10 +42,16 @@ class KvLayout:
         return self.block_bytes // self.block_size
 
 
-def kv_layout(spec: ModelSpec, tensor_parallel_size: int, num_layers: int, block_size: int, dtype_bytes: int) -> KvLayout:
-    if spec.mla is not None:
-        # MLA: one latent of kv_lora_rank + rope dims per token, the same on every TP rank (§3.2, §9)
-        return KvLayout(block_size, 1, spec.mla.latent_dim, dtype_bytes, num_layers, kv_tensors=1)
+def kv_layout(spec: ModelSpec, tensor_parallel_size: int, num_layers: int, block_size: int, dtype_bytes: int,
+              release: Release | None = None) -> KvLayout:
+    if spec.mla is not None and (release is None or release["mla_latent_kv"]):
+        # MLA: one latent of kv_lora_rank + rope dims per token, the same on every TP rank (§3.2, §9);
+        # V0 0.7.1-0.7.3 pads each token's entry to 256 bytes (576 x 2 B -> 1280 B)
+        width = spec.mla.latent_dim
+        align = release["mla_entry_align_bytes"] if release is not None else 0
+        if align:
+            width = -(-width * dtype_bytes // align) * align // dtype_bytes
+        return KvLayout(block_size, 1, width, dtype_bytes, num_layers, kv_tensors=1)
     # KV heads per rank: max(1, kv_heads // tp) - replicated when tp exceeds the KV heads (§9)
     return KvLayout(block_size, max(1, spec.num_kv_heads // tensor_parallel_size), spec.head_dim, dtype_bytes, num_layers)
 

@@ -60,6 +60,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("num_gpu_blocks_override", ("--num-gpu-blocks-override",), _positive_int, "force the number of GPU blocks"),
     Flag("enable_chunked_prefill", ("--enable-chunked-prefill",), _bool, "chunked prefill (V0; V1 always chunks)"),
     Flag("enable_expert_parallel", ("--enable-expert-parallel",), _bool, "MoE: whole experts split across the TP ranks"),
+    Flag("cpu_offload_gb", ("--cpu-offload-gb",), float, "GiB of layer weights kept in CPU memory per GPU"),
 )
 
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}

@@ -71,19 +71,22 @@ ROLE_LABELS = {
     "expert": "MoE experts", "router": "MoE router",
     "vocab padding": "vocabulary padding", "position embedding": "learned position embeddings",
     "allocator rounding": "caching-allocator block rounding",
+    "cpu offload": "moved to CPU memory by --cpu-offload-gb",
 }
 
 
-def weights_component(inventory: Inventory, plan: WeightsPlan, spec: ModelSpec, allocator_bytes: int) -> Component:
+def weights_component(inventory: Inventory, plan: WeightsPlan, spec: ModelSpec, allocator_bytes: int,
+                      offloaded: int = 0) -> Component:
     by_role = inventory.bytes_by_role()
     by_role["allocator rounding"] = allocator_bytes
+    by_role["cpu offload"] = -offloaded
     children = []
     for role, label in ROLE_LABELS.items():
         amount = by_role.get(role, 0)
         if amount:
             children.append(Component(f"weights.{role.replace(' ', '_')}", label, amount))
     reason = plan.reason + (", tied embeddings counted once" if spec.tie_word_embeddings else "")
-    return Component("weights", "model weights", inventory.total_bytes + allocator_bytes, reason,
+    return Component("weights", "model weights", inventory.total_bytes + allocator_bytes - offloaded, reason,
                      "torch allocated bytes across load_model (worker model_runner; §4)", tuple(children))
 
 
@@ -151,12 +154,18 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     for stage in range(pp):
         shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last)
         inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel)
-        allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]))
-        weights = inventory.total_bytes + allocator_bytes
+        offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings.cpu_offload_gb * GIB))
+        allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
+        weights = inventory.total_bytes + allocator_bytes - offloaded
         peak = profile.activation_peak(spec, settings, release, dtype_bytes, shard.is_last_stage)
+        if offloaded:
+            staged = allocator.offloaded_layer_bytes(inventory.allocations)
+            peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + staged,
+                           peak_phase=peak.peak_phase + " + one CPU-offloaded layer copied in")
         graphs = profile.cuda_graphs(layer_counts[stage], settings, release)
         graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
-        layout = kv_cache.kv_layout(spec, tp, layer_counts[stage], settings.block_size, settings.kv_cache_dtype_bytes)
+        layout = kv_cache.kv_layout(spec, tp, layer_counts[stage], settings.block_size, settings.kv_cache_dtype_bytes,
+                                    release)
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
         else:
@@ -164,13 +173,13 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         blocks = kv_cache.num_blocks(available, layout)
         ranks.append(RankFigures(stage * tp, stage, weights, peak.activation_peak_bytes, non_torch_inside,
                                  graphs.bytes, available, layer_counts[stage], layout.block_bytes, blocks))
-        stage_data.append((inventory, peak, graphs, layout, available, allocator_bytes))
+        stage_data.append((inventory, peak, graphs, layout, available, allocator_bytes, offloaded))
 
     # every worker computes its own blocks; the engine takes the minimum (§3.3 item 8)
     blocks = min(rank.num_blocks_own for rank in ranks)
     if settings.num_gpu_blocks_override:
         blocks = settings.num_gpu_blocks_override
-    inventory, peak, graphs, layout, available, allocator_bytes = stage_data[0]
+    inventory, peak, graphs, layout, available, allocator_bytes, offloaded = stage_data[0]
     rank0 = ranks[0]
     min_available = min(rank.kv_cache_bytes for rank in ranks)
     auto_fit_line = None
@@ -205,7 +214,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
 
     graph_budgeted = bool(release["cuda_graph_subtracted"])
     pool_bytes = blocks * layout.block_bytes if available > 0 else 0
-    components = _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, peak,
+    components = _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, offloaded, peak,
                               non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, layout, blocks)
     outside = _outside_budget(non_torch_outside, graphs, graph_budgeted)
     smi_mib = _nvidia_smi_used_mib(total, settings, rank0.weights_bytes, non_torch_inside, pool_bytes, outside,
@@ -258,11 +267,11 @@ def _insert_before(lines: tuple[str, ...], prefix: str, line: str) -> tuple[str,
     return lines + (line,)
 
 
-def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, peak,
+def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, offloaded, peak,
                  non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, layout, blocks) -> Component:
     """Rank 0's budget (u x T) and what fills it, each with the rule behind it."""
     children = [
-        weights_component(inventory, weights_plan, spec, allocator_bytes),
+        weights_component(inventory, weights_plan, spec, allocator_bytes, offloaded),
         Component("activation_peak", "profile-run activation peak", peak.activation_peak_bytes,
                   f"{peak.peak_phase} peak: {peak.profile_tokens} tokens, {peak.profile_requests} requests "
                   f"(forward {peak.forward_bytes / GIB:.2f} GiB, sampler {peak.sampler_bytes / GIB:.2f} GiB)",

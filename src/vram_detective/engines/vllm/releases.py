@@ -93,6 +93,13 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "pp_remainder_to_last", True, "get_pp_indices: the last partition takes the remaining layers (<= 0.7.3)"),
     RuleChange(_v("0.8.0"), None, "pp_remainder_to_last", False, "get_pp_indices: partitions[-2], [-3], ... get +1 (0.8.0)"),
 
+    # MLA's latent KV cache (one 576-wide latent per token instead of per-head K and V).
+    RuleChange(_v("0.0.0"), None, "mla_latent_kv", False, "DeepSeek served as plain attention: K and V per head of qk_head_dim (0.7.0)"),
+    RuleChange(_v("0.7.1"), None, "mla_latent_kv", True, "MLA attention backends (#12601, 0.7.1)"),
+    RuleChange(_v("0.0.0"), None, "mla_entry_align_bytes", 0, "no alignment"),
+    RuleChange(_v("0.7.1"), "v0", "mla_entry_align_bytes", 256, "cache_engine.py align_to_256bytes with VLLM_CUDA_MEM_ALIGN_KV_CACHE (0.7.2-0.7.3 wheels)"),
+    RuleChange(_v("0.8.0"), "v0", "mla_entry_align_bytes", 0, "alignment gone from cache_engine.py (0.8.0 wheel)"),
+
     # MLA attention backends force their own KV block size (design notes §3.5).
     RuleChange(_v("0.0.0"), None, "mla_block_size_sm90", None, "Triton MLA: any multiple of 16"),
     RuleChange(_v("0.8.0"), None, "mla_block_size_sm90", 64, "'Forcing kv cache block size to 64 for FlashMLA backend.' (0.8+ on Hopper)"),

@@ -14,7 +14,7 @@ SETTING_NAMES = (
     "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len",
     "max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization",
     "enforce_eager", "swap_space", "kv_cache_memory_bytes", "num_gpu_blocks_override", "entrypoint",
-    "enable_chunked_prefill", "enable_expert_parallel",
+    "enable_chunked_prefill", "enable_expert_parallel", "cpu_offload_gb",
 )
 
 DTYPE_ALIASES = {
@@ -55,6 +55,7 @@ class EngineSettings:
     entrypoint: str
     enable_chunked_prefill: bool
     enable_expert_parallel: bool
+    cpu_offload_gb: float
     given: frozenset[str]
     auto_fit_max_model_len: bool  # --max-model-len -1 (0.15+): shrink to what the KV pool holds
     reasons: tuple[tuple[str, str], ...]
@@ -298,6 +299,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         entrypoint=entrypoint,
         enable_chunked_prefill=bool(chunked),
         enable_expert_parallel=bool(user.get("enable_expert_parallel")) and spec.moe is not None,
+        cpu_offload_gb=float(user.get("cpu_offload_gb") or 0.0),
         given=frozenset(given),
         auto_fit_max_model_len=auto_fit,
         reasons=tuple(sorted(reasons.items())),

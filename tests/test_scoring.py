@@ -119,17 +119,27 @@ def test_score_tokens_from_the_logged_budget_qwen3_8b(dev_cases):
 
 
 def test_score_skips_with_reasons(dev_cases):
+    speculative = dict(dev_cases["file54377340947-mistral7b-v02-lora-rtxpro6000-runpod"], id="speculative-variant")
+    speculative["settings"] = dict(speculative["settings"], speculative_config={"num_speculative_tokens": 3})
     cases = [
         dev_cases["seed-int4-7b-rtx4090"],  # model not named
-        dev_cases["file54377340947-mistral7b-v02-lora-rtxpro6000-runpod"],  # LoRA
+        speculative,  # speculative decoding is not modelled yet
         dev_cases["vllm-pr12126-llama32-11b-vision-h100"],  # not in the catalog
     ]
     report = score_cases(cases)
     assert report["scored"] == 0
     reasons = {skip["id"]: skip["reason"] for skip in report["skipped"]}
     assert reasons["seed-int4-7b-rtx4090"] == "model not named in the case"
-    assert "LoRA" in reasons["file54377340947-mistral7b-v02-lora-rtxpro6000-runpod"]
+    assert "speculative" in reasons["speculative-variant"]
     assert reasons["vllm-pr12126-llama32-11b-vision-h100"].endswith("not in the catalog")
+
+
+def test_lora_case_weights_include_the_adapter_slots(dev_cases):
+    # Mistral-7B with --enable-lora (0.13-0.14): 13.49 GiB of weights + ~86 MiB of rank-16 slots
+    # (32 layers x (A: 7 slices x 16 x in + B: 16 x out) x 2 B + vocabulary LoRA) -> logged 13.58
+    report = score_cases([dev_cases["file54377340947-mistral7b-v02-lora-rtxpro6000-runpod"]])
+    weights = report["per_case"][0]["figures"]["weights_gib"]
+    assert weights["rel_err"] < 0.001
 
 
 def test_score_whole_dev_set(dev_cases):

@@ -19,11 +19,11 @@ FROM_LOGGED_BUDGET = ("blocks_from_logged_budget", "tokens_from_logged_budget", 
 # Tags SCHEMA.md asks to report apart.
 SEPARATE_TAGS = ("non-nvidia", "approximate", "shared-gpu")
 # Settings that change memory in ways this release of the tool does not model yet.
-UNMODELLED_SETTINGS = {"enable_lora": "LoRA adapters", "speculative_config": "speculative decoding"}
+UNMODELLED_SETTINGS = {"speculative_config": "speculative decoding"}
 PASSED_SETTINGS = (
     "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "block_size", "dtype", "quantization", "kv_cache_dtype", "enforce_eager", "swap_space",
-    "entrypoint", "enable_chunked_prefill", "cpu_offload_gb",
+    "entrypoint", "enable_chunked_prefill", "cpu_offload_gb", "enable_lora",
 )
 
 

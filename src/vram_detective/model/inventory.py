@@ -14,7 +14,7 @@ from .quantization import DTYPE_BYTES, KernelLayout, QuantConfig, expert_tensors
 
 ROLES = (
     "embedding", "attention", "mlp", "expert", "router", "norm", "lm_head", "quantization metadata",
-    "rotary cache", "vocab padding", "position embedding",
+    "rotary cache", "vocab padding", "position embedding", "lora",
 )
 
 
@@ -49,6 +49,17 @@ class AllocationPlan:
     rope_after: int
     rope_staging_bytes: int  # the fp32 [max_position, rotary_dim] cat result freed after the cache is built
     some_layers: tuple[int, ...] = ()  # layer tensors only some layers have (MoE vs dense MLP layers)
+
+
+@dataclass(frozen=True)
+class LoraSlots:
+    """--enable-lora: every supported layer pre-allocates stacked A/B tensors for max_loras adapters
+    (vllm/lora/layers/*.py create_lora_weights); before 0.15 the vocabulary also grows by extra rows."""
+
+    max_loras: int = 1  # LoRAConfig default
+    max_rank: int = 16  # LoRAConfig default
+    extra_vocab: int = 256  # lora_extra_vocab_size (0 once removed, 0.15)
+    vocab_padding: int = 256  # lora_vocab_padding_size on CUDA: lm_head rows padded to it
 
 
 @dataclass(frozen=True)
@@ -138,6 +149,7 @@ def build_inventory(
     shard: Shard = Shard(),
     quant: QuantConfig | None = None,
     kernel: KernelLayout | None = None,
+    lora: LoraSlots | None = None,
 ) -> Inventory:
     tp = shard.tensor_parallel_size
     counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
@@ -153,13 +165,18 @@ def build_inventory(
     after: list[int] = []
     rope_after = 0
 
-    vocab_rows = spec.padded_vocab_size // tp
-    # the padding rows sit at the end of the last shard; per rank they are shown as an even share
-    padding_rows = (spec.padded_vocab_size - spec.vocab_size) // tp
-    real_rows = vocab_rows - padding_rows
+    extra_vocab = lora.extra_vocab if lora else 0
 
     def vocab_table(name: str, role: str, allocations: list[int]) -> None:
         nonlocal parameters
+        # VocabParallelEmbedding pads to 64; with LoRA the lm_head pads to lora_vocab_padding_size and
+        # both tables carry the LoRA extra-vocabulary rows (llama.py <= 0.11)
+        padding = lora.vocab_padding if lora and name == "lm_head" else 64
+        padded = -(-(spec.vocab_size + extra_vocab) // padding) * padding
+        vocab_rows = padded // tp
+        # the padding rows sit at the end of the last shard; per rank they are shown as an even share
+        padding_rows = (padded - spec.vocab_size) // tp
+        real_rows = vocab_rows - padding_rows
         allocations.append(vocab_rows * hidden * DTYPE_BYTES[dtype])  # one tensor, padding included
         groups.append(_dense(f"{name}.weight", 1, (real_rows, hidden), dtype, role))
         if padding_rows:
@@ -257,6 +274,7 @@ def build_inventory(
         # Tied: lm_head is the embedding tensor - counted once, unless PP puts them on two stages.
         if not spec.tie_word_embeddings or not shard.is_first_stage:
             if quant is not None and quant.converts("lm_head"):
+                vocab_rows = spec.padded_vocab_size // tp
                 for tensor in linear_tensors(quant, kernel, hidden, vocab_rows, 1, dtype, hidden):
                     groups.append(TensorGroup(f"lm_head.{tensor.suffix}", 1, tensor.shape, tensor.dtype, tensor.bytes,
                                               "lm_head" if tensor.role == "weight" else "quantization metadata"))
@@ -264,6 +282,12 @@ def build_inventory(
                 parameters += vocab_rows * hidden
             else:
                 vocab_table("lm_head", "lm_head", after)
+
+    if lora is not None:
+        parameters_before = parameters
+        _lora_slots(spec, shard, lora, dtype, layers, layer_pattern, groups, per_layer, first_stage=shard.is_first_stage,
+                    last_stage=shard.is_last_stage)
+        parameters = parameters_before  # adapter slots are buffers, not model parameters
 
     staging = 0
     for index, (label, rows, width) in enumerate(rotary_caches(spec)):
@@ -352,3 +376,41 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
         per_layer.append(groups[-1].bytes_each)
         parameters += hidden * count
     return parameters
+
+
+def _lora_slots(spec: ModelSpec, shard: Shard, lora: LoraSlots, dtype: str, layers: int, pattern: str,
+                groups: list, per_layer: list, first_stage: bool, last_stage: bool) -> None:
+    """Stacked LoRA A/B tensors: A [max_loras, 1, rank, in] per output slice, B [max_loras, 1, out, rank]
+    (base_linear.py; column-parallel shards B's output, row-parallel shards A's input)."""
+    tp = shard.tensor_parallel_size
+    loras, rank, hidden = lora.max_loras, lora.max_rank, spec.hidden_size
+    if spec.moe is not None or spec.mla is not None:
+        return  # LoRA on fused MoE / MLA layers is not sized yet
+    q = spec.num_attention_heads // tp * spec.head_dim
+    kv = max(1, spec.num_kv_heads // tp) * spec.head_dim
+    intermediate = spec.intermediate_size // tp
+    modules = [("self_attn.qkv_proj", hidden, (q, kv, kv)), ("self_attn.o_proj", q, (hidden,))]
+    if spec.gated_mlp:
+        modules += [("mlp.gate_up_proj", hidden, (intermediate, intermediate)), ("mlp.down_proj", intermediate, (hidden,))]
+    else:
+        modules += [("fc1", hidden, (intermediate,)), ("fc2", intermediate, (hidden,))]
+    for name, in_features, slices in modules:
+        groups.append(_dense(f"{pattern}.{name}.lora_a_stacked", layers * len(slices), (loras, 1, rank, in_features), dtype, "lora"))
+        per_layer += [groups[-1].bytes_each] * len(slices)
+        for width in slices:
+            per_layer.append(loras * width * rank * DTYPE_BYTES[dtype])
+        groups.append(TensorGroup(f"{pattern}.{name}.lora_b_stacked", layers, (loras, 1, sum(slices), rank), dtype,
+                                  loras * sum(slices) * rank * DTYPE_BYTES[dtype], "lora"))
+    if first_stage:
+        # VocabParallelEmbeddingWithLoRA: extra-vocab embeddings, A over the whole vocabulary, B [H, rank]
+        if lora.extra_vocab:
+            groups.append(_dense("model.embed_tokens.embeddings_tensors", 1, (loras, lora.extra_vocab, hidden), dtype, "lora"))
+        groups.append(_dense("model.embed_tokens.lora_a_stacked", 1, (loras, spec.vocab_size + lora.extra_vocab, rank), dtype, "lora"))
+        groups.append(_dense("model.embed_tokens.lora_b_stacked", 1, (loras, 1, hidden, rank), dtype, "lora"))
+    if last_stage:
+        # LogitsProcessorWithLoRA: B padded to lora_vocab_padding_size rows (logits_processor.py)
+        padded = -(-spec.vocab_size // lora.vocab_padding) * lora.vocab_padding
+        groups.append(_dense("lm_head.lora_a_stacked", 1, (loras, 1, rank, hidden), dtype, "lora"))
+        groups.append(_dense("lm_head.lora_b_stacked", 1, (loras, 1, padded, rank), dtype, "lora"))
+        if lora.extra_vocab:
+            groups.append(_dense("lm_head.embeddings_tensors", 1, (loras, lora.extra_vocab, hidden), dtype, "lora"))

@@ -61,6 +61,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("enable_chunked_prefill", ("--enable-chunked-prefill",), _bool, "chunked prefill (V0; V1 always chunks)"),
     Flag("enable_expert_parallel", ("--enable-expert-parallel",), _bool, "MoE: whole experts split across the TP ranks"),
     Flag("cpu_offload_gb", ("--cpu-offload-gb",), float, "GiB of layer weights kept in CPU memory per GPU"),
+    Flag("enable_lora", ("--enable-lora",), _bool, "pre-allocate LoRA adapter slots"),
+    Flag("max_loras", ("--max-loras",), _positive_int, "LoRA adapters served at once (default 1)"),
+    Flag("max_lora_rank", ("--max-lora-rank",), _positive_int, "largest LoRA rank (default 16)"),
 )
 
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}
@@ -68,7 +71,7 @@ _NEGATIONS = {"--no-enable-chunked-prefill": "enable_chunked_prefill", "--no-enf
 # Launch-line flags that take no value (so the next word is not swallowed as theirs).
 _SWITCHES = {
     "--trust-remote-code", "--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-log-requests",
-    "--disable-log-stats", "--enable-auto-tool-choice", "--enable-lora",
+    "--disable-log-stats", "--enable-auto-tool-choice",
     "--disable-custom-all-reduce", "--enable-reasoning", "--async-scheduling", "--headless",
 }
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from ...breakdown import Breakdown, Component, RankFigures, StartupFailure
 from ...hardware import Gpu
 from ...model.config import ModelSpec
-from ...model.inventory import Inventory, Shard, build_inventory, pipeline_layer_counts
+from ...model.inventory import Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
 from ...model.quantization import ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
 from ...units import GIB, MIB
 from . import allocator, kv_cache, profile
@@ -72,6 +72,7 @@ ROLE_LABELS = {
     "vocab padding": "vocabulary padding", "position embedding": "learned position embeddings",
     "allocator rounding": "caching-allocator block rounding",
     "cpu offload": "moved to CPU memory by --cpu-offload-gb",
+    "lora": "LoRA adapter slots (--enable-lora)",
 }
 
 
@@ -149,11 +150,12 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     to_last = bool(release["pp_remainder_to_last"])
     layer_counts = pipeline_layer_counts(spec.num_layers, pp, to_last)
     non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release)
+    lora = LoraSlots(settings.max_loras, settings.max_lora_rank, int(release["lora_extra_vocab"])) if settings.enable_lora else None
     ranks: list[RankFigures] = []
     stage_data = []
     for stage in range(pp):
         shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last)
-        inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel)
+        inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel, lora)
         offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings.cpu_offload_gb * GIB))
         allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
         weights = inventory.total_bytes + allocator_bytes - offloaded

@@ -89,6 +89,10 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "cublas_prewarmed", False, "cuBLAS created lazily in the profile run"),
     RuleChange(_v("0.33.0"), "v1", "cublas_prewarmed", True, "gpu_worker.py init_device torch.mm warm-up (0.33.0; absent in 0.30.0)"),
 
+    # LoRA: extra vocabulary rows reserved for adapters' added tokens.
+    RuleChange(_v("0.0.0"), None, "lora_extra_vocab", 256, "LoRAConfig.lora_extra_vocab_size = 256 (0.11.0 and before)"),
+    RuleChange(_v("0.15.0"), None, "lora_extra_vocab", 0, "extra LoRA vocabulary removed (absent in the 0.15.1 wheel)"),
+
     # Pipeline stages: where the remainder of an uneven layer split goes.
     RuleChange(_v("0.0.0"), None, "pp_remainder_to_last", True, "get_pp_indices: the last partition takes the remaining layers (<= 0.7.3)"),
     RuleChange(_v("0.8.0"), None, "pp_remainder_to_last", False, "get_pp_indices: partitions[-2], [-3], ... get +1 (0.8.0)"),

@@ -14,7 +14,8 @@ SETTING_NAMES = (
     "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len",
     "max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization",
     "enforce_eager", "swap_space", "kv_cache_memory_bytes", "num_gpu_blocks_override", "entrypoint",
-    "enable_chunked_prefill", "enable_expert_parallel", "cpu_offload_gb",
+    "enable_chunked_prefill", "enable_expert_parallel", "cpu_offload_gb", "enable_lora", "max_loras",
+    "max_lora_rank",
 )
 
 DTYPE_ALIASES = {
@@ -56,6 +57,9 @@ class EngineSettings:
     enable_chunked_prefill: bool
     enable_expert_parallel: bool
     cpu_offload_gb: float
+    enable_lora: bool
+    max_loras: int
+    max_lora_rank: int
     given: frozenset[str]
     auto_fit_max_model_len: bool  # --max-model-len -1 (0.15+): shrink to what the KV pool holds
     reasons: tuple[tuple[str, str], ...]
@@ -300,6 +304,9 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         enable_chunked_prefill=bool(chunked),
         enable_expert_parallel=bool(user.get("enable_expert_parallel")) and spec.moe is not None,
         cpu_offload_gb=float(user.get("cpu_offload_gb") or 0.0),
+        enable_lora=bool(user.get("enable_lora")),
+        max_loras=int(user.get("max_loras") or 1),  # LoRAConfig defaults
+        max_lora_rank=int(user.get("max_lora_rank") or 16),
         given=frozenset(given),
         auto_fit_max_model_len=auto_fit,
         reasons=tuple(sorted(reasons.items())),

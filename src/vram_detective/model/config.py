@@ -1,7 +1,7 @@
 """Hugging Face config.json -> ModelSpec. Every family's key names are normalized here, once."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .quantization import QuantConfig, parse_quantization_config
 
@@ -52,6 +52,22 @@ class MlaSpec:
 
 
 @dataclass(frozen=True)
+class VisionSpec:
+    """A vision tower served with the language model (vLLM loads it on the first pipeline stage)."""
+
+    kind: str  # "qwen2_vl", "qwen2_5_vl", "siglip"
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    patch_size: int
+    in_channels: int = 3
+    temporal_patch_size: int = 1
+    spatial_merge_size: int = 1
+    out_hidden_size: int = 0  # the language model's hidden size (projector output)
+    image_size: int = 0  # SigLIP: learned position table of (image_size / patch_size)^2 rows
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A dense decoder as vLLM builds it; sizes are for the whole model (before any sharding)."""
 
@@ -86,6 +102,7 @@ class ModelSpec:
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
     attention_sinks: bool = False  # gpt-oss: one learned sink per attention head
+    vision: VisionSpec | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -133,11 +150,15 @@ _ARCHITECTURE_FAMILY = {
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
 _LATER = {
-    "Qwen2VLForConditionalGeneration": "multimodal models",
-    "Qwen2_5_VLForConditionalGeneration": "multimodal models",
-    "Gemma3ForConditionalGeneration": "multimodal models",
     "LlavaForConditionalGeneration": "multimodal models",
     "MllamaForConditionalGeneration": "multimodal models",
+}
+
+# HF Gemma3TextConfig defaults: Gemma 3 multimodal configs list only what differs from them.
+_GEMMA3_TEXT_DEFAULTS = {
+    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
+    "rope_theta": 1_000_000.0, "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
 }
 
 # Config keys vLLM's _get_and_verify_max_len reads (config.py, every release since 0.4).
@@ -185,8 +206,10 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
     architecture = architectures[0] if architectures else ""
     if architecture in _LATER:
         raise UnsupportedArchitectureError(
-            f"{architecture}: {_LATER[architecture]} are not sized yet (dense decoders only for now)"
+            f"{architecture}: {_LATER[architecture]} are not sized yet"
         )
+    if architecture in _MULTIMODAL:
+        return _parse_multimodal(config, name, architecture)
     family = _ARCHITECTURE_FAMILY.get(architecture)
     if family is None:
         model_type = config.get("model_type", "")
@@ -261,6 +284,41 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
         mla=mla,
         attention_sinks=family == "gpt_oss",
     )
+
+
+_MULTIMODAL = {
+    "Qwen2VLForConditionalGeneration": ("Qwen2ForCausalLM", "qwen2_vl"),
+    "Qwen2_5_VLForConditionalGeneration": ("Qwen2ForCausalLM", "qwen2_5_vl"),
+    "Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "siglip"),
+}
+
+
+def _parse_multimodal(config: dict, name: str, architecture: str) -> ModelSpec:
+    """The language model from the text part of the config, plus its vision tower."""
+    text_architecture, vision_kind = _MULTIMODAL[architecture]
+    text = dict(_GEMMA3_TEXT_DEFAULTS) if vision_kind == "siglip" else {}
+    text.update({k: v for k, v in config.items() if k not in ("text_config", "vision_config", "architectures")})
+    text.update(config.get("text_config") or {})
+    text["architectures"] = [text_architecture]
+    text.setdefault("torch_dtype", config.get("torch_dtype"))
+    if config.get("torch_dtype"):
+        text["torch_dtype"] = config["torch_dtype"]  # the checkpoint's dtype is the top-level one
+    if vision_kind != "siglip":
+        text["use_sliding_window"] = False
+    spec = parse_config(text, name)
+    raw = config.get("vision_config") or {}
+    if vision_kind == "siglip":
+        vision = VisionSpec("siglip", raw.get("hidden_size", 1152), raw.get("intermediate_size", 4304),
+                            raw.get("num_hidden_layers", 27), raw.get("patch_size", 14),
+                            out_hidden_size=spec.hidden_size, image_size=raw.get("image_size", 896))
+    else:
+        hidden = raw.get("hidden_size") if vision_kind == "qwen2_5_vl" else raw.get("embed_dim", 1280)
+        intermediate = raw.get("intermediate_size") if vision_kind == "qwen2_5_vl" else int(hidden * raw.get("mlp_ratio", 4))
+        vision = VisionSpec(vision_kind, hidden or 1280, intermediate or 5120, raw.get("depth", 32),
+                            raw.get("patch_size", 14), raw.get("in_chans", 3), raw.get("temporal_patch_size", 2),
+                            raw.get("spatial_merge_size", 2),
+                            out_hidden_size=raw.get("out_hidden_size") or raw.get("hidden_size_out") or spec.hidden_size)
+    return replace(spec, architecture=architecture, vision=vision)
 
 
 def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:

@@ -14,7 +14,7 @@ from .quantization import DTYPE_BYTES, KernelLayout, QuantConfig, expert_tensors
 
 ROLES = (
     "embedding", "attention", "mlp", "expert", "router", "norm", "lm_head", "quantization metadata",
-    "rotary cache", "vocab padding", "position embedding", "lora",
+    "rotary cache", "vocab padding", "position embedding", "lora", "vision",
 )
 
 
@@ -183,6 +183,8 @@ def build_inventory(
             groups.append(_dense(f"{name}.weight[padding rows]", 1, (padding_rows, hidden), dtype, "vocab padding"))
         parameters += real_rows * hidden
 
+    if shard.is_first_stage and spec.vision is not None:
+        parameters += _vision_tower(spec, tp, quant, kernel, dtype, groups, before)
     if shard.is_first_stage:
         vocab_table("model.embed_tokens", "embedding", before)
         if spec.learned_positions:
@@ -414,3 +416,74 @@ def _lora_slots(spec: ModelSpec, shard: Shard, lora: LoraSlots, dtype: str, laye
         groups.append(_dense("lm_head.lora_b_stacked", 1, (loras, 1, padded, rank), dtype, "lora"))
         if lora.extra_vocab:
             groups.append(_dense("lm_head.embeddings_tensors", 1, (loras, lora.extra_vocab, hidden), dtype, "lora"))
+
+
+def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: KernelLayout | None, dtype: str,
+                  groups: list, allocations: list) -> int:
+    """Vision encoder + projector (qwen2_vl.py / qwen2_5_vl.py / siglip.py + gemma3_mm.py): patch
+    embedding and norms replicated, attention and MLP linears tensor-parallel like the text layers.
+    Their linears are quantized only by FP8 methods (Qwen2.5-VL's _maybe_ignore_quant_config drops
+    GPTQ/AWQ for the vision tower; AWQ/GPTQ checkpoints list it in modules_to_not_convert)."""
+    v = spec.vision
+    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
+    quantize = quant is not None and quant.method in ("fp8", "modelopt-fp8")
+    parameters = 0
+
+    def dense(name: str, count: int, shape: tuple[int, ...]) -> None:
+        nonlocal parameters
+        groups.append(_dense(f"vision.{name}", count, shape, dtype, "vision"))
+        allocations.extend([groups[-1].bytes_each] * count)
+        size = 1
+        for dim in shape:
+            size *= dim
+        parameters += size * count
+
+    def linear(name: str, count: int, in_features: int, out_features: int, bias: bool, shards: int = 1) -> None:
+        nonlocal parameters
+        if quantize:
+            for tensor in linear_tensors(quant, kernel, in_features, out_features, shards, dtype, in_features):
+                groups.append(TensorGroup(f"vision.{name}.{tensor.suffix}", count, tensor.shape, tensor.dtype,
+                                          tensor.bytes, "vision" if tensor.role == "weight" else "quantization metadata"))
+                allocations.extend([tensor.bytes] * count)
+            parameters += in_features * out_features * count
+        else:
+            dense(f"{name}.weight", count, (out_features, in_features))
+        if bias:
+            dense(f"{name}.bias", count, (out_features,))
+
+    if v.kind == "siglip":
+        dense("embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
+        dense("embeddings.patch_embedding.bias", 1, (h,))
+        dense("embeddings.position_embedding.weight", 1, ((v.image_size // v.patch_size) ** 2, h))
+        dense("encoder.layers.*.layer_norm{1,2}.{weight,bias}", 4 * n, (h,))
+        linear("encoder.layers.*.self_attn.qkv_proj", n, h, 3 * h // tp, True, 3)
+        linear("encoder.layers.*.self_attn.out_proj", n, h // tp, h, False)
+        dense("encoder.layers.*.self_attn.out_proj.bias", n, (h,))
+        linear("encoder.layers.*.mlp.fc1", n, h, i // tp, True)
+        linear("encoder.layers.*.mlp.fc2", n, i // tp, h, False)
+        dense("encoder.layers.*.mlp.fc2.bias", n, (h,))
+        dense("post_layernorm.{weight,bias}", 2, (h,))
+        # Gemma 3 projector: a plain [vision hidden, text hidden] parameter and a soft-embedding RMSNorm
+        dense("multi_modal_projector.mm_input_projection_weight", 1, (h, v.out_hidden_size))
+        dense("multi_modal_projector.mm_soft_emb_norm.weight", 1, (h,))
+        return parameters
+    patch = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size
+    dense("patch_embed.proj.weight", 1, (h, patch))
+    norm_tensors = 2 if v.kind == "qwen2_5_vl" else 4  # RMSNorm weights vs LayerNorm weight + bias
+    dense("blocks.*.norm{1,2}", norm_tensors * n, (h,))
+    linear("blocks.*.attn.qkv", n, h, 3 * h // tp, True, 3)
+    linear("blocks.*.attn.proj", n, h // tp, h, False)
+    dense("blocks.*.attn.proj.bias", n, (h,))
+    if v.kind == "qwen2_5_vl":
+        linear("blocks.*.mlp.gate_up_proj", n, h, 2 * i // tp, True, 2)
+        linear("blocks.*.mlp.down_proj", n, i // tp, h, False)
+    else:
+        linear("blocks.*.mlp.fc1", n, h, i // tp, True)
+        linear("blocks.*.mlp.fc2", n, i // tp, h, False)
+    dense("blocks.*.mlp.down.bias", n, (h,))
+    merged = h * v.spatial_merge_size ** 2
+    dense("merger.ln_q", 1 if v.kind == "qwen2_5_vl" else 2, (h,))
+    linear("merger.mlp.0", 1, merged, merged // tp, True)
+    linear("merger.mlp.2", 1, merged // tp, v.out_hidden_size, False)
+    dense("merger.mlp.2.bias", 1, (v.out_hidden_size,))
+    return parameters

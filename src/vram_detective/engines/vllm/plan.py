@@ -73,6 +73,7 @@ ROLE_LABELS = {
     "allocator rounding": "caching-allocator block rounding",
     "cpu offload": "moved to CPU memory by --cpu-offload-gb",
     "lora": "LoRA adapter slots (--enable-lora)",
+    "vision": "vision tower + projector",
 }
 
 

@@ -79,11 +79,11 @@ def cpu_offloaded_bytes(plan: AllocationPlan | None, limit_bytes: int) -> int:
     per_layer_total = sum(plan.per_layer) + sum(plan.some_layers) // plan.layers
     if not per_layer_total:
         return 0
+    everything = sum(plan.per_layer) * plan.layers + sum(plan.some_layers)
     whole_layers = min(plan.layers, limit_bytes // per_layer_total)
-    moved = whole_layers * per_layer_total
     if whole_layers == plan.layers:
-        return moved
-    return min(plan.layers * per_layer_total, max(moved, limit_bytes))
+        return everything
+    return min(everything, max(whole_layers * per_layer_total, limit_bytes))
 
 
 def offloaded_layer_bytes(plan: AllocationPlan | None) -> int:

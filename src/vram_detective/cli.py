@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
                          help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
     explain.add_argument("--engine", choices=("v0", "v1"), default=None, help="force vLLM's V0 or V1 engine (default: the release's)")
+    explain.add_argument("--tensors", action="store_true",
+                         help="also list the tensor groups each rank holds (name, count, shape, dtype, bytes, role)")
     _add_vllm_flags(explain)
     output = explain.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="machine-readable output")
@@ -135,6 +137,8 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     settings = _settings_from(args, launch_settings)
     gpu_memory = parse_memory_size(args.gpu_memory) if args.gpu_memory else None
 
+    if args.tensors and args.gpu is None and gpu_memory is None:
+        raise BadInput("--tensors needs a GPU (--gpu or --gpu-memory): the stored layout depends on it")
     if args.gpu is None and gpu_memory is None:
         rows = []
         for gpu in common_gpus():
@@ -157,13 +161,65 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     except api.REFUSALS as error:
         print(f"vLLM would refuse to start: {error}", file=sys.stderr)
         return EXIT_REFUSED
+    stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings) if args.tensors else []
     if args.json:
-        print(json.dumps(to_json(breakdown), indent=2, default=str))
+        out = to_json(breakdown)
+        if args.tensors:
+            out["tensors"] = [dict(group.to_dict(), **({"pipeline_stage": stage, "first_rank": rank} if len(stages) > 1 else {}))
+                              for stage, rank, groups in stages for group in groups]
+        print(json.dumps(out, indent=2, default=str))
     elif args.markdown:
         print(render_markdown(breakdown))
     else:
         print(render_text(breakdown, sys.stdout))
+    if args.tensors and not args.json:
+        from .render import render_tensors
+
+        for stage, rank, groups in stages:
+            title = "Tensors on each GPU" + (f" of pipeline stage {stage} (ranks {rank}..)" if len(stages) > 1 else "")
+            print()
+            print(render_tensors(groups, title=title, markdown=args.markdown))
     return EXIT_REFUSED if breakdown.failure is not None else 0
+
+
+def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_version: str | None,
+                  settings: dict) -> list[tuple[int, int, list]]:
+    """(pipeline stage, its first rank, tensor groups per rank) rebuilt the way engines/vllm/plan.py builds
+    them: the release's resolved settings, plan_weights' quantization layout, build_inventory per stage.
+    All tensor-parallel ranks of a stage hold the same groups (the vocabulary padding is shown as an even share)."""
+    import dataclasses
+    import inspect
+
+    from . import api
+    from .engines.vllm import plan as vllm_plan
+    from .engines.vllm.releases import release as release_rules, resolve_version
+    from .engines.vllm.settings import resolve_settings
+    from .model import inventory as inventory_module
+
+    spec = api.model_spec(model)
+    device = api.resolve_gpu(gpu, gpu_memory)
+    resolved, release = resolve_settings(dict(settings), spec, device, release_rules, resolve_version(vllm_version))
+    weights = vllm_plan.plan_weights(spec, resolved, device, release)
+    tp, pp = resolved.tensor_parallel_size, resolved.pipeline_parallel_size
+    shard_fields = {field.name for field in dataclasses.fields(inventory_module.Shard)}
+    extra: dict = {}
+    if "expert_parallel" in shard_fields:
+        extra["expert_parallel"] = bool(getattr(resolved, "enable_expert_parallel", False))
+    if "remainder_to_last_stage" in shard_fields:
+        try:
+            extra["remainder_to_last_stage"] = bool(release["pp_remainder_to_last"])
+        except KeyError:
+            pass
+    build_kwargs: dict = {}
+    if getattr(resolved, "enable_lora", False) and "lora" in inspect.signature(inventory_module.build_inventory).parameters:
+        build_kwargs["lora"] = inventory_module.LoraSlots(resolved.max_loras, resolved.max_lora_rank,
+                                                          int(release["lora_extra_vocab"]))
+    stages = []
+    for stage in range(pp):
+        shard = inventory_module.Shard(tensor_parallel_size=tp, pipeline_stage=stage, pipeline_parallel_size=pp, **extra)
+        built = inventory_module.build_inventory(spec, resolved.dtype, shard, weights.quant, weights.kernel, **build_kwargs)
+        stages.append((stage, stage * tp, list(built.groups)))
+    return stages
 
 
 def cmd_models(args: argparse.Namespace) -> int:

@@ -164,3 +164,36 @@ def render_gpu_summary(rows: list[dict], markdown: bool = False) -> str:
         lines += ["| " + " | ".join(row) + " |" for row in table_rows]
         return "\n".join(lines)
     return "\n".join(_table(headers, table_rows, "lrrrrrl"))
+
+
+def _size(num_bytes: int) -> str:
+    if num_bytes >= GIB:
+        return f"{num_bytes / GIB:.3f} GiB"
+    if num_bytes >= 1 << 20:
+        return f"{num_bytes / (1 << 20):.2f} MiB"
+    if num_bytes >= 1 << 10:
+        return f"{num_bytes / (1 << 10):.1f} KiB"
+    return f"{num_bytes} B"
+
+
+def render_tensors(groups, title: str | None = None, markdown: bool = False) -> str:
+    """The tensor groups one rank holds (model/inventory.py TensorGroup): name pattern, count, shape, stored
+    dtype, bytes (all of the group) and role, then the total and the bytes per role."""
+    headers = ("tensor (per rank)", "count", "shape", "dtype", "bytes", "role")
+    rows = [(g.name, f"{g.count:,}", "[" + ", ".join(f"{d:,}" for d in g.shape) + "]", g.dtype, _size(g.bytes), g.role)
+            for g in groups]
+    total = sum(g.bytes for g in groups)
+    by_role: dict[str, int] = {}
+    for g in groups:
+        by_role[g.role] = by_role.get(g.role, 0) + g.bytes
+    summary = " · ".join(f"{role} {_size(amount)}" for role, amount in sorted(by_role.items(), key=lambda item: -item[1]))
+    if markdown:
+        out = [f"#### {title}", ""] if title else []
+        out += ["| " + " | ".join(headers) + " |", "|---|---:|---|---|---:|---|"]
+        out += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
+        out += [f"| **total** | | | | **{_size(total)}** ({total:,} B) | |", "", summary]
+        return "\n".join(out)
+    out = [title] if title else []
+    out += _table(headers, rows + [("total", "", "", "", _size(total), f"{total:,} B")], "lrllrl")
+    out.append(summary)
+    return "\n".join(out)

@@ -104,6 +104,8 @@ class ModelSpec:
     attention_sinks: bool = False  # gpt-oss: one learned sink per attention head
     vision: VisionSpec | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the config as read: engine rules that depend on raw keys (layer_types, windows) read it
+    source_config: dict | None = field(default=None, compare=False, repr=False)
 
     @property
     def q_size(self) -> int:
@@ -202,6 +204,10 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
     """Normalize one config.json. Raises ConfigError / UnsupportedArchitectureError."""
     if not isinstance(config, dict):
         raise ConfigError("config.json is not a JSON object")
+    return replace(_parse(config, name), source_config=config)
+
+
+def _parse(config: dict, name: str) -> ModelSpec:
     architectures = config.get("architectures") or []
     architecture = architectures[0] if architectures else ""
     if architecture in _LATER:

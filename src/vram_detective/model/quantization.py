@@ -1,37 +1,63 @@
 """How a quantized linear layer is stored on the GPU, per rank, after vLLM's post-load repacking.
 
 K = input features and N = output features of the layer *on this rank*; g = group size.
-Layouts follow vLLM's create_weights() of each method (vllm/model_executor/layers/quantization/
-awq.py, awq_marlin.py, gptq.py, gptq_marlin.py, fp8.py, modelopt.py; 0.4-0.33) and
-design/vllm-memory.md §8.
+Layouts follow vLLM's create_weights() / process_weights_after_loading() of each method
+(vllm/model_executor/layers/quantization/awq.py, awq_marlin.py, gptq.py, gptq_marlin.py, fp8.py,
+fbgemm_fp8.py, modelopt.py, bitsandbytes.py, mxfp4.py, compressed_tensors/; 0.4-0.33) and
+design/vllm-memory.md §8. Paths below are relative to vllm/model_executor/layers/quantization/.
 """
 from __future__ import annotations
 
+import fnmatch
+import re
 from dataclasses import dataclass
+
+# compressed-tensors schemes (compressed_tensors.py _get_scheme_from_parts)
+CT_SCHEMES = ("wNa16", "w8a8-int8", "w8a8-fp8", "w8a16-fp8", "nvfp4", "nvfp4a16")
 
 
 @dataclass(frozen=True)
 class QuantConfig:
-    method: str  # "awq", "gptq", "fp8", "modelopt-fp8"
+    # "awq", "gptq", "fp8", "modelopt-fp8", "modelopt-fp4", "compressed-tensors", "bitsandbytes",
+    # "mxfp4", "fbgemm-fp8"
+    method: str
     bits: int
     group_size: int  # -1: one group over the whole input (channelwise)
     zero_point: bool = False  # asymmetric (stores zero points)
-    desc_act: bool = False  # GPTQ act-order: g_idx is meaningful
+    desc_act: bool = False  # GPTQ act-order / compressed-tensors actorder "group": g_idx is meaningful
     weight_block: tuple[int, int] | None = None  # FP8 block quantization (n, k)
     static_input_scale: bool = False
-    not_converted: tuple[str, ...] = ()  # module-name fragments kept in 16 bit
+    not_converted: tuple[str, ...] = ()  # modules kept in 16 bit (matched per `ignore_style`)
     lm_head_quantized: bool = False
-    serialized: bool = True  # False: quantized online at load (--quantization fp8 on a 16-bit checkpoint)
+    serialized: bool = True  # False: quantized online at load (--quantization fp8 / bitsandbytes on a 16-bit checkpoint)
+    # --- added for compressed-tensors, bitsandbytes, NVFP4, MXFP4, FBGEMM (all defaulted) ---
+    scheme: str = ""  # compressed-tensors: one of CT_SCHEMES; bitsandbytes: "nf4", "fp4" or "int8"
+    weight_strategy: str = ""  # compressed-tensors weights: "tensor", "channel", "group", "block"
+    double_quant: bool = False  # bitsandbytes: absmax double-quantized (bnb_4bit_use_double_quant)
+    input_symmetric: bool = True  # compressed-tensors int8 activations: False -> zero point + azp_adj
+    ignore_style: str = "substring"  # how `not_converted` matches: substring | exact | modelopt | bnb
+    kv_cache_scales: bool = False  # the checkpoint carries k/v scales for an FP8 KV cache
+    experts_only: bool = False  # MXFP4 (gpt-oss): only the fused experts are quantized
 
     @property
     def nominal_bits(self) -> int:
         return self.bits
 
     def converts(self, module_name: str) -> bool:
-        """Is this linear module quantized? (embeddings and norms never reach this question)"""
+        """Is this linear module quantized? (embeddings and norms never reach this question)
+
+        `module_name` is the short name inventory.py passes: qkv_proj, o_proj, gate_up_proj, down_proj,
+        fc1, fc2, lm_head, experts (fused MoE)."""
+        if self.experts_only:
+            # Mxfp4Config.get_quant_method: FusedMoE -> Mxfp4MoEMethod; every linear layer of a
+            # gpt-oss checkpoint is listed as not converted (or built without the quant config)
+            return module_name == "experts"
         if module_name == "lm_head":
             return self.lm_head_quantized
-        return not any(fragment and fragment in module_name for fragment in self.not_converted)
+        if self.ignore_style == "substring":
+            return not any(fragment and fragment in module_name for fragment in self.not_converted)
+        names = _candidate_names(module_name)
+        return not any(_ignored(pattern, name, self.ignore_style) for pattern in self.not_converted for name in names)
 
     def describe(self) -> str:
         if self.method in ("awq", "gptq"):
@@ -39,11 +65,81 @@ class QuantConfig:
             extra = ", act-order" if self.desc_act else ""
             zero = "asymmetric" if self.zero_point else "symmetric"
             return f"{self.method.upper()} {self.bits}-bit, {group}, {zero}{extra}"
+        if self.method == "compressed-tensors":
+            if self.scheme == "wNa16":
+                group = "channelwise" if self.group_size == -1 else f"group {self.group_size}"
+                extra = ", act-order" if self.desc_act else ""
+                zero = "asymmetric" if self.zero_point else "symmetric"
+                return f"compressed-tensors W{self.bits}A16 (pack-quantized), {group}, {zero}{extra}"
+            if self.scheme in ("nvfp4", "nvfp4a16"):
+                return f"compressed-tensors NVFP4 ({'W4A4' if self.scheme == 'nvfp4' else 'W4A16'}), group 16 fp8 scales"
+            kind = {"w8a8-int8": "W8A8 INT8", "w8a8-fp8": "W8A8 FP8", "w8a16-fp8": "W8A16 FP8"}[self.scheme]
+            strategy = f"block {self.weight_block[0]}x{self.weight_block[1]}" if self.weight_block else \
+                f"per-{self.weight_strategy or 'channel'}"
+            activations = "static" if self.static_input_scale else "dynamic"
+            return f"compressed-tensors {kind}, {strategy} weight scales, {activations} activation scales"
+        if self.method == "bitsandbytes":
+            if self.scheme == "int8":
+                return "bitsandbytes 8-bit (LLM.int8)"
+            online = " (quantized at load from the 16-bit checkpoint)" if not self.serialized else ""
+            nested = ", double quantization" if self.double_quant else ""
+            return f"bitsandbytes 4-bit {self.scheme}, blocks of 64{nested}{online}"
+        if self.method == "modelopt-fp4":
+            return f"ModelOpt NVFP4 (fp4 e2m1, fp8 scales per {self.group_size} values)"
+        if self.method == "mxfp4":
+            return "MXFP4 experts (fp4 e2m1, e8m0 scales per 32 values); attention, router, embeddings in 16 bit"
+        if self.method == "fbgemm-fp8":
+            return "FBGEMM FP8 per-channel scales"
         if self.weight_block:
             return f"FP8 block {self.weight_block[0]}x{self.weight_block[1]} scales"
         if not self.serialized:
             return "FP8 online (quantized at load from the 16-bit checkpoint, per-tensor scales)"
         return "FP8 per-tensor scales"
+
+
+# Representative full module names for the short names inventory.py asks about. The layer index is
+# one no ignore list names, so "model.layers.0.mlp" style entries (one layer kept in 16 bit) are not
+# applied to every layer; regexes over "\d+" and "*" wildcards still match.
+_LAYER = "model.layers.99999"
+_CANDIDATES = {
+    # fused modules: vLLM checks the unfused shard names (compressed_tensors/utils.py should_ignore_layer,
+    # utils/quant_utils.py is_layer_skipped with packed_modules_mapping)
+    "qkv_proj": (f"{_LAYER}.self_attn.q_proj", f"{_LAYER}.self_attn.k_proj", f"{_LAYER}.self_attn.v_proj",
+                 f"{_LAYER}.self_attn.qkv_proj"),
+    "o_proj": (f"{_LAYER}.self_attn.o_proj",),
+    "gate_up_proj": (f"{_LAYER}.mlp.gate_proj", f"{_LAYER}.mlp.up_proj", f"{_LAYER}.mlp.gate_up_proj"),
+    "down_proj": (f"{_LAYER}.mlp.down_proj",),
+    "fc1": ("model.decoder.layers.99999.fc1",),
+    "fc2": ("model.decoder.layers.99999.fc2",),
+    "lm_head": ("lm_head",),
+    "experts": (f"{_LAYER}.mlp.experts", f"{_LAYER}.mlp.experts.0.gate_proj", f"{_LAYER}.mlp.experts.0.up_proj",
+                f"{_LAYER}.mlp.experts.0.down_proj"),
+}
+
+
+def _candidate_names(module_name: str) -> tuple[str, ...]:
+    return _CANDIDATES.get(module_name, (f"{_LAYER}.{module_name}", module_name))
+
+
+def _ignored(pattern: str, name: str, style: str) -> bool:
+    """Does one ignore-list entry cover this module? `re:` entries are regexes (re.match, as
+    compressed-tensors' _is_equal_or_regex_match); otherwise per style:
+    exact: the full name (compressed-tensors `ignore`);
+    modelopt: exact, fnmatch wildcard, or substring (modelopt.py is_layer_excluded);
+    bnb: a whole dotted component or a dotted prefix (bitsandbytes.py is_layer_skipped_bnb)."""
+    if not pattern:
+        return False
+    if pattern.startswith("re:"):
+        return re.match(pattern[3:], name) is not None
+    if style == "exact":
+        return name == pattern
+    if style == "bnb":
+        components = name.split(".")
+        return pattern in components or any(".".join(components[: i + 1]) == pattern for i in range(len(components)))
+    # modelopt / glob
+    if any(char in pattern for char in "*?["):
+        return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + ".*")
+    return name == pattern or pattern in name
 
 
 class QuantizationError(ValueError):
@@ -54,12 +150,24 @@ class UnsupportedOnGpuError(QuantizationError):
     """The engine itself refuses this format on this GPU (a startup refusal, not a tool limitation)."""
 
 
+class UnsupportedInReleaseError(UnsupportedOnGpuError):
+    """The chosen vLLM release has no such quantization method (a startup refusal of that release)."""
+
+
 ONLINE_FP8 = QuantConfig(method="fp8", bits=8, group_size=-1, serialized=False)
+# `--quantization bitsandbytes` on a 16-bit checkpoint: every linear layer is quantized while loading
+# with quantize_4bit(compress_statistics=True, quant_type="nf4") (model_loader bitsandbytes_loader.py
+# _unquantized_generator; loader.py BitsAndBytesModelLoader <= 0.8.x); lm_head and embeddings stay.
+ONLINE_BNB = QuantConfig(method="bitsandbytes", bits=4, group_size=64, serialized=False, scheme="nf4",
+                         double_quant=True, ignore_style="bnb")
 
 
 def parse_quantization_config(raw: dict | None) -> QuantConfig | None:
     if not raw:
         return None
+    if isinstance(raw.get("quantization"), dict) and not raw.get("quant_method"):
+        # a ModelOpt hf_quant_config.json as a whole: {"producer": ..., "quantization": {...}}
+        raw = {"quant_method": "modelopt", **raw["quantization"]}
     method = str(raw.get("quant_method") or raw.get("quant_algo") or "").lower()
     if method == "awq":
         return QuantConfig(
@@ -90,18 +198,126 @@ def parse_quantization_config(raw: dict | None) -> QuantConfig | None:
             not_converted=tuple(raw.get("ignored_layers") or raw.get("modules_to_not_convert") or ()),
             lm_head_quantized=False,
         )
-    if method in ("modelopt", "modelopt-fp8"):
-        algo = str(raw.get("quant_algo") or "FP8").upper()
-        if algo != "FP8":
-            raise QuantizationError(f"ModelOpt {algo} checkpoints are not sized yet (FP8 only for now)")
+    if method in ("modelopt", "modelopt-fp8", "modelopt_fp4", "modelopt-fp4"):
+        algo = str(raw.get("quant_algo") or ("NVFP4" if "fp4" in method else "FP8")).upper()
+        kv_scales = str(raw.get("kv_cache_quant_algo") or "").upper() == "FP8"
+        if algo == "FP8":
+            return QuantConfig(
+                method="modelopt-fp8",
+                bits=8,
+                group_size=-1,
+                static_input_scale=True,  # ModelOpt FP8 stores static input scales (modelopt.py)
+                not_converted=tuple(raw.get("exclude_modules") or ()),
+                kv_cache_scales=kv_scales,
+            )
+        if algo == "NVFP4":
+            # ModelOptNvFp4Config.from_config (modelopt.py 0.8+): group_size 16, exclude_modules
+            return QuantConfig(
+                method="modelopt-fp4",
+                bits=4,
+                group_size=int(raw.get("group_size") or 16),
+                static_input_scale=True,
+                not_converted=tuple(raw.get("exclude_modules") or ()),
+                ignore_style="modelopt",
+                kv_cache_scales=kv_scales,
+            )
+        raise QuantizationError(f"ModelOpt {algo} checkpoints are not sized yet (FP8 and NVFP4 only)")
+    if method == "compressed-tensors":
+        return _parse_compressed_tensors(raw)
+    if method == "bitsandbytes":
+        # BitsAndBytesConfig.from_config (bitsandbytes.py): defaults load_in_4bit, quant type fp4,
+        # no double quantization, blocksize 64 (bitsandbytes.functional.quantize_4bit)
+        eight_bit = bool(raw.get("load_in_8bit") or raw.get("_load_in_8bit"))
         return QuantConfig(
-            method="modelopt-fp8",
+            method="bitsandbytes",
+            bits=8 if eight_bit else 4,
+            group_size=-1 if eight_bit else 64,
+            scheme="int8" if eight_bit else str(raw.get("bnb_4bit_quant_type") or "fp4").lower(),
+            double_quant=bool(raw.get("bnb_4bit_use_double_quant", False)) and not eight_bit,
+            not_converted=tuple(raw.get("llm_int8_skip_modules") or ()),
+            ignore_style="bnb",
+        )
+    if method == "mxfp4":
+        # Mxfp4Config (mxfp4.py 0.10.1+): experts in MXFP4 (fp4 e2m1 + e8m0 scale per 32 values)
+        return QuantConfig(
+            method="mxfp4",
+            bits=4,
+            group_size=32,
+            not_converted=tuple(raw.get("modules_to_not_convert") or ()),
+            ignore_style="modelopt",
+            experts_only=True,
+        )
+    if method == "fbgemm_fp8":
+        # FBGEMMFp8Config (fbgemm_fp8.py): fp8 weights, per-channel fp32 scales, modules_to_not_convert
+        return QuantConfig(
+            method="fbgemm-fp8",
             bits=8,
             group_size=-1,
-            static_input_scale=True,  # ModelOpt FP8 stores static input scales (modelopt.py)
-            not_converted=tuple(raw.get("exclude_modules") or ()),
+            not_converted=tuple(raw.get("modules_to_not_convert") or ()),
+            ignore_style="exact",
         )
     raise QuantizationError(f"quantization method {method or '(none)'!r} is not sized yet")
+
+
+def _parse_compressed_tensors(raw: dict) -> QuantConfig:
+    """compressed-tensors (llm-compressor) checkpoints: the scheme of the config group that targets the
+    linear layers (compressed_tensors.py CompressedTensorsConfig.from_config / _get_scheme_from_parts)."""
+    groups = raw.get("config_groups") or {}
+    if not groups:
+        raise QuantizationError("compressed-tensors config without config_groups")
+    chosen = None
+    for group in groups.values():
+        if "Linear" in (group.get("targets") or ()):
+            chosen = group
+            break
+    chosen = chosen or next(iter(groups.values()))
+    weights = chosen.get("weights") or {}
+    inputs = chosen.get("input_activations")
+    fmt = str(chosen.get("format") or raw.get("format") or "").lower()
+    bits = int(weights.get("num_bits", 8))
+    kind = str(weights.get("type") or "int").lower()
+    strategy = str(weights.get("strategy") or "tensor").lower()
+    symmetric = weights.get("symmetric", True) is not False
+    actorder = weights.get("actorder")
+    group_size = int(weights.get("group_size") or -1) if strategy in ("group", "tensor_group") else -1
+    block = weights.get("block_structure")
+    if isinstance(block, str):  # older configs: "128x128"
+        block = [int(part) for part in block.lower().split("x")]
+    if inputs and kind == "float" and bits == 4:
+        scheme = "nvfp4"
+    elif kind == "float" and bits == 4:
+        scheme = "nvfp4a16"
+    elif inputs is None and kind == "int" and bits in (4, 8) and strategy in ("group", "channel"):
+        scheme = "wNa16"  # CompressedTensorsWNA16 (pack-quantized), Marlin / Machete kernels
+        if fmt and fmt not in ("pack-quantized", "marlin-24"):
+            raise QuantizationError(f"compressed-tensors weight-only {fmt} is not a format vLLM loads (pack-quantized only)")
+    elif inputs is None and kind == "float" and bits == 8:
+        scheme = "w8a16-fp8"
+    elif inputs and kind == "float" and bits == 8:
+        scheme = "w8a8-fp8"
+    elif inputs and kind == "int" and bits == 8:
+        scheme = "w8a8-int8"
+    else:
+        raise QuantizationError(
+            f"compressed-tensors {kind}{bits} weights with {'no' if not inputs else inputs.get('num_bits')}-bit "
+            "activations are not sized yet")
+    static_inputs = bool(inputs) and not inputs.get("dynamic", False) and scheme not in ("nvfp4",)
+    kv_scheme = raw.get("kv_cache_scheme")
+    return QuantConfig(
+        method="compressed-tensors",
+        bits=bits,
+        group_size=group_size,
+        zero_point=not symmetric,
+        desc_act=actorder in (True, "group", "dynamic") and scheme == "wNa16",
+        weight_block=(int(block[0]), int(block[1])) if strategy == "block" and block else None,
+        static_input_scale=static_inputs,
+        not_converted=tuple(raw.get("ignore") or ()),
+        scheme=scheme,
+        weight_strategy=strategy,
+        input_symmetric=not inputs or inputs.get("symmetric", True) is not False,
+        ignore_style="exact",
+        kv_cache_scales=bool(kv_scheme),
+    )
 
 
 @dataclass(frozen=True)
@@ -113,7 +329,8 @@ class StoredTensor:
     role: str  # "weight" or "quantization metadata"
 
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "int64": 8, "float8_e4m3fn": 1, "int8": 1, "uint8": 1}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "int64": 8, "float8_e4m3fn": 1, "int8": 1,
+               "uint8": 1, "float8_e8m0fnu": 1}
 
 
 def _tensor(suffix: str, shape: tuple[int, ...], dtype: str, role: str = "quantization metadata") -> StoredTensor:
@@ -123,24 +340,109 @@ def _tensor(suffix: str, shape: tuple[int, ...], dtype: str, role: str = "quanti
     return StoredTensor(suffix, shape, dtype, count * DTYPE_BYTES[dtype], role)
 
 
+def _packed(suffix: str, shape: tuple[int, ...], dtype: str, num_bytes: int, role: str = "weight") -> StoredTensor:
+    """A tensor whose bytes are not shape x dtype width (sub-byte values packed into int32/uint8)."""
+    return StoredTensor(suffix, shape, dtype, num_bytes, role)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _ceil(a, b) * b
+
+
 @dataclass(frozen=True)
 class KernelLayout:
     """What the chosen vLLM kernel keeps per linear layer (design notes §8 and
     docs/research-weights-by-release.md, read from each release's quantization/*.py)."""
 
-    kernel: str  # awq, awq_marlin, gptq, gptq_marlin, machete, fp8, fp8_marlin
+    # awq, awq_marlin, gptq, gptq_marlin, machete, fp8, fp8_marlin, int8, fp4, fp4_marlin, bitsandbytes,
+    # fbgemm_fp8, mxfp4
+    kernel: str
     keeps_zeros: bool = True  # zero points stay on the GPU (int32 packed, or fp16 for Machete AWQ)
     fp16_zeros: bool = False  # Machete (sm90) AWQ: zero points as fp16 [K/g, N] with scales applied
     keeps_g_idx: bool = False  # g_idx (+ sort indices on Marlin) kept even without act-order
     per_output_workspace: bool = False  # Marlin workspace int32 [N/64*16] per layer (<= 0.8.x)
+    # --- fused-MoE path and format details (defaulted) ---
+    moe_kernel: str = ""  # mxfp4: marlin | triton | flashinfer-trtllm
+    moe_rule: str = ""  # compressed-tensors WNA16 experts: marlin | triton-when-many-experts | marlin-when-supported
+    pad_intermediate: int = 1  # mxfp4: expert intermediate size rounded up to this (per rank)
+    pad_hidden: int = 1  # mxfp4: expert hidden size rounded up to this
+    bnb_dequantized: bool = False  # bitsandbytes: double-quantized absmax expanded to fp32 at load (0.9.2+)
+    note: str = ""  # the path assumed and why, for the explanation
+
+
+# Release rules this module reads. Until engines/vllm/releases.py carries them, the value is taken from
+# this table by the release's version (rules.version); each entry cites the wheels it was read from.
+_RULE_FALLBACKS: dict[str, tuple[tuple[tuple[int, int, int], object], ...]] = {
+    # bitsandbytes.py exists 0.5.0-0.27.x (absent in 0.4.3 and 0.28.0)
+    "bnb_available": (((0, 0, 0), False), ((0, 5, 0), True), ((0, 28, 0), False)),
+    # model_loader/bitsandbytes_loader.py dequantize_dq (0.9.2; absent in 0.9.1): nested absmax -> fp32
+    "bnb_dequantizes_double_quant": (((0, 0, 0), False), ((0, 9, 2), True)),
+    # mxfp4.py: 0.10.1 first release read; Marlin on sm90 while torch < 2.8 (0.10.1) or the optional
+    # triton_kernels package is missing (0.10.2-0.11.x); vendored vllm/third_party/triton_kernels from 0.12.0
+    "mxfp4_available": (((0, 0, 0), False), ((0, 10, 1), True)),
+    "mxfp4_sm90_backend": (((0, 0, 0), "marlin"), ((0, 12, 0), "triton")),
+    # modelopt.py ModelOptNvFp4Config.get_min_capability: 100 (0.8.x), 80 with Marlin FP4 (0.9.0), 75 (0.14.0)
+    "nvfp4_min_capability": (((0, 0, 0), 100), ((0, 9, 0), 80), ((0, 14, 0), 75)),
+    # compressed_tensors_wNa16.py get_min_capability: 80 (<= 0.11.x), 75 (0.12.0)
+    "ct_wna16_min_capability": (((0, 0, 0), 80), ((0, 12, 0), 75)),
+    # compressed_tensors_moe.py get_moe_method for WNA16 experts: Marlin MoE only (<= 0.8.3); the
+    # moe_wna16 Triton method when local experts >= 16 or dtype != fp16 (0.8.4-0.8.5); Marlin MoE
+    # whenever check_moe_marlin_supports_layer passes (0.9.0+)
+    "ct_moe_wna16": (((0, 0, 0), "marlin"), ((0, 8, 4), "triton-when-many-experts"), ((0, 9, 0), "marlin-when-supported")),
+    # compressed_tensors/schemes/ per release: W8A8 int8 (0.4.3), wNa16 (0.5.1), W8A8 FP8 (0.5.2),
+    # W8A16 FP8 (0.5.4), W4A4 / W4A16 NVFP4 (0.9.0)
+    "ct_schemes": (
+        ((0, 0, 0), ()),
+        ((0, 4, 3), ("w8a8-int8",)),
+        ((0, 5, 1), ("w8a8-int8", "wNa16")),
+        ((0, 5, 2), ("w8a8-int8", "wNa16", "w8a8-fp8")),
+        ((0, 5, 4), ("w8a8-int8", "wNa16", "w8a8-fp8", "w8a16-fp8")),
+        ((0, 9, 0), CT_SCHEMES),
+    ),
+    # modelopt.py ModelOptNvFp4Config from 0.8.0 (absent in 0.7.3)
+    "modelopt_nvfp4_available": (((0, 0, 0), False), ((0, 8, 0), True)),
+    # attention layer scalar buffers (attention/layer.py; layers/attention/attention.py 0.19+)
+    "attention_scale_buffers": (
+        ((0, 0, 0), ()),
+        ((0, 7, 0), ("_k_scale", "_v_scale", "k_range", "v_range")),
+        ((0, 8, 2), ("_k_scale", "_v_scale", "_q_scale", "q_range", "k_range", "v_range")),
+        ((0, 8, 5), ("_k_scale", "_v_scale", "_q_scale", "_prob_scale", "q_range", "k_range", "v_range")),
+        ((0, 28, 0), ("_k_scale", "_v_scale", "_q_scale", "_prob_scale")),
+    ),
+}
+
+
+def _rule(rules, name: str):
+    """rules[name] when the release table has it, else this module's fallback for the release's version
+    (the newest value when no version is known)."""
+    if rules is not None:
+        try:
+            return rules[name]
+        except (KeyError, TypeError):
+            pass
+    table = _RULE_FALLBACKS[name]
+    version = getattr(rules, "version", None)
+    if version is None and isinstance(rules, dict):
+        version = rules.get("version")
+    if version is None:
+        return table[-1][1]
+    value = table[0][1]
+    for since, candidate in table:
+        if tuple(version) >= since:
+            value = candidate
+    return value
 
 
 def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> KernelLayout:
     """The vLLM method that ends up holding the weights; `rules` is the release's rule table
-    (awq_marlin_since, gptq_marlin_layout, machete_*, marlin_workspace)."""
+    (awq_marlin_since, gptq_marlin_layout, machete_*, marlin_workspace, and the rules in _RULE_FALLBACKS)."""
     sm = capability[0] * 10 + capability[1]
-    per_output_workspace = rules["marlin_workspace"] == "per-output"
     if quant.method == "awq":
+        per_output_workspace = rules["marlin_workspace"] == "per-output"
         # awq_marlin needs sm80, 4/8 bit, group in {-1,32,64,128} (awq_marlin.py is_awq_marlin_compatible)
         marlin_ok = rules["awq_marlin_auto"] and sm >= 80 and quant.bits in (4, 8) and quant.group_size in (-1, 32, 64, 128)
         if not marlin_ok:
@@ -150,6 +452,7 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
             return KernelLayout("machete", fp16_zeros=True)
         return KernelLayout("awq_marlin", per_output_workspace=per_output_workspace)
     if quant.method == "gptq":
+        per_output_workspace = rules["marlin_workspace"] == "per-output"
         layout = rules["gptq_marlin_layout"]
         marlin_ok = layout != "none" and sm >= 80 and quant.bits in (4, 8) and not quant.zero_point \
             and quant.group_size in (-1, 32, 64, 128)
@@ -169,7 +472,103 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
             raise UnsupportedOnGpuError("FP8 weights need compute capability 8.0 or newer (vLLM Fp8Config.get_min_capability)")
         # sm80-86 have no FP8 tensor cores: vLLM runs FP8 weights through the Marlin weight-only kernel
         return KernelLayout("fp8_marlin" if sm < 89 else "fp8")
+    if quant.method == "compressed-tensors":
+        return _ct_kernel(quant, sm, rules)
+    if quant.method == "bitsandbytes":
+        if not _rule(rules, "bnb_available"):
+            raise UnsupportedInReleaseError(
+                "this vLLM release has no bitsandbytes quantization (bitsandbytes.py exists in 0.5.0-0.27.x)")
+        if sm < 70:
+            raise UnsupportedOnGpuError("bitsandbytes needs compute capability 7.0 or newer (BitsAndBytesConfig.get_min_capability)")
+        dequantized = bool(_rule(rules, "bnb_dequantizes_double_quant"))
+        note = "bitsandbytes kernels; " + ("double-quantized absmax expanded to fp32 at load (dequantize_dq, 0.9.2+)"
+                                           if dequantized else "absmax kept as stored (uint8 + nested fp32 when double-quantized)")
+        return KernelLayout("bitsandbytes", bnb_dequantized=dequantized, note=note)
+    if quant.method == "modelopt-fp4":
+        if not _rule(rules, "modelopt_nvfp4_available"):
+            raise UnsupportedInReleaseError("this vLLM release has no ModelOpt NVFP4 support (modelopt.py from 0.8.0)")
+        return _fp4_kernel(sm, rules, "ModelOptNvFp4Config")
+    if quant.method == "mxfp4":
+        return _mxfp4_kernel(sm, rules)
+    if quant.method == "fbgemm-fp8":
+        if sm < 80:
+            raise UnsupportedOnGpuError("FBGEMM FP8 needs compute capability 8.0 or newer (FBGEMMFp8Config.get_min_capability)")
+        # fbgemm_fp8.py: use_marlin below sm89 (no FP8 tensor cores)
+        return KernelLayout("fp8_marlin" if sm < 89 else "fbgemm_fp8")
     raise QuantizationError(f"no kernel for {quant.method}")
+
+
+def _ct_kernel(quant: QuantConfig, sm: int, rules) -> KernelLayout:
+    moe_rule = str(_rule(rules, "ct_moe_wna16"))
+    scheme = quant.scheme
+    if scheme not in tuple(_rule(rules, "ct_schemes")):
+        raise UnsupportedInReleaseError(f"this vLLM release has no compressed-tensors {scheme} scheme "
+                                        "(compressed_tensors/schemes/)")
+    if scheme == "wNa16":
+        minimum = int(_rule(rules, "ct_wna16_min_capability"))
+        if sm < minimum:
+            raise UnsupportedOnGpuError(
+                f"compressed-tensors W{quant.bits}A16 needs compute capability {minimum / 10:.1f} or newer "
+                "(CompressedTensorsWNA16.get_min_capability)")
+        per_output_workspace = rules["marlin_workspace"] == "per-output"
+        # choose_mp_linear_kernel (kernels/mixed_precision/__init__.py, 0.6.2+): Machete first on sm90 -
+        # symmetric only until it took zero points with AWQ (0.19); act-order goes to Marlin here (Machete
+        # keeps g_idx + an int32 [K] permutation instead: the same bytes)
+        machete = sm == 90 and rules["machete_gptq"] and not quant.desc_act and quant.group_size in (-1, 64, 128) \
+            and (not quant.zero_point or rules["machete_awq"])
+        if machete:
+            return KernelLayout("machete", fp16_zeros=quant.zero_point, moe_rule=moe_rule,
+                                note="Machete (sm90): scales [K/g, N], zero points as fp16 [K/g, N]")
+        return KernelLayout("gptq_marlin", keeps_zeros=quant.zero_point, per_output_workspace=per_output_workspace,
+                            moe_rule=moe_rule, note="Marlin: repacked weight, permuted scales")
+    if scheme == "w8a8-int8":
+        if sm < 75:
+            raise UnsupportedOnGpuError("compressed-tensors W8A8 INT8 needs compute capability 7.5 or newer")
+        return KernelLayout("int8", moe_rule=moe_rule, note="CUTLASS int8 scaled_mm: weight transposed in place")
+    if scheme in ("w8a8-fp8", "w8a16-fp8"):
+        if sm < 80:
+            raise UnsupportedOnGpuError("compressed-tensors FP8 needs compute capability 8.0 or newer")
+        # _get_scheme_from_parts: W8A8Fp8 needs sm89, else CompressedTensorsW8A16Fp8 (Marlin weight-only)
+        if scheme == "w8a16-fp8" or sm < 89:
+            return KernelLayout("fp8_marlin", moe_rule=moe_rule, note="no FP8 tensor cores below sm89: Marlin FP8 weight-only")
+        return KernelLayout("fp8", moe_rule=moe_rule)
+    if scheme in ("nvfp4", "nvfp4a16"):
+        layout = _fp4_kernel(sm, rules, "CompressedTensorsW4A4Fp4")
+        if scheme == "nvfp4a16" and layout.kernel == "fp4":
+            layout = KernelLayout("fp4_marlin", note="W4A16 FP4 always runs on Marlin (CompressedTensorsW4A16Fp4)")
+        return layout
+    raise QuantizationError(f"no kernel for compressed-tensors {scheme}")
+
+
+def _fp4_kernel(sm: int, rules, owner: str) -> KernelLayout:
+    if sm >= 100:
+        return KernelLayout("fp4", note="native FP4 GEMM (CUTLASS/FlashInfer): fp8 block scales swizzled, padded to "
+                                        "[round_up(N,128), round_up(K/16,4)]")
+    minimum = int(_rule(rules, "nvfp4_min_capability"))
+    if sm < minimum:
+        raise UnsupportedOnGpuError(f"NVFP4 needs compute capability {minimum / 10:.1f} or newer in this release "
+                                    f"({owner}.get_min_capability)")
+    return KernelLayout("fp4_marlin", note="no FP4 tensor cores below sm100: Marlin FP4 weight-only "
+                                           "(marlin_utils_fp4.py prepare_fp4_layer_for_marlin)")
+
+
+def _mxfp4_kernel(sm: int, rules) -> KernelLayout:
+    if not _rule(rules, "mxfp4_available"):
+        raise UnsupportedInReleaseError("this vLLM release has no mxfp4 quantization (mxfp4.py from 0.10.1)")
+    if sm < 80:
+        raise UnsupportedOnGpuError("MXFP4 needs compute capability 8.0 or newer (Mxfp4Config.get_min_capability)")
+    if sm // 10 == 10:
+        # Blackwell with FlashInfer: TRT-LLM MXFP4 x BF16 MoE (mxfp4.py 0.10.1 _should_use_flashinfer_mxfp4_bf16;
+        # fused_moe/oracle/mxfp4.py 0.19+ priority list): I' and H' rounded up to 256, biases fp32
+        return KernelLayout("mxfp4", moe_kernel="flashinfer-trtllm", pad_intermediate=256, pad_hidden=256,
+                            note="MXFP4 experts on FlashInfer TRT-LLM (sm100): I' = H' = x256, fp32 biases")
+    if sm == 90 and _rule(rules, "mxfp4_sm90_backend") == "triton":
+        # triton_kernels matmul_ogs: I' rounded to 64, H unpadded; Hopper swizzle copies the scales
+        # (HopperMXScaleLayout pads rows to 256) while the loaded scale parameters stay (mxfp4.py 0.12+)
+        return KernelLayout("mxfp4", moe_kernel="triton", pad_intermediate=64, pad_hidden=1,
+                            note="MXFP4 experts on triton_kernels (sm90): I' = x64, swizzled scale copies, fp32 biases")
+    return KernelLayout("mxfp4", moe_kernel="marlin", pad_intermediate=128, pad_hidden=256,
+                        note="MXFP4 experts on Marlin FP4 weight-only: I' = x128, H' = x256, bf16 biases")
 
 
 def linear_tensors(
@@ -249,7 +648,151 @@ def linear_tensors(
             if quant.static_input_scale:
                 tensors.append(_tensor("input_scale", (shards,), "float32"))
         return tuple(tensors)
+    if quant.method == "compressed-tensors":
+        return _ct_linear(quant, layout, k, n, shards, scale_dtype, full_in_features)
+    if quant.method == "bitsandbytes":
+        return _bnb_linear(quant, layout, k, n, shards)
+    if quant.method == "modelopt-fp4":
+        return _fp4_linear(layout, k, n, quant.group_size, scale_dtype, modelopt=True)
+    if quant.method == "fbgemm-fp8":
+        if kernel == "fp8_marlin":
+            return (StoredTensor("weight", (k // 16, n * 16 // 4), "int32", k * n, "weight"),
+                    _tensor("weight_scale", (n,), scale_dtype))
+        # fbgemm_fp8.py create_weights: fp8 [N, K] (transposed view after load), fp32 [N, 1] scales and
+        # the activation-scale upper bound as a one-element fp32 parameter
+        return (StoredTensor("weight", (n, k), "float8_e4m3fn", k * n, "weight"),
+                _tensor("weight_scale", (n, 1), "float32"), _tensor("input_scale_ub", (), "float32"))
+    if quant.method == "mxfp4":
+        raise QuantizationError("MXFP4 checkpoints keep every linear layer in 16 bit (only the experts are MXFP4)")
     raise QuantizationError(f"no layout for {quant.method}")
+
+
+def _ct_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, shards: int, scale_dtype: str,
+               full_in: int) -> tuple[StoredTensor, ...]:
+    scheme, kernel = quant.scheme, layout.kernel
+    if scheme == "wNa16":
+        # compressed_tensors_wNa16.py create_weights: weight_packed int32 [N, K/pack], weight_scale
+        # [N, K/g] (act dtype; [N, 1] channelwise), weight_zero_point int32 [N/pack, K/g] when asymmetric,
+        # weight_g_idx int32 [K] with actorder "group", weight_shape int64 [2] (never freed)
+        pack = 32 // quant.bits
+        group = k if quant.group_size == -1 else quant.group_size
+        groups = _ceil(k, group)
+        scale_groups = groups
+        if quant.desc_act and quant.group_size != -1 and full_in != k:
+            scale_groups = _ceil(full_in, group)  # marlin_repeat_scales_on_all_ranks: full K on row-parallel ranks
+        tensors = [_packed("weight_packed", (k // 16, n * 16 // pack), "int32", k * n * quant.bits // 8)]
+        if kernel == "machete":
+            # machete.py (0.8.5, 0.33): machete_prepack_B (same bytes); scales [K/g, N]; zero points with the
+            # scales pre-applied, in the activation dtype (0.19+)
+            tensors.append(_tensor("weight_scale", (groups, n), scale_dtype))
+            if quant.zero_point:
+                tensors.append(_tensor("weight_zero_point", (groups, n), scale_dtype))
+        else:
+            # kernels/mixed_precision/marlin.py: gptq_marlin_repack, marlin_permute_scales, marlin_zero_points
+            # (int32 [K/g, N/pack]); g_idx sorted + g_idx_sort_indices with act-order, else empty
+            tensors.append(_tensor("weight_scale", (scale_groups, n), scale_dtype))
+            if quant.zero_point:
+                tensors.append(_packed("weight_zero_point", (groups, n // pack), "int32", groups * n * quant.bits // 8,
+                                       "quantization metadata"))
+            if quant.desc_act:
+                tensors += [_tensor("weight_g_idx", (k,), "int32"), _tensor("g_idx_sort_indices", (k,), "int32")]
+            if layout.per_output_workspace:
+                tensors.append(_tensor("workspace", (n // 64 * 16,), "int32"))
+        tensors.append(_tensor("weight_shape", (2,), "int64"))
+        return tuple(tensors)
+    if scheme == "w8a8-int8":
+        # compressed_tensors_w8a8_int8.py + kernels/scaled_mm/cutlass.py: int8 [N, K] (transposed in place),
+        # per-channel fp32 [N, 1]; per-tensor scales of fused layers become per-channel (convert_to_channelwise);
+        # static input scale -> one fp32 scalar; asymmetric activations add the int32 zero point and
+        # azp_adj int32 [1, N]
+        tensors = [_tensor("weight", (n, k), "int8", "weight")]
+        if quant.weight_strategy == "channel" or shards > 1:
+            tensors.append(_tensor("weight_scale", (n, 1), "float32"))
+        else:
+            tensors.append(_tensor("weight_scale", (1,), "float32"))
+        if quant.static_input_scale:
+            tensors.append(_tensor("input_scale", (), "float32"))
+            if not quant.input_symmetric:
+                tensors.append(_tensor("input_zero_point", (), "int32"))
+        if not quant.input_symmetric:
+            tensors.append(_tensor("azp_adj", (1, n), "int32"))
+        return tuple(tensors)
+    if scheme in ("w8a8-fp8", "w8a16-fp8"):
+        if kernel == "fp8_marlin":
+            # CompressedTensorsW8A16Fp8 -> prepare_fp8_layer_for_marlin: int32 repack (same bytes), scales in
+            # the activation dtype: per output channel, or per 128-block of K for block scales
+            scale_rows = _ceil(k, quant.weight_block[1]) if quant.weight_block else 1
+            return (_packed("weight", (k // 16, n * 16 // 4), "int32", k * n),
+                    _tensor("weight_scale", (scale_rows, n) if quant.weight_block else (n,), scale_dtype))
+        # compressed_tensors_w8a8_fp8.py: fp8 [N, K]; channel scales fp32 [N, 1]; block scales fp32
+        # [N/bn, K/bk]; per-tensor scales of fused layers requantized to one max scale
+        # (requantize_with_max_scale); static input scales -> one fp32 scalar
+        tensors = [_tensor("weight", (n, k), "float8_e4m3fn", "weight")]
+        if quant.weight_block:
+            block_n, block_k = quant.weight_block
+            tensors.append(_tensor("weight_scale", (_ceil(n, block_n), _ceil(k, block_k)), "float32"))
+        elif quant.weight_strategy == "channel":
+            tensors.append(_tensor("weight_scale", (n, 1), "float32"))
+        else:
+            tensors.append(_tensor("weight_scale", (), "float32"))
+        if quant.static_input_scale:
+            tensors.append(_tensor("input_scale", (), "float32"))
+        return tuple(tensors)
+    if scheme in ("nvfp4", "nvfp4a16"):
+        return _fp4_linear(layout, k, n, 16, scale_dtype, modelopt=False)
+    raise QuantizationError(f"no layout for compressed-tensors {scheme}")
+
+
+def _fp4_linear(layout: KernelLayout, k: int, n: int, group: int, scale_dtype: str, modelopt: bool) -> tuple[StoredTensor, ...]:
+    """NVFP4: two e2m1 values per byte, an fp8-e4m3 scale per `group` (16) values, fp32 global scales.
+    modelopt.py ModelOptNvFp4LinearMethod (0.8+) / compressed_tensors_w4a4_nvfp4.py."""
+    weight = "weight" if modelopt else "weight_packed"
+    if layout.kernel == "fp4_marlin":
+        # prepare_fp4_layer_for_marlin (utils/marlin_utils_fp4.py 0.9+): gptq_marlin_repack (same bytes);
+        # scales permuted and kept one byte each (nvfp4_marlin_process_scales) [K/16, N]; the global scale
+        # in the activation dtype; ModelOpt also keeps input_scale_inv (alpha and input_scale deleted)
+        tensors = [_packed(weight, (k // 16, n * 16 // 8), "int32", k * n // 2),
+                   _tensor("weight_scale", (_ceil(k, group), n), "float8_e4m3fn"),
+                   _tensor("weight_scale_2" if modelopt else "weight_global_scale", (), scale_dtype)]
+        if modelopt:
+            tensors.append(_tensor("input_scale_inv", (), "float32"))
+        return tuple(tensors)
+    # native FP4 GEMM: swizzle_blockscale pads the scale rows to 128 and the scale columns to 4
+    tensors = [_packed(weight, (n, k // 2), "uint8", k * n // 2),
+               _tensor("weight_scale", (_round_up(n, 128), _round_up(_ceil(k, group), 4)), "float8_e4m3fn")]
+    if modelopt:
+        # input_scale and weight_scale_2 reduced to one max each; alpha and 1/input_scale precomputed
+        tensors += [_tensor(name, (), "float32") for name in ("input_scale", "weight_scale_2", "alpha", "input_scale_inv")]
+    else:
+        tensors += [_tensor(name, (), "float32") for name in ("weight_global_scale", "input_global_scale", "alpha")]
+    return tuple(tensors)
+
+
+def _bnb_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, shards: int) -> tuple[StoredTensor, ...]:
+    """bitsandbytes.py create_weights + the loader's quant states (model_loader/bitsandbytes_loader.py;
+    loader.py BitsAndBytesModelLoader <= 0.8.x). One QuantState per checkpoint tensor (q, k, v / gate, up)."""
+    if quant.scheme == "int8":
+        # Int8Params [N, K]; the per-row SCB scales stay on the CPU in the quant-state dict until the first
+        # forward moves them (_apply_8bit_weight), so they are not in the load figure
+        return (_tensor("weight", (n, k), "int8", "weight"),)
+    elements = k * n
+    # create_qweight_for_4bit: uint8 [K*N/2, 1] (two 4-bit values per byte for a 16-bit model)
+    tensors = [_packed("weight", (elements // 2, 1), "uint8", elements // 2)]
+    blocks = _ceil(elements, quant.group_size)  # one absmax per 64 values
+    nested = quant.double_quant or not quant.serialized  # in-flight: quantize_4bit(compress_statistics=True)
+    if nested and not layout.bnb_dequantized:
+        # QuantState.from_dict / quantize_4bit: uint8 absmax, its fp32 absmax per 256 blocks, an fp32 offset;
+        # a checkpoint also brings its nested_quant_map [256] per tensor (in-flight shares one cached map)
+        tensors.append(_tensor("weight.absmax", (blocks,), "uint8"))
+        tensors.append(_tensor("weight.nested_absmax", (shards * _ceil(_ceil(blocks, shards), 256),), "float32"))
+        tensors.append(_tensor("weight.nested_offset", (shards,), "float32"))
+        if quant.serialized:
+            tensors.append(_tensor("weight.nested_quant_map", (shards, 256), "float32"))
+    else:
+        # plain fp32 absmax, or the double-quantized one expanded at load (dequantize_dq, 0.9.2+)
+        tensors.append(_tensor("weight.absmax", (blocks,), "float32"))
+    tensors.append(_tensor("weight.quant_map", (shards, 16), "float32"))  # the nf4/fp4 code table per state
+    return tuple(tensors)
 
 
 def expert_tensors(
@@ -264,6 +807,8 @@ def expert_tensors(
 
     `num_experts` are the experts on this rank and `intermediate` their intermediate size on this rank
     (vllm/model_executor/layers/fused_moe/layer.py FusedMoE.create_weights, every release).
+    MXFP4 returns the expert biases too (w13_bias / w2_bias, padded and possibly fp32): the caller must not
+    add its own for that method.
     """
     e, h, i = num_experts, hidden, intermediate
     if quant is None or not quant.converts("experts"):
@@ -271,6 +816,7 @@ def expert_tensors(
             _tensor("w13_weight", (e, 2 * i, h), activation_dtype, "weight"),
             _tensor("w2_weight", (e, h, i), activation_dtype, "weight"),
         )
+    scale_dtype = activation_dtype if activation_dtype != "float32" else "float16"
     if quant.method in ("fp8", "modelopt-fp8"):
         # Fp8MoEMethod.create_weights (fp8.py): fp8 weights; block scales [E, 2I/bn, H/bk] and
         # [E, H/bn, I/bk], else per-expert scales w13 [E, 2] (one per shard, merged after load) and w2 [E]
@@ -289,4 +835,144 @@ def expert_tensors(
             if quant.static_input_scale:
                 tensors += [_tensor("w13_input_scale", (e,), "float32"), _tensor("w2_input_scale", (e,), "float32")]
         return tuple(tensors)
+    if quant.method == "compressed-tensors":
+        return _ct_experts(quant, layout, e, h, i, activation_dtype, scale_dtype)
+    if quant.method == "mxfp4":
+        return _mxfp4_experts(layout, e, h, i, activation_dtype)
+    if quant.method == "modelopt-fp4":
+        return _fp4_experts(layout, e, h, i, scale_dtype, modelopt=True)
+    if quant.method == "bitsandbytes":
+        # BitsAndBytesMoEMethod (bitsandbytes.py 0.10+): flattened uint8 experts, absmax fused per w13 / w2
+        tensors = []
+        for name, elements, shards in (("w13_weight", e * 2 * i * h, 2 * e), ("w2_weight", e * h * i, e)):
+            for tensor in _bnb_linear(quant, layout or KernelLayout("bitsandbytes"), elements, 1, shards):
+                tensors.append(StoredTensor(tensor.suffix.replace("weight", name, 1), tensor.shape, tensor.dtype,
+                                            tensor.bytes, tensor.role))
+        return tuple(tensors)
     raise QuantizationError(f"{quant.method} mixture-of-experts weights are not sized yet")
+
+
+def _ct_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int, i: int, activation_dtype: str,
+                scale_dtype: str) -> tuple[StoredTensor, ...]:
+    scheme = quant.scheme
+    if scheme == "wNa16":
+        bits, g = quant.bits, quant.group_size
+        rule = (layout.moe_rule if layout and layout.moe_rule else "marlin-when-supported")
+        marlin_supported = h % 128 == 0 and i % max(64, g) == 0 and g in (-1, 32, 64, 128)
+        if rule == "marlin":
+            marlin = True
+        elif rule == "triton-when-many-experts":
+            # compressed_tensors_moe.py 0.8.4-0.8.5 get_moe_method
+            marlin = not ((e >= 16 or activation_dtype != "float16") and not quant.desc_act and g != -1)
+        else:
+            marlin = marlin_supported or g == -1 or quant.desc_act  # the Triton method takes neither
+        g13 = 1 if g == -1 else h // g
+        g2 = 1 if g == -1 else max(1, i // g)
+        tensors = [
+            _packed("w13_weight_packed", (e, h * bits // 32, 2 * i), "int32", e * 2 * i * h * bits // 8),
+            _packed("w2_weight_packed", (e, i * bits // 32, h), "int32", e * h * i * bits // 8),
+            _tensor("w13_weight_scale", (e, g13, 2 * i), scale_dtype),
+            _tensor("w2_weight_scale", (e, g2, h), scale_dtype),
+        ]
+        if quant.zero_point:
+            pack = 32 // bits
+            tensors += [_tensor("w13_weight_zero_point", (e, g13, 2 * i // pack), "int32"),
+                        _tensor("w2_weight_zero_point", (e, g2, h // pack), "int32")]
+        # w13/w2_weight_shape: torch.empty(E, 2) in the default (model) dtype, never freed
+        tensors += [_tensor("w13_weight_shape", (e, 2), activation_dtype), _tensor("w2_weight_shape", (e, 2), activation_dtype)]
+        if not marlin or quant.desc_act:
+            # CompressedTensorsWNA16MoEMethod (moe_wna16 Triton) never frees the g_idx and sort-index
+            # parameters it creates; the Marlin method keeps them only with act-order
+            tensors += [_tensor("w13_weight_g_idx", (e, h), "int32"), _tensor("w2_weight_g_idx", (e, i), "int32"),
+                        _tensor("w13_g_idx_sort_indices", (e, h), "int32"), _tensor("w2_g_idx_sort_indices", (e, i), "int32")]
+        return tuple(tensors)
+    if scheme in ("w8a8-fp8", "w8a16-fp8", "w8a8-int8"):
+        # CompressedTensorsW8A8Fp8MoEMethod / W8A8Int8MoEMethod: 8-bit experts; channel scales fp32
+        # [E, 2I, 1] / [E, H, 1], block scales [E, 2I/bn, H/bk], per-tensor [E, 2] -> [E] after load
+        dtype = "int8" if scheme == "w8a8-int8" else "float8_e4m3fn"
+        tensors = [_tensor("w13_weight", (e, 2 * i, h), dtype, "weight"), _tensor("w2_weight", (e, h, i), dtype, "weight")]
+        if quant.weight_block:
+            bn, bk = quant.weight_block
+            tensors += [_tensor("w13_weight_scale", (e, _ceil(2 * i, bn), _ceil(h, bk)), "float32"),
+                        _tensor("w2_weight_scale", (e, _ceil(h, bn), _ceil(i, bk)), "float32")]
+        elif quant.weight_strategy == "channel":
+            tensors += [_tensor("w13_weight_scale", (e, 2 * i, 1), "float32"), _tensor("w2_weight_scale", (e, h, 1), "float32")]
+        else:
+            tensors += [_tensor("w13_weight_scale", (e,), "float32"), _tensor("w2_weight_scale", (e,), "float32")]
+        if quant.static_input_scale:
+            tensors += [_tensor("w13_input_scale", (e,), "float32"), _tensor("w2_input_scale", (e,), "float32")]
+        return tuple(tensors)
+    if scheme in ("nvfp4", "nvfp4a16"):
+        return _fp4_experts(layout, e, h, i, scale_dtype, modelopt=False)
+    raise QuantizationError(f"compressed-tensors {scheme} mixture-of-experts weights are not sized yet")
+
+
+def _fp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, scale_dtype: str, modelopt: bool) -> tuple[StoredTensor, ...]:
+    """NVFP4 experts (ModelOptNvFp4FusedMoE, CompressedTensorsW4A4Nvfp4MoEMethod): uint8 [E, 2I, H/2] and
+    [E, H, I/2], fp8 scales per 16 values, fp32 per-expert global scales (approximate: the per-expert
+    scalar vectors differ a little by release and backend)."""
+    suffix = "weight" if modelopt else "weight_packed"
+    tensors = [_packed(f"w13_{suffix}", (e, 2 * i, h // 2), "uint8", e * i * h),
+               _packed(f"w2_{suffix}", (e, h, i // 2), "uint8", e * h * i // 2)]
+    if layout is not None and layout.kernel == "fp4_marlin":
+        tensors += [_tensor("w13_weight_scale", (e, _ceil(h, 16), 2 * i), "float8_e4m3fn"),
+                    _tensor("w2_weight_scale", (e, _ceil(i, 16), h), "float8_e4m3fn"),
+                    _tensor("w13_weight_scale_2", (e,), scale_dtype), _tensor("w2_weight_scale_2", (e,), scale_dtype)]
+        return tuple(tensors)
+    tensors += [_tensor("w13_weight_scale", (e, _round_up(2 * i, 128), _round_up(_ceil(h, 16), 4)), "float8_e4m3fn"),
+                _tensor("w2_weight_scale", (e, _round_up(h, 128), _round_up(_ceil(i, 16), 4)), "float8_e4m3fn")]
+    tensors += [_tensor(name, (e,), "float32") for name in
+                ("w13_weight_scale_2", "w2_weight_scale_2", "w13_input_scale", "w2_input_scale", "g1_alphas", "g2_alphas")]
+    return tuple(tensors)
+
+
+def _mxfp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, activation_dtype: str) -> tuple[StoredTensor, ...]:
+    """gpt-oss experts (mxfp4.py Mxfp4MoEMethod.create_weights, 0.10.1-0.33): w13 uint8 [E, 2I', H'/2],
+    scales uint8 [E, 2I', H'/32], bias [E, 2I']; w2 uint8 [E, H', I'/2], scales [E, H', I'/32], bias [E, H'],
+    with I' and H' rounded up per backend (mxfp4_round_up_hidden_size_and_intermediate_size in 0.19+)."""
+    backend = layout.moe_kernel if layout is not None and layout.moe_kernel else "marlin"
+    pad_i = layout.pad_intermediate if layout is not None and layout.moe_kernel else 128
+    pad_h = layout.pad_hidden if layout is not None and layout.moe_kernel else 256
+    ip, hp = _round_up(i, pad_i), _round_up(h, pad_h)
+    weights = [_packed("w13_weight", (e, 2 * ip, hp // 2), "uint8", e * 2 * ip * hp // 2),
+               _packed("w2_weight", (e, hp, ip // 2), "uint8", e * hp * ip // 2)]
+    scales = [_tensor("w13_weight_scale", (e, 2 * ip, hp // 32), "uint8"),
+              _tensor("w2_weight_scale", (e, hp, ip // 32), "uint8")]
+    if backend == "marlin":
+        # prepare_moe_fp4_layer_for_marlin (utils/marlin_utils_fp4.py): int32 repack (same bytes), scales
+        # permuted back to one e8m0 byte each, biases in the activation dtype (+ an int32 [#SMs*4] workspace)
+        weights = [_packed("w13_weight", (e, hp // 16, 2 * ip * 2), "int32", e * 2 * ip * hp // 2),
+                   _packed("w2_weight", (e, ip // 16, hp * 2), "int32", e * hp * ip // 2)]
+        scales = [_tensor("w13_weight_scale", (e, hp // 32, 2 * ip), "float8_e8m0fnu"),
+                  _tensor("w2_weight_scale", (e, ip // 32, hp), "float8_e8m0fnu")]
+        biases = [_tensor("w13_bias", (e, 2 * ip), activation_dtype, "weight"),
+                  _tensor("w2_bias", (e, hp), activation_dtype, "weight")]
+        return tuple(weights + scales + biases)
+    biases = [_tensor("w13_bias", (e, 2 * ip), "float32", "weight"), _tensor("w2_bias", (e, hp), "float32", "weight")]
+    if backend == "triton":
+        # _swizzle_mxfp4 (utils/mxfp4_utils.py) with Hopper layouts: the values are re-laid out (the loaded
+        # parameters deleted), the scales copied into HopperMXScaleLayout (rows padded to 2*num_warps*2*8 =
+        # 256, columns to 2) while layer.w13/w2_weight_scale stay registered
+        swizzled = [_tensor("w13_precision_config.weight_scale", (e, _round_up(2 * ip, 256), _round_up(h // 32, 2)), "uint8"),
+                    _tensor("w2_precision_config.weight_scale", (e, _round_up(h, 256), _round_up(ip // 32, 2)), "uint8")]
+        return tuple(weights + scales + swizzled + biases)
+    # flashinfer-trtllm (sm100): shuffled in place (same bytes), scales viewed as fp8, biases fp32,
+    # gemm1 alpha / beta / clamp limit fp32 [E]
+    extras = [_tensor(name, (e,), "float32") for name in ("gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit")]
+    return tuple(weights + scales + biases + extras)
+
+
+def kv_scale_tensors(quant: QuantConfig | None = None, rules=None) -> tuple[StoredTensor, ...]:
+    """The fp32 scalars every attention layer keeps on the GPU for (FP8) KV-cache quantization.
+
+    A checkpoint's k_scale / v_scale (and q_scale / prob_scale) parameters are created by
+    BaseKVCacheMethod.create_weights and deleted in its process_weights_after_loading in every release read
+    (quantization/kv_cache.py 0.5.4-0.33): the loaded values are copied into the attention layer's own
+    buffers, which exist with or without a quantized checkpoint (attention/layer.py). So the bytes do not
+    depend on `quant`; the buffer set depends on the release (`rules`, rule attention_scale_buffers); with
+    no rules, the two KV scales."""
+    if rules is None:
+        names: tuple[str, ...] = ("_k_scale", "_v_scale")
+    else:
+        names = tuple(_rule(rules, "attention_scale_buffers"))
+    return tuple(_tensor(name, (), "float32") for name in names)

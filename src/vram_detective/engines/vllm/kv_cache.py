@@ -115,14 +115,14 @@ def fit_failure(available_bytes: int, blocks: int, layout: KvLayout, max_model_l
     usable = usable_for_fit(available_bytes, layout, release)
     if needed <= usable:
         return None
-    return _v1_fit_message(str(release["kv_fit_message"]), max_model_len, needed, available_bytes,
+    return v1_fit_message(str(release["kv_fit_message"]), max_model_len, needed, available_bytes,
                            largest_fitting_max_model_len(usable, layout))
 
 
 _TRY = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
 
 
-def _v1_fit_message(style: str, max_model_len: int, needed: int, available: int, estimate: int) -> str:
+def v1_fit_message(style: str, max_model_len: int, needed: int, available: int, estimate: int) -> str:
     from .log_lines import format_gib
 
     subject = "model's" if style == "model-s" else "models's"

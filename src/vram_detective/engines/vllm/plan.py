@@ -11,7 +11,7 @@ from ...model.config import ModelSpec
 from ...model.inventory import Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
 from ...model.quantization import ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
 from ...units import GIB, MIB
-from . import allocator, kv_cache, profile
+from . import allocator, kv_cache, kv_groups, profile
 from .log_lines import LogFigures, format_gib, log_lines
 from .releases import Release, release as release_rules
 from .settings import EngineSettings, StartupRefusal, resolve_settings
@@ -144,12 +144,11 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     total = gpu.cuda_total_bytes
     budget = _budget_bytes(total, settings.gpu_memory_utilization, release)
     notes: list[str] = []
-    if spec.sliding_window and spec.sliding_window_pattern:
-        notes.append(f"sliding-window layers (window {spec.sliding_window}) are sized as full attention here")
 
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     to_last = bool(release["pp_remainder_to_last"])
     layer_counts = pipeline_layer_counts(spec.num_layers, pp, to_last)
+    attention, workers = attention_layers(spec, settings, release, layer_counts)
     non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release)
     lora = LoraSlots(settings.max_loras, settings.max_lora_rank, int(release["lora_extra_vocab"])) if settings.enable_lora else None
     ranks: list[RankFigures] = []
@@ -167,39 +166,40 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
                            peak_phase=peak.peak_phase + " + one CPU-offloaded layer copied in")
         graphs = profile.cuda_graphs(layer_counts[stage], settings, release)
         graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
-        layout = kv_cache.kv_layout(spec, tp, layer_counts[stage], settings.block_size, settings.kv_cache_dtype_bytes,
-                                    release)
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
         else:
             available = budget - weights - peak.activation_peak_bytes - non_torch_inside - graph_subtracted
-        blocks = kv_cache.num_blocks(available, layout)
         ranks.append(RankFigures(stage * tp, stage, weights, peak.activation_peak_bytes, non_torch_inside,
-                                 graphs.bytes, available, layer_counts[stage], layout.block_bytes, blocks))
-        stage_data.append((inventory, peak, graphs, layout, available, allocator_bytes, offloaded))
+                                 graphs.bytes, available, layer_counts[stage], 0, 0))
+        stage_data.append((inventory, peak, graphs, available, allocator_bytes, offloaded))
 
-    # every worker computes its own blocks; the engine takes the minimum (§3.3 item 8)
-    blocks = min(rank.num_blocks_own for rank in ranks)
-    if settings.num_gpu_blocks_override:
-        blocks = settings.num_gpu_blocks_override
-    inventory, peak, graphs, layout, available, allocator_bytes, offloaded = stage_data[0]
-    rank0 = ranks[0]
-    min_available = min(rank.kv_cache_bytes for rank in ranks)
+    budgets = [rank.kv_cache_bytes for rank in ranks]
+    kv = plan_kv(attention, workers, budgets, settings, release)
     auto_fit_line = None
     if settings.auto_fit_max_model_len:
         # kv_cache_utils.py _auto_fit_max_model_len (0.15+): the longest request the smallest pool holds
-        fitting = kv_cache.largest_fitting_max_model_len(kv_cache.usable_for_fit(min_available, layout, release), layout)
+        fitting = kv.estimated_max_model_len
         if 0 < fitting < settings.max_model_len:
             auto_fit_line = (f"Auto-fit max_model_len: reduced from {settings.max_model_len} to {fitting} to fit in "
-                             f"available GPU memory ({format_gib(min_available)} GiB available for KV cache)")
+                             f"available GPU memory ({format_gib(min(budgets))} GiB available for KV cache)")
             settings = replace(settings, max_model_len=fitting)
+            kv = plan_kv(attention, workers, budgets, settings, release)
         elif fitting > 0:
             auto_fit_line = (f"Auto-fit max_model_len: full model context length {settings.max_model_len} fits in "
                              "available GPU memory")
-    cpu_blocks = int(settings.swap_space_gib * GIB // layout.block_bytes) if settings.engine == "v0" else 0
-    capacity = kv_cache.capacity(blocks, layout, settings.max_model_len, release)
+    blocks = kv.num_blocks
+    own_blocks = kv.worker_num_blocks or (blocks,) * len(ranks)
+    ranks = [replace(rank, kv_bytes_per_block=kv.worker_block_bytes[i] if kv.worker_block_bytes else kv.block_bytes,
+                     num_blocks_own=own_blocks[i]) for i, rank in enumerate(ranks)]
+    inventory, peak, graphs, available, allocator_bytes, offloaded = stage_data[0]
+    rank0 = ranks[0]
+    min_available = min(budgets)
+    cpu_blocks = int(settings.swap_space_gib * GIB // kv.block_bytes) if settings.engine == "v0" else 0
+    notes.extend(kv.notes)
 
     failure_message = None
+    largest = kv.estimated_max_model_len
     if max(rank.weights_bytes for rank in ranks) > total:
         failure_message = (
             f"CUDA out of memory while loading the weights: {max(r.weights_bytes for r in ranks) / GIB:.2f} GiB per GPU "
@@ -208,17 +208,22 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     elif settings.auto_fit_max_model_len and auto_fit_line is None:
         failure_message = ("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
                            "token. Try increasing `gpu_memory_utilization`.")
-    elif settings.kv_cache_memory_bytes is None or blocks <= 0:
+    elif settings.engine == "v0":
+        layout = kv_cache.kv_layout(spec, tp, layer_counts[0], settings.block_size, settings.kv_cache_dtype_bytes, release)
         failure_message = kv_cache.fit_failure(min_available, blocks, layout, settings.max_model_len, release)
-    failure = None
-    if failure_message:
-        fitting = kv_cache.largest_fitting_max_model_len(kv_cache.usable_for_fit(min_available, layout, release), layout)
-        failure = StartupFailure(failure_message, fitting or None)
+        largest = blocks * settings.block_size
+    elif min_available <= 0:
+        failure_message = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                           "initializing the engine.")
+    elif not kv.fits:
+        failure_message = kv_cache.v1_fit_message(str(release["kv_fit_message"]), settings.max_model_len,
+                                                  kv.fit_needed_bytes, kv.fit_available_bytes, kv.estimated_max_model_len)
+    failure = StartupFailure(failure_message, largest or None) if failure_message else None
 
     graph_budgeted = bool(release["cuda_graph_subtracted"])
-    pool_bytes = blocks * layout.block_bytes if available > 0 else 0
+    pool_bytes = kv.pool_bytes if available > 0 else 0
     components = _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, offloaded, peak,
-                              non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, layout, blocks)
+                              non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, kv)
     outside = _outside_budget(non_torch_outside, graphs, graph_budgeted)
     smi_mib = _nvidia_smi_used_mib(total, settings, rank0.weights_bytes, non_torch_inside, pool_bytes, outside,
                                    graphs.bytes if graph_budgeted else 0, peak.activation_peak_bytes)
@@ -227,13 +232,13 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         total_bytes=total, utilization=settings.gpu_memory_utilization, weights_bytes=rank0.weights_bytes,
         activation_bytes=peak.activation_peak_bytes, non_torch_bytes=non_torch_inside,
         context_bytes=profile.CUDA_CONTEXT, kv_bytes=available, num_gpu_blocks=blocks,
-        num_cpu_blocks=cpu_blocks, kv_tokens=capacity.kv_cache_tokens, max_concurrency=capacity.max_concurrency,
+        num_cpu_blocks=cpu_blocks, kv_tokens=kv.kv_cache_tokens, max_concurrency=kv.max_concurrency,
         max_model_len=settings.max_model_len, graph_bytes=graphs.bytes, graph_estimate_bytes=graphs.bytes,
         graphs_captured=not settings.enforce_eager,
     )
     lines = log_lines(release, figures)
-    if auto_fit_line:
-        lines = _insert_before(lines, "GPU KV cache size", auto_fit_line)
+    for extra in kv.log_lines + ((auto_fit_line,) if auto_fit_line else ()):
+        lines = _insert_before(lines, "GPU KV cache size", extra)
     if failure is not None:
         loaded = max(rank.weights_bytes for rank in ranks) <= total
         error_type = "ValueError" if loaded else "torch.OutOfMemoryError"
@@ -243,9 +248,9 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         settings=settings.as_settings(), components=components, weights_bytes=rank0.weights_bytes,
         activation_peak_bytes=peak.activation_peak_bytes, non_torch_bytes=non_torch_inside,
         cuda_graph_bytes=graphs.bytes, cuda_graph_budgeted=graph_budgeted, budget_bytes=budget,
-        kv_cache_bytes=available, num_gpu_blocks=blocks, num_cpu_blocks=cpu_blocks, block_size=layout.block_size,
-        kv_bytes_per_token=layout.bytes_per_token, kv_cache_tokens=capacity.kv_cache_tokens,
-        max_concurrency=capacity.max_concurrency, max_model_len=settings.max_model_len,
+        kv_cache_bytes=available, num_gpu_blocks=blocks, num_cpu_blocks=cpu_blocks, block_size=settings.block_size,
+        kv_bytes_per_token=kv.block_bytes // settings.block_size, kv_cache_tokens=kv.kv_cache_tokens,
+        max_concurrency=kv.max_concurrency, max_model_len=settings.max_model_len,
         nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
         weights_explained=explain_weights(inventory, weights_plan, dtype, allocator_bytes), notes=tuple(notes), failure=failure,
         per_rank=tuple(ranks) if len(ranks) > 1 else (),
@@ -271,7 +276,7 @@ def _insert_before(lines: tuple[str, ...], prefix: str, line: str) -> tuple[str,
 
 
 def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, offloaded, peak,
-                 non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, layout, blocks) -> Component:
+                 non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, kv) -> Component:
     """Rank 0's budget (u x T) and what fills it, each with the rule behind it."""
     children = [
         weights_component(inventory, weights_plan, spec, allocator_bytes, offloaded),
@@ -284,8 +289,10 @@ def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan
     if graph_budgeted:
         children.append(Component("cuda_graphs", "CUDA graph memory (estimated, subtracted)", graphs.bytes,
                                   graphs.reason, release.source("cuda_graph_subtracted")))
+    groups = ", ".join(f"{len(g.layer_indices)} {g.kind}" + (f" (window {g.sliding_window})" if g.sliding_window else "")
+                       + (f" + {g.padding_layers} padding" if g.padding_layers else "") for g in kv.groups)
     children.append(Component("kv_cache", "KV cache pool", pool_bytes,
-                              f"{blocks} blocks x {layout.block_bytes} B ({layout.num_layers} layers x {layout.page_bytes} B pages)"))
+                              f"{kv.num_blocks} blocks x {kv.block_bytes} B; {len(kv.groups)} group(s): {groups}"))
     return Component(
         "budget", f"vLLM budget: total {total / GIB:.2f} GiB x gpu_memory_utilization {settings.gpu_memory_utilization:g}",
         budget, release.source("budget_era"), f"vLLM {release.label} {release.engine.upper()}, era {release['budget_era']}",
@@ -312,3 +319,42 @@ def _nvidia_smi_used_mib(total: int, settings: EngineSettings, weights: int, non
     if settings.engine == "v1":
         resident += activation
     return int(round(min(resident, total) / MIB))
+
+
+def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release,
+                     layer_counts: tuple[int, ...]) -> tuple[list[kv_groups.AttentionLayer], list[tuple[int, ...]]]:
+    """The model's attention layers with this rank's page size, and each pipeline stage's layer indices."""
+    layout = kv_cache.kv_layout(spec, settings.tensor_parallel_size, 1, settings.block_size,
+                                settings.kv_cache_dtype_bytes, release)
+    try:
+        kinds = (kv_groups.layer_kinds(spec.source_config, version=release.version) if spec.source_config
+                 else [("full", None)] * spec.num_layers)
+    except kv_groups.SlidingWindowRefusal as error:
+        raise StartupRefusal(str(error)) from None
+    layers = []
+    for kind, window in kinds[: spec.num_layers]:
+        if kind == "mla" and not (spec.mla is not None and release["mla_latent_kv"]):
+            kind = "full"  # DeepSeek before MLA backends: per-head K and V
+        layers.append(kv_groups.AttentionLayer(kind, layout.page_bytes, window))
+    workers, start = [], 0
+    for count in layer_counts:
+        workers.append(tuple(range(start, start + count)))
+        start += count
+    return layers, workers
+
+
+def plan_kv(layers, workers, budgets, settings: EngineSettings, release: Release) -> kv_groups.KvGroupPlan:
+    return kv_groups.plan_kv_groups(
+        layers, budgets, settings.block_size, settings.max_model_len, settings.max_num_batched_tokens,
+        settings.max_num_seqs, release.version, release.engine,
+        num_gpu_blocks_override=settings.num_gpu_blocks_override, worker_layers=workers,
+        pipeline_parallel_size=settings.tensor_parallel_size and settings.pipeline_parallel_size,
+    )
+
+
+def kv_plan_for_budget(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, available_bytes: int) -> kv_groups.KvGroupPlan:
+    """Blocks, tokens and concurrency for a given KV budget on every worker (the scorer's logged-budget check)."""
+    settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
+    layer_counts = pipeline_layer_counts(spec.num_layers, settings.pipeline_parallel_size, bool(release["pp_remainder_to_last"]))
+    layers, workers = attention_layers(spec, settings, release, layer_counts)
+    return plan_kv(layers, workers, [available_bytes] * len(workers), settings, release)

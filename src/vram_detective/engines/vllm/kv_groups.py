@@ -1,0 +1,781 @@
+"""KV-cache groups of hybrid-attention models: sliding window, chunked local and full attention layers
+sharing one block pool, release by release (design/vllm-memory.md §3.2-§3.4).
+
+From the layers one worker holds and the bytes it has for its KV cache, `plan_kv_groups` says what the
+release allocates and logs: the groups (kind, layers, padding layers), the bytes one block id costs,
+the number of blocks, how many blocks one `max_model_len` request needs, "GPU KV cache size: N tokens",
+"Maximum concurrency for L tokens per request: X.XXx", the extra lines it prints (padding layers,
+hybrid manager disabled) and whether the startup check "one full request must fit" passes.
+
+`attention_layers_from_config` builds the layer list from a config.json per family (Gemma 2/3,
+gpt-oss, Mistral/Llama/Phi-3 windows, Qwen2 `use_sliding_window`/`max_window_layers`, Llama 4
+chunked attention, MLA), and `sliding_window_max_len_cap` says when a release disables interleaved
+sliding windows and caps max_model_len to the window instead.
+
+Everything is a pure function of plain values. The release boundaries live in `_RULES` below (one row
+per change, with the wheel it was read from); "since X" means present in the X wheel and absent in the
+previous wheel inspected, so the real first release may lie between the two.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+Version = tuple[int, int, int]
+
+KINDS = ("full", "sliding", "chunked_local", "mla")
+
+# fmt: off
+# (since, rule, value, source). A release's value of a rule is the last row at or before it.
+_RULES: tuple[tuple[Version, str, object, str], ...] = (
+    # -- which specs V1 creates ------------------------------------------------------------------------
+    ((0, 0, 0), "v1_sliding_spec", False, "0.8.0-0.8.2: FullAttentionSpec only (v1/kv_cache_interface.py); windows act in the kernel only"),
+    ((0, 8, 3), "v1_sliding_spec", True, "SlidingWindowSpec, gpu_model_runner.get_kv_cache_spec (0.8.3 wheel; absent in 0.8.2)"),
+    ((0, 0, 0), "v1_chunked_spec", False, "Llama 4 local layers are FullAttentionSpec (attention_chunk_size only in the backends, 0.9.2)"),
+    ((0, 10, 1), "v1_chunked_spec", True, "ChunkedLocalAttentionSpec (kv_cache_interface.py 0.10.1; absent in 0.9.2)"),
+    # -- the hybrid allocator ----------------------------------------------------------------------------
+    ((0, 0, 0), "hybrid_allocator", False, "unify_hybrid_kv_cache_specs always turns sliding layers into full ones when both exist (0.8.3-0.9.0)"),
+    ((0, 9, 1), "hybrid_allocator", True, "_get_kv_cache_config_uniform_page_size, --disable-hybrid-kv-cache-manager (kv_cache_utils.py 0.9.1)"),
+    ((0, 0, 0), "chunked_hybrid_default", False, "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE default '0': chunked local attention disables the hybrid manager (config 0.10.1-0.13.0)"),
+    ((0, 14, 0), "chunked_hybrid_default", True, "envs.py default '1' (0.14.0 wheel; '0' in 0.13.0)"),
+    ((0, 0, 0), "group_size_factor", None, "group size = fewest layers of one type (0.9.1-0.11.2)"),
+    ((0, 12, 0), "group_size_factor", 1.25, "group size = most layers of one type when max < 1.25 x min (kv_cache_utils.py 0.12.0; absent in 0.11.2)"),
+    ((0, 18, 0), "group_size_factor", 1.5, "factor 1.5 (0.18.0 wheel; 1.25 in 0.17.0)"),
+    ((0, 0, 0), "strided_groups", False, "groups are consecutive runs layers[i:i+g] (0.9.1-0.10.2)"),
+    ((0, 11, 0), "strided_groups", True, "layers[i::num_groups] so PP stages split evenly (0.11.0)"),
+    ((0, 0, 0), "global_groups", False, "each worker groups its own layers (get_kv_cache_config per worker, <= 0.10.2)"),
+    ((0, 11, 0), "global_groups", True, "groups from the merged specs of all workers, projected per worker (get_kv_cache_configs 0.11.0)"),
+    ((0, 0, 0), "v1_layers_max_over_workers", True, "num_layers = max over workers (get_kv_cache_configs 0.7.3, 0.8.0)"),
+    ((0, 8, 2), "v1_layers_max_over_workers", False, "each worker divides by its own layers, then the minimum (0.8.2)"),
+    ((0, 0, 0), "unified_page_block_size", False, "different page sizes across types: NotImplementedError (<= 0.11.2)"),
+    ((0, 12, 0), "unified_page_block_size", True, "unify_kv_cache_spec_page_size raises block_size of smaller pages (0.12.0)"),
+    ((0, 0, 0), "uniform_type_group", False, "same type, different shapes: not one group (<= 0.10.2)"),
+    ((0, 11, 0), "uniform_type_group", True, "UniformTypeKVCacheSpecs: one group, block = sum of pages (0.11.0)"),
+    # -- how many tokens a sliding / chunked request holds ----------------------------------------------
+    ((0, 0, 0), "in_flight_tokens", False, "X = max_num_batched_tokens (SlidingWindowSpec.max_memory_usage_bytes 0.8.3-0.25.0)"),
+    ((0, 26, 0), "in_flight_tokens", True, "X = VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (0.26.0; absent in 0.25.0)"),
+    ((0, 0, 0), "async_scheduling_default", False, "SchedulerConfig.async_scheduling = False (0.13.0)"),
+    ((0, 14, 0), "async_scheduling_default", True, "async_scheduling None -> True unless incompatible (config/vllm.py 0.14.0)"),
+    # -- logged tokens and concurrency -------------------------------------------------------------------
+    ((0, 0, 0), "tokens_rule", "blocks", "num_blocks x block_size, concurrency = tokens / max_model_len (V0; V1 <= 0.9.0)"),
+    ((0, 9, 1), "tokens_rule", "blocks-per-group", "num_blocks // num_groups x block_size, concurrency = blocks / blocks per request (0.9.1-0.20.x)"),
+    ((0, 21, 0), "tokens_rule", "concurrency", "int(max_concurrency x max_model_len) (kv_cache_utils.py _report_kv_cache_config 0.21.0)"),
+    ((0, 0, 0), "log_after_min", False, "each worker logs its own blocks before the minimum (<= 0.11.0)"),
+    ((0, 11, 2), "log_after_min", True, "_report_kv_cache_config after the minimum over workers (0.11.2; absent in 0.11.0)"),
+    ((0, 0, 0), "dcp", None, "no decode context parallel"),
+    ((0, 10, 2), "dcp", "dcp-uniform", "FullAttentionSpec uses cdiv(L, dcp); tokens x dcp in the single-group path only (0.10.2)"),
+    ((0, 11, 0), "dcp", "dcp", "tokens x dcp in every path (get_kv_cache_config_from_groups 0.11.0)"),
+    ((0, 12, 0), "dcp", "dcp-pcp", "L / (dcp x pcp), tokens x dcp x pcp, 'cp_world_size' line (0.12.0)"),
+    # -- num_gpu_blocks_override -----------------------------------------------------------------------
+    ((0, 0, 0), "override", "replace", "num_blocks = num_gpu_blocks_override"),
+    ((0, 9, 1), "override", "ignored", "get_num_blocks logs 'Overriding ...' but keeps its own count (0.9.1 bug)"),
+    ((0, 9, 2), "override", "replace", "num_blocks = num_gpu_blocks_override again (0.9.2)"),
+    ((0, 21, 0), "override", "pool", "available memory := override x bytes per block before the fit check (get_kv_cache_configs 0.21.0)"),
+    # -- the startup check 'one max_model_len request must fit' ------------------------------------------
+    ((0, 0, 0), "fit_check", "per-layer", "sum over layers of max_memory_usage_bytes, per worker, before any unification (0.8.0-0.13.0)"),
+    ((0, 14, 0), "fit_check", "first-group", "_max_memory_usage_bytes_from_groups: group size x page x blocks of the FIRST group only (0.14.0-0.18.0)"),
+    ((0, 19, 0), "fit_check", "sum-groups", "group size x page x sum over groups of their blocks (0.19.0)"),
+    ((0, 0, 0), "fit_per_worker_groups", False, "0.14-0.16: global groups against the smallest worker budget"),
+    ((0, 17, 0), "fit_per_worker_groups", True, "groups projected to each worker (_project_kv_cache_groups_to_worker 0.17.0)"),
+    ((0, 0, 0), "null_block_in_fit", False, "all blocks usable in the check"),
+    ((0, 33, 0), "null_block_in_fit", True, "kv_cache_planning.py check_memory = available - bytes per block (0.33.0)"),
+)
+# fmt: on
+
+
+_MISSING = object()
+
+
+def rule(version: Version, name: str) -> object:
+    """The value of one rule of this module's table at `version`."""
+    value: object = _MISSING
+    for since, rule_name, rule_value, _ in _RULES:
+        if rule_name == name and since <= tuple(version):
+            value = rule_value
+    if value is _MISSING:
+        raise KeyError(name)
+    return value
+
+
+def rule_source(version: Version, name: str) -> str:
+    source = ""
+    for since, rule_name, _, rule_text in _RULES:
+        if rule_name == name and since <= tuple(version):
+            source = rule_text
+    if not source:
+        raise KeyError(name)
+    return source
+
+
+def cdiv(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+@dataclass(frozen=True)
+class AttentionLayer:
+    """One attention layer on one rank.
+
+    kind: "full", "sliding", "chunked_local" (Llama 4 local layers) or "mla".
+    page_bytes: one block of this layer on this rank at the configured block size (K+V, or the MLA latent).
+    sliding_window: the window (sliding) or the chunk (chunked_local) in tokens; None otherwise.
+    """
+
+    kind: str
+    page_bytes: int
+    sliding_window: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown attention kind {self.kind!r} (one of {', '.join(KINDS)})")
+        if self.page_bytes <= 0:
+            raise ValueError("page_bytes must be positive")
+        if self.kind in ("sliding", "chunked_local") and not self.sliding_window:
+            raise ValueError(f"a {self.kind} layer needs its window")
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    """One KV-cache group (one block table) as one worker holds it."""
+
+    kind: str  # as allocated: sliding layers of a unified model are "full" here
+    sliding_window: int | None  # window / chunk of the group's spec, None for full and MLA
+    layer_indices: tuple[int, ...]  # indices into the layer list, only this worker's
+    padding_layers: int  # empty slots: group size minus this worker's layers in the group
+    block_size: int  # tokens per block of this group (raised for smaller pages, 0.12+)
+    blocks_per_request: int  # blocks one max_model_len request takes from the shared pool
+
+    @property
+    def layers(self) -> int:
+        return len(self.layer_indices)
+
+
+@dataclass(frozen=True)
+class KvGroupPlan:
+    num_blocks: int  # after the minimum over workers and num_gpu_blocks_override
+    block_bytes: int  # bytes one block id costs the pool on worker 0 (page x group size, padding included)
+    groups: tuple[KvGroup, ...]  # worker 0's groups
+    blocks_per_request: int  # the release's denominator of the concurrency (cdiv(L, block) before 0.9.1)
+    kv_cache_tokens: int  # "GPU KV cache size: N tokens" as the release logs it
+    max_concurrency: float  # "Maximum concurrency ...: X.XXx" before rounding
+    log_lines: tuple[str, ...]  # extra lines the release prints, in order
+    notes: tuple[str, ...]
+    hybrid: bool  # more than one group
+    in_flight_tokens: int  # X in the sliding / chunked per-request bound
+    fits: bool  # the startup check passes on every worker
+    fit_needed_bytes: int  # what the check asks for (worker that fails first, else worker 0)
+    fit_available_bytes: int  # what it compares with (null block removed in 0.33, override pool in 0.21+)
+    estimated_max_model_len: int  # longest request that passes the check (vLLM's binary search), 0 if none
+    worker_block_bytes: tuple[int, ...] = field(default=())
+    worker_num_blocks: tuple[int, ...] = field(default=())  # each worker's own count before the minimum
+
+    @property
+    def pool_bytes(self) -> int:
+        return self.num_blocks * self.block_bytes
+
+    @property
+    def padding_layers(self) -> int:
+        return sum(group.padding_layers for group in self.groups)
+
+
+# --- specs as one release creates them ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Spec:
+    kind: str  # "full", "sliding", "chunked_local", "mla"
+    window: int | None
+    page: int
+    block_size: int
+
+
+@dataclass(frozen=True)
+class _Context:
+    version: Version
+    max_model_len: int
+    in_flight: int
+    context_parallel: int  # dcp (x pcp from 0.12) dividing full-attention lengths, 1 if none
+
+
+def _usage_blocks(spec: _Spec, max_model_len: int, ctx: _Context) -> int:
+    """Blocks one request of `max_model_len` tokens holds in a group of this spec
+    (KVCacheSpec.max_memory_usage_bytes // page_size_bytes)."""
+    if spec.kind == "sliding":
+        # window-1 computed tokens plus the in-flight ones, capped at the length, +1 because the window
+        # need not start at a block boundary (SlidingWindowSpec, every V1 release since 0.8.3)
+        return cdiv(min(spec.window - 1 + ctx.in_flight, max_model_len), spec.block_size) + 1
+    if spec.kind == "chunked_local":
+        # ChunkedLocalAttentionSpec (0.10.1+): one chunk plus the in-flight tokens, no +1
+        return cdiv(min(spec.window + ctx.in_flight, max_model_len), spec.block_size)
+    length = max_model_len
+    if ctx.context_parallel > 1:
+        length = cdiv(length, ctx.context_parallel)  # each DCP rank keeps L / dcp tokens
+    return cdiv(length, spec.block_size)
+
+
+def _created_specs(layers: Sequence[AttentionLayer], block_size: int, version: Version, engine: str) -> list[_Spec]:
+    specs = []
+    for layer in layers:
+        kind = layer.kind
+        if engine == "v0":
+            kind = "mla" if kind == "mla" else "full"
+        elif kind == "sliding" and not rule(version, "v1_sliding_spec") or kind == "chunked_local" and not rule(version, "v1_chunked_spec"):
+            kind = "full"
+        window = layer.sliding_window if kind in ("sliding", "chunked_local") else None
+        specs.append(_Spec(kind, window, layer.page_bytes, block_size))
+    return specs
+
+
+def _is_hybrid(specs: Sequence[_Spec]) -> bool:
+    return len(set(specs)) > 1
+
+
+def _unify(specs: list[_Spec]) -> tuple[list[_Spec], bool]:
+    """unify_hybrid_kv_cache_specs: sliding / chunked layers become full when a full layer exists."""
+    kinds = {spec.kind for spec in specs}
+    changed = False
+    if kinds & {"full", "mla"} and kinds & {"sliding", "chunked_local"}:
+        specs = [_Spec("full", None, s.page, s.block_size) if s.kind in ("sliding", "chunked_local") else s for s in specs]
+        changed = True
+    return specs, changed
+
+
+# --- grouping -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Grouping:
+    groups: tuple[tuple[_Spec, tuple[int, ...]], ...]  # (spec, layer indices) per group
+    group_size: int
+    uniform_type: bool  # one group of same-kind layers with different pages (block = sum of pages)
+    log_lines: tuple[str, ...]
+
+
+def _group(specs: Sequence[_Spec], indices: Sequence[int], version: Version) -> _Grouping:
+    """get_kv_cache_groups over the layers `indices` (all of them, or one worker's before 0.11)."""
+    chosen = [specs[i] for i in indices]
+    if len(set(chosen)) == 1:
+        return _Grouping(((chosen[0], tuple(indices)),), len(indices), False, ())
+    kinds_windows = {(s.kind, s.window, s.block_size) for s in chosen}
+    if len(kinds_windows) == 1:
+        if not rule(version, "uniform_type_group"):
+            raise NotImplementedError("layers of one attention type with different KV shapes are not supported "
+                                      "by this release (NotImplementedError in get_kv_cache_config)")
+        return _Grouping(((chosen[0], tuple(indices)),), len(indices), True, ())
+    # hybrid: one type per distinct spec, in the order of their first layer
+    by_type: dict[_Spec, list[int]] = {}
+    for i in indices:
+        by_type.setdefault(specs[i], []).append(i)
+    pages = {spec.page for spec in by_type}
+    if len(pages) > 1:
+        if not rule(version, "unified_page_block_size"):
+            raise NotImplementedError("hybrid layers with different page sizes are not supported by this release")
+        largest = max(pages)
+        unified: dict[_Spec, list[int]] = {}
+        for spec, members in by_type.items():
+            if largest % spec.page:
+                raise NotImplementedError("The page size of the layer is not divisible by the maximum page size. "
+                                          "Cannot unify by adjusting block_size.")
+            ratio = largest // spec.page
+            unified.setdefault(_Spec(spec.kind, spec.window, largest, spec.block_size * ratio), []).extend(members)
+        by_type = unified
+    counts = [len(members) for members in by_type.values()]
+    group_size = min(counts)
+    factor = rule(version, "group_size_factor")
+    if factor is not None and max(counts) < min(counts) * float(factor):
+        group_size = max(counts)
+    groups: list[tuple[_Spec, tuple[int, ...]]] = []
+    lines: list[str] = []
+    strided = bool(rule(version, "strided_groups"))
+    for spec, members in by_type.items():
+        padding = group_size - len(members) % group_size
+        if padding != group_size:
+            lines.append(f"Add {padding} padding layers, may waste at most {padding / len(members) * 100:.2f}% "
+                         "KV cache memory")
+        count = cdiv(len(members), group_size)
+        for i in range(count):
+            chunk = members[i::count] if strided else members[i * group_size:(i + 1) * group_size]
+            groups.append((spec, tuple(chunk)))
+    return _Grouping(tuple(groups), group_size, False, tuple(lines))
+
+
+def _block_bytes(grouping: _Grouping, worker: Sequence[int], specs_by_index: Sequence[_Spec]) -> tuple[int, int]:
+    """(bytes per block id on this worker, its group size): page x most layers of one group."""
+    owned = set(worker)
+    if grouping.uniform_type:
+        _, members = grouping.groups[0]
+        return sum(specs_by_index[i].page for i in members if i in owned), 1
+    size = max(sum(1 for i in members if i in owned) for _, members in grouping.groups)
+    page = grouping.groups[0][0].page
+    return page * size, size
+
+
+# --- the plan ---------------------------------------------------------------------------------------------
+
+
+def in_flight_tokens(version: Version, max_num_batched_tokens: int, async_scheduling: bool | None = None,
+                     pipeline_parallel_size: int = 1, v2_model_runner: bool = False) -> int:
+    """X in the sliding / chunked bound: max_num_batched_tokens, or (0.26+) max_in_flight_tokens =
+    max_concurrent_batches x max_num_batched_tokens (VllmConfig.max_concurrent_batches)."""
+    if not rule(version, "in_flight_tokens"):
+        return max_num_batched_tokens
+    if async_scheduling is None:
+        async_scheduling = bool(rule(version, "async_scheduling_default"))
+    pp = max(1, pipeline_parallel_size)
+    batches = pp
+    if async_scheduling:
+        if v2_model_runner:
+            batches = pp + 1
+        elif pp <= 1:
+            batches = 2
+    return batches * max_num_batched_tokens
+
+
+def plan_kv_groups(
+    layers: Sequence[AttentionLayer],
+    available_bytes: int | Sequence[int],
+    block_size: int,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    version: Version,
+    engine: str,
+    disable_hybrid_kv_cache_manager: bool = False,
+    num_gpu_blocks_override: int | None = None,
+    *,
+    worker_layers: Sequence[Sequence[int]] | None = None,
+    async_scheduling: bool | None = None,
+    pipeline_parallel_size: int = 1,
+    v2_model_runner: bool = False,
+    decode_context_parallel_size: int = 1,
+    prefill_context_parallel_size: int = 1,
+    allow_chunked_local_hybrid: bool | None = None,
+) -> KvGroupPlan:
+    """Blocks, groups, tokens and concurrency of one release for these attention layers.
+
+    layers: the model's attention layers in order (each with its page on its rank).
+    available_bytes: one worker's KV budget, or one per worker (then `worker_layers` lists each worker's
+        layer indices; by default every worker holds every layer, as under tensor parallelism).
+    max_num_seqs: accepted for the caller's convenience; no release's KV grouping reads it.
+    async_scheduling: None = the release default (on from 0.14; it only matters from 0.26, where the
+        sliding-window bound reserves two batches in flight).
+    allow_chunked_local_hybrid: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE; None = the release default.
+    """
+    del max_num_seqs  # no KV rule depends on it
+    version = tuple(version)  # type: ignore[assignment]
+    if engine not in ("v0", "v1"):
+        raise ValueError(f"unknown engine path {engine!r}")
+    if not layers:
+        raise ValueError("no attention layers: attention-free models have no KV cache groups")
+    if block_size <= 0 or max_model_len <= 0:
+        raise ValueError("block_size and max_model_len must be positive")
+    budgets = [int(available_bytes)] if isinstance(available_bytes, (int, float)) else [int(b) for b in available_bytes]
+    if worker_layers is None:
+        workers = [tuple(range(len(layers)))] * len(budgets)
+    else:
+        workers = [tuple(w) for w in worker_layers]
+        if len(workers) != len(budgets):
+            raise ValueError("worker_layers and available_bytes must list the same workers")
+    lines: list[str] = []
+    notes: list[str] = []
+
+    if engine == "v0":
+        return _plan_v0(layers, budgets, workers, block_size, max_model_len, num_gpu_blocks_override, version, notes)
+
+    context_parallel = 1
+    dcp_rule = rule(version, "dcp")
+    if dcp_rule is not None:
+        context_parallel = decode_context_parallel_size
+        if dcp_rule == "dcp-pcp":
+            context_parallel *= prefill_context_parallel_size
+    x = in_flight_tokens(version, max_num_batched_tokens, async_scheduling, pipeline_parallel_size, v2_model_runner)
+    ctx = _Context(version, max_model_len, x, context_parallel)
+
+    created = _created_specs(layers, block_size, version, engine)
+    if context_parallel > 1 and any(s.kind == "sliding" for s in created) and version >= (0, 10, 2):
+        raise ValueError("DCP not support sliding window.")
+
+    # which specs get grouped: the hybrid manager may be off (flag, chunked local default, or pre-0.9.1)
+    specs = list(created)
+    hybrid_allowed = bool(rule(version, "hybrid_allocator"))
+    has_chunked = any(s.kind == "chunked_local" for s in created)
+    disable = disable_hybrid_kv_cache_manager
+    why = "--disable-hybrid-kv-cache-manager"
+    if hybrid_allowed and has_chunked:
+        allow = rule(version, "chunked_hybrid_default") if allow_chunked_local_hybrid is None else allow_chunked_local_hybrid
+        if not allow and (version >= (0, 14, 0) or not disable):
+            lines.append("There is a latency regression when using chunked local attention with the hybrid KV cache "
+                         "manager. Disabling it, by default. To enable it, set the environment "
+                         "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1.")
+            if not disable:
+                why = "chunked local attention turns the hybrid manager off by default"
+            disable = True
+    if (not hybrid_allowed or disable) and _is_hybrid(specs):
+        specs, changed = _unify(specs)
+        if hybrid_allowed:
+            lines.append("Hybrid KV cache manager is disabled for this hybrid model, This means we do not enable "
+                         "any optimizations for saving KV cache memory (e.g., dropping the KV cache outside the "
+                         "sliding window). The compute of layers like sliding window is still saved.")
+        if changed:
+            notes.append("sliding-window / chunked-local layers are allocated as full attention "
+                         + (f"({why})" if hybrid_allowed else
+                            f"(no hybrid allocator before 0.9.1; {rule_source(version, 'hybrid_allocator')})"))
+        if _is_hybrid(specs) and len({(s.kind, s.window) for s in specs}) > 1:
+            raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
+                             "one unified type.")
+
+    # groups: globally (0.11+) or per worker
+    if rule(version, "global_groups"):
+        all_indices = sorted({i for w in workers for i in w})
+        global_grouping = _group(specs, all_indices, version)
+        groupings = [global_grouping] * len(workers)
+    else:
+        groupings = [_group(specs, w, version) for w in workers]
+        global_grouping = groupings[0]
+    lines.extend(global_grouping.log_lines)
+
+    # blocks per worker
+    max_layers = max(len(w) for w in workers)
+    worker_bytes: list[int] = []
+    own_blocks: list[int] = []
+    sizes: list[int] = []
+    for grouping, worker, budget in zip(groupings, workers, budgets):
+        per_block, size = _block_bytes(grouping, worker, specs)
+        if len(grouping.groups) == 1 and not grouping.uniform_type and rule(version, "v1_layers_max_over_workers"):
+            per_block, size = grouping.groups[0][0].page * max_layers, max_layers
+        worker_bytes.append(per_block)
+        sizes.append(size)
+        own_blocks.append(max(int(budget // per_block), 0) if budget > 0 else 0)
+
+    override_rule = rule(version, "override")
+    fit_budgets = list(budgets)
+    blocks_each = list(own_blocks)
+    if num_gpu_blocks_override is not None:
+        lines.append(f"Overriding num_gpu_blocks={own_blocks[0]} with num_gpu_blocks_override={num_gpu_blocks_override}")
+        if override_rule == "ignored":
+            notes.append("vLLM 0.9.1 logs the override but keeps its own block count (get_num_blocks)")
+        else:
+            blocks_each = [num_gpu_blocks_override] * len(workers)
+            if override_rule == "pool":
+                fit_budgets = [num_gpu_blocks_override * b for b in worker_bytes]
+    num_blocks = min(blocks_each)
+
+    # the startup check
+    fit = _fit_check(created, specs, groupings, workers, fit_budgets, worker_bytes, sizes, ctx, block_size)
+    fits, needed, against, estimate = fit
+
+    # logged figures
+    groups0 = groupings[0]
+    group_count = len(groups0.groups)
+    tokens_rule = rule(version, "tokens_rule")
+    log_blocks = num_blocks if rule(version, "log_after_min") else blocks_each[0]
+    per_request = sum(_usage_blocks(spec, max_model_len, ctx) for spec, _ in groups0.groups)
+    if tokens_rule == "blocks":
+        tokens = log_blocks * block_size
+        concurrency = tokens / max_model_len
+        per_request_reported = cdiv(max_model_len, block_size)
+    else:
+        concurrency = log_blocks / per_request
+        per_request_reported = per_request
+        if tokens_rule == "blocks-per-group":
+            min_block = min(spec.block_size for spec, _ in groups0.groups)
+            tokens = log_blocks // group_count * min_block
+            multiply = dcp_rule is not None and context_parallel > 1 and (dcp_rule != "dcp-uniform" or group_count == 1)
+            if multiply:
+                tokens *= context_parallel
+                if dcp_rule == "dcp-pcp":
+                    lines.append(f"Multiplying the GPU KV cache size by the cp_world_size {context_parallel} "
+                                 f"(pcp_world_size {prefill_context_parallel_size} * dcp_world_size "
+                                 f"{decode_context_parallel_size}).")
+                else:
+                    lines.append(f"Multiplying the GPU KV cache size by the dcp_world_size {decode_context_parallel_size}.")
+        else:
+            tokens = int(concurrency * max_model_len)
+    if not rule(version, "log_after_min") and len(set(blocks_each)) > 1:
+        notes.append("each worker logs its own tokens and concurrency before the minimum over workers "
+                     "(<= 0.11.0); the figures here are worker 0's")
+
+    groups = []
+    owned0 = set(workers[0])
+    for spec, members in groups0.groups:
+        mine = tuple(i for i in members if i in owned0)
+        padding = 0 if groups0.uniform_type else sizes[0] - len(mine)
+        groups.append(KvGroup(spec.kind, spec.window, mine, padding, spec.block_size,
+                              _usage_blocks(spec, max_model_len, ctx)))
+    return KvGroupPlan(
+        num_blocks=num_blocks, block_bytes=worker_bytes[0], groups=tuple(groups),
+        blocks_per_request=per_request_reported, kv_cache_tokens=tokens, max_concurrency=concurrency,
+        log_lines=tuple(lines), notes=tuple(notes), hybrid=group_count > 1, in_flight_tokens=x,
+        fits=fits, fit_needed_bytes=needed, fit_available_bytes=against, estimated_max_model_len=estimate,
+        worker_block_bytes=tuple(worker_bytes), worker_num_blocks=tuple(own_blocks),
+    )
+
+
+def _plan_v0(layers, budgets, workers, block_size, max_model_len, override, version, notes) -> KvGroupPlan:
+    """V0 (CacheEngine.get_cache_block_size): every attention layer holds max_model_len tokens, whatever
+    its window; the block manager only frees blocks that slide out of a uniform window at run time."""
+    worker_bytes = [sum(layers[i].page_bytes for i in w) for w in workers]
+    own = [max(int(b // wb), 0) if b > 0 else 0 for b, wb in zip(budgets, worker_bytes)]
+    blocks = min(own)
+    if override is not None:
+        blocks = override
+    if any(layer.kind in ("sliding", "chunked_local") for layer in layers):
+        notes.append("V0 sizes sliding-window layers as full attention (get_cache_block_size counts every layer)")
+    tokens = blocks * block_size
+    fits = blocks > 0 and max_model_len <= tokens
+    needed = cdiv(max_model_len, block_size) * worker_bytes[0]
+    kind = "mla" if all(layer.kind == "mla" for layer in layers) else "full"
+    group = KvGroup(kind, None, tuple(workers[0]), 0, block_size, cdiv(max_model_len, block_size))
+    return KvGroupPlan(
+        num_blocks=blocks, block_bytes=worker_bytes[0], groups=(group,),
+        blocks_per_request=cdiv(max_model_len, block_size), kv_cache_tokens=tokens,
+        max_concurrency=tokens / max_model_len, log_lines=(), notes=tuple(notes), hybrid=False,
+        in_flight_tokens=0, fits=fits, fit_needed_bytes=needed, fit_available_bytes=min(budgets),
+        estimated_max_model_len=tokens, worker_block_bytes=tuple(worker_bytes), worker_num_blocks=tuple(own),
+    )
+
+
+def _fit_check(created, specs, groupings, workers, budgets, worker_bytes, sizes, ctx: _Context,
+               block_size: int) -> tuple[bool, int, int, int]:
+    """(fits, needed bytes, bytes compared with, estimated max_model_len) of the release's check."""
+    version = ctx.version
+    mode = rule(version, "fit_check")
+
+    def needed_for(w: int, length: int) -> int:
+        if mode == "per-layer":
+            # check_enough_kv_cache_memory on the specs as created (before unification): sliding layers
+            # count their window even when the hybrid manager is off
+            return sum(_usage_blocks(created[i], length, ctx) * created[i].page for i in workers[w])
+        grouping = groupings[w]
+        if grouping.uniform_type:
+            return sum(_usage_blocks(specs[i], length, ctx) * specs[i].page for i in grouping.groups[0][1])
+        if rule(version, "fit_per_worker_groups"):
+            size, page = sizes[w], grouping.groups[0][0].page
+        else:  # 0.14-0.16: global groups, full group size
+            size, page = grouping.group_size, grouping.groups[0][0].page
+            if len(grouping.groups) == 1:
+                size = len(grouping.groups[0][1])
+        if mode == "first-group":
+            blocks = _usage_blocks(grouping.groups[0][0], length, ctx)
+        else:
+            blocks = sum(_usage_blocks(spec, length, ctx) for spec, _ in grouping.groups)
+        return size * page * blocks
+
+    checked = []
+    for w, budget in enumerate(budgets):
+        against = budget - worker_bytes[w] if rule(version, "null_block_in_fit") else budget
+        if mode != "per-layer" and not rule(version, "fit_per_worker_groups"):
+            against = min(budgets)  # 0.14-0.16 compare with the smallest worker budget
+        checked.append((w, against))
+    failing = None
+    for w, against in checked:
+        if budgets[w] <= 0 or needed_for(w, ctx.max_model_len) > against:
+            failing = (w, against)
+            break
+    w, against = failing if failing is not None else checked[0]
+    needed = needed_for(w, ctx.max_model_len)
+    estimate = _estimate_max_len(lambda length: needed_for(w, length), against, ctx.max_model_len)
+    return failing is None, needed, against, estimate
+
+
+def _estimate_max_len(needed_for, available: int, max_model_len: int) -> int:
+    """estimate_max_model_len: binary search over [1, max_model_len] for the longest length that fits."""
+    if needed_for(1) > available:
+        return 0
+    left, right, best = 1, max_model_len, 1
+    while left <= right:
+        middle = (left + right) // 2
+        if needed_for(middle) <= available:
+            best, left = middle, middle + 1
+        else:
+            right = middle - 1
+    return best
+
+
+# --- layers from a config.json ------------------------------------------------------------------------
+
+# HF Gemma3TextConfig / Gemma2Config defaults (Gemma 3 multimodal configs list only what differs).
+_GEMMA3_TEXT_DEFAULTS = {"num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                         "sliding_window": 4096, "sliding_window_pattern": 6}
+_GEMMA2_DEFAULTS = {"num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "sliding_window": 4096}
+_QWEN_WINDOW_FAMILIES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl_text", "qwen2_5_vl_text")
+
+
+class SlidingWindowRefusal(ValueError):
+    """vLLM refuses this sliding-window layout (message as that release words it)."""
+
+
+def text_config(config: dict) -> dict:
+    """The language-model part of a config (text_config of multimodal wrappers), with family defaults."""
+    inner = config.get("text_config")
+    merged = dict(inner) if isinstance(inner, dict) else dict(config)
+    model_type = merged.get("model_type") or config.get("model_type", "")
+    if model_type in ("gemma3", "gemma3_text"):
+        merged = {**_GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in merged.items() if v is not None}}
+        merged["model_type"] = "gemma3_text"
+    elif model_type == "gemma2":
+        merged = {**_GEMMA2_DEFAULTS, **{k: v for k, v in merged.items() if v is not None}}
+    elif model_type in ("llama4", "llama4_text"):
+        merged["model_type"] = "llama4_text"
+    return merged
+
+
+def layer_kinds(config: dict, *, version: Version | None = None,
+                disable_sliding_window: bool = False) -> list[tuple[str, int | None]]:
+    """(kind, window) per layer as vLLM's model code builds its attention layers."""
+    cfg = text_config(config)
+    model_type = cfg.get("model_type", "")
+    n = int(cfg.get("num_hidden_layers") or cfg.get("n_layer") or cfg.get("num_layers"))
+    if cfg.get("kv_lora_rank"):
+        return [("mla", None)] * n
+    window = cfg.get("sliding_window")
+    if window is None and isinstance(cfg.get("interleaved_sliding_window"), int):
+        window = cfg["interleaved_sliding_window"]  # configs rewritten by vLLM 0.6.5-0.9.x
+    if disable_sliding_window:
+        return [("full", None)] * n
+    layer_types = cfg.get("layer_types")
+
+    if model_type == "llama4_text":
+        chunk = cfg.get("attention_chunk_size")
+        if not chunk:
+            return [("full", None)] * n
+        no_rope = cfg.get("no_rope_layers")
+        if not no_rope:  # HF default: every no_rope_layer_interval-th layer is NoPE (global)
+            interval = int(cfg.get("no_rope_layer_interval", 4))
+            no_rope = [int((i + 1) % interval != 0) for i in range(n)]
+        # llama4.py: NoPE layers (0) are full attention, RoPE layers (1) chunked local
+        return [("chunked_local", int(chunk)) if no_rope[i] else ("full", None) for i in range(n)]
+
+    if layer_types and model_type not in _QWEN_WINDOW_FAMILIES:
+        out = []
+        for kind in layer_types[:n]:
+            if kind == "sliding_attention" and window:
+                out.append(("sliding", int(window)))
+            elif kind == "chunked_attention" and cfg.get("attention_chunk_size"):
+                out.append(("chunked_local", int(cfg["attention_chunk_size"])))
+            else:
+                out.append(("full", None))
+        return out
+
+    if model_type == "gemma2":
+        # gemma2.py: even layers slide (layer_idx % 2 == 0)
+        return [("sliding", int(window)) if window and i % 2 == 0 else ("full", None) for i in range(n)]
+    if model_type == "gemma3_text":
+        pattern = int(cfg.get("sliding_window_pattern") or 6)
+        # gemma3.py: sliding unless (layer_idx + 1) % pattern == 0
+        return [("sliding", int(window)) if window and (i + 1) % pattern else ("full", None) for i in range(n)]
+    if model_type == "gpt_oss":
+        # gpt_oss.py: sliding window on every other layer, layer 0 first
+        return [("sliding", int(window)) if window and i % 2 == 0 else ("full", None) for i in range(n)]
+    if isinstance(window, list):
+        # llama.py interleaved_sliding_window lists: layer i uses window[i % len]
+        return [("sliding", int(window[i % len(window)])) if window[i % len(window)] else ("full", None)
+                for i in range(n)]
+    if model_type in _QWEN_WINDOW_FAMILIES or "use_sliding_window" in cfg:
+        return _qwen_layers(cfg, n, window, version)
+    if window:
+        # Mistral-7B-v0.1, Phi-3 (2047 / 262144), ...: one window for every layer (cache_config.sliding_window)
+        return [("sliding", int(window))] * n
+    return [("full", None)] * n
+
+
+def _qwen_layers(cfg: dict, n: int, window, version: Version | None) -> list[tuple[str, int | None]]:
+    if not cfg.get("use_sliding_window") or not window:
+        return [("full", None)] * n  # the config carries a window it does not use
+    mwl = int(cfg.get("max_window_layers", n))
+    if version is not None and version < (0, 4, 3):
+        # qwen2.py 0.4.1: the first max_window_layers layers slide (V0 only; no effect on V0 block counts)
+        return [("sliding", int(window)) if i < mwl else ("full", None) for i in range(n)]
+    if version is not None and version < (0, 9, 0):
+        raise SlidingWindowRefusal(
+            "Sliding window for some but all layers is not supported. This model uses sliding window but "
+            f"`max_window_layers` = {mwl} is less than `num_hidden_layers` = {n}. Please open an issue to discuss "
+            "this feature.")
+    mixed = 0 < mwl < n if (version is None or version >= (0, 10, 1)) else mwl != n
+    if mixed:
+        raise SlidingWindowRefusal(
+            "Sliding window for some but all layers is not supported. This model uses sliding window but "
+            f"`max_window_layers` = {mwl} is less than `num_hidden_layers` = {n}. Please open an issue to discuss "
+            "this feature.")
+    # vLLM then gives every layer cache_config.sliding_window
+    return [("sliding", int(window))] * n
+
+
+def attention_layers_from_config(config: dict, tp: int, block_size: int, dtype_bytes: int, *,
+                                 version: Version | None = None,
+                                 disable_sliding_window: bool = False) -> list[AttentionLayer]:
+    """The attention layers of a config.json on one tensor-parallel rank, with their page bytes.
+
+    Page = 2 (K and V) x block_size x KV heads per rank x head_dim x dtype_bytes, KV heads per rank =
+    max(1, kv_heads // tp); MLA: one latent of kv_lora_rank + qk_rope_head_dim, the same on every rank.
+    `version` picks release-specific Qwen2 rules (None = the newest); SlidingWindowRefusal when vLLM refuses.
+    """
+    cfg = text_config(config)
+    kinds = layer_kinds(config, version=version, disable_sliding_window=disable_sliding_window)
+    if cfg.get("kv_lora_rank"):
+        latent = int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim", 0))
+        page = block_size * latent * dtype_bytes
+    else:
+        heads = int(cfg.get("num_attention_heads") or cfg.get("n_head"))
+        kv_heads = int(cfg.get("num_key_value_heads") or heads)
+        head_dim = int(cfg.get("head_dim") or int(cfg.get("hidden_size") or cfg.get("n_embd")) // heads)
+        page = 2 * block_size * max(1, kv_heads // tp) * head_dim * dtype_bytes
+    return [AttentionLayer(kind, page, window) for kind, window in kinds]
+
+
+# --- max_model_len capped to the window -----------------------------------------------------------------
+
+
+def sliding_window_max_len_cap(config: dict, version: Version, engine: str, attention_backend: str | None = None,
+                               disable_sliding_window: bool = False) -> tuple[int | None, str | None]:
+    """(cap, warning) when the release disables interleaved sliding windows and caps max_model_len to the
+    window (ModelConfig.__init__ -> _get_and_verify_max_len), else (None, None).
+
+    0.5.1-0.6.2: Gemma 2 always; 0.6.3-0.6.4: Gemma 2 or a list of windows, always; 0.6.5-0.7.0 only with
+    VLLM_ATTENTION_BACKEND=XFORMERS, 0.7.2-0.10.x with XFORMERS or FLASHINFER (V0 only from 0.10.1);
+    --disable-sliding-window caps in every release.
+    """
+    cfg = text_config(config)
+    version = tuple(version)  # type: ignore[assignment]
+    model_type = cfg.get("model_type", "")
+    window = cfg.get("sliding_window")
+    if window is None and isinstance(cfg.get("interleaved_sliding_window"), int):
+        window = cfg["interleaved_sliding_window"]
+    if not window:
+        return None, None
+    smallest = min(w for w in window if w) if isinstance(window, list) else int(window)
+    if disable_sliding_window:
+        return smallest, None
+    if version < (0, 5, 1):
+        return None, None
+    backend = (attention_backend or "").upper()
+    if version < (0, 6, 3):
+        if model_type != "gemma2":
+            return None, None
+        return smallest, ("Gemma 2 uses sliding window attention for every odd layer, which is currently not "
+                          "supported by vLLM. Disabling sliding window and capping the max length to the sliding "
+                          f"window size ({smallest}).")
+    interleaved_types = {(0, 6, 3): ("gemma2",), (0, 7, 0): ("gemma2", "cohere2"),
+                         (0, 8, 0): ("gemma2", "gemma3_text", "cohere2")}
+    types: tuple[str, ...] = ()
+    for since, names in interleaved_types.items():
+        if version >= since:
+            types = names
+    layer_types = cfg.get("layer_types") or ()
+    interleaved = isinstance(window, list) or model_type in types
+    if version >= (0, 9, 0):
+        interleaved = interleaved or cfg.get("sliding_window_pattern") is not None or model_type == "gemma2"
+    if version >= (0, 10, 1):
+        interleaved = {"full_attention", "sliding_attention"} <= set(layer_types) or model_type in ("gemma2", "gemma3_text")
+    if not interleaved:
+        return None, None
+    if version < (0, 6, 5):
+        return smallest, (f"{model_type} has interleaved attention, which is currently not supported by vLLM. "
+                          "Disabling sliding window and capping the max length to the sliding window size "
+                          f"({smallest}).")
+    allowed = ("XFORMERS",) if version < (0, 7, 2) else ("XFORMERS", "FLASHINFER")
+    if backend not in allowed or (version >= (0, 10, 1) and engine != "v0"):
+        return None, None
+    return smallest, (f"{model_type} has interleaved attention, which is currently not supported by the {backend} "
+                      "backend. Disabling sliding window and capping the max length to the sliding window size "
+                      f"({smallest}).")

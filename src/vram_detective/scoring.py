@@ -143,7 +143,7 @@ def _predict(case: dict):
     if "entrypoint" in user:
         user["entrypoint"] = str(user["entrypoint"]).lower()
     try:
-        return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial), None
+        return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial, (spec, gpu, user)), None
     except REFUSALS as error:
         return ("refused", version, basis, str(error)), None
     except ValueError as error:
@@ -167,36 +167,34 @@ def _predicted_figures(breakdown) -> dict:
     }
 
 
-def _from_logged_budget(case: dict, breakdown) -> dict:
-    """Blocks, tokens and concurrency computed from the KV budget the log printed.
+def _from_logged_budget(case: dict, inputs, breakdown) -> dict:
+    """Blocks, tokens and concurrency computed from the KV budget the log printed (the same grouping and
+    token rules as the prediction, only the budget is the logged one).
 
     A logged '6.37 GiB' means [6.365, 6.375): a prediction counts as exact when the observed figure
     lies inside the interval that rounding allows."""
-    from .engines.vllm import kv_cache
-    from .engines.vllm.releases import release as release_rules
+    from .engines.vllm.plan import kv_plan_for_budget
     from .units import parse_version
 
     observed = case.get("observed") or {}
     logged = observed.get("kv_cache_gib")
     if logged is None or logged <= 0:
         return {}
+    spec, gpu, user = inputs
+    user = dict(user, max_model_len=breakdown.max_model_len)
     half = _half_unit(logged)
-    block_bytes = breakdown.kv_bytes_per_token * breakdown.block_size
-    low = int((logged - half) * GIB // block_bytes)
-    high = int(((logged + half) * GIB - 1) // block_bytes)
-    release = release_rules(parse_version(breakdown.vllm_version), breakdown.engine)
-    layout = kv_cache.KvLayout(breakdown.block_size, 1, breakdown.kv_bytes_per_token // 2, 1, 1)  # same block bytes
+    version = parse_version(breakdown.vllm_version)
+    user["engine"] = breakdown.engine
+    plans = [kv_plan_for_budget(spec, gpu, user, version, int(budget))
+             for budget in ((logged - half) * GIB, (logged + half) * GIB - 1)]
     out = {}
     pairs = (("num_gpu_blocks", "blocks_from_logged_budget"), ("kv_cache_tokens", "tokens_from_logged_budget"),
              ("max_concurrency", "concurrency_from_logged_budget"))
     for observed_key, name in pairs:
         if observed_key not in observed:
             continue
-        values = []
-        for blocks in (low, high):
-            capacity = kv_cache.capacity(blocks, layout, breakdown.max_model_len, release)
-            values.append({"num_gpu_blocks": blocks, "kv_cache_tokens": capacity.kv_cache_tokens,
-                           "max_concurrency": capacity.max_concurrency}[observed_key])
+        values = [{"num_gpu_blocks": plan.num_blocks, "kv_cache_tokens": plan.kv_cache_tokens,
+                   "max_concurrency": plan.max_concurrency}[observed_key] for plan in plans]
         value = observed[observed_key]
         slack = 0.005 if observed_key == "max_concurrency" else 0  # printed with 2 decimals
         if values[0] - slack <= value <= values[1] + slack:
@@ -239,7 +237,7 @@ def score_cases(cases: list[dict]) -> dict:
             if key in observed and observed[key] is not None:
                 entry["figures"][key] = {"observed": observed[key], "predicted": round(predicted[key], 4),
                                          "rel_err": _relative_error(predicted[key], observed[key])}
-        entry["figures"].update(_from_logged_budget(case, breakdown))
+        entry["figures"].update(_from_logged_budget(case, prediction[4], breakdown))
         if "startup_failed" in observed and not partial:
             entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
         per_case.append(entry)

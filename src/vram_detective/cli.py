@@ -184,42 +184,17 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
 
 def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_version: str | None,
                   settings: dict) -> list[tuple[int, int, list]]:
-    """(pipeline stage, its first rank, tensor groups per rank) rebuilt the way engines/vllm/plan.py builds
-    them: the release's resolved settings, plan_weights' quantization layout, build_inventory per stage.
-    All tensor-parallel ranks of a stage hold the same groups (the vocabulary padding is shown as an even share)."""
-    import dataclasses
-    import inspect
-
+    """(pipeline stage, its first rank, tensor groups per rank) exactly as the plan builds them. All
+    tensor-parallel ranks of a stage hold the same groups (vocabulary padding shown as an even share)."""
     from . import api
-    from .engines.vllm import plan as vllm_plan
-    from .engines.vllm.releases import release as release_rules, resolve_version
-    from .engines.vllm.settings import resolve_settings
-    from .model import inventory as inventory_module
+    from .engines.vllm.plan import rank_inventories
+    from .engines.vllm.releases import resolve_version
 
     spec = api.model_spec(model)
     device = api.resolve_gpu(gpu, gpu_memory)
-    resolved, release = resolve_settings(dict(settings), spec, device, release_rules, resolve_version(vllm_version))
-    weights = vllm_plan.plan_weights(spec, resolved, device, release)
-    tp, pp = resolved.tensor_parallel_size, resolved.pipeline_parallel_size
-    shard_fields = {field.name for field in dataclasses.fields(inventory_module.Shard)}
-    extra: dict = {}
-    if "expert_parallel" in shard_fields:
-        extra["expert_parallel"] = bool(getattr(resolved, "enable_expert_parallel", False))
-    if "remainder_to_last_stage" in shard_fields:
-        try:
-            extra["remainder_to_last_stage"] = bool(release["pp_remainder_to_last"])
-        except KeyError:
-            pass
-    build_kwargs: dict = {}
-    if getattr(resolved, "enable_lora", False) and "lora" in inspect.signature(inventory_module.build_inventory).parameters:
-        build_kwargs["lora"] = inventory_module.LoraSlots(resolved.max_loras, resolved.max_lora_rank,
-                                                          int(release["lora_extra_vocab"]))
-    stages = []
-    for stage in range(pp):
-        shard = inventory_module.Shard(tensor_parallel_size=tp, pipeline_stage=stage, pipeline_parallel_size=pp, **extra)
-        built = inventory_module.build_inventory(spec, resolved.dtype, shard, weights.quant, weights.kernel, **build_kwargs)
-        stages.append((stage, stage * tp, list(built.groups)))
-    return stages
+    tp = int(settings.get("tensor_parallel_size") or 1)
+    return [(stage, stage * tp, list(inventory.groups))
+            for stage, inventory in rank_inventories(spec, device, dict(settings), resolve_version(vllm_version))]
 
 
 def cmd_models(args: argparse.Namespace) -> int:

@@ -102,6 +102,7 @@ class ModelSpec:
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
     attention_sinks: bool = False  # gpt-oss: one learned sink per attention head
+    rotary_dtype: str | None = None  # None: the model dtype; gpt-oss asks get_rope for float32
     vision: VisionSpec | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     # the config as read: engine rules that depend on raw keys (layer_types, windows) read it
@@ -289,6 +290,7 @@ def _parse(config: dict, name: str) -> ModelSpec:
         moe=moe,
         mla=mla,
         attention_sinks=family == "gpt_oss",
+        rotary_dtype="float32" if family == "gpt_oss" else None,  # gpt_oss.py get_rope(dtype=torch.float32)
     )
 
 

@@ -293,7 +293,7 @@ def build_inventory(
 
     staging = 0
     for index, (label, rows, width) in enumerate(rotary_caches(spec)):
-        groups.append(_dense(label, 1, (rows, width), dtype, "rotary cache"))
+        groups.append(_dense(label, 1, (rows, width), spec.rotary_dtype or dtype, "rotary cache"))
         if index == 0:
             staging = rows * width * 4  # _compute_cos_sin_cache builds it in float32 before .to(dtype)
     allocations = AllocationPlan(tuple(before), tuple(per_layer), layers, tuple(after), rope_after, staging,
@@ -364,7 +364,8 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
                                   tensor.bytes, role))
         per_layer.append(tensor.bytes)
     parameters += local_experts * 3 * hidden * intermediate * count
-    if moe.expert_bias:
+    if moe.expert_bias and not (quant is not None and quant.method == "mxfp4" and quant.converts("experts")):
+        # (MXFP4's expert_tensors returns the biases itself, padded like the weights)
         groups.append(_dense(f"{pattern}.mlp.experts.w13_bias", count, (local_experts, 2 * intermediate), dtype, "expert"))
         groups.append(_dense(f"{pattern}.mlp.experts.w2_bias", count, (local_experts, hidden), dtype, "expert"))
         per_layer += [groups[-2].bytes_each, groups[-1].bytes_each]

@@ -374,67 +374,9 @@ class KernelLayout:
     note: str = ""  # the path assumed and why, for the explanation
 
 
-# Release rules this module reads. Until engines/vllm/releases.py carries them, the value is taken from
-# this table by the release's version (rules.version); each entry cites the wheels it was read from.
-_RULE_FALLBACKS: dict[str, tuple[tuple[tuple[int, int, int], object], ...]] = {
-    # bitsandbytes.py exists 0.5.0-0.27.x (absent in 0.4.3 and 0.28.0)
-    "bnb_available": (((0, 0, 0), False), ((0, 5, 0), True), ((0, 28, 0), False)),
-    # model_loader/bitsandbytes_loader.py dequantize_dq (0.9.2; absent in 0.9.1): nested absmax -> fp32
-    "bnb_dequantizes_double_quant": (((0, 0, 0), False), ((0, 9, 2), True)),
-    # mxfp4.py: 0.10.1 first release read; Marlin on sm90 while torch < 2.8 (0.10.1) or the optional
-    # triton_kernels package is missing (0.10.2-0.11.x); vendored vllm/third_party/triton_kernels from 0.12.0
-    "mxfp4_available": (((0, 0, 0), False), ((0, 10, 1), True)),
-    "mxfp4_sm90_backend": (((0, 0, 0), "marlin"), ((0, 12, 0), "triton")),
-    # modelopt.py ModelOptNvFp4Config.get_min_capability: 100 (0.8.x), 80 with Marlin FP4 (0.9.0), 75 (0.14.0)
-    "nvfp4_min_capability": (((0, 0, 0), 100), ((0, 9, 0), 80), ((0, 14, 0), 75)),
-    # compressed_tensors_wNa16.py get_min_capability: 80 (<= 0.11.x), 75 (0.12.0)
-    "ct_wna16_min_capability": (((0, 0, 0), 80), ((0, 12, 0), 75)),
-    # compressed_tensors_moe.py get_moe_method for WNA16 experts: Marlin MoE only (<= 0.8.3); the
-    # moe_wna16 Triton method when local experts >= 16 or dtype != fp16 (0.8.4-0.8.5); Marlin MoE
-    # whenever check_moe_marlin_supports_layer passes (0.9.0+)
-    "ct_moe_wna16": (((0, 0, 0), "marlin"), ((0, 8, 4), "triton-when-many-experts"), ((0, 9, 0), "marlin-when-supported")),
-    # compressed_tensors/schemes/ per release: W8A8 int8 (0.4.3), wNa16 (0.5.1), W8A8 FP8 (0.5.2),
-    # W8A16 FP8 (0.5.4), W4A4 / W4A16 NVFP4 (0.9.0)
-    "ct_schemes": (
-        ((0, 0, 0), ()),
-        ((0, 4, 3), ("w8a8-int8",)),
-        ((0, 5, 1), ("w8a8-int8", "wNa16")),
-        ((0, 5, 2), ("w8a8-int8", "wNa16", "w8a8-fp8")),
-        ((0, 5, 4), ("w8a8-int8", "wNa16", "w8a8-fp8", "w8a16-fp8")),
-        ((0, 9, 0), CT_SCHEMES),
-    ),
-    # modelopt.py ModelOptNvFp4Config from 0.8.0 (absent in 0.7.3)
-    "modelopt_nvfp4_available": (((0, 0, 0), False), ((0, 8, 0), True)),
-    # attention layer scalar buffers (attention/layer.py; layers/attention/attention.py 0.19+)
-    "attention_scale_buffers": (
-        ((0, 0, 0), ()),
-        ((0, 7, 0), ("_k_scale", "_v_scale", "k_range", "v_range")),
-        ((0, 8, 2), ("_k_scale", "_v_scale", "_q_scale", "q_range", "k_range", "v_range")),
-        ((0, 8, 5), ("_k_scale", "_v_scale", "_q_scale", "_prob_scale", "q_range", "k_range", "v_range")),
-        ((0, 28, 0), ("_k_scale", "_v_scale", "_q_scale", "_prob_scale")),
-    ),
-}
-
-
 def _rule(rules, name: str):
-    """rules[name] when the release table has it, else this module's fallback for the release's version
-    (the newest value when no version is known)."""
-    if rules is not None:
-        try:
-            return rules[name]
-        except (KeyError, TypeError):
-            pass
-    table = _RULE_FALLBACKS[name]
-    version = getattr(rules, "version", None)
-    if version is None and isinstance(rules, dict):
-        version = rules.get("version")
-    if version is None:
-        return table[-1][1]
-    value = table[0][1]
-    for since, candidate in table:
-        if tuple(version) >= since:
-            value = candidate
-    return value
+    """A release rule (engines/vllm/releases.py); `rules` is that release's rule set."""
+    return rules[name]
 
 
 def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> KernelLayout:

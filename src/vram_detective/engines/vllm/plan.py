@@ -9,7 +9,7 @@ from ...breakdown import Breakdown, Component, RankFigures, StartupFailure
 from ...hardware import Gpu
 from ...model.config import ModelSpec
 from ...model.inventory import Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
-from ...model.quantization import ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
+from ...model.quantization import ONLINE_BNB, ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
 from ...units import GIB, MIB
 from . import allocator, kv_cache, kv_groups, profile
 from .log_lines import LogFigures, format_gib, log_lines
@@ -23,7 +23,14 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 QUANTIZATION_ARGUMENTS = {
     "awq": ("awq", True), "awq_marlin": ("awq", False), "gptq": ("gptq", True), "gptq_marlin": ("gptq", False),
     "marlin": ("gptq", False), "fp8": ("fp8", False), "modelopt": ("modelopt-fp8", False),
+    "modelopt_fp4": ("modelopt-fp4", False), "bitsandbytes": ("bitsandbytes", False),
+    "compressed-tensors": ("compressed-tensors", False), "compressed_tensors": ("compressed-tensors", False),
+    "mxfp4": ("mxfp4", False), "fbgemm_fp8": ("fbgemm-fp8", False),
 }
+# Methods vLLM can apply to a 16-bit checkpoint at load time.
+ONLINE_METHODS = {"fp8": ONLINE_FP8, "bitsandbytes": ONLINE_BNB}
+# `--quantization modelopt` serves both ModelOpt FP8 and NVFP4 checkpoints (modelopt.py override logic).
+COMPATIBLE_METHODS = {("fp8", "modelopt-fp8"), ("modelopt-fp8", "modelopt-fp4")}
 FORCED_LAYOUTS = {"awq": KernelLayout("awq"), "gptq": KernelLayout("gptq", keeps_g_idx=True)}
 
 
@@ -43,10 +50,10 @@ def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: R
             raise QuantizationError(f"--quantization {requested} is not sized yet ({', '.join(QUANTIZATION_ARGUMENTS)})")
         method, forces_plain_kernel = QUANTIZATION_ARGUMENTS[requested]
         if quant is None:
-            if method != "fp8":
+            if method not in ONLINE_METHODS:
                 raise StartupRefusal(f"Cannot find the config file for {requested}: the checkpoint is not quantized")
-            quant = ONLINE_FP8
-        elif quant.method != method and not (method == "fp8" and quant.method == "modelopt-fp8"):
+            quant = ONLINE_METHODS[method]
+        elif quant.method != method and (method, quant.method) not in COMPATIBLE_METHODS:
             raise StartupRefusal(
                 f"Quantization method specified in the model config ({quant.method}) does not match the "
                 f"quantization method specified in the `quantization` argument ({requested})."
@@ -55,6 +62,10 @@ def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: R
             return WeightsPlan(quant, FORCED_LAYOUTS[method], f"{quant.describe()}; --quantization {requested} forces the {method} kernel")
     if quant is None:
         return WeightsPlan(None, None, f"unquantized {settings.dtype}")
+    if quant.method == "bitsandbytes" and quant.serialized and settings.tensor_parallel_size > 1 and release.at_least("0.7.0"):
+        # bitsandbytes_loader.py (0.7.0+)
+        raise StartupRefusal("Prequant BitsAndBytes models with tensor parallelism is not supported. "
+                             "Please try with pipeline parallelism.")
     layout = kernel_for(quant, gpu.compute_capability, release)
     sm = f"sm{gpu.compute_capability[0]}{gpu.compute_capability[1]}"
     reason = f"{quant.describe()} -> {layout.kernel} kernel on {sm}"
@@ -62,7 +73,26 @@ def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: R
         reason += " (Machete keeps zero points" + (" as fp16 [K/g, N])" if layout.fp16_zeros else " and g_idx)")
     elif layout.kernel == "fp8_marlin":
         reason += " (no FP8 tensor cores below sm89: weight-only Marlin FP8)"
+    if layout.note:
+        reason += f"; {layout.note}"
     return WeightsPlan(quant, layout, reason)
+
+
+def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> list[tuple[int, Inventory]]:
+    """(pipeline stage, inventory of one of its ranks) as plan() builds them: for `explain --tensors`."""
+    settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
+    weights_plan = plan_weights(spec, settings, gpu, release)
+    lora = _lora_slots(settings, release)
+    to_last = bool(release["pp_remainder_to_last"])
+    tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    return [(stage, build_inventory(spec, settings.dtype, Shard(tp, stage, pp, settings.enable_expert_parallel, to_last),
+                                    weights_plan.quant, weights_plan.kernel, lora)) for stage in range(pp)]
+
+
+def _lora_slots(settings: EngineSettings, release: Release) -> LoraSlots | None:
+    if not settings.enable_lora:
+        return None
+    return LoraSlots(settings.max_loras, settings.max_lora_rank, int(release["lora_extra_vocab"]))
 
 
 ROLE_LABELS = {
@@ -104,12 +134,12 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocat
     if plan.quant is not None:
         kept = 0
         for group in inventory.groups:
-            if group.role in ("embedding", "lm_head", "norm", "position embedding") or (
-                group.role in ("attention", "mlp") and group.dtype == dtype
+            if group.role in ("embedding", "lm_head", "norm", "position embedding", "router") or (
+                group.role in ("attention", "mlp", "expert", "vision") and group.dtype == dtype
             ):
                 kept += group.bytes
         kept_theory = kept * nominal_bits // (8 * dtype_bytes)
-        steps.append(Component("kept_16bit", f"modules kept in {dtype} (embeddings, lm_head, norms, biases)",
+        steps.append(Component("kept_16bit", f"modules kept in {dtype} (embeddings, lm_head, norms, biases, routers)",
                                kept - kept_theory, "not quantized by vLLM's method: stored at 16 bit instead of "
                                f"{nominal_bits} bit"))
         steps.append(Component("quantization_metadata", "scales, zero points, g_idx", by_role["quantization metadata"],
@@ -150,7 +180,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     layer_counts = pipeline_layer_counts(spec.num_layers, pp, to_last)
     attention, workers = attention_layers(spec, settings, release, layer_counts)
     non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release)
-    lora = LoraSlots(settings.max_loras, settings.max_lora_rank, int(release["lora_extra_vocab"])) if settings.enable_lora else None
+    lora = _lora_slots(settings, release)
     ranks: list[RankFigures] = []
     stage_data = []
     for stage in range(pp):

@@ -18,9 +18,11 @@ REFUSALS = (StartupRefusal, UnsupportedOnGpuError)
 
 
 @lru_cache(maxsize=64)
-def model_spec(reference: str) -> ModelSpec:
-    source = load_model(reference)
-    return parse_config(source.config, name=source.repo_id)
+def model_spec(reference: str, source: str | None = None, revision: str | None = None, token: str | None = None,
+               gguf_file: str | None = None) -> ModelSpec:
+    """The model's spec from the first source that has it (sources.load_model decides the order)."""
+    found = load_model(reference, source=source, revision=revision, token=token, gguf_file=gguf_file)
+    return parse_config(found.config, name=found.repo_id)
 
 
 def resolve_gpu(gpu: str | None, gpu_memory: int | None) -> Gpu:
@@ -35,7 +37,8 @@ def resolve_gpu(gpu: str | None, gpu_memory: int | None) -> Gpu:
 
 
 def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None = None,
-            vllm_version: str | None = None, **settings) -> Breakdown:
-    spec = model_spec(model)
+            vllm_version: str | None = None, source: str | None = None, revision: str | None = None,
+            hf_token: str | None = None, gguf_file: str | None = None, **settings) -> Breakdown:
+    spec = model_spec(model, source, revision, hf_token, gguf_file)
     device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
     return plan(spec, device, settings, resolve_version(vllm_version))

@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
                          help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
     explain.add_argument("--engine", choices=("v0", "v1"), default=None, help="force vLLM's V0 or V1 engine (default: the release's)")
+    sources = explain.add_argument_group("where the model comes from")
+    sources.add_argument("--source", choices=("catalog", "local", "hub", "gguf"), default=None,
+                         help="force one source (default: local path, then the catalog, then the Hugging Face Hub)")
+    sources.add_argument("--revision", default=None, help="Hub revision (branch, tag or commit)")
+    sources.add_argument("--hf-token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
+    sources.add_argument("--gguf-file", default=None, help="which .gguf file of a GGUF repository or directory")
     explain.add_argument("--tensors", action="store_true",
                          help="also list the tensor groups each rank holds (name, count, shape, dtype, bytes, role)")
     _add_vllm_flags(explain)
@@ -83,11 +89,37 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("cases", help="JSONL file of ground-truth cases (shared/groundtruth/SCHEMA.md)")
     score.add_argument("--json", action="store_true", help="machine-readable summary")
 
+    for module in _plugin_modules():
+        module.register(commands)
+
     models = commands.add_parser("models", help="list the built-in model catalog")
     models.add_argument("--json", action="store_true")
     gpus = commands.add_parser("gpus", help="list the GPU catalog")
     gpus.add_argument("--json", action="store_true")
     return parser
+
+
+# Commands that live in their own modules: each has register(subparsers) (light: argparse only) and
+# run(args) -> exit code. Listed here once; a module that is not there yet is skipped.
+PLUGIN_COMMANDS = {
+    "logs": "vram_detective.forensics.command",
+    "fit": "vram_detective.advisor.command",
+    "whatif": "vram_detective.advisor.command",
+}
+
+
+def _plugin_modules() -> list:
+    import importlib
+
+    modules = []
+    for name in dict.fromkeys(PLUGIN_COMMANDS.values()):
+        try:
+            modules.append(importlib.import_module(name))
+        except ModuleNotFoundError as error:
+            if error.name and name.startswith(error.name):
+                continue  # that command is not built yet
+            raise
+    return modules
 
 
 # The tool's own switches are not vLLM flags: found after `--` they still mean the tool's output.
@@ -118,6 +150,10 @@ def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
     return settings
 
 
+def _source_options(args: argparse.Namespace) -> dict:
+    return {"source": args.source, "revision": args.revision, "hf_token": args.hf_token, "gguf_file": args.gguf_file}
+
+
 def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int:
     from . import api
     from .engines.vllm.launch import parse_launch_line
@@ -143,7 +179,7 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
         rows = []
         for gpu in common_gpus():
             try:
-                b = api.explain(model, gpu, vllm_version=args.vllm_version, **settings)
+                b = api.explain(model, gpu, vllm_version=args.vllm_version, **_source_options(args), **settings)
                 rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "weights_gib": b.weights_bytes / 2**30,
                              "kv_cache_gib": max(0.0, b.kv_cache_bytes / 2**30), "kv_cache_tokens": b.kv_cache_tokens,
                              "max_concurrency": b.max_concurrency, "starts": b.failure is None,
@@ -157,11 +193,12 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
         return 0
 
     try:
-        breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, vllm_version=args.vllm_version, **settings)
+        breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, vllm_version=args.vllm_version,
+                                **_source_options(args), **settings)
     except api.REFUSALS as error:
         print(f"vLLM would refuse to start: {error}", file=sys.stderr)
         return EXIT_REFUSED
-    stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings) if args.tensors else []
+    stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings, _source_options(args)) if args.tensors else []
     if args.json:
         out = to_json(breakdown)
         if args.tensors:
@@ -183,14 +220,16 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
 
 
 def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_version: str | None,
-                  settings: dict) -> list[tuple[int, int, list]]:
+                  settings: dict, source_options: dict | None = None) -> list[tuple[int, int, list]]:
     """(pipeline stage, its first rank, tensor groups per rank) exactly as the plan builds them. All
     tensor-parallel ranks of a stage hold the same groups (vocabulary padding shown as an even share)."""
     from . import api
     from .engines.vllm.plan import rank_inventories
     from .engines.vllm.releases import resolve_version
 
-    spec = api.model_spec(model)
+    options = source_options or {}
+    spec = api.model_spec(model, options.get("source"), options.get("revision"), options.get("hf_token"),
+                          options.get("gguf_file"))
     device = api.resolve_gpu(gpu, gpu_memory)
     tp = int(settings.get("tensor_parallel_size") or 1)
     return [(stage, stage * tp, list(inventory.groups))
@@ -262,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_explain(args, launch_words)
         if launch_words is not None:
             raise BadInput("a launch line after -- only goes with `explain`")
+        if args.command in PLUGIN_COMMANDS:
+            import importlib
+
+            return importlib.import_module(PLUGIN_COMMANDS[args.command]).run(args)
         if args.command == "models":
             return cmd_models(args)
         if args.command == "gpus":

@@ -63,8 +63,14 @@ def _read_local(directory: Path) -> ModelSource:
     return ModelSource(str(directory), "local", str(config_path), config)
 
 
-def load_model(reference: str) -> ModelSource:
-    """A Hugging Face repo id from the catalog (case-insensitive) or a local model directory."""
+def load_model(reference: str, source: str | None = None, revision: str | None = None, token: str | None = None,
+               gguf_file: str | None = None) -> ModelSource:
+    """A Hugging Face repo id from the catalog (case-insensitive) or a local model directory.
+
+    `source` forces one of "local", "catalog", "hub", "gguf"; `revision`, `token` and `gguf_file` are for
+    the Hub and GGUF sources."""
+    if source in ("hub", "gguf"):
+        raise UnknownModelError(f"the {source} source is not available yet")
     path = Path(reference).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():

@@ -100,6 +100,7 @@ class Breakdown:
     outside_budget: Component
     log_lines: tuple[str, ...]
     weights_explained: tuple[Component, ...] = ()
+    weights_whatif: tuple[Component, ...] = ()  # levers on the weights (negative bytes: a saving)
     notes: tuple[str, ...] = ()
     failure: StartupFailure | None = None
     per_rank: tuple[RankFigures, ...] = field(default_factory=tuple)

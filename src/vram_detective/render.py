@@ -38,6 +38,7 @@ def to_json(breakdown: Breakdown) -> dict:
         "components": breakdown.components.to_dict(),
         "outside_budget": breakdown.outside_budget.to_dict(),
         "weights_explained": [step.to_dict() for step in breakdown.weights_explained],
+        "weights_whatif": [lever.to_dict() for lever in breakdown.weights_whatif],
         "settings": {s.name: {"value": s.value, "given": s.given, **({"reason": s.reason} if s.reason else {})}
                      for s in breakdown.settings},
         "startup_failed": breakdown.failure is not None,
@@ -115,8 +116,10 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
     out += _table(("KV cache", "value"), kv_rows, "lr")
     out.append("")
     steps = [(step.label, f"{step.bytes / GIB:+8.3f}" if i not in (0, len(b.weights_explained) - 1) else f"{step.bytes / GIB:8.3f}",
-              _truncate(step.reason, 60)) for i, step in enumerate(b.weights_explained)]
+              _truncate(step.reason, 80)) for i, step in enumerate(b.weights_explained)]
     out += _table(("theory vs reality (weights)", "GiB", "why"), steps, "lrl")
+    for lever in b.weights_whatif:
+        out.append(f"what if: {lever.label}: saves {-lever.bytes / GIB:.2f} GiB ({lever.reason})")
     out.append("")
     out.append(style("What this release would print:", "1"))
     out += [f"  {line}" for line in b.log_lines]
@@ -143,6 +146,7 @@ def render_markdown(breakdown: Breakdown) -> str:
             f"| expected nvidia-smi used | {b.nvidia_smi_used_mib:,} MiB |", "",
             "| theory vs reality | GiB |", "|---|---:|"]
     out += [f"| {step.label} | {step.bytes / GIB:.4f} |" for step in b.weights_explained]
+    out += [f"| what if: {lever.label} | {lever.bytes / GIB:+.4f} |" for lever in b.weights_whatif]
     out += ["", "```"] + list(b.log_lines) + ["```"]
     if b.failure is not None:
         out += ["", f"**vLLM would refuse to start:** {b.failure.message}"]

@@ -122,10 +122,12 @@ def weights_component(inventory: Inventory, plan: WeightsPlan, spec: ModelSpec, 
                      "torch allocated bytes across load_model (worker model_runner; §4)", tuple(children))
 
 
-def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocator_bytes: int) -> tuple[Component, ...]:
-    """Walk from parameters x nominal bits / 8 to the real bytes, term by term."""
+def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocator_bytes: int,
+                    offloaded: int = 0) -> tuple[Component, ...]:
+    """Walk from parameters x nominal bits / 8 to the real bytes, term by term (each with its share)."""
     by_role = inventory.bytes_by_role()
     by_role["allocator rounding"] = allocator_bytes
+    by_role["cpu offload"] = -offloaded
     dtype_bytes = DTYPE_BYTES[dtype]
     nominal_bits = plan.quant.nominal_bits if plan.quant else dtype_bytes * 8
     theory = inventory.parameters * nominal_bits // 8
@@ -146,19 +148,36 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocat
                                f"{plan.kernel.kernel} layout"))
     for role, label, reason in (
         ("vocab padding", "vocabulary padding", "vocab padded to a multiple of 64 (VocabParallelEmbedding)"),
-        ("rotary cache", "rotary cos/sin cache", "[max_position, rotary_dim] buffer in the model dtype"),
+        ("rotary cache", "rotary cos/sin cache", "[max_position, rotary_dim] buffer"),
+        ("lora", "LoRA adapter slots", "--enable-lora pre-allocates max_loras x max_lora_rank A/B tensors"),
         ("allocator rounding", "caching-allocator block rounding", "PyTorch counts whole blocks (2 MiB segments, "
          "unsplit remainders; max_split_size_mb=20 while loading in 0.21+)"),
+        ("cpu offload", "moved to CPU memory", "--cpu-offload-gb: decoder-layer parameters live in pinned CPU memory"),
     ):
         if by_role.get(role):
             steps.append(Component(role.replace(" ", "_"), label, by_role[role], reason))
     accounted = sum(step.bytes for step in steps)
-    real = inventory.total_bytes + allocator_bytes
+    real = inventory.total_bytes + allocator_bytes - offloaded
     rest = real - accounted
     if rest:
         steps.append(Component("rounding", "packing rounding", rest, "integer packing of the quantized tensors"))
-    steps.append(Component("reality", "real weights on this GPU", real, "what vLLM logs"))
-    return tuple(steps)
+    shares = [replace(step, reason=f"{step.bytes / real:+.1%} of the real figure: {step.reason}") if real and i else step
+              for i, step in enumerate(steps)]
+    shares.append(Component("reality", "real weights on this GPU", real, "what vLLM logs"))
+    return tuple(shares)
+
+
+def weights_whatif(inventory: Inventory, dtype: str) -> tuple[Component, ...]:
+    """Levers on the weights themselves (the seed's fourth lever): 8-bit embeddings and lm_head."""
+    if DTYPE_BYTES[dtype] != 2:
+        return ()
+    vocabulary = sum(group.bytes for group in inventory.groups
+                     if group.role in ("embedding", "lm_head", "vocab padding") and group.dtype == dtype)
+    if not vocabulary:
+        return ()
+    return (Component("embeddings_lm_head_8bit", "quantize embeddings and lm_head to 8 bit", -(vocabulary // 2),
+                      f"they hold {vocabulary / GIB:.2f} GiB at 16 bit on this GPU; at 8 bit (+ small scales) half of it "
+                      "(e.g. an FP8/INT8 checkpoint that does not list them in its ignore list)"),)
 
 
 def _budget_bytes(total: int, utilization: float, release: Release) -> int:
@@ -282,7 +301,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
         kv_bytes_per_token=kv.block_bytes // settings.block_size, kv_cache_tokens=kv.kv_cache_tokens,
         max_concurrency=kv.max_concurrency, max_model_len=settings.max_model_len,
         nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
-        weights_explained=explain_weights(inventory, weights_plan, dtype, allocator_bytes), notes=tuple(notes), failure=failure,
+        weights_explained=explain_weights(inventory, weights_plan, dtype, allocator_bytes, offloaded),
+        weights_whatif=weights_whatif(inventory, dtype), notes=tuple(notes), failure=failure,
         per_rank=tuple(ranks) if len(ranks) > 1 else (),
     )
 

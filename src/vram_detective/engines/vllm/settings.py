@@ -208,6 +208,15 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     dtype, reasons["dtype"] = resolve_dtype(requested_dtype, spec, gpu, release)
 
     derived, reasons["max_model_len"] = derive_max_model_len(spec, release)
+    if spec.source_config:
+        from .kv_groups import sliding_window_max_len_cap
+
+        # V0's default attention backend is xFormers below sm80, FlashAttention above (selector.py)
+        backend = "XFORMERS" if engine == "v0" and gpu.compute_capability < (8, 0) else "FLASH_ATTN"
+        cap, warning = sliding_window_max_len_cap(spec.source_config, release.version, engine, backend)
+        if cap and cap < derived:
+            derived = cap
+            reasons["max_model_len"] += f"; capped to the sliding window: {warning}"
     max_model_len = user.get("max_model_len")
     auto_fit = max_model_len == -1
     if auto_fit and not (engine == "v1" and release.at_least("0.15.0")):

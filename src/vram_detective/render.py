@@ -115,6 +115,19 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
     ]
     out += _table(("KV cache", "value"), kv_rows, "lr")
     out.append("")
+    if b.per_rank:
+        # every pipeline stage sizes its own pool; the engine keeps the smallest block count
+        headers = ("per GPU",) + tuple(f"stage {r.pipeline_stage} (rank {r.rank}+)" for r in b.per_rank)
+        rows = [
+            ("layers",) + tuple(str(r.num_layers) for r in b.per_rank),
+            ("weights GiB",) + tuple(f"{r.weights_bytes / GIB:.3f}" for r in b.per_rank),
+            ("activation peak GiB",) + tuple(f"{r.activation_peak_bytes / GIB:.3f}" for r in b.per_rank),
+            ("available KV GiB",) + tuple(f"{r.kv_cache_bytes / GIB:.3f}" for r in b.per_rank),
+            ("blocks it could hold",) + tuple(f"{r.num_blocks_own:,}" for r in b.per_rank),
+        ]
+        out += _table(headers, rows, "l" + "r" * len(b.per_rank))
+        out.append(f"the engine uses the minimum: {b.num_gpu_blocks:,} blocks on every stage")
+        out.append("")
     steps = [(step.label, f"{step.bytes / GIB:+8.3f}" if i not in (0, len(b.weights_explained) - 1) else f"{step.bytes / GIB:8.3f}",
               _truncate(step.reason, 80)) for i, step in enumerate(b.weights_explained)]
     out += _table(("theory vs reality (weights)", "GiB", "why"), steps, "lrl")

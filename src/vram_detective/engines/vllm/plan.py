@@ -351,7 +351,7 @@ def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan
 
 
 def _outside_budget(non_torch_outside: int, graphs, graph_budgeted: bool) -> Component:
-    children = [Component("cuda_context", "CUDA context + kernels of this process", non_torch_outside,
+    children = [Component("cuda_context", "CUDA context (+ NCCL buffers with several GPUs)", non_torch_outside,
                           "estimate (design/vllm-memory.md §6, §10); outside the budget in this era")]
     if not graph_budgeted and graphs.bytes:
         children.append(Component("cuda_graphs", "CUDA graphs (captured after KV allocation)", graphs.bytes,

@@ -88,6 +88,7 @@ class Shard:
     pipeline_parallel_size: int = 1
     expert_parallel: bool = False  # --enable-expert-parallel: experts split across the TP ranks
     remainder_to_last_stage: bool = False  # vLLM <= 0.7: uneven layers go to the last stage
+    data_parallel_size: int = 1  # MoE experts are sharded across DP x TP (fused_moe/config.py)
 
 
     @property
@@ -340,11 +341,12 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
     if not count:
         return 0
     tp = shard.tensor_parallel_size
+    moe_ranks = tp * shard.data_parallel_size  # TP is flattened across DP for the experts
     hidden = spec.hidden_size
     if shard.expert_parallel:
-        local_experts, intermediate = -(-moe.num_experts // tp), moe.expert_intermediate
+        local_experts, intermediate = -(-moe.num_experts // moe_ranks), moe.expert_intermediate
     else:
-        local_experts, intermediate = moe.num_experts, moe.expert_intermediate // tp
+        local_experts, intermediate = moe.num_experts, moe.expert_intermediate // moe_ranks
     parameters = 0
     # the router is a ReplicatedLinear built without a quant config in every MoE model file
     groups.append(_dense(f"{pattern}.mlp.gate.weight", count, (moe.num_experts, hidden), dtype, "router"))

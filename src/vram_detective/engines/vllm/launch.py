@@ -45,6 +45,8 @@ class Flag:
 FLAGS: tuple[Flag, ...] = (
     Flag("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), _positive_int, "GPUs per tensor-parallel group"),
     Flag("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp"), _positive_int, "pipeline stages"),
+    Flag("data_parallel_size", ("--data-parallel-size", "-dp"), _positive_int,
+         "engine replicas (each sizes its own KV cache; MoE experts are sharded across DP x TP)"),
     Flag("gpu_memory_utilization", ("--gpu-memory-utilization",), _fraction, "fraction of GPU memory vLLM may use"),
     Flag("max_model_len", ("--max-model-len",), _tokens, "context length, e.g. 32768 or 32k"),
     Flag("max_num_seqs", ("--max-num-seqs",), _positive_int, "maximum concurrent sequences"),

@@ -85,7 +85,8 @@ def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) ->
     lora = _lora_slots(settings, release)
     to_last = bool(release["pp_remainder_to_last"])
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
-    return [(stage, build_inventory(spec, settings.dtype, Shard(tp, stage, pp, settings.enable_expert_parallel, to_last),
+    return [(stage, build_inventory(spec, settings.dtype, Shard(tp, stage, pp, settings.enable_expert_parallel, to_last,
+                                                               settings.data_parallel_size),
                                     weights_plan.quant, weights_plan.kernel, lora)) for stage in range(pp)]
 
 
@@ -203,7 +204,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     ranks: list[RankFigures] = []
     stage_data = []
     for stage in range(pp):
-        shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last)
+        shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
         inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel, lora)
         offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings.cpu_offload_gb * GIB))
         allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)

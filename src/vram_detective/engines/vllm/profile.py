@@ -90,7 +90,8 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
     forward = tokens * (HIDDEN_TENSORS_AT_PEAK * hidden + INTERMEDIATE_TENSORS_AT_PEAK * intermediate) * dtype_bytes
     if spec.moe is not None:
         moe = spec.moe
-        expert_intermediate = moe.expert_intermediate if settings.enable_expert_parallel else moe.expert_intermediate // tp
+        moe_ranks = tp * settings.data_parallel_size
+        expert_intermediate = moe.expert_intermediate if settings.enable_expert_parallel else moe.expert_intermediate // moe_ranks
         chunk = min(tokens, FUSED_MOE_CHUNK_TOKENS)
         moe_forward = (tokens * HIDDEN_TENSORS_AT_PEAK * hidden
                        + chunk * moe.experts_per_token * (max(2 * expert_intermediate, hidden) + expert_intermediate)) * dtype_bytes

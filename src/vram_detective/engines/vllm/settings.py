@@ -11,7 +11,7 @@ from ...units import GIB
 from .releases import Release
 
 SETTING_NAMES = (
-    "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len",
+    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpu_memory_utilization", "max_model_len",
     "max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization",
     "enforce_eager", "swap_space", "kv_cache_memory_bytes", "num_gpu_blocks_override", "entrypoint",
     "enable_chunked_prefill", "enable_expert_parallel", "cpu_offload_gb", "enable_lora", "max_loras",
@@ -40,6 +40,7 @@ class EngineSettings:
     engine: str
     tensor_parallel_size: int
     pipeline_parallel_size: int
+    data_parallel_size: int
     gpu_memory_utilization: float
     max_model_len: int
     derived_max_model_len: int
@@ -296,6 +297,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         engine=engine,
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
+        data_parallel_size=int(user.get("data_parallel_size") or 1),
         gpu_memory_utilization=utilization,
         max_model_len=max_model_len,
         derived_max_model_len=derived,

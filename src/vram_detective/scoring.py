@@ -21,7 +21,7 @@ SEPARATE_TAGS = ("non-nvidia", "approximate", "shared-gpu")
 # Settings that change memory in ways this release of the tool does not model yet.
 UNMODELLED_SETTINGS = {"speculative_config": "speculative decoding"}
 PASSED_SETTINGS = (
-    "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
+    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "block_size", "dtype", "quantization", "kv_cache_dtype", "enforce_eager", "swap_space",
     "entrypoint", "enable_chunked_prefill", "cpu_offload_gb", "enable_lora",
 )

@@ -161,7 +161,9 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocat
     real = inventory.total_bytes + allocator_bytes - offloaded
     rest = real - accounted
     if rest:
-        steps.append(Component("rounding", "packing rounding", rest, "integer packing of the quantized tensors"))
+        steps.append(Component("kernel_padding", "kernel padding and packing", rest,
+                               "quantized tensors padded to the kernel's alignment (e.g. MXFP4 experts to multiples of "
+                               "64-256) and integer packing"))
     shares = [replace(step, reason=f"{step.bytes / real:+.1%} of the real figure: {step.reason}") if real and i else step
               for i, step in enumerate(steps)]
     shares.append(Component("reality", "real weights on this GPU", real, "what vLLM logs"))

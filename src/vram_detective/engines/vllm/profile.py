@@ -72,6 +72,23 @@ GPUS_PER_NODE = 8
 GRAPH_BYTES_PER_LAYER = {"v0": int(0.13 * MIB), "v1-piecewise": int(0.30 * MIB), "v1-full-and-piecewise": int(0.17 * MIB)}
 
 
+# Vision encoders in the profile run (V1 profile_run first encodes dummy images of the largest size that
+# the encoder budget max(max_num_batched_tokens, tokens of one item) holds, and keeps their outputs in the
+# encoder cache). Per patch alive in a ViT block: residual, norm, attention out (3 x hidden) + the MLP
+# (3 x intermediate) - the same tensor count as the text MLP model above (an estimate, not calibrated).
+# Largest item: Qwen2-VL / Qwen2.5-VL max_pixels 12,845,056 = 65,536 patches of 14x14 -> 16,384 tokens
+# after the 2x2 merge (image_processing_qwen2_vl.py defaults); Gemma 3: 896x896 -> 4,096 patches, 256 tokens.
+QWEN_VL_MAX_PATCHES = 12_845_056 // (14 * 14)
+
+
+def vision_item(spec: ModelSpec) -> tuple[int, int]:
+    """(patches the encoder runs, tokens it hands the language model) for one largest image."""
+    vision = spec.vision
+    if vision.kind == "siglip":
+        return (vision.image_size // vision.patch_size) ** 2, 256
+    return QWEN_VL_MAX_PATCHES, QWEN_VL_MAX_PATCHES // vision.spatial_merge_size ** 2
+
+
 @dataclass(frozen=True)
 class ProfileEstimate:
     activation_peak_bytes: int
@@ -106,9 +123,20 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
             per_logit = SAMPLER_BYTES_PER_LOGIT  # the Triton path needs >= 8 requests; fewer use the sort
         sampler = requests * spec.padded_vocab_size * per_logit + tokens * hidden * dtype_bytes
     peak = max(forward, sampler)
+    phase = "forward" if forward >= sampler else "sampler"
+    if spec.vision is not None and settings.pipeline_parallel_size == 1 or spec.vision is not None and not is_last_stage:
+        patches, item_tokens = vision_item(spec)
+        items = max(1, max(tokens, item_tokens) // item_tokens)
+        vision = spec.vision
+        encoder = items * patches * (HIDDEN_TENSORS_AT_PEAK * vision.hidden_size
+                                     + INTERMEDIATE_TENSORS_AT_PEAK * vision.intermediate_size // tp) * dtype_bytes
+        cache = items * item_tokens * hidden * dtype_bytes  # encoder outputs kept for the text pass
+        if encoder > peak + cache:
+            phase = f"vision encoder ({items} image(s) of {patches:,} patches)"
+        peak = max(encoder, peak + cache)
     if release["budget_era"] == "V0-c":
         peak = int(peak * RESERVED_OVER_ALLOCATED_AT_PEAK)
-    return ProfileEstimate(peak, forward, sampler, tokens, requests, "forward" if forward >= sampler else "sampler")
+    return ProfileEstimate(peak, forward, sampler, tokens, requests, phase)
 
 
 def non_torch(gpu: Gpu, settings: EngineSettings, release: Release) -> tuple[int, int, str]:

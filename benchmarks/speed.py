@@ -1,7 +1,8 @@
 """How fast `explain` is: as a whole process (what a user waits for) and in-process (the library).
 
     python benchmarks/speed.py [--runs 20]
-Goals: process <= 0.5 s, in-process <= 5 ms (median).
+Goals: process <= 0.5 s, in-process <= 5 ms (median); the advisor's sweep >= 100,000 configurations per
+second on one core (advisor/sweep.py, numpy), counting the engine pieces it computes first.
 """
 from __future__ import annotations
 
@@ -51,11 +52,56 @@ def main() -> int:
             times.append(time.perf_counter() - started)
         in_process[model] = statistics.median(times)
 
+    sweep = sweep_throughput(args.runs)
+
     print(f"{'measurement':<58} {'median':>10} {'goal':>8}")
     print(f"{'whole process: vram-detective explain ... --json':<58} {statistics.median(process_times) * 1000:>8.0f} ms {'500 ms':>8}")
     for model, seconds in in_process.items():
         print(f"{'in-process explain: ' + model:<58} {seconds * 1000:>8.2f} ms {'5 ms':>8}")
+    for label, rate in sweep:
+        print(f"{label:<58} {rate:>8,.0f}/s {'100,000':>8}")
     return 0
+
+
+SWEEP_CASES = (("Qwen/Qwen3-8B", "H100", None), ("google/gemma-3-27b-it", "H100", "0.26.0"),
+               ("openai/gpt-oss-20b", "H100", None))
+
+
+def sweep_throughput(runs: int) -> list[tuple[str, float]]:
+    """Configurations per second of the fast path: utilization x max_model_len x max_num_seqs x
+    max_num_batched_tokens, from a new family (engine pieces computed first) and once they are known."""
+    from vram_detective.advisor import sweep
+
+    if sweep.numpy_or_none() is None:
+        return [("advisor sweep (numpy missing: pure Python)", 0.0)]
+    utilizations = [round(0.30 + 0.01 * k, 2) for k in range(69)]
+    seqs = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    tokens = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
+    out = []
+    for model, gpu, version in SWEEP_CASES:
+        cold, warm = [], []
+        for _ in range(max(3, runs // 4)):
+            sweep._KV_CACHE.clear()
+            started = time.perf_counter()
+            fast = sweep.FastPath(model, gpu, vllm_version=version)
+            lengths = [length for length in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+                       if length <= fast.derived_max_model_len]
+            grid = fast.grid(utilizations, lengths, seqs, tokens)
+            cold.append(len(grid) / (time.perf_counter() - started))
+            started = time.perf_counter()
+            grid = fast.grid(utilizations, lengths, seqs, tokens)
+            warm.append(len(grid) / (time.perf_counter() - started))
+        out.append((f"advisor sweep, new family: {model} ({len(grid):,})", statistics.median(cold)))
+        out.append((f"advisor sweep, pieces known: {model}", statistics.median(warm)))
+    from vram_detective.advisor.search import Target, fit
+
+    rates = []
+    for _ in range(max(3, runs // 4)):
+        sweep._KV_CACHE.clear()
+        result = fit("Qwen/Qwen2.5-7B-Instruct-AWQ", "RTX 4090", Target(max_gpu_memory=12 << 30))
+        rates.append(result.searched / result.seconds)
+    out.append((f"fit end to end (AWQ 7B, 4090, 12GiB: {result.searched:,} configs)", statistics.median(rates)))
+    return out
 
 
 if __name__ == "__main__":

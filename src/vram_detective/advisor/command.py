@@ -1,0 +1,191 @@
+"""`vram-detective whatif` and `vram-detective fit` (plug-in commands of cli.py).
+
+register() only builds argparse parsers (the CLI must start fast); run() imports the rest.
+Exit codes: 0 fine, 1 the target cannot be met / the baseline would not start, 2 bad input (one line).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+EXIT_INFEASIBLE = 1
+EXIT_BAD_INPUT = 2
+
+WHATIF_EXAMPLES = """examples:
+  vram-detective whatif Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --max-model-len 32k
+  vram-detective whatif meta-llama/Llama-3.1-8B-Instruct --gpu 3090 --vllm-version 0.6.4 --json
+"""
+
+FIT_EXAMPLES = """examples:
+  vram-detective fit Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --max-gpu-memory 12GiB
+  vram-detective fit meta-llama/Llama-3.1-70B-Instruct --gpu H100 --context 32k --concurrency 16
+  vram-detective fit Qwen/Qwen3-32B --gpu "RTX 4090" --gpus 2 --context 128k      # what it takes
+  vram-detective fit Qwen/Qwen3-8B --gpu L4 --context 16k --concurrency 8 --entrypoint llm --json
+"""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="Hugging Face repo id from the catalog, or a local model directory")
+    parser.add_argument("--gpu", help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G")')
+    parser.add_argument("--gpu-memory", help="total memory of a GPU not in the catalog, as CUDA reports it (e.g. 23.65GiB)")
+    parser.add_argument("--vllm-version", help="vLLM release to reproduce (0.3.0 .. 0.33.x; default: newest)")
+    parser.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
+                        help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
+    parser.add_argument("--engine", choices=("v0", "v1"), default=None, help="force vLLM's V0 or V1 engine")
+    sources = parser.add_argument_group("where the model comes from")
+    sources.add_argument("--source", choices=("catalog", "local", "hub", "gguf"), default=None)
+    sources.add_argument("--revision", default=None, help="Hub revision (branch, tag or commit)")
+    sources.add_argument("--hf-token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
+    sources.add_argument("--gguf-file", default=None, help="which .gguf file of a GGUF repository or directory")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def register(subparsers) -> None:
+    from ..cli import _add_vllm_flags
+
+    whatif = subparsers.add_parser(
+        "whatif", help="what every lever (utilization, context, batch, fp8 KV, graphs, offload, quantization, TP/PP) changes",
+        description="Predict the baseline (MODEL on a GPU with the given vLLM flags), then every lever one at a time: "
+                    "the change in weights, KV pool, tokens, concurrency and nvidia-smi, and what each costs.",
+        epilog=WHATIF_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(whatif)
+    whatif.add_argument("--no-checkpoints", action="store_true", help="leave out the catalog's other checkpoints")
+    _add_vllm_flags(whatif)
+
+    fit = subparsers.add_parser(
+        "fit", help="the settings (and checkpoint) that meet a memory / concurrency / context target",
+        description="Search vLLM's settings and the catalog's bf16 / FP8 / AWQ / GPTQ variants of MODEL for the "
+                    "configurations that meet the target, rank them, name what binds each, and print the exact "
+                    "launch command of the best. vLLM flags given here are kept as they are (pinned).",
+        epilog=FIT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(fit)
+    target = fit.add_argument_group("the target")
+    target.add_argument("--gpus", type=int, default=1, help="GPUs available (tensor x pipeline parallel up to this; default 1)")
+    target.add_argument("--max-gpu-memory", default=None,
+                        help="memory nvidia-smi may show per GPU, e.g. 12GiB (default: the whole GPU)")
+    target.add_argument("--context", default=None, help="tokens per request, e.g. 32k (default: the longest that fits)")
+    target.add_argument("--concurrency", type=float, default=None, help="requests of --context tokens at once (default 1)")
+    target.add_argument("--same-checkpoint", action="store_true", help="do not consider other checkpoints of the model")
+    target.add_argument("--top", type=int, default=5, help="candidates to list (default 5)")
+    _add_vllm_flags(fit)
+
+
+class Progress:
+    """A one-line progress bar on stderr, only on a terminal and only once a sweep takes a moment."""
+
+    def __init__(self, stream=None, delay: float = 0.3):
+        self.stream = stream or sys.stderr
+        self.delay = delay
+        self.shown = False
+
+    def __call__(self, done: int, total: int, started: float, stage: str) -> None:
+        if not (hasattr(self.stream, "isatty") and self.stream.isatty()):
+            return
+        if done >= total:
+            if self.shown:
+                self.stream.write("\r\033[K")
+                self.stream.flush()
+                self.shown = False
+            return
+        if time.perf_counter() - started < self.delay:
+            return
+        width = 30
+        filled = int(width * done / max(total, 1))
+        self.stream.write(f"\r{stage or 'sweep'} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} families")
+        self.stream.flush()
+        self.shown = True
+
+
+def _error(message: str) -> int:
+    text = str(message).strip().splitlines()[0] if str(message).strip() else "error"
+    print(f"vram-detective: error: {text}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _settings(args) -> dict:
+    from ..engines.vllm.launch import FLAGS
+
+    out = {flag.setting: getattr(args, flag.setting) for flag in FLAGS if getattr(args, flag.setting, None) is not None}
+    if args.engine:
+        out["engine"] = args.engine
+    return out
+
+
+def _sources(args) -> dict:
+    return {"source": args.source, "revision": args.revision, "hf_token": args.hf_token, "gguf_file": args.gguf_file}
+
+
+def _gpu(args):
+    from .. import api
+    from ..hardware import parse_memory_size
+
+    memory = parse_memory_size(args.gpu_memory) if args.gpu_memory else None
+    if args.gpu is None and memory is None:
+        raise ValueError(f"{args.command} needs a GPU (--gpu NAME or --gpu-memory SIZE)")
+    return api.resolve_gpu(args.gpu, memory)
+
+
+def run(args) -> int:
+    import json
+
+    from .. import api
+
+    try:
+        if args.command == "whatif":
+            return _run_whatif(args, json)
+        return _run_fit(args, json)
+    except api.REFUSALS as error:
+        print(f"vLLM would refuse to start: {str(error).splitlines()[0]}", file=sys.stderr)
+        return EXIT_INFEASIBLE
+    except BrokenPipeError:
+        return 0
+    except (ValueError, LookupError, OSError, NotImplementedError) as error:
+        if isinstance(error, KeyError):
+            return _error(f"missing field {error}")
+        return _error(str(error))
+
+
+def _run_whatif(args, json) -> int:
+    from .levers import whatif
+    from .report import whatif_json, whatif_text
+
+    settings = _settings(args)
+    if args.entrypoint:
+        settings["entrypoint"] = args.entrypoint
+    result = whatif(args.model, _gpu(args), vllm_version=args.vllm_version, settings=settings,
+                    source_options=_sources(args), include_checkpoints=not args.no_checkpoints)
+    if args.json:
+        print(json.dumps(whatif_json(result), indent=2, default=str))
+    else:
+        print(whatif_text(result))
+    return 0 if result.baseline.starts else EXIT_INFEASIBLE
+
+
+def _run_fit(args, json) -> int:
+    from ..hardware import parse_memory_size
+    from ..units import parse_token_count
+    from .report import fit_json, fit_text
+    from .search import Target, fit
+    from .sweep import numpy_or_none
+
+    if args.top < 1:
+        raise ValueError("--top must be at least 1")
+    context = parse_token_count(args.context) if args.context else None
+    if context is not None and context < 1:
+        raise ValueError(f"--context must be a positive token count, got {args.context}")
+    ceiling = parse_memory_size(args.max_gpu_memory) if args.max_gpu_memory else None
+    target = Target(context=context, concurrency=args.concurrency, max_gpu_memory=ceiling, gpus=args.gpus)
+    pins = _settings(args)
+    engine = pins.pop("engine", None)
+    if numpy_or_none() is None:
+        print("vram-detective: note: numpy is not installed, the sweep runs in pure Python (slower); "
+              "pip install 'vram-detective[advisor]'", file=sys.stderr)
+    result = fit(args.model, _gpu(args), target, vllm_version=args.vllm_version, pins=pins,
+                 entrypoint=args.entrypoint or "serve", engine=engine, same_checkpoint=args.same_checkpoint,
+                 top=args.top, source_options=_sources(args), progress=Progress())
+    if args.json:
+        print(json.dumps(fit_json(result), indent=2, default=str))
+    else:
+        print(fit_text(result))
+    return 0 if result.feasible else EXIT_INFEASIBLE

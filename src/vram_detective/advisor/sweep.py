@@ -1,0 +1,452 @@
+"""The fast path: `explain`'s blocks, tokens, concurrency, startup check and nvidia-smi figure for many
+settings at once.
+
+For one *family* of settings — a model checkpoint on a GPU, a vLLM release and engine, tensor/pipeline
+parallel sizes, dtype, KV-cache dtype, block size, eager or graphs, CPU offload, LoRA — everything but
+four knobs is fixed. The pieces are computed once with the engine code itself:
+
+- the weights of every pipeline stage (model/inventory.py, allocator.py), non-torch memory (profile.py);
+- per (max_num_seqs, max_num_batched_tokens): the activation peak (forward vs. sampler) and the CUDA-graph
+  pool of each stage (profile.activation_peak, profile.cuda_graphs);
+- per (max_model_len, tokens in flight): the bytes one block id costs each worker, the blocks one request
+  takes and what the startup check "one max_model_len request must fit" needs on each worker
+  (kv_groups.plan_kv_groups, probed through plan.plan_kv).
+
+The release's budget formula then combines them over gpu_memory_utilization x max_model_len x
+max_num_seqs x max_num_batched_tokens with numpy broadcasting (pure Python when numpy is absent). The
+combination mirrors plan.plan(); tests/test_advisor_sweep.py checks it against `api.explain` figure by
+figure on random settings for dense, MoE, sliding-window/hybrid and MLA models and several releases.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, replace
+
+from ..units import GIB, MIB
+
+SWEPT = ("gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens")
+FIGURES = ("budget_bytes", "kv_cache_bytes", "num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "starts",
+           "valid", "nvidia_smi_used_mib", "activation_peak_bytes", "cuda_graph_bytes", "kv_pool_bytes",
+           "min_kv_cache_bytes", "kv_fits")
+_BIG = 1 << 62  # a KV budget no worker can exhaust (probes)
+_PROBE_TOKENS = 1 << 30  # max_num_batched_tokens while resolving the fixed settings (replaced per point)
+
+
+class FastPathUnsupported(ValueError):
+    """Settings the fast path does not cover (the caller uses api.explain for them)."""
+
+
+def numpy_or_none():
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - exercised by test_advisor_sweep with numpy hidden
+        return None
+    return numpy
+
+
+class _ScalarOps:
+    """Elementwise operations on plain Python numbers (the fallback when numpy is absent)."""
+
+    @staticmethod
+    def where(condition, a, b):
+        return a if condition else b
+
+    minimum = staticmethod(min)
+
+    @staticmethod
+    def trunc(value):
+        return int(value)
+
+    @staticmethod
+    def rint(value):
+        return int(round(value))
+
+    @staticmethod
+    def ceil(value):
+        return math.ceil(value)
+
+
+class _NumpyOps:
+    def __init__(self, np):
+        self.np = np
+        self.where = np.where
+        self.minimum = np.minimum
+
+    def trunc(self, value):
+        return self.np.asarray(value).astype(self.np.int64)  # toward zero, like int()
+
+    def rint(self, value):
+        return self.np.rint(value).astype(self.np.int64)  # half to even, like round()
+
+    def ceil(self, value):
+        return self.np.ceil(value).astype(self.np.int64)
+
+
+@dataclass(frozen=True)
+class _KvPieces:
+    worker_block_bytes: tuple[int, ...]
+    blocks_per_request: int
+    groups: int
+    min_block_size: int
+    needed: tuple[int, ...]  # bytes the startup check asks of each worker (V1)
+
+
+# (family kv identity, max_model_len, tokens in flight) -> _KvPieces, shared by families that differ only
+# in knobs the KV grouping does not read (enforce_eager, cpu offload, LoRA, ...)
+_KV_CACHE: dict[tuple, _KvPieces] = {}
+_IDENTITIES: dict[tuple, int] = {}
+_IDENTITY_NUMBERS = itertools.count()
+_KV_CACHE_LIMIT = 20000
+
+
+class FastPath:
+    """One family of settings; `grid()` and `points()` evaluate the four swept knobs."""
+
+    def __init__(self, model: str, gpu, *, vllm_version: str | None = None, settings: dict | None = None,
+                 kv_budget_bytes: int | None = None, spec=None, source_options: dict | None = None):
+        from .. import api
+        from ..engines.vllm import allocator, kv_groups, profile
+        from ..engines.vllm import plan as plan_module
+        from ..engines.vllm.releases import release as release_rules, resolve_version
+        from ..engines.vllm.settings import resolve_settings
+        from ..hardware import Gpu
+        from ..model.inventory import pipeline_layer_counts
+
+        options = source_options or {}
+        self.model = model
+        self.spec = spec if spec is not None else api.model_spec(
+            model, options.get("source"), options.get("revision"), options.get("hf_token"), options.get("gguf_file"))
+        self.gpu = gpu if isinstance(gpu, Gpu) else api.resolve_gpu(gpu, None)
+        self.version = resolve_version(vllm_version)
+        self.vllm_version = vllm_version
+        fixed = {key: value for key, value in (settings or {}).items() if value is not None and key not in SWEPT}
+        if fixed.get("num_gpu_blocks_override"):
+            raise FastPathUnsupported("num_gpu_blocks_override is not swept (use api.explain)")
+        if fixed.get("max_model_len") == -1:
+            raise FastPathUnsupported("auto-fit max_model_len (-1) is not swept")
+        self.fixed = fixed
+        probe = dict(fixed, max_num_seqs=1, max_num_batched_tokens=_PROBE_TOKENS)
+        settings_, release = resolve_settings(probe, self.spec, self.gpu, release_rules, self.version)
+        self.settings, self.release = settings_, release
+        self.engine = settings_.engine
+        self.derived_max_model_len = settings_.derived_max_model_len
+        self.block_size = settings_.block_size
+        self.total = self.gpu.cuda_total_bytes
+        self.ceil_budget = bool(release["request_memory_ceil"])
+        self.default_utilization = float(release["default_gpu_memory_utilization"])
+        tp, pp = settings_.tensor_parallel_size, settings_.pipeline_parallel_size
+        self.tensor_parallel_size, self.pipeline_parallel_size = tp, pp
+        to_last = bool(release["pp_remainder_to_last"])
+        self.layer_counts = pipeline_layer_counts(self.spec.num_layers, pp, to_last)
+
+        # weights per stage, as plan.plan() loads them (the inventories plan.rank_inventories builds)
+        self.weights: list[int] = []
+        self.staged: list[int] = []
+        self.inventories = []
+        for _, inventory in plan_module.rank_inventories(self.spec, self.gpu, probe, self.version):
+            offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings_.cpu_offload_gb * GIB))
+            rounding = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
+            self.weights.append(inventory.total_bytes + rounding - offloaded)
+            self.staged.append(allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0)
+            self.inventories.append(inventory)
+        self.non_torch_inside, self.non_torch_outside, _ = profile.non_torch(self.gpu, settings_, release)
+        self.graph_subtracted = bool(release["cuda_graph_subtracted"])
+        self.layers, self.workers = plan_module.attention_layers(self.spec, settings_, release, self.layer_counts)
+        self.kv_fixed = settings_.kv_cache_memory_bytes
+        if kv_budget_bytes is not None:
+            self.kv_fixed = int(kv_budget_bytes)
+        version = release.version
+        v1 = self.engine == "v1"
+        self.tokens_rule = str(kv_groups.rule(version, "tokens_rule")) if v1 else "blocks"
+        self.log_after_min = bool(kv_groups.rule(version, "log_after_min")) if v1 else True
+        fit_mode = kv_groups.rule(version, "fit_check")
+        self.fit_global_min = fit_mode != "per-layer" and not kv_groups.rule(version, "fit_per_worker_groups")
+        self.fit_null_block = bool(kv_groups.rule(version, "null_block_in_fit"))
+        self.sliding = any(layer.kind in ("sliding", "chunked_local") for layer in self.layers)
+        self.swap_space_gib = settings_.swap_space_gib
+        self._chunked_given = fixed.get("enable_chunked_prefill")
+        self._chunked_auto = (not self.spec.sliding_window) and release.at_least("0.5.0")
+        # everything plan.plan_kv reads besides the swept knobs: the same identity shares the KV pieces
+        identity = (tuple(self.layers), tuple(self.workers), settings_.block_size, self.version, self.engine, pp)
+        if identity not in _IDENTITIES:
+            _IDENTITIES[identity] = next(_IDENTITY_NUMBERS)
+        self._kv_identity = _IDENTITIES[identity]
+        self._profile, self._plan_module, self._kv_groups = profile, plan_module, kv_groups
+        self._dtype_bytes = plan_module.DTYPE_BYTES[settings_.dtype]
+        self._st_cache: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        first = self._kv_pieces(min(self.derived_max_model_len, self.block_size), 2048)
+        self.worker_block_bytes = first.worker_block_bytes
+        self.groups = first.groups
+        self.min_block_size = first.min_block_size
+        self.num_cpu_blocks = int(self.swap_space_gib * GIB // self.worker_block_bytes[0]) if not v1 else 0
+
+    # --- pieces from the engine code ------------------------------------------------------------------
+
+    def _st_pieces(self, seqs: int, tokens: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(activation peak, CUDA-graph pool) of each stage for max_num_seqs / max_num_batched_tokens."""
+        key = (seqs, tokens)
+        found = self._st_cache.get(key)
+        if found is None:
+            settings = replace(self.settings, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+            last = self.pipeline_parallel_size - 1
+            peaks = tuple(self._profile.activation_peak(self.spec, settings, self.release, self._dtype_bytes,
+                                                        stage == last).activation_peak_bytes + self.staged[stage]
+                          for stage in range(self.pipeline_parallel_size))
+            graphs = tuple(self._profile.cuda_graphs(self.layer_counts[stage], settings, self.release).bytes
+                           for stage in range(self.pipeline_parallel_size))
+            found = self._st_cache[key] = (peaks, graphs)
+        return found
+
+    def _in_flight(self, tokens: int) -> int | None:
+        if not self.sliding or self.engine == "v0":
+            return None  # only sliding / chunked-local groups read the tokens in flight
+        return self._kv_groups.in_flight_tokens(self.release.version, tokens,
+                                                pipeline_parallel_size=self.pipeline_parallel_size)
+
+    def _kv_pieces(self, max_model_len: int, tokens: int) -> _KvPieces:
+        in_flight = self._in_flight(tokens)
+        key = (self._kv_identity, max_model_len, in_flight)
+        found = _KV_CACHE.get(key)
+        if found is not None:
+            return found
+        settings = replace(self.settings, max_model_len=max_model_len, max_num_batched_tokens=tokens)
+        workers = len(self.workers)
+        plan_kv = self._plan_module.plan_kv
+        probe = plan_kv(self.layers, self.workers, [_BIG] * workers, settings, self.release)
+        needed = []
+        if self.engine == "v1":
+            for worker in range(workers):
+                budgets = [_BIG] * workers
+                budgets[worker] = 1  # this worker fails the check first: the plan reports what it needed
+                needed.append(plan_kv(self.layers, self.workers, budgets, settings, self.release).fit_needed_bytes)
+        found = _KvPieces(tuple(probe.worker_block_bytes) or (probe.block_bytes,) * workers, probe.blocks_per_request,
+                          len(probe.groups), min(group.block_size for group in probe.groups), tuple(needed))
+        if len(_KV_CACHE) > _KV_CACHE_LIMIT:
+            _KV_CACHE.clear()
+            _IDENTITIES.clear()  # numbers are never reused, so live FastPaths cannot collide with new ones
+        _KV_CACHE[key] = found
+        return found
+
+    def valid(self, max_model_len: int, tokens: int) -> bool:
+        """Settings vLLM accepts at configuration time (resolve_settings' refusals that depend on the knobs)."""
+        if not 1 <= max_model_len <= self.derived_max_model_len or tokens < 1:
+            return False
+        if self.engine == "v0":
+            chunked = self._chunked_given if self._chunked_given is not None else (
+                max_model_len > 32768 and self._chunked_auto)
+            if not chunked and tokens < max_model_len:
+                return False
+        return True
+
+    # --- the combination (plan.plan's arithmetic, elementwise) -------------------------------------------
+
+    def _combine(self, ops, utilization, max_model_len, peaks, graphs, needed, blocks_per_request) -> dict:
+        product = self.total * utilization
+        budget = ops.ceil(product) if self.ceil_budget else ops.trunc(product)
+        wb = self.worker_block_bytes
+        stages = self.pipeline_parallel_size
+        avails = []
+        for stage in range(stages):
+            if self.kv_fixed is not None:
+                avails.append(self.kv_fixed + 0 * budget)
+            else:
+                avails.append(budget - self.weights[stage] - peaks[stage] - self.non_torch_inside
+                              - (graphs[stage] if self.graph_subtracted else 0))
+        own = [ops.where(avail > 0, avail // wb[stage], 0) for stage, avail in enumerate(avails)]
+        blocks, min_avail = own[0], avails[0]
+        for stage in range(1, stages):
+            blocks = ops.minimum(blocks, own[stage])
+            min_avail = ops.minimum(min_avail, avails[stage])
+        weights_ok = max(self.weights) <= self.total
+        if self.engine == "v0":
+            tokens = blocks * self.block_size
+            concurrency = tokens / max_model_len
+            fits = (blocks > 0) & (max_model_len <= tokens)
+            starts = weights_ok & fits
+        else:
+            logged = blocks if self.log_after_min else own[0]
+            if self.tokens_rule == "blocks":
+                tokens = logged * self.block_size
+                concurrency = tokens / max_model_len
+            else:
+                concurrency = logged / blocks_per_request
+                if self.tokens_rule == "blocks-per-group":
+                    tokens = logged // self.groups * self.min_block_size
+                else:
+                    tokens = ops.trunc(concurrency * max_model_len)
+            fits = True
+            for worker in range(stages):
+                if self.fit_global_min:
+                    against = min_avail
+                else:
+                    against = avails[worker] - wb[worker] if self.fit_null_block else avails[worker]
+                fits = fits & (avails[worker] > 0) & (needed[worker] <= against)
+            starts = weights_ok & (min_avail > 0) & fits
+        pool = ops.where(avails[0] > 0, blocks * wb[0], 0)
+        graphs0 = graphs[0]
+        resident = self.weights[0] + self.non_torch_inside + pool + self.non_torch_outside + graphs0
+        if self.engine == "v1":
+            resident = resident + peaks[0]
+        smi = ops.rint(ops.minimum(resident, self.total) / MIB)
+        return {"budget_bytes": budget, "kv_cache_bytes": avails[0], "num_gpu_blocks": blocks,
+                "kv_cache_tokens": tokens, "max_concurrency": concurrency, "starts": starts,
+                "nvidia_smi_used_mib": smi, "activation_peak_bytes": peaks[0], "cuda_graph_bytes": graphs0,
+                "kv_pool_bytes": pool, "min_kv_cache_bytes": min_avail, "kv_fits": fits}
+
+    # --- public evaluation -----------------------------------------------------------------------------
+
+    def grid(self, utilizations, max_model_lens, max_num_seqs, max_num_batched_tokens, *, use_numpy: bool = True) -> "Sweep":
+        """Every combination of the four value lists (C order: utilization, max_model_len, seqs, tokens)."""
+        axes = (tuple(float(u) for u in utilizations), tuple(int(v) for v in max_model_lens),
+                tuple(int(v) for v in max_num_seqs), tuple(int(v) for v in max_num_batched_tokens))
+        if not all(axes):
+            raise ValueError("every swept knob needs at least one value")
+        np = numpy_or_none() if use_numpy else None
+        if np is None:
+            points = list(itertools.product(*axes))
+            return self._scalar_sweep(points, axes)
+        us, lens, seqs, toks = axes
+        n_s, n_t, n_l = len(seqs), len(toks), len(lens)
+        stages = self.pipeline_parallel_size
+        peaks = np.zeros((stages, n_s, n_t), dtype=np.int64)
+        graphs = np.zeros((stages, n_s, n_t), dtype=np.int64)
+        for i, seq in enumerate(seqs):
+            for j, tok in enumerate(toks):
+                p, g = self._st_pieces(seq, tok)
+                peaks[:, i, j] = p
+                graphs[:, i, j] = g
+        needed = np.zeros((stages, n_l, n_t), dtype=np.int64)
+        per_request = np.ones((n_l, n_t), dtype=np.int64)
+        valid = np.zeros((n_l, n_t), dtype=bool)
+        for i, length in enumerate(lens):
+            for j, tok in enumerate(toks):
+                valid[i, j] = self.valid(length, tok)
+                if not valid[i, j]:
+                    continue
+                pieces = self._kv_pieces(length, tok)
+                per_request[i, j] = pieces.blocks_per_request
+                if pieces.needed:
+                    needed[:, i, j] = pieces.needed
+        u = np.asarray(us, dtype=np.float64).reshape(-1, 1, 1, 1)
+        length = np.asarray(lens, dtype=np.int64).reshape(1, -1, 1, 1)
+        out = self._combine(_NumpyOps(np), u, length,
+                            [peaks[s].reshape(1, 1, n_s, n_t) for s in range(stages)],
+                            [graphs[s].reshape(1, 1, n_s, n_t) for s in range(stages)],
+                            [needed[s].reshape(1, n_l, 1, n_t) for s in range(stages)],
+                            per_request.reshape(1, n_l, 1, n_t))
+        out["valid"] = valid.reshape(1, n_l, 1, n_t)
+        shape = (len(us), n_l, n_s, n_t)
+        flat = {key: np.broadcast_to(np.asarray(value), shape).reshape(-1) for key, value in out.items()}
+        flat["starts"] = flat["starts"] & flat["valid"]
+        return Sweep(self, axes, flat, is_numpy=True)
+
+    def points(self, utilization, max_model_len, max_num_seqs, max_num_batched_tokens, *,
+               use_numpy: bool = True) -> "Sweep":
+        """Aligned sequences: point i is (utilization[i], max_model_len[i], max_num_seqs[i], tokens[i])."""
+        points = list(zip((float(u) for u in utilization), (int(v) for v in max_model_len),
+                          (int(v) for v in max_num_seqs), (int(v) for v in max_num_batched_tokens)))
+        np = numpy_or_none() if use_numpy else None
+        if np is None or not points:
+            return self._scalar_sweep(points, None)
+        stages = self.pipeline_parallel_size
+        n = len(points)
+        peaks = np.zeros((stages, n), dtype=np.int64)
+        graphs = np.zeros((stages, n), dtype=np.int64)
+        needed = np.zeros((stages, n), dtype=np.int64)
+        per_request = np.ones(n, dtype=np.int64)
+        valid = np.zeros(n, dtype=bool)
+        for index, (_, length, seq, tok) in enumerate(points):
+            p, g = self._st_pieces(seq, tok)
+            peaks[:, index], graphs[:, index] = p, g
+            valid[index] = self.valid(length, tok)
+            if valid[index]:
+                pieces = self._kv_pieces(length, tok)
+                per_request[index] = pieces.blocks_per_request
+                if pieces.needed:
+                    needed[:, index] = pieces.needed
+        u = np.asarray([p[0] for p in points], dtype=np.float64)
+        lengths = np.asarray([p[1] for p in points], dtype=np.int64)
+        out = self._combine(_NumpyOps(np), u, lengths, list(peaks), list(graphs), list(needed), per_request)
+        out["valid"] = valid
+        flat = {key: np.broadcast_to(np.asarray(value), (n,)).copy() for key, value in out.items()}
+        flat["starts"] = flat["starts"] & flat["valid"]
+        return Sweep(self, None, flat, is_numpy=True, points=points)
+
+    def _scalar_sweep(self, points, axes) -> "Sweep":
+        columns: dict[str, list] = {key: [] for key in FIGURES}
+        ops = _ScalarOps()
+        for utilization, length, seq, tok in points:
+            ok = self.valid(length, tok)
+            peaks, graphs = self._st_pieces(seq, tok)
+            if ok:
+                pieces = self._kv_pieces(length, tok)
+                needed, per_request = pieces.needed, pieces.blocks_per_request
+            else:
+                needed, per_request = (0,) * self.pipeline_parallel_size, 1
+            out = self._combine(ops, utilization, length, peaks, graphs, needed, per_request)
+            out["valid"] = ok
+            out["starts"] = bool(out["starts"]) and ok
+            for key in FIGURES:
+                columns[key].append(out[key])
+        return Sweep(self, axes, columns, is_numpy=False, points=points if axes is None else None)
+
+    def figures(self, utilization: float, max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int) -> dict:
+        """One point, as plain Python values."""
+        sweep = self.points([utilization], [max_model_len], [max_num_seqs], [max_num_batched_tokens], use_numpy=False)
+        return sweep.at(0)
+
+    def user_settings(self, utilization: float, max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int) -> dict:
+        """The settings api.explain takes for this point."""
+        out = dict(self.fixed)
+        out.update(gpu_memory_utilization=float(utilization), max_model_len=int(max_model_len),
+                   max_num_seqs=int(max_num_seqs), max_num_batched_tokens=int(max_num_batched_tokens))
+        return out
+
+    def concurrency_for_blocks(self, blocks: int, max_model_len: int, max_num_batched_tokens: int) -> float:
+        """max_concurrency this family reports for a pool of `blocks` blocks (the inverse of the sweep)."""
+        if self.engine == "v0" or self.tokens_rule == "blocks":
+            return blocks * self.block_size / max_model_len
+        return blocks / self._kv_pieces(max_model_len, max_num_batched_tokens).blocks_per_request
+
+
+class Sweep:
+    """The figures of a sweep, flat (C order over the grid axes, or in the order of the points)."""
+
+    def __init__(self, fast_path: FastPath, axes, columns: dict, *, is_numpy: bool, points=None):
+        self.fast_path = fast_path
+        self.axes = axes
+        self.columns = columns
+        self.is_numpy = is_numpy
+        self._points = points
+
+    def __len__(self) -> int:
+        return len(self.columns["starts"])
+
+    def __getitem__(self, key: str):
+        return self.columns[key]
+
+    def setting(self, index: int) -> tuple[float, int, int, int]:
+        """(gpu_memory_utilization, max_model_len, max_num_seqs, max_num_batched_tokens) of point `index`."""
+        if self._points is not None:
+            return self._points[index]
+        us, lens, seqs, toks = self.axes
+        index, t = divmod(index, len(toks))
+        index, s = divmod(index, len(seqs))
+        u, length = divmod(index, len(lens))
+        return us[u], lens[length], seqs[s], toks[t]
+
+    def at(self, index: int) -> dict:
+        out = {}
+        for key in FIGURES:
+            value = self.columns[key][index]
+            if hasattr(value, "item"):
+                value = value.item()
+            out[key] = value
+        out["max_concurrency"] = float(out["max_concurrency"])
+        for key in FIGURES:
+            if key not in ("max_concurrency", "starts", "valid", "kv_fits"):
+                out[key] = int(out[key])
+        for key in ("starts", "valid", "kv_fits"):
+            out[key] = bool(out[key])
+        return out

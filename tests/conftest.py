@@ -3,12 +3,17 @@ packaged catalog, and a way to pull one verbatim vLLM message out of a logged li
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from vram_detective.model.config import ModelSpec, parse_config
 from vram_detective.model.sources import load_model
+
+# Tests never reach the real Hugging Face Hub: model ids not in the catalog fall through to "unknown"
+# (the Hub tests point HF_ENDPOINT at their own local server and unset this themselves).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 GROUNDTRUTH = SHARED / "groundtruth"

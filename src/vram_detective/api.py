@@ -8,9 +8,9 @@ from .engines.vllm.plan import plan
 from .engines.vllm.releases import resolve_version
 from .hardware import Gpu, custom_gpu, find_gpu
 from .engines.vllm.settings import StartupRefusal
-from .model.config import ModelSpec, parse_config
+from .model.config import ConfigError, ModelSpec, parse_config
 from .model.quantization import UnsupportedOnGpuError
-from .model.sources import load_model
+from .model.sources import ModelSource, load_model
 
 
 # Errors that mean "vLLM itself would not start" (exit 1), as opposed to bad input (exit 2).
@@ -18,11 +18,26 @@ REFUSALS = (StartupRefusal, UnsupportedOnGpuError)
 
 
 @lru_cache(maxsize=64)
+def model_source(reference: str, source: str | None = None, revision: str | None = None, token: str | None = None,
+                 gguf_file: str | None = None) -> ModelSource:
+    """Config + (when headers were read) the checkpoint's tensor table; fetched once per process."""
+    return load_model(reference, source=source, revision=revision, token=token, gguf_file=gguf_file)
+
+
+@lru_cache(maxsize=64)
 def model_spec(reference: str, source: str | None = None, revision: str | None = None, token: str | None = None,
                gguf_file: str | None = None) -> ModelSpec:
     """The model's spec from the first source that has it (sources.load_model decides the order)."""
-    found = load_model(reference, source=source, revision=revision, token=token, gguf_file=gguf_file)
-    return parse_config(found.config, name=found.repo_id)
+    found = model_source(reference, source, revision, token, gguf_file)
+    try:
+        return parse_config(found.config, name=found.repo_id)
+    except ConfigError as error:
+        if found.checkpoint is None:
+            raise
+        # still say what the checkpoint holds (weights only)
+        table = found.checkpoint
+        raise type(error)(f"{error}; its checkpoint stores {table.total_bytes / 2**30:.2f} GiB of weights in "
+                          f"{len(table.tensors)} tensors ({table.format})") from None
 
 
 def resolve_gpu(gpu: str | None, gpu_memory: int | None) -> Gpu:

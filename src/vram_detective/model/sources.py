@@ -1,12 +1,18 @@
-"""Where a model's config comes from: the packaged catalog (offline default) or a local directory."""
+"""Where a model's config comes from, in the order a reference is resolved: a local checkpoint (a directory
+with config.json and safetensors shards, read by their headers only; a .gguf file or a directory of them),
+the packaged catalog (offline default), then the Hugging Face Hub (hub.py). docs/sources.md."""
 from __future__ import annotations
 
 import difflib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .checkpoint import CheckpointTable
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 
@@ -22,9 +28,14 @@ class MalformedConfigError(ValueError):
 @dataclass(frozen=True)
 class ModelSource:
     repo_id: str
-    origin: str  # "catalog" or "local"
+    origin: str  # "catalog", "local", "gguf" or "hub"
     provenance: str
     config: dict
+    # every stored tensor's shape and dtype, from safetensors headers or a GGUF tensor table (None: the
+    # catalog, or a source without headers); model/checkpoint.py compares it with vLLM's layout
+    checkpoint: "CheckpointTable | None" = field(default=None, compare=False)
+    revision: str | None = None  # the Hub commit the files were read at
+    notes: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -47,44 +58,144 @@ def catalog_entries() -> list[ModelSource]:
     return [_read_catalog(path) for _, path in sorted(_catalog_files().items())]
 
 
+def merge_quant_files(config: dict, extra: dict[str, dict]) -> dict:
+    """Quantization blocks kept beside config.json, as vLLM reads them when the config has none:
+    hf_quant_config.json (ModelOpt), quantize_config.json (AutoGPTQ), quant_config.json (AutoAWQ)."""
+    if "quantization_config" in config or "compression_config" in config:
+        return config
+    config = dict(config)
+    if "hf_quant_config.json" in extra:
+        quant = extra["hf_quant_config.json"].get("quantization", {})
+        config["quantization_config"] = {"quant_method": "modelopt", **quant}
+    elif "quantize_config.json" in extra or "quant_config.json" in extra:
+        quant = dict(extra.get("quantize_config.json") or extra["quant_config.json"])
+        if "quant_method" not in quant:
+            if "w_bit" in quant:  # AutoAWQ's own names
+                quant = {"quant_method": "awq", "bits": quant["w_bit"], "group_size": quant.get("q_group_size", 128),
+                         "zero_point": quant.get("zero_point", True), "version": quant.get("version", "gemm")}
+            else:
+                quant["quant_method"] = "gptq"
+        config["quantization_config"] = quant
+    return config
+
+
+def _read_json_file(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise MalformedConfigError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
+    if not isinstance(data, dict):
+        raise MalformedConfigError(f"{path}: not a JSON object")
+    return data
+
+
+def _safetensors_files(directory: Path) -> list[Path]:
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = _read_json_file(index).get("weight_map") or {}
+        shards = sorted(set(weight_map.values()))
+        for shard in shards:
+            if not (directory / shard).is_file():
+                raise UnknownModelError(f"{index}: names {shard}, which is not in {directory}")
+        return [directory / shard for shard in shards]
+    return sorted(directory.glob("*.safetensors"))
+
+
 def _read_local(directory: Path) -> ModelSource:
     config_path = directory / "config.json"
-    try:
-        config = json.loads(config_path.read_text())
-    except json.JSONDecodeError as error:
-        raise MalformedConfigError(f"{config_path}: not valid JSON ({error.msg} at line {error.lineno})") from None
-    if not isinstance(config, dict):
-        raise MalformedConfigError(f"{config_path}: not a JSON object")
-    quant_path = directory / "hf_quant_config.json"
-    if quant_path.is_file() and "quantization_config" not in config:
-        # ModelOpt keeps its quantization block beside config.json (vLLM reads it there too)
-        quant = json.loads(quant_path.read_text()).get("quantization", {})
-        config["quantization_config"] = {"quant_method": "modelopt", **quant}
-    return ModelSource(str(directory), "local", str(config_path), config)
+    config = _read_json_file(config_path)
+    extra = {name: _read_json_file(directory / name)
+             for name in ("hf_quant_config.json", "quantize_config.json", "quant_config.json")
+             if (directory / name).is_file()}
+    config = merge_quant_files(config, extra)
+    checkpoint = None
+    shards = _safetensors_files(directory)
+    if shards:
+        from .checkpoint import table_from_safetensors
+        from .safetensors_headers import read_header
+
+        checkpoint = table_from_safetensors([read_header(shard) for shard in shards], [shard.name for shard in shards])
+    return ModelSource(str(directory), "local", str(config_path), config, checkpoint=checkpoint)
+
+
+def _read_gguf(path: Path, gguf_file: str | None) -> ModelSource:
+    from .gguf_source import choose_gguf, load_gguf
+
+    if path.is_dir():
+        names = [p.name for p in path.iterdir() if p.is_file()]
+        files = [path / name for name in choose_gguf(names, gguf_file, str(path))]
+    else:
+        files = [path.parent / name for name in choose_gguf([p.name for p in path.parent.iterdir()], path.name, str(path))]
+    config, table = load_gguf(files, str(files[0]))
+    return ModelSource(str(path), "gguf", ", ".join(str(f) for f in files), config, checkpoint=table)
+
+
+def _is_gguf_path(path: Path) -> bool:
+    if path.is_file():
+        return path.suffix == ".gguf"
+    return path.is_dir() and not (path / "config.json").is_file() and any(path.glob("*.gguf"))
+
+
+def _from_hub(reference: str, revision, token, gguf_file) -> ModelSource:
+    from .hub import fetch
+
+    return fetch(reference, revision=revision, token=token, gguf_file=gguf_file)
+
+
+def _hub_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("huggingface_hub") is not None
 
 
 def load_model(reference: str, source: str | None = None, revision: str | None = None, token: str | None = None,
                gguf_file: str | None = None) -> ModelSource:
-    """A Hugging Face repo id from the catalog (case-insensitive) or a local model directory.
+    """A local checkpoint (directory with config.json and safetensors, a .gguf file or a directory of them),
+    then the built-in catalog (case-insensitive), then the Hugging Face Hub.
 
     `source` forces one of "local", "catalog", "hub", "gguf"; `revision`, `token` and `gguf_file` are for
     the Hub and GGUF sources."""
-    if source in ("hub", "gguf"):
-        raise UnknownModelError(f"the {source} source is not available yet")
+    if source not in (None, "local", "catalog", "hub", "gguf"):
+        raise UnknownModelError(f"unknown source {source!r} (local, catalog, hub or gguf)")
     path = Path(reference).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise UnknownModelError(f"{reference}: directory has no config.json")
-        return _read_local(path)
-    if path.is_file() and path.name == "config.json":
-        return _read_local(path.parent)
+    if source in (None, "local", "gguf") and path.exists():
+        if source == "gguf" or (gguf_file and path.is_dir()) or _is_gguf_path(path):
+            return _read_gguf(path, gguf_file)
+        if path.is_dir():
+            if not (path / "config.json").is_file():
+                raise UnknownModelError(f"{reference}: directory has no config.json (and no .gguf file)")
+            return _read_local(path)
+        if path.is_file() and path.name == "config.json":
+            return _read_local(path.parent)
+        raise UnknownModelError(f"{reference}: not a model directory, config.json or .gguf file")
+    if source == "local":
+        raise UnknownModelError(f"{reference}: no such local directory or file")
+    if source in ("hub", "gguf"):
+        return _from_hub(reference.strip(), revision, token, gguf_file)
     files = _catalog_files()
     found = files.get(reference.strip().lower())
+    if found is not None and not (revision or gguf_file):
+        return _read_catalog(found)
+    if source == "catalog":
+        if found is not None:
+            return _read_catalog(found)
+        raise _not_found(reference, files, "not in the built-in catalog")
+    from .hub import looks_like_repo_id
+
+    if looks_like_repo_id(reference.strip()) and "/" in reference and _hub_available():
+        try:
+            return _from_hub(reference.strip(), revision, token, gguf_file)
+        except UnknownModelError as error:
+            if found is not None:
+                raise
+            raise _not_found(reference, files, f"not in the built-in catalog, not a local path, and {error}") from None
     if found is not None:
         return _read_catalog(found)
+    hint = "" if _hub_available() else "; `pip install 'vram-detective[hub]'` to read any model from the Hugging Face Hub"
+    raise _not_found(reference, files, f"not in the built-in catalog and not a local directory{hint}")
+
+
+def _not_found(reference: str, files: dict, why: str) -> UnknownModelError:
     close = difflib.get_close_matches(reference.lower(), list(files), n=3, cutoff=0.6)
     hint = f"; did you mean: {', '.join(_read_catalog(files[c]).repo_id for c in close)}?" if close else ""
-    raise UnknownModelError(
-        f"unknown model {reference!r}: not in the built-in catalog and not a local directory{hint}"
-        " (`vram-detective models` lists the catalog)"
-    )
+    return UnknownModelError(f"unknown model {reference!r}: {why}{hint} (`vram-detective models` lists the catalog)")

@@ -1,0 +1,617 @@
+"""The Hugging Face Hub as a model source, through `huggingface_hub` (imported lazily: `pip install
+'vram-detective[hub]'`).
+
+What is fetched: the repo's file list (model_info), config.json and the other small config files through
+hf_hub_download (so the local HF cache, HF_HUB_OFFLINE and the saved login work as everywhere else), and
+the safetensors header of every shard by two HTTP range reads (the 8-byte length, then exactly that many
+bytes), concurrently, through huggingface_hub's HTTP session, URLs and auth headers. GGUF repositories:
+the metadata and tensor table at the start of the chosen .gguf file, by growing range reads.
+
+huggingface_hub's own HfApi.get_safetensors_metadata reads the first 100 kB of every shard (about 3x a
+typical shard header, and mostly tensor data for small headers); reading the exact length keeps the bytes
+transferred at the header size (benchmarks/fetch.py).
+
+The header table of a revision is kept, once complete, under the HF assets cache
+($HF_HOME/assets/vram-detective/, written to a temporary file and renamed), keyed by commit, so that
+HF_HUB_OFFLINE=1 answers from it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checkpoint import CheckpointTable, CheckpointTensor, table_from_safetensors
+from .safetensors_headers import TruncatedHeaderError, header_length, parse_header
+from .sources import MalformedConfigError, ModelSource, UnknownModelError
+
+SMALL_CONFIG_FILES = ("config.json", "quantize_config.json", "quant_config.json", "hf_quant_config.json")
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+GGUF_FIRST_READ = 256 * 1024
+GGUF_MARGIN = 64 * 1024
+MAX_WORKERS = 16
+CACHE_FORMAT = 1
+LOGIN_HINT = "log in with `huggingface-cli login` (or `hf auth login`), or set HF_TOKEN, or pass --hf-token"
+
+
+class HubError(LookupError):
+    """Anything the Hub source cannot answer; one line."""
+
+
+class HubNotInstalledError(HubError):
+    pass
+
+
+class GatedRepoTokenError(HubError):
+    pass
+
+
+class HubRepoNotFoundError(UnknownModelError):
+    pass
+
+
+class HubRevisionNotFoundError(HubError):
+    pass
+
+
+class HubFileNotFoundError(HubError):
+    pass
+
+
+class HubUnreachableError(UnknownModelError):
+    """Network down, DNS failing, or the server too slow (after a retry)."""
+
+
+class HubOfflineCacheMissError(UnknownModelError):
+    pass
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    endpoint: str
+    cache_dir: str
+    assets_dir: str
+    offline: bool
+    token: str | None
+    timeout: float
+    tries: int = 2
+
+    @classmethod
+    def from_environment(cls, token: str | None = None) -> "HubSettings":
+        """Read at call time (huggingface_hub.constants are frozen when it is first imported)."""
+        hf_home = os.environ.get("HF_HOME")
+        _hub()
+        from huggingface_hub import constants
+        cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or (
+            os.path.join(hf_home, "hub") if hf_home else constants.HF_HUB_CACHE)
+        assets = os.environ.get("HF_ASSETS_CACHE") or (os.path.join(hf_home, "assets") if hf_home else constants.HF_ASSETS_CACHE)
+        endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+        token = token or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
+        timeout = float(os.environ.get("VRAM_DETECTIVE_HUB_TIMEOUT") or os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or 10)
+        return cls(endpoint, cache, assets, _truthy(os.environ.get("HF_HUB_OFFLINE")), token, timeout)
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _hub():
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise HubNotInstalledError(
+            "the Hugging Face Hub source needs huggingface_hub: pip install 'vram-detective[hub]'"
+        ) from None
+    return huggingface_hub
+
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$|^[A-Za-z0-9][\w.-]*$")
+
+
+def looks_like_repo_id(reference: str) -> bool:
+    return bool(REPO_ID.match(reference)) and ".." not in reference and not reference.endswith((".gguf", ".json"))
+
+
+# --- errors ---------------------------------------------------------------------------------------------
+
+_TIMEOUTS = {"TimeoutException", "Timeout", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout",
+             "TimeoutError", "ReadTimeoutError", "ConnectTimeoutError"}
+_NETWORK = {"ConnectError", "ConnectionError", "NetworkError", "RemoteProtocolError", "ProxyError", "ReadError",
+            "ProtocolError", "TransportError", "OfflineModeIsEnabled", "MaxRetryError", "NewConnectionError"}
+
+
+def _names(error: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(error).__mro__}
+
+
+def _is_timeout(error: BaseException) -> bool:
+    return bool(_names(error) & _TIMEOUTS)
+
+
+def _translate(error: BaseException, repo_id: str, revision: str | None, filename: str | None,
+               settings: HubSettings) -> Exception:
+    names = _names(error)
+    where = f"{repo_id}" + (f"@{revision}" if revision else "")
+    if "GatedRepoError" in names:
+        if settings.token:
+            return GatedRepoTokenError(f"{repo_id} is gated and this token has no access: accept its terms at "
+                                       f"{settings.endpoint}/{repo_id}, then retry")
+        return GatedRepoTokenError(f"{repo_id} is gated: accept its terms at {settings.endpoint}/{repo_id}, then {LOGIN_HINT}")
+    if "RepositoryNotFoundError" in names:
+        return HubRepoNotFoundError(f"{repo_id}: no such model on {settings.endpoint} (if it is private, {LOGIN_HINT})")
+    if "RevisionNotFoundError" in names:
+        return HubRevisionNotFoundError(f"{repo_id}: no revision {revision!r} (a branch, tag or commit) on {settings.endpoint}")
+    if "LocalEntryNotFoundError" in names or "OfflineModeIsEnabled" in names:
+        if settings.offline:
+            return HubOfflineCacheMissError(
+                f"{where}: HF_HUB_OFFLINE is set and {filename or 'its config'} is not in the local cache ({settings.cache_dir})")
+        return HubUnreachableError(f"{where}: cannot reach {settings.endpoint} and {filename or 'the file'} is not cached "
+                                   "(check the network, or HF_ENDPOINT)")
+    if "EntryNotFoundError" in names:
+        return HubFileNotFoundError(f"{where}: no file {filename!r} in the repository")
+    if names & _TIMEOUTS:
+        return HubUnreachableError(f"{where}: {settings.endpoint} did not answer within {settings.timeout:g} s "
+                                   f"({settings.tries} tries); check the network, or set HF_HUB_OFFLINE=1 to use the local cache")
+    if names & _NETWORK:
+        return HubUnreachableError(f"{where}: cannot reach {settings.endpoint} ({_first_line(error)}); check the network "
+                                   "or HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use the local cache")
+    if "HfHubHTTPError" in names:
+        status = getattr(getattr(error, "response", None), "status_code", "?")
+        if status == 401:
+            return GatedRepoTokenError(f"{where}: the Hub refused access (HTTP 401); {LOGIN_HINT}")
+        return HubUnreachableError(f"{where}: {settings.endpoint} answered HTTP {status} for {filename or 'the repository'}")
+    return error if isinstance(error, Exception) else RuntimeError(str(error))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _call(settings: HubSettings, what, repo_id: str, revision: str | None, filename: str | None):
+    """Run one Hub call; retry a timeout (settings.tries in all); translate errors into ours."""
+    for attempt in range(settings.tries):
+        try:
+            return what()
+        except Exception as error:  # huggingface_hub / httpx / requests exceptions, classified by name
+            if type(error).__module__.startswith("vram_detective."):
+                raise  # ours (header errors, ...) are already one clear line
+            if _is_timeout(error) and attempt + 1 < settings.tries:
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise _translate(error, repo_id, revision, filename, settings) from None
+    raise AssertionError("unreachable")
+
+
+# --- range reads ----------------------------------------------------------------------------------------
+
+
+class _Counter:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.bytes = 0
+        self.requests = 0
+
+    def add(self, amount: int) -> None:
+        with self.lock:
+            self.bytes += amount
+            self.requests += 1
+
+
+def _content_range_total(value: str | None) -> int | None:
+    match = re.match(r"bytes \d+-\d+/(\d+)", value or "")
+    return int(match.group(1)) if match else None
+
+
+def range_get(url: str, headers: dict, start: int, end: int, timeout: float, counter: _Counter | None = None) -> tuple[bytes, int | None]:
+    """Bytes start..end (inclusive) of a Hub file and the file's size, through huggingface_hub's session.
+    A server that ignores Range is read only as far as needed, then the connection is dropped."""
+    _hub()
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
+    want = end - start + 1
+    request_headers = {**headers, "Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"}
+    session = get_session()
+    if callable(getattr(session, "stream", None)):  # httpx-based huggingface_hub (>= 1.0; requests has a bool)
+        with session.stream("GET", url, headers=request_headers, timeout=timeout) as response:
+            return _consume(response, response.iter_bytes, start, want, counter, hf_raise_for_status)
+    response = session.get(url, headers=request_headers, timeout=timeout, stream=True)  # requests (< 1.0)
+    try:
+        return _consume(response, lambda: response.iter_content(65536), start, want, counter, hf_raise_for_status)
+    finally:
+        response.close()
+
+
+def _consume(response, chunks, start: int, want: int, counter, raise_for_status) -> tuple[bytes, int | None]:
+    if response.status_code == 416:
+        raise TruncatedHeaderError(f"{response.url}: file shorter than the {start + want} bytes its header needs")
+    if response.status_code >= 400:
+        if hasattr(response, "iter_content"):
+            response.content  # noqa: B018 - requests: load the (small) error body for the message
+        else:
+            response.read()  # httpx: a streamed body must be read before it is inspected
+        raise_for_status(response)
+    skip = start if response.status_code == 200 else 0  # Range ignored: the body starts at byte 0
+    received = bytearray()
+    for chunk in chunks():
+        received += chunk
+        # a 206 body is exactly what was asked: read to its end so the connection goes back to the pool;
+        # a 200 (Range ignored) is cut as soon as the bytes needed are in
+        if len(received) >= skip + want and (skip or len(received) > want):
+            break
+    if counter is not None:
+        counter.add(len(received))
+    total = _content_range_total(response.headers.get("Content-Range"))
+    if total is None and response.status_code == 200 and response.headers.get("Content-Length"):
+        total = int(response.headers["Content-Length"])
+    return bytes(received[skip:skip + want]), total
+
+
+def read_remote_header(url: str, headers: dict, source: str, timeout: float, counter: _Counter | None = None,
+                       settings: HubSettings | None = None, repo_id: str = "", filename: str = ""):
+    """A safetensors header by two range reads: the 8-byte length (checked against the limit and the file
+    size before anything more is asked for), then exactly that many bytes."""
+
+    def get(start: int, end: int):
+        if settings is None:
+            return range_get(url, headers, start, end, timeout, counter)
+        return _call(settings, lambda: range_get(url, headers, start, end, timeout, counter), repo_id, None, filename)
+
+    prefix, size = get(0, 7)
+    length = header_length(prefix, source, size)
+    blob, _ = get(8, 8 + length - 1)
+    if len(blob) != length:
+        raise TruncatedHeaderError(f"{source}: truncated safetensors header ({len(blob):,} of {length:,} bytes)")
+    return parse_header(blob, source, size)
+
+
+def read_remote_gguf(url: str, headers: dict, source: str, timeout: float, counter: _Counter | None = None,
+                     settings: HubSettings | None = None, repo_id: str = "", filename: str = ""):
+    from .gguf_source import NeedMoreBytes, parse_prefix
+
+    def get(start: int, end: int):
+        if settings is None:
+            return range_get(url, headers, start, end, timeout, counter)
+        return _call(settings, lambda: range_get(url, headers, start, end, timeout, counter), repo_id, None, filename)
+
+    data, size = get(0, GGUF_FIRST_READ - 1)
+    while True:
+        try:
+            return parse_prefix(data, source, size)
+        except NeedMoreBytes as more:
+            if size is not None and len(data) >= size:
+                raise
+            # what the parser asked for (it estimates the rest of a long array) plus a margin for the
+            # tensor infos that follow: over-reading past the header only fetches tensor data
+            end = max(more.needed, len(data)) + GGUF_MARGIN
+            if size is not None:
+                end = min(end, size)
+            chunk, _ = get(len(data), end - 1)
+            if not chunk:
+                from .gguf_source import GGUFError
+
+                raise GGUFError(f"{source}: truncated GGUF file") from None
+            data += chunk
+
+
+# --- progress -------------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """`label: 3/30 shards` on stderr, redrawn in place: from the start on a terminal, otherwise only
+    once the fetch has taken longer than `after` seconds."""
+
+    def __init__(self, total: int, label: str, stream=None, after: float = 2.0):
+        self.total, self.label, self.done = total, label, 0
+        self.stream = stream or sys.stderr
+        self.start = time.monotonic()
+        self.after = after
+        self.lock = threading.Lock()
+        self.shown = False
+        try:
+            self.tty = self.stream.isatty()
+        except (AttributeError, ValueError):
+            self.tty = False
+
+    def step(self) -> None:
+        with self.lock:
+            self.done += 1
+            if self.total > 1 and (self.tty or time.monotonic() - self.start > self.after):
+                end = "\n" if self.done == self.total and not self.tty else ""
+                self.stream.write(f"\r{self.label}: {self.done}/{self.total} shards{end}")
+                self.stream.flush()
+                self.shown = True
+
+    def close(self) -> None:
+        if self.shown and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _concurrently(items: list[str], work, label: str):
+    progress = _Progress(len(items), label)
+
+    def run(item):
+        result = work(item)
+        progress.step()
+        return result
+
+    try:
+        if len(items) == 1:
+            return [run(items[0])]
+        with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(items))) as pool:
+            return list(pool.map(run, items))
+    finally:
+        progress.close()
+
+
+# --- the header-table cache ---------------------------------------------------------------------------
+
+
+def _repo_folder(repo_id: str) -> str:
+    return "models--" + repo_id.replace("/", "--")
+
+
+def _cache_root(settings: HubSettings, repo_id: str) -> Path:
+    return Path(settings.assets_dir) / "vram-detective" / "hub" / _repo_folder(repo_id)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".incomplete")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def save_cached(settings: HubSettings, repo_id: str, revision: str | None, commit: str, entry: dict) -> None:
+    root = _cache_root(settings, repo_id)
+    try:
+        _atomic_write(root / commit / "table.json", json.dumps({"version": CACHE_FORMAT, **entry}))
+        _atomic_write(root / "refs" / _ref_name(revision), commit)
+    except OSError:
+        pass  # a read-only cache only costs the next run a fetch
+
+
+def _ref_name(revision: str | None) -> str:
+    return (revision or "main").replace("/", "%2F")
+
+
+def load_cached(settings: HubSettings, repo_id: str, commit: str) -> dict | None:
+    path = _cache_root(settings, repo_id) / commit / "table.json"
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return entry if entry.get("version") == CACHE_FORMAT else None
+
+
+def cached_commit(settings: HubSettings, repo_id: str, revision: str | None) -> str | None:
+    if revision and re.fullmatch(r"[0-9a-f]{40}", revision):
+        return revision
+    try:
+        return (_cache_root(settings, repo_id) / "refs" / _ref_name(revision)).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _table_to_json(table: CheckpointTable) -> dict:
+    return {"format": table.format, "files": list(table.files), "header_bytes": table.header_bytes,
+            "metadata": table.metadata,
+            "tensors": [[t.name, list(t.shape), t.dtype, t.nbytes, t.file, t.hf_name] for t in table.tensors]}
+
+
+def _table_from_json(data: dict) -> CheckpointTable:
+    tensors = tuple(CheckpointTensor(name, tuple(shape), dtype, nbytes, file, hf) for name, shape, dtype, nbytes, file, hf
+                    in data["tensors"])
+    return CheckpointTable(data["format"], tensors, tuple(data["files"]), int(data["header_bytes"]), data.get("metadata") or {})
+
+
+# --- the source -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class FetchStats:
+    """What one fetch transferred (for benchmarks/fetch.py)."""
+
+    header_requests: int = 0
+    header_bytes_received: int = 0  # bodies of the range reads
+    header_bytes: int = 0  # sum of 8 + N over the shards
+    seconds: float = 0.0
+    from_cache: bool = False
+
+
+def fetch(repo_id: str, revision: str | None = None, token: str | None = None, gguf_file: str | None = None,
+          stats: FetchStats | None = None) -> ModelSource:
+    """A ModelSource for a Hub repository: config from the small config files (or GGUF metadata) and the
+    checkpoint table from the headers of every shard."""
+    hub = _hub()
+    settings = HubSettings.from_environment(token)
+    started = time.monotonic()
+    stats = stats if stats is not None else FetchStats()
+    if settings.offline:
+        source = _fetch_offline(hub, settings, repo_id, revision, gguf_file, stats)
+    else:
+        source = _fetch_online(hub, settings, repo_id, revision, gguf_file, stats)
+    stats.seconds = time.monotonic() - started
+    return source
+
+
+def _download(hub, settings: HubSettings, repo_id: str, filename: str, revision: str | None, offline: bool) -> str:
+    def run():
+        return hub.hf_hub_download(repo_id, filename, revision=revision, cache_dir=settings.cache_dir,
+                                   endpoint=settings.endpoint, token=settings.token, local_files_only=offline,
+                                   etag_timeout=settings.timeout)
+
+    return _call(settings, run, repo_id, revision, filename)
+
+
+def _read_json(path: str, label: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise MalformedConfigError(f"{label}: not valid JSON ({error.msg} at line {error.lineno})") from None
+    if not isinstance(data, dict):
+        raise MalformedConfigError(f"{label}: not a JSON object")
+    return data
+
+
+def _merge_quant_files(config: dict, extra: dict[str, dict]) -> dict:
+    from .sources import merge_quant_files
+
+    return merge_quant_files(config, extra)
+
+
+def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None, gguf_file: str | None,
+                  stats: FetchStats) -> ModelSource:
+    api = hub.HfApi(endpoint=settings.endpoint, token=settings.token)
+    info = _call(settings, lambda: api.model_info(repo_id, revision=revision, timeout=settings.timeout), repo_id,
+                 revision, None)
+    commit = info.sha or revision or "main"
+    files = [sibling.rfilename for sibling in (info.siblings or [])]
+    label = f"{repo_id}@{commit[:12]}"
+    from huggingface_hub.utils import build_hf_headers
+
+    url_headers = build_hf_headers(token=settings.token)
+
+    if gguf_file or ("config.json" not in files and any(name.endswith(".gguf") for name in files)):
+        return _fetch_gguf(hub, settings, repo_id, revision, commit, files, gguf_file, url_headers, stats)
+    if "config.json" not in files:
+        raise HubFileNotFoundError(f"{label}: no config.json (and no .gguf file) in the repository")
+    config = _read_json(_download(hub, settings, repo_id, "config.json", revision, False), f"{repo_id}/config.json")
+    extra = {name: _read_json(_download(hub, settings, repo_id, name, revision, False), f"{repo_id}/{name}")
+             for name in SMALL_CONFIG_FILES[1:] if name in files}
+    config = _merge_quant_files(config, extra)
+
+    cached = load_cached(settings, repo_id, commit)
+    notes: list[str] = []
+    table = None
+    if cached is not None:
+        table = _table_from_json(cached["table"])
+        stats.from_cache = True
+    else:
+        if INDEX_FILE in files:
+            index = _read_json(_download(hub, settings, repo_id, INDEX_FILE, revision, False), f"{repo_id}/{INDEX_FILE}")
+            shards = sorted(set((index.get("weight_map") or {}).values()))
+            missing = [shard for shard in shards if shard not in files]
+            if missing:
+                raise HubFileNotFoundError(f"{label}: {INDEX_FILE} names {missing[0]}, which the repository lacks")
+        elif SINGLE_FILE in files:
+            shards = [SINGLE_FILE]
+        else:
+            shards = sorted(name for name in files if name.endswith(".safetensors") and "/" not in name)
+        if shards:
+            table = _read_shards(hub, settings, repo_id, commit, shards, url_headers, stats)
+            save_cached(settings, repo_id, revision, commit, {"table": _table_to_json(table)})
+        else:
+            notes.append("no safetensors files: tensors synthesized from config.json")
+    if table is not None:
+        stats.header_bytes = table.header_bytes
+    return ModelSource(repo_id, "hub", f"{settings.endpoint}/{repo_id} @ {commit}", config, checkpoint=table,
+                       revision=commit, notes=tuple(notes))
+
+
+def _read_shards(hub, settings: HubSettings, repo_id: str, commit: str, shards: list[str], url_headers: dict,
+                 stats: FetchStats) -> CheckpointTable:
+    counter = _Counter()
+
+    def one(shard: str):
+        url = hub.hf_hub_url(repo_id, shard, revision=commit, endpoint=settings.endpoint)
+        return read_remote_header(url, url_headers, f"{repo_id}/{shard}", settings.timeout, counter, settings,
+                                  repo_id, shard)
+
+    headers = _concurrently(shards, one, f"{repo_id}: safetensors headers")
+    stats.header_requests += counter.requests
+    stats.header_bytes_received += counter.bytes
+    return table_from_safetensors(headers, shards)
+
+
+def _fetch_gguf(hub, settings: HubSettings, repo_id: str, revision: str | None, commit: str, files: list[str],
+                gguf_file: str | None, url_headers: dict, stats: FetchStats) -> ModelSource:
+    from .gguf_source import choose_gguf, gguf_config, gguf_table
+
+    chosen = choose_gguf(files, gguf_file, repo_id)
+    key = "gguf:" + ",".join(chosen)
+    cached = load_cached(settings, repo_id, commit)
+    if cached is not None and key in cached:
+        table = _table_from_json(cached[key]["table"])
+        config = cached[key]["config"]
+        stats.from_cache = True
+    else:
+        counter = _Counter()
+
+        def one(name: str):
+            url = hub.hf_hub_url(repo_id, name, revision=commit, endpoint=settings.endpoint)
+            return read_remote_gguf(url, url_headers, f"{repo_id}/{name}", settings.timeout, counter, settings,
+                                    repo_id, name)
+
+        headers = _concurrently(chosen, one, f"{repo_id}: GGUF headers")
+        stats.header_requests += counter.requests
+        stats.header_bytes_received += counter.bytes
+        table = gguf_table(headers, chosen)
+        config = gguf_config(headers[0].metadata, table.tensors, f"{repo_id}/{chosen[0]}")
+        entry = dict(cached or {})
+        entry.pop("version", None)
+        entry[key] = {"table": _table_to_json(table), "config": config}
+        if gguf_file is None:
+            entry.setdefault("gguf_default", key)
+        save_cached(settings, repo_id, revision, commit, entry)
+    stats.header_bytes = table.header_bytes
+    return ModelSource(repo_id, "hub", f"{settings.endpoint}/{repo_id} @ {commit} ({', '.join(chosen)})", config,
+                       checkpoint=table, revision=commit)
+
+
+def _fetch_offline(hub, settings: HubSettings, repo_id: str, revision: str | None, gguf_file: str | None,
+                   stats: FetchStats) -> ModelSource:
+    commit = cached_commit(settings, repo_id, revision)
+    cached = load_cached(settings, repo_id, commit) if commit else None
+    if gguf_file or (cached is not None and "table" not in cached):
+        key = None
+        if cached is not None and gguf_file:
+            wanted = Path(gguf_file).name
+            key = next((k for k in cached if k.startswith("gguf:")
+                        and wanted in [Path(n).name for n in k[5:].split(",")]), None)
+        elif cached is not None:
+            key = cached.get("gguf_default")
+        if key is None:
+            raise HubOfflineCacheMissError(f"{repo_id}: HF_HUB_OFFLINE is set and no GGUF header of it is cached "
+                                           f"({_cache_root(settings, repo_id)})")
+        stats.from_cache = True
+        return ModelSource(repo_id, "hub", f"local cache of {repo_id} @ {commit} (HF_HUB_OFFLINE)",
+                           cached[key]["config"], checkpoint=_table_from_json(cached[key]["table"]), revision=commit)
+    config_path = _download(hub, settings, repo_id, "config.json", revision, True)
+    snapshot_commit = Path(config_path).parent.name
+    commit = commit or snapshot_commit
+    config = _read_json(config_path, f"{repo_id}/config.json")
+    extra = {}
+    for name in SMALL_CONFIG_FILES[1:]:
+        try:
+            extra[name] = _read_json(_download(hub, settings, repo_id, name, revision, True), f"{repo_id}/{name}")
+        except (HubError, UnknownModelError):
+            continue
+    config = _merge_quant_files(config, extra)
+    cached = cached or load_cached(settings, repo_id, commit)
+    notes = []
+    table = None
+    if cached is not None and "table" in cached:
+        table = _table_from_json(cached["table"])
+        stats.from_cache = True
+    else:
+        notes.append("offline and no cached safetensors headers: tensors synthesized from config.json")
+    return ModelSource(repo_id, "hub", f"local cache of {repo_id} @ {commit} (HF_HUB_OFFLINE)", config, checkpoint=table,
+                       revision=commit, notes=tuple(notes))

@@ -125,3 +125,17 @@ def test_unknown_architecture_and_missing_fields(tmp_path):
     metadata = {k: v for k, v in header.metadata.items() if k != "llama.embedding_length"}
     with pytest.raises(ValueError, match="lacks llama.embedding_length"):
         gguf_config(metadata, header.tensors, "m.gguf")
+
+
+def test_explain_sizes_a_gguf_file_from_its_blocks(tmp_path):
+    """End to end: the weights figure of a GGUF model is the file's block bytes (norms cast to the model
+    dtype) plus vLLM's own rotary cache - not the 16-bit size of its parameters."""
+    from vram_detective import explain
+
+    path = write_gguf(tmp_path / "m.gguf")[0]
+    source = load_model(str(path))
+    stored = sum(gguf_weight_bytes(source.checkpoint, "float16").values())
+    b = explain(str(path), gpu_memory=24 * 2**30, dtype="float16", vllm_version="0.8.5", max_model_len=512)
+    rotary = b.components.find("weights.rotary_cache").bytes
+    assert b.weights_bytes == stored + rotary
+    assert any(step.key == "gguf_blocks" and step.bytes < 0 for step in b.weights_explained)

@@ -56,4 +56,6 @@ def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None 
             hf_token: str | None = None, gguf_file: str | None = None, **settings) -> Breakdown:
     spec = model_spec(model, source, revision, hf_token, gguf_file)
     device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
-    return plan(spec, device, settings, resolve_version(vllm_version))
+    checkpoint = model_source(model, source, revision, hf_token, gguf_file).checkpoint
+    gguf = checkpoint if checkpoint is not None and checkpoint.format == "gguf" else None
+    return plan(spec, device, settings, resolve_version(vllm_version), gguf_checkpoint=gguf)

@@ -39,6 +39,7 @@ class WeightsPlan:
     quant: QuantConfig | None
     kernel: KernelLayout | None
     reason: str
+    stored_format: str = ""  # "gguf": the file's block formats are kept on the GPU
 
 
 def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: Release) -> WeightsPlan:
@@ -134,7 +135,11 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocat
     theory = inventory.parameters * nominal_bits // 8
     steps = [Component("theory", f"theory: {inventory.parameters / 1e9:.3f} B parameters x {nominal_bits} bits / 8", theory,
                        "what the nominal precision alone would take")]
-    if plan.quant is not None:
+    if plan.stored_format == "gguf":
+        stored = sum(amount for role, amount in by_role.items() if role not in ("rotary cache", "allocator rounding", "cpu offload"))
+        steps.append(Component("gguf_blocks", "GGUF block quantization of the file", stored - theory,
+                               "linear layers and the embedding keep the file's quant blocks (scales included)"))
+    elif plan.quant is not None:
         kept = 0
         for group in inventory.groups:
             if group.role in ("embedding", "lm_head", "norm", "position embedding", "router") or (
@@ -188,7 +193,7 @@ def _budget_bytes(total: int, utilization: float, release: Release) -> int:
     return math.ceil(product) if release["request_memory_ceil"] else int(product)
 
 
-def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
+def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoint=None) -> Breakdown:
     settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
     dtype = settings.dtype
     dtype_bytes = DTYPE_BYTES[dtype]
@@ -208,6 +213,11 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> Breakdown:
     for stage in range(pp):
         shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
         inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel, lora)
+        if gguf_checkpoint is not None:
+            inventory = gguf_inventory(inventory, gguf_checkpoint, spec, dtype, shard, layer_counts[stage])
+            weights_plan = replace(weights_plan, stored_format="gguf",
+                                   reason="GGUF blocks as stored in the file (embedding included); "
+                                          "norms and plain tensors in the model dtype")
         offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings.cpu_offload_gb * GIB))
         allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
         weights = inventory.total_bytes + allocator_bytes - offloaded
@@ -411,3 +421,24 @@ def kv_plan_for_budget(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, 
     layer_counts = pipeline_layer_counts(spec.num_layers, settings.pipeline_parallel_size, bool(release["pp_remainder_to_last"]))
     layers, workers = attention_layers(spec, settings, release, layer_counts)
     return plan_kv(layers, workers, [available_bytes] * len(workers), settings, release)
+
+
+def gguf_inventory(inventory: Inventory, table, spec: ModelSpec, dtype: str, shard: Shard, stage_layers: int) -> Inventory:
+    """A GGUF checkpoint stays in its block formats on the GPU (vLLM's GGUF linear and embedding methods):
+    the weights by role come from the file's tensor table, sharded like the layers they belong to; the
+    rotary cache is vLLM's own. (The caching-allocator model is not applied: tensor sizes are the file's.)"""
+    from ...model.checkpoint import gguf_weight_bytes
+    from ...model.inventory import TensorGroup
+
+    tp = shard.tensor_parallel_size
+    layer_share = stage_layers / spec.num_layers
+    groups = []
+    for role, amount in sorted(gguf_weight_bytes(table, dtype).items()):
+        if role == "embedding" and not shard.is_first_stage or role == "lm_head" and not shard.is_last_stage:
+            continue
+        if role not in ("embedding", "lm_head"):
+            amount = int(amount * layer_share)
+        per_rank = amount if role == "norm" else amount // tp
+        groups.append(TensorGroup(f"gguf:{role}", 1, (per_rank,), "uint8", per_rank, role))
+    groups += [group for group in inventory.groups if group.role == "rotary cache"]
+    return Inventory(groups=tuple(groups), parameters=inventory.parameters, allocations=None)

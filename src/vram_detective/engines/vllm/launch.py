@@ -103,8 +103,12 @@ def parse_launch_line(words: list[str] | str) -> LaunchLine:
     words = [word for word in words if word != "\\"]
     index = 0
     model = None
-    # skip the launcher: "vllm serve", "python -m vllm.entrypoints.openai.api_server", env assignments
+    settings: dict = {}
+    # environment assignments before the launcher; VLLM_USE_V1 picks the engine path (envs.py)
     while index < len(words) and "=" in words[index] and not words[index].startswith("-"):
+        name, _, value = words[index].partition("=")
+        if name == "VLLM_USE_V1" and value in ("0", "1"):
+            settings["engine"] = "v1" if value == "1" else "v0"
         index += 1
     if index < len(words) and words[index].endswith("vllm"):
         index += 1
@@ -117,7 +121,6 @@ def parse_launch_line(words: list[str] | str) -> LaunchLine:
         index += 1
         if index + 1 < len(words) and words[index] == "-m":
             index += 2
-    settings: dict = {}
     ignored: list[str] = []
     while index < len(words):
         word = words[index]

@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     score = commands.add_parser("score", help="accuracy against real vLLM logs (ground-truth JSONL)")
     score.add_argument("cases", help="JSONL file of ground-truth cases (shared/groundtruth/SCHEMA.md)")
     score.add_argument("--json", action="store_true", help="machine-readable summary")
+    score.add_argument("--from-logs", action="store_true", help="re-read each case's figures from its raw log text")
 
     for module in _plugin_modules():
         module.register(commands)
@@ -283,7 +284,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from .scoring import format_summary, load_cases, score_cases
 
-    report = score_cases(load_cases(args.cases))
+    report = score_cases(load_cases(args.cases), from_logs=args.from_logs)
     print(json.dumps(report, indent=2) if args.json else format_summary(report))
     return 0
 

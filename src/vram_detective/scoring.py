@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 
+# the release and engine path a log's format shows live with the log parser (re-exported here)
+from .forensics.formats import infer_engine_from_log, infer_version_from_log  # noqa: F401
 from .units import GIB, parse_version
 
 # Figures compared when a case has them: observed key -> how to read the prediction.
@@ -37,47 +38,6 @@ def load_cases(path: str) -> list[dict]:
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
     return cases
-
-
-# Log formats that pin an era, most specific first (design/vllm-memory.md §2).
-_LOG_ERAS = (
-    (re.compile(r"GPU KV cache size: [\d,]+ tokens, Maximum concurrency"), "0.28.0"),
-    (re.compile(r"Model loading took \d+\.\d{1,2} GiB memory"), "0.15.0"),
-    (re.compile(r"Model loading took \d+\.\d{4} GiB memory"), "0.12.0"),
-    (re.compile(r"Available KV cache memory"), "0.9.1"),
-    (re.compile(r"GPU KV cache size: [\d,]+ tokens"), "0.8.0"),
-    (re.compile(r"Model loading took \d+\.\d+ GiB and"), "0.8.3"),
-    (re.compile(r"Model loading took \d+\.\d+ GB and"), "0.8.0"),
-    (re.compile(r"# cuda blocks"), "0.7.3"),
-    (re.compile(r"# CUDA blocks"), "0.7.0"),
-    # V1 alpha/beta (0.6.4-0.7.x) prints the V0 weights line but no CPU blocks
-    (re.compile(r"Loading model weights took[\s\S]*# GPU blocks: \d+(?!\d|, # CPU)"), "0.7.0"),
-    (re.compile(r"Memory profiling takes|the current vLLM instance can use"), "0.6.5"),
-    (re.compile(r"Memory profiling results: total_gpu_memory"), "0.6.4"),
-    (re.compile(r"Loading model weights took [\d.]+ GB"), "0.6.3"),
-)
-
-
-def infer_version_from_log(log: str) -> str | None:
-    for pattern, version in _LOG_ERAS:
-        if pattern.search(log or ""):
-            return version
-    return None
-
-
-_V0_MARKERS = re.compile(r"# CPU blocks|# cuda blocks|# CUDA blocks|Memory profiling takes|non_torch_memory|Memory profiling results")
-_V1_MARKERS = re.compile(r"GPU KV cache size|Available KV cache memory|EngineCore|gpu_model_runner\.py|gpu_worker\.py"
-                         r"|Loading model weights took[\s\S]*# GPU blocks: \d+(?!\d|, # CPU)")
-
-
-def infer_engine_from_log(log: str) -> str | None:
-    """The engine path a log shows: V0 prints CPU swap blocks and the profiling summary, V1 does not."""
-    # V1 markers first: V1 also prints "Memory profiling takes ..." at DEBUG level (0.9.1-0.26)
-    if _V1_MARKERS.search(log or ""):
-        return "v1"
-    if _V0_MARKERS.search(log or ""):
-        return "v0"
-    return None
 
 
 def _half_unit(value: float) -> float:
@@ -206,9 +166,15 @@ def _from_logged_budget(case: dict, inputs, breakdown) -> dict:
     return out
 
 
-def score_cases(cases: list[dict]) -> dict:
+def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
+    """Score every case; with `from_logs`, each case's figures are re-read from its raw `log` text by the
+    log parser (the first run of the log) instead of taken from its `observed` object."""
     per_case = []
     skipped = []
+    if from_logs:
+        from .forensics.parser import observed_from_log
+
+        cases = [dict(case, observed=observed_from_log(case.get("log", ""))) for case in cases]
     for case in cases:
         prediction, reason = _predict(case)
         if prediction is None:

@@ -96,7 +96,11 @@ class HubSettings:
         endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
         token = token or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
         timeout = float(os.environ.get("VRAM_DETECTIVE_HUB_TIMEOUT") or os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or 10)
-        return cls(endpoint, cache, assets, _truthy(os.environ.get("HF_HUB_OFFLINE")), token, timeout)
+        offline = _truthy(os.environ.get("HF_HUB_OFFLINE"))
+        # huggingface_hub froze HF_HUB_OFFLINE when it was first imported; its download functions consult the
+        # module constant, so keep it in step with the environment of this call
+        constants.HF_HUB_OFFLINE = offline
+        return cls(endpoint, cache, assets, offline, token, timeout)
 
 
 def _truthy(value: str | None) -> bool:

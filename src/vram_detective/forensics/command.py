@@ -1,0 +1,400 @@
+"""`vram-detective logs LOG [--nvidia-smi FILE] [--model M] [--gpu G] [--json]`.
+
+register() only declares arguments (argparse): the CLI imports this module for every command, so the
+parser, the catalog and the predictor are imported inside run().
+"""
+from __future__ import annotations
+
+import argparse
+
+EXAMPLES = """examples:
+  vram-detective logs vllm.log
+  vllm serve Qwen/Qwen3-8B 2>&1 | tee vllm.log | vram-detective logs -
+  vram-detective logs vllm.log --nvidia-smi smi.txt      # the default table, --query-gpu CSV, or -q -x XML
+  vram-detective logs vllm.log --model Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --json
+"""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "logs", help="read a real vLLM log (and nvidia-smi): who took the memory, and why",
+        description="Parse a vLLM startup log of any release (0.2 - 0.33): the figures each rank printed, the "
+                    "settings and release it implies, the catalog models consistent with it, observed vs predicted "
+                    "with the likely cause of each gap, what nvidia-smi's number is made of, and which flags would "
+                    "shrink the footprint.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("log", help="vLLM log file, or - to read standard input")
+    parser.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="FILE",
+                        help="nvidia-smi output taken after startup: the default table, "
+                             "--query-gpu=index,name,memory.used,memory.total --format=csv, or -q -x XML")
+    parser.add_argument("--model", dest="logs_model", metavar="MODEL",
+                        help="the model that ran, when the log does not name it (catalog repo id or local directory)")
+    parser.add_argument("--gpu", dest="logs_gpu", metavar="GPU", help='the GPU it ran on ("RTX 4090", "H100", ...)')
+    parser.add_argument("--vllm-version", dest="logs_vllm_version", metavar="VERSION",
+                        help="the vLLM release, when the log does not show it")
+    parser.add_argument("--json", action="store_true", help="machine-readable output (SCHEMA.md key names)")
+
+
+def run(args) -> int:
+    import sys
+
+    try:
+        report = build_report(args.log, nvidia_smi=getattr(args, "nvidia_smi", None),
+                              model=getattr(args, "logs_model", None), gpu=getattr(args, "logs_gpu", None),
+                              vllm_version=getattr(args, "logs_vllm_version", None))
+    except KeyboardInterrupt:
+        print("vram-detective: error: interrupted", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - the contract is one line on stderr, never a traceback
+        print(f"vram-detective: error: {_one_line(error)}", file=sys.stderr)
+        return 2
+    try:
+        if args.json:
+            import json
+
+            print(json.dumps(report, indent=2, default=str))
+        else:
+            print(render_text(report))
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip()
+    if isinstance(error, KeyError):
+        text = f"missing {text}"
+    if isinstance(error, FileNotFoundError):
+        text = f"no such file: {error.filename}"
+    elif isinstance(error, IsADirectoryError):
+        text = f"is a directory: {error.filename}"
+    elif isinstance(error, PermissionError):
+        text = f"cannot read {error.filename}: permission denied"
+    text = text.splitlines()[0] if text else type(error).__name__
+    known = ("LogInputError", "SmiInputError", "UnknownGpuError", "UnknownModelError", "FileNotFoundError",
+             "IsADirectoryError", "PermissionError", "ValueError", "UnsupportedReleaseError")
+    if type(error).__name__ not in known and not isinstance(error, (ValueError, LookupError, OSError)):
+        text = f"could not analyse the log ({type(error).__name__}: {text})"
+    return text
+
+
+# --- the analysis ---------------------------------------------------------------------------------------------
+
+def build_report(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
+                 vllm_version: str | None = None, stdin=None) -> dict:
+    import sys
+
+    from .nvidia_smi import parse_file as parse_smi_file
+    from .nvidia_smi import parse_nvidia_smi
+    from .parser import parse_file, parse_stream
+
+    if log == "-" and nvidia_smi == "-":
+        raise ValueError("the log and --nvidia-smi cannot both be read from standard input")
+    if gpu:
+        from ..hardware import find_gpu
+
+        find_gpu(gpu)  # an unknown name is bad input before any work
+    if vllm_version:
+        from ..engines.vllm.releases import resolve_version
+
+        resolve_version(vllm_version)
+    if model:
+        from .. import api
+
+        api.model_spec(model)  # an unknown or unsupported model is bad input too
+    if log == "-":
+        parsed = parse_stream((stdin or sys.stdin).buffer if hasattr(stdin or sys.stdin, "buffer") else stdin,
+                              "standard input")
+    else:
+        parsed = parse_file(log)
+    smi = None
+    if nvidia_smi == "-":
+        smi = parse_nvidia_smi(sys.stdin.read())
+    elif nvidia_smi:
+        smi = parse_smi_file(nvidia_smi)
+    last = len(parsed.runs) - 1
+    runs = [analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=vllm_version,
+                        smi=smi if index == last else None) if index > last - DEEP_RUNS else summarize_run(run)
+            for index, run in enumerate(parsed.runs)]
+    return {
+        "log": "standard input" if log == "-" else log,
+        "lines_read": parsed.lines_read,
+        "lines_with_figures": parsed.lines_matched,
+        "bytes_read": parsed.bytes_read,
+        "lines_cut": parsed.truncated_lines,
+        "nvidia_smi": smi.to_dict() if smi is not None else None,
+        "runs": runs,
+    }
+
+
+DEEP_RUNS = 8  # runs analysed in full (the last ones); earlier restarts are listed with their figures
+
+
+def summarize_run(run) -> dict:
+    observed = run.observed()
+    return {"run": run.index + 1, "lines": [run.first_line, run.last_line], "observed": observed,
+            "per_rank": run.per_rank(), "other_figures": run.extras(),
+            "startup": {"failed": observed.get("startup_failed"), "message": run.failure_message(),
+                        "success_markers": [text for _, text in run.successes][:3]},
+            "summary_only": True}
+
+
+def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=None, search: bool = True) -> dict:
+    from .infer import STRONG, infer_run, infer_utilization
+    from .nvidia_smi import reading_from_log_items
+    from .observed import FIELDS, build_observed
+    from .reconcile import anomalies, explain_nvidia_smi, reconcile, what_ifs
+
+    observed = run.observed()
+    extras = run.extras()
+    if smi is not None and smi.gpus:
+        first = smi.gpu(0)
+        if first.used_mib is not None:
+            observed["nvidia_smi_used_mib"] = first.used_mib
+        if first.total_mib is not None:
+            observed["nvidia_smi_total_mib"] = first.total_mib
+        observed = {key: observed[key] for key in _ordered(observed)}
+    smi_reading = smi or reading_from_log_items(run.smi_gpus, run.smi_processes)
+    inference = infer_run(run, observed, log_markers=parsed.markers, model=model, gpu=gpu, vllm_version=vllm_version,
+                          smi=smi, search_candidates=search)
+    chosen_model, model_basis, source, candidate_tp = None, None, "catalog", None
+    if inference.model is not None:
+        chosen_model = inference.model.value
+        model_basis = "named"
+        source = None if inference.model.confidence == "given" else "catalog"
+        if inference.model.basis.endswith("not in the catalog"):
+            chosen_model = None
+    elif inference.candidates:
+        best = inference.candidates[0]
+        chosen_model, model_basis, candidate_tp = best.model, "best candidate", best.tensor_parallel_size
+        if "tensor_parallel_size" not in inference.settings:
+            from .infer import Inferred
+
+            inference.settings["tensor_parallel_size"] = Inferred(
+                candidate_tp, f"the per-GPU weights of {best.model} match at tensor_parallel_size {candidate_tp}", "low")
+        inference.notes.append(f"{best.model} stores {best.precision}")
+    if chosen_model and model_basis == "named" and "quantization" not in inference.settings:
+        from .infer import infer_quantization
+
+        quantization = infer_quantization(observed, inference, chosen_model, source)
+        if quantization is not None and quantization.confidence == "medium":
+            inference.settings["quantization"] = quantization
+        elif quantization is not None:
+            inference.notes.append(f"quantization: {quantization.basis}")
+    reconciliation = None
+    prediction = None
+    if chosen_model and not any("older than the oldest" in note for note in inference.notes):
+        reconciliation = reconcile(observed, inference, chosen_model, source, run, candidate_tp)
+        prediction = reconciliation.prediction
+    if "gpu_memory_utilization" not in inference.settings:
+        util = infer_utilization(observed, prediction, inference)
+        if util is not None:
+            inference.settings["gpu_memory_utilization"] = util
+        elif prediction is not None:
+            from .infer import Inferred
+
+            inference.settings["gpu_memory_utilization"] = Inferred(
+                prediction.setting("gpu_memory_utilization"), f"vLLM {prediction.vllm_version}'s default", "default")
+    if "max_model_len" not in inference.settings and prediction is not None:
+        from .infer import Inferred
+
+        inference.settings["max_model_len"] = Inferred(prediction.max_model_len, "the model's own context length "
+                                                       "(vLLM's default)", "default")
+    smi_explanation = explain_nvidia_smi(observed, inference, prediction, smi_reading, run)
+    flags = anomalies(observed, extras, inference, prediction, smi_explanation, smi_reading, run)
+    shrink = {}
+    if prediction is not None and inference.gpu is not None:
+        settings = dict(reconciliation.settings)
+        util = inference.settings.get("gpu_memory_utilization")
+        current_u = float(util.value) if util is not None else None
+        shrink = what_ifs(chosen_model, inference.gpu.value, inference.version.value if inference.version else None,
+                          settings, current_u, source, observed.get("nvidia_smi_used_mib"))
+        if shrink and util is not None and util.confidence not in STRONG:
+            for row in reconciliation.rows:
+                if row.key == "nvidia_smi_used_mib" and not row.agrees:
+                    at_u = shrink["baseline"]["predicted_nvidia_smi_mib"]
+                    row.cause = (f"predicted at the default gpu_memory_utilization "
+                                 f"{prediction.setting('gpu_memory_utilization'):g}; at the inferred {util.value:g} the "
+                                 f"prediction is {at_u:,} MiB ({(at_u - row.observed) / row.observed:+.1%}); "
+                                 "see the nvidia-smi breakdown")
+    kv_pool = None
+    if observed.get("num_gpu_blocks") is not None and prediction is not None and prediction.kv_bytes_per_token:
+        block_bytes = prediction.kv_bytes_per_token * prediction.block_size
+        kv_pool = {"num_gpu_blocks": observed["num_gpu_blocks"], "bytes_per_block": block_bytes,
+                   "block_size": prediction.block_size, "gib": round(observed["num_gpu_blocks"] * block_bytes / 2**30, 3),
+                   "model": chosen_model}
+    build = build_observed(observed, model=chosen_model, gpu_name=inference.gpu.value.name if inference.gpu else None,
+                           vllm_version=inference.version.value if inference.version else None,
+                           engine=inference.engine.value if inference.engine else None,
+                           settings=inference.setting_values(), per_rank=run.per_rank(),
+                           failure_message=run.failure_message())
+    return {
+        "run": run.index + 1,
+        "lines": [run.first_line, run.last_line],
+        "observed": observed,
+        "per_rank": run.per_rank(),
+        "other_figures": extras,
+        "startup": {"failed": observed.get("startup_failed"), "message": run.failure_message(),
+                    "success_markers": [text for _, text in run.successes][:3]},
+        "vllm_version": inference.version.to_dict() if inference.version else None,
+        "engine": inference.engine.to_dict() if inference.engine else None,
+        "gpu": inference.gpu.to_dict() if inference.gpu else None,
+        "model": inference.model.to_dict() if inference.model else None,
+        "model_used_for_prediction": {"model": chosen_model, "why": model_basis} if chosen_model else None,
+        "settings": {name: item.value for name, item in inference.settings.items()},
+        "settings_basis": {name: {"basis": item.basis, "confidence": item.confidence}
+                           for name, item in inference.settings.items()},
+        "candidates": [candidate.to_dict() for candidate in inference.candidates],
+        "candidates_searched": inference.candidates_searched,
+        "kv_pool": kv_pool,
+        "reconciliation": reconciliation.to_dict() if reconciliation else None,
+        "nvidia_smi_breakdown": smi_explanation.to_dict() if smi_explanation else None,
+        "anomalies": flags,
+        "what_if": shrink,
+        "log_notes": [text for _, text in run.notes],
+        "notes": inference.notes,
+        "breakdown_fields": dict({name: getattr(build, name) for name, _, _ in FIELDS},
+                                 kv_bytes_per_token=build.kv_bytes_per_token),
+    }
+
+
+def _ordered(observed: dict) -> list[str]:
+    from .parser import OBSERVED_KEYS
+
+    return [key for key in OBSERVED_KEYS if key in observed]
+
+
+# --- text ------------------------------------------------------------------------------------------------------
+
+def _value(key: str, value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key.endswith("_gib"):
+        return f"{value:g} GiB"
+    if key.endswith("_mib"):
+        return f"{value:,} MiB"
+    if key == "max_concurrency":
+        return f"{value:g}x"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(rows: list[tuple], indent: str = "    ") -> list[str]:
+    if not rows:
+        return []
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]) - 1)]
+    out = []
+    for row in rows:
+        cells = [str(cell).ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        out.append((indent + "  ".join(cells + [str(row[-1])])).rstrip())
+    return out
+
+
+def render_text(report: dict) -> str:
+    from .observed import LABELS
+
+    lines = [f"vLLM log: {report['log']} ({report['lines_read']:,} lines, {report['lines_with_figures']:,} with vLLM "
+             f"figures, {len(report['runs'])} run{'s' if len(report['runs']) != 1 else ''})"]
+    if report.get("lines_cut"):
+        lines.append(f"  ({report['lines_cut']} over-long lines were cut at 1 MiB)")
+    for run in report["runs"]:
+        lines.append("")
+        failed = run["startup"]["failed"]
+        outcome = ("FAILED: " + (run["startup"]["message"] or "") if failed else
+                   "started" if failed is False else "outcome not in the log")
+        lines.append(f"Run {run['run']} (lines {run['lines'][0]}-{run['lines'][1]}): {outcome[:160]}")
+        if run.get("summary_only"):
+            text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in run["observed"].items())
+            lines.append(f"  {text} (an earlier start: the last {DEEP_RUNS} runs are analysed in full)")
+            continue
+        ident = []
+        for title, key in (("Release", "vllm_version"), ("Engine", "engine"), ("GPU", "gpu"), ("Model", "model")):
+            item = run.get(key)
+            if item:
+                ident.append((title, str(item["value"]), f"({item['confidence']})", item["basis"]))
+        if run.get("model") is None:
+            ident.append(("Model", "not named in the log", "", "see the consistent catalog models below"
+                          if run["candidates"] else "no catalog model matches the logged figures"))
+        lines += _table(ident, "  ")
+
+        lines.append("")
+        lines.append("  What the log printed (rank 0 where the rank shows)")
+        rows = [(LABELS.get(key, key), _value(key, value), "") for key, value in run["observed"].items()]
+        lines += _table(rows)
+        others = {rank: figures for rank, figures in run["per_rank"].items() if rank != "rank 0"}
+        if others:
+            lines.append("  Other ranks:")
+            for rank, figures in list(others.items())[:8]:
+                text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in figures.items())
+                lines.append(f"    {rank}: {text}")
+        if run["kv_pool"]:
+            pool = run["kv_pool"]
+            lines.append(f"  KV pool: {pool['num_gpu_blocks']:,} blocks x {pool['bytes_per_block']:,} B "
+                         f"({pool['block_size']} tokens per block of {pool['model']}) = {pool['gib']:.2f} GiB")
+
+        if run["settings"]:
+            lines.append("")
+            lines.append("  Settings (vLLM's names)")
+            rows = [(name, _value(name, value), run["settings_basis"][name]["confidence"],
+                     run["settings_basis"][name]["basis"]) for name, value in run["settings"].items()]
+            lines += _table(rows)
+
+        if run["candidates"]:
+            lines.append("")
+            lines.append(f"  Catalog models consistent with the logged weights and KV figures "
+                         f"({run['candidates_searched']} sizings):")
+            rows = []
+            for c in run["candidates"]:
+                kv = ("KV checks pass" if c["kv_consistent"] else "KV not checkable" if c["kv_consistent"] is None
+                      else "KV mismatch")
+                pool = f", pool {c['kv_pool_gib']:.2f} GiB" if c.get("kv_pool_gib") is not None else ""
+                rows.append((c["model"], f"TP{c['tensor_parallel_size']}", c["precision"],
+                             f"{c['weights_gib']:.4f} GiB ({c['weights_error']:+.2%})",
+                             f"{c['kv_bytes_per_token'] // 1024} KiB/token{pool}; {kv}"))
+            lines += _table(rows)
+
+        rec = run["reconciliation"]
+        if rec:
+            lines.append("")
+            why = run["model_used_for_prediction"]["why"]
+            lines.append(f"  Observed vs predicted: {rec['model']} ({why}) on {rec['gpu']}, vLLM {rec['vllm_version']} "
+                         f"{rec['engine'].upper()}")
+            rows = [("figure", "observed", "predicted", "gap", "likely cause")]
+            for row in rec["figures"]:
+                gap = "" if row.get("relative_gap") is None else f"{row['relative_gap']:+.1%}"
+                rows.append((LABELS.get(row["key"], row["key"]), _value(row["key"], row["observed"]),
+                             _value(row["key"], row["predicted"]), gap, row["cause"]))
+            lines += _table(rows)
+            for note in rec["notes"]:
+                lines.append(f"    note: {note}")
+
+        smi = run["nvidia_smi_breakdown"]
+        if smi:
+            lines.append("")
+            total = f" of {smi['total_mib']:,} MiB" if smi.get("total_mib") else ""
+            lines.append(f"  nvidia-smi {smi['gpu']}: {smi['used_mib']:,} MiB used{total}, made of")
+            rows = [(part["what"], f"{part['gib']:.2f} GiB", part["basis"]) for part in smi["parts"]]
+            rows.append(("remaining", f"{smi['remaining_gib']:.2f} GiB", smi["verdict"]))
+            lines += _table(rows)
+            lines.append(f"    {smi['summary']}")
+
+        if run["anomalies"]:
+            lines.append("")
+            lines.append("  Anomalies")
+            lines += [f"    - {text}" for text in run["anomalies"]]
+
+        shrink = run["what_if"]
+        if shrink and shrink.get("scenarios"):
+            base = shrink["baseline"]
+            lines.append("")
+            lines.append(f"  Flags that would shrink the footprint (each at the least gpu_memory_utilization that still "
+                         f"serves one {base['max_model_len']:,}-token request; now ~{base['current_nvidia_smi_mib']:,} "
+                         "MiB)")
+            rows = [(s["flags"], f"-{s['saving_mib'] / 1024:.1f} GiB", f"-> ~{s['projected_nvidia_smi_mib']:,} MiB",
+                     f"KV {s['kv_cache_tokens']:,} tokens ({s['max_concurrency']:g}x)") for s in shrink["scenarios"]]
+            lines += _table(rows)
+        for note in run["log_notes"][:6] + run["notes"]:
+            lines.append(f"  note: {note}")
+    return "\n".join(lines)

@@ -190,6 +190,7 @@ def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
             continue
         breakdown, partial = prediction[0], prediction[3]
         predicted = _predicted_figures(breakdown)
+        entry["weights_format"] = _weights_format(prediction[4][0], breakdown)
         if partial:
             entry["partial"] = partial
         if breakdown.per_rank and "weights_gib" in observed:
@@ -214,6 +215,7 @@ def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
         "figures": _summaries([c for c in per_case if not c["separate"]]),
         "figures_separate_tags": _summaries([c for c in per_case if c["separate"]]),
         "startup_failed_agreement": _agreement(per_case),
+        "weights_by_format": _weights_by_format([c for c in per_case if not c["separate"]]),
         "per_case": per_case,
     }
 
@@ -244,6 +246,29 @@ def _agreement(entries: list[dict]) -> dict:
     return {"n": len(pairs), "agree": agree}
 
 
+def _weights_format(spec, breakdown) -> str:
+    """The stored format of the weights, for the per-format accuracy table (issue 3)."""
+    quantization = next((s.value for s in breakdown.settings if s.name == "quantization"), None)
+    if spec.quantization is not None:
+        return spec.quantization.method
+    if quantization:
+        return f"{quantization} (online)"
+    return next(s.value for s in breakdown.settings if s.name == "dtype")
+
+
+def _weights_by_format(entries: list[dict]) -> dict:
+    groups: dict[str, list[dict]] = {}
+    for entry in entries:
+        if "weights_gib" in entry["figures"]:
+            groups.setdefault(entry.get("weights_format", "?"), []).append(
+                {"figures": {"weights_gib": entry["figures"]["weights_gib"]}})
+    table = {name: _summaries(items)["weights_gib"] for name, items in sorted(groups.items())}
+    quantized = [item for name, items in groups.items() if name not in ("bfloat16", "float16", "float32") for item in items]
+    if quantized:
+        table["all quantized formats"] = _summaries(quantized)["weights_gib"]
+    return table
+
+
 def format_summary(report: dict) -> str:
     lines = [f"cases: {report['cases']}, scored: {report['scored']}, skipped: {len(report['skipped'])}", ""]
     for title, figures in (("scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)", report["figures"]),
@@ -254,6 +279,12 @@ def format_summary(report: dict) -> str:
             lines.append(f"  {key:<32} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
                          f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}")
         lines.append("")
+    lines.append("weights by stored format (scored cases)")
+    lines.append(f"  {'format':<32} {'n':>4} {'median':>9} {'p90':>9} {'max':>9}")
+    for name, stats in report.get("weights_by_format", {}).items():
+        lines.append(f"  {name:<32} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
+                     f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}")
+    lines.append("")
     agreement = report["startup_failed_agreement"]
     lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
     reasons: dict[str, int] = {}

@@ -188,3 +188,20 @@ def test_sparse_writer_matches_the_safetensors_reader(tmp_path):
         assert sorted(handle.keys()) == ["a", "b"]
     header = read_header(path)
     assert {t.name: (t.stored_dtype, t.shape) for t in header.tensors} == {"a": ("BF16", (3, 5)), "b": ("I32", (2,))}
+
+
+def test_explain_shows_checkpoint_vs_gpu_for_a_local_checkpoint(tmp_path, capsys):
+    """explain on a directory with real safetensors headers reports where the file and the GPU differ:
+    the stored rotary inv_freq is dropped, vocabulary padding and vLLM's own rotary cache are added."""
+    pytest.importorskip("safetensors")
+    from vram_detective.cli import main
+
+    write_sharded(tmp_path / "m", TINY_LLAMA, llama_tensors(TINY_LLAMA, inv_freq=True), shards=2)
+    assert main(["explain", str(tmp_path / "m"), "--gpu", "4090", "--max-model-len", "256", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    report = out["checkpoint_vs_gpu"]
+    statuses = {row["status"] for row in report["rows"]}
+    assert {"match", "dropped", "added"} <= statuses
+    assert any("inv_freq" in row["key"] for row in report["rows"] if row["status"] == "dropped")
+    assert main(["explain", str(tmp_path / "m"), "--gpu", "4090", "--max-model-len", "256"]) == 0
+    assert "Checkpoint (its real tensor headers) vs what vLLM holds on one GPU:" in capsys.readouterr().out

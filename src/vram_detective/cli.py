@@ -151,6 +151,21 @@ def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
     return settings
 
 
+def _checkpoint_report(model: str, args: argparse.Namespace, gpu_memory: int | None, settings: dict):
+    """The checkpoint-vs-GPU reconciliation when the model came with real tensor headers (local or Hub)."""
+    from . import api
+    from .engines.vllm.plan import checkpoint_report
+    from .engines.vllm.releases import resolve_version
+
+    options = _source_options(args)
+    source = api.model_source(model, options["source"], options["revision"], options["hf_token"], options["gguf_file"])
+    if source.checkpoint is None:
+        return None
+    spec = api.model_spec(model, options["source"], options["revision"], options["hf_token"], options["gguf_file"])
+    device = api.resolve_gpu(args.gpu, gpu_memory)
+    return checkpoint_report(spec, device, dict(settings), resolve_version(args.vllm_version), source.checkpoint)
+
+
 def _source_options(args: argparse.Namespace) -> dict:
     return {"source": args.source, "revision": args.revision, "hf_token": args.hf_token, "gguf_file": args.gguf_file}
 
@@ -200,8 +215,11 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
         print(f"vLLM would refuse to start: {error}", file=sys.stderr)
         return EXIT_REFUSED
     stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings, _source_options(args)) if args.tensors else []
+    report = _checkpoint_report(model, args, gpu_memory, settings)
     if args.json:
         out = to_json(breakdown)
+        if report is not None:
+            out["checkpoint_vs_gpu"] = report.to_dict()
         if args.tensors:
             out["tensors"] = [dict(group.to_dict(), **({"pipeline_stage": stage, "first_rank": rank} if len(stages) > 1 else {}))
                               for stage, rank, groups in stages for group in groups]
@@ -210,6 +228,9 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
         print(render_markdown(breakdown))
     else:
         print(render_text(breakdown, sys.stdout))
+        if report is not None:
+            print("\nCheckpoint (its real tensor headers) vs what vLLM holds on one GPU:")
+            print("\n".join(f"  {line}" for line in report.summary_lines()))
     if args.tensors and not args.json:
         from .render import render_tensors
 

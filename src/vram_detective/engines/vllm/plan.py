@@ -79,6 +79,15 @@ def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: R
     return WeightsPlan(quant, layout, reason)
 
 
+def checkpoint_report(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, table):
+    """Where the checkpoint's tensors (real headers) and what vLLM holds on the GPU differ."""
+    from ...model.checkpoint import checkpoint_vs_gpu
+
+    settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
+    weights_plan = plan_weights(spec, settings, gpu, release)
+    return checkpoint_vs_gpu(table, spec, settings.dtype, quant=weights_plan.quant, kernel=weights_plan.kernel)
+
+
 def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> list[tuple[int, Inventory]]:
     """(pipeline stage, inventory of one of its ranks) as plan() builds them: for `explain --tensors`."""
     settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)

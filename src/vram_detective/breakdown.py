@@ -1,7 +1,8 @@
 """The one result type: a tree of named byte amounts per GPU, each with a reason and a source.
 
-A prediction produces a Breakdown; a parsed engine log (later) fills the same fields, so the two
-can be compared figure by figure. Every field that a log may lack is optional.
+A prediction produces a Breakdown; a parsed engine log produces an ObservedBreakdown
+(forensics/observed.py) with the same figures, each optional because a log may lack it, so the two are
+compared figure by figure.
 """
 from __future__ import annotations
 

@@ -66,8 +66,9 @@ def test_allocator_rounding_is_a_named_weights_component():
     b = explain("Qwen/Qwen3-14B-AWQ", "L40S", vllm_version="0.28.0", max_model_len=4096)
     rounding = b.components.find("weights.allocator_rounding")
     # per layer: qkv 17.5 MiB (+0.5), gate_up 85 MiB (+1), down 42.5 MiB (+1.5 under max_split);
-    # embedding and lm_head 1483.75 MiB (+0.25 each); q_norm/k_norm of 256 B are rounded to 512 B (+256 each)
-    assert rounding.bytes == 40 * 3 * MIB + 2 * MIB // 4 + 40 * 2 * 256
+    # embedding and lm_head 1483.75 MiB (+0.25 each); q_norm/k_norm of 256 B are rounded to 512 B (+256 each);
+    # the four 4-byte attention scale buffers of 0.28 take 512 B blocks (+508 each)
+    assert rounding.bytes == 40 * 3 * MIB + 2 * MIB // 4 + 40 * 2 * 256 + 40 * 4 * 508
     assert any(step.key == "allocator_rounding" for step in b.weights_explained)
 
 

@@ -95,9 +95,11 @@ def test_qwen3_8b_weights_line(dev_cases):
     # params: 2 x 151936 x 4096 + 36 x (4096 x 6144 + 4096 x 4096 + 4096 x 24576 + 12288 x 4096 + 2 x 4096
     # + 2 x 128) + 4096. What torch counts as allocated adds the caching allocator's block rounding: the
     # 1187 MiB embedding and lm_head each get a 1188 MiB segment whose 1 MiB rest is not split off, and
-    # the 256 B q_norm / k_norm weights take 512 B blocks (36 layers x 2 x 256 B).
+    # the 256 B q_norm / k_norm weights take 512 B blocks (36 layers x 2 x 256 B); each attention layer's
+    # seven fp32 scale buffers of 0.23 (_k_scale, _v_scale, _q_scale, _prob_scale, q/k/v_range) take one
+    # 512 B block each (36 x 7 x 512 B).
     b = explain("Qwen/Qwen3-8B", "RTX 5070 Ti", vllm_version="0.23.0", max_model_len=8192, gpu_memory_utilization=0.9)
-    assert b.weights_bytes == 8_190_735_360 * 2 + 40960 * 128 * 2 + 2 * MIB + 36 * 2 * 256
+    assert b.weights_bytes == 8_190_735_360 * 2 + 40960 * 128 * 2 + 2 * MIB + 36 * 2 * 256 + 36 * 7 * 512
     logged = logged_message(dev_cases["file56155919944-qwen3-8b-bf16-rtx5070ti-fail"], "Model loading took")
     assert logged.startswith("Model loading took 15.27 GiB memory and")
     assert b.log_lines[0].split(" and ")[0] == logged.split(" and ")[0]

@@ -151,6 +151,7 @@ def build_inventory(
     quant: QuantConfig | None = None,
     kernel: KernelLayout | None = None,
     lora: LoraSlots | None = None,
+    attention_buffers: tuple[str, ...] = (),
 ) -> Inventory:
     tp = shard.tensor_parallel_size
     counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
@@ -238,6 +239,12 @@ def build_inventory(
         groups.append(_dense(f"{layer_pattern}.self_attn.q_norm.weight", layers, (head,), dtype, "norm"))
         groups.append(_dense(f"{layer_pattern}.self_attn.k_norm.weight", layers, (head,), dtype, "norm"))
         parameters += 2 * head * layers
+    if attention_buffers:
+        # the attention layer's own fp32 scalars (_k_scale, _v_scale, ...: attention/layer.py), one
+        # allocation each on the GPU whatever the checkpoint
+        groups.append(_dense(f"{layer_pattern}.self_attn.attn.{{{','.join(attention_buffers)}}}", layers * len(attention_buffers),
+                             (), "float32", "attention"))
+        per_layer.extend([4] * len(attention_buffers))
     if spec.attention_sinks:
         # gpt-oss: one learned sink logit per attention head on this rank (bf16; gpt_oss.py)
         groups.append(_dense(f"{layer_pattern}.self_attn.sinks", layers, (q_rank,), dtype, "attention"))

@@ -97,7 +97,8 @@ def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) ->
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     return [(stage, build_inventory(spec, settings.dtype, Shard(tp, stage, pp, settings.enable_expert_parallel, to_last,
                                                                settings.data_parallel_size),
-                                    weights_plan.quant, weights_plan.kernel, lora)) for stage in range(pp)]
+                                    weights_plan.quant, weights_plan.kernel, lora,
+                                    tuple(release["attention_scale_buffers"]))) for stage in range(pp)]
 
 
 def _lora_slots(settings: EngineSettings, release: Release) -> LoraSlots | None:
@@ -221,7 +222,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     stage_data = []
     for stage in range(pp):
         shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
-        inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel, lora)
+        inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel, lora,
+                                    tuple(release["attention_scale_buffers"]))
         if gguf_checkpoint is not None:
             inventory = gguf_inventory(inventory, gguf_checkpoint, spec, dtype, shard, layer_counts[stage])
             weights_plan = replace(weights_plan, stored_format="gguf",

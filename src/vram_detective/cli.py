@@ -41,6 +41,25 @@ def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
                                type=lambda raw, flag=flag: _parse_or_bad(flag, raw, parse_flag_value))
 
 
+def add_model_arguments(parser: argparse.ArgumentParser, model_optional: bool = False,
+                        gpu_help: str = 'GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G")') -> None:
+    """The model, GPU, release and model-source options every prediction command takes."""
+    parser.add_argument("model", nargs="?" if model_optional else None,
+                        help="a local model directory or .gguf file, or a Hugging Face repo id (catalog or Hub)")
+    parser.add_argument("--gpu", help=gpu_help)
+    parser.add_argument("--gpu-memory", help="total memory of a GPU not in the catalog, as CUDA reports it (e.g. 23.65GiB)")
+    parser.add_argument("--vllm-version", help="vLLM release to reproduce (0.3.0 .. 0.33.x; default: newest)")
+    parser.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
+                        help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
+    parser.add_argument("--engine", choices=("v0", "v1"), default=None, help="force vLLM's V0 or V1 engine (default: the release's)")
+    sources = parser.add_argument_group("where the model comes from")
+    sources.add_argument("--source", choices=("catalog", "local", "hub", "gguf"), default=None,
+                         help="force one source (default: local path, then the catalog, then the Hugging Face Hub)")
+    sources.add_argument("--revision", default=None, help="Hub revision (branch, tag or commit)")
+    sources.add_argument("--hf-token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
+    sources.add_argument("--gguf-file", default=None, help="which .gguf file of a GGUF repository or directory")
+
+
 def _parse_or_bad(flag, raw, parse_flag_value):
     try:
         return parse_flag_value(flag, raw)
@@ -65,19 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "the tool's own options (--gpu, --vllm-version, output) go before the `--`.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    explain.add_argument("model", nargs="?", help="Hugging Face repo id from the catalog, or a local model directory")
-    explain.add_argument("--gpu", help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"); omit for a table of common GPUs')
-    explain.add_argument("--gpu-memory", help="total memory of a GPU not in the catalog, as CUDA reports it (e.g. 23.65GiB)")
-    explain.add_argument("--vllm-version", help="vLLM release to reproduce (0.3.0 .. 0.33.x; default: newest)")
-    explain.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
-                         help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
-    explain.add_argument("--engine", choices=("v0", "v1"), default=None, help="force vLLM's V0 or V1 engine (default: the release's)")
-    sources = explain.add_argument_group("where the model comes from")
-    sources.add_argument("--source", choices=("catalog", "local", "hub", "gguf"), default=None,
-                         help="force one source (default: local path, then the catalog, then the Hugging Face Hub)")
-    sources.add_argument("--revision", default=None, help="Hub revision (branch, tag or commit)")
-    sources.add_argument("--hf-token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
-    sources.add_argument("--gguf-file", default=None, help="which .gguf file of a GGUF repository or directory")
+    add_model_arguments(explain, model_optional=True,
+                        gpu_help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"); omit for a table of common GPUs')
     explain.add_argument("--tensors", action="store_true",
                          help="also list the tensor groups each rank holds (name, count, shape, dtype, bytes, role)")
     _add_vllm_flags(explain)

@@ -12,6 +12,26 @@ def _g(num_bytes: float) -> float:
     return round(num_bytes / GIB, 4)
 
 
+def schema_figures(breakdown: Breakdown, weights_bytes: int | None = None) -> dict:
+    """A prediction under the key names of shared/groundtruth/SCHEMA.md's `observed` object."""
+    return {
+        "total_gpu_memory_gib": breakdown.total_gpu_bytes / GIB,
+        "requested_memory_gib": breakdown.budget_bytes / GIB,
+        "weights_gib": (breakdown.weights_bytes if weights_bytes is None else weights_bytes) / GIB,
+        "activation_peak_gib": breakdown.activation_peak_bytes / GIB,
+        "non_torch_gib": breakdown.non_torch_bytes / GIB,
+        "cuda_graph_gib": breakdown.cuda_graph_bytes / GIB,
+        "cuda_graph_estimate_gib": breakdown.cuda_graph_bytes / GIB,
+        "kv_cache_gib": breakdown.kv_cache_bytes / GIB,
+        "num_gpu_blocks": breakdown.num_gpu_blocks,
+        "num_cpu_blocks": breakdown.num_cpu_blocks,
+        "kv_cache_tokens": breakdown.kv_cache_tokens,
+        "max_concurrency": breakdown.max_concurrency,
+        "nvidia_smi_used_mib": breakdown.nvidia_smi_used_mib,
+        "startup_failed": breakdown.failure is not None,
+    }
+
+
 def to_json(breakdown: Breakdown) -> dict:
     out = {
         "model": breakdown.model,

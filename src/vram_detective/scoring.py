@@ -7,6 +7,7 @@ from pathlib import Path
 
 # the release and engine path a log's format shows live with the log parser (re-exported here)
 from .forensics.formats import infer_engine_from_log, infer_version_from_log  # noqa: F401
+from .forensics.reconcile import predicted_figures
 from .units import GIB, parse_version
 
 # Figures compared when a case has them: observed key -> how to read the prediction.
@@ -110,23 +111,6 @@ def _predict(case: dict):
         return None, f"cannot predict: {error}"
 
 
-def _predicted_figures(breakdown) -> dict:
-    return {
-        "weights_gib": breakdown.weights_bytes / GIB,
-        "kv_cache_gib": breakdown.kv_cache_bytes / GIB,
-        "num_gpu_blocks": breakdown.num_gpu_blocks,
-        "num_cpu_blocks": breakdown.num_cpu_blocks,
-        "kv_cache_tokens": breakdown.kv_cache_tokens,
-        "max_concurrency": breakdown.max_concurrency,
-        "non_torch_gib": breakdown.non_torch_bytes / GIB,
-        "activation_peak_gib": breakdown.activation_peak_bytes / GIB,
-        "cuda_graph_gib": breakdown.cuda_graph_bytes / GIB,
-        "cuda_graph_estimate_gib": breakdown.cuda_graph_bytes / GIB,
-        "requested_memory_gib": breakdown.budget_bytes / GIB,
-        "nvidia_smi_used_mib": breakdown.nvidia_smi_used_mib,
-    }
-
-
 def _from_logged_budget(case: dict, inputs, breakdown) -> dict:
     """Blocks, tokens and concurrency computed from the KV budget the log printed (the same grouping and
     token rules as the prediction, only the budget is the logged one).
@@ -189,15 +173,14 @@ def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
             per_case.append(entry)
             continue
         breakdown, partial = prediction[0], prediction[3]
-        predicted = _predicted_figures(breakdown)
+        predicted = predicted_figures(breakdown, observed)
         entry["weights_format"] = _weights_format(prediction[4][0], breakdown)
         if partial:
             entry["partial"] = partial
         if breakdown.per_rank and "weights_gib" in observed:
-            # a pipeline-parallel log line does not say which stage printed it: compare with the closest stage
+            # the log line does not say which pipeline stage printed it: compared with the closest stage
             stages = [rank.weights_bytes / GIB for rank in breakdown.per_rank]
-            predicted["weights_gib"] = min(stages, key=lambda value: abs(value - observed["weights_gib"]))
-            entry["weights_stage"] = stages.index(predicted["weights_gib"])
+            entry["weights_stage"] = min(range(len(stages)), key=lambda i: abs(stages[i] - observed["weights_gib"]))
         for key in FIGURES:
             if partial and key != "weights_gib":
                 continue

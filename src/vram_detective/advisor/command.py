@@ -26,18 +26,9 @@ FIT_EXAMPLES = """examples:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="Hugging Face repo id from the catalog, or a local model directory")
-    parser.add_argument("--gpu", help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G")')
-    parser.add_argument("--gpu-memory", help="total memory of a GPU not in the catalog, as CUDA reports it (e.g. 23.65GiB)")
-    parser.add_argument("--vllm-version", help="vLLM release to reproduce (0.3.0 .. 0.33.x; default: newest)")
-    parser.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
-                        help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
-    parser.add_argument("--engine", choices=("v0", "v1"), default=None, help="force vLLM's V0 or V1 engine")
-    sources = parser.add_argument_group("where the model comes from")
-    sources.add_argument("--source", choices=("catalog", "local", "hub", "gguf"), default=None)
-    sources.add_argument("--revision", default=None, help="Hub revision (branch, tag or commit)")
-    sources.add_argument("--hf-token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
-    sources.add_argument("--gguf-file", default=None, help="which .gguf file of a GGUF repository or directory")
+    from ..cli import add_model_arguments
+
+    add_model_arguments(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 

@@ -62,22 +62,9 @@ def predicted_figures(breakdown, observed: dict) -> dict:
         # a pipeline-parallel log line does not say which stage printed it: the closest stage
         stages = [rank.weights_bytes / GIB for rank in breakdown.per_rank]
         weights = min(stages, key=lambda value: abs(value - observed["weights_gib"]))
-    return {
-        "total_gpu_memory_gib": breakdown.total_gpu_bytes / GIB,
-        "requested_memory_gib": breakdown.budget_bytes / GIB,
-        "weights_gib": weights,
-        "activation_peak_gib": breakdown.activation_peak_bytes / GIB,
-        "non_torch_gib": breakdown.non_torch_bytes / GIB,
-        "cuda_graph_estimate_gib": breakdown.cuda_graph_bytes / GIB,
-        "kv_cache_gib": breakdown.kv_cache_bytes / GIB,
-        "num_gpu_blocks": breakdown.num_gpu_blocks,
-        "num_cpu_blocks": breakdown.num_cpu_blocks,
-        "kv_cache_tokens": breakdown.kv_cache_tokens,
-        "max_concurrency": breakdown.max_concurrency,
-        "cuda_graph_gib": breakdown.cuda_graph_bytes / GIB,
-        "nvidia_smi_used_mib": breakdown.nvidia_smi_used_mib,
-        "startup_failed": breakdown.failure is not None,
-    }
+    from ..render import schema_figures
+
+    return schema_figures(breakdown, int(round(weights * GIB)))
 
 
 def _agrees(key: str, observed, predicted) -> bool:

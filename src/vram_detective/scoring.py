@@ -21,11 +21,11 @@ FROM_LOGGED_BUDGET = ("blocks_from_logged_budget", "tokens_from_logged_budget", 
 # Tags SCHEMA.md asks to report apart.
 SEPARATE_TAGS = ("non-nvidia", "approximate", "shared-gpu")
 # Settings that change memory in ways this release of the tool does not model yet.
-UNMODELLED_SETTINGS = {"speculative_config": "speculative decoding"}
+UNMODELLED_SETTINGS: dict[str, str] = {}
 PASSED_SETTINGS = (
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "block_size", "dtype", "quantization", "kv_cache_dtype", "enforce_eager", "swap_space",
-    "entrypoint", "enable_chunked_prefill", "cpu_offload_gb", "enable_lora",
+    "entrypoint", "enable_chunked_prefill", "cpu_offload_gb", "enable_lora", "speculative_config",
 )
 
 
@@ -97,6 +97,12 @@ def _predict(case: dict):
         basis = "inferred by the scorer from the log format"
         if not version:
             return None, "vLLM version unknown"
+    if settings.get("speculative_config"):
+        from .engines.vllm.speculative import unsized_reason
+
+        why = unsized_reason(settings["speculative_config"], spec)
+        if why:
+            return None, f"speculative decoding not sized: {why}"
     user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
     engine = infer_engine_from_log(case.get("log", ""))
     if engine == "v0" and parse_version(version) >= (0, 6, 4) or engine == "v1" and parse_version(version) >= (0, 6, 4):

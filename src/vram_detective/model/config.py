@@ -104,6 +104,7 @@ class ModelSpec:
     attention_sinks: bool = False  # gpt-oss: one learned sink per attention head
     rotary_dtype: str | None = None  # None: the model dtype; gpt-oss asks get_rope for float32
     vision: VisionSpec | None = None
+    hybrid: object | None = None  # model/hybrid.py HybridLayout: Mamba / linear-attention layers (Bamba)
     notes: tuple[str, ...] = field(default_factory=tuple)
     # the config as read: engine rules that depend on raw keys (layer_types, windows) read it
     source_config: dict | None = field(default=None, compare=False, repr=False)
@@ -149,12 +150,19 @@ _ARCHITECTURE_FAMILY = {
     "DeepseekV2ForCausalLM": "deepseek_v2",
     "DeepseekV3ForCausalLM": "deepseek_v2",
     "GptOssForCausalLM": "gpt_oss",
+    "BambaForCausalLM": "bamba",  # Mamba2 + attention hybrid (model/hybrid.py)
 }
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
 _LATER = {
     "LlavaForConditionalGeneration": "multimodal models",
     "MllamaForConditionalGeneration": "multimodal models",
+    # Mamba / linear-attention hybrids whose state and KV layers model/hybrid.py knows, but whose
+    # weights (MoE / per-layer MLP layouts) are not inventoried yet
+    **{name: "Mamba / linear-attention hybrid weights" for name in (
+        "JambaForCausalLM", "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM", "Qwen3NextForCausalLM",
+        "MiniMaxText01ForCausalLM", "FalconH1ForCausalLM", "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration")},
 }
 
 # HF Gemma3TextConfig defaults: Gemma 3 multimodal configs list only what differs from them.
@@ -261,7 +269,7 @@ def _parse(config: dict, name: str) -> ModelSpec:
         rotary_dim = mla.qk_rope_head_dim
     if family == "gpt_oss":
         pattern = "alternate"  # layer_types: sliding_attention / full_attention
-    return ModelSpec(
+    spec = ModelSpec(
         name=name,
         architecture=architecture,
         family=family,
@@ -292,6 +300,19 @@ def _parse(config: dict, name: str) -> ModelSpec:
         attention_sinks=family == "gpt_oss",
         rotary_dtype="float32" if family == "gpt_oss" else None,  # gpt_oss.py get_rope(dtype=torch.float32)
     )
+    if family == "bamba":
+        spec = replace(spec, **_hybrid_fields(config))
+    return spec
+
+
+def _hybrid_fields(config: dict) -> dict:
+    from .hybrid import hybrid_layout
+
+    # bamba.py: rotary of attn_rotary_emb dims on the attention layers
+    fields: dict = {"hybrid": hybrid_layout(config)}
+    if config.get("attn_rotary_emb"):
+        fields["rotary_dim"] = int(config["attn_rotary_emb"])
+    return fields
 
 
 _MULTIMODAL = {

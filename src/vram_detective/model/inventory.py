@@ -230,9 +230,15 @@ def build_inventory(
         _mla_attention(spec, tp, linear, groups, per_layer, layers, layer_pattern, dtype)
         parameters += _mla_norm_parameters(spec) * layers
     else:
+        # hybrids (spec.hybrid): attention on its own layers only, the Mamba mixers on the others
+        attention_count, attention_pattern = _hybrid_attention_layers(spec, first_layer, layers, layer_pattern)
         qkv_out = (q_rank + 2 * kv_rank) * head
-        linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden)
-        linear("self_attn.o_proj", q_rank * head, hidden, 1, "attention", spec.o_bias, True, spec.q_size)
+        linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden,
+               count=attention_count, pattern=attention_pattern)
+        linear("self_attn.o_proj", q_rank * head, hidden, 1, "attention", spec.o_bias, True, spec.q_size,
+               count=attention_count, pattern=attention_pattern)
+        if spec.hybrid is not None:
+            parameters += _mamba_mixers(spec, tp, dtype, first_layer, layers, linear, groups, some_layers)
     rope_after = len(per_layer)  # the attention module builds its rotary cache after its linears
     if spec.qk_norm:
         per_layer += [head * DTYPE_BYTES[dtype]] * 2
@@ -307,6 +313,54 @@ def build_inventory(
     allocations = AllocationPlan(tuple(before), tuple(per_layer), layers, tuple(after), rope_after, staging,
                                  tuple(some_layers))
     return Inventory(groups=tuple(groups), parameters=parameters, allocations=allocations)
+
+
+def _hybrid_attention_layers(spec: ModelSpec, first_layer: int, layers: int, pattern: str) -> tuple[int, str]:
+    """(attention layers on this stage, their name pattern): all of them unless the model is a hybrid."""
+    if spec.hybrid is None:
+        return layers, pattern
+    mine = [i for i in range(first_layer, first_layer + layers) if "attention" in spec.hybrid.layers[i]]
+    return len(mine), "model.layers.{" + ",".join(map(str, mine)) + "}"
+
+
+def _mamba_mixers(spec: ModelSpec, tp: int, dtype: str, first_layer: int, layers: int, linear, groups: list,
+                  allocations: list) -> int:
+    """Mamba2 mixer weights of a hybrid's Mamba layers on one rank (mamba_mixer2.py MambaMixer2, 0.10-0.18):
+    in_proj [hidden -> (2 x intermediate + 2 x groups' x state + heads) / tp], conv1d [conv_dim / tp, kernel]
+    (+ bias), A (float32), D, dt_bias [heads / tp], gated RMSNorm [intermediate / tp], out_proj
+    [intermediate / tp -> hidden]; groups' = n_groups extended to a multiple of tp when it does not divide.
+    Returns the parameter count."""
+    config = spec.source_config or {}
+    mine = [i for i in range(first_layer, first_layer + layers) if "mamba" in spec.hybrid.layers[i]]
+    count = len(mine)
+    if not count:
+        return 0
+    pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.mamba"
+    hidden = spec.hidden_size
+    heads, state = int(config["mamba_n_heads"]), int(config["mamba_d_state"])
+    n_groups, kernel = int(config["mamba_n_groups"]), int(config["mamba_d_conv"])
+    intermediate = int(config.get("mamba_expand", 2) * hidden)
+    groups_rank = n_groups + (0 if n_groups % tp == 0 else tp - n_groups)
+    conv_dim = intermediate + 2 * groups_rank * state
+    proj_bias = bool(config.get("mamba_proj_bias", False))
+    linear("in_proj", hidden, (intermediate + conv_dim + heads) // tp, 5, "attention", proj_bias, False, hidden,
+           count=count, pattern=pattern)
+    linear("out_proj", intermediate // tp, hidden, 1, "attention", proj_bias, True, intermediate,
+           count=count, pattern=pattern)
+    parameters = 0
+    dense = [("conv1d.weight", (conv_dim // tp, kernel), dtype)]
+    if config.get("mamba_conv_bias", True):
+        dense.append(("conv1d.bias", (conv_dim // tp,), dtype))
+    dense += [("A", (heads // tp,), "float32"), ("D", (heads // tp,), dtype), ("dt_bias", (heads // tp,), dtype),
+              ("norm.weight", (intermediate // tp,), dtype)]
+    for name, shape, tensor_dtype in dense:
+        groups.append(_dense(f"{pattern}.{name}", count, shape, tensor_dtype, "attention"))
+        allocations.extend([groups[-1].bytes_each] * count)
+        size = 1
+        for dim in shape:
+            size *= dim
+        parameters += size * count
+    return parameters
 
 
 def _mla_attention(spec: ModelSpec, tp: int, linear, groups: list, per_layer: list, layers: int, pattern: str,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 Version = tuple[int, int, int]
 
-KINDS = ("full", "sliding", "chunked_local", "mla")
+KINDS = ("full", "sliding", "chunked_local", "mla", "mamba")
 
 # fmt: off
 # (since, rule, value, source). A release's value of a rule is the last row at or before it.
@@ -78,6 +78,14 @@ _RULES: tuple[tuple[Version, str, object, str], ...] = (
     ((0, 0, 0), "fit_per_worker_groups", False, "0.14-0.16: global groups against the smallest worker budget"),
     ((0, 17, 0), "fit_per_worker_groups", True, "groups projected to each worker (_project_kv_cache_groups_to_worker 0.17.0)"),
     ((0, 0, 0), "null_block_in_fit", False, "all blocks usable in the check"),
+    # -- Mamba / linear-attention layers (MambaSpec) -----------------------------------------------------
+    ((0, 0, 0), "v1_mamba", False, "V1 has no MambaSpec before 0.9.2 and no HybridAttentionMambaModelConfig before 0.10.1 (0.9.2 wheel); V0 keeps Mamba state in MambaCacheManager"),
+    ((0, 10, 1), "v1_mamba", True, "HybridAttentionMambaModelConfig raises the attention block size, pads the Mamba page (models/config.py 0.10.1; absent in 0.9.2)"),
+    ((0, 0, 0), "mamba_mla_alignment", False, "attention block size a multiple of 16 for every backend (0.10.1-0.11.0)"),
+    ((0, 11, 2), "mamba_mla_alignment", True, "MLA attention: multiple of 64 (128 with CUTLASS_MLA), models/config.py 0.11.2"),
+    ((0, 0, 0), "mamba_cache_modes", ("none",), "one state per request (MambaSpec block_size = max_model_len), no Mamba prefix caching (0.10.1-0.11.0)"),
+    ((0, 11, 2), "mamba_cache_modes", ("none", "all"), "prefix caching: attention block a multiple of lcm(mamba chunk, alignment), mamba_block_size = block size, cdiv(L, block) states per request (models/config.py, kv_cache_interface.py 0.11.2-0.14.0)"),
+    ((0, 15, 1), "mamba_cache_modes", ("none", "all", "align"), "mamba_cache_mode none (1 + spec blocks) / align (2 + spec) / all (cdiv(L, block)), MambaSpec.max_memory_usage_bytes 0.15.1; absent in 0.14.0"),
     ((0, 33, 0), "null_block_in_fit", True, "kv_cache_planning.py check_memory = available - bytes per block (0.33.0)"),
 )
 # fmt: on
@@ -115,8 +123,10 @@ def cdiv(numerator: int, denominator: int) -> int:
 class AttentionLayer:
     """One attention layer on one rank.
 
-    kind: "full", "sliding", "chunked_local" (Llama 4 local layers) or "mla".
-    page_bytes: one block of this layer on this rank at the configured block size (K+V, or the MLA latent).
+    kind: "full", "sliding", "chunked_local" (Llama 4 local layers), "mla" or "mamba" (a Mamba /
+        linear-attention layer: one recurrent state per request, MambaSpec).
+    page_bytes: one block of this layer on this rank at the configured block size (K+V, or the MLA latent);
+        for "mamba" the unpadded state (sum of prod(shape) x dtype over its tensors), independent of block size.
     sliding_window: the window (sliding) or the chunk (chunked_local) in tokens; None otherwise.
     """
 
@@ -182,7 +192,7 @@ class KvGroupPlan:
 
 @dataclass(frozen=True)
 class _Spec:
-    kind: str  # "full", "sliding", "chunked_local", "mla"
+    kind: str  # "full", "sliding", "chunked_local", "mla", "mamba"
     window: int | None
     page: int
     block_size: int
@@ -194,11 +204,18 @@ class _Context:
     max_model_len: int
     in_flight: int
     context_parallel: int  # dcp (x pcp from 0.12) dividing full-attention lengths, 1 if none
+    mamba_cache_mode: str = "none"  # "none", "align", "all" (0.18+)
+    speculative_blocks: int = 0  # MambaSpec.num_speculative_blocks
 
 
 def _usage_blocks(spec: _Spec, max_model_len: int, ctx: _Context) -> int:
     """Blocks one request of `max_model_len` tokens holds in a group of this spec
     (KVCacheSpec.max_memory_usage_bytes // page_size_bytes)."""
+    if spec.kind == "mamba":
+        # MambaSpec: one state per request (+ speculative blocks); "align" keeps 2, "all" one per block
+        if ctx.mamba_cache_mode == "all":
+            return cdiv(max_model_len, spec.block_size)
+        return (2 if ctx.mamba_cache_mode == "align" else 1) + ctx.speculative_blocks
     if spec.kind == "sliding":
         # window-1 computed tokens plus the in-flight ones, capped at the length, +1 because the window
         # need not start at a block boundary (SlidingWindowSpec, every V1 release since 0.8.3)
@@ -212,10 +229,14 @@ def _usage_blocks(spec: _Spec, max_model_len: int, ctx: _Context) -> int:
     return cdiv(length, spec.block_size)
 
 
-def _created_specs(layers: Sequence[AttentionLayer], block_size: int, version: Version, engine: str) -> list[_Spec]:
+def _created_specs(layers: Sequence[AttentionLayer], block_size: int, version: Version, engine: str,
+                   mamba_block_size: int | None = None) -> list[_Spec]:
     specs = []
     for layer in layers:
         kind = layer.kind
+        if kind == "mamba":
+            specs.append(_Spec("mamba", None, layer.page_bytes, mamba_block_size or block_size))
+            continue
         if engine == "v0":
             kind = "mla" if kind == "mla" else "full"
         elif kind == "sliding" and not rule(version, "v1_sliding_spec") or kind == "chunked_local" and not rule(version, "v1_chunked_spec"):
@@ -309,6 +330,74 @@ def _block_bytes(grouping: _Grouping, worker: Sequence[int], specs_by_index: Seq
     return page * size, size
 
 
+# --- Mamba: attention block size raised, Mamba page padded -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MambaBlockSizing:
+    block_size: int  # attention block size after the raise
+    attention_page_bytes: int  # one attention layer's page at that block size
+    mamba_page_bytes: int  # unpadded state page
+    padded_page_bytes: int  # the Mamba page as allocated (== attention page when there is attention)
+    mamba_block_size: int  # MambaSpec.block_size: max_model_len ("none"), block size ("align" / "all")
+    log_lines: tuple[str, ...]
+
+
+def mamba_block_sizing(attention_page_per_token: int | None, mamba_page_bytes: int, block_size: int,
+                       max_model_len: int, version: Version, *, mla: bool = False, cutlass_mla: bool = False,
+                       mamba_cache_mode: str = "none", mamba_chunk_size: int | None = None) -> MambaBlockSizing:
+    """HybridAttentionMambaModelConfig.verify_and_update_config (models/config.py 0.10.1-0.18;
+    platforms/interface.py from 0.20): attention block size = alignment x cdiv(mamba_page, alignment x
+    attention bytes per token) when the configured one is smaller ("all" mode: a multiple of
+    lcm(mamba chunk, alignment) covering the state), then the Mamba page padded to the attention page."""
+    version = tuple(version)  # type: ignore[assignment]
+    lines: list[str] = []
+    if not attention_page_per_token:  # attention-free: nothing to align
+        mamba_block = block_size if mamba_cache_mode in ("align", "all") else max_model_len
+        return MambaBlockSizing(block_size, 0, mamba_page_bytes, mamba_page_bytes, mamba_block, ())
+    alignment = 16
+    if mla and rule(version, "mamba_mla_alignment"):
+        alignment = 128 if cutlass_mla else 64
+    if mamba_cache_mode == "all":
+        from math import lcm
+        chunk = lcm(int(mamba_chunk_size or 256), alignment)
+        needed = chunk * cdiv(cdiv(mamba_page_bytes, attention_page_per_token), chunk)
+    else:
+        needed = alignment * cdiv(mamba_page_bytes, alignment * attention_page_per_token)
+    if block_size < needed:
+        block_size = needed
+        lines.append(f"Setting attention block size to {block_size} tokens to ensure that attention page size is "
+                     ">= mamba page size.")
+    attention_page = block_size * attention_page_per_token
+    padded = mamba_page_bytes
+    if attention_page > mamba_page_bytes:
+        padded = attention_page
+        lines.append(f"Padding mamba page size by {100 * (attention_page - mamba_page_bytes) / mamba_page_bytes:.2f}% "
+                     "to ensure that mamba page size and attention page size are exactly equal.")
+    mamba_block = block_size if mamba_cache_mode in ("align", "all") else max_model_len
+    return MambaBlockSizing(block_size, attention_page, mamba_page_bytes, padded, mamba_block, tuple(lines))
+
+
+def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_len: int, version: Version,
+                 mamba_cache_mode: str, mamba_chunk_size: int | None, cutlass_mla: bool
+                 ) -> tuple[list[AttentionLayer], MambaBlockSizing]:
+    attention = [layer for layer in layers if layer.kind != "mamba"]
+    mamba_pages = {layer.page_bytes for layer in layers if layer.kind == "mamba"}
+    if len(mamba_pages) > 1:
+        raise NotImplementedError("Mamba layers with different state sizes are not sized")
+    per_token = None
+    if attention:
+        if len({layer.page_bytes for layer in attention}) > 1:
+            raise NotImplementedError("attention layers of different page sizes next to Mamba layers are not sized")
+        per_token = attention[0].page_bytes // block_size
+    sizing = mamba_block_sizing(per_token, mamba_pages.pop(), block_size, max_model_len, version,
+                                mla=any(layer.kind == "mla" for layer in attention), cutlass_mla=cutlass_mla,
+                                mamba_cache_mode=mamba_cache_mode, mamba_chunk_size=mamba_chunk_size)
+    out = [AttentionLayer("mamba", sizing.padded_page_bytes) if layer.kind == "mamba" else
+           AttentionLayer(layer.kind, sizing.attention_page_bytes, layer.sliding_window) for layer in layers]
+    return out, sizing
+
+
 # --- the plan ---------------------------------------------------------------------------------------------
 
 
@@ -349,6 +438,10 @@ def plan_kv_groups(
     decode_context_parallel_size: int = 1,
     prefill_context_parallel_size: int = 1,
     allow_chunked_local_hybrid: bool | None = None,
+    mamba_cache_mode: str = "none",
+    mamba_speculative_blocks: int = 0,
+    mamba_chunk_size: int | None = None,
+    cutlass_mla: bool = False,
 ) -> KvGroupPlan:
     """Blocks, groups, tokens and concurrency of one release for these attention layers.
 
@@ -359,6 +452,12 @@ def plan_kv_groups(
     async_scheduling: None = the release default (on from 0.14; it only matters from 0.26, where the
         sliding-window bound reserves two batches in flight).
     allow_chunked_local_hybrid: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE; None = the release default.
+    mamba_cache_mode: "none" (one state per request), "all" (prefix caching, 0.11.2+) or "align" (0.15.1+);
+        mamba_speculative_blocks: MambaSpec.num_speculative_blocks (speculative tokens);
+        mamba_chunk_size: the SSD chunk the "all" mode aligns to (256 when None).
+    "mamba" layers: V1 from 0.10.1 raises the attention block size to hold one Mamba state per page and pads
+    the state to the attention page (mamba_block_sizing); each Mamba group takes one block per request.
+    V0 sizes only the attention layers: the Mamba state lives in MambaCacheManager, outside the blocks.
     """
     del max_num_seqs  # no KV rule depends on it
     version = tuple(version)  # type: ignore[assignment]
@@ -378,8 +477,33 @@ def plan_kv_groups(
     lines: list[str] = []
     notes: list[str] = []
 
+    has_mamba = any(layer.kind == "mamba" for layer in layers)
     if engine == "v0":
+        if has_mamba:
+            keep = [i for i, layer in enumerate(layers) if layer.kind != "mamba"]
+            if not keep:
+                raise ValueError("attention-free Mamba model: V0 has no KV cache blocks (MambaCacheManager only)")
+            remap = {old: new for new, old in enumerate(keep)}
+            layers = [layers[i] for i in keep]
+            workers = [tuple(remap[i] for i in w if i in remap) for w in workers]
+            notes.append("V0: Mamba / linear-attention state is a MambaCacheManager of max_num_seqs (CUDA-graph "
+                         "padded) requests allocated inside the model, outside the KV blocks; blocks count the "
+                         "attention layers only")
         return _plan_v0(layers, budgets, workers, block_size, max_model_len, num_gpu_blocks_override, version, notes)
+
+    mamba_block_size = None
+    if has_mamba:
+        if not rule(version, "v1_mamba"):
+            raise NotImplementedError("Mamba / linear-attention layers in the V1 engine are not sized before 0.10.1 "
+                                      f"({rule_source(version, 'v1_mamba')})")
+        if mamba_cache_mode not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
+            raise ValueError(f"mamba_cache_mode {mamba_cache_mode!r} is not available in this release "
+                             f"({rule_source(version, 'mamba_cache_modes')})")
+        layers, sizing = _apply_mamba(layers, block_size, max_model_len, version, mamba_cache_mode,
+                                      mamba_chunk_size, cutlass_mla)
+        block_size = sizing.block_size
+        mamba_block_size = sizing.mamba_block_size
+        lines.extend(sizing.log_lines)
 
     context_parallel = 1
     dcp_rule = rule(version, "dcp")
@@ -388,9 +512,9 @@ def plan_kv_groups(
         if dcp_rule == "dcp-pcp":
             context_parallel *= prefill_context_parallel_size
     x = in_flight_tokens(version, max_num_batched_tokens, async_scheduling, pipeline_parallel_size, v2_model_runner)
-    ctx = _Context(version, max_model_len, x, context_parallel)
+    ctx = _Context(version, max_model_len, x, context_parallel, mamba_cache_mode, int(mamba_speculative_blocks))
 
-    created = _created_specs(layers, block_size, version, engine)
+    created = _created_specs(layers, block_size, version, engine, mamba_block_size)
     if context_parallel > 1 and any(s.kind == "sliding" for s in created) and version >= (0, 10, 2):
         raise ValueError("DCP not support sliding window.")
 
@@ -779,3 +903,38 @@ def sliding_window_max_len_cap(config: dict, version: Version, engine: str, atte
     return smallest, (f"{model_type} has interleaved attention, which is currently not supported by the {backend} "
                       "backend. Disabling sliding window and capping the max length to the sliding window size "
                       f"({smallest}).")
+
+
+# --- Mamba / linear-attention hybrids from a config.json ---------------------------------------------------
+
+
+def hybrid_attention_layers(config: dict, tp: int, block_size: int, kv_dtype_bytes: int, model_dtype: str, *,
+                            mamba_cache_dtype: str = "auto", mamba_ssm_cache_dtype: str = "auto",
+                            num_speculative_tokens: int = 0,
+                            ) -> tuple[list[AttentionLayer], list[tuple[int, ...]]]:
+    """The KV layers of a Mamba / linear-attention hybrid on one TP rank, and for each decoder layer the
+    indices of its entries (none for Nemotron-H MLP / MoE layers, two for Falcon-H1's parallel attention +
+    Mamba2), so a caller can split them by pipeline stage.
+
+    Attention pages at `block_size` (2 x KV heads per rank x head_dim x kv_dtype_bytes per token); Mamba pages
+    unpadded (model/hybrid.py); plan_kv_groups raises the block size and pads them per release."""
+    from ...model import hybrid
+
+    layout = hybrid.hybrid_layout(config)
+    kv_heads, head_dim = hybrid.attention_shape(config)
+    attention_page = 2 * block_size * max(1, kv_heads // tp) * head_dim * kv_dtype_bytes
+    state = hybrid.mamba_state(config, tp, model_dtype, mamba_cache_dtype=mamba_cache_dtype,
+                               mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+                               num_speculative_tokens=num_speculative_tokens)
+    layers: list[AttentionLayer] = []
+    per_decoder_layer: list[tuple[int, ...]] = []
+    for kind in layout.layers:
+        mine = []
+        if "attention" in kind:
+            mine.append(len(layers))
+            layers.append(AttentionLayer("full", attention_page))
+        if "mamba" in kind:
+            mine.append(len(layers))
+            layers.append(AttentionLayer("mamba", state.page_bytes))
+        per_decoder_layer.append(tuple(mine))
+    return layers, per_decoder_layer

@@ -34,6 +34,15 @@ def _tokens(text: str) -> int:
     return value
 
 
+def _json_object(text: str) -> str:
+    """--speculative-config: kept as the JSON text, checked to be one object."""
+    import json
+
+    if not isinstance(json.loads(text), dict):
+        raise ValueError("must be a JSON object")
+    return text
+
+
 @dataclass(frozen=True)
 class Flag:
     setting: str
@@ -66,6 +75,13 @@ FLAGS: tuple[Flag, ...] = (
     Flag("enable_lora", ("--enable-lora",), _bool, "pre-allocate LoRA adapter slots"),
     Flag("max_loras", ("--max-loras",), _positive_int, "LoRA adapters served at once (default 1)"),
     Flag("max_lora_rank", ("--max-lora-rank",), _positive_int, "largest LoRA rank (default 16)"),
+    Flag("speculative_config", ("--speculative-config",), _json_object,
+         'speculative decoding, e.g. \'{"method": "eagle", "model": "...", "num_speculative_tokens": 3}\''),
+    Flag("speculative_model", ("--speculative-model",), str, "draft model or [ngram] (vLLM 0.4-0.9 flag)"),
+    Flag("num_speculative_tokens", ("--num-speculative-tokens",), _positive_int,
+         "tokens proposed per step (vLLM 0.4-0.9 flag)"),
+    Flag("speculative_draft_tensor_parallel_size", ("--speculative-draft-tensor-parallel-size", "-spec-draft-tp"),
+         _positive_int, "the draft model's TP size (V0)"),
 )
 
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}

@@ -11,7 +11,7 @@ from ...model.config import ModelSpec
 from ...model.inventory import Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
 from ...model.quantization import ONLINE_BNB, ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
 from ...units import GIB, MIB
-from . import allocator, kv_cache, kv_groups, profile
+from . import allocator, kv_cache, kv_groups, profile, speculative
 from .log_lines import LogFigures, format_gib, log_lines
 from .releases import Release, release as release_rules
 from .settings import EngineSettings, StartupRefusal, resolve_settings
@@ -116,6 +116,7 @@ ROLE_LABELS = {
     "cpu offload": "moved to CPU memory by --cpu-offload-gb",
     "lora": "LoRA adapter slots (--enable-lora)",
     "vision": "vision tower + projector",
+    "draft": "speculative decoding drafter (draft model / EAGLE head / MTP layers)",
 }
 
 
@@ -166,6 +167,7 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocat
         ("vocab padding", "vocabulary padding", "vocab padded to a multiple of 64 (VocabParallelEmbedding)"),
         ("rotary cache", "rotary cos/sin cache", "[max_position, rotary_dim] buffer"),
         ("lora", "LoRA adapter slots", "--enable-lora pre-allocates max_loras x max_lora_rank A/B tensors"),
+        ("draft", "speculative decoding drafter", "draft model / EAGLE head / MTP layers loaded with the target"),
         ("allocator rounding", "caching-allocator block rounding", "PyTorch counts whole blocks (2 MiB segments, "
          "unsplit remainders; max_split_size_mb=20 while loading in 0.21+)"),
         ("cpu offload", "moved to CPU memory", "--cpu-offload-gb: decoder-layer parameters live in pinned CPU memory"),
@@ -224,6 +226,9 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
         inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel, lora,
                                     tuple(release["attention_scale_buffers"]))
+        if settings.speculative is not None and shard.is_last_stage:
+            # the drafter is loaded inside the same "Model loading took" (§4): part of W
+            inventory = speculative.with_draft_weights(inventory, spec, settings, release, gpu, weights_plan)
         if gguf_checkpoint is not None:
             inventory = gguf_inventory(inventory, gguf_checkpoint, spec, dtype, shard, layer_counts[stage])
             weights_plan = replace(weights_plan, stored_format="gguf",
@@ -398,6 +403,31 @@ def _nvidia_smi_used_mib(total: int, settings: EngineSettings, weights: int, non
 def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release,
                      layer_counts: tuple[int, ...]) -> tuple[list[kv_groups.AttentionLayer], list[tuple[int, ...]]]:
     """The model's attention layers with this rank's page size, and each pipeline stage's layer indices."""
+    if spec.hybrid is not None and spec.source_config:
+        # Mamba / linear-attention hybrids: attention layers plus one "mamba" state layer per mixer
+        from ...model.config import UnsupportedArchitectureError
+
+        if settings.engine == "v1" and not kv_groups.rule(release.version, "v1_mamba"):
+            raise UnsupportedArchitectureError(
+                f"{spec.architecture} in the V1 engine before 0.10.1 is not sized "
+                f"({kv_groups.rule_source(release.version, 'v1_mamba')})")
+        if settings.engine == "v0":
+            from ...model.hybrid import mamba_state, v0_mamba_cache_bytes
+
+            state = mamba_state(spec.source_config, settings.tensor_parallel_size, settings.dtype)
+            cache = v0_mamba_cache_bytes(state, spec.hybrid.mamba_layers, settings.max_num_seqs)
+            raise UnsupportedArchitectureError(
+                f"{spec.architecture} in the V0 engine is not sized: its MambaCacheManager ({spec.hybrid.mamba_layers} "
+                f"layers x max_num_seqs {settings.max_num_seqs} (CUDA-graph padded) x {state.page_bytes} B = "
+                f"{cache / GIB:.2f} GiB or more per rank) sits in the profiled peak, outside the KV blocks")
+        layers, per_layer = kv_groups.hybrid_attention_layers(
+            spec.source_config, settings.tensor_parallel_size, settings.block_size, settings.kv_cache_dtype_bytes,
+            settings.dtype)
+        workers, start = [], 0
+        for count in layer_counts:
+            workers.append(tuple(i for entries in per_layer[start:start + count] for i in entries))
+            start += count
+        return layers, workers
     layout = kv_cache.kv_layout(spec, settings.tensor_parallel_size, 1, settings.block_size,
                                 settings.kv_cache_dtype_bytes, release)
     try:
@@ -414,6 +444,11 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
     for count in layer_counts:
         workers.append(tuple(range(start, start + count)))
         start += count
+    # speculative decoding: the drafter's attention layers join the KV-cache spec on the last stage
+    draft_layers = speculative.draft_attention_layers(spec, settings, release)
+    if draft_layers:
+        workers[-1] += tuple(range(len(layers), len(layers) + len(draft_layers)))
+        layers.extend(draft_layers)
     return layers, workers
 
 

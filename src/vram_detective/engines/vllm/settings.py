@@ -64,6 +64,7 @@ class EngineSettings:
     given: frozenset[str]
     auto_fit_max_model_len: bool  # --max-model-len -1 (0.15+): shrink to what the KV pool holds
     reasons: tuple[tuple[str, str], ...]
+    speculative: object = None  # speculative.SpeculativeConfig when a drafter is configured
 
     @property
     def kv_cache_dtype_bytes(self) -> int:
@@ -183,6 +184,17 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     default_release = release_for(version, None)
     engine, reasons["engine"] = pick_engine(default_release, gpu, user.get("engine"))
     release = release_for(version, engine)
+    speculative = _speculative(user)
+    if speculative is not None:
+        from .speculative import check, falls_back_to_v0
+
+        if engine == "v1" and "engine" not in given and falls_back_to_v0(speculative, release.version):
+            engine, reasons["engine"] = "v0", "a speculative draft model is not supported by V1 here: falls back to V0"
+            release = release_for(version, engine)
+        problem = check(speculative, spec, engine, release.version)
+        if problem:
+            raise StartupRefusal(problem)
+        reasons["speculative_config"] = speculative.describe()
 
     tp = int(user.get("tensor_parallel_size") or 1)
     pp = int(user.get("pipeline_parallel_size") or 1)
@@ -321,4 +333,18 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         given=frozenset(given),
         auto_fit_max_model_len=auto_fit,
         reasons=tuple(sorted(reasons.items())),
+        speculative=speculative,
     ), release
+
+
+def _speculative(user: dict):
+    """--speculative-config (JSON or dict) and the 0.4-0.9 --speculative-model / --num-speculative-tokens flags."""
+    from .speculative import SpeculativeConfigError, catalog_spec, parse_speculative_config, with_draft_spec
+
+    try:
+        config = parse_speculative_config(user.get("speculative_config"), user.get("speculative_model"),
+                                          user.get("num_speculative_tokens"),
+                                          user.get("speculative_draft_tensor_parallel_size"))
+    except SpeculativeConfigError as error:
+        raise SettingsError(str(error)) from None
+    return with_draft_spec(config, catalog_spec) if config is not None else None

@@ -1,0 +1,350 @@
+"""Speculative decoding: what a drafter adds to vLLM's startup memory (design/vllm-memory.md §4, §3.2).
+
+`--speculative-config '{"method": ..., "model": ..., "num_speculative_tokens": K}'` (0.7+) or the older
+`--speculative-model M --num-speculative-tokens K` flags (0.4-0.9) load a proposer next to the target:
+
+* weights, inside the same "Model loading took" measurement as the target (part of W):
+  - ngram (and suffix decoding): nothing;
+  - draft_model: the draft checkpoint, sized by this tool's own inventory at the draft's TP
+    (V0 0.4-0.10: its own worker, `speculative_draft_tensor_parallel_size`; V1 from 0.15:
+    v1/spec_decode/draft_model.py, at the target's TP);
+  - eagle / eagle3: one decoder layer + `fc` (nn.Linear [2H|3H -> H], replicated on every TP rank,
+    never quantized). V1 (v1/spec_decode/eagle.py load_model) deletes the head's embed_tokens when its
+    shape equals the target's and PP == 1, and always takes the target's lm_head for EAGLE-1; EAGLE-3
+    keeps its own lm_head of draft_vocab_size rows unless the shapes match, plus hidden_norm and a
+    qkv_proj over 2H inputs (llama_eagle3.py). V0's EAGLE model holds its own embedding and lm_head;
+  - mtp (deepseek_mtp / qwen3_next_mtp / ...): `num_nextn_predict_layers` decoder layers of the
+    target's shape plus, per layer, enorm + hnorm + eh_proj [2H -> H] (replicated) and shared_head
+    (norm + a vocab-sized head); the embedding is shared with the target in V1 (deepseek_mtp.py);
+  - medusa: per head, residual blocks of nn.Linear(H, H, bias) and a vocab-sized lm_head (medusa.py).
+  The rotary cos/sin cache is not counted twice: get_rope caches by key, the drafter reuses it.
+* KV cache: in V1 the drafter's attention layers join the KV-cache spec (get_kv_cache_spec walks every
+  Attention layer, the drafter's included), so one block id costs their pages too. V0's proposer worker
+  has its own cache and splits the blocks evenly by bytes (split_num_cache_blocks_evenly):
+  blocks x (scorer + proposer bytes per block) <= the same budget, the same arithmetic.
+
+Not modelled (left): the drafter's share of the profile-run activations and of the CUDA graphs, V0's
+num_lookahead_slots (runtime scheduling only), Mamba groups' extra speculative blocks, and quantized
+EAGLE heads.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+from ...model.config import ModelSpec
+from ...model.inventory import Inventory, Shard, TensorGroup, build_inventory
+from ...model.quantization import DTYPE_BYTES
+
+METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "medusa", "suffix")
+# vLLM's method names -> the family sized here
+_ALIASES = {
+    "[ngram]": "ngram", "ngram": "ngram", "ngram_gpu": "ngram", "suffix": "suffix",
+    "eagle": "eagle", "eagle3": "eagle3", "medusa": "medusa", "draft_model": "draft_model",
+    "mtp": "mtp", "deepseek_mtp": "mtp", "qwen3_next_mtp": "mtp", "mimo_mtp": "mtp", "glm4_moe_mtp": "mtp",
+    "ernie_mtp": "mtp", "longcat_flash_mtp": "mtp", "qwen3_5_mtp": "mtp",
+}
+# config keys that give the number of MTP layers a checkpoint ships
+_MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+
+
+class SpeculativeConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    method: str  # one of METHODS
+    model: str | None
+    num_speculative_tokens: int | None
+    draft_tensor_parallel_size: int | None = None
+    draft_spec: ModelSpec | None = None  # the draft / head config when this tool knows it (catalog)
+
+    def describe(self) -> str:
+        text = self.method + (f" {self.model}" if self.model else "")
+        return text + (f", {self.num_speculative_tokens} speculative tokens" if self.num_speculative_tokens else "")
+
+
+def parse_speculative_config(value, model: str | None = None, num_tokens=None,
+                             draft_tp=None) -> SpeculativeConfig | None:
+    """A --speculative-config value (JSON text or dict) and/or the older --speculative-model /
+    --num-speculative-tokens / --speculative-draft-tensor-parallel-size values -> SpeculativeConfig.
+    The method is inferred like SpeculativeConfig.__post_init__: "[ngram]" -> ngram, a name with
+    eagle3 / eagle / medusa in it -> that head, no model -> the target's MTP layers, else draft_model."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or text.lower() == "none":
+            value = None
+        else:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise SpeculativeConfigError(f"--speculative-config is not valid JSON: {error.msg}") from None
+    if value is not None and not isinstance(value, dict):
+        raise SpeculativeConfigError(f"--speculative-config must be a JSON object, got {value!r}")
+    raw = dict(value or {})
+    if model is not None:
+        raw.setdefault("model", model)
+    if num_tokens is not None:
+        raw.setdefault("num_speculative_tokens", num_tokens)
+    if draft_tp is not None:
+        raw.setdefault("draft_tensor_parallel_size", draft_tp)
+    if not raw:
+        return None
+    name = raw.get("model")
+    name = str(name) if name else None
+    method = str(raw.get("method") or "").lower()
+    if method:
+        if method not in _ALIASES:
+            raise SpeculativeConfigError(f"speculative method {method!r} is not sized yet ({', '.join(METHODS)})")
+        method = _ALIASES[method]
+    elif name is None:
+        method = "mtp"  # no draft named: the target's own MTP layers (vLLM: model = target)
+    elif name.lower() in ("[ngram]", "ngram"):
+        method = "ngram"
+    else:
+        lowered = name.lower()
+        method = ("eagle3" if "eagle3" in lowered or "eagle-3" in lowered else "eagle" if "eagle" in lowered
+                  else "medusa" if "medusa" in lowered else "draft_model")
+    tokens = raw.get("num_speculative_tokens")
+    tokens = int(tokens) if tokens is not None else None
+    if tokens is not None and tokens < 1:
+        raise SpeculativeConfigError(f"num_speculative_tokens must be positive, got {tokens}")
+    tp = raw.get("draft_tensor_parallel_size")
+    return SpeculativeConfig(method, name if method != "ngram" else None, tokens, int(tp) if tp else None)
+
+
+def mtp_layer_count(spec: ModelSpec) -> int:
+    config = spec.source_config or {}
+    for source in (config, config.get("text_config") or {}):
+        for key in _MTP_LAYER_KEYS:
+            if source.get(key):
+                return int(source[key])
+    return 0
+
+
+def with_draft_spec(config: SpeculativeConfig, lookup) -> SpeculativeConfig:
+    """Attach the draft's ModelSpec from `lookup(name) -> ModelSpec | None` (the catalog)."""
+    if config.model is None or config.method in ("ngram", "suffix", "mtp") or config.draft_spec is not None:
+        return config
+    return replace(config, draft_spec=lookup(config.model))
+
+
+def check(config: SpeculativeConfig, spec: ModelSpec, engine: str, version: tuple[int, int, int]) -> str | None:
+    """What that release refuses at configuration time (None when it starts)."""
+    if config.method == "mtp" and not mtp_layer_count(spec):
+        return (f"{spec.name} has no MTP layers (num_nextn_predict_layers) to use for speculative decoding")
+    if config.method == "draft_model":
+        if engine == "v1" and version < (0, 15, 0):
+            # config/speculative.py (0.10-0.14); 0.8-0.9 fall back to V0 before this point
+            return ("Speculative decoding with draft model is not supported yet. Please consider using other "
+                    "speculative decoding methods such as ngram, medusa, eagle, or mtp.")
+        if config.draft_spec is None:
+            return f"draft model {config.model!r} is not in this tool's catalog: its size is unknown"
+    if config.method == "eagle3" and engine == "v0":
+        return "EAGLE-3 speculative decoding needs the V1 engine"
+    if config.method in ("eagle", "eagle3") and engine == "v1" and version < (0, 8, 5):
+        return f"speculative method {config.method} is not supported by this V1 engine (v1/spec_decode/eagle.py: 0.8.5+)"
+    return None
+
+
+def falls_back_to_v0(config: SpeculativeConfig | None, version: tuple[int, int, int]) -> bool:
+    """0.8-0.9 V1 takes ngram, medusa, eagle(3) and deepseek_mtp only; anything else falls back to V0
+    (arg_utils.py _is_v1_supported_oracle)."""
+    return config is not None and config.method == "draft_model" and version < (0, 10, 0)
+
+
+def _head_spec(config: SpeculativeConfig, spec: ModelSpec) -> ModelSpec:
+    """The EAGLE head's shapes: its own config when known, else the target's with one layer."""
+    head = config.draft_spec or spec
+    return replace(head, num_layers=max(1, head.num_layers if config.draft_spec else 1),
+                   tie_word_embeddings=False, moe=None, vision=None, quantization=None, name=f"{head.name} (draft head)")
+
+
+def _draft_vocab(config: SpeculativeConfig, spec: ModelSpec) -> int:
+    source = (config.draft_spec.source_config if config.draft_spec else None) or {}
+    return int(source.get("draft_vocab_size") or (config.draft_spec or spec).vocab_size)
+
+
+def _dense(name: str, count: int, shape: tuple[int, ...], dtype: str) -> TensorGroup:
+    size = 1
+    for dim in shape:
+        size *= dim
+    return TensorGroup(name, count, shape, dtype, size * DTYPE_BYTES[dtype], "draft")
+
+
+def _as_draft(groups, prefix: str, keep) -> list[TensorGroup]:
+    return [replace(group, name=f"{prefix}.{group.name}", role="draft") for group in groups if keep(group)]
+
+
+def draft_weights(config: SpeculativeConfig | None, spec: ModelSpec, dtype: str, tp: int, pp: int, engine: str,
+                  quant=None, kernel=None, draft_quant=None, draft_kernel=None) -> Inventory:
+    """The proposer's tensors on one (last-stage) rank, every group with role "draft".
+    quant/kernel: the target's (MTP layers are quantized like the target); draft_*: the draft model's."""
+    if config is None or config.method in ("ngram", "suffix"):
+        return Inventory((), 0)
+    v1 = engine == "v1"
+    hidden = spec.hidden_size
+    if config.method == "draft_model":
+        draft = config.draft_spec
+        draft_tp = config.draft_tensor_parallel_size or tp if not v1 else tp
+        inventory = build_inventory(draft, dtype, Shard(draft_tp), draft_quant, draft_kernel)
+        groups = _as_draft(inventory.groups, "draft", lambda group: True)
+        return Inventory(tuple(groups), inventory.parameters)
+    if config.method == "medusa":
+        source = (config.draft_spec.source_config if config.draft_spec else None) or {}
+        heads = int(source.get("num_heads") or config.num_speculative_tokens or 1)
+        blocks = int(source.get("num_hidden_layers") or 1)
+        lm_heads = 1 if source.get("original_lm_head") else heads
+        padded = -(-spec.vocab_size // 64) * 64
+        groups = [_dense("medusa.blocks.{0..%d}.layers.*.weight" % (heads - 1), heads * blocks, (hidden, hidden), dtype),
+                  _dense("medusa.blocks.{0..%d}.layers.*.bias" % (heads - 1), heads * blocks, (hidden,), dtype),
+                  _dense("medusa.lm_heads.*.weight", lm_heads, (padded // tp, hidden), dtype)]
+        parameters = heads * blocks * (hidden * hidden + hidden) + lm_heads * spec.vocab_size * hidden // tp
+        return Inventory(tuple(groups), parameters)
+    if config.method == "mtp":
+        layers = mtp_layer_count(spec)
+        moe = replace(spec.moe, dense_layers=()) if spec.moe is not None else None
+        mtp_spec = replace(spec, num_layers=layers, moe=moe, tie_word_embeddings=False, vision=None)
+        inventory = build_inventory(mtp_spec, dtype, Shard(tp), quant, kernel)
+        # V1 shares the target's embedding (eagle.py load_model, PP == 1); shared_head.head stays
+        shares_embedding = v1 and pp == 1
+        groups = _as_draft(inventory.groups, "mtp", lambda group: group.role != "rotary cache" and not (
+            shares_embedding and group.name.startswith("model.embed_tokens")))
+        groups += [_dense("mtp.layers.*.{enorm,hnorm}.weight", 2 * layers, (hidden,), dtype),
+                   _dense("mtp.layers.*.eh_proj.weight", layers, (hidden, 2 * hidden), dtype)]
+        embedding_parameters = spec.vocab_size * hidden // tp if shares_embedding else 0
+        parameters = inventory.parameters - embedding_parameters + layers * (2 * hidden + 2 * hidden * hidden)
+        return Inventory(tuple(groups), parameters)
+    # eagle / eagle3
+    head = _head_spec(config, spec)
+    eagle3 = config.method == "eagle3"
+    shares_embedding = v1 and pp == 1 and head.vocab_size == spec.vocab_size and head.hidden_size == hidden
+    draft_vocab = _draft_vocab(config, spec)
+    shares_lm_head = v1 and (not eagle3 or (draft_vocab == spec.vocab_size and head.hidden_size == hidden))
+    inventory = build_inventory(replace(head, vocab_size=draft_vocab) if eagle3 else head, dtype, Shard(tp))
+    h = head.hidden_size
+
+    def keep(group: TensorGroup) -> bool:
+        if group.role == "rotary cache":
+            return False
+        if group.name.startswith("model.embed_tokens"):
+            return not shares_embedding and not eagle3
+        if group.name.startswith("lm_head"):
+            return not shares_lm_head
+        return True
+
+    groups = _as_draft(inventory.groups, "eagle", keep)
+    parameters = inventory.parameters
+    if eagle3:
+        parameters -= draft_vocab * h // tp  # built with the draft vocabulary: re-added below when kept
+    elif shares_embedding:
+        parameters -= spec.vocab_size * h // tp
+    if shares_lm_head:
+        parameters -= draft_vocab * h // tp
+    if eagle3:
+        if not shares_embedding:
+            padded = -(-spec.vocab_size // 64) * 64
+            groups.append(_dense("eagle.model.embed_tokens.weight", 1, (padded // tp, h), dtype))
+            parameters += spec.vocab_size * h // tp
+        # qkv_proj reads [embeds, hidden] (2H): one more H of input columns; hidden_norm; fc [3H -> H];
+        # d2t (int64 [draft_vocab]) when the draft vocabulary is smaller
+        q_kv = (head.num_attention_heads // tp + 2 * max(1, head.num_kv_heads // tp)) * head.head_dim
+        groups += [_dense("eagle.model.layers.0.self_attn.qkv_proj.weight[embeds half]", 1, (q_kv, h), dtype),
+                   _dense("eagle.model.layers.0.hidden_norm.weight", 1, (h,), dtype),
+                   _dense("eagle.model.fc.weight", 1, (h, 3 * hidden), dtype)]
+        parameters += q_kv * h + h + 3 * hidden * h
+        if draft_vocab != spec.vocab_size:
+            groups.append(replace(_dense("eagle.draft_id_to_target_id", 1, (draft_vocab,), "float32"),
+                                  bytes_each=8 * draft_vocab, dtype="int64"))
+    else:
+        # EAGLE-1: layer 0 has no input_layernorm (disable_input_layernorm) in V1; fc [2H -> H]
+        if v1:
+            groups = [group if not group.name.endswith("*_layernorm.weight") else
+                      replace(group, count=group.count - 1) for group in groups]
+            parameters -= h
+        groups.append(_dense("eagle.model.fc.weight", 1, (h, 2 * hidden), dtype))
+        parameters += 2 * hidden * h
+        if not v1:
+            # V0 (models/eagle.py): the head is a whole *ForCausalLM (embedding + its lm_head) and EAGLE
+            # adds its own ParallelLMHead on top
+            padded = -(-spec.vocab_size // 64) * 64
+            groups.append(_dense("eagle.lm_head.weight", 1, (padded // tp, h), dtype))
+            parameters += spec.vocab_size * h // tp
+    return Inventory(tuple(group for group in groups if group.count), parameters)
+
+
+def draft_kv_layers(config: SpeculativeConfig | None, spec: ModelSpec, tp: int) -> tuple[ModelSpec, int] | None:
+    """(the spec whose KV layout the drafter's layers have, how many) - None when it holds no KV cache."""
+    if config is None or config.method in ("ngram", "suffix", "medusa"):
+        return None
+    if config.method == "mtp":
+        return spec, mtp_layer_count(spec)
+    if config.method == "draft_model":
+        return config.draft_spec, config.draft_spec.num_layers
+    head = _head_spec(config, spec)
+    return head, head.num_layers
+
+
+def catalog_spec(name: str) -> ModelSpec | None:
+    """The draft / head config from the built-in catalog (offline), None when it is not there."""
+    from ...model.config import ConfigError, parse_config
+    from ...model.sources import load_model
+
+    try:
+        found = load_model(name, source="catalog")
+        return parse_config(found.config, name=found.repo_id)
+    except (ConfigError, LookupError, ValueError):
+        return None
+
+
+# --- the two hooks plan.py calls -----------------------------------------------------------------------
+
+
+def with_draft_weights(inventory: Inventory, spec: ModelSpec, settings, release, gpu, weights_plan) -> Inventory:
+    """The target rank's inventory plus the drafter's tensors (role "draft"), parameters included."""
+    config = settings.speculative
+    if config is None:
+        return inventory
+    draft_quant = draft_kernel = None
+    if config.method == "draft_model" and config.draft_spec is not None and config.draft_spec.quantization is not None:
+        from ...model.quantization import kernel_for
+
+        draft_quant = config.draft_spec.quantization
+        draft_kernel = kernel_for(draft_quant, gpu.compute_capability, release)
+    draft = draft_weights(config, spec, settings.dtype, settings.tensor_parallel_size, settings.pipeline_parallel_size,
+                          release.engine, weights_plan.quant, weights_plan.kernel, draft_quant, draft_kernel)
+    if not draft.groups:
+        return inventory
+    return replace(inventory, groups=inventory.groups + draft.groups, parameters=inventory.parameters + draft.parameters)
+
+
+def draft_attention_layers(spec: ModelSpec, settings, release) -> list:
+    """The drafter's attention layers with this rank's page size (they join the last stage's KV cache)."""
+    from . import kv_cache, kv_groups
+
+    found = draft_kv_layers(settings.speculative, spec, settings.tensor_parallel_size)
+    if not found or not found[1]:
+        return []
+    draft_spec, count = found
+    tp = settings.tensor_parallel_size
+    if settings.speculative.method == "draft_model" and release.engine == "v0":
+        tp = settings.speculative.draft_tensor_parallel_size or tp
+    layout = kv_cache.kv_layout(draft_spec, tp, 1, settings.block_size, settings.kv_cache_dtype_bytes, release)
+    kind = "mla" if draft_spec.mla is not None and release["mla_latent_kv"] else "full"
+    return [kv_groups.AttentionLayer(kind, layout.page_bytes, None)] * count
+
+
+def unsized_reason(value, spec: ModelSpec) -> str | None:
+    """Why this tool cannot size a speculative config for `spec` whatever the release (None: it can)."""
+    try:
+        config = parse_speculative_config(value)
+    except SpeculativeConfigError as error:
+        return str(error)
+    if config is None or config.method in ("ngram", "suffix", "eagle", "eagle3", "medusa"):
+        return None
+    if config.method == "mtp" and not mtp_layer_count(spec):
+        return f"no draft named and {spec.name} declares no MTP layers"
+    if config.method == "draft_model" and catalog_spec(config.model) is None:
+        return f"draft model {config.model!r} is not in the catalog"
+    return None

@@ -1,0 +1,244 @@
+"""Mamba / linear-attention hybrid models: which layers hold attention KV, which hold a recurrent state,
+and the state shapes vLLM allocates per tensor-parallel rank (design/vllm-memory.md §3.2).
+
+Shapes follow vllm/model_executor/layers/mamba/mamba_utils.py (MambaStateShapeCalculator, 0.10-0.33)
+and each model's get_mamba_state_shape_from_config:
+
+- Mamba1 (Jamba): conv (conv_kernel - 1, intermediate / tp), ssm (intermediate / tp, d_state),
+  intermediate = mamba_expand x hidden_size.
+- Mamba2 (Bamba, GraniteMoeHybrid, Nemotron-H, Falcon-H1): conv (conv_kernel - 1 + num_spec,
+  (intermediate + 2 n_groups' d_state) / tp), ssm (heads / tp, head_dim, d_state), n_groups' = n_groups
+  + (tp - n_groups when n_groups % tp else 0).
+- GatedDeltaNet (Qwen3-Next, Qwen3.5): conv (conv_kernel - 1 + num_spec, (2 k_heads k_dim + v_heads v_dim)
+  / tp), ssm (v_heads / tp, v_dim, k_dim).
+- Linear attention (MiniMax-Text-01): (heads / tp, head_dim, head_dim).
+
+Dtypes: conv = mamba_cache_dtype (auto -> model dtype), ssm = mamba_ssm_cache_dtype (auto -> the conv
+dtype), except where vLLM's per-model config hook overrides "auto": Nemotron-H takes the config's
+`mamba_ssm_cache_dtype` (default float16), Qwen3.5 its `mamba_ssm_dtype` (NemotronHForCausalLMConfig /
+Qwen3_5ForConditionalGenerationConfig in models/config.py, seen in 0.18).
+
+Everything here is a pure function of the config dict.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+# architecture -> (family, mixer)
+HYBRID_ARCHITECTURES = {
+    "JambaForCausalLM": ("jamba", "mamba1"),
+    "BambaForCausalLM": ("bamba", "mamba2"),
+    "GraniteMoeHybridForCausalLM": ("granitemoehybrid", "mamba2"),
+    "NemotronHForCausalLM": ("nemotron_h", "mamba2"),
+    "Qwen3NextForCausalLM": ("qwen3_next", "gated_delta_net"),
+    "MiniMaxText01ForCausalLM": ("minimax_text_01", "linear_attention"),
+    "FalconH1ForCausalLM": ("falcon_h1", "mamba2"),
+    "Qwen3_5ForConditionalGeneration": ("qwen3_next", "gated_delta_net"),
+    "Qwen3_5MoeForConditionalGeneration": ("qwen3_next", "gated_delta_net"),
+    "Qwen3_5ForCausalLM": ("qwen3_next", "gated_delta_net"),
+    "Qwen3_5MoeForCausalLM": ("qwen3_next", "gated_delta_net"),
+}
+_MODEL_TYPES = {"jamba": "JambaForCausalLM", "bamba": "BambaForCausalLM",
+                "granitemoehybrid": "GraniteMoeHybridForCausalLM", "nemotron_h": "NemotronHForCausalLM",
+                "qwen3_next": "Qwen3NextForCausalLM", "minimax_text_01": "MiniMaxText01ForCausalLM",
+                "minimax": "MiniMaxText01ForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
+                "qwen3_5_text": "Qwen3NextForCausalLM", "qwen3_5_moe_text": "Qwen3NextForCausalLM"}
+
+
+class HybridConfigError(ValueError):
+    """The config lacks what the hybrid layout needs."""
+
+
+@dataclass(frozen=True)
+class MambaState:
+    """The recurrent state one Mamba / linear-attention layer holds per request on one rank."""
+
+    mixer: str  # "mamba1", "mamba2", "gated_delta_net", "linear_attention"
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+
+    @property
+    def page_bytes(self) -> int:
+        """MambaSpec.page_size_bytes before padding: sum of prod(shape) x dtype size."""
+        return sum(prod(shape) * DTYPE_BYTES[dtype] for shape, dtype in zip(self.shapes, self.dtypes))
+
+
+@dataclass(frozen=True)
+class HybridLayout:
+    family: str
+    mixer: str
+    # per decoder layer: "attention", "mamba", "attention+mamba" (Falcon-H1: both in parallel) or "none"
+    # (Nemotron-H MLP / MoE layers)
+    layers: tuple[str, ...]
+
+    @property
+    def attention_layers(self) -> int:
+        return sum(1 for kind in self.layers if "attention" in kind)
+
+    @property
+    def mamba_layers(self) -> int:
+        return sum(1 for kind in self.layers if "mamba" in kind)
+
+
+def _text(config: dict) -> dict:
+    inner = config.get("text_config")
+    return {**config, **inner} if isinstance(inner, dict) else config
+
+
+def architecture_of(config: dict) -> str | None:
+    """The hybrid architecture a config names (None when it is not one of the sized hybrids)."""
+    for name in config.get("architectures") or ():
+        if name in HYBRID_ARCHITECTURES:
+            return name
+    cfg = _text(config)
+    return _MODEL_TYPES.get(cfg.get("model_type", "")) or _MODEL_TYPES.get(config.get("model_type", ""))
+
+
+def is_hybrid(config: dict) -> bool:
+    return architecture_of(config) is not None
+
+
+def _need(cfg: dict, *keys: str):
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    raise HybridConfigError(f"hybrid config has none of {', '.join(keys)}")
+
+
+def hybrid_layout(config: dict) -> HybridLayout:
+    """Per-layer kinds as vLLM's model code builds its decoder layers."""
+    architecture = architecture_of(config)
+    if architecture is None:
+        raise HybridConfigError("not a Mamba / linear-attention hybrid")
+    family, mixer = HYBRID_ARCHITECTURES[architecture]
+    cfg = _text(config)
+    if family == "nemotron_h":
+        pattern = str(_need(cfg, "hybrid_override_pattern"))
+        # nemotron_h.py ALL_DECODER_LAYER_TYPES: M mamba, * attention, - MLP, E MoE
+        kinds = tuple({"M": "mamba", "*": "attention"}.get(ch, "none") for ch in pattern)
+        return HybridLayout(family, mixer, kinds)
+    n = int(_need(cfg, "num_hidden_layers", "num_layers"))
+    if family == "jamba":
+        period, offset = int(cfg.get("attn_layer_period", 8)), int(cfg.get("attn_layer_offset", 4))
+        kinds = tuple("attention" if i % period == offset else "mamba" for i in range(n))
+    elif family == "bamba":
+        attention = set(cfg.get("attn_layer_indices") or ())
+        kinds = tuple("attention" if i in attention else "mamba" for i in range(n))
+    elif family == "granitemoehybrid":
+        types = cfg.get("layer_types") or cfg.get("layers_block_type")
+        if not types:
+            raise HybridConfigError("GraniteMoeHybrid config without layer_types")
+        kinds = tuple("attention" if t == "attention" else "mamba" for t in types[:n])
+    elif family == "qwen3_next":
+        types = cfg.get("layer_types")
+        if types:
+            kinds = tuple("attention" if t == "full_attention" else "mamba" for t in types[:n])
+        else:  # Qwen3NextConfig: every full_attention_interval-th layer is full attention
+            interval = int(cfg.get("full_attention_interval", 4))
+            kinds = tuple("attention" if (i + 1) % interval == 0 else "mamba" for i in range(n))
+    elif family == "minimax_text_01":
+        # attn_type_list: 1 = softmax attention, 0 = lightning (linear) attention
+        types = cfg.get("attn_type_list") or cfg.get("layer_types")
+        if not types:
+            raise HybridConfigError("MiniMax config without attn_type_list")
+        kinds = tuple("attention" if t in (1, "full_attention") else "mamba" for t in types[:n])
+    else:  # falcon_h1: attention and Mamba2 side by side in every layer
+        kinds = ("attention+mamba",) * n
+    return HybridLayout(family, mixer, kinds)
+
+
+def _dtype(name: str | None, model_dtype: str) -> str:
+    if name in (None, "auto"):
+        return model_dtype
+    text = str(name).replace("torch.", "")
+    if text not in DTYPE_BYTES:
+        raise HybridConfigError(f"unknown mamba cache dtype {name!r}")
+    return text
+
+
+def _extra_groups(n_groups: int, tp: int) -> int:
+    return 0 if n_groups % tp == 0 else tp - n_groups
+
+
+def _divide(value: int, tp: int, what: str) -> int:
+    if value % tp:
+        raise HybridConfigError(f"{what} = {value} is not divisible by tensor_parallel_size {tp}")
+    return value // tp
+
+
+def mamba_state(config: dict, tp: int, model_dtype: str, *, mamba_cache_dtype: str = "auto",
+                mamba_ssm_cache_dtype: str = "auto", num_speculative_tokens: int = 0) -> MambaState:
+    """The per-layer state of one Mamba / linear-attention layer on one rank (shapes and dtypes)."""
+    architecture = architecture_of(config)
+    if architecture is None:
+        raise HybridConfigError("not a Mamba / linear-attention hybrid")
+    family, mixer = HYBRID_ARCHITECTURES[architecture]
+    cfg = _text(config)
+    conv_dtype = _dtype(mamba_cache_dtype, model_dtype)
+    if mamba_ssm_cache_dtype in (None, "auto"):
+        if family == "nemotron_h":
+            ssm_dtype = _dtype(cfg.get("mamba_ssm_cache_dtype") or "float16", model_dtype)
+        elif family == "qwen3_next" and cfg.get("mamba_ssm_dtype"):
+            ssm_dtype = _dtype(cfg["mamba_ssm_dtype"], model_dtype)
+        else:
+            ssm_dtype = conv_dtype
+    else:
+        ssm_dtype = _dtype(mamba_ssm_cache_dtype, model_dtype)
+    hidden = int(_need(cfg, "hidden_size"))
+    spec = int(num_speculative_tokens)
+
+    if mixer == "mamba1":
+        intermediate = int(cfg.get("mamba_expand", 2)) * hidden
+        per_rank = _divide(intermediate, tp, "mamba intermediate size")
+        conv = (int(cfg.get("mamba_d_conv", 4)) - 1, per_rank)
+        ssm = (per_rank, int(cfg.get("mamba_d_state", 16)))
+        return MambaState(mixer, (conv, ssm), (conv_dtype, ssm_dtype))
+    if mixer == "mamba2":
+        if family == "nemotron_h":
+            heads, head_dim = int(_need(cfg, "mamba_num_heads")), int(_need(cfg, "mamba_head_dim"))
+            intermediate = heads * head_dim
+            n_groups, state, kernel = int(_need(cfg, "n_groups")), int(_need(cfg, "ssm_state_size")), int(_need(cfg, "conv_kernel"))
+        else:
+            heads, head_dim = int(_need(cfg, "mamba_n_heads")), int(_need(cfg, "mamba_d_head"))
+            if family == "falcon_h1" and cfg.get("mamba_d_ssm") is not None:
+                intermediate = int(cfg["mamba_d_ssm"])
+            else:
+                intermediate = int(float(_need(cfg, "mamba_expand")) * hidden)
+            n_groups, state, kernel = int(_need(cfg, "mamba_n_groups")), int(_need(cfg, "mamba_d_state")), int(_need(cfg, "mamba_d_conv"))
+        groups = n_groups + _extra_groups(n_groups, tp)
+        conv = (kernel - 1 + spec, _divide(intermediate + 2 * groups * state, tp, "mamba conv dim"))
+        ssm = (_divide(heads, tp, "mamba heads"), head_dim, state)
+        return MambaState(mixer, (conv, ssm), (conv_dtype, ssm_dtype))
+    if mixer == "gated_delta_net":
+        k_heads, v_heads = int(_need(cfg, "linear_num_key_heads")), int(_need(cfg, "linear_num_value_heads"))
+        k_dim, v_dim = int(_need(cfg, "linear_key_head_dim")), int(_need(cfg, "linear_value_head_dim"))
+        kernel = int(cfg.get("linear_conv_kernel_dim", 4))
+        conv = (kernel - 1 + spec, _divide(2 * k_heads * k_dim + v_heads * v_dim, tp, "GatedDeltaNet conv dim"))
+        ssm = (_divide(v_heads, tp, "linear value heads"), v_dim, k_dim)
+        return MambaState(mixer, (conv, ssm), (conv_dtype, ssm_dtype))
+    # linear attention (MiniMax): one state tensor in the conv dtype
+    heads = int(_need(cfg, "num_attention_heads"))
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    return MambaState(mixer, ((heads // tp, head_dim, head_dim),), (conv_dtype,))
+
+
+def attention_shape(config: dict) -> tuple[int, int]:
+    """(KV heads, head_dim) of the softmax-attention layers of a hybrid config."""
+    cfg = _text(config)
+    heads = int(_need(cfg, "num_attention_heads"))
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or cfg.get("attention_head_dim") or int(_need(cfg, "hidden_size")) // heads)
+    return kv_heads, head_dim
+
+
+def v0_mamba_cache_bytes(state: MambaState, mamba_layers: int, max_num_seqs: int,
+                         cudagraph_batch: int | None = None) -> int:
+    """V0 MambaCacheManager (mamba_cache.py 0.7-0.10): conv and ssm tensors of
+    [mamba_layers, max_batch, *shape], max_batch = max_num_seqs padded to the CUDA-graph batch size
+    (pass it as `cudagraph_batch`) unless eager. Allocated inside the model at the first forward, so it
+    sits in the profiled peak, outside the KV blocks."""
+    batch = cudagraph_batch if cudagraph_batch is not None else max_num_seqs
+    return mamba_layers * batch * state.page_bytes

@@ -1,0 +1,209 @@
+"""Mamba / linear-attention hybrids: state pages, the raised attention block size, tokens per release."""
+import pytest
+
+from vram_detective.engines.vllm.kv_groups import AttentionLayer, mamba_block_sizing, plan_kv_groups, rule
+from vram_detective.model.hybrid import hybrid_layout, is_hybrid, mamba_state, v0_mamba_cache_bytes
+
+GIB = 1 << 30
+
+# Bamba-9B as its config.json lists it (the numbers below are used as a worked example, not catalogued)
+BAMBA = {"architectures": ["BambaForCausalLM"], "model_type": "bamba", "hidden_size": 4096,
+         "num_hidden_layers": 32, "attn_layer_indices": [9, 18, 27], "num_attention_heads": 32,
+         "num_key_value_heads": 8, "mamba_n_heads": 128, "mamba_d_head": 64, "mamba_n_groups": 1,
+         "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2}
+
+# Qwen3.5-27B text part as the vllm-40691 log implies it (64 layers, every 4th full attention, 4 KV heads
+# of 256, GatedDeltaNet 16 key / 48 value heads of 128, float32 ssm state)
+QWEN35 = {"architectures": ["Qwen3_5ForConditionalGeneration"],
+          "text_config": {"model_type": "qwen3_5_text", "hidden_size": 5120, "num_hidden_layers": 64,
+                          "full_attention_interval": 4, "num_attention_heads": 24, "num_key_value_heads": 4,
+                          "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 48,
+                          "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+                          "mamba_ssm_dtype": "float32"}}
+
+
+def _layers(config, state_page, attention_page):
+    return [AttentionLayer("mamba", state_page) if kind == "mamba" else AttentionLayer("full", attention_page)
+            for kind in hybrid_layout(config).layers]
+
+
+def test_bamba_layout_and_state_pages_tp1_tp2():
+    layout = hybrid_layout(BAMBA)
+    assert is_hybrid(BAMBA) and layout.attention_layers == 3 and layout.mamba_layers == 29
+    # TP1: conv (4-1, 8192 + 2*1*128) = 3 x 8448 x 2 B = 50688; ssm (128, 64, 128) x 2 B = 2097152
+    one = mamba_state(BAMBA, 1, "bfloat16")
+    assert one.shapes == ((3, 8448), (128, 64, 128)) and one.page_bytes == 50688 + 2097152 == 2147840
+    # TP2: n_groups 1 -> 2 (replicated), conv (3, (8192 + 2*2*128) / 2 = 4352); ssm (64, 64, 128)
+    two = mamba_state(BAMBA, 2, "bfloat16")
+    assert two.shapes == ((3, 4352), (64, 64, 128)) and two.page_bytes == 3 * 4352 * 2 + 64 * 64 * 128 * 2 == 1074688
+    # speculative tokens widen the conv state only
+    assert mamba_state(BAMBA, 1, "bfloat16", num_speculative_tokens=2).shapes[0] == (5, 8448)
+
+
+def test_raised_block_size_and_padding():
+    # attention page per token at TP1: 2 x 8 KV heads x 128 x 2 B = 4096; 16 x cdiv(2147840, 16 x 4096) = 16 x 33
+    sizing = mamba_block_sizing(4096, 2147840, 16, 4096, (0, 11, 0))
+    assert sizing.block_size == 528 and sizing.attention_page_bytes == 528 * 4096 == 2162688
+    assert sizing.padded_page_bytes == 2162688 and sizing.mamba_block_size == 4096
+    # (2162688 - 2147840) / 2147840 = 0.6913 %
+    assert sizing.log_lines == (
+        "Setting attention block size to 528 tokens to ensure that attention page size is >= mamba page size.",
+        "Padding mamba page size by 0.69% to ensure that mamba page size and attention page size are exactly equal.")
+    # a user block size already large enough is kept, and only the padding is logged
+    kept = mamba_block_sizing(4096, 2147840, 1024, 4096, (0, 11, 0))
+    assert kept.block_size == 1024 and len(kept.log_lines) == 1
+    # MLA aligns to 64 from 0.11.2: 64 x cdiv(2147840, 64 x 1152) = 64 x 30
+    assert mamba_block_sizing(1152, 2147840, 16, 4096, (0, 11, 2), mla=True).block_size == 1920
+    assert mamba_block_sizing(1152, 2147840, 16, 4096, (0, 11, 0), mla=True).block_size == 16 * 117
+
+
+def test_bamba_v1_tokens_per_release():
+    layers = _layers(BAMBA, 2147840, 2 * 16 * 8 * 128 * 2)
+    # groups of 3 (fewest layers of a type): 10 Mamba groups (29 layers + 1 padding) + 1 attention group;
+    # block id = 3 x 2162688 = 6488064 B; 10 GiB // 6488064 = 1654 blocks
+    plans = {v: plan_kv_groups(layers, 10 * GIB, 16, 4096, 8192, 256, v, "v1") for v in ((0, 10, 1), (0, 21, 0))}
+    old, new = plans[(0, 10, 1)], plans[(0, 21, 0)]
+    assert old.block_bytes == 6488064 and old.num_blocks == 1654 and len(old.groups) == 11
+    assert "Add 1 padding layers, may waste at most 3.45% KV cache memory" in old.log_lines
+    # per request: 10 Mamba groups x 1 block + cdiv(4096, 528) = 8 attention blocks = 18
+    assert old.blocks_per_request == 18
+    assert old.kv_cache_tokens == 1654 // 11 * 528 == 79200
+    assert old.max_concurrency == pytest.approx(1654 / 18)
+    assert new.kv_cache_tokens == int(1654 / 18 * 4096) == 376376
+    assert [g.block_size for g in old.groups if g.kind == "full"] == [528]
+    assert all(g.blocks_per_request == 1 for g in old.groups if g.kind == "mamba")
+
+
+def test_qwen35_27b_matches_vllm_40691_log():
+    layout = hybrid_layout(QWEN35)
+    assert layout.attention_layers == 16 and layout.mamba_layers == 48
+    state = mamba_state(QWEN35, 1, "bfloat16")
+    # conv (3, 2*16*128 + 48*128 = 10240) bf16 = 61440; ssm (48, 128, 128) fp32 = 3145728
+    assert state.shapes == ((3, 10240), (48, 128, 128)) and state.page_bytes == 3207168
+    layers = _layers(QWEN35, state.page_bytes, 2 * 16 * 4 * 256 * 2)
+    # 16 x cdiv(3207168, 16 x 4096) = 784; block id = 784 x 4096 x 16 layers
+    plan = plan_kv_groups(layers, 1487 * 784 * 4096 * 16 + 5, 16, 32768, 16384, 16, (0, 19, 0), "v1")
+    assert plan.log_lines[0] == ("Setting attention block size to 784 tokens to ensure that attention page size "
+                                 "is >= mamba page size.")
+    # "GPU KV cache size: 290,864 tokens" = 1487 // 4 groups x 784; "33.04x" = 1487 / (3 + cdiv(32768, 784))
+    assert plan.kv_cache_tokens == 290864
+    assert round(plan.max_concurrency, 2) == 33.04
+
+
+def test_mamba_cache_modes_per_release():
+    layers = _layers(BAMBA, 2147840, 2 * 16 * 8 * 128 * 2)
+    align = plan_kv_groups(layers, 10 * GIB, 16, 4096, 8192, 256, (0, 18, 0), "v1", mamba_cache_mode="align")
+    assert align.blocks_per_request == 10 * 2 + 8
+    with pytest.raises(ValueError):
+        plan_kv_groups(layers, 10 * GIB, 16, 4096, 8192, 256, (0, 14, 0), "v1", mamba_cache_mode="align")
+    with pytest.raises(ValueError):
+        plan_kv_groups(layers, 10 * GIB, 16, 4096, 8192, 256, (0, 11, 0), "v1", mamba_cache_mode="all")
+    # "all" (prefix caching, 0.11.2+): 768-token blocks, cdiv(4096, 768) = 6 states per Mamba group
+    full = plan_kv_groups(layers, 10 * GIB, 16, 4096, 8192, 256, (0, 12, 0), "v1", mamba_cache_mode="all")
+    assert full.blocks_per_request == 10 * 6 + 6
+    # "all": attention block = multiple of lcm(256, 16) covering cdiv(2147840, 4096) = 525 tokens -> 768
+    assert mamba_block_sizing(4096, 2147840, 16, 4096, (0, 18, 0), mamba_cache_mode="all").block_size == 768
+
+
+def test_v0_counts_attention_layers_only_bamba_pr10909():
+    # vllm-pr10909-bamba-h100-tp2 (V0): 34.78 GiB of KV, 3 attention layers of 4 KV heads x 128 at TP2 in
+    # float32 (its 18.49 GiB of weights per rank are ~9.8 B parameters x 4 B / 2):
+    # block = 2 x 16 x 4 x 128 x 4 B x 3 = 196608 B -> 189945 blocks, 189945 x 16 / 1024 = 2967.89x
+    layers = _layers(BAMBA, 1074688, 2 * 16 * 4 * 128 * 4)
+    plan = plan_kv_groups(layers, int(34.78 * GIB), 16, 1024, 1024, 256, (0, 6, 4), "v0")
+    assert plan.block_bytes == 196608 and plan.num_blocks == 189945
+    assert round(plan.max_concurrency, 2) == 2967.89
+    assert any("MambaCacheManager" in note for note in plan.notes)
+    # its Mamba cache: 29 layers x 256 sequences x 1074688 B, outside the blocks
+    assert v0_mamba_cache_bytes(mamba_state(BAMBA, 2, "bfloat16"), 29, 256) == 29 * 256 * 1074688
+
+
+def test_v1_before_0101_refuses():
+    assert not rule((0, 9, 2), "v1_mamba") and rule((0, 10, 1), "v1_mamba")
+    with pytest.raises(NotImplementedError):
+        plan_kv_groups(_layers(BAMBA, 2147840, 65536), 10 * GIB, 16, 4096, 8192, 256, (0, 9, 2), "v1")
+
+
+def test_other_families():
+    jamba = {"architectures": ["JambaForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32,
+             "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4,
+             "mamba_expand": 2, "num_attention_heads": 32, "num_key_value_heads": 8}
+    layout = hybrid_layout(jamba)
+    assert [i for i, k in enumerate(layout.layers) if k == "attention"] == [4, 12, 20, 28]
+    # Mamba1 TP2: conv (3, 4096) + ssm (4096, 16), bf16
+    assert mamba_state(jamba, 2, "bfloat16").page_bytes == (3 * 4096 + 4096 * 16) * 2
+    nemo = {"architectures": ["NemotronHForCausalLM"], "hidden_size": 4096, "hybrid_override_pattern": "M-M*-",
+            "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
+            "num_attention_heads": 32, "num_key_value_heads": 8}
+    assert hybrid_layout(nemo).layers == ("mamba", "none", "mamba", "attention", "none")
+    state = mamba_state(nemo, 1, "bfloat16")  # ssm float16 by default (NemotronHForCausalLMConfig)
+    assert state.dtypes == ("bfloat16", "float16") and state.shapes == ((3, 8192 + 2 * 8 * 128), (128, 64, 128))
+    minimax = {"architectures": ["MiniMaxText01ForCausalLM"], "hidden_size": 6144, "num_hidden_layers": 4,
+               "attn_type_list": [0, 0, 0, 1], "num_attention_heads": 64, "head_dim": 128}
+    assert hybrid_layout(minimax).layers == ("mamba",) * 3 + ("attention",)
+    assert mamba_state(minimax, 8, "bfloat16").page_bytes == 8 * 128 * 128 * 2
+
+
+def test_hybrid_attention_layers_from_config():
+    from vram_detective.engines.vllm.kv_groups import hybrid_attention_layers
+
+    layers, per_layer = hybrid_attention_layers(QWEN35, 1, 16, 2, "bfloat16")
+    assert len(layers) == 64 and per_layer[3] == (3,)
+    assert layers[3] == AttentionLayer("full", 65536) and layers[0] == AttentionLayer("mamba", 3207168)
+    plan = plan_kv_groups(layers, 1487 * 784 * 4096 * 16, 16, 32768, 16384, 16, (0, 19, 0), "v1")
+    assert plan.kv_cache_tokens == 290864
+    falcon = {"architectures": ["FalconH1ForCausalLM"], "hidden_size": 1024, "num_hidden_layers": 2,
+              "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "mamba_n_heads": 16,
+              "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 1,
+              "mamba_d_ssm": 1024}
+    layers, per_layer = hybrid_attention_layers(falcon, 1, 16, 2, "bfloat16")
+    assert per_layer == [(0, 1), (2, 3)] and [layer.kind for layer in layers] == ["full", "mamba"] * 2
+    # Mamba2: conv (3, 1024 + 2 x 128) bf16 + ssm (16, 64, 128) bf16
+    assert layers[1].page_bytes == (3 * 1280 + 16 * 64 * 128) * 2
+
+
+BAMBA_FULL = {**BAMBA, "intermediate_size": 14336, "vocab_size": 128256, "torch_dtype": "bfloat16",
+              "max_position_embeddings": 4096, "attn_rotary_emb": 64, "mamba_conv_bias": True,
+              "mamba_proj_bias": False}
+
+
+def test_bamba_parses_and_inventories_mixers():
+    from vram_detective.model.config import UnsupportedArchitectureError, parse_config
+    from vram_detective.model.inventory import build_inventory
+
+    spec = parse_config(BAMBA_FULL, "bamba")
+    assert spec.family == "bamba" and spec.hybrid.mamba_layers == 29 and spec.rotary_dim == 64
+    inventory = build_inventory(spec, "bfloat16")
+    by_name = {group.name: group for group in inventory.groups}
+    attention = [g for g in inventory.groups if g.name.endswith("self_attn.qkv_proj.weight")]
+    assert len(attention) == 1 and attention[0].count == 3  # layers 9, 18, 27 only
+    mixer = {g.name.rsplit(".mamba.", 1)[1]: g for g in inventory.groups if ".mamba." in g.name}
+    assert all(g.count == 29 for g in mixer.values())
+    # in_proj: 4096 -> 8192 (z) + 8448 (x, B, C) + 128 (dt); out_proj 8192 -> 4096; conv1d (8448, 4) + bias
+    assert mixer["in_proj.weight"].shape == (16768, 4096)
+    assert mixer["out_proj.weight"].shape == (4096, 8192)
+    assert mixer["conv1d.weight"].shape == (8448, 4) and mixer["conv1d.bias"].shape == (8448,)
+    assert mixer["A"].dtype == "float32" and mixer["A"].bytes_each == 128 * 4
+    assert mixer["norm.weight"].shape == (8192,)
+    # TP2, n_groups 1 replicated: in_proj (8192 + 8704 + 128) / 2 rows
+    two = build_inventory(spec, "bfloat16", __import__("vram_detective.model.inventory", fromlist=["Shard"]).Shard(2))
+    assert [g.shape for g in two.groups if g.name.endswith("mamba.in_proj.weight")] == [(8512, 4096)]
+    assert by_name  # the plain inventory still lists embeddings etc.
+    with pytest.raises(UnsupportedArchitectureError, match="hybrid"):
+        parse_config({**BAMBA_FULL, "architectures": ["JambaForCausalLM"]})
+
+
+def test_bamba_plan_v1_and_refusals():
+    from vram_detective.engines.vllm.plan import plan
+    from vram_detective.hardware import find_gpu
+    from vram_detective.model.config import UnsupportedArchitectureError, parse_config
+
+    spec = parse_config(BAMBA_FULL, "bamba")
+    result = plan(spec, find_gpu("H100"), {"max_model_len": 4096}, (0, 11, 0))
+    assert ("Setting attention block size to 528 tokens to ensure that attention page size is >= mamba page size."
+            in result.log_lines)
+    assert any(line.startswith("Padding mamba page size by 0.69%") for line in result.log_lines)
+    with pytest.raises(UnsupportedArchitectureError, match="MambaCacheManager"):
+        plan(spec, find_gpu("H100"), {"max_model_len": 4096}, (0, 7, 3))
+    with pytest.raises(UnsupportedArchitectureError, match="0.10.1"):
+        plan(spec, find_gpu("H100"), {"max_model_len": 4096}, (0, 9, 2))

@@ -207,3 +207,18 @@ def test_bamba_plan_v1_and_refusals():
         plan(spec, find_gpu("H100"), {"max_model_len": 4096}, (0, 7, 3))
     with pytest.raises(UnsupportedArchitectureError, match="0.10.1"):
         plan(spec, find_gpu("H100"), {"max_model_len": 4096}, (0, 9, 2))
+
+
+def test_explain_reports_the_raised_block_size(tmp_path):
+    """End to end on V1: Bamba's attention blocks are raised to 528 tokens so that one attention page
+    covers a 2,147,840 B Mamba state page (16 x cdiv(2147840, 16 x 4096) = 528); the breakdown and the
+    'Setting attention block size' line say so, and tokens are counted in those blocks."""
+    import json
+
+    from vram_detective import explain
+
+    config = dict(BAMBA, torch_dtype="bfloat16", intermediate_size=14336, vocab_size=128256, max_position_embeddings=4096)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    b = explain(str(tmp_path), "H100", vllm_version="0.11.0", max_model_len=4096)
+    assert b.block_size == 528
+    assert any(line.startswith("Setting attention block size to 528 tokens") for line in b.log_lines)

@@ -267,6 +267,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
             auto_fit_line = (f"Auto-fit max_model_len: full model context length {settings.max_model_len} fits in "
                              "available GPU memory")
     blocks = kv.num_blocks
+    # the block size the attention groups really use (raised for Mamba hybrids, forced for MLA backends)
+    block_size = max((group.block_size for group in kv.groups if group.kind != "mamba"), default=settings.block_size)
     own_blocks = kv.worker_num_blocks or (blocks,) * len(ranks)
     ranks = [replace(rank, kv_bytes_per_block=kv.worker_block_bytes[i] if kv.worker_block_bytes else kv.block_bytes,
                      num_blocks_own=own_blocks[i]) for i, rank in enumerate(ranks)]
@@ -326,8 +328,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         settings=settings.as_settings(), components=components, weights_bytes=rank0.weights_bytes,
         activation_peak_bytes=peak.activation_peak_bytes, non_torch_bytes=non_torch_inside,
         cuda_graph_bytes=graphs.bytes, cuda_graph_budgeted=graph_budgeted, budget_bytes=budget,
-        kv_cache_bytes=available, num_gpu_blocks=blocks, num_cpu_blocks=cpu_blocks, block_size=settings.block_size,
-        kv_bytes_per_token=kv.block_bytes // settings.block_size, kv_cache_tokens=kv.kv_cache_tokens,
+        kv_cache_bytes=available, num_gpu_blocks=blocks, num_cpu_blocks=cpu_blocks, block_size=block_size,
+        kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
         max_concurrency=kv.max_concurrency, max_model_len=settings.max_model_len,
         nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
         weights_explained=explain_weights(inventory, weights_plan, dtype, allocator_bytes, offloaded),

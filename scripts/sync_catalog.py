@@ -1,7 +1,8 @@
 """Copy ../shared/models/*/config.json into the packaged catalog (src/vram_detective/model/catalog).
 
 Each catalog file is {"repo_id", "source", "config"}; scripts/derived_models.json adds models whose
-config is a catalog base plus stated overrides (a quantization block, a vocabulary size), saying so; a ModelOpt hf_quant_config.json next to a
+config is a catalog base plus stated overrides (a quantization block, a vocabulary size), saying so, or
+a whole "config" reconstructed from the published config.json (multimodal models with no base here); a ModelOpt hf_quant_config.json next to a
 config is folded into config["quantization_config"] the way vLLM reads it (modelopt.py).
 Run from the repository root: python scripts/sync_catalog.py
 """
@@ -49,6 +50,13 @@ def main() -> int:
         count += 1
     derived = json.loads((root / "scripts" / "derived_models.json").read_text())
     for item in derived:
+        if "config" in item:
+            # a whole config reconstructed from the published one (no base in shared/models to derive from)
+            entry = {"repo_id": item["repo_id"], "source": f"reconstructed: {item['note']}",
+                     "config": {**item["config"], "_name_or_path": item["repo_id"]}}
+            (target / (item["repo_id"].replace("/", "--", 1) + ".json")).write_text(json.dumps(entry, indent=1, sort_keys=True) + "\n")
+            count += 1
+            continue
         base_folder = shared / item["base"].replace("/", "--", 1)
         config = json.loads((base_folder / "config.json").read_text())
         config.update(item["overrides"])

@@ -190,7 +190,7 @@ def test_bamba_parses_and_inventories_mixers():
     assert [g.shape for g in two.groups if g.name.endswith("mamba.in_proj.weight")] == [(8512, 4096)]
     assert by_name  # the plain inventory still lists embeddings etc.
     with pytest.raises(UnsupportedArchitectureError, match="hybrid"):
-        parse_config({**BAMBA_FULL, "architectures": ["JambaForCausalLM"]})
+        parse_config({**BAMBA_FULL, "architectures": ["NemotronHForCausalLM"]})
 
 
 def test_bamba_plan_v1_and_refusals():
@@ -222,3 +222,258 @@ def test_explain_reports_the_raised_block_size(tmp_path):
     b = explain(str(tmp_path), "H100", vllm_version="0.11.0", max_model_len=4096)
     assert b.block_size == 528
     assert any(line.startswith("Setting attention block size to 528 tokens") for line in b.log_lines)
+
+
+# Qwen3-Next-80B-A3B as its published config.json lists it (the values the model card gives)
+QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 2048,
+              "num_hidden_layers": 48, "full_attention_interval": 4, "num_attention_heads": 16,
+              "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120, "vocab_size": 151936,
+              "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+              "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "num_experts": 512,
+              "num_experts_per_tok": 10, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+              "decoder_sparse_step": 1, "mlp_only_layers": [], "partial_rotary_factor": 0.25,
+              "max_position_embeddings": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_qwen3_next_parses_and_inventories_gated_delta_net():
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.inventory import Shard, build_inventory
+
+    spec = parse_config(QWEN3_NEXT, "qwen3-next")
+    assert spec.family == "qwen3_next" and spec.hybrid.attention_layers == 12 and spec.hybrid.mamba_layers == 36
+    assert spec.moe.shared_expert_gate and spec.moe.shared_intermediate == 512 and not spec.moe.dense_layers
+    inventory = build_inventory(spec, "bfloat16")
+    # hand count, TP1:
+    # GatedDeltaNet (36 layers): key = 16 x 128 = 2048, value = 32 x 128 = 4096
+    #   in_proj_qkvz 2048 x (2 x 2048 + 2 x 4096) = 25,165,824; in_proj_ba 2048 x 64 = 131,072;
+    #   out_proj 4096 x 2048 = 8,388,608; conv1d (8192, 1, 4) = 32,768; dt_bias 32 + A_log 32 + norm 128
+    gdn = 25_165_824 + 131_072 + 8_388_608 + 32_768 + 192
+    # gated attention (12 layers): qkv 2048 x (2 x 16 + 2 x 2) x 256 = 18,874,368; o 4096 x 2048; q/k norm 2 x 256
+    attention = 18_874_368 + 8_388_608 + 512
+    # MoE (48 layers): router 512 x 2048; experts 512 x 3 x 2048 x 512; shared 3 x 2048 x 512; shared gate 2048
+    moe = 1_048_576 + 1_610_612_736 + 3_145_728 + 2048
+    norms = 2 * 2048
+    total = 36 * gdn + 12 * attention + 48 * (moe + norms) + 2 * 151936 * 2048 + 2048
+    assert total == 79_674_391_296 and inventory.parameters == total
+    mixer = {g.name.rsplit(".linear_attn.", 1)[1]: g for g in inventory.groups if ".linear_attn." in g.name}
+    assert mixer["in_proj_qkvz.weight"].shape == (12288, 2048) and mixer["in_proj_qkvz.weight"].count == 36
+    assert mixer["conv1d.weight"].shape == (8192, 1, 4) and mixer["A_log"].dtype == "float32"
+    qkv = [g for g in inventory.groups if g.name.endswith("self_attn.qkv_proj.weight")]
+    assert [(g.count, g.shape) for g in qkv] == [(12, (9216, 2048))]
+    # TP2: the mixer's projections halve, its gated norm is replicated
+    two = build_inventory(spec, "bfloat16", Shard(2))
+    mixer2 = {g.name.rsplit(".linear_attn.", 1)[1]: g for g in two.groups if ".linear_attn." in g.name}
+    assert mixer2["in_proj_qkvz.weight"].shape == (6144, 2048) and mixer2["in_proj_ba.weight"].shape == (32, 2048)
+    assert mixer2["norm.weight"].shape == (128,) and mixer2["conv1d.weight"].shape == (4096, 1, 4)
+
+
+def test_qwen35_dense_text_model_sizes_and_plans():
+    """Qwen3.5 dense text model (Qwen3_5ForCausalLM): every layer a plain MLP. Shapes as QWEN35 above;
+    intermediate 17408 and vocab 248320 are the published Qwen3.5-27B values as far as we know them."""
+    from vram_detective.engines.vllm.plan import plan
+    from vram_detective.hardware import find_gpu
+    from vram_detective.model.config import UnsupportedArchitectureError, parse_config
+    from vram_detective.model.inventory import build_inventory
+
+    text = {**QWEN35["text_config"], "architectures": ["Qwen3_5ForCausalLM"], "intermediate_size": 17408,
+            "vocab_size": 248320, "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
+            "tie_word_embeddings": False}
+    spec = parse_config(text, "qwen3.5-27b-text")
+    assert spec.moe is None and spec.hybrid.attention_layers == 16
+    inventory = build_inventory(spec, "bfloat16")
+    # GDN (48): key 2048, value 6144: qkvz 5120 x 16384, ba 5120 x 96, out 6144 x 5120, conv 10240 x 4, 48 + 48 + 128
+    gdn = 5120 * 16384 + 5120 * 96 + 6144 * 5120 + 10240 * 4 + 224
+    # attention (16): qkv 5120 x (48 + 8) x 256, o 6144 x 5120, q/k norms 512
+    attention = 5120 * 56 * 256 + 6144 * 5120 + 512
+    mlp = 3 * 5120 * 17408 + 2 * 5120
+    assert inventory.parameters == 48 * gdn + 16 * attention + 64 * mlp + 2 * 248320 * 5120 + 5120
+    result = plan(spec, find_gpu("H100"), {"max_model_len": 32768}, (0, 19, 0))
+    assert result.kv_cache_tokens > 0
+    with pytest.raises(UnsupportedArchitectureError, match="vision"):
+        parse_config(QWEN35)
+
+
+def test_default_mamba_cache_mode_per_release():
+    from vram_detective.engines.vllm.kv_groups import default_mamba_cache_mode as mode
+
+    # before 0.11.2 hybrids never prefix-cache; prefix caching off by default for hybrids until 0.25
+    assert mode("BambaForCausalLM", (0, 11, 0), True) == "none"
+    assert mode("NemotronHForCausalLM", (0, 19, 0)) == "none"
+    assert mode("Qwen3NextForCausalLM", (0, 25, 0)) == "none"
+    # --enable-prefix-caching: "all" where the model supports Mamba prefix caching
+    assert mode("NemotronHForCausalLM", (0, 12, 0), True) == "all"
+    assert mode("Qwen3NextForCausalLM", (0, 14, 0), True) == "none"  # 0.11.2-0.14: switched off again
+    assert mode("Qwen3NextForCausalLM", (0, 19, 0), True) == "align"  # 0.15.1+: falls back to align
+    # 0.26: on by default; Bamba no longer supports "all"; 0.28+: "align" for everyone
+    assert mode("JambaForCausalLM", (0, 26, 0)) == "all"
+    assert mode("BambaForCausalLM", (0, 26, 0)) == "align"
+    assert mode("NemotronHForCausalLM", (0, 29, 0)) == "align"
+    assert mode("NemotronHForCausalLM", (0, 29, 0), False) == "none"
+
+
+def test_prefix_caching_flag_reaches_the_kv_plan():
+    from vram_detective.engines.vllm.launch import parse_launch_line
+    from vram_detective.engines.vllm.plan import plan
+    from vram_detective.hardware import find_gpu
+    from vram_detective.model.config import parse_config
+
+    assert parse_launch_line("vllm serve m --enable-prefix-caching").settings == {"enable_prefix_caching": True}
+    assert parse_launch_line("vllm serve m --no-enable-prefix-caching").settings == {"enable_prefix_caching": False}
+    spec = parse_config(QWEN3_NEXT, "qwen3-next")
+    gpu = find_gpu("H200")
+    user = {"max_model_len": 32768, "tensor_parallel_size": 2}
+    off = plan(spec, gpu, user, (0, 19, 0))
+    on = plan(spec, gpu, {**user, "enable_prefix_caching": True}, (0, 19, 0))
+    # 36 GatedDeltaNet layers in groups of 12 = 3 Mamba groups: "none" keeps 1 state each per request,
+    # "align" 2; the same blocks, so fewer concurrent requests
+    assert on.kv_cache_tokens == off.kv_cache_tokens and on.max_concurrency < off.max_concurrency
+
+
+# Jamba-v0.1 as its published config.json lists it (51.6B parameters on the model card)
+JAMBA = {"architectures": ["JambaForCausalLM"], "model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 65536,
+         "num_experts": 16, "num_experts_per_tok": 2, "expert_layer_period": 2, "expert_layer_offset": 1,
+         "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+         "mamba_dt_rank": 256, "mamba_conv_bias": True, "mamba_proj_bias": False, "tie_word_embeddings": False,
+         "torch_dtype": "bfloat16", "max_position_embeddings": 262144}
+
+
+def test_jamba_parses_and_inventories_mamba1_and_moe():
+    from vram_detective.engines.vllm.plan import plan
+    from vram_detective.hardware import find_gpu
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.inventory import Shard, build_inventory
+
+    spec = parse_config(JAMBA, "jamba")
+    assert spec.rotary_dim is None and spec.hybrid.attention_layers == 4 and spec.hybrid.mamba_layers == 28
+    assert spec.moe.dense_layers == tuple(range(0, 32, 2))  # experts on the odd layers
+    inventory = build_inventory(spec, "bfloat16")
+    # Mamba1 (28 layers), intermediate 8192: in_proj 4096 x 16384; x_proj 8192 x (256 + 32); dt_proj 256 x 8192
+    # + bias 8192; out_proj 8192 x 4096; conv1d 8192 x 4 + bias 8192; A 8192 x 16; D 8192; norms 256 + 16 + 16
+    mamba = (4096 * 16384 + 8192 * 288 + 256 * 8192 + 8192 + 8192 * 4096 + 8192 * 4 + 8192 + 8192 * 16 + 8192
+             + 288)
+    attention = 4096 * 6144 + 4096 * 4096  # 4 layers, no rotary, no bias
+    moe = 16 * 4096 + 16 * 3 * 4096 * 14336  # 16 layers: router + 16 SwiGLU experts
+    dense = 3 * 4096 * 14336  # 16 layers
+    total = 28 * mamba + 4 * attention + 16 * (moe + dense) + 32 * 2 * 4096 + 4096 + 2 * 65536 * 4096
+    assert total == 51_570_323_328 and inventory.parameters == total
+    assert not any("rotary" in g.name for g in inventory.groups)
+    a = [g for g in inventory.groups if g.name.endswith("mamba.A")]
+    assert a[0].dtype == "float32" and a[0].shape == (8192, 16)
+    two = build_inventory(spec, "bfloat16", Shard(2))
+    x_proj = [g for g in two.groups if g.name.endswith("mamba.x_proj.weight")]
+    assert x_proj[0].shape == (288, 4096)  # row-parallel: the input halves
+    result = plan(spec, find_gpu("H200"), {"max_model_len": 32768, "tensor_parallel_size": 2}, (0, 19, 0))
+    assert result.kv_cache_tokens > 0
+
+
+# GraniteMoeHybrid in the shape of Granite-4.0-H-Tiny (synthetic but realistic: hidden 1536, 40 layers of which
+# 4 attention, 64 experts of 512 + a 1024 shared MLP, Mamba2 48 heads x 64, NoPE, tied embeddings)
+_GRANITE_TYPES = ["attention" if i in (5, 15, 25, 35) else "mamba" for i in range(40)]
+GRANITE = {"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 1536,
+           "num_hidden_layers": 40, "num_attention_heads": 12, "num_key_value_heads": 4, "intermediate_size": 512,
+           "shared_intermediate_size": 1024, "num_local_experts": 64, "num_experts_per_tok": 6, "vocab_size": 100352,
+           "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_d_conv": 4,
+           "mamba_expand": 2, "layer_types": _GRANITE_TYPES, "position_embedding_type": "nope",
+           "tie_word_embeddings": True, "torch_dtype": "bfloat16", "max_position_embeddings": 131072}
+
+
+def test_granitemoehybrid_parses_and_inventories():
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.inventory import build_inventory
+
+    spec = parse_config(GRANITE, "granite-h")
+    assert spec.rotary_dim is None and spec.hybrid.attention_layers == 4 and spec.moe.shared_intermediate == 1024
+    inventory = build_inventory(spec, "bfloat16")
+    # Mamba2 (36 layers), intermediate 3072, conv_dim 3072 + 2 x 128 = 3328: in_proj 1536 x (3072 + 3328 + 48),
+    # out_proj 3072 x 1536, conv1d 3328 x 4 + bias, A / D / dt_bias 3 x 48, gated norm 3072
+    mamba = 1536 * 6448 + 3072 * 1536 + 3328 * 5 + 144 + 3072
+    attention = 1536 * (12 + 8) * 128 + 1536 * 1536  # 4 layers
+    moe = 64 * 1536 + 64 * 3 * 1536 * 512 + 3 * 1536 * 1024  # every layer: router, experts, shared MLP
+    total = 36 * mamba + 4 * attention + 40 * (moe + 2 * 1536) + 1536 + 100352 * 1536  # tied lm_head
+    assert inventory.parameters == total == 6_939_037_248
+    assert not any("rotary" in g.name for g in inventory.groups)
+    # the dense variant (no experts): the shared MLP is the only MLP
+    dense = parse_config({**GRANITE, "num_local_experts": 0}, "granite-h-dense")
+    assert dense.moe is None and dense.intermediate_size == 1024
+    assert build_inventory(dense, "bfloat16").parameters == total - 40 * (64 * 1536 + 64 * 3 * 1536 * 512)
+
+
+# Falcon-H1 in the shape of Falcon-H1-0.5B (synthetic but realistic: d_ssm 1536 overriding expand x hidden,
+# no Mamba gated norm, 36 parallel attention + Mamba2 layers)
+FALCON_H1 = {"architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "hidden_size": 1024,
+             "num_hidden_layers": 36, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+             "intermediate_size": 2048, "vocab_size": 32784, "mamba_n_heads": 24, "mamba_d_head": 64,
+             "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_d_ssm": 1536,
+             "mamba_rms_norm": False, "mamba_conv_bias": True, "mamba_proj_bias": False,
+             "tie_word_embeddings": False, "torch_dtype": "bfloat16", "max_position_embeddings": 16384}
+
+
+def test_falcon_h1_parses_and_inventories():
+    from vram_detective.engines.vllm.plan import plan
+    from vram_detective.hardware import find_gpu
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.inventory import build_inventory
+
+    spec = parse_config(FALCON_H1, "falcon-h1")
+    assert spec.hybrid.attention_layers == 36 and spec.hybrid.mamba_layers == 36
+    inventory = build_inventory(spec, "bfloat16")
+    attention = 1024 * (8 + 4) * 64 + 512 * 1024
+    # conv_dim = 1536 + 2 x 128 = 1792: in_proj 1024 x (1536 + 1792 + 24), out_proj 1536 x 1024, conv1d + bias,
+    # A / D / dt_bias; no norm weight (mamba_rms_norm false)
+    mamba = 1024 * 3352 + 1536 * 1024 + 1792 * 5 + 3 * 24
+    mlp = 3 * 1024 * 2048
+    total = 36 * (attention + mamba + mlp + 2 * 1024) + 1024 + 2 * 32784 * 1024
+    assert inventory.parameters == total == 521_411_104
+    assert not any(g.name.endswith("mamba.norm.weight") for g in inventory.groups)
+    with_norm = build_inventory(parse_config({**FALCON_H1, "mamba_rms_norm": True}), "bfloat16")
+    assert with_norm.parameters == total + 36 * 1536
+    result = plan(spec, find_gpu("H100"), {"max_model_len": 16384}, (0, 19, 0))
+    assert result.kv_cache_tokens > 0
+
+
+# MiniMax-Text-01 as its published config.json lists it (456B parameters on the model card)
+MINIMAX = {"architectures": ["MiniMaxText01ForCausalLM"], "model_type": "minimax_text_01", "hidden_size": 6144,
+           "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+           "intermediate_size": 9216, "num_local_experts": 32, "num_experts_per_tok": 2, "vocab_size": 200064,
+           "rotary_dim": 64, "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1] * 10, "max_position_embeddings": 10240000,
+           "shared_intermediate_size": 0, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_minimax_text_01_parses_and_inventories():
+    from vram_detective.engines.vllm.plan import rank_inventories
+    from vram_detective.hardware import find_gpu
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.inventory import build_inventory
+
+    spec = parse_config(MINIMAX, "minimax")
+    assert spec.hybrid.attention_layers == 10 and spec.hybrid.mamba_layers == 70 and spec.rotary_dim == 64
+    inventory = build_inventory(spec, "bfloat16")
+    inner = 64 * 128
+    lightning = 6144 * 3 * inner + 6144 * inner + inner * 6144 + inner  # qkv, output_gate, out_proj, norm (70)
+    attention = 6144 * (64 + 16) * 128 + inner * 6144  # softmax layers (10)
+    moe = 32 * 6144 + 32 * 3 * 6144 * 9216  # every layer: float32 router + 32 experts
+    total = 70 * lightning + 10 * attention + 80 * (moe + 2 * 6144) + 6144 + 2 * 200064 * 6144
+    assert inventory.parameters == total == 456_089_655_296
+    gate = [g for g in inventory.groups if g.name.endswith("mlp.gate.weight")][0]
+    assert gate.dtype == "float32" and gate.bytes_each == 32 * 6144 * 4
+    rotary = [g for g in inventory.groups if g.role == "rotary cache"]
+    assert rotary[0].dtype == "float32" and rotary[0].shape == (10240000, 64)
+    # vLLM builds the rotary cache for min(max_position_embeddings, max_model_len) rows
+    ranks = rank_inventories(spec, find_gpu("H200"), {"max_model_len": 32768, "tensor_parallel_size": 8}, (0, 19, 0))
+    assert [g.shape for g in ranks[0][1].groups if g.role == "rotary cache"] == [(32768, 64)]
+
+
+def test_jamba_all_mode_aligns_to_the_2048_default_chunk():
+    """0.26 turns prefix caching on for hybrids and Jamba supports Mamba prefix caching ("all"): the attention
+    block becomes a multiple of get_mamba_chunk_size() = 2048 (JambaConfig has no chunk attribute)."""
+    from vram_detective.engines.vllm.plan import plan
+    from vram_detective.hardware import find_gpu
+    from vram_detective.model.config import parse_config
+
+    spec = parse_config(JAMBA, "jamba")
+    result = plan(spec, find_gpu("H200"), {"max_model_len": 32768, "tensor_parallel_size": 2}, (0, 26, 0))
+    assert result.block_size == 2048
+    off = plan(spec, find_gpu("H200"), {"max_model_len": 32768, "tensor_parallel_size": 2,
+                                        "enable_prefix_caching": False}, (0, 26, 0))
+    assert off.block_size == 80  # 16 x cdiv(Mamba1 page, 16 x attention bytes per token)

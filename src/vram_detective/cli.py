@@ -36,6 +36,9 @@ def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
     for flag in FLAGS:
         if flag.parse.__name__ == "_bool":
             group.add_argument(*flag.names, dest=flag.setting, action="store_true", default=None, help=flag.help)
+            if flag.setting == "enable_prefix_caching":
+                group.add_argument("--no-enable-prefix-caching", dest=flag.setting, action="store_false",
+                                   help="prefix caching off")
         else:
             group.add_argument(*flag.names, dest=flag.setting, default=None, metavar="VALUE", help=flag.help,
                                type=lambda raw, flag=flag: _parse_or_bad(flag, raw, parse_flag_value))

@@ -26,6 +26,7 @@ PASSED_SETTINGS = (
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "block_size", "dtype", "quantization", "kv_cache_dtype", "enforce_eager", "swap_space",
     "entrypoint", "enable_chunked_prefill", "cpu_offload_gb", "enable_lora", "speculative_config",
+    "enable_prefix_caching",
 )
 
 

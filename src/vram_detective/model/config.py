@@ -34,6 +34,7 @@ class MoeSpec:
     router_bias: bool = False  # gpt-oss
     expert_bias: bool = False  # gpt-oss: biases on w13/w2
     score_correction_bias: bool = False  # DeepSeek-V3 noaux_tc: e_score_correction_bias fp32 [E]
+    router_dtype: str | None = None  # None: the model dtype; MiniMax-Text-01 builds its gate in float32
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class MlaSpec:
 class VisionSpec:
     """A vision tower served with the language model (vLLM loads it on the first pipeline stage)."""
 
-    kind: str  # "qwen2_vl", "qwen2_5_vl", "siglip"
+    kind: str  # "qwen2_vl", "qwen2_5_vl", "siglip", "clip" (LLaVA-1.5), "clip_anyres" (LLaVA-NeXT)
     hidden_size: int
     intermediate_size: int
     num_layers: int
@@ -65,6 +66,22 @@ class VisionSpec:
     spatial_merge_size: int = 1
     out_hidden_size: int = 0  # the language model's hidden size (projector output)
     image_size: int = 0  # SigLIP: learned position table of (image_size / patch_size)^2 rows
+    # CLIP (LLaVA): vLLM builds the layers up to vision_feature_layer only; num_layers is what it builds
+    full_layers: int = 0  # the checkpoint's vision num_hidden_layers
+    post_norm: bool = False  # post_layernorm built (only when every layer is built, clip.py >= 0.6)
+    projector_bias: bool = True  # multimodal_projector_bias (LLaVA projector linear_1 / linear_2)
+    image_newline: bool = False  # LLaVA-NeXT: a learned [text hidden] image_newline parameter
+    grid_pinpoints: tuple[tuple[int, int], ...] = ()  # LLaVA-NeXT anyres resolutions
+    # Mllama (Llama 3.2 Vision): a gated global encoder after the local one, tiles, cross-attention layers
+    global_layers: int = 0
+    max_num_tiles: int = 1
+    aspect_ratios: int = 0  # len(supported_aspect_ratios) = max_aspect_ratio_id
+    vision_output_dim: int = 0  # hidden x (intermediate_layers_indices + 1): the projector's input
+    cross_attention_layers: tuple[int, ...] = ()  # text layers that are cross-attention decoder layers
+    # InternViT: qkv bias, RMSNorm vs LayerNorm, per-layer q_norm/k_norm over the whole width (InternViT-6B)
+    qkv_bias: bool = True
+    rms_norm: bool = False
+    qk_norm: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,18 +168,26 @@ _ARCHITECTURE_FAMILY = {
     "DeepseekV3ForCausalLM": "deepseek_v2",
     "GptOssForCausalLM": "gpt_oss",
     "BambaForCausalLM": "bamba",  # Mamba2 + attention hybrid (model/hybrid.py)
+    # GatedDeltaNet + gated attention hybrids, text-only checkpoints (qwen3_next.py, qwen3_5.py)
+    "Qwen3NextForCausalLM": "qwen3_next",
+    "Qwen3_5ForCausalLM": "qwen3_next",
+    "Qwen3_5MoeForCausalLM": "qwen3_next",
+    "JambaForCausalLM": "jamba",  # Mamba1 + attention, MoE every other layer (jamba.py)
+    "GraniteMoeHybridForCausalLM": "granitemoehybrid",  # Mamba2 + attention, MoE + shared MLP per layer
+    "FalconH1ForCausalLM": "falcon_h1",  # attention and Mamba2 side by side in every layer, then an MLP
+    "MiniMaxText01ForCausalLM": "minimax_text_01",  # lightning (linear) attention + softmax attention, MoE
 }
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
 _LATER = {
-    "LlavaForConditionalGeneration": "multimodal models",
-    "MllamaForConditionalGeneration": "multimodal models",
+    "WhisperForConditionalGeneration": "encoder-decoder models (Whisper)",
     # Mamba / linear-attention hybrids whose state and KV layers model/hybrid.py knows, but whose
     # weights (MoE / per-layer MLP layouts) are not inventoried yet
     **{name: "Mamba / linear-attention hybrid weights" for name in (
-        "JambaForCausalLM", "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM", "Qwen3NextForCausalLM",
-        "MiniMaxText01ForCausalLM", "FalconH1ForCausalLM", "Qwen3_5ForConditionalGeneration",
-        "Qwen3_5MoeForConditionalGeneration")},
+        "NemotronHForCausalLM",)},
+    # the text model is sized (Qwen3_5ForCausalLM); the Qwen3-VL-style vision tower is not
+    **{name: "Qwen3.5 vision towers (Mamba / linear-attention hybrid weights of the text part are sized)"
+       for name in ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")},
 }
 
 # HF Gemma3TextConfig defaults: Gemma 3 multimodal configs list only what differs from them.
@@ -213,7 +238,13 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
     """Normalize one config.json. Raises ConfigError / UnsupportedArchitectureError."""
     if not isinstance(config, dict):
         raise ConfigError("config.json is not a JSON object")
-    return replace(_parse(config, name), source_config=config)
+    spec = _parse(config, name)
+    if spec.vision is not None and spec.vision.kind in ("clip", "clip_anyres"):
+        # LLaVA: engine rules read the text_config; give them the defaults it leaves to transformers
+        config = {**config, "text_config": _llava_text_config(config)}
+    elif spec.vision is not None and spec.vision.kind == "intern_vit":
+        config = {**config, "text_config": _internvl_text_config(config)}  # InternVL names it llm_config
+    return replace(spec, source_config=config)
 
 
 def _parse(config: dict, name: str) -> ModelSpec:
@@ -288,7 +319,7 @@ def _parse(config: dict, name: str) -> ModelSpec:
         qkv_bias=family in ("qwen2", "qwen2_moe") or bias,
         o_bias=bias and family not in ("qwen2", "qwen2_moe"),
         mlp_bias=bool(config.get("mlp_bias", False)),
-        qk_norm=family in ("qwen3", "qwen3_moe", "gemma3"),
+        qk_norm=family in ("qwen3", "qwen3_moe", "gemma3", "qwen3_next"),
         norms_per_layer=4 if family in ("gemma2", "gemma3") else 2,
         sliding_window=sliding_window if pattern else None,
         sliding_window_pattern=pattern,
@@ -300,18 +331,35 @@ def _parse(config: dict, name: str) -> ModelSpec:
         attention_sinks=family == "gpt_oss",
         rotary_dtype="float32" if family == "gpt_oss" else None,  # gpt_oss.py get_rope(dtype=torch.float32)
     )
-    if family == "bamba":
+    if family in ("bamba", "qwen3_next", "jamba", "granitemoehybrid", "falcon_h1", "minimax_text_01"):
         spec = replace(spec, **_hybrid_fields(config))
     return spec
 
 
 def _hybrid_fields(config: dict) -> dict:
-    from .hybrid import hybrid_layout
+    from .hybrid import HYBRID_ARCHITECTURES, architecture_of, hybrid_layout
 
     # bamba.py: rotary of attn_rotary_emb dims on the attention layers
     fields: dict = {"hybrid": hybrid_layout(config)}
     if config.get("attn_rotary_emb"):
         fields["rotary_dim"] = int(config["attn_rotary_emb"])
+    family = HYBRID_ARCHITECTURES[architecture_of(config)][0]
+    if family == "jamba":
+        fields["rotary_dim"] = None  # jamba.py: no positional embedding at all (the Mamba layers order tokens)
+    if family == "granitemoehybrid":
+        # granitemoehybrid.py: rotary only with position_embedding_type "rope" (Granite 4.0-H: "nope");
+        # without experts the shared MLP is the layer's only MLP
+        if config.get("position_embedding_type", "nope") != "rope":
+            fields["rotary_dim"] = None
+        if not config.get("num_local_experts"):
+            fields["intermediate_size"] = int(config.get("shared_intermediate_size") or 0)
+    if family == "minimax_text_01":
+        # minimax_text_01.py: get_rope(dtype=torch.float32) over config.rotary_dim of head_dim
+        if not isinstance(config.get("num_local_experts"), int) or isinstance(config.get("shared_intermediate_size"), list):
+            raise UnsupportedArchitectureError("MiniMax-Text-01 with per-layer expert / shared-MLP lists is not sized")
+        if config.get("rotary_dim"):
+            fields["rotary_dim"] = int(config["rotary_dim"])
+        fields["rotary_dtype"] = "float32"
     return fields
 
 
@@ -319,12 +367,139 @@ _MULTIMODAL = {
     "Qwen2VLForConditionalGeneration": ("Qwen2ForCausalLM", "qwen2_vl"),
     "Qwen2_5_VLForConditionalGeneration": ("Qwen2ForCausalLM", "qwen2_5_vl"),
     "Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "siglip"),
+    # LLaVA: the text model is whatever text_config names (Llama / Mistral ...), a CLIP tower, 2-layer projector
+    "LlavaForConditionalGeneration": ("", "clip"),
+    "LlavaNextForConditionalGeneration": ("", "clip_anyres"),
+    "MllamaForConditionalGeneration": ("LlamaForCausalLM", "mllama"),
+    "InternVLChatModel": ("", "intern_vit"),  # InternViT + mlp1 + llm_config's language model
 }
+
+# transformers' config defaults for what LLaVA's text_config / vision_config leave out: LlavaConfig builds
+# text_config with the model_type's class defaults (LlamaConfig / MistralConfig) and vision_config with
+# CLIPVisionConfig's (configuration_llama.py, configuration_mistral.py, configuration_clip.py).
+_TEXT_DEFAULTS = {
+    "llama": {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 11008,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048,
+              "vocab_size": 32000, "tie_word_embeddings": False},
+    "mistral": {"architectures": ["MistralForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                "max_position_embeddings": 4096 * 32, "vocab_size": 32000, "sliding_window": 4096,
+                "tie_word_embeddings": False},
+}
+_CLIP_VISION_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                         "image_size": 224, "patch_size": 32, "num_channels": 3}
+# LlavaConfig without any vision_config: CLIP ViT-L/14-336 (configuration_llava.py)
+_LLAVA_DEFAULT_VISION = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+                         "image_size": 336, "patch_size": 14}
+
+
+def _clip_built_layers(feature_layer, layers: int) -> int:
+    """vLLM llava.py _get_num_hidden_layers: build up to the deepest vision_feature_layer (-2 -> layers - 1);
+    0.5.x computes the same for one int (num_hidden_layers + vision_feature_layer + 1)."""
+    if isinstance(feature_layer, (list, tuple)) and feature_layer:
+        return max(_clip_built_layers(index, layers) for index in feature_layer)
+    if not isinstance(feature_layer, int):
+        return layers
+    return layers + feature_layer + 1 if feature_layer < 0 else feature_layer + 1
+
+
+def _llava_text_config(config: dict) -> dict:
+    raw_text = config.get("text_config") or {}
+    model_type = raw_text.get("model_type", "llama")
+    text = {"model_type": model_type, **_TEXT_DEFAULTS.get(model_type, {})}
+    text.update(raw_text)
+    if config.get("torch_dtype"):
+        text["torch_dtype"] = config["torch_dtype"]  # the checkpoint's dtype is the top-level one
+    return text
+
+
+def _internvl_text_config(config: dict) -> dict:
+    text = dict(config.get("llm_config") or config.get("text_config") or {})
+    if config.get("torch_dtype"):
+        text["torch_dtype"] = config["torch_dtype"]
+    return text
+
+
+def _parse_internvl(config: dict, name: str, architecture: str) -> ModelSpec:
+    """InternVL 2 / 2.5 (vllm/model_executor/models/internvl.py, intern_vit.py): InternViT built up to
+    select_layer, pixel shuffle by downsample_ratio (0.5: 2x2 patches -> one token), mlp1 = LayerNorm(4h)
+    + Linear(4h, text) + GELU + Linear(text, text); the language model from llm_config."""
+    text = _internvl_text_config(config)
+    if not text:
+        raise ConfigError("InternVLChatModel config.json has no llm_config")
+    spec = _parse(text, name)
+    raw = config.get("vision_config") or {}
+    full = int(raw.get("num_hidden_layers", 24))
+    built = _clip_built_layers(config.get("select_layer", -1), full)
+    merge = int(round(1 / float(config.get("downsample_ratio", 0.5))))
+    tower = VisionSpec("intern_vit", int(raw.get("hidden_size", 1024)), int(raw.get("intermediate_size", 4096)), built,
+                       int(raw.get("patch_size", 14)), int(raw.get("num_channels", 3)), spatial_merge_size=merge,
+                       out_hidden_size=spec.hidden_size,
+                       image_size=int(config.get("force_image_size") or raw.get("image_size", 448)),
+                       full_layers=full, qkv_bias=bool(raw.get("qkv_bias", True)),
+                       rms_norm=raw.get("norm_type", "layer_norm") == "rms_norm",
+                       qk_norm=bool(raw.get("qk_normalization", False)),
+                       max_num_tiles=int(config.get("max_dynamic_patch", 12)) + bool(config.get("use_thumbnail", True)))
+    return replace(spec, architecture=architecture, vision=tower)
+
+
+def _parse_mllama(config: dict, name: str, architecture: str) -> ModelSpec:
+    """Llama 3.2 Vision (vllm/model_executor/models/mllama.py): a Llama text model of num_hidden_layers
+    layers, of which cross_attention_layers are cross-attention decoder layers of the same linear shapes
+    (qkv_proj over hidden, o_proj, LlamaMLP) plus per-head q_norm/k_norm and two tanh gates; the KV cache
+    of every layer, self or cross, has the same page (V0: cross-attention K/V of the encoder tokens live in
+    the same block pool through cross block tables)."""
+    raw_text = config.get("text_config") or {}
+    text = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+            "intermediate_size": 14336, "num_hidden_layers": 40, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+            "tie_word_embeddings": False}  # MllamaTextConfig defaults
+    text.update({k: v for k, v in raw_text.items() if k not in ("architectures", "model_type")})
+    if config.get("torch_dtype"):
+        text["torch_dtype"] = config["torch_dtype"]
+    spec = _parse(text, name)
+    raw = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_global_layers": 8,
+           "image_size": 448, "patch_size": 14, "num_channels": 3, "max_num_tiles": 4,
+           "intermediate_layers_indices": [3, 7, 15, 23, 30],
+           "supported_aspect_ratios": [[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]]}  # MllamaVisionConfig
+    raw.update(config.get("vision_config") or {})
+    hidden = int(raw["hidden_size"])
+    output_dim = int(raw.get("vision_output_dim") or hidden * (len(raw["intermediate_layers_indices"]) + 1))
+    tower = VisionSpec("mllama", hidden, int(raw["intermediate_size"]), int(raw["num_hidden_layers"]),
+                       int(raw["patch_size"]), int(raw["num_channels"]), out_hidden_size=spec.hidden_size,
+                       image_size=int(raw["image_size"]), global_layers=int(raw["num_global_layers"]),
+                       max_num_tiles=int(raw["max_num_tiles"]), aspect_ratios=len(raw["supported_aspect_ratios"]),
+                       vision_output_dim=output_dim,
+                       cross_attention_layers=tuple(int(i) for i in text.get("cross_attention_layers") or ()))
+    return replace(spec, architecture=architecture, vision=tower)
+
+
+def _parse_llava(config: dict, name: str, architecture: str, vision_kind: str) -> ModelSpec:
+    spec = _parse(_llava_text_config(config), name)
+    raw = config.get("vision_config")
+    vision = dict(_LLAVA_DEFAULT_VISION if raw is None else _CLIP_VISION_DEFAULTS)
+    vision.update(raw or {})
+    full = int(vision["num_hidden_layers"])
+    built = _clip_built_layers(config.get("vision_feature_layer", -2), full)
+    pinpoints = tuple(tuple(int(x) for x in pair) for pair in config.get("image_grid_pinpoints") or ())
+    tower = VisionSpec(vision_kind, int(vision["hidden_size"]), int(vision["intermediate_size"]), built,
+                       int(vision["patch_size"]), int(vision.get("num_channels", 3)),
+                       out_hidden_size=spec.hidden_size, image_size=int(vision["image_size"]),
+                       full_layers=full, post_norm=built == full,
+                       projector_bias=bool(config.get("multimodal_projector_bias", True)),
+                       image_newline=vision_kind == "clip_anyres", grid_pinpoints=pinpoints)
+    return replace(spec, architecture=architecture, vision=tower)
 
 
 def _parse_multimodal(config: dict, name: str, architecture: str) -> ModelSpec:
     """The language model from the text part of the config, plus its vision tower."""
     text_architecture, vision_kind = _MULTIMODAL[architecture]
+    if vision_kind in ("clip", "clip_anyres"):
+        return _parse_llava(config, name, architecture, vision_kind)
+    if vision_kind == "mllama":
+        return _parse_mllama(config, name, architecture)
+    if vision_kind == "intern_vit":
+        return _parse_internvl(config, name, architecture)
     text = dict(_GEMMA3_TEXT_DEFAULTS) if vision_kind == "siglip" else {}
     text.update({k: v for k, v in config.items() if k not in ("text_config", "vision_config", "architectures")})
     text.update(config.get("text_config") or {})
@@ -352,7 +527,8 @@ def _parse_multimodal(config: dict, name: str, architecture: str) -> ModelSpec:
 
 def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
     experts = config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts")
-    if not experts or family not in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "gpt_oss"):
+    if not experts or family not in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "gpt_oss", "qwen3_next",
+                                     "jamba", "granitemoehybrid", "minimax_text_01"):
         return None
     expert_intermediate = config.get("moe_intermediate_size") or config["intermediate_size"]
     dense: set[int] = set(config.get("mlp_only_layers") or ())
@@ -363,23 +539,32 @@ def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
         if family == "deepseek_v2":
             if layer < first_dense or layer % step:
                 dense.add(layer)
+        elif family == "jamba":
+            # JambaConfig.layers_num_experts: experts on layer % expert_layer_period == expert_layer_offset
+            if layer % int(config.get("expert_layer_period", 2)) != int(config.get("expert_layer_offset", 1)):
+                dense.add(layer)
         elif (layer + 1) % step:
             dense.add(layer)
     shared = 0
     if family == "deepseek_v2":
         shared = (config.get("n_shared_experts") or 0) * expert_intermediate
-    elif family == "qwen2_moe":
+    elif family in ("granitemoehybrid", "minimax_text_01"):
+        # GraniteMoeSharedMLP / MiniMax shared_mlp next to the experts
+        shared = config.get("shared_intermediate_size") or 0
+    elif family in ("qwen2_moe", "qwen3_next"):
+        # Qwen3-Next / Qwen3.5-MoE: Qwen3NextSparseMoeBlock, a shared expert behind a [1, hidden] gate
         shared = config.get("shared_expert_intermediate_size") or 0
     return MoeSpec(
         num_experts=int(experts),
         experts_per_token=int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 2),
         expert_intermediate=int(expert_intermediate),
         shared_intermediate=int(shared),
-        shared_expert_gate=family == "qwen2_moe" and bool(shared),
+        shared_expert_gate=family in ("qwen2_moe", "qwen3_next") and bool(shared),
         dense_layers=tuple(sorted(dense)),
         router_bias=family == "gpt_oss",
         expert_bias=family == "gpt_oss",
         score_correction_bias=config.get("topk_method") == "noaux_tc",
+        router_dtype="float32" if family == "minimax_text_01" else None,
     )
 
 

@@ -233,14 +233,25 @@ def build_inventory(
         # hybrids (spec.hybrid): attention on its own layers only, the Mamba mixers on the others
         attention_count, attention_pattern = _hybrid_attention_layers(spec, first_layer, layers, layer_pattern)
         qkv_out = (q_rank + 2 * kv_rank) * head
+        if _gated_attention(spec):
+            qkv_out += q_rank * head  # Qwen3NextAttention: q and its output gate in one projection
         linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden,
                count=attention_count, pattern=attention_pattern)
         linear("self_attn.o_proj", q_rank * head, hidden, 1, "attention", spec.o_bias, True, spec.q_size,
                count=attention_count, pattern=attention_pattern)
         if spec.hybrid is not None:
-            parameters += _mamba_mixers(spec, tp, dtype, first_layer, layers, linear, groups, some_layers)
+            # (called first: `linear` adds to `parameters` itself, which `+=` would overwrite)
+            mixer_parameters = _mamba_mixers(spec, tp, dtype, first_layer, layers, linear, groups, some_layers)
+            parameters += mixer_parameters
     rope_after = len(per_layer)  # the attention module builds its rotary cache after its linears
-    if spec.qk_norm:
+    if spec.qk_norm and spec.hybrid is not None and spec.mla is None:
+        # hybrids (Qwen3-Next): q/k norms on the attention layers only
+        if attention_count:
+            groups.append(_dense(f"{attention_pattern}.self_attn.q_norm.weight", attention_count, (head,), dtype, "norm"))
+            groups.append(_dense(f"{attention_pattern}.self_attn.k_norm.weight", attention_count, (head,), dtype, "norm"))
+            some_layers.extend([head * DTYPE_BYTES[dtype]] * 2 * attention_count)
+            parameters += 2 * head * attention_count
+    elif spec.qk_norm:
         per_layer += [head * DTYPE_BYTES[dtype]] * 2
         groups.append(_dense(f"{layer_pattern}.self_attn.q_norm.weight", layers, (head,), dtype, "norm"))
         groups.append(_dense(f"{layer_pattern}.self_attn.k_norm.weight", layers, (head,), dtype, "norm"))
@@ -262,8 +273,10 @@ def build_inventory(
         moe_layers = [i for i in range(first_layer_index, first_layer_index + layers) if i not in spec.moe.dense_layers]
         dense_count = layers - len(moe_layers)
         moe_allocations = per_layer if len(moe_layers) == layers else []
-        parameters += _moe_layers(spec, shard, quant, kernel, dtype, len(moe_layers), layer_pattern, groups,
-                                  moe_allocations, linear)
+        # (called first: the shared expert's `linear` calls add to `parameters`, which `+=` would overwrite)
+        moe_parameters = _moe_layers(spec, shard, quant, kernel, dtype, len(moe_layers), layer_pattern, groups,
+                                     moe_allocations, linear)
+        parameters += moe_parameters
         if moe_allocations is not per_layer:
             some_layers.extend(moe_allocations * len(moe_layers))
         # dense MLP layers of an MoE model (DeepSeek's first_k_dense_replace) come first: allocate them up front
@@ -335,11 +348,19 @@ def _mamba_mixers(spec: ModelSpec, tp: int, dtype: str, first_layer: int, layers
     count = len(mine)
     if not count:
         return 0
+    if spec.hybrid.mixer == "gated_delta_net":
+        return _gated_delta_net(spec, tp, dtype, mine, linear, groups, allocations)
+    if spec.hybrid.mixer == "mamba1":
+        return _mamba1(spec, tp, dtype, mine, linear, groups, allocations)
+    if spec.hybrid.mixer == "linear_attention":
+        return _lightning_attention(spec, tp, dtype, mine, linear, groups, allocations)
     pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.mamba"
     hidden = spec.hidden_size
     heads, state = int(config["mamba_n_heads"]), int(config["mamba_d_state"])
     n_groups, kernel = int(config["mamba_n_groups"]), int(config["mamba_d_conv"])
     intermediate = int(config.get("mamba_expand", 2) * hidden)
+    if spec.family == "falcon_h1" and config.get("mamba_d_ssm") is not None:
+        intermediate = int(config["mamba_d_ssm"])  # falcon_h1.py: mamba_d_ssm overrides expand x hidden
     groups_rank = n_groups + (0 if n_groups % tp == 0 else tp - n_groups)
     conv_dim = intermediate + 2 * groups_rank * state
     proj_bias = bool(config.get("mamba_proj_bias", False))
@@ -351,9 +372,118 @@ def _mamba_mixers(spec: ModelSpec, tp: int, dtype: str, first_layer: int, layers
     dense = [("conv1d.weight", (conv_dim // tp, kernel), dtype)]
     if config.get("mamba_conv_bias", True):
         dense.append(("conv1d.bias", (conv_dim // tp,), dtype))
-    dense += [("A", (heads // tp,), "float32"), ("D", (heads // tp,), dtype), ("dt_bias", (heads // tp,), dtype),
-              ("norm.weight", (intermediate // tp,), dtype)]
+    dense += [("A", (heads // tp,), "float32"), ("D", (heads // tp,), dtype), ("dt_bias", (heads // tp,), dtype)]
+    if spec.family != "falcon_h1" or config.get("mamba_rms_norm", False):
+        # Mixer2RMSNormGated registers its weight only with use_rms_norm (Falcon-H1: config.mamba_rms_norm)
+        dense.append(("norm.weight", (intermediate // tp,), dtype))
     for name, shape, tensor_dtype in dense:
+        groups.append(_dense(f"{pattern}.{name}", count, shape, tensor_dtype, "attention"))
+        allocations.extend([groups[-1].bytes_each] * count)
+        size = 1
+        for dim in shape:
+            size *= dim
+        parameters += size * count
+    return parameters
+
+
+def _mamba1(spec: ModelSpec, tp: int, dtype: str, mine: list[int], linear, groups: list, allocations: list) -> int:
+    """Jamba's Mamba1 mixer (layers/mamba/mamba_mixer.py MambaMixer, 0.10-0.19; built without a quant config,
+    so never quantized): in_proj [hidden -> 2 x intermediate / tp], conv1d [intermediate / tp, 1, kernel]
+    (+ bias), x_proj row-parallel [intermediate / tp -> dt_rank + 2 x d_state], dt_proj [dt_rank ->
+    intermediate / tp] + bias, A float32 [intermediate / tp, d_state], D [intermediate / tp], out_proj
+    [intermediate / tp -> hidden], RMSNorms on dt (dt_rank), B and C (d_state). Returns the parameters not
+    counted by `linear`."""
+    from .hybrid import _text
+
+    config = _text(spec.source_config or {})
+    count = len(mine)
+    pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.mamba"
+    hidden = spec.hidden_size
+    intermediate = int(config.get("mamba_expand", 2)) * hidden
+    state, kernel = int(config.get("mamba_d_state", 16)), int(config.get("mamba_d_conv", 4))
+    dt_rank = config.get("mamba_dt_rank", "auto")
+    dt_rank = -(-hidden // 16) if dt_rank in (None, "auto") else int(dt_rank)  # JambaConfig: ceil(hidden / 16)
+    proj_bias = bool(config.get("mamba_proj_bias", False))
+    rank = intermediate // tp
+    linear("in_proj", hidden, 2 * rank, 2, "attention", proj_bias, False, hidden, count=count, pattern=pattern,
+           quantizable=False)
+    linear("x_proj", rank, dt_rank + 2 * state, 1, "attention", False, True, intermediate, count=count,
+           pattern=pattern, quantizable=False)
+    linear("dt_proj", dt_rank, rank, 1, "attention", True, False, dt_rank, count=count, pattern=pattern,
+           quantizable=False)
+    linear("out_proj", rank, hidden, 1, "attention", proj_bias, True, intermediate, count=count, pattern=pattern,
+           quantizable=False)
+    dense = [("conv1d.weight", (rank, 1, kernel), dtype)]
+    if config.get("mamba_conv_bias", True):
+        dense.append(("conv1d.bias", (rank,), dtype))
+    dense += [("A", (rank, state), "float32"), ("D", (rank,), dtype), ("dt_layernorm.weight", (dt_rank,), dtype),
+              ("b_layernorm.weight", (state,), dtype), ("c_layernorm.weight", (state,), dtype)]
+    parameters = 0
+    for name, shape, tensor_dtype in dense:
+        groups.append(_dense(f"{pattern}.{name}", count, shape, tensor_dtype, "attention"))
+        allocations.extend([groups[-1].bytes_each] * count)
+        size = 1
+        for dim in shape:
+            size *= dim
+        parameters += size * count
+    return parameters
+
+
+def _lightning_attention(spec: ModelSpec, tp: int, dtype: str, mine: list[int], linear, groups: list,
+                         allocations: list) -> int:
+    """MiniMax-Text-01 lightning attention (layers/mamba/linear_attn.py MiniMaxText01LinearAttention, 0.10-0.19):
+    qkv_proj [hidden -> 3 x heads x head_dim / tp], output_gate [hidden -> heads x head_dim / tp], out_proj
+    [heads x head_dim / tp -> hidden], RMSNorm over heads x head_dim / tp (the fp32 slope_rate buffer of
+    `heads` values is left out). Returns the parameters not counted by `linear`."""
+    count = len(mine)
+    pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.self_attn"
+    hidden = spec.hidden_size
+    inner = spec.num_attention_heads * spec.head_dim
+    linear("qkv_proj", hidden, 3 * inner // tp, 1, "attention", False, False, hidden, count=count, pattern=pattern)
+    linear("output_gate", hidden, inner // tp, 1, "attention", False, False, hidden, count=count, pattern=pattern)
+    linear("out_proj", inner // tp, hidden, 1, "attention", False, True, inner, count=count, pattern=pattern)
+    groups.append(_dense(f"{pattern}.norm.weight", count, (inner // tp,), dtype, "norm"))
+    allocations.extend([groups[-1].bytes_each] * count)
+    return inner // tp * count
+
+
+def _gated_attention(spec: ModelSpec) -> bool:
+    """Qwen3-Next / Qwen3.5 full-attention layers: qkv_proj carries 2 x heads query rows (the second half
+    gates the output; attn_output_gate, default True in qwen3_next.py)."""
+    if spec.family != "qwen3_next":
+        return False
+    from .hybrid import _text
+
+    return bool(_text(spec.source_config or {}).get("attn_output_gate", True))
+
+
+def _gated_delta_net(spec: ModelSpec, tp: int, dtype: str, mine: list[int], linear, groups: list,
+                     allocations: list) -> int:
+    """GatedDeltaNet mixer weights (layers/mamba/gdn_linear_attn.py, 0.11-0.19) on one rank:
+    in_proj_qkvz [hidden -> (2 key + 2 value) / tp], in_proj_ba [hidden -> 2 v_heads / tp],
+    conv1d [conv_dim / tp, 1, kernel] without bias (conv_dim = 2 key + value), dt_bias [v_heads / tp],
+    A_log float32 [v_heads / tp], gated RMSNorm [head_v_dim] (replicated), out_proj [value / tp -> hidden];
+    key = k_heads x k_dim, value = v_heads x v_dim. Returns the parameters not counted by `linear`."""
+    from .hybrid import _text
+
+    config = _text(spec.source_config or {})
+    count = len(mine)
+    pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.linear_attn"
+    hidden = spec.hidden_size
+    k_heads, v_heads = int(config["linear_num_key_heads"]), int(config["linear_num_value_heads"])
+    k_dim, v_dim = int(config["linear_key_head_dim"]), int(config["linear_value_head_dim"])
+    kernel = int(config.get("linear_conv_kernel_dim", 4))
+    key, value = k_heads * k_dim, v_heads * v_dim
+    conv_dim = 2 * key + value
+    linear("in_proj_qkvz", hidden, (2 * key + 2 * value) // tp, 4, "attention", False, False, hidden,
+           count=count, pattern=pattern)
+    linear("in_proj_ba", hidden, 2 * v_heads // tp, 2, "attention", False, False, hidden,
+           count=count, pattern=pattern)
+    linear("out_proj", value // tp, hidden, 1, "attention", False, True, value, count=count, pattern=pattern)
+    parameters = 0
+    for name, shape, tensor_dtype in (("conv1d.weight", (conv_dim // tp, 1, kernel), dtype),
+                                      ("dt_bias", (v_heads // tp,), dtype), ("A_log", (v_heads // tp,), "float32"),
+                                      ("norm.weight", (v_dim,), dtype)):
         groups.append(_dense(f"{pattern}.{name}", count, shape, tensor_dtype, "attention"))
         allocations.extend([groups[-1].bytes_each] * count)
         size = 1
@@ -410,7 +540,8 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
         local_experts, intermediate = moe.num_experts, moe.expert_intermediate // moe_ranks
     parameters = 0
     # the router is a ReplicatedLinear built without a quant config in every MoE model file
-    groups.append(_dense(f"{pattern}.mlp.gate.weight", count, (moe.num_experts, hidden), dtype, "router"))
+    groups.append(_dense(f"{pattern}.mlp.gate.weight", count, (moe.num_experts, hidden), moe.router_dtype or dtype,
+                         "router"))
     per_layer.append(groups[-1].bytes_each)
     parameters += moe.num_experts * hidden * count
     if moe.router_bias:
@@ -515,6 +646,101 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
         if bias:
             dense(f"{name}.bias", count, (out_features,))
 
+    if v.kind == "intern_vit":
+        # InternVL (intern_vit.py, internvl.py): class embedding, Conv2d patch embedding with bias, a
+        # [(image/patch)^2 + 1, h] position table, select_layer layers of norm1/norm2 (LayerNorm w+b or RMSNorm),
+        # qkv (+bias) / proj (+bias) / fc1 / fc2 with biases, layer scales ls1/ls2 [h] (+ q_norm/k_norm [h]);
+        # no post norm; mlp1 = LayerNorm(h x merge^2) + Linear(h x merge^2, text) + Linear(text, text), biases.
+        # qkv/proj are plain nn.Linear (replicated) in 0.5.x and parallel linears later: shown sharded.
+        positions = (v.image_size // v.patch_size) ** 2 + 1
+        norm = 1 if v.rms_norm else 2
+        dense("vision_model.embeddings.class_embedding", 1, (h,))
+        dense("vision_model.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
+        dense("vision_model.embeddings.patch_embedding.bias", 1, (h,))
+        dense("vision_model.embeddings.position_embedding", 1, (positions, h))
+        dense("vision_model.encoder.layers.*.norm{1,2}", 2 * norm * n, (h,))
+        linear("vision_model.encoder.layers.*.attn.qkv", n, h, 3 * h // tp, v.qkv_bias, 3)
+        linear("vision_model.encoder.layers.*.attn.proj", n, h // tp, h, False)
+        dense("vision_model.encoder.layers.*.attn.proj.bias", n, (h,))
+        if v.qk_norm:
+            dense("vision_model.encoder.layers.*.attn.{q,k}_norm.weight", 2 * n, (h // tp,))
+        linear("vision_model.encoder.layers.*.mlp.fc1", n, h, i // tp, True)
+        linear("vision_model.encoder.layers.*.mlp.fc2", n, i // tp, h, False)
+        dense("vision_model.encoder.layers.*.mlp.fc2.bias", n, (h,))
+        dense("vision_model.encoder.layers.*.ls{1,2}", 2 * n, (h,))
+        merged = h * v.spatial_merge_size ** 2
+        text = v.out_hidden_size
+        dense("mlp1.0.{weight,bias}", 2, (merged,))
+        linear("mlp1.1", 1, merged, text // tp, True)
+        linear("mlp1.3", 1, text // tp, text, False)
+        dense("mlp1.3.bias", 1, (text,))
+        return parameters
+    if v.kind == "mllama":
+        # Llama 3.2 Vision (mllama.py): patch conv as a bias-free ColumnParallelLinear, class embedding,
+        # gated position embedding [(image/patch)^2 + 1, h] + tile table [aspect ratios + 1, tiles x positions x h],
+        # pre/post tile embeddings [aspect ratios + 1, tiles x h] with gates, layernorm_pre/post, a local encoder
+        # and a gated global one (bias-free qkv/o, CLIPMLP fc1/fc2 with biases), the [output_dim, text hidden]
+        # projector with bias; in the text model the cross-attention layers' q_norm/k_norm and tanh gates and
+        # the 8 extra embedding rows (VocabParallelEmbedding(vocab_size + 8)). Those text extras are listed
+        # here, on the first stage, whatever the pipeline split.
+        positions = (v.image_size // v.patch_size) ** 2 + 1
+        ratios = v.aspect_ratios + 1
+        linear("vision_model.patch_embedding._linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
+        dense("vision_model.class_embedding", 1, (h,))
+        dense("vision_model.gated_positional_embedding.embedding", 1, (positions, h))
+        dense("vision_model.gated_positional_embedding.tile_embedding.weight", 1, (ratios, v.max_num_tiles * positions * h))
+        dense("vision_model.{pre,post}_tile_positional_embedding.embedding.weight", 2, (ratios, v.max_num_tiles * h))
+        dense("vision_model.{gated_positional_embedding,pre_tile_positional_embedding,post_tile_positional_embedding}.gate", 3, (1,))
+        dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
+        layers = n + v.global_layers
+        dense("vision_model.{transformer,global_transformer}.layers.*.{input,post_attention}_layernorm.{weight,bias}", 4 * layers, (h,))
+        linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.qkv_proj", layers, h, 3 * h // tp, False, 3)
+        linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.o_proj", layers, h // tp, h, False)
+        linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc1", layers, h, i // tp, True)
+        linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2", layers, i // tp, h, False)
+        dense("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2.bias", layers, (h,))
+        dense("vision_model.global_transformer.layers.*.gate_{attn,ffn}", 2 * v.global_layers, (1,))
+        linear("multi_modal_projector", 1, v.vision_output_dim, v.out_hidden_size // tp, True)
+        cross = len(v.cross_attention_layers)
+        if cross:
+            dense("language_model.model.layers.{cross}.cross_attn.{q,k}_norm.weight", 2 * cross, (spec.head_dim,))
+            dense("language_model.model.layers.{cross}.cross_attn_{attn,mlp}_gate", 2 * cross, (1,))
+        # embed_tokens has vocab_size + 8 rows padded to 64: the rows beyond the text vocabulary's own padding
+        extra_rows = (-(-(spec.vocab_size + 8) // 64) * 64 - spec.padded_vocab_size) // tp
+        if extra_rows:
+            groups.append(_dense("language_model.model.embed_tokens.weight[+8 image rows, padded]", 1,
+                                 (extra_rows, spec.hidden_size), dtype, "embedding"))
+            allocations.append(groups[-1].bytes_each)
+            parameters += 8 * spec.hidden_size // tp
+        return parameters
+    if v.kind in ("clip", "clip_anyres"):
+        # LLaVA / LLaVA-NeXT (vllm/model_executor/models/clip.py, llava.py, llava_next.py): CLIP embeddings
+        # (class token, bias-free patch conv, (image/patch)^2 + 1 positions), pre_layrnorm, only the layers
+        # up to vision_feature_layer, post_layernorm only when all are built, then the 2-layer GELU projector
+        positions = (v.image_size // v.patch_size) ** 2 + 1
+        dense("vision_tower.embeddings.class_embedding", 1, (h,))
+        dense("vision_tower.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
+        dense("vision_tower.embeddings.position_embedding.weight", 1, (positions, h))
+        groups.append(_dense("vision.vision_tower.embeddings.position_ids[buffer]", 1, (1, positions), "int64", "vision"))
+        allocations.append(groups[-1].bytes_each)
+        dense("vision_tower.pre_layrnorm.{weight,bias}", 2, (h,))
+        dense("vision_tower.encoder.layers.*.layer_norm{1,2}.{weight,bias}", 4 * n, (h,))
+        linear("vision_tower.encoder.layers.*.self_attn.qkv_proj", n, h, 3 * h // tp, True, 3)
+        linear("vision_tower.encoder.layers.*.self_attn.out_proj", n, h // tp, h, False)
+        dense("vision_tower.encoder.layers.*.self_attn.out_proj.bias", n, (h,))
+        linear("vision_tower.encoder.layers.*.mlp.fc1", n, h, i // tp, True)
+        linear("vision_tower.encoder.layers.*.mlp.fc2", n, i // tp, h, False)
+        dense("vision_tower.encoder.layers.*.mlp.fc2.bias", n, (h,))
+        if v.post_norm:
+            dense("vision_tower.post_layernorm.{weight,bias}", 2, (h,))
+        text = v.out_hidden_size
+        linear("multi_modal_projector.linear_1", 1, h, text // tp, v.projector_bias)
+        linear("multi_modal_projector.linear_2", 1, text // tp, text, False)
+        if v.projector_bias:
+            dense("multi_modal_projector.linear_2.bias", 1, (text,))
+        if v.image_newline:
+            dense("image_newline", 1, (text,))
+        return parameters
     if v.kind == "siglip":
         dense("embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
         dense("embeddings.patch_embedding.bias", 1, (h,))

@@ -908,6 +908,38 @@ def sliding_window_max_len_cap(config: dict, version: Version, engine: str, atte
 # --- Mamba / linear-attention hybrids from a config.json ---------------------------------------------------
 
 
+# Architectures whose model class implements SupportsMambaPrefixCaching (models/interfaces.py users), by
+# release: 0.11.2-0.25 the Mamba1/Mamba2 hybrids; Bamba drops out in 0.26 (only Mamba / Mamba2 in 0.33).
+# Qwen3-Next / Qwen3.5 (GatedDeltaNet) and MiniMax never declare it.
+_MAMBA_PREFIX_CACHING = frozenset({"BambaForCausalLM", "JambaForCausalLM", "NemotronHForCausalLM",
+                                   "GraniteMoeHybridForCausalLM", "FalconH1ForCausalLM", "MambaForCausalLM",
+                                   "Mamba2ForCausalLM", "Zamba2ForCausalLM"})
+
+
+def default_mamba_cache_mode(architecture: str, version: Version, enable_prefix_caching: bool | None = None) -> str:
+    """The mamba_cache_mode a hybrid ends up with in V1 (--mamba-cache-mode left at "none"):
+
+    - before 0.11.2 prefix caching is forced off for hybrids (HybridAttentionMambaModelConfig): "none";
+    - prefix caching defaults to off for hybrids until 0.25 (ModelConfig.is_prefix_caching_supported:
+      attn_type "hybrid" -> False; 0.11.2 arg_utils: `not model_config.is_hybrid`) and on from 0.26;
+    - with it on: 0.11.2-0.14 "all" when the model supports Mamba prefix caching, otherwise prefix caching
+      is switched off again ("none"); 0.15.1+ MambaModelConfig: "all" if supported else "align"
+      (models/config.py); 0.28+ "none" becomes "align" for every hybrid."""
+    version = tuple(version)  # type: ignore[assignment]
+    if version < (0, 11, 2):
+        return "none"
+    enabled = enable_prefix_caching if enable_prefix_caching is not None else version >= (0, 26, 0)
+    if not enabled:
+        return "none"
+    supported = architecture in _MAMBA_PREFIX_CACHING and not (
+        version >= (0, 26, 0) and architecture == "BambaForCausalLM")
+    if version >= (0, 28, 0):
+        return "align"  # MambaModelConfig: "none" -> "align" whatever the model supports
+    if version < (0, 15, 1):
+        return "all" if supported else "none"
+    return "all" if supported else "align"
+
+
 def hybrid_attention_layers(config: dict, tp: int, block_size: int, kv_dtype_bytes: int, model_dtype: str, *,
                             mamba_cache_dtype: str = "auto", mamba_ssm_cache_dtype: str = "auto",
                             num_speculative_tokens: int = 0,

@@ -70,6 +70,8 @@ FLAGS: tuple[Flag, ...] = (
          "fixed KV-cache size, e.g. 8GiB (vLLM 0.10.2+, skips the utilization rule)"),
     Flag("num_gpu_blocks_override", ("--num-gpu-blocks-override",), _positive_int, "force the number of GPU blocks"),
     Flag("enable_chunked_prefill", ("--enable-chunked-prefill",), _bool, "chunked prefill (V0; V1 always chunks)"),
+    Flag("enable_prefix_caching", ("--enable-prefix-caching",), _bool,
+         "prefix caching (Mamba hybrids on V1: sets the Mamba cache mode; default per release)"),
     Flag("enable_expert_parallel", ("--enable-expert-parallel",), _bool, "MoE: whole experts split across the TP ranks"),
     Flag("cpu_offload_gb", ("--cpu-offload-gb",), float, "GiB of layer weights kept in CPU memory per GPU"),
     Flag("enable_lora", ("--enable-lora",), _bool, "pre-allocate LoRA adapter slots"),
@@ -85,10 +87,11 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}
-_NEGATIONS = {"--no-enable-chunked-prefill": "enable_chunked_prefill", "--no-enforce-eager": "enforce_eager"}
+_NEGATIONS = {"--no-enable-chunked-prefill": "enable_chunked_prefill", "--no-enforce-eager": "enforce_eager",
+              "--no-enable-prefix-caching": "enable_prefix_caching"}
 # Launch-line flags that take no value (so the next word is not swallowed as theirs).
 _SWITCHES = {
-    "--trust-remote-code", "--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-log-requests",
+    "--trust-remote-code", "--disable-log-requests",
     "--disable-log-stats", "--enable-auto-tool-choice",
     "--disable-custom-all-reduce", "--enable-reasoning", "--async-scheduling", "--headless",
 }

@@ -91,6 +91,7 @@ def checkpoint_report(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, t
 def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> list[tuple[int, Inventory]]:
     """(pipeline stage, inventory of one of its ranks) as plan() builds them: for `explain --tensors`."""
     settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
+    spec = _engine_rope_rows(spec, settings)
     weights_plan = plan_weights(spec, settings, gpu, release)
     lora = _lora_slots(settings, release)
     to_last = bool(release["pp_remainder_to_last"])
@@ -205,8 +206,19 @@ def _budget_bytes(total: int, utilization: float, release: Release) -> int:
     return math.ceil(product) if release["request_memory_ceil"] else int(product)
 
 
+def _engine_rope_rows(spec: ModelSpec, settings: EngineSettings) -> ModelSpec:
+    """MiniMax-Text-01 builds its rotary cache for min(max_position_embeddings, max_model_len) positions
+    (minimax_text_01.py MiniMaxText01DecoderLayer: config.max_model_len set by the model class)."""
+    if spec.family == "minimax_text_01" and settings.max_model_len < spec.max_position_embeddings:
+        from dataclasses import replace
+
+        return replace(spec, max_position_embeddings=settings.max_model_len)
+    return spec
+
+
 def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoint=None) -> Breakdown:
     settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
+    spec = _engine_rope_rows(spec, settings)
     dtype = settings.dtype
     dtype_bytes = DTYPE_BYTES[dtype]
     weights_plan = plan_weights(spec, settings, gpu, release)
@@ -460,6 +472,7 @@ def plan_kv(layers, workers, budgets, settings: EngineSettings, release: Release
         settings.max_num_seqs, release.version, release.engine,
         num_gpu_blocks_override=settings.num_gpu_blocks_override, worker_layers=workers,
         pipeline_parallel_size=settings.tensor_parallel_size and settings.pipeline_parallel_size,
+        mamba_cache_mode=settings.mamba_cache_mode, mamba_chunk_size=settings.mamba_chunk_size,
     )
 
 

@@ -81,11 +81,45 @@ GRAPH_BYTES_PER_LAYER = {"v0": int(0.13 * MIB), "v1-piecewise": int(0.30 * MIB),
 QWEN_VL_MAX_PATCHES = 12_845_056 // (14 * 14)
 
 
+def clip_item(vision) -> tuple[int, int]:
+    """LLaVA-1.5: one 336x336 image -> 577 CLIP positions (576 patches + the class token), 576 tokens
+    (vision_feature_select_strategy "default" drops the class token). LLaVA-NeXT anyres: the largest
+    feature size over image_grid_pinpoints of an image of exactly that size (no unpadding): the base
+    image (576) + (H/14) x (W/14) grid features + one image_newline per grid row; tiles = (H/336)(W/336)
+    + the base image, each 577 positions through the tower. 1.6 pinpoints -> 672x672: 5 tiles, 2,928
+    tokens (llava_next.py get_num_image_tokens; the 0.10.2 log: 16,384-token budget -> 5 items)."""
+    side = vision.image_size // vision.patch_size
+    base = side * side
+    if vision.kind == "clip" or not vision.grid_pinpoints:
+        return base + 1, base
+    best = (base + 1, base)
+    for height, width in vision.grid_pinpoints:
+        rows = height // vision.image_size * side
+        cols = width // vision.image_size * side
+        tiles = (height // vision.image_size) * (width // vision.image_size) + 1
+        tokens = base + rows * cols + (rows if vision.image_newline else 0)
+        best = max(best, (tiles * (base + 1), tokens), key=lambda item: item[1])
+    return best
+
+
 def vision_item(spec: ModelSpec) -> tuple[int, int]:
     """(patches the encoder runs, tokens it hands the language model) for one largest image."""
     vision = spec.vision
     if vision.kind == "siglip":
         return (vision.image_size // vision.patch_size) ** 2, 256
+    if vision.kind in ("clip", "clip_anyres"):
+        return clip_item(vision)
+    if vision.kind == "intern_vit":
+        # dynamic tiling: up to max_dynamic_patch tiles of image_size + a thumbnail, each (448/14)^2 + 1
+        # positions through the tower and (448/14)^2 / merge^2 = 256 tokens after the pixel shuffle
+        side = vision.image_size // vision.patch_size
+        tiles = max(1, vision.max_num_tiles)
+        return tiles * (side * side + 1), tiles * side * side // vision.spatial_merge_size ** 2
+    if vision.kind == "mllama":
+        # one image = max_num_tiles tiles of (image/patch)^2 + 1 positions; the language model cross-attends
+        # to all of them (an estimate: the cross-attention K/V and the V0 encoder profile are not modelled)
+        positions = vision.max_num_tiles * ((vision.image_size // vision.patch_size) ** 2 + 1)
+        return positions, positions
     return QWEN_VL_MAX_PATCHES, QWEN_VL_MAX_PATCHES // vision.spatial_merge_size ** 2
 
 

@@ -65,6 +65,9 @@ class EngineSettings:
     auto_fit_max_model_len: bool  # --max-model-len -1 (0.15+): shrink to what the KV pool holds
     reasons: tuple[tuple[str, str], ...]
     speculative: object = None  # speculative.SpeculativeConfig when a drafter is configured
+    enable_prefix_caching: bool | None = None  # None: the release default
+    mamba_cache_mode: str = "none"  # Mamba hybrids on V1: what prefix caching implies (kv_groups.default_mamba_cache_mode)
+    mamba_chunk_size: int | None = None  # the SSD chunk "all" mode aligns attention blocks to (None: 256)
 
     @property
     def kv_cache_dtype_bytes(self) -> int:
@@ -184,6 +187,16 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     default_release = release_for(version, None)
     engine, reasons["engine"] = pick_engine(default_release, gpu, user.get("engine"))
     release = release_for(version, engine)
+    if spec.vision is not None and spec.vision.kind == "mllama":
+        # Mllama is SupportsV0Only (mllama.py up to 0.10.2) and gone from 0.11 (registry _PREVIOUSLY_SUPPORTED_MODELS
+        # "MllamaForConditionalGeneration": "0.10.2"); V1 defaults fall back to V0 for it (_is_v1_supported_oracle)
+        if release.at_least("0.11.0"):
+            raise StartupRefusal(f"{spec.architecture} was supported in vLLM until 0.10.2 (removed in 0.11)")
+        if engine == "v1":
+            if "engine" in given:
+                raise StartupRefusal(f"{spec.architecture} is V0-only (SupportsV0Only): the V1 engine refuses it")
+            engine, reasons["engine"] = "v0", f"{spec.architecture} is V0-only: V1 falls back to V0"
+            release = release_for(version, engine)
     speculative = _speculative(user)
     if speculative is not None:
         from .speculative import check, falls_back_to_v0
@@ -334,7 +347,29 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         auto_fit_max_model_len=auto_fit,
         reasons=tuple(sorted(reasons.items())),
         speculative=speculative,
+        enable_prefix_caching=user.get("enable_prefix_caching"),
+        mamba_cache_mode=_mamba_cache_mode(spec, release, engine, user.get("enable_prefix_caching")),
+        mamba_chunk_size=_mamba_chunk_size(spec),
     ), release
+
+
+def _mamba_chunk_size(spec: ModelSpec) -> int | None:
+    """ModelConfig.get_mamba_chunk_size (0.11.2+): mamba_chunk_size, else chunk_size, else 2048 - which is what
+    Jamba (Mamba1, no chunk attribute in JambaConfig) gets; None leaves kv_groups' 256 (the HF config-class
+    default of Bamba / GraniteMoeHybrid / Falcon-H1 when config.json omits it)."""
+    config = spec.source_config or {} if spec.hybrid is not None else {}
+    value = config.get("mamba_chunk_size") or config.get("chunk_size")
+    if not value and spec.family == "jamba":
+        return 2048
+    return int(value) if value else None
+
+
+def _mamba_cache_mode(spec: ModelSpec, release: Release, engine: str, enable_prefix_caching) -> str:
+    if spec.hybrid is None or engine != "v1":
+        return "none"
+    from .kv_groups import default_mamba_cache_mode
+
+    return default_mamba_cache_mode(spec.architecture, release.version, enable_prefix_caching)
 
 
 def _speculative(user: dict):

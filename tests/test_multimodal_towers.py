@@ -1,0 +1,227 @@
+"""LLaVA-1.5 / LLaVA-NeXT: CLIP tower built up to vision_feature_layer, the projector, image_newline,
+the text model from text_config, and the vision-encoder term of the profile - hand-computed counts."""
+import copy
+
+import pytest
+
+from vram_detective import explain
+from vram_detective.engines.vllm.profile import vision_item
+from vram_detective.model.config import UnsupportedArchitectureError, _clip_built_layers, parse_config
+from vram_detective.model.inventory import build_inventory
+from vram_detective.model.sources import load_model
+
+GIB = 1 << 30
+LLAVA15 = "llava-hf/llava-1.5-7b-hf"
+LLAVA16 = "llava-hf/llava-v1.6-mistral-7b-hf"
+
+# CLIP ViT-L/14-336 by hand (hidden 1024, MLP 4096, 336 / 14 = 24 -> 576 patches + class token = 577 positions)
+CLASS, PATCH, POSITIONS, PRE_NORM = 1024, 1024 * 3 * 14 * 14, 577 * 1024, 2 * 1024
+CLIP_LAYER = (4 * 1024                       # layer_norm1/2 weight + bias
+              + 1024 * 3 * 1024 + 3 * 1024   # qkv_proj + bias
+              + 1024 * 1024 + 1024           # out_proj + bias
+              + 1024 * 4096 + 4096           # fc1 + bias
+              + 4096 * 1024 + 1024)          # fc2 + bias
+assert CLIP_LAYER == 12_596_224
+TOWER_23 = CLASS + PATCH + POSITIONS + PRE_NORM + 23 * CLIP_LAYER  # vision_feature_layer -2: 23 of 24 layers
+PROJECTOR = (1024 * 4096 + 4096) + (4096 * 4096 + 4096)  # linear_1 / linear_2 with biases, GELU between
+POSITION_IDS_BYTES = 577 * 8  # the int64 position_ids buffer
+
+# text models: Vicuna-7B (Llama 32 x 4096, MLP 11008, MHA) and Mistral-7B (MLP 14336, 8 KV heads), vocab 32064
+EMBED = 32064 * 4096
+LLAMA_LAYER = 4096 * 3 * 4096 + 4096 * 4096 + 4096 * 2 * 11008 + 11008 * 4096 + 2 * 4096
+MISTRAL_LAYER = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 4096 * 2 * 14336 + 14336 * 4096 + 2 * 4096
+VICUNA = 2 * EMBED + 32 * LLAMA_LAYER + 4096
+MISTRAL = 2 * EMBED + 32 * MISTRAL_LAYER + 4096
+
+
+def spec_of(repo):
+    return parse_config(load_model(repo).config, repo)
+
+
+def test_llava15_spec_reads_text_config_over_llama_defaults():
+    spec = spec_of(LLAVA15)
+    assert spec.architecture == "LlavaForConditionalGeneration" and spec.family == "llama"
+    assert (spec.hidden_size, spec.num_layers, spec.num_attention_heads, spec.num_kv_heads) == (4096, 32, 32, 32)
+    assert (spec.intermediate_size, spec.vocab_size, spec.max_position_embeddings) == (11008, 32064, 4096)
+    assert spec.torch_dtype == "float16" and not spec.tie_word_embeddings
+    v = spec.vision
+    assert (v.kind, v.hidden_size, v.intermediate_size, v.num_layers, v.full_layers) == ("clip", 1024, 4096, 23, 24)
+    assert not v.post_norm and not v.image_newline
+
+
+def test_llava16_mistral_spec():
+    spec = spec_of(LLAVA16)
+    assert spec.architecture == "LlavaNextForConditionalGeneration"
+    assert (spec.num_kv_heads, spec.intermediate_size, spec.sliding_window, spec.torch_dtype) == (8, 14336, None, "float16")
+    assert spec.vision.kind == "clip_anyres" and spec.vision.image_newline
+    assert max(spec.vision.grid_pinpoints) == (1008, 336)
+
+
+def test_llava15_parameters_by_hand():
+    inventory = build_inventory(spec_of(LLAVA15), "float16")
+    assert inventory.parameters == VICUNA + TOWER_23 + PROJECTOR == 7_050_828_800
+    assert inventory.bytes_by_role()["vision"] == 2 * (TOWER_23 + PROJECTOR) + POSITION_IDS_BYTES
+    names = " ".join(group.name for group in inventory.groups)
+    assert "post_layernorm" not in names and "image_newline" not in names
+
+
+def test_llava16_parameters_by_hand_and_dev_weights():
+    spec = spec_of(LLAVA16)
+    inventory = build_inventory(spec, "float16")
+    assert inventory.parameters == MISTRAL + TOWER_23 + PROJECTOR + 4096 == 7_554_149_376  # + image_newline
+    # dev: file34680831065 (0.10.2, H100, fp16) logs "Model loading took 14.0786 GiB"
+    b = explain(LLAVA16, "H100", vllm_version="0.10.2", max_model_len=4096, max_num_batched_tokens=16384,
+                dtype="float16")
+    assert b.weights_bytes / GIB == pytest.approx(14.0786, abs=0.002)
+    assert b.kv_cache_tokens == pytest.approx(451_744, rel=0.01)
+
+
+@pytest.mark.parametrize("feature_layer, built", [(-2, 23), (-1, 24), (22, 23), ([-2, -5, -8], 23), ([3, 10], 11)])
+def test_clip_layers_built_up_to_vision_feature_layer(feature_layer, built):
+    assert _clip_built_layers(feature_layer, 24) == built
+
+
+def test_all_layers_bring_the_post_layernorm():
+    config = copy.deepcopy(load_model(LLAVA15).config)
+    config["vision_feature_layer"] = -1
+    spec = parse_config(config)
+    assert spec.vision.num_layers == 24 and spec.vision.post_norm
+    assert build_inventory(spec, "float16").parameters == VICUNA + TOWER_23 + CLIP_LAYER + 2 * 1024 + PROJECTOR
+
+
+def test_vision_items():
+    assert vision_item(spec_of(LLAVA15)) == (577, 576)
+    # anyres 672x672: base + 2x2 tiles = 5 x 577 positions; 576 + 48 x 48 + 48 newlines = 2,928 tokens
+    assert vision_item(spec_of(LLAVA16)) == (5 * 577, 2928)
+
+
+def test_tensor_parallel_shards_tower_and_projector():
+    spec = spec_of(LLAVA15)
+    one = build_inventory(spec, "float16").bytes_by_role()["vision"]
+    from vram_detective.model.inventory import Shard
+    two = build_inventory(spec, "float16", Shard(tensor_parallel_size=2)).bytes_by_role()["vision"]
+    assert one / 2 < two < one
+
+
+def test_llava15_v052_blocks_against_llama3_on_the_same_gpu():
+    # vllm-6623: 0.5.2, one unnamed GPU; llava-1.5 3631 GPU / 512 CPU blocks, Llama-3-8B 13078 / 2048 on the
+    # same GPU. The GPU is unknown, so compare the ratio on a 48 GB card (KV per token 512 KiB vs 128 KiB).
+    llava = explain(LLAVA15, "RTX A6000", vllm_version="0.5.2")
+    llama = explain("meta-llama/Meta-Llama-3-8B-Instruct", "RTX A6000", vllm_version="0.5.2")
+    assert llava.num_cpu_blocks == 512 and llama.num_cpu_blocks == 2048
+    assert llava.num_gpu_blocks / llama.num_gpu_blocks == pytest.approx(3631 / 13078, rel=0.01)
+
+
+@pytest.mark.parametrize("architecture", ["WhisperForConditionalGeneration"])
+def test_towers_not_sized_yet_are_refused(architecture):
+    with pytest.raises(UnsupportedArchitectureError, match=architecture):
+        parse_config({"architectures": [architecture], "model_type": "x"})
+
+
+# --- Llama 3.2 Vision (Mllama) ----------------------------------------------------------------------------
+
+# Llama-3.2-11B-Vision's config.json as published (the parts vLLM reads; not catalogued: used as a worked example)
+MLLAMA_11B = {
+    "architectures": ["MllamaForConditionalGeneration"], "model_type": "mllama", "image_token_index": 128256,
+    "torch_dtype": "bfloat16",
+    "text_config": {"model_type": "mllama_text_model", "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+                    "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+                    "num_hidden_layers": 40, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+                    "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "vocab_size": 128256, "tie_word_embeddings": False,
+                    "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}},
+    "vision_config": {"model_type": "mllama_vision_model", "attention_heads": 16, "hidden_size": 1280,
+                      "image_size": 560, "intermediate_layers_indices": [3, 7, 15, 23, 30], "intermediate_size": 5120,
+                      "max_num_tiles": 4, "num_channels": 3, "num_global_layers": 8, "num_hidden_layers": 32,
+                      "patch_size": 14, "vision_output_dim": 7680,
+                      "supported_aspect_ratios": [[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]]},
+}
+# by hand: 560 / 14 = 40 -> 1601 positions per tile, 4 tiles, 8 aspect ratios (+1 row)
+MLLAMA_VISION = (588 * 1280                        # patch conv (bias-free linear over 3 x 14 x 14)
+                 + 1280                            # class embedding
+                 + 1601 * 1280 + 9 * 4 * 1601 * 1280   # gated position embedding + tile table
+                 + 2 * 9 * 4 * 1280 + 3            # pre/post tile embeddings + 3 gates
+                 + 4 * 1280                        # layernorm_pre/post
+                 + 40 * (4 * 1280 + 1280 * 3840 + 1280 * 1280 + 1280 * 5120 + 5120 + 5120 * 1280 + 1280)
+                 + 8 * 2                           # global layers' gate_attn / gate_ffn
+                 + 7680 * 4096 + 4096)             # projector
+MLLAMA_TEXT = (2 * 128256 * 4096 + 4096
+               + 40 * (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096)  # self and cross layers alike
+               + 8 * (2 * 128 + 2)                 # cross layers: q_norm / k_norm, attn / mlp gates
+               + 8 * 4096)                         # embed_tokens: vocab_size + 8 rows
+
+
+def test_mllama_parameters_by_hand():
+    spec = parse_config(MLLAMA_11B, "meta-llama/Llama-3.2-11B-Vision")
+    assert (spec.num_layers, spec.num_kv_heads, spec.vocab_size, spec.rope_scaling.kind) == (40, 8, 128256, "llama3")
+    v = spec.vision
+    assert (v.kind, v.num_layers, v.global_layers, v.vision_output_dim) == ("mllama", 32, 8, 7680)
+    assert v.cross_attention_layers == (3, 8, 13, 18, 23, 28, 33, 38)
+    assert build_inventory(spec, "bfloat16").parameters == MLLAMA_TEXT + MLLAMA_VISION == 10_670_220_835
+    assert vision_item(spec) == (4 * 1601, 4 * 1601)
+
+
+def test_mllama_v0_kv_page_counts_cross_attention_layers(tmp_path):
+    # vllm-pr12126 (0.6.6, H100, max_model_len 65536, 128 seqs, eager): weights 19.86 GiB, 6001 GPU blocks of
+    # 14.65 GiB -> 2.5 MiB per block = 40 layers (32 self + 8 cross) x 2 x 8 heads x 128 x 2 B x 16 tokens;
+    # 1638 CPU blocks = 4 GiB / 2.5 MiB. The 36.63 GiB activation peak (cross-attention profiling) is not modelled.
+    import json
+    (tmp_path / "config.json").write_text(json.dumps(MLLAMA_11B))
+    b = explain(str(tmp_path), "H100", vllm_version="0.6.6", max_model_len=65536, max_num_seqs=128, enforce_eager=True)
+    assert b.weights_bytes / GIB == pytest.approx(19.86, rel=0.005)
+    assert b.num_cpu_blocks == 1638
+    assert b.num_gpu_blocks == b.kv_cache_bytes // (40 * 2 * 8 * 128 * 2 * 16)
+
+
+# --- InternVL2 -----------------------------------------------------------------------------------------------
+
+# OpenGVLab/InternVL2-8B's config.json, the keys vLLM reads (a worked example, not catalogued)
+INTERNVL2_8B = {
+    "architectures": ["InternVLChatModel"], "model_type": "internvl_chat", "torch_dtype": "bfloat16",
+    "downsample_ratio": 0.5, "force_image_size": 448, "max_dynamic_patch": 12, "min_dynamic_patch": 1,
+    "dynamic_image_size": True, "use_thumbnail": True, "select_layer": -1, "ps_version": "v2",
+    "template": "internlm2-chat",
+    "llm_config": {"architectures": ["InternLM2ForCausalLM"], "model_type": "internlm2", "hidden_size": 4096,
+                   "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+                   "num_key_value_heads": 8, "max_position_embeddings": 32768, "vocab_size": 92553, "bias": False,
+                   "rope_scaling": {"factor": 2.0, "type": "dynamic"}, "rope_theta": 1000000,
+                   "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
+    "vision_config": {"model_type": "intern_vit_6b", "hidden_size": 1024, "image_size": 448, "intermediate_size": 4096,
+                      "num_attention_heads": 16, "num_hidden_layers": 24, "patch_size": 14, "qkv_bias": True,
+                      "qk_normalization": False, "norm_type": "layer_norm", "num_channels": 3},
+}
+INTERN_VIT_LAYER = (4 * 1024 + 1024 * 3072 + 3072 + 1024 * 1024 + 1024 + 1024 * 4096 + 4096 + 4096 * 1024 + 1024
+                    + 2 * 1024)  # norms, qkv, proj, fc1, fc2 (all with biases), ls1/ls2
+INTERN_VIT = 1024 + 1024 * 588 + 1024 + 1025 * 1024 + 24 * INTERN_VIT_LAYER   # class, patch conv + bias, positions
+MLP1 = 2 * 4096 + 4096 * 4096 + 4096 + 4096 * 4096 + 4096  # LayerNorm(4 x 1024), two linears with biases
+INTERNLM2_7B = 2 * 92553 * 4096 + 32 * MISTRAL_LAYER + 4096  # same shapes as Mistral-7B, vocabulary 92,553
+
+
+def test_internvl2_8b_parameters_by_hand():
+    spec = parse_config(INTERNVL2_8B, "OpenGVLab/InternVL2-8B")
+    assert spec.family == "internlm2" and spec.architecture == "InternVLChatModel"
+    v = spec.vision
+    assert (v.kind, v.num_layers, v.spatial_merge_size, v.image_size, v.max_num_tiles) == ("intern_vit", 24, 2, 448, 13)
+    assert build_inventory(spec, "bfloat16").parameters == INTERNLM2_7B + INTERN_VIT + MLP1 == 8_075_365_376
+    # 448 / 14 = 32 -> 1,025 positions per tile, 256 tokens after the 2x2 pixel shuffle; 12 tiles + thumbnail
+    assert vision_item(spec) == (13 * 1025, 13 * 256)
+
+
+def test_internvl2_8b_explains_with_tp2():
+    # vllm-7768 (0.5.4, 2 x RTX 4090, TP 2) gives nvidia-smi only; check that the plan runs and shards
+    import json, tempfile, pathlib
+    with tempfile.TemporaryDirectory() as folder:
+        (pathlib.Path(folder) / "config.json").write_text(json.dumps(INTERNVL2_8B))
+        b = explain(folder, "RTX 4090", vllm_version="0.5.4", tensor_parallel_size=2)
+    assert 7.4 < b.weights_bytes / GIB < 7.7  # ~8.08 B x 2 B / 2 ranks, vocabulary and norms replicated aside
+
+
+def test_mllama_is_v0_only_and_gone_from_0_11(tmp_path):
+    import json
+
+    from vram_detective.engines.vllm.settings import StartupRefusal
+    (tmp_path / "config.json").write_text(json.dumps(MLLAMA_11B))
+    b = explain(str(tmp_path), "H100", vllm_version="0.9.2", max_model_len=8192)  # V1 default -> V0 fallback
+    assert b.num_cpu_blocks > 0  # V0 keeps CPU swap blocks
+    with pytest.raises(StartupRefusal, match="until 0.10.2"):
+        explain(str(tmp_path), "H100", vllm_version="0.11.0", max_model_len=8192)

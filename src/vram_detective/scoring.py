@@ -18,6 +18,8 @@ FIGURES = (
 )
 # Figures derived from the case's own logged KV budget (isolates the KV arithmetic).
 FROM_LOGGED_BUDGET = ("blocks_from_logged_budget", "tokens_from_logged_budget", "concurrency_from_logged_budget")
+# Architecture tags reported in their own tables (issue 4).
+ARCHITECTURE_TAGS = ("moe", "mla", "hybrid", "multimodal", "lora", "speculative")
 # Tags SCHEMA.md asks to report apart.
 SEPARATE_TAGS = ("non-nvidia", "approximate", "shared-gpu")
 # Settings that change memory in ways this release of the tool does not model yet.
@@ -173,6 +175,7 @@ def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
             continue
         observed = case.get("observed") or {}
         entry = {"id": case["id"], "vllm_version": prediction[1], "version_basis": prediction[2],
+                 "tags": list(case.get("tags", [])),
                  "separate": any(tag in SEPARATE_TAGS for tag in case.get("tags", [])), "figures": {}}
         if prediction[0] == "refused":
             entry["refused"] = prediction[3]
@@ -206,6 +209,7 @@ def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
         "figures_separate_tags": _summaries([c for c in per_case if c["separate"]]),
         "startup_failed_agreement": _agreement(per_case),
         "weights_by_format": _weights_by_format([c for c in per_case if not c["separate"]]),
+        "by_tag": {tag: _summaries([c for c in per_case if tag in c.get("tags", ())]) for tag in ARCHITECTURE_TAGS},
         "per_case": per_case,
     }
 
@@ -274,6 +278,15 @@ def format_summary(report: dict) -> str:
     for name, stats in report.get("weights_by_format", {}).items():
         lines.append(f"  {name:<32} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
                      f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}")
+    lines.append("")
+    lines.append("by architecture tag (all scored cases with the tag)")
+    lines.append(f"  {'tag / figure':<42} {'n':>4} {'median':>9} {'p90':>9} {'max':>9}")
+    for tag, figures in report.get("by_tag", {}).items():
+        for key in ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "tokens_from_logged_budget"):
+            if key in figures:
+                stats = figures[key]
+                lines.append(f"  {tag + ' / ' + key:<42} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
+                             f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}")
     lines.append("")
     agreement = report["startup_failed_agreement"]
     lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")

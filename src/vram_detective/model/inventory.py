@@ -376,8 +376,16 @@ def _mamba_mixers(spec: ModelSpec, tp: int, dtype: str, first_layer: int, layers
     if spec.family != "falcon_h1" or config.get("mamba_rms_norm", False):
         # Mixer2RMSNormGated registers its weight only with use_rms_norm (Falcon-H1: config.mamba_rms_norm)
         dense.append(("norm.weight", (intermediate // tp,), dtype))
-    for name, shape, tensor_dtype in dense:
-        groups.append(_dense(f"{pattern}.{name}", count, shape, tensor_dtype, "attention"))
+    parameters += _add_dense(groups, allocations, pattern, count, dense, "attention")
+    return parameters
+
+
+def _add_dense(groups: list, allocations: list, pattern: str, count: int,
+               entries: list[tuple[str, tuple[int, ...], str]], role: str) -> int:
+    """Plain (never quantized) tensors of `count` layers: (name, shape, dtype) each; returns their parameters."""
+    parameters = 0
+    for name, shape, tensor_dtype in entries:
+        groups.append(_dense(f"{pattern}.{name}", count, shape, tensor_dtype, role))
         allocations.extend([groups[-1].bytes_each] * count)
         size = 1
         for dim in shape:
@@ -418,14 +426,7 @@ def _mamba1(spec: ModelSpec, tp: int, dtype: str, mine: list[int], linear, group
         dense.append(("conv1d.bias", (rank,), dtype))
     dense += [("A", (rank, state), "float32"), ("D", (rank,), dtype), ("dt_layernorm.weight", (dt_rank,), dtype),
               ("b_layernorm.weight", (state,), dtype), ("c_layernorm.weight", (state,), dtype)]
-    parameters = 0
-    for name, shape, tensor_dtype in dense:
-        groups.append(_dense(f"{pattern}.{name}", count, shape, tensor_dtype, "attention"))
-        allocations.extend([groups[-1].bytes_each] * count)
-        size = 1
-        for dim in shape:
-            size *= dim
-        parameters += size * count
+    parameters = _add_dense(groups, allocations, pattern, count, dense, "attention")
     return parameters
 
 
@@ -480,17 +481,9 @@ def _gated_delta_net(spec: ModelSpec, tp: int, dtype: str, mine: list[int], line
     linear("in_proj_ba", hidden, 2 * v_heads // tp, 2, "attention", False, False, hidden,
            count=count, pattern=pattern)
     linear("out_proj", value // tp, hidden, 1, "attention", False, True, value, count=count, pattern=pattern)
-    parameters = 0
-    for name, shape, tensor_dtype in (("conv1d.weight", (conv_dim // tp, 1, kernel), dtype),
-                                      ("dt_bias", (v_heads // tp,), dtype), ("A_log", (v_heads // tp,), "float32"),
-                                      ("norm.weight", (v_dim,), dtype)):
-        groups.append(_dense(f"{pattern}.{name}", count, shape, tensor_dtype, "attention"))
-        allocations.extend([groups[-1].bytes_each] * count)
-        size = 1
-        for dim in shape:
-            size *= dim
-        parameters += size * count
-    return parameters
+    return _add_dense(groups, allocations, pattern, count,
+                      [("conv1d.weight", (conv_dim // tp, 1, kernel), dtype), ("dt_bias", (v_heads // tp,), dtype),
+                       ("A_log", (v_heads // tp,), "float32"), ("norm.weight", (v_dim,), dtype)], "attention")
 
 
 def _mla_attention(spec: ModelSpec, tp: int, linear, groups: list, per_layer: list, layers: int, pattern: str,
@@ -626,12 +619,7 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
 
     def dense(name: str, count: int, shape: tuple[int, ...]) -> None:
         nonlocal parameters
-        groups.append(_dense(f"vision.{name}", count, shape, dtype, "vision"))
-        allocations.extend([groups[-1].bytes_each] * count)
-        size = 1
-        for dim in shape:
-            size *= dim
-        parameters += size * count
+        parameters += _add_dense(groups, allocations, "vision", count, [(name, shape, dtype)], "vision")
 
     def linear(name: str, count: int, in_features: int, out_features: int, bias: bool, shards: int = 1) -> None:
         nonlocal parameters

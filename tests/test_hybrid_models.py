@@ -189,8 +189,9 @@ def test_bamba_parses_and_inventories_mixers():
     two = build_inventory(spec, "bfloat16", __import__("vram_detective.model.inventory", fromlist=["Shard"]).Shard(2))
     assert [g.shape for g in two.groups if g.name.endswith("mamba.in_proj.weight")] == [(8512, 4096)]
     assert by_name  # the plain inventory still lists embeddings etc.
-    with pytest.raises(UnsupportedArchitectureError, match="hybrid"):
-        parse_config({**BAMBA_FULL, "architectures": ["NemotronHForCausalLM"]})
+    # Nemotron-H is sized now (test_nemotron_h_*); a layer kind it does not know is still refused
+    with pytest.raises(UnsupportedArchitectureError, match="layer kinds"):
+        parse_config({**NEMOTRON_H_8B, "hybrid_override_pattern": "M*X", "num_hidden_layers": 3})
 
 
 def test_bamba_plan_v1_and_refusals():
@@ -203,8 +204,9 @@ def test_bamba_plan_v1_and_refusals():
     assert ("Setting attention block size to 528 tokens to ensure that attention page size is >= mamba page size."
             in result.log_lines)
     assert any(line.startswith("Padding mamba page size by 0.69%") for line in result.log_lines)
-    with pytest.raises(UnsupportedArchitectureError, match="MambaCacheManager"):
-        plan(spec, find_gpu("H100"), {"max_model_len": 4096}, (0, 7, 3))
+    # V0 (0.7.3): sized now, the MambaCacheManager its own component (test_v0_bamba_pr10909_*)
+    v0 = plan(spec, find_gpu("H100"), {"max_model_len": 4096}, (0, 7, 3))
+    assert any(c.key == "mamba_state_cache_v0" for c in v0.components.children) and v0.kv_cache_tokens > 0
     with pytest.raises(UnsupportedArchitectureError, match="0.10.1"):
         plan(spec, find_gpu("H100"), {"max_model_len": 4096}, (0, 9, 2))
 
@@ -477,3 +479,141 @@ def test_jamba_all_mode_aligns_to_the_2048_default_chunk():
     off = plan(spec, find_gpu("H200"), {"max_model_len": 32768, "tensor_parallel_size": 2,
                                         "enable_prefix_caching": False}, (0, 26, 0))
     assert off.block_size == 80  # 16 x cdiv(Mamba1 page, 16 x attention bytes per token)
+
+
+# Nemotron-H-8B-Base-8K as its published config.json lists it (hybrid_override_pattern, Mamba2 128 heads of 64,
+# 8 groups, state 128; 32 / 8 attention heads of 128; relu2 MLP 21504; vocab 131072). Written from the model
+# card / config as recalled, not re-downloaded: the parameter total (8.10B, "8B" on the card) is checked by hand.
+NEMOTRON_H_8B = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4096,
+    "num_hidden_layers": 52, "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+    "num_attention_heads": 32, "num_key_value_heads": 8, "attention_head_dim": 128, "intermediate_size": 21504,
+    "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
+    "use_bias": False, "use_conv_bias": True, "mlp_bias": False, "mlp_hidden_act": "relu2", "vocab_size": 131072,
+    "tie_word_embeddings": False, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+
+# A synthetic Nemotron-H MoE (Nemotron-3-Nano-like layout, small made-up sizes): every layer kind once or twice
+NEMOTRON_H_MOE = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 1024,
+    "num_hidden_layers": 6, "hybrid_override_pattern": "ME*EM-", "num_attention_heads": 8, "num_key_value_heads": 4,
+    "head_dim": 128, "intermediate_size": 2048, "mamba_num_heads": 16, "mamba_head_dim": 64, "n_groups": 4,
+    "ssm_state_size": 64, "conv_kernel": 4, "use_conv_bias": True, "n_routed_experts": 16, "num_experts_per_tok": 4,
+    "moe_intermediate_size": 512, "n_shared_experts": 1, "moe_shared_expert_intermediate_size": 768,
+    "n_group": 1, "topk_group": 1, "vocab_size": 32000, "torch_dtype": "bfloat16", "max_position_embeddings": 4096}
+
+
+def test_nemotron_h_8b_parameters_by_hand():
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.inventory import Shard, build_inventory
+
+    spec = parse_config(NEMOTRON_H_8B, "nemotron-h-8b")
+    assert (spec.hybrid.mamba_layers, spec.hybrid.attention_layers) == (24, 4)
+    assert spec.moe is None and spec.rotary_dim is None and not spec.tie_word_embeddings
+    inventory = build_inventory(spec, "bfloat16")
+    h = 4096
+    # Mamba2: intermediate 128 x 64 = 8192, conv_dim 8192 + 2 x 8 x 128 = 10240; in_proj h -> 8192 + 10240 + 128
+    mamba = h * 18560 + 8192 * h + 10240 * 4 + 10240 + 3 * 128 + 8192
+    attention = h * (32 + 2 * 8) * 128 + h * h  # no rotary, no bias
+    mlp = 2 * h * 21504  # relu2: up_proj + down_proj, no gate
+    total = 24 * mamba + 4 * attention + 24 * mlp + 52 * h + h + 2 * 131072 * h  # one norm per layer + norm_f
+    assert inventory.parameters == total == 8_100_852_736
+    names = [g.name for g in inventory.groups]
+    assert not any("gate_up_proj" in n for n in names)
+    mlp_layers = "model.layers.{1,3,5,8,10,12,14,16,19,21,23,25,27,30,32,34,36,38,41,43,45,47,49,51}.mixer"
+    assert f"{mlp_layers}.up_proj.weight" in names
+    # TP2: MLP and Mamba mixers split, in_proj (8192 + 10240 + 128) / 2 rows
+    two = {g.name.rsplit(".mixer.", 1)[-1]: g for g in build_inventory(spec, "bfloat16", Shard(2)).groups}
+    assert two["up_proj.weight"].shape == (10752, 4096) and two["in_proj.weight"].shape == (9280, 4096)
+
+
+def test_nemotron_h_moe_non_gated_experts_and_latent():
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.inventory import build_inventory
+
+    spec = parse_config(NEMOTRON_H_MOE, "nemotron-h-moe")
+    assert spec.moe.dense_layers == (0, 2, 4, 5) and not spec.moe.gated
+    inventory = build_inventory(spec, "bfloat16")
+    h = 1024
+    attention = h * (8 + 8) * 128 + h * h
+    mamba = h * (1024 + 1536 + 16) + 1024 * h + 1536 * 5 + 3 * 16 + 1024  # conv_dim 1024 + 2 x 4 x 64
+    mlp = 2 * h * 2048
+    router = 16 * h + 16  # fp32 gate + e_score_correction_bias
+    experts = 16 * 2 * h * 512  # w13 [E, I, H] + w2 [E, H, I]
+    shared = 2 * h * 768
+    base = attention + 2 * mamba + mlp + 6 * h + h + 2 * 32000 * h
+    assert inventory.parameters == base + 2 * (router + experts + shared)
+    groups = {g.name.rsplit(".mixer.", 1)[-1]: g for g in inventory.groups}
+    assert groups["experts.w13_weight"].shape == (16, 512, 1024)
+    assert groups["gate.weight"].dtype == "float32" and groups["gate.e_score_correction_bias"].dtype == "float32"
+    assert groups["shared_experts.up_proj.weight"].shape == (768, 1024)
+    # latent MoE: experts in the latent width between two replicated projections
+    latent = build_inventory(parse_config({**NEMOTRON_H_MOE, "moe_latent_size": 256}), "bfloat16")
+    lgroups = {g.name.rsplit(".mixer.", 1)[-1]: g for g in latent.groups}
+    assert lgroups["experts.w13_weight"].shape == (16, 512, 256)
+    assert lgroups["fc1_latent_proj.weight"].shape == (256, 1024)
+    assert latent.parameters == base + 2 * (router + 16 * 2 * 256 * 512 + 2 * h * 256 + shared)
+
+
+def test_nemotron_h_plans():
+    from vram_detective.engines.vllm.plan import plan
+    from vram_detective.hardware import find_gpu
+    from vram_detective.model.config import parse_config
+
+    for config in (NEMOTRON_H_8B, NEMOTRON_H_MOE):
+        result = plan(parse_config(config), find_gpu("H100"), {"max_model_len": 4096}, (0, 12, 0))
+        assert result.kv_cache_tokens > 0
+
+
+def test_non_gated_expert_tensors_per_method():
+    from vram_detective.model.quantization import QuantConfig, expert_tensors
+
+    def shapes(quant, gated):
+        return {t.suffix: t for t in expert_tensors(quant, None, 8, 256, 128, "bfloat16", gated=gated)}
+
+    plain = shapes(None, False)
+    assert plain["w13_weight"].shape == (8, 128, 256) and plain["w2_weight"].shape == (8, 256, 128)
+    assert shapes(None, True)["w13_weight"].shape == (8, 256, 256)
+    fp8 = QuantConfig(method="modelopt-fp8", bits=8, group_size=-1)
+    gated, up_only = shapes(fp8, True), shapes(fp8, False)
+    assert up_only["w13_weight"].bytes * 2 == gated["w13_weight"].bytes
+    assert up_only["w13_weight_scale"].shape == (8, 1) and gated["w13_weight_scale"].shape == (8, 2)
+    assert up_only["w2_weight"].bytes == gated["w2_weight"].bytes
+
+
+def test_v0_mamba_batch_per_release():
+    from vram_detective.model.hybrid import v0_mamba_batch
+
+    # 0.6.0-0.6.4.post1: _get_graph_batch_size(max_num_seqs) even when eager
+    assert v0_mamba_batch(256, False, (0, 6, 4)) == 256 and v0_mamba_batch(100, True, (0, 6, 4)) == 104
+    assert v0_mamba_batch(3, False, (0, 6, 0)) == 4
+    # 0.6.5-0.7.2: eager -> 8192 + 2 slots; else padded, capped at the largest capture size
+    assert v0_mamba_batch(100, True, (0, 7, 0)) == 8194 and v0_mamba_batch(1000, False, (0, 6, 6)) == 512
+    # 0.7.3-0.10: max_num_seqs, padded only with CUDA graphs
+    assert v0_mamba_batch(100, True, (0, 9, 2)) == 100 and v0_mamba_batch(100, False, (0, 9, 2)) == 104
+
+
+def test_v0_bamba_pr10909_plan_with_mamba_state_cache():
+    # vllm-pr10909-bamba-h100-tp2 (0.6.4.post1 V0, TP2, --dtype float32, max_model_len 1024): logged weights
+    # 18.4902 GiB, non_torch 1.96, KV 34.78 GiB -> 189,945 GPU blocks, 21,845 CPU blocks, 2967.89x.
+    # Its activation peak (u x T - W - N - KV = 16.04 GiB) is mostly the MambaCacheManager: 29 layers x 256
+    # slots x 2,149,376 B (fp32 conv 3 x 4352 + ssm 64 x 64 x 128) = 14.86 GiB.
+    from vram_detective.engines.vllm.plan import kv_plan_for_budget, plan
+    from vram_detective.hardware import find_gpu
+    from vram_detective.model.config import parse_config
+
+    spec = parse_config({**BAMBA_FULL, "torch_dtype": "float32"}, "bamba-9b")
+    settings = {"max_model_len": 1024, "tensor_parallel_size": 2, "dtype": "float32"}
+    from_log = kv_plan_for_budget(spec, find_gpu("H100"), settings, (0, 6, 4), int(34.78 * GIB))
+    assert from_log.num_blocks == 189945 and round(from_log.max_concurrency, 2) == 2967.89
+    result = plan(spec, find_gpu("H100"), settings, (0, 6, 4))
+    cache = next(c for c in result.components.children if c.key == "mamba_state_cache_v0")
+    assert cache.label == "Mamba state cache (V0)" and cache.bytes == 29 * 256 * 2149376
+    assert result.num_cpu_blocks == 21845
+    # the logged activation peak carries the cache; the KV budget lands within 1 GiB of the log (34.78 GiB)
+    assert abs(result.activation_peak_bytes / GIB - 16.04) < 0.25
+    assert abs(result.kv_cache_bytes / GIB - 34.78) < 1.0
+    unfilled = result.components.bytes - sum(c.bytes for c in result.components.children)
+    assert 0 <= unfilled < 196608  # the budget less whole KV blocks
+    # eager in 0.6.6: 8194 slots - the cache alone outgrows the budget
+    eager = plan(spec, find_gpu("H100"), {**settings, "enforce_eager": True}, (0, 6, 6))
+    assert eager.failure is not None

@@ -164,7 +164,8 @@ def test_mllama_parameters_by_hand():
 def test_mllama_v0_kv_page_counts_cross_attention_layers(tmp_path):
     # vllm-pr12126 (0.6.6, H100, max_model_len 65536, 128 seqs, eager): weights 19.86 GiB, 6001 GPU blocks of
     # 14.65 GiB -> 2.5 MiB per block = 40 layers (32 self + 8 cross) x 2 x 8 heads x 128 x 2 B x 16 tokens;
-    # 1638 CPU blocks = 4 GiB / 2.5 MiB. The 36.63 GiB activation peak (cross-attention profiling) is not modelled.
+    # 1638 CPU blocks = 4 GiB / 2.5 MiB. The 36.63 GiB activation peak is the V0 vision encoder run on 128 images
+    # at once (test_mllama_v0_profile_runs_the_vision_encoder_on_every_sequence).
     import json
     (tmp_path / "config.json").write_text(json.dumps(MLLAMA_11B))
     b = explain(str(tmp_path), "H100", vllm_version="0.6.6", max_model_len=65536, max_num_seqs=128, enforce_eager=True)
@@ -214,6 +215,26 @@ def test_internvl2_8b_explains_with_tp2():
         (pathlib.Path(folder) / "config.json").write_text(json.dumps(INTERNVL2_8B))
         b = explain(folder, "RTX 4090", vllm_version="0.5.4", tensor_parallel_size=2)
     assert 7.4 < b.weights_bytes / GIB < 7.7  # ~8.08 B x 2 B / 2 ranks, vocabulary and norms replicated aside
+
+
+def test_mllama_v0_profile_runs_the_vision_encoder_on_every_sequence(tmp_path):
+    # enc_dec_model_runner.profile_run: 128 sequences x 1 dummy 1024x1024 image -> a 2x2 canvas of 560 tiles
+    # = 4 tiles; (560/14)^2 + 1 = 1601 positions padded to 1608 -> L = 6432. At a late local layer's MLP:
+    # mask L^2 x 2 B + (5 saved + residual + normed) x L x 1280 x 2 B + (fc1 + GELU) x L x 5120 x 2 B.
+    import json
+
+    from vram_detective.engines.vllm.profile import mllama_tiles
+    spec = parse_config(MLLAMA_11B, "meta-llama/Llama-3.2-11B-Vision")
+    assert mllama_tiles(spec.vision) == 4
+    per_image = 6432 * 6432 * 2 + 6432 * (7 * 1280 + 2 * 5120) * 2
+    (tmp_path / "config.json").write_text(json.dumps(MLLAMA_11B))
+    b = explain(str(tmp_path), "H100", vllm_version="0.6.6", max_model_len=65536, max_num_seqs=128, enforce_eager=True)
+    assert b.activation_peak_bytes == 128 * per_image
+    assert 128 * per_image / GIB == pytest.approx(39.30, abs=0.01)  # logged 36.63 (+7%)
+    assert b.activation_peak_bytes / GIB == pytest.approx(36.63, rel=0.08)
+    # the peak scales with max_num_seqs (one image per sequence)
+    small = explain(str(tmp_path), "H100", vllm_version="0.6.6", max_model_len=8192, max_num_seqs=16, enforce_eager=True)
+    assert small.activation_peak_bytes == 16 * per_image
 
 
 def test_mllama_is_v0_only_and_gone_from_0_11(tmp_path):

@@ -35,6 +35,11 @@ class MoeSpec:
     expert_bias: bool = False  # gpt-oss: biases on w13/w2
     score_correction_bias: bool = False  # DeepSeek-V3 noaux_tc: e_score_correction_bias fp32 [E]
     router_dtype: str | None = None  # None: the model dtype; MiniMax-Text-01 builds its gate in float32
+    gated: bool = True  # False: FusedMoE(is_act_and_mul=False), w13 = up only (Nemotron-H relu2 experts)
+    # Nemotron-H latent MoE (moe_latent_size): the experts run in a latent width between two replicated
+    # projections fc1_latent_proj [hidden -> latent] and fc2_latent_proj [latent -> hidden]
+    latent_size: int | None = None
+    shared_gated: bool = True  # False: the shared expert is up_proj + down_proj (Nemotron-H NemotronHMLP)
 
 
 @dataclass(frozen=True)
@@ -176,15 +181,13 @@ _ARCHITECTURE_FAMILY = {
     "GraniteMoeHybridForCausalLM": "granitemoehybrid",  # Mamba2 + attention, MoE + shared MLP per layer
     "FalconH1ForCausalLM": "falcon_h1",  # attention and Mamba2 side by side in every layer, then an MLP
     "MiniMaxText01ForCausalLM": "minimax_text_01",  # lightning (linear) attention + softmax attention, MoE
+    # Mamba2 / attention / relu2 MLP / non-gated MoE, one mixer per layer by hybrid_override_pattern
+    "NemotronHForCausalLM": "nemotron_h",
 }
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
 _LATER = {
     "WhisperForConditionalGeneration": "encoder-decoder models (Whisper)",
-    # Mamba / linear-attention hybrids whose state and KV layers model/hybrid.py knows, but whose
-    # weights (MoE / per-layer MLP layouts) are not inventoried yet
-    **{name: "Mamba / linear-attention hybrid weights" for name in (
-        "NemotronHForCausalLM",)},
     # the text model is sized (Qwen3_5ForCausalLM); the Qwen3-VL-style vision tower is not
     **{name: "Qwen3.5 vision towers (Mamba / linear-attention hybrid weights of the text part are sized)"
        for name in ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")},
@@ -331,7 +334,7 @@ def _parse(config: dict, name: str) -> ModelSpec:
         attention_sinks=family == "gpt_oss",
         rotary_dtype="float32" if family == "gpt_oss" else None,  # gpt_oss.py get_rope(dtype=torch.float32)
     )
-    if family in ("bamba", "qwen3_next", "jamba", "granitemoehybrid", "falcon_h1", "minimax_text_01"):
+    if family in ("bamba", "qwen3_next", "jamba", "granitemoehybrid", "falcon_h1", "minimax_text_01", "nemotron_h"):
         spec = replace(spec, **_hybrid_fields(config))
     return spec
 
@@ -360,7 +363,32 @@ def _hybrid_fields(config: dict) -> dict:
         if config.get("rotary_dim"):
             fields["rotary_dim"] = int(config["rotary_dim"])
         fields["rotary_dtype"] = "float32"
+    if family == "nemotron_h":
+        fields.update(_nemotron_h_fields(config))
     return fields
+
+
+def _nemotron_h_fields(config: dict) -> dict:
+    """nemotron_h.py (0.10.2-0.33): every decoder layer is one norm + one mixer (M MambaMixer2, * attention
+    without rotary, - NemotronHMLP relu2 up/down, E NemotronHMoE); final norm_f; lm_head never tied."""
+    pattern = str(config.get("hybrid_override_pattern") or "")
+    if len(pattern) != int(config.get("num_hidden_layers") or len(pattern)):
+        raise ConfigError("Nemotron-H hybrid_override_pattern length differs from num_hidden_layers")
+    if set(pattern) - set("M*-E"):
+        raise UnsupportedArchitectureError(f"Nemotron-H layer kinds {sorted(set(pattern) - set('M*-E'))} are not sized")
+    intermediate = config.get("intermediate_size")
+    sizes = intermediate if isinstance(intermediate, list) else [intermediate]
+    heads = int(config["num_attention_heads"])
+    head_dim = config.get("head_dim") or config.get("attention_head_dim") or int(config["hidden_size"]) // heads
+    return {
+        "rotary_dim": None,  # NemotronHAttention: no positional embedding
+        "tie_word_embeddings": False,  # NemotronHForCausalLM builds its own ParallelLMHead
+        "norms_per_layer": 1,
+        "gated_mlp": False,  # relu2: up_proj + down_proj
+        "head_dim": int(head_dim),
+        # the widest MLP stands for the activation peak; the inventory reads the per-layer list itself
+        "intermediate_size": int(max(int(v) for v in sizes if v is not None) if any(v is not None for v in sizes) else 0),
+    }
 
 
 _MULTIMODAL = {
@@ -528,8 +556,10 @@ def _parse_multimodal(config: dict, name: str, architecture: str) -> ModelSpec:
 def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
     experts = config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts")
     if not experts or family not in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "gpt_oss", "qwen3_next",
-                                     "jamba", "granitemoehybrid", "minimax_text_01"):
+                                     "jamba", "granitemoehybrid", "minimax_text_01", "nemotron_h"):
         return None
+    if family == "nemotron_h":
+        return _nemotron_h_moe(config, int(experts))
     expert_intermediate = config.get("moe_intermediate_size") or config["intermediate_size"]
     dense: set[int] = set(config.get("mlp_only_layers") or ())
     step = config.get("decoder_sparse_step") or config.get("moe_layer_freq") or 1
@@ -565,6 +595,29 @@ def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
         expert_bias=family == "gpt_oss",
         score_correction_bias=config.get("topk_method") == "noaux_tc",
         router_dtype="float32" if family == "minimax_text_01" else None,
+    )
+
+
+def _nemotron_h_moe(config: dict, experts: int) -> MoeSpec | None:
+    """NemotronHMoE (nemotron_h.py 0.12-0.33): fp32 router [E, hidden] + fp32 e_score_correction_bias [E],
+    non-gated relu2 experts of moe_intermediate_size, n_shared_experts x moe_shared_expert_intermediate_size
+    as one NemotronHMLP, optional latent projections (moe_latent_size, 0.14+); experts on "E" layers only."""
+    pattern = str(config.get("hybrid_override_pattern") or "")
+    if "E" not in pattern:
+        return None
+    shared = int(config.get("n_shared_experts") or 0) * int(config.get("moe_shared_expert_intermediate_size") or 0)
+    latent = config.get("moe_latent_size")
+    return MoeSpec(
+        num_experts=experts,
+        experts_per_token=int(config.get("num_experts_per_tok") or 2),
+        expert_intermediate=int(_require(config, "moe_intermediate_size")),
+        shared_intermediate=shared,
+        dense_layers=tuple(i for i, kind in enumerate(pattern) if kind != "E"),
+        score_correction_bias=True,
+        router_dtype="float32",
+        gated=False,
+        latent_size=int(latent) if latent is not None else None,
+        shared_gated=False,
     )
 
 

@@ -234,6 +234,32 @@ def attention_shape(config: dict) -> tuple[int, int]:
     return kv_heads, head_dim
 
 
+def _graph_batch(batch: int) -> int:
+    """worker/model_runner.py _get_graph_batch_size (0.6) / VllmConfig.pad_for_cudagraph with the default
+    capture sizes 1, 2, 4, 8, 16, ... (0.6.5-0.10): up to 2, 4, then the next multiple of 8."""
+    if batch <= 2:
+        return batch
+    if batch <= 4:
+        return 4
+    return -(-batch // 8) * 8
+
+
+def v0_mamba_batch(max_num_seqs: int, enforce_eager: bool, version: tuple, max_capture_size: int = 512) -> int:
+    """The request slots V0's MambaCacheManager allocates (the model's forward builds it lazily):
+
+    - 0.6.0-0.6.4.post1 (jamba.py forward): _get_graph_batch_size(max_num_seqs), eager or not;
+    - 0.6.5-0.7.2 (jamba.py __init__): pad_for_cudagraph(max_num_seqs) capped at max_capture_size, but
+      8192 + 2 with --enforce-eager;
+    - 0.7.3-0.10.x (mamba_cache.py MambaCacheManager): max_num_seqs, padded to the CUDA-graph batch unless eager.
+    """
+    version = tuple(version[:3])
+    if version < (0, 6, 5):
+        return _graph_batch(max_num_seqs)
+    if version < (0, 7, 3):
+        return 8192 + 2 if enforce_eager else min(_graph_batch(max_num_seqs), max_capture_size)
+    return max_num_seqs if enforce_eager else _graph_batch(max_num_seqs)
+
+
 def v0_mamba_cache_bytes(state: MambaState, mamba_layers: int, max_num_seqs: int,
                          cudagraph_batch: int | None = None) -> int:
     """V0 MambaCacheManager (mamba_cache.py 0.7-0.10): conv and ssm tensors of

@@ -269,7 +269,13 @@ def build_inventory(
         parameters += q_rank * layers
     intermediate_rank = spec.intermediate_size // tp
     first_layer_index = first_layer
-    if spec.moe is not None:
+    if spec.family == "nemotron_h":
+        # one mixer per layer: relu2 MLPs on "-" layers, non-gated MoE on "E" layers, nothing on the others
+        # (called first: `linear` adds to `parameters` itself, which `+=` would overwrite)
+        mlp_parameters = _nemotron_h_mlps(spec, shard, quant, kernel, dtype, first_layer, layers, groups, some_layers,
+                                          linear)
+        parameters += mlp_parameters
+    elif spec.moe is not None:
         moe_layers = [i for i in range(first_layer_index, first_layer_index + layers) if i not in spec.moe.dense_layers]
         dense_count = layers - len(moe_layers)
         moe_allocations = per_layer if len(moe_layers) == layers else []
@@ -356,9 +362,20 @@ def _mamba_mixers(spec: ModelSpec, tp: int, dtype: str, first_layer: int, layers
         return _lightning_attention(spec, tp, dtype, mine, linear, groups, allocations)
     pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.mamba"
     hidden = spec.hidden_size
+    if spec.family == "nemotron_h":
+        # NemotronHMambaDecoderLayer: MambaMixer2(intermediate = mamba_num_heads x mamba_head_dim,
+        # use_bias on in/out_proj, use_conv_bias), module name "mixer"
+        pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.mixer"
+        config = {"mamba_n_heads": config["mamba_num_heads"], "mamba_d_state": config["ssm_state_size"],
+                  "mamba_n_groups": config["n_groups"], "mamba_d_conv": config["conv_kernel"],
+                  "mamba_expand": int(config["mamba_num_heads"]) * int(config["mamba_head_dim"]) / hidden,
+                  "mamba_proj_bias": bool(config.get("use_bias", False)),
+                  "mamba_conv_bias": bool(config.get("use_conv_bias", True))}
     heads, state = int(config["mamba_n_heads"]), int(config["mamba_d_state"])
     n_groups, kernel = int(config["mamba_n_groups"]), int(config["mamba_d_conv"])
     intermediate = int(config.get("mamba_expand", 2) * hidden)
+    if spec.family == "nemotron_h":
+        intermediate = int(spec.source_config["mamba_num_heads"]) * int(spec.source_config["mamba_head_dim"])
     if spec.family == "falcon_h1" and config.get("mamba_d_ssm") is not None:
         intermediate = int(config["mamba_d_ssm"])  # falcon_h1.py: mamba_d_ssm overrides expand x hidden
     groups_rank = n_groups + (0 if n_groups % tp == 0 else tp - n_groups)
@@ -377,6 +394,42 @@ def _mamba_mixers(spec: ModelSpec, tp: int, dtype: str, first_layer: int, layers
         # Mixer2RMSNormGated registers its weight only with use_rms_norm (Falcon-H1: config.mamba_rms_norm)
         dense.append(("norm.weight", (intermediate // tp,), dtype))
     parameters += _add_dense(groups, allocations, pattern, count, dense, "attention")
+    return parameters
+
+
+def _nemotron_h_mlps(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel: KernelLayout | None,
+                     dtype: str, first_layer: int, layers: int, groups: list, allocations: list, linear) -> int:
+    """Nemotron-H MLP ("-") and MoE ("E") layers on this stage (nemotron_h.py 0.10.2-0.33). NemotronHMLP is
+    up_proj [hidden -> I / tp] + down_proj [I / tp -> hidden] (relu2, no gate; bias = mlp_bias), I =
+    intermediate_size or its mlp_index-th entry when it is a list. Returns the parameters `linear` does not
+    count itself."""
+    config = spec.source_config or {}
+    pattern = str(config.get("hybrid_override_pattern") or "")
+    tp = shard.tensor_parallel_size
+    hidden = spec.hidden_size
+    sizes = config.get("intermediate_size")
+    bias = bool(config.get("mlp_bias", False))
+    by_size: dict[int, list[int]] = {}
+    for index in range(first_layer, first_layer + layers):
+        if pattern[index] == "-":
+            mlp_index = pattern[: index + 1].count("-") - 1
+            size = int(sizes[mlp_index] if isinstance(sizes, list) and len(sizes) > 1 else
+                       sizes[0] if isinstance(sizes, list) else sizes)
+            by_size.setdefault(size, []).append(index)
+    for size, mine in by_size.items():
+        names = "model.layers.{" + ",".join(map(str, mine)) + "}.mixer"
+        linear("up_proj", hidden, size // tp, 1, "mlp", bias, False, hidden, count=len(mine), pattern=names,
+               allocations=allocations)
+        linear("down_proj", size // tp, hidden, 1, "mlp", bias, True, size, count=len(mine), pattern=names,
+               allocations=allocations)
+    moe_layers = [i for i in range(first_layer, first_layer + layers) if pattern[i] == "E"]
+    if not moe_layers or spec.moe is None:
+        return 0
+    names = "model.layers.{" + ",".join(map(str, moe_layers)) + "}"
+    one_layer: list[int] = []
+    parameters = _moe_layers(spec, shard, quant, kernel, dtype, len(moe_layers), names, groups, one_layer, linear,
+                             module="mixer")
+    allocations.extend(one_layer * len(moe_layers))
     return parameters
 
 
@@ -516,7 +569,7 @@ def _mla_norm_parameters(spec: ModelSpec) -> int:
 
 
 def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel: KernelLayout | None, dtype: str,
-                count: int, pattern: str, groups: list, per_layer: list, linear) -> int:
+                count: int, pattern: str, groups: list, per_layer: list, linear, module: str = "mlp") -> int:
     """Router, experts and shared experts of the MoE layers on this rank; returns their parameters.
 
     Without expert parallelism every rank holds every expert with intermediate/tp columns; with it each
@@ -527,42 +580,62 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
     tp = shard.tensor_parallel_size
     moe_ranks = tp * shard.data_parallel_size  # TP is flattened across DP for the experts
     hidden = spec.hidden_size
+    if moe.latent_size:
+        # Nemotron-H latent MoE: replicated fc1_latent_proj / fc2_latent_proj (quantizable, bias = mlp_bias);
+        # the experts see the latent width
+        bias = bool((spec.source_config or {}).get("mlp_bias", False))
+        latent = moe.latent_size
+        linear(f"{module}.fc1_latent_proj", hidden, latent, 1, "expert", bias, False, hidden, count=count,
+               pattern=pattern)
+        linear(f"{module}.fc2_latent_proj", latent, hidden, 1, "expert", bias, False, latent, count=count,
+               pattern=pattern)
+        hidden = latent
     if shard.expert_parallel:
         local_experts, intermediate = -(-moe.num_experts // moe_ranks), moe.expert_intermediate
     else:
         local_experts, intermediate = moe.num_experts, moe.expert_intermediate // moe_ranks
     parameters = 0
+    router_in = spec.hidden_size
     # the router is a ReplicatedLinear built without a quant config in every MoE model file
-    groups.append(_dense(f"{pattern}.mlp.gate.weight", count, (moe.num_experts, hidden), moe.router_dtype or dtype,
+    groups.append(_dense(f"{pattern}.{module}.gate.weight", count, (moe.num_experts, router_in), moe.router_dtype or dtype,
                          "router"))
     per_layer.append(groups[-1].bytes_each)
-    parameters += moe.num_experts * hidden * count
+    parameters += moe.num_experts * router_in * count
     if moe.router_bias:
-        groups.append(_dense(f"{pattern}.mlp.router.bias", count, (moe.num_experts,), dtype, "router"))
+        groups.append(_dense(f"{pattern}.{module}.router.bias", count, (moe.num_experts,), dtype, "router"))
         per_layer.append(groups[-1].bytes_each)
         parameters += moe.num_experts * count
     if moe.score_correction_bias:
-        groups.append(_dense(f"{pattern}.mlp.gate.e_score_correction_bias", count, (moe.num_experts,), "float32", "router"))
+        groups.append(_dense(f"{pattern}.{module}.gate.e_score_correction_bias", count, (moe.num_experts,), "float32", "router"))
         per_layer.append(groups[-1].bytes_each)
         parameters += moe.num_experts * count
-    for tensor in expert_tensors(quant, kernel, local_experts, hidden, intermediate, dtype):
+    for tensor in expert_tensors(quant, kernel, local_experts, hidden, intermediate, dtype, gated=moe.gated):
         role = "expert" if tensor.role == "weight" else "quantization metadata"
-        groups.append(TensorGroup(f"{pattern}.mlp.experts.{tensor.suffix}", count, tensor.shape, tensor.dtype,
+        groups.append(TensorGroup(f"{pattern}.{module}.experts.{tensor.suffix}", count, tensor.shape, tensor.dtype,
                                   tensor.bytes, role))
         per_layer.append(tensor.bytes)
-    parameters += local_experts * 3 * hidden * intermediate * count
+    parameters += local_experts * (3 if moe.gated else 2) * hidden * intermediate * count
     if moe.expert_bias and not (quant is not None and quant.method == "mxfp4" and quant.converts("experts")):
         # (MXFP4's expert_tensors returns the biases itself, padded like the weights)
-        groups.append(_dense(f"{pattern}.mlp.experts.w13_bias", count, (local_experts, 2 * intermediate), dtype, "expert"))
-        groups.append(_dense(f"{pattern}.mlp.experts.w2_bias", count, (local_experts, hidden), dtype, "expert"))
+        groups.append(_dense(f"{pattern}.{module}.experts.w13_bias", count, (local_experts, 2 * intermediate), dtype, "expert"))
+        groups.append(_dense(f"{pattern}.{module}.experts.w2_bias", count, (local_experts, hidden), dtype, "expert"))
         per_layer += [groups[-2].bytes_each, groups[-1].bytes_each]
         parameters += local_experts * (2 * intermediate + hidden) * count
-    if moe.shared_intermediate:
+    hidden = spec.hidden_size  # the shared expert sees the full width
+    if moe.shared_intermediate and not moe.shared_gated:
+        # Nemotron-H: shared_experts is a NemotronHMLP (up_proj + down_proj, bias = mlp_bias)
+        shared = moe.shared_intermediate // tp
+        bias = bool((spec.source_config or {}).get("mlp_bias", False))
+        linear(f"{module}.shared_experts.up_proj", hidden, shared, 1, "mlp", bias, False, hidden, count=count,
+               pattern=pattern)
+        linear(f"{module}.shared_experts.down_proj", shared, hidden, 1, "mlp", bias, True, moe.shared_intermediate,
+               count=count, pattern=pattern)
+    elif moe.shared_intermediate:
         shared = moe.shared_intermediate // tp
         linear("mlp.shared_expert.gate_up_proj", hidden, 2 * shared, 2, "mlp", False, False, hidden, count=count)
         linear("mlp.shared_expert.down_proj", shared, hidden, 1, "mlp", False, True, moe.shared_intermediate, count=count)
     if moe.shared_expert_gate:
-        groups.append(_dense(f"{pattern}.mlp.shared_expert_gate.weight", count, (1, hidden), dtype, "router"))
+        groups.append(_dense(f"{pattern}.{module}.shared_expert_gate.weight", count, (1, hidden), dtype, "router"))
         per_layer.append(groups[-1].bytes_each)
         parameters += hidden * count
     return parameters

@@ -744,8 +744,13 @@ def expert_tensors(
     hidden: int,
     intermediate: int,
     activation_dtype: str,
+    gated: bool = True,
 ) -> tuple[StoredTensor, ...]:
     """The fused-MoE tensors of one layer on one rank: w13 (gate and up, [E, 2*I, H]) and w2 ([E, H, I]).
+
+    `gated=False` is FusedMoE(is_act_and_mul=False) (Nemotron-H relu2 experts): w13 holds the up projection
+    only, [E, I, H], and every w13 scale / packing follows its I rows (w13_num_shards = 1 in the
+    ModelOpt / compressed-tensors methods, 0.12+).
 
     `num_experts` are the experts on this rank and `intermediate` their intermediate size on this rank
     (vllm/model_executor/layers/fused_moe/layer.py FusedMoE.create_weights, every release).
@@ -753,9 +758,10 @@ def expert_tensors(
     add its own for that method.
     """
     e, h, i = num_experts, hidden, intermediate
+    s = 2 if gated else 1  # w13 shards: gate + up, or up only
     if quant is None or not quant.converts("experts"):
         return (
-            _tensor("w13_weight", (e, 2 * i, h), activation_dtype, "weight"),
+            _tensor("w13_weight", (e, s * i, h), activation_dtype, "weight"),
             _tensor("w2_weight", (e, h, i), activation_dtype, "weight"),
         )
     scale_dtype = activation_dtype if activation_dtype != "float32" else "float16"
@@ -763,30 +769,30 @@ def expert_tensors(
         # Fp8MoEMethod.create_weights (fp8.py): fp8 weights; block scales [E, 2I/bn, H/bk] and
         # [E, H/bn, I/bk], else per-expert scales w13 [E, 2] (one per shard, merged after load) and w2 [E]
         tensors = [
-            StoredTensor("w13_weight", (e, 2 * i, h), "float8_e4m3fn", e * 2 * i * h, "weight"),
+            StoredTensor("w13_weight", (e, s * i, h), "float8_e4m3fn", e * s * i * h, "weight"),
             StoredTensor("w2_weight", (e, h, i), "float8_e4m3fn", e * h * i, "weight"),
         ]
         if quant.weight_block:
             block_n, block_k = quant.weight_block
             tensors += [
-                _tensor("w13_weight_scale_inv", (e, -(-2 * i // block_n), -(-h // block_k)), "float32"),
+                _tensor("w13_weight_scale_inv", (e, -(-s * i // block_n), -(-h // block_k)), "float32"),
                 _tensor("w2_weight_scale_inv", (e, -(-h // block_n), -(-i // block_k)), "float32"),
             ]
         else:
-            tensors += [_tensor("w13_weight_scale", (e, 2), "float32"), _tensor("w2_weight_scale", (e,), "float32")]
+            tensors += [_tensor("w13_weight_scale", (e, s), "float32"), _tensor("w2_weight_scale", (e,), "float32")]
             if quant.static_input_scale:
                 tensors += [_tensor("w13_input_scale", (e,), "float32"), _tensor("w2_input_scale", (e,), "float32")]
         return tuple(tensors)
     if quant.method == "compressed-tensors":
-        return _ct_experts(quant, layout, e, h, i, activation_dtype, scale_dtype)
+        return _ct_experts(quant, layout, e, h, i, activation_dtype, scale_dtype, s)
     if quant.method == "mxfp4":
-        return _mxfp4_experts(layout, e, h, i, activation_dtype)
+        return _mxfp4_experts(layout, e, h, i, activation_dtype, s)
     if quant.method == "modelopt-fp4":
-        return _fp4_experts(layout, e, h, i, scale_dtype, modelopt=True)
+        return _fp4_experts(layout, e, h, i, scale_dtype, modelopt=True, shards=s)
     if quant.method == "bitsandbytes":
         # BitsAndBytesMoEMethod (bitsandbytes.py 0.10+): flattened uint8 experts, absmax fused per w13 / w2
         tensors = []
-        for name, elements, shards in (("w13_weight", e * 2 * i * h, 2 * e), ("w2_weight", e * h * i, e)):
+        for name, elements, shards in (("w13_weight", e * s * i * h, s * e), ("w2_weight", e * h * i, e)):
             for tensor in _bnb_linear(quant, layout or KernelLayout("bitsandbytes"), elements, 1, shards):
                 tensors.append(StoredTensor(tensor.suffix.replace("weight", name, 1), tensor.shape, tensor.dtype,
                                             tensor.bytes, tensor.role))
@@ -795,7 +801,7 @@ def expert_tensors(
 
 
 def _ct_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int, i: int, activation_dtype: str,
-                scale_dtype: str) -> tuple[StoredTensor, ...]:
+                scale_dtype: str, s: int = 2) -> tuple[StoredTensor, ...]:
     scheme = quant.scheme
     if scheme == "wNa16":
         bits, g = quant.bits, quant.group_size
@@ -811,14 +817,14 @@ def _ct_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int,
         g13 = 1 if g == -1 else h // g
         g2 = 1 if g == -1 else max(1, i // g)
         tensors = [
-            _packed("w13_weight_packed", (e, h * bits // 32, 2 * i), "int32", e * 2 * i * h * bits // 8),
+            _packed("w13_weight_packed", (e, h * bits // 32, s * i), "int32", e * s * i * h * bits // 8),
             _packed("w2_weight_packed", (e, i * bits // 32, h), "int32", e * h * i * bits // 8),
-            _tensor("w13_weight_scale", (e, g13, 2 * i), scale_dtype),
+            _tensor("w13_weight_scale", (e, g13, s * i), scale_dtype),
             _tensor("w2_weight_scale", (e, g2, h), scale_dtype),
         ]
         if quant.zero_point:
             pack = 32 // bits
-            tensors += [_tensor("w13_weight_zero_point", (e, g13, 2 * i // pack), "int32"),
+            tensors += [_tensor("w13_weight_zero_point", (e, g13, s * i // pack), "int32"),
                         _tensor("w2_weight_zero_point", (e, g2, h // pack), "int32")]
         # w13/w2_weight_shape: torch.empty(E, 2) in the default (model) dtype, never freed
         tensors += [_tensor("w13_weight_shape", (e, 2), activation_dtype), _tensor("w2_weight_shape", (e, 2), activation_dtype)]
@@ -832,43 +838,46 @@ def _ct_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int,
         # CompressedTensorsW8A8Fp8MoEMethod / W8A8Int8MoEMethod: 8-bit experts; channel scales fp32
         # [E, 2I, 1] / [E, H, 1], block scales [E, 2I/bn, H/bk], per-tensor [E, 2] -> [E] after load
         dtype = "int8" if scheme == "w8a8-int8" else "float8_e4m3fn"
-        tensors = [_tensor("w13_weight", (e, 2 * i, h), dtype, "weight"), _tensor("w2_weight", (e, h, i), dtype, "weight")]
+        tensors = [_tensor("w13_weight", (e, s * i, h), dtype, "weight"), _tensor("w2_weight", (e, h, i), dtype, "weight")]
         if quant.weight_block:
             bn, bk = quant.weight_block
-            tensors += [_tensor("w13_weight_scale", (e, _ceil(2 * i, bn), _ceil(h, bk)), "float32"),
+            tensors += [_tensor("w13_weight_scale", (e, _ceil(s * i, bn), _ceil(h, bk)), "float32"),
                         _tensor("w2_weight_scale", (e, _ceil(h, bn), _ceil(i, bk)), "float32")]
         elif quant.weight_strategy == "channel":
-            tensors += [_tensor("w13_weight_scale", (e, 2 * i, 1), "float32"), _tensor("w2_weight_scale", (e, h, 1), "float32")]
+            tensors += [_tensor("w13_weight_scale", (e, s * i, 1), "float32"), _tensor("w2_weight_scale", (e, h, 1), "float32")]
         else:
             tensors += [_tensor("w13_weight_scale", (e,), "float32"), _tensor("w2_weight_scale", (e,), "float32")]
         if quant.static_input_scale:
             tensors += [_tensor("w13_input_scale", (e,), "float32"), _tensor("w2_input_scale", (e,), "float32")]
         return tuple(tensors)
     if scheme in ("nvfp4", "nvfp4a16"):
-        return _fp4_experts(layout, e, h, i, scale_dtype, modelopt=False)
+        return _fp4_experts(layout, e, h, i, scale_dtype, modelopt=False, shards=s)
     raise QuantizationError(f"compressed-tensors {scheme} mixture-of-experts weights are not sized yet")
 
 
-def _fp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, scale_dtype: str, modelopt: bool) -> tuple[StoredTensor, ...]:
+def _fp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, scale_dtype: str, modelopt: bool,
+                 shards: int = 2) -> tuple[StoredTensor, ...]:
     """NVFP4 experts (ModelOptNvFp4FusedMoE, CompressedTensorsW4A4Nvfp4MoEMethod): uint8 [E, 2I, H/2] and
     [E, H, I/2], fp8 scales per 16 values, fp32 per-expert global scales (approximate: the per-expert
     scalar vectors differ a little by release and backend)."""
     suffix = "weight" if modelopt else "weight_packed"
-    tensors = [_packed(f"w13_{suffix}", (e, 2 * i, h // 2), "uint8", e * i * h),
+    s = shards
+    tensors = [_packed(f"w13_{suffix}", (e, s * i, h // 2), "uint8", e * s * i * h // 2),
                _packed(f"w2_{suffix}", (e, h, i // 2), "uint8", e * h * i // 2)]
     if layout is not None and layout.kernel == "fp4_marlin":
-        tensors += [_tensor("w13_weight_scale", (e, _ceil(h, 16), 2 * i), "float8_e4m3fn"),
+        tensors += [_tensor("w13_weight_scale", (e, _ceil(h, 16), s * i), "float8_e4m3fn"),
                     _tensor("w2_weight_scale", (e, _ceil(i, 16), h), "float8_e4m3fn"),
                     _tensor("w13_weight_scale_2", (e,), scale_dtype), _tensor("w2_weight_scale_2", (e,), scale_dtype)]
         return tuple(tensors)
-    tensors += [_tensor("w13_weight_scale", (e, _round_up(2 * i, 128), _round_up(_ceil(h, 16), 4)), "float8_e4m3fn"),
+    tensors += [_tensor("w13_weight_scale", (e, _round_up(s * i, 128), _round_up(_ceil(h, 16), 4)), "float8_e4m3fn"),
                 _tensor("w2_weight_scale", (e, _round_up(h, 128), _round_up(_ceil(i, 16), 4)), "float8_e4m3fn")]
     tensors += [_tensor(name, (e,), "float32") for name in
                 ("w13_weight_scale_2", "w2_weight_scale_2", "w13_input_scale", "w2_input_scale", "g1_alphas", "g2_alphas")]
     return tuple(tensors)
 
 
-def _mxfp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, activation_dtype: str) -> tuple[StoredTensor, ...]:
+def _mxfp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, activation_dtype: str,
+                   s: int = 2) -> tuple[StoredTensor, ...]:
     """gpt-oss experts (mxfp4.py Mxfp4MoEMethod.create_weights, 0.10.1-0.33): w13 uint8 [E, 2I', H'/2],
     scales uint8 [E, 2I', H'/32], bias [E, 2I']; w2 uint8 [E, H', I'/2], scales [E, H', I'/32], bias [E, H'],
     with I' and H' rounded up per backend (mxfp4_round_up_hidden_size_and_intermediate_size in 0.19+)."""
@@ -876,26 +885,26 @@ def _mxfp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, activati
     pad_i = layout.pad_intermediate if layout is not None and layout.moe_kernel else 128
     pad_h = layout.pad_hidden if layout is not None and layout.moe_kernel else 256
     ip, hp = _round_up(i, pad_i), _round_up(h, pad_h)
-    weights = [_packed("w13_weight", (e, 2 * ip, hp // 2), "uint8", e * 2 * ip * hp // 2),
+    weights = [_packed("w13_weight", (e, s * ip, hp // 2), "uint8", e * s * ip * hp // 2),
                _packed("w2_weight", (e, hp, ip // 2), "uint8", e * hp * ip // 2)]
-    scales = [_tensor("w13_weight_scale", (e, 2 * ip, hp // 32), "uint8"),
+    scales = [_tensor("w13_weight_scale", (e, s * ip, hp // 32), "uint8"),
               _tensor("w2_weight_scale", (e, hp, ip // 32), "uint8")]
     if backend == "marlin":
         # prepare_moe_fp4_layer_for_marlin (utils/marlin_utils_fp4.py): int32 repack (same bytes), scales
         # permuted back to one e8m0 byte each, biases in the activation dtype (+ an int32 [#SMs*4] workspace)
-        weights = [_packed("w13_weight", (e, hp // 16, 2 * ip * 2), "int32", e * 2 * ip * hp // 2),
+        weights = [_packed("w13_weight", (e, hp // 16, s * ip * 2), "int32", e * s * ip * hp // 2),
                    _packed("w2_weight", (e, ip // 16, hp * 2), "int32", e * hp * ip // 2)]
-        scales = [_tensor("w13_weight_scale", (e, hp // 32, 2 * ip), "float8_e8m0fnu"),
+        scales = [_tensor("w13_weight_scale", (e, hp // 32, s * ip), "float8_e8m0fnu"),
                   _tensor("w2_weight_scale", (e, ip // 32, hp), "float8_e8m0fnu")]
-        biases = [_tensor("w13_bias", (e, 2 * ip), activation_dtype, "weight"),
+        biases = [_tensor("w13_bias", (e, s * ip), activation_dtype, "weight"),
                   _tensor("w2_bias", (e, hp), activation_dtype, "weight")]
         return tuple(weights + scales + biases)
-    biases = [_tensor("w13_bias", (e, 2 * ip), "float32", "weight"), _tensor("w2_bias", (e, hp), "float32", "weight")]
+    biases = [_tensor("w13_bias", (e, s * ip), "float32", "weight"), _tensor("w2_bias", (e, hp), "float32", "weight")]
     if backend == "triton":
         # _swizzle_mxfp4 (utils/mxfp4_utils.py) with Hopper layouts: the values are re-laid out (the loaded
         # parameters deleted), the scales copied into HopperMXScaleLayout (rows padded to 2*num_warps*2*8 =
         # 256, columns to 2) while layer.w13/w2_weight_scale stay registered
-        swizzled = [_tensor("w13_precision_config.weight_scale", (e, _round_up(2 * ip, 256), _round_up(h // 32, 2)), "uint8"),
+        swizzled = [_tensor("w13_precision_config.weight_scale", (e, _round_up(s * ip, 256), _round_up(h // 32, 2)), "uint8"),
                     _tensor("w2_precision_config.weight_scale", (e, _round_up(h, 256), _round_up(ip // 32, 2)), "uint8")]
         return tuple(weights + scales + swizzled + biases)
     # flashinfer-trtllm (sm100): shuffled in place (same bytes), scales viewed as fp8, biases fp32,

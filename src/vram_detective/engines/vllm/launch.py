@@ -84,6 +84,8 @@ FLAGS: tuple[Flag, ...] = (
          "tokens proposed per step (vLLM 0.4-0.9 flag)"),
     Flag("speculative_draft_tensor_parallel_size", ("--speculative-draft-tensor-parallel-size", "-spec-draft-tp"),
          _positive_int, "the draft model's TP size (V0)"),
+    Flag("decode_context_parallel_size", ("--decode-context-parallel-size", "-dcp"), _positive_int,
+         "decode context parallel: each TP rank keeps 1/dcp of every sequence's KV (vLLM 0.10.2+)"),
 )
 
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}

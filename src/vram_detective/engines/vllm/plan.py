@@ -256,10 +256,14 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
                            peak_phase=peak.peak_phase + " + one CPU-offloaded layer copied in")
         graphs = profile.cuda_graphs(layer_counts[stage], settings, release)
         graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
+        mamba_cache, mamba_reason = v0_mamba_cache(spec, settings, release, sum(layer_counts[:stage]),
+                                                   layer_counts[stage])
+        if stage == 0:
+            mamba_cache0, mamba_reason0 = mamba_cache, mamba_reason
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
         else:
-            available = budget - weights - peak.activation_peak_bytes - non_torch_inside - graph_subtracted
+            available = budget - weights - peak.activation_peak_bytes - mamba_cache - non_torch_inside - graph_subtracted
         ranks.append(RankFigures(stage * tp, stage, weights, peak.activation_peak_bytes, non_torch_inside,
                                  graphs.bytes, available, layer_counts[stage], 0, 0))
         stage_data.append((inventory, peak, graphs, available, allocator_bytes, offloaded))
@@ -315,14 +319,17 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     graph_budgeted = bool(release["cuda_graph_subtracted"])
     pool_bytes = kv.pool_bytes if available > 0 else 0
     components = _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, offloaded, peak,
-                              non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, kv)
+                              non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, kv,
+                              (mamba_cache0, mamba_reason0))
     outside = _outside_budget(non_torch_outside, graphs, graph_budgeted)
-    smi_mib = _nvidia_smi_used_mib(total, settings, rank0.weights_bytes, non_torch_inside, pool_bytes, outside,
-                                   graphs.bytes if graph_budgeted else 0, peak.activation_peak_bytes)
+    smi_mib = _nvidia_smi_used_mib(total, settings, rank0.weights_bytes + mamba_cache0, non_torch_inside, pool_bytes,
+                                   outside, graphs.bytes if graph_budgeted else 0, peak.activation_peak_bytes)
+    # vLLM's profiled "activation peak" holds the V0 Mamba state cache (allocated inside the profile run)
+    logged_peak = peak.activation_peak_bytes + mamba_cache0
 
     figures = LogFigures(
         total_bytes=total, utilization=settings.gpu_memory_utilization, weights_bytes=rank0.weights_bytes,
-        activation_bytes=peak.activation_peak_bytes, non_torch_bytes=non_torch_inside,
+        activation_bytes=logged_peak, non_torch_bytes=non_torch_inside,
         context_bytes=profile.CUDA_CONTEXT, kv_bytes=available, num_gpu_blocks=blocks,
         num_cpu_blocks=cpu_blocks, kv_tokens=kv.kv_cache_tokens, max_concurrency=kv.max_concurrency,
         max_model_len=settings.max_model_len, graph_bytes=graphs.bytes, graph_estimate_bytes=graphs.bytes,
@@ -338,7 +345,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     return Breakdown(
         model=spec.name, gpu_name=gpu.name, total_gpu_bytes=total, vllm_version=release.label, engine=release.engine,
         settings=settings.as_settings(), components=components, weights_bytes=rank0.weights_bytes,
-        activation_peak_bytes=peak.activation_peak_bytes, non_torch_bytes=non_torch_inside,
+        activation_peak_bytes=logged_peak, non_torch_bytes=non_torch_inside,
         cuda_graph_bytes=graphs.bytes, cuda_graph_budgeted=graph_budgeted, budget_bytes=budget,
         kv_cache_bytes=available, num_gpu_blocks=blocks, num_cpu_blocks=cpu_blocks, block_size=block_size,
         kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
@@ -369,7 +376,8 @@ def _insert_before(lines: tuple[str, ...], prefix: str, line: str) -> tuple[str,
 
 
 def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, offloaded, peak,
-                 non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, kv) -> Component:
+                 non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, kv,
+                 mamba_cache: tuple[int, str] = (0, "")) -> Component:
     """Rank 0's budget (u x T) and what fills it, each with the rule behind it."""
     children = [
         weights_component(inventory, weights_plan, spec, allocator_bytes, offloaded),
@@ -379,6 +387,9 @@ def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan
                   "model of the profile run (profile.py)"),
         Component("non_torch", "non-torch memory", non_torch_inside, non_torch_reason),
     ]
+    if mamba_cache[0]:
+        children.insert(2, Component("mamba_state_cache_v0", "Mamba state cache (V0)", mamba_cache[0], mamba_cache[1],
+                                     "model_executor/models/mamba_cache.py (0.7.3-0.10), jamba.py (0.6-0.7.2)"))
     if graph_budgeted:
         children.append(Component("cuda_graphs", "CUDA graph memory (estimated, subtracted)", graphs.bytes,
                                   graphs.reason, release.source("cuda_graph_subtracted")))
@@ -425,15 +436,8 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
             raise UnsupportedArchitectureError(
                 f"{spec.architecture} in the V1 engine before 0.10.1 is not sized "
                 f"({kv_groups.rule_source(release.version, 'v1_mamba')})")
-        if settings.engine == "v0":
-            from ...model.hybrid import mamba_state, v0_mamba_cache_bytes
-
-            state = mamba_state(spec.source_config, settings.tensor_parallel_size, settings.dtype)
-            cache = v0_mamba_cache_bytes(state, spec.hybrid.mamba_layers, settings.max_num_seqs)
-            raise UnsupportedArchitectureError(
-                f"{spec.architecture} in the V0 engine is not sized: its MambaCacheManager ({spec.hybrid.mamba_layers} "
-                f"layers x max_num_seqs {settings.max_num_seqs} (CUDA-graph padded) x {state.page_bytes} B = "
-                f"{cache / GIB:.2f} GiB or more per rank) sits in the profiled peak, outside the KV blocks")
+        # V0: the Mamba layers' states live in the model's own MambaCacheManager (v0_mamba_cache below),
+        # outside the KV blocks; plan_kv_groups counts the attention layers only
         layers, per_layer = kv_groups.hybrid_attention_layers(
             spec.source_config, settings.tensor_parallel_size, settings.block_size, settings.kv_cache_dtype_bytes,
             settings.dtype)
@@ -466,6 +470,30 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
     return layers, workers
 
 
+def v0_mamba_cache(spec: ModelSpec, settings: EngineSettings, release: Release, first_layer: int,
+                   count: int) -> tuple[int, str]:
+    """(bytes, reason) of V0's MambaCacheManager on a rank holding layers [first_layer, first_layer + count):
+    conv and ssm states [mamba_layers, batch, *shape] in the model dtype (the model passes
+    lm_head.weight.dtype, 0.6-0.10), built by the first forward - the profile run - and kept, so it sits in the
+    profiled peak and comes out of the KV budget. (0, "") for non-hybrids and V1."""
+    if settings.engine != "v0" or spec.hybrid is None or not spec.source_config:
+        return 0, ""
+    from ...model.hybrid import mamba_state, v0_mamba_batch, v0_mamba_cache_bytes
+
+    mamba_layers = sum(1 for kind in spec.hybrid.layers[first_layer:first_layer + count] if "mamba" in kind)
+    if not mamba_layers:
+        return 0, ""
+    state = mamba_state(spec.source_config, settings.tensor_parallel_size, settings.dtype,
+                        mamba_cache_dtype=settings.dtype, mamba_ssm_cache_dtype=settings.dtype)
+    batch = v0_mamba_batch(settings.max_num_seqs, settings.enforce_eager, release.version)
+    cache = v0_mamba_cache_bytes(state, mamba_layers, settings.max_num_seqs, batch)
+    shapes = " + ".join("x".join(map(str, shape)) for shape in state.shapes)
+    return cache, (f"MambaCacheManager: {mamba_layers} Mamba layers x {batch} request slots (max_num_seqs "
+                   f"{settings.max_num_seqs}{', CUDA-graph padded' if batch != settings.max_num_seqs else ''}) x "
+                   f"{state.page_bytes} B ({shapes} in {settings.dtype}); allocated by the profile run's forward, "
+                   "so vLLM logs it inside the activation peak")
+
+
 def plan_kv(layers, workers, budgets, settings: EngineSettings, release: Release) -> kv_groups.KvGroupPlan:
     return kv_groups.plan_kv_groups(
         layers, budgets, settings.block_size, settings.max_model_len, settings.max_num_batched_tokens,
@@ -473,6 +501,7 @@ def plan_kv(layers, workers, budgets, settings: EngineSettings, release: Release
         num_gpu_blocks_override=settings.num_gpu_blocks_override, worker_layers=workers,
         pipeline_parallel_size=settings.tensor_parallel_size and settings.pipeline_parallel_size,
         mamba_cache_mode=settings.mamba_cache_mode, mamba_chunk_size=settings.mamba_chunk_size,
+        decode_context_parallel_size=settings.decode_context_parallel_size,
     )
 
 

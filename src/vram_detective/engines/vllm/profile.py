@@ -123,6 +123,54 @@ def vision_item(spec: ModelSpec) -> tuple[int, int]:
     return QWEN_VL_MAX_PATCHES, QWEN_VL_MAX_PATCHES // vision.spatial_merge_size ** 2
 
 
+# Mllama (Llama 3.2 Vision) in the V0 encoder-decoder runner (worker/enc_dec_model_runner.py profile_run,
+# 0.6.x-0.10.x): max_num_seqs dummy sequences, each with limit_mm_per_prompt["image"] (default 1) dummy
+# 1024x1024 images (mllama.py dummy_image), all run through the vision encoder in one batch. Per image
+# (MllamaVisionModel.forward): tiles x ((image/14)^2 + 1) positions padded to a multiple of 8 (L), an
+# additive aspect-ratio mask [L, L] in the model dtype (_prepare_aspect_ratio_attention_mask; SDPA with a
+# mask uses the memory-efficient kernel, which broadcasts it over heads), and the local transformer keeps
+# the inputs of intermediate_layers_indices layers (5) for the projector. Peak = inside the MLP of a late
+# local layer: mask + 5 saved states + residual + normed input (hidden) + fc1 and GELU outputs (intermediate).
+# Check: vllm-pr12126 (Llama-3.2-11B-Vision, 128 seqs, H100, 0.6.6 PR branch) logs 36.63 GiB; this gives
+# 128 x (6432^2 x 2 + 6432 x (7 x 1280 + 2 x 5120) x 2) B = 39.30 GiB (+7%; the stack / global-encoder phase
+# would be higher still by this lifetime count, so the PR branch frees some of them - not modelled).
+MLLAMA_DUMMY_IMAGE_SIDE = 1024
+MLLAMA_STATES_AT_PEAK = 2  # residual + normed input beside the saved intermediate-layer inputs
+
+
+def mllama_tiles(vision, side: int = MLLAMA_DUMMY_IMAGE_SIDE) -> int:
+    """Tiles of one side x side image (transformers MllamaImageProcessor get_optimal_tiled_canvas: the
+    smallest upscaling canvas of at most max_num_tiles tiles, else the largest downscaling one)."""
+    tile = vision.image_size
+    best_up, best_down = None, None
+    for rows in range(1, vision.max_num_tiles + 1):
+        for cols in range(1, vision.max_num_tiles // rows + 1):
+            scale = min(rows * tile / side, cols * tile / side)
+            key = (scale, rows * cols)
+            if scale >= 1:
+                best_up = key if best_up is None or key < best_up else best_up
+            elif best_down is None or scale > best_down[0]:
+                best_down = key
+    return (best_up or best_down)[1]
+
+
+def mllama_v0_encoder(spec: ModelSpec, settings: EngineSettings, dtype_bytes: int) -> tuple[int, int, int, int]:
+    """(vision-encoder peak bytes, cross-attention states kept for the text pass, images, tiles)."""
+    vision = spec.vision
+    images = settings.max_num_seqs  # x limit_mm_per_prompt["image"], which is not a setting here yet (default 1)
+    tiles = mllama_tiles(vision)
+    positions = (vision.image_size // vision.patch_size) ** 2 + 1
+    padded = -(-positions // 8) * 8
+    length = vision.max_num_tiles * padded  # the mask spans max_num_tiles (the batch's widest) tiles
+    saved = max(0, vision.vision_output_dim // vision.hidden_size - 1) if vision.vision_output_dim else 5
+    tp = settings.tensor_parallel_size
+    per_image = (length * length * dtype_bytes
+                 + length * ((saved + MLLAMA_STATES_AT_PEAK) * vision.hidden_size
+                             + 2 * vision.intermediate_size // tp) * dtype_bytes)
+    cross = images * tiles * positions * spec.hidden_size * dtype_bytes  # projected states, flattened
+    return images * per_image, cross, images, tiles
+
+
 @dataclass(frozen=True)
 class ProfileEstimate:
     activation_peak_bytes: int
@@ -158,7 +206,13 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
         sampler = requests * spec.padded_vocab_size * per_logit + tokens * hidden * dtype_bytes
     peak = max(forward, sampler)
     phase = "forward" if forward >= sampler else "sampler"
-    if spec.vision is not None and settings.pipeline_parallel_size == 1 or spec.vision is not None and not is_last_stage:
+    if spec.vision is not None and spec.vision.kind == "mllama" and settings.engine == "v0" and (
+            settings.pipeline_parallel_size == 1 or not is_last_stage):
+        encoder, cross, images, tiles = mllama_v0_encoder(spec, settings, dtype_bytes)
+        if encoder > peak + cross:
+            phase = f"Mllama vision encoder ({images} image(s) of {tiles} tile(s), V0 enc-dec profile)"
+        peak = max(encoder, peak + cross)
+    elif spec.vision is not None and settings.pipeline_parallel_size == 1 or spec.vision is not None and not is_last_stage:
         patches, item_tokens = vision_item(spec)
         items = max(1, max(tokens, item_tokens) // item_tokens)
         vision = spec.vision

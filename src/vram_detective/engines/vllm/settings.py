@@ -15,7 +15,7 @@ SETTING_NAMES = (
     "max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization",
     "enforce_eager", "swap_space", "kv_cache_memory_bytes", "num_gpu_blocks_override", "entrypoint",
     "enable_chunked_prefill", "enable_expert_parallel", "cpu_offload_gb", "enable_lora", "max_loras",
-    "max_lora_rank",
+    "max_lora_rank", "decode_context_parallel_size",
 )
 
 DTYPE_ALIASES = {
@@ -68,6 +68,7 @@ class EngineSettings:
     enable_prefix_caching: bool | None = None  # None: the release default
     mamba_cache_mode: str = "none"  # Mamba hybrids on V1: what prefix caching implies (kv_groups.default_mamba_cache_mode)
     mamba_chunk_size: int | None = None  # the SSD chunk "all" mode aligns attention blocks to (None: 256)
+    decode_context_parallel_size: int = 1  # --decode-context-parallel-size / -dcp (0.10.2+, inside the TP group)
 
     @property
     def kv_cache_dtype_bytes(self) -> int:
@@ -219,6 +220,13 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         )
     if pp > spec.num_layers:
         raise SettingsError(f"pipeline_parallel_size {pp} exceeds the model's {spec.num_layers} layers")
+    dcp = int(user.get("decode_context_parallel_size") or 1)
+    if dcp > 1:
+        # arg_utils.py: --decode-context-parallel-size / -dcp from 0.10.2; it splits the TP group (no extra GPUs)
+        if release.version < (0, 10, 2):
+            raise SettingsError(f"--decode-context-parallel-size does not exist before vLLM 0.10.2 (this is {release.label})")
+        if tp % dcp:
+            raise StartupRefusal(f"tp_size={tp} must be divisible bydcp_size={dcp}.")  # arg_utils assert, verbatim
 
     utilization = user.get("gpu_memory_utilization")
     if utilization is None:
@@ -350,6 +358,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         enable_prefix_caching=user.get("enable_prefix_caching"),
         mamba_cache_mode=_mamba_cache_mode(spec, release, engine, user.get("enable_prefix_caching")),
         mamba_chunk_size=_mamba_chunk_size(spec),
+        decode_context_parallel_size=dcp,
     ), release
 
 

@@ -178,10 +178,13 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocat
     accounted = sum(step.bytes for step in steps)
     real = inventory.total_bytes + allocator_bytes - offloaded
     rest = real - accounted
-    if rest:
+    if rest and (plan.quant is not None or plan.stored_format):
         steps.append(Component("kernel_padding", "kernel padding and packing", rest,
                                "quantized tensors padded to the kernel's alignment (e.g. MXFP4 experts to multiples of "
-                               "64-256) and integer packing"))
+                               "64-256), integer packing and small buffers"))
+    elif rest:
+        steps.append(Component("buffers", "small buffers", rest,
+                               "non-parameter tensors such as the attention layers' fp32 scale scalars"))
     shares = [replace(step, reason=f"{step.bytes / real:+.1%} of the real figure: {step.reason}") if real and i else step
               for i, step in enumerate(steps)]
     shares.append(Component("reality", "real weights on this GPU", real, "what vLLM logs"))

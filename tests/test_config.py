@@ -352,7 +352,7 @@ def test_r1_distill_llama_70b():
 # --- what is refused -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("architecture", ["WhisperForConditionalGeneration"])
+@pytest.mark.parametrize("architecture", ["Qwen3_5ForConditionalGeneration"])
 def test_unsupported_architectures_are_refused_in_one_line(architecture):
     config = copy.deepcopy(load_model("Qwen/Qwen2.5-7B-Instruct").config)
     config["architectures"] = [architecture]

@@ -90,6 +90,24 @@ class VisionSpec:
 
 
 @dataclass(frozen=True)
+class EncoderSpec:
+    """An encoder served with an encoder-decoder model (vLLM loads it on the first pipeline stage).
+
+    Whisper (vllm/model_executor/models/whisper.py, 0.7.0+): conv1 (mel bins -> d_model, k=3) and conv2
+    (d_model -> d_model, k=3, stride 2) with biases, a [max_source_positions, d_model] position table,
+    encoder_layers pre-LN layers (fused qkv with bias, out_proj, fc1/fc2 with biases, two LayerNorms with bias)
+    and a final LayerNorm."""
+
+    kind: str  # "whisper"
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    num_mel_bins: int
+    max_source_positions: int  # encoder tokens per request (1500 for 30 s of audio)
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A dense decoder as vLLM builds it; sizes are for the whole model (before any sharding)."""
 
@@ -126,6 +144,7 @@ class ModelSpec:
     attention_sinks: bool = False  # gpt-oss: one learned sink per attention head
     rotary_dtype: str | None = None  # None: the model dtype; gpt-oss asks get_rope for float32
     vision: VisionSpec | None = None
+    encoder: EncoderSpec | None = None  # encoder-decoder models (Whisper): the decoder is the text model
     hybrid: object | None = None  # model/hybrid.py HybridLayout: Mamba / linear-attention layers (Bamba)
     notes: tuple[str, ...] = field(default_factory=tuple)
     # the config as read: engine rules that depend on raw keys (layer_types, windows) read it
@@ -187,7 +206,6 @@ _ARCHITECTURE_FAMILY = {
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
 _LATER = {
-    "WhisperForConditionalGeneration": "encoder-decoder models (Whisper)",
     # the text model is sized (Qwen3_5ForCausalLM); the Qwen3-VL-style vision tower is not
     **{name: "Qwen3.5 vision towers (Mamba / linear-attention hybrid weights of the text part are sized)"
        for name in ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")},
@@ -259,6 +277,8 @@ def _parse(config: dict, name: str) -> ModelSpec:
         )
     if architecture in _MULTIMODAL:
         return _parse_multimodal(config, name, architecture)
+    if architecture == "WhisperForConditionalGeneration":
+        return _parse_whisper(config, name, architecture)
     family = _ARCHITECTURE_FAMILY.get(architecture)
     if family is None:
         model_type = config.get("model_type", "")
@@ -551,6 +571,38 @@ def _parse_multimodal(config: dict, name: str, architecture: str) -> ModelSpec:
                             raw.get("spatial_merge_size", 2),
                             out_hidden_size=raw.get("out_hidden_size") or raw.get("hidden_size_out") or spec.hidden_size)
     return replace(spec, architecture=architecture, vision=vision)
+
+
+# WhisperConfig defaults (transformers configuration_whisper.py) for keys a config.json may leave out
+_WHISPER_DEFAULTS = {"vocab_size": 51865, "num_mel_bins": 80, "encoder_layers": 4, "encoder_attention_heads": 6,
+                     "decoder_layers": 4, "decoder_attention_heads": 6, "decoder_ffn_dim": 1536,
+                     "encoder_ffn_dim": 1536, "d_model": 384, "max_source_positions": 1500,
+                     "max_target_positions": 448, "tie_word_embeddings": True}
+
+
+def _parse_whisper(config: dict, name: str, architecture: str) -> ModelSpec:
+    """Whisper (vllm/model_executor/models/whisper.py, 0.7.0+): the decoder is the text model - d_model wide,
+    decoder_layers pre-LN layers of self-attention (fused qkv, bias; the checkpoint's missing k_proj bias is
+    loaded as zeros), cross-attention (q_proj, fused kv_proj, out_proj, biases), fc1/fc2 with biases and three
+    LayerNorms with bias; a plain nn.Embedding vocabulary (no padding to 64), a learned [max_target_positions,
+    d_model] position table, a final LayerNorm, and proj_out tied to embed_tokens. The encoder is `encoder`."""
+    raw = {**_WHISPER_DEFAULTS, **config}
+    hidden = int(raw["d_model"])
+    heads = int(raw["decoder_attention_heads"])
+    target = int(raw["max_target_positions"])
+    encoder = EncoderSpec("whisper", hidden, int(raw["encoder_layers"]), int(raw["encoder_attention_heads"]),
+                          int(raw["encoder_ffn_dim"]), int(raw["num_mel_bins"]), int(raw["max_source_positions"]))
+    return ModelSpec(
+        name=name, architecture=architecture, family="whisper", hidden_size=hidden,
+        num_layers=int(raw["decoder_layers"]), num_attention_heads=heads, num_kv_heads=heads,
+        head_dim=hidden // heads, intermediate_size=int(raw["decoder_ffn_dim"]), vocab_size=int(raw["vocab_size"]),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings", True)),
+        torch_dtype=_dtype_name(config.get("torch_dtype") or config.get("dtype") or "float32"),
+        max_position_embeddings=target, rotary_dim=None, rope_scaling=None,
+        qkv_bias=True, o_bias=True, mlp_bias=True, gated_mlp=False, norms_per_layer=3, norm_bias=True,
+        learned_positions=target, max_len_keys=_max_len_keys(config), encoder=encoder,
+        quantization=parse_quantization_config(config.get("quantization_config")),
+    )
 
 
 def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:

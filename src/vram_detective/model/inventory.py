@@ -14,7 +14,7 @@ from .quantization import DTYPE_BYTES, KernelLayout, QuantConfig, expert_tensors
 
 ROLES = (
     "embedding", "attention", "mlp", "expert", "router", "norm", "lm_head", "quantization metadata",
-    "rotary cache", "vocab padding", "position embedding", "lora", "vision",
+    "rotary cache", "vocab padding", "position embedding", "lora", "vision", "encoder",
 )
 
 
@@ -174,10 +174,13 @@ def build_inventory(
         # VocabParallelEmbedding pads to 64; with LoRA the lm_head pads to lora_vocab_padding_size and
         # both tables carry the LoRA extra-vocabulary rows (llama.py <= 0.11)
         padding = lora.vocab_padding if lora and name == "lm_head" else 64
+        shards = tp
+        if spec.encoder is not None:
+            padding, shards = 1, 1  # Whisper: a plain nn.Embedding, unpadded and replicated (whisper.py)
         padded = -(-(spec.vocab_size + extra_vocab) // padding) * padding
-        vocab_rows = padded // tp
+        vocab_rows = padded // shards
         # the padding rows sit at the end of the last shard; per rank they are shown as an even share
-        padding_rows = (padded - spec.vocab_size) // tp
+        padding_rows = (padded - spec.vocab_size) // shards
         real_rows = vocab_rows - padding_rows
         allocations.append(vocab_rows * hidden * DTYPE_BYTES[dtype])  # one tensor, padding included
         groups.append(_dense(f"{name}.weight", 1, (real_rows, hidden), dtype, role))
@@ -187,6 +190,8 @@ def build_inventory(
 
     if shard.is_first_stage and spec.vision is not None:
         parameters += _vision_tower(spec, tp, quant, kernel, dtype, groups, before)
+    if shard.is_first_stage and spec.encoder is not None:
+        parameters += _audio_encoder(spec, tp, dtype, groups, before)
     if shard.is_first_stage:
         vocab_table("model.embed_tokens", "embedding", before)
         if spec.learned_positions:
@@ -243,6 +248,12 @@ def build_inventory(
             # (called first: `linear` adds to `parameters` itself, which `+=` would overwrite)
             mixer_parameters = _mamba_mixers(spec, tp, dtype, first_layer, layers, linear, groups, some_layers)
             parameters += mixer_parameters
+    if spec.encoder is not None:
+        # Whisper decoder layers' cross-attention (WhisperCrossAttention): q_proj (column), kv_proj (fused K/V
+        # over the encoder states, QKVParallelLinear with no q heads), out_proj (row), all with biases
+        linear("encoder_attn.q_proj", hidden, q_rank * head, 1, "attention", True, False, hidden)
+        linear("encoder_attn.kv_proj", hidden, 2 * kv_rank * head, 2, "attention", True, False, hidden)
+        linear("encoder_attn.out_proj", q_rank * head, hidden, 1, "attention", True, True, spec.q_size)
     rope_after = len(per_layer)  # the attention module builds its rotary cache after its linears
     if spec.qk_norm and spec.hybrid is not None and spec.mla is None:
         # hybrids (Qwen3-Next): q/k norms on the attention layers only
@@ -677,6 +688,31 @@ def _lora_slots(spec: ModelSpec, shard: Shard, lora: LoraSlots, dtype: str, laye
         groups.append(_dense("lm_head.lora_b_stacked", 1, (loras, 1, padded, rank), dtype, "lora"))
         if lora.extra_vocab:
             groups.append(_dense("lm_head.embeddings_tensors", 1, (loras, lora.extra_vocab, hidden), dtype, "lora"))
+
+
+def _audio_encoder(spec: ModelSpec, tp: int, dtype: str, groups: list, allocations: list) -> int:
+    """Whisper's encoder (WhisperEncoder, whisper.py 0.7.0+), on the first stage: conv1 [h, mel, 3] and
+    conv2 [h, h, 3] with biases and the [max_source_positions, h] position table (sinusoids copied in),
+    replicated; encoder_layers layers of qkv_proj / out_proj / fc1 / fc2 (tensor-parallel, biases; row-parallel
+    biases replicated) and self_attn_layer_norm / final_layer_norm (weight + bias); the final layer_norm.
+    Left unquantized here (the linears would follow the checkpoint's quantization_config)."""
+    e = spec.encoder
+    h, n = e.hidden_size, e.num_layers
+    h_rank, i_rank = h // tp, e.intermediate_size // tp
+    return _add_dense(groups, allocations, "model.encoder", 1, [
+        ("conv1.weight", (h, e.num_mel_bins, 3), dtype), ("conv1.bias", (h,), dtype),
+        ("conv2.weight", (h, h, 3), dtype), ("conv2.bias", (h,), dtype),
+        ("embed_positions.weight", (e.max_source_positions, h), dtype),
+    ], "encoder") + _add_dense(groups, allocations, f"model.encoder.layers.{{0..{n - 1}}}", n, [
+        ("self_attn.qkv_proj.weight", (3 * h_rank, h), dtype), ("self_attn.qkv_proj.bias", (3 * h_rank,), dtype),
+        ("self_attn.out_proj.weight", (h, h_rank), dtype), ("self_attn.out_proj.bias", (h,), dtype),
+        ("fc1.weight", (i_rank, h), dtype), ("fc1.bias", (i_rank,), dtype),
+        ("fc2.weight", (h, i_rank), dtype), ("fc2.bias", (h,), dtype),
+        ("self_attn_layer_norm.weight", (h,), dtype), ("self_attn_layer_norm.bias", (h,), dtype),
+        ("final_layer_norm.weight", (h,), dtype), ("final_layer_norm.bias", (h,), dtype),
+    ], "encoder") + _add_dense(groups, allocations, "model.encoder", 1, [
+        ("layer_norm.weight", (h,), dtype), ("layer_norm.bias", (h,), dtype),
+    ], "encoder")
 
 
 def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: KernelLayout | None, dtype: str,

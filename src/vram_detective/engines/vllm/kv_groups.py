@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 Version = tuple[int, int, int]
 
-KINDS = ("full", "sliding", "chunked_local", "mla", "mamba")
+KINDS = ("full", "sliding", "chunked_local", "mla", "mamba", "cross")
 
 # fmt: off
 # (since, rule, value, source). A release's value of a rule is the last row at or before it.
@@ -123,11 +123,13 @@ def cdiv(numerator: int, denominator: int) -> int:
 class AttentionLayer:
     """One attention layer on one rank.
 
-    kind: "full", "sliding", "chunked_local" (Llama 4 local layers), "mla" or "mamba" (a Mamba /
-        linear-attention layer: one recurrent state per request, MambaSpec).
+    kind: "full", "sliding", "chunked_local" (Llama 4 local layers), "mla", "mamba" (a Mamba /
+        linear-attention layer: one recurrent state per request, MambaSpec) or "cross" (an encoder-decoder
+        cross-attention layer, V1 CrossAttentionSpec from 0.10.2: it caches the encoder's tokens).
     page_bytes: one block of this layer on this rank at the configured block size (K+V, or the MLA latent);
         for "mamba" the unpadded state (sum of prod(shape) x dtype over its tensors), independent of block size.
-    sliding_window: the window (sliding) or the chunk (chunked_local) in tokens; None otherwise.
+    sliding_window: the window (sliding) or the chunk (chunked_local) in tokens; for "cross" the encoder
+        tokens one request caches (max_num_encoder_input_tokens, Whisper's max_source_positions); None otherwise.
     """
 
     kind: str
@@ -139,7 +141,7 @@ class AttentionLayer:
             raise ValueError(f"unknown attention kind {self.kind!r} (one of {', '.join(KINDS)})")
         if self.page_bytes <= 0:
             raise ValueError("page_bytes must be positive")
-        if self.kind in ("sliding", "chunked_local") and not self.sliding_window:
+        if self.kind in ("sliding", "chunked_local", "cross") and not self.sliding_window:
             raise ValueError(f"a {self.kind} layer needs its window")
 
 
@@ -220,6 +222,10 @@ def _usage_blocks(spec: _Spec, max_model_len: int, ctx: _Context) -> int:
         # window-1 computed tokens plus the in-flight ones, capped at the length, +1 because the window
         # need not start at a block boundary (SlidingWindowSpec, every V1 release since 0.8.3)
         return cdiv(min(spec.window - 1 + ctx.in_flight, max_model_len), spec.block_size) + 1
+    if spec.kind == "cross":
+        # CrossAttentionSpec.max_memory_usage_bytes (0.10.2+): cdiv(max encoder length, block) pages,
+        # whatever max_model_len
+        return cdiv(spec.window, spec.block_size)
     if spec.kind == "chunked_local":
         # ChunkedLocalAttentionSpec (0.10.1+): one chunk plus the in-flight tokens, no +1
         return cdiv(min(spec.window + ctx.in_flight, max_model_len), spec.block_size)
@@ -238,10 +244,10 @@ def _created_specs(layers: Sequence[AttentionLayer], block_size: int, version: V
             specs.append(_Spec("mamba", None, layer.page_bytes, mamba_block_size or block_size))
             continue
         if engine == "v0":
-            kind = "mla" if kind == "mla" else "full"
+            kind = "mla" if kind == "mla" else "full"  # (cross layers share their layer's cache in V0)
         elif kind == "sliding" and not rule(version, "v1_sliding_spec") or kind == "chunked_local" and not rule(version, "v1_chunked_spec"):
             kind = "full"
-        window = layer.sliding_window if kind in ("sliding", "chunked_local") else None
+        window = layer.sliding_window if kind in ("sliding", "chunked_local", "cross") else None
         specs.append(_Spec(kind, window, layer.page_bytes, block_size))
     return specs
 

@@ -117,6 +117,7 @@ ROLE_LABELS = {
     "cpu offload": "moved to CPU memory by --cpu-offload-gb",
     "lora": "LoRA adapter slots (--enable-lora)",
     "vision": "vision tower + projector",
+    "encoder": "encoder (Whisper: convs, positions, layers)",
     "draft": "speculative decoding drafter (draft model / EAGLE head / MTP layers)",
 }
 
@@ -155,7 +156,7 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocat
         kept = 0
         for group in inventory.groups:
             if group.role in ("embedding", "lm_head", "norm", "position embedding", "router") or (
-                group.role in ("attention", "mlp", "expert", "vision") and group.dtype == dtype
+                group.role in ("attention", "mlp", "expert", "vision", "encoder") and group.dtype == dtype
             ):
                 kept += group.bytes
         kept_theory = kept * nominal_bits // (8 * dtype_bytes)
@@ -451,6 +452,8 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
         return layers, workers
     layout = kv_cache.kv_layout(spec, settings.tensor_parallel_size, 1, settings.block_size,
                                 settings.kv_cache_dtype_bytes, release)
+    if spec.encoder is not None:
+        return _encoder_decoder_layers(spec, settings, layout.page_bytes, layer_counts)
     try:
         kinds = (kv_groups.layer_kinds(spec.source_config, version=release.version) if spec.source_config
                  else [("full", None)] * spec.num_layers)
@@ -470,6 +473,29 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
     if draft_layers:
         workers[-1] += tuple(range(len(layers), len(layers) + len(draft_layers)))
         layers.extend(draft_layers)
+    return layers, workers
+
+
+def _encoder_decoder_layers(spec: ModelSpec, settings: EngineSettings, page_bytes: int,
+                            layer_counts: tuple[int, ...]) -> tuple[list[kv_groups.AttentionLayer], list[tuple[int, ...]]]:
+    """Whisper's KV layers. V0 (worker/cache_engine.py + enc_dec_model_runner.py): CacheEngine sizes a block as
+    get_num_layers_by_block_type(attention) = hf_text_config.num_hidden_layers layers - WhisperConfig maps
+    num_hidden_layers to encoder_layers - and each decoder layer's self- and cross-attention share its layer's
+    cache (cross K/V of the encoder tokens sit in the same pool through cross block tables).
+    V1 (0.10.2+, gpu_model_runner.get_kv_cache_spec): a FullAttentionSpec per decoder self-attention layer and a
+    CrossAttentionSpec per cross-attention layer (kind "cross", max_source_positions tokens per request); the
+    encoder's own attention keeps no cache."""
+    if settings.engine == "v0":
+        n = spec.encoder.num_layers
+        return [kv_groups.AttentionLayer("full", page_bytes)] * n, [tuple(range(n))] * len(layer_counts)
+    tokens = spec.encoder.max_source_positions
+    layers = [kv_groups.AttentionLayer("full", page_bytes)] * spec.num_layers
+    layers += [kv_groups.AttentionLayer("cross", page_bytes, tokens)] * spec.num_layers
+    workers, start = [], 0
+    for count in layer_counts:
+        workers.append(tuple(range(start, start + count))
+                       + tuple(range(spec.num_layers + start, spec.num_layers + start + count)))
+        start += count
     return layers, workers
 
 

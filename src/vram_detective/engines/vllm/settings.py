@@ -198,6 +198,17 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
                 raise StartupRefusal(f"{spec.architecture} is V0-only (SupportsV0Only): the V1 engine refuses it")
             engine, reasons["engine"] = "v0", f"{spec.architecture} is V0-only: V1 falls back to V0"
             release = release_for(version, engine)
+    if spec.encoder is not None:
+        # Whisper: model_executor/models/whisper.py from 0.7.0; SupportsV0Only until 0.10.1, so a V1 default
+        # falls back to V0 and VLLM_USE_V1=1 raises (engine/arg_utils.py _raise_or_fallback); V1 from 0.10.2
+        if not release.at_least("0.7.0"):
+            raise StartupRefusal(f"Model architectures ['{spec.architecture}'] are not supported for now "
+                                 "(whisper.py first appears in vLLM 0.7.0)")
+        if engine == "v1" and not release.at_least("0.10.2"):
+            if "engine" in given:
+                raise StartupRefusal(f"VLLM_USE_V1=1 is not supported with ['{spec.architecture}'].")
+            engine, reasons["engine"] = "v0", f"{spec.architecture} is V0-only before 0.10.2: V1 falls back to V0"
+            release = release_for(version, engine)
     speculative = _speculative(user)
     if speculative is not None:
         from .speculative import check, falls_back_to_v0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GIB, MIB
+from conftest import GIB
 from vram_detective import api
 from vram_detective.advisor.command import Progress
 from vram_detective.advisor.launch_command import python_command, serve_command

@@ -11,6 +11,14 @@ def gib(num_bytes: float) -> float:
     return num_bytes / GIB
 
 
+def ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+def round_up(value: int, multiple: int) -> int:
+    return ceil_div(value, multiple) * multiple
+
+
 def parse_token_count(text: str | int) -> int:
     """'32k' -> 32768, '32768' -> 32768, '1m' -> 1048576, '4.5k' -> 4608 (vLLM's own suffix rules)."""
     if isinstance(text, int):

@@ -532,17 +532,24 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
 
 def _read_shards(hub, settings: HubSettings, repo_id: str, commit: str, shards: list[str], url_headers: dict,
                  stats: FetchStats) -> CheckpointTable:
+    headers = _read_headers(hub, settings, repo_id, commit, shards, url_headers, stats, read_remote_header,
+                            "safetensors headers")
+    return table_from_safetensors(headers, shards)
+
+
+def _read_headers(hub, settings: HubSettings, repo_id: str, commit: str, names: list[str], url_headers: dict,
+                  stats: FetchStats, reader, what: str) -> list:
+    """Each file's header read by `reader` (safetensors or GGUF) in parallel, counted into `stats`."""
     counter = _Counter()
 
-    def one(shard: str):
-        url = hub.hf_hub_url(repo_id, shard, revision=commit, endpoint=settings.endpoint)
-        return read_remote_header(url, url_headers, f"{repo_id}/{shard}", settings.timeout, counter, settings,
-                                  repo_id, shard)
+    def one(name: str):
+        url = hub.hf_hub_url(repo_id, name, revision=commit, endpoint=settings.endpoint)
+        return reader(url, url_headers, f"{repo_id}/{name}", settings.timeout, counter, settings, repo_id, name)
 
-    headers = _concurrently(shards, one, f"{repo_id}: safetensors headers")
+    headers = _concurrently(names, one, f"{repo_id}: {what}")
     stats.header_requests += counter.requests
     stats.header_bytes_received += counter.bytes
-    return table_from_safetensors(headers, shards)
+    return headers
 
 
 def _fetch_gguf(hub, settings: HubSettings, repo_id: str, revision: str | None, commit: str, files: list[str],
@@ -557,16 +564,8 @@ def _fetch_gguf(hub, settings: HubSettings, repo_id: str, revision: str | None, 
         config = cached[key]["config"]
         stats.from_cache = True
     else:
-        counter = _Counter()
-
-        def one(name: str):
-            url = hub.hf_hub_url(repo_id, name, revision=commit, endpoint=settings.endpoint)
-            return read_remote_gguf(url, url_headers, f"{repo_id}/{name}", settings.timeout, counter, settings,
-                                    repo_id, name)
-
-        headers = _concurrently(chosen, one, f"{repo_id}: GGUF headers")
-        stats.header_requests += counter.requests
-        stats.header_bytes_received += counter.bytes
+        headers = _read_headers(hub, settings, repo_id, commit, chosen, url_headers, stats, read_remote_gguf,
+                                "GGUF headers")
         table = gguf_table(headers, chosen)
         config = gguf_config(headers[0].metadata, table.tensors, f"{repo_id}/{chosen[0]}")
         entry = dict(cached or {})

@@ -743,6 +743,17 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
         if bias:
             dense(f"{name}.bias", count, (out_features,))
 
+    def encoder_layers(prefix: str) -> None:
+        # CLIP and SigLIP encoder layers have one layout (clip.py, siglip.py): two LayerNorms, fused qkv
+        # with bias, out_proj and a two-linear MLP, row-parallel biases kept whole
+        dense(f"{prefix}.layer_norm{{1,2}}.{{weight,bias}}", 4 * n, (h,))
+        linear(f"{prefix}.self_attn.qkv_proj", n, h, 3 * h // tp, True, 3)
+        linear(f"{prefix}.self_attn.out_proj", n, h // tp, h, False)
+        dense(f"{prefix}.self_attn.out_proj.bias", n, (h,))
+        linear(f"{prefix}.mlp.fc1", n, h, i // tp, True)
+        linear(f"{prefix}.mlp.fc2", n, i // tp, h, False)
+        dense(f"{prefix}.mlp.fc2.bias", n, (h,))
+
     if v.kind == "intern_vit":
         # InternVL (intern_vit.py, internvl.py): class embedding, Conv2d patch embedding with bias, a
         # [(image/patch)^2 + 1, h] position table, select_layer layers of norm1/norm2 (LayerNorm w+b or RMSNorm),
@@ -821,13 +832,7 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
         groups.append(_dense("vision.vision_tower.embeddings.position_ids[buffer]", 1, (1, positions), "int64", "vision"))
         allocations.append(groups[-1].bytes_each)
         dense("vision_tower.pre_layrnorm.{weight,bias}", 2, (h,))
-        dense("vision_tower.encoder.layers.*.layer_norm{1,2}.{weight,bias}", 4 * n, (h,))
-        linear("vision_tower.encoder.layers.*.self_attn.qkv_proj", n, h, 3 * h // tp, True, 3)
-        linear("vision_tower.encoder.layers.*.self_attn.out_proj", n, h // tp, h, False)
-        dense("vision_tower.encoder.layers.*.self_attn.out_proj.bias", n, (h,))
-        linear("vision_tower.encoder.layers.*.mlp.fc1", n, h, i // tp, True)
-        linear("vision_tower.encoder.layers.*.mlp.fc2", n, i // tp, h, False)
-        dense("vision_tower.encoder.layers.*.mlp.fc2.bias", n, (h,))
+        encoder_layers("vision_tower.encoder.layers.*")
         if v.post_norm:
             dense("vision_tower.post_layernorm.{weight,bias}", 2, (h,))
         text = v.out_hidden_size
@@ -842,13 +847,7 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
         dense("embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
         dense("embeddings.patch_embedding.bias", 1, (h,))
         dense("embeddings.position_embedding.weight", 1, ((v.image_size // v.patch_size) ** 2, h))
-        dense("encoder.layers.*.layer_norm{1,2}.{weight,bias}", 4 * n, (h,))
-        linear("encoder.layers.*.self_attn.qkv_proj", n, h, 3 * h // tp, True, 3)
-        linear("encoder.layers.*.self_attn.out_proj", n, h // tp, h, False)
-        dense("encoder.layers.*.self_attn.out_proj.bias", n, (h,))
-        linear("encoder.layers.*.mlp.fc1", n, h, i // tp, True)
-        linear("encoder.layers.*.mlp.fc2", n, i // tp, h, False)
-        dense("encoder.layers.*.mlp.fc2.bias", n, (h,))
+        encoder_layers("encoder.layers.*")
         dense("post_layernorm.{weight,bias}", 2, (h,))
         # Gemma 3 projector: a plain [vision hidden, text hidden] parameter and a soft-embedding RMSNorm
         dense("multi_modal_projector.mm_input_projection_weight", 1, (h, v.out_hidden_size))

@@ -12,6 +12,8 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
+from ..units import ceil_div, round_up
+
 # compressed-tensors schemes (compressed_tensors.py _get_scheme_from_parts)
 CT_SCHEMES = ("wNa16", "w8a8-int8", "w8a8-fp8", "w8a16-fp8", "nvfp4", "nvfp4a16")
 
@@ -345,14 +347,6 @@ def _packed(suffix: str, shape: tuple[int, ...], dtype: str, num_bytes: int, rol
     return StoredTensor(suffix, shape, dtype, num_bytes, role)
 
 
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _round_up(a: int, b: int) -> int:
-    return _ceil(a, b) * b
-
-
 @dataclass(frozen=True)
 class KernelLayout:
     """What the chosen vLLM kernel keeps per linear layer (design notes §8 and
@@ -618,10 +612,10 @@ def _ct_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, shards:
         # weight_g_idx int32 [K] with actorder "group", weight_shape int64 [2] (never freed)
         pack = 32 // quant.bits
         group = k if quant.group_size == -1 else quant.group_size
-        groups = _ceil(k, group)
+        groups = ceil_div(k, group)
         scale_groups = groups
         if quant.desc_act and quant.group_size != -1 and full_in != k:
-            scale_groups = _ceil(full_in, group)  # marlin_repeat_scales_on_all_ranks: full K on row-parallel ranks
+            scale_groups = ceil_div(full_in, group)  # marlin_repeat_scales_on_all_ranks: full K on row-parallel ranks
         tensors = [_packed("weight_packed", (k // 16, n * 16 // pack), "int32", k * n * quant.bits // 8)]
         if kernel == "machete":
             # machete.py (0.8.5, 0.33): machete_prepack_B (same bytes); scales [K/g, N]; zero points with the
@@ -663,7 +657,7 @@ def _ct_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, shards:
         if kernel == "fp8_marlin":
             # CompressedTensorsW8A16Fp8 -> prepare_fp8_layer_for_marlin: int32 repack (same bytes), scales in
             # the activation dtype: per output channel, or per 128-block of K for block scales
-            scale_rows = _ceil(k, quant.weight_block[1]) if quant.weight_block else 1
+            scale_rows = ceil_div(k, quant.weight_block[1]) if quant.weight_block else 1
             return (_packed("weight", (k // 16, n * 16 // 4), "int32", k * n),
                     _tensor("weight_scale", (scale_rows, n) if quant.weight_block else (n,), scale_dtype))
         # compressed_tensors_w8a8_fp8.py: fp8 [N, K]; channel scales fp32 [N, 1]; block scales fp32
@@ -672,7 +666,7 @@ def _ct_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, shards:
         tensors = [_tensor("weight", (n, k), "float8_e4m3fn", "weight")]
         if quant.weight_block:
             block_n, block_k = quant.weight_block
-            tensors.append(_tensor("weight_scale", (_ceil(n, block_n), _ceil(k, block_k)), "float32"))
+            tensors.append(_tensor("weight_scale", (ceil_div(n, block_n), ceil_div(k, block_k)), "float32"))
         elif quant.weight_strategy == "channel":
             tensors.append(_tensor("weight_scale", (n, 1), "float32"))
         else:
@@ -694,14 +688,14 @@ def _fp4_linear(layout: KernelLayout, k: int, n: int, group: int, scale_dtype: s
         # scales permuted and kept one byte each (nvfp4_marlin_process_scales) [K/16, N]; the global scale
         # in the activation dtype; ModelOpt also keeps input_scale_inv (alpha and input_scale deleted)
         tensors = [_packed(weight, (k // 16, n * 16 // 8), "int32", k * n // 2),
-                   _tensor("weight_scale", (_ceil(k, group), n), "float8_e4m3fn"),
+                   _tensor("weight_scale", (ceil_div(k, group), n), "float8_e4m3fn"),
                    _tensor("weight_scale_2" if modelopt else "weight_global_scale", (), scale_dtype)]
         if modelopt:
             tensors.append(_tensor("input_scale_inv", (), "float32"))
         return tuple(tensors)
     # native FP4 GEMM: swizzle_blockscale pads the scale rows to 128 and the scale columns to 4
     tensors = [_packed(weight, (n, k // 2), "uint8", k * n // 2),
-               _tensor("weight_scale", (_round_up(n, 128), _round_up(_ceil(k, group), 4)), "float8_e4m3fn")]
+               _tensor("weight_scale", (round_up(n, 128), round_up(ceil_div(k, group), 4)), "float8_e4m3fn")]
     if modelopt:
         # input_scale and weight_scale_2 reduced to one max each; alpha and 1/input_scale precomputed
         tensors += [_tensor(name, (), "float32") for name in ("input_scale", "weight_scale_2", "alpha", "input_scale_inv")]
@@ -720,13 +714,13 @@ def _bnb_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, shards
     elements = k * n
     # create_qweight_for_4bit: uint8 [K*N/2, 1] (two 4-bit values per byte for a 16-bit model)
     tensors = [_packed("weight", (elements // 2, 1), "uint8", elements // 2)]
-    blocks = _ceil(elements, quant.group_size)  # one absmax per 64 values
+    blocks = ceil_div(elements, quant.group_size)  # one absmax per 64 values
     nested = quant.double_quant or not quant.serialized  # in-flight: quantize_4bit(compress_statistics=True)
     if nested and not layout.bnb_dequantized:
         # QuantState.from_dict / quantize_4bit: uint8 absmax, its fp32 absmax per 256 blocks, an fp32 offset;
         # a checkpoint also brings its nested_quant_map [256] per tensor (in-flight shares one cached map)
         tensors.append(_tensor("weight.absmax", (blocks,), "uint8"))
-        tensors.append(_tensor("weight.nested_absmax", (shards * _ceil(_ceil(blocks, shards), 256),), "float32"))
+        tensors.append(_tensor("weight.nested_absmax", (shards * ceil_div(ceil_div(blocks, shards), 256),), "float32"))
         tensors.append(_tensor("weight.nested_offset", (shards,), "float32"))
         if quant.serialized:
             tensors.append(_tensor("weight.nested_quant_map", (shards, 256), "float32"))
@@ -841,8 +835,8 @@ def _ct_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int,
         tensors = [_tensor("w13_weight", (e, s * i, h), dtype, "weight"), _tensor("w2_weight", (e, h, i), dtype, "weight")]
         if quant.weight_block:
             bn, bk = quant.weight_block
-            tensors += [_tensor("w13_weight_scale", (e, _ceil(s * i, bn), _ceil(h, bk)), "float32"),
-                        _tensor("w2_weight_scale", (e, _ceil(h, bn), _ceil(i, bk)), "float32")]
+            tensors += [_tensor("w13_weight_scale", (e, ceil_div(s * i, bn), ceil_div(h, bk)), "float32"),
+                        _tensor("w2_weight_scale", (e, ceil_div(h, bn), ceil_div(i, bk)), "float32")]
         elif quant.weight_strategy == "channel":
             tensors += [_tensor("w13_weight_scale", (e, s * i, 1), "float32"), _tensor("w2_weight_scale", (e, h, 1), "float32")]
         else:
@@ -865,12 +859,12 @@ def _fp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, scale_dtyp
     tensors = [_packed(f"w13_{suffix}", (e, s * i, h // 2), "uint8", e * s * i * h // 2),
                _packed(f"w2_{suffix}", (e, h, i // 2), "uint8", e * h * i // 2)]
     if layout is not None and layout.kernel == "fp4_marlin":
-        tensors += [_tensor("w13_weight_scale", (e, _ceil(h, 16), s * i), "float8_e4m3fn"),
-                    _tensor("w2_weight_scale", (e, _ceil(i, 16), h), "float8_e4m3fn"),
+        tensors += [_tensor("w13_weight_scale", (e, ceil_div(h, 16), s * i), "float8_e4m3fn"),
+                    _tensor("w2_weight_scale", (e, ceil_div(i, 16), h), "float8_e4m3fn"),
                     _tensor("w13_weight_scale_2", (e,), scale_dtype), _tensor("w2_weight_scale_2", (e,), scale_dtype)]
         return tuple(tensors)
-    tensors += [_tensor("w13_weight_scale", (e, _round_up(s * i, 128), _round_up(_ceil(h, 16), 4)), "float8_e4m3fn"),
-                _tensor("w2_weight_scale", (e, _round_up(h, 128), _round_up(_ceil(i, 16), 4)), "float8_e4m3fn")]
+    tensors += [_tensor("w13_weight_scale", (e, round_up(s * i, 128), round_up(ceil_div(h, 16), 4)), "float8_e4m3fn"),
+                _tensor("w2_weight_scale", (e, round_up(h, 128), round_up(ceil_div(i, 16), 4)), "float8_e4m3fn")]
     tensors += [_tensor(name, (e,), "float32") for name in
                 ("w13_weight_scale_2", "w2_weight_scale_2", "w13_input_scale", "w2_input_scale", "g1_alphas", "g2_alphas")]
     return tuple(tensors)
@@ -884,7 +878,7 @@ def _mxfp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, activati
     backend = layout.moe_kernel if layout is not None and layout.moe_kernel else "marlin"
     pad_i = layout.pad_intermediate if layout is not None and layout.moe_kernel else 128
     pad_h = layout.pad_hidden if layout is not None and layout.moe_kernel else 256
-    ip, hp = _round_up(i, pad_i), _round_up(h, pad_h)
+    ip, hp = round_up(i, pad_i), round_up(h, pad_h)
     weights = [_packed("w13_weight", (e, s * ip, hp // 2), "uint8", e * s * ip * hp // 2),
                _packed("w2_weight", (e, hp, ip // 2), "uint8", e * hp * ip // 2)]
     scales = [_tensor("w13_weight_scale", (e, s * ip, hp // 32), "uint8"),
@@ -904,8 +898,8 @@ def _mxfp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, activati
         # _swizzle_mxfp4 (utils/mxfp4_utils.py) with Hopper layouts: the values are re-laid out (the loaded
         # parameters deleted), the scales copied into HopperMXScaleLayout (rows padded to 2*num_warps*2*8 =
         # 256, columns to 2) while layer.w13/w2_weight_scale stay registered
-        swizzled = [_tensor("w13_precision_config.weight_scale", (e, _round_up(s * ip, 256), _round_up(h // 32, 2)), "uint8"),
-                    _tensor("w2_precision_config.weight_scale", (e, _round_up(h, 256), _round_up(ip // 32, 2)), "uint8")]
+        swizzled = [_tensor("w13_precision_config.weight_scale", (e, round_up(s * ip, 256), round_up(h // 32, 2)), "uint8"),
+                    _tensor("w2_precision_config.weight_scale", (e, round_up(h, 256), round_up(ip // 32, 2)), "uint8")]
         return tuple(weights + scales + swizzled + biases)
     # flashinfer-trtllm (sm100): shuffled in place (same bytes), scales viewed as fp8, biases fp32,
     # gemm1 alpha / beta / clamp limit fp32 [E]

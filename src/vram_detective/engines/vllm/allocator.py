@@ -15,7 +15,7 @@ is reused whole by the first tensor it can hold.
 from __future__ import annotations
 
 from ...model.inventory import AllocationPlan
-from ...units import MIB
+from ...units import MIB, round_up
 
 MIN_BLOCK = 512
 SMALL_REQUEST = 1 * MIB
@@ -24,17 +24,13 @@ ROUND_LARGE = 2 * MIB
 LARGE_BUFFER = 20 * MIB  # also the slack a >= max_split request may waste on a cached block
 
 
-def _round_up(size: int, unit: int) -> int:
-    return -(-size // unit) * unit
-
-
 def block_overhead(size: int, max_split: int) -> int:
     """Bytes counted beyond `size` when it gets a fresh block."""
-    rounded = _round_up(size, MIN_BLOCK)
+    rounded = round_up(size, MIN_BLOCK)
     extra = rounded - size
     if rounded <= SMALL_REQUEST or rounded < MIN_LARGE_ALLOC:
         return extra  # small pool, or carved out of a 20 MiB segment and split
-    rest = _round_up(rounded, ROUND_LARGE) - rounded
+    rest = round_up(rounded, ROUND_LARGE) - rounded
     unsplittable = bool(max_split) and rounded >= max_split
     if unsplittable or rest <= SMALL_REQUEST:
         return extra + rest
@@ -63,7 +59,7 @@ def load_overhead(plan: AllocationPlan | None, max_split_mib: int, offloaded_byt
     # every layer repeats the same tensors, so layer 0's rest and one more layer cover every candidate
     order = list(range(plan.rope_after, len(plan.per_layer))) + (list(range(len(plan.per_layer))) if plan.layers > 1 else [])
     for index in order:
-        size = _round_up(plan.per_layer[index], MIN_BLOCK)
+        size = round_up(plan.per_layer[index], MIN_BLOCK)
         if max_split <= size <= staging < size + LARGE_BUFFER:
             return overhead - per_layer[index] + (staging - plan.per_layer[index])
     return overhead

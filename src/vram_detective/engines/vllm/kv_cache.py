@@ -1,19 +1,16 @@
 """From available KV bytes to blocks, tokens and concurrency (design/vllm-memory.md §3).
 
-Dense models only here: every attention layer is full attention with the same shape, so there is
-one KV-cache group (sliding-window and hybrid grouping come with the architectures issue).
+One attention layer's page per rank (KvLayout), the single-group arithmetic (every layer full
+attention with one shape) and the startup fit messages. The plan sizes each layer's page here and
+groups layers of mixed kinds in kv_groups.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ...model.config import ModelSpec
-from ...units import GIB, thousands
+from ...units import GIB, ceil_div
 from .releases import Release
-
-
-def cdiv(numerator: int, denominator: int) -> int:
-    return -(-numerator // denominator)
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class KvCapacity:
 
 
 def capacity(blocks: int, layout: KvLayout, max_model_len: int, release: Release) -> KvCapacity:
-    blocks_per_request = cdiv(max_model_len, layout.block_size)
+    blocks_per_request = ceil_div(max_model_len, layout.block_size)
     rule = release["kv_tokens_rule"]
     if release.engine == "v0" or rule == "blocks":
         # V0 (and V1 0.8.x-0.9.0): tokens = blocks x block_size, concurrency = tokens / max_model_len
@@ -111,7 +108,7 @@ def fit_failure(available_bytes: int, blocks: int, layout: KvLayout, max_model_l
     # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (0.8+), worded per release
     if available_bytes <= 0:
         return "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
-    needed = cdiv(max_model_len, layout.block_size) * layout.block_bytes
+    needed = ceil_div(max_model_len, layout.block_size) * layout.block_bytes
     usable = usable_for_fit(available_bytes, layout, release)
     if needed <= usable:
         return None
@@ -146,6 +143,3 @@ def v1_fit_message(style: str, max_model_len: int, needed: int, available: int, 
             f"({format_gib(available)} GiB). {estimate_text + ' ' if estimate_text else ''}{try_text} See "
             "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
 
-
-def describe_tokens(capacity_: KvCapacity) -> str:
-    return f"{thousands(capacity_.kv_cache_tokens)} tokens"

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ...units import ceil_div
+
 Version = tuple[int, int, int]
 
 KINDS = ("full", "sliding", "chunked_local", "mla", "mamba", "cross")
@@ -113,10 +115,6 @@ def rule_source(version: Version, name: str) -> str:
     if not source:
         raise KeyError(name)
     return source
-
-
-def cdiv(numerator: int, denominator: int) -> int:
-    return -(-numerator // denominator)
 
 
 @dataclass(frozen=True)
@@ -216,23 +214,23 @@ def _usage_blocks(spec: _Spec, max_model_len: int, ctx: _Context) -> int:
     if spec.kind == "mamba":
         # MambaSpec: one state per request (+ speculative blocks); "align" keeps 2, "all" one per block
         if ctx.mamba_cache_mode == "all":
-            return cdiv(max_model_len, spec.block_size)
+            return ceil_div(max_model_len, spec.block_size)
         return (2 if ctx.mamba_cache_mode == "align" else 1) + ctx.speculative_blocks
     if spec.kind == "sliding":
         # window-1 computed tokens plus the in-flight ones, capped at the length, +1 because the window
         # need not start at a block boundary (SlidingWindowSpec, every V1 release since 0.8.3)
-        return cdiv(min(spec.window - 1 + ctx.in_flight, max_model_len), spec.block_size) + 1
+        return ceil_div(min(spec.window - 1 + ctx.in_flight, max_model_len), spec.block_size) + 1
     if spec.kind == "cross":
         # CrossAttentionSpec.max_memory_usage_bytes (0.10.2+): cdiv(max encoder length, block) pages,
         # whatever max_model_len
-        return cdiv(spec.window, spec.block_size)
+        return ceil_div(spec.window, spec.block_size)
     if spec.kind == "chunked_local":
         # ChunkedLocalAttentionSpec (0.10.1+): one chunk plus the in-flight tokens, no +1
-        return cdiv(min(spec.window + ctx.in_flight, max_model_len), spec.block_size)
+        return ceil_div(min(spec.window + ctx.in_flight, max_model_len), spec.block_size)
     length = max_model_len
     if ctx.context_parallel > 1:
-        length = cdiv(length, ctx.context_parallel)  # each DCP rank keeps L / dcp tokens
-    return cdiv(length, spec.block_size)
+        length = ceil_div(length, ctx.context_parallel)  # each DCP rank keeps L / dcp tokens
+    return ceil_div(length, spec.block_size)
 
 
 def _created_specs(layers: Sequence[AttentionLayer], block_size: int, version: Version, engine: str,
@@ -318,7 +316,7 @@ def _group(specs: Sequence[_Spec], indices: Sequence[int], version: Version) -> 
         if padding != group_size:
             lines.append(f"Add {padding} padding layers, may waste at most {padding / len(members) * 100:.2f}% "
                          "KV cache memory")
-        count = cdiv(len(members), group_size)
+        count = ceil_div(len(members), group_size)
         for i in range(count):
             chunk = members[i::count] if strided else members[i * group_size:(i + 1) * group_size]
             groups.append((spec, tuple(chunk)))
@@ -367,9 +365,9 @@ def mamba_block_sizing(attention_page_per_token: int | None, mamba_page_bytes: i
     if mamba_cache_mode == "all":
         from math import lcm
         chunk = lcm(int(mamba_chunk_size or 256), alignment)
-        needed = chunk * cdiv(cdiv(mamba_page_bytes, attention_page_per_token), chunk)
+        needed = chunk * ceil_div(ceil_div(mamba_page_bytes, attention_page_per_token), chunk)
     else:
-        needed = alignment * cdiv(mamba_page_bytes, alignment * attention_page_per_token)
+        needed = alignment * ceil_div(mamba_page_bytes, alignment * attention_page_per_token)
     if block_size < needed:
         block_size = needed
         lines.append(f"Setting attention block size to {block_size} tokens to ensure that attention page size is "
@@ -602,7 +600,7 @@ def plan_kv_groups(
     if tokens_rule == "blocks":
         tokens = log_blocks * block_size
         concurrency = tokens / max_model_len
-        per_request_reported = cdiv(max_model_len, block_size)
+        per_request_reported = ceil_div(max_model_len, block_size)
     else:
         concurrency = log_blocks / per_request
         per_request_reported = per_request
@@ -652,12 +650,12 @@ def _plan_v0(layers, budgets, workers, block_size, max_model_len, override, vers
         notes.append("V0 sizes sliding-window layers as full attention (get_cache_block_size counts every layer)")
     tokens = blocks * block_size
     fits = blocks > 0 and max_model_len <= tokens
-    needed = cdiv(max_model_len, block_size) * worker_bytes[0]
+    needed = ceil_div(max_model_len, block_size) * worker_bytes[0]
     kind = "mla" if all(layer.kind == "mla" for layer in layers) else "full"
-    group = KvGroup(kind, None, tuple(workers[0]), 0, block_size, cdiv(max_model_len, block_size))
+    group = KvGroup(kind, None, tuple(workers[0]), 0, block_size, ceil_div(max_model_len, block_size))
     return KvGroupPlan(
         num_blocks=blocks, block_bytes=worker_bytes[0], groups=(group,),
-        blocks_per_request=cdiv(max_model_len, block_size), kv_cache_tokens=tokens,
+        blocks_per_request=ceil_div(max_model_len, block_size), kv_cache_tokens=tokens,
         max_concurrency=tokens / max_model_len, log_lines=(), notes=tuple(notes), hybrid=False,
         in_flight_tokens=0, fits=fits, fit_needed_bytes=needed, fit_available_bytes=min(budgets),
         estimated_max_model_len=tokens, worker_block_bytes=tuple(worker_bytes), worker_num_blocks=tuple(own),

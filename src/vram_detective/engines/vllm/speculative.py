@@ -196,10 +196,9 @@ def draft_weights(config: SpeculativeConfig | None, spec: ModelSpec, dtype: str,
         heads = int(source.get("num_heads") or config.num_speculative_tokens or 1)
         blocks = int(source.get("num_hidden_layers") or 1)
         lm_heads = 1 if source.get("original_lm_head") else heads
-        padded = -(-spec.vocab_size // 64) * 64
         groups = [_dense("medusa.blocks.{0..%d}.layers.*.weight" % (heads - 1), heads * blocks, (hidden, hidden), dtype),
                   _dense("medusa.blocks.{0..%d}.layers.*.bias" % (heads - 1), heads * blocks, (hidden,), dtype),
-                  _dense("medusa.lm_heads.*.weight", lm_heads, (padded // tp, hidden), dtype)]
+                  _dense("medusa.lm_heads.*.weight", lm_heads, (spec.padded_vocab_size // tp, hidden), dtype)]
         parameters = heads * blocks * (hidden * hidden + hidden) + lm_heads * spec.vocab_size * hidden // tp
         return Inventory(tuple(groups), parameters)
     if config.method == "mtp":
@@ -244,8 +243,7 @@ def draft_weights(config: SpeculativeConfig | None, spec: ModelSpec, dtype: str,
         parameters -= draft_vocab * h // tp
     if eagle3:
         if not shares_embedding:
-            padded = -(-spec.vocab_size // 64) * 64
-            groups.append(_dense("eagle.model.embed_tokens.weight", 1, (padded // tp, h), dtype))
+            groups.append(_dense("eagle.model.embed_tokens.weight", 1, (spec.padded_vocab_size // tp, h), dtype))
             parameters += spec.vocab_size * h // tp
         # qkv_proj reads [embeds, hidden] (2H): one more H of input columns; hidden_norm; fc [3H -> H];
         # d2t (int64 [draft_vocab]) when the draft vocabulary is smaller
@@ -268,8 +266,7 @@ def draft_weights(config: SpeculativeConfig | None, spec: ModelSpec, dtype: str,
         if not v1:
             # V0 (models/eagle.py): the head is a whole *ForCausalLM (embedding + its lm_head) and EAGLE
             # adds its own ParallelLMHead on top
-            padded = -(-spec.vocab_size // 64) * 64
-            groups.append(_dense("eagle.lm_head.weight", 1, (padded // tp, h), dtype))
+            groups.append(_dense("eagle.lm_head.weight", 1, (spec.padded_vocab_size // tp, h), dtype))
             parameters += spec.vocab_size * h // tp
     return Inventory(tuple(group for group in groups if group.count), parameters)
 

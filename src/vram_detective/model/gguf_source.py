@@ -20,7 +20,7 @@ from .checkpoint import CheckpointTable, CheckpointTensor, GGUF_PLAIN_TYPES
 from .config import ConfigError, UnsupportedArchitectureError
 
 GGUF_MAGIC = b"GGUF"
-DEFAULT_ALIGNMENT = 32
+DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT (ggml gguf.h) when general.alignment is absent
 MAX_GGUF_HEADER_BYTES = 512 * 1024 * 1024  # metadata + tensor infos; tokenizers take a few MB
 MAX_ARRAY_ITEMS = 50_000_000
 MAX_TENSORS = 10_000_000

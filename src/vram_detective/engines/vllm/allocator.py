@@ -17,11 +17,12 @@ from __future__ import annotations
 from ...model.inventory import AllocationPlan
 from ...units import MIB, round_up
 
-MIN_BLOCK = 512
-SMALL_REQUEST = 1 * MIB
-MIN_LARGE_ALLOC = 10 * MIB
-ROUND_LARGE = 2 * MIB
-LARGE_BUFFER = 20 * MIB  # also the slack a >= max_split request may waste on a cached block
+# c10/cuda/CUDACachingAllocator.cpp (PyTorch 2.x) constants of the same names:
+MIN_BLOCK = 512  # kMinBlockSize
+SMALL_REQUEST = 1 * MIB  # kSmallSize: larger requests use the large pool
+MIN_LARGE_ALLOC = 10 * MIB  # kMinLargeAlloc: below it a large segment is kLargeBuffer (20 MiB)
+ROUND_LARGE = 2 * MIB  # kRoundLarge
+LARGE_BUFFER = 20 * MIB  # kLargeBuffer; also the slack a >= max_split request may waste on a cached block
 
 
 def block_overhead(size: int, max_split: int) -> int:

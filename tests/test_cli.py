@@ -336,3 +336,29 @@ def test_score_missing_file():
 
 def test_launch_line_only_goes_with_explain():
     assert_one_line_error(run_cli("models", "--", "vllm", "serve", "Qwen/Qwen3-8B"))
+
+
+def test_disable_hybrid_kv_cache_manager_flag_reaches_the_kv_plan(capsys):
+    # gpt-oss-120b alternates 128-token sliding-window and full layers (18 + 18). With the hybrid manager a
+    # block id spans 18 layers and a 32k request needs 2048 full blocks + cdiv(128 - 1 + 8192, 16) + 1 = 521
+    # sliding ones (SlidingWindowSpec.max_memory_usage_bytes, 8192 batched tokens on an H200); disabled,
+    # a block id spans all 36 layers and a request needs 2048 blocks
+    hybrid = run_json(capsys, "openai/gpt-oss-120b", "--gpu", "H200", "--vllm-version", "0.11.0", "--max-model-len", "32k")
+    full = run_json(capsys, "openai/gpt-oss-120b", "--gpu", "H200", "--vllm-version", "0.11.0", "--max-model-len", "32k",
+                    "--disable-hybrid-kv-cache-manager")
+    assert full["kv_cache_gib"] == pytest.approx(hybrid["kv_cache_gib"], rel=1e-6)  # same budget
+    assert hybrid["max_concurrency"] / full["max_concurrency"] == pytest.approx(2 * 2048 / (2048 + 521), rel=2e-3)
+    assert any(line.startswith("Hybrid KV cache manager is disabled") for line in full["log_lines"])
+    # the flag arrives with the hybrid allocator: V1 0.9.1
+    line = assert_one_line_error(run_cli("explain", "openai/gpt-oss-120b", "--gpu", "H100", "--vllm-version", "0.8.5",
+                                         "--disable-hybrid-kv-cache-manager"))
+    assert "0.9.1" in line
+
+
+def test_max_cpu_loras_is_checked_like_lora_config():
+    # LoRAConfig.__post_init__: max_cpu_loras < max_loras raises before any memory is touched
+    result = run_cli("explain", "Qwen/Qwen3-8B", "--gpu", "H100", "--enable-lora", "--max-loras", "4", "--max-cpu-loras", "2")
+    assert result.returncode == 1 and "max_cpu_loras (2) must be >= max_loras (4)" in result.stdout + result.stderr
+    ok = run_cli("explain", "Qwen/Qwen3-8B", "--gpu", "H100", "--enable-lora", "--max-loras", "2", "--max-cpu-loras", "8",
+                 "--json")
+    assert ok.returncode == 0, ok.stderr

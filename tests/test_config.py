@@ -440,3 +440,36 @@ def test_multimodal_configs_give_the_text_model_and_its_vision_tower():
     assert gemma.vocab_size == 262208 and gemma.tie_word_embeddings and gemma.vision.kind == "siglip"
     big = spec_of("google/gemma-3-27b-it")
     assert (big.num_attention_heads, big.num_kv_heads, big.head_dim) == (32, 16, 128)
+
+
+# --- derived catalog entries (scripts/derived_models.json) ---------------------------------
+
+def test_llama3_70b_is_llama31_70b_without_the_long_context():
+    old, new = spec_of("meta-llama/Meta-Llama-3-70B-Instruct"), spec_of("meta-llama/Llama-3.1-70B")
+    assert old.rope_scaling is None and derive_max_model_len(old, NEWEST)[0] == 8192
+    assert params("meta-llama/Meta-Llama-3-70B-Instruct") == params("meta-llama/Llama-3.1-70B") == 70_553_706_496
+    assert (old.hidden_size, old.num_layers, old.num_kv_heads, old.vocab_size) == (new.hidden_size, new.num_layers,
+                                                                                  new.num_kv_heads, new.vocab_size)
+
+
+def test_qwen3_coder_30b_shares_the_2507_moe_and_its_fp8_block():
+    fp8, bf16 = spec_of("Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8"), spec_of("Qwen/Qwen3-Coder-30B-A3B-Instruct")
+    assert fp8.quantization.method == "fp8" and fp8.quantization.weight_block == (128, 128)
+    assert bf16.quantization is None and bf16.moe == fp8.moe
+    assert (bf16.moe.num_experts, bf16.moe.experts_per_token, bf16.moe.expert_intermediate) == (128, 8, 768)
+    assert derive_max_model_len(bf16, NEWEST)[0] == 262144
+    # 30.53 B parameters: 48 x (attention 2048 x (32 + 2 x 4) x 128 + 4096 x 2048 + 128 experts x 3 x 2048 x 768)
+    assert params("Qwen/Qwen3-Coder-30B-A3B-Instruct") == params("Qwen/Qwen3-30B-A3B") == 30_532_122_624
+
+
+@pytest.mark.parametrize("repo_id", ["Qwen/Qwen3-32B-AWQ", "Qwen/Qwen3-8B-AWQ", "Qwen/Qwen3-4B-AWQ",
+                                     "Qwen/Qwen2.5-32B-Instruct-AWQ", "Qwen/QwQ-32B-AWQ"])
+def test_qwen_awq_releases_keep_the_base_shapes(repo_id):
+    spec = spec_of(repo_id)
+    assert spec.quantization.method == "awq" and spec.quantization.bits == 4 and spec.quantization.group_size == 128
+    assert spec.torch_dtype == "float16"
+
+
+def test_mistral_7b_v01_has_its_4096_window():
+    spec = spec_of("mistralai/Mistral-7B-Instruct-v0.1")
+    assert spec.sliding_window == 4096 and spec.num_kv_heads == 8 and spec.vocab_size == 32000

@@ -86,6 +86,10 @@ FLAGS: tuple[Flag, ...] = (
          _positive_int, "the draft model's TP size (V0)"),
     Flag("decode_context_parallel_size", ("--decode-context-parallel-size", "-dcp"), _positive_int,
          "decode context parallel: each TP rank keeps 1/dcp of every sequence's KV (vLLM 0.10.2+)"),
+    Flag("disable_hybrid_kv_cache_manager", ("--disable-hybrid-kv-cache-manager",), _bool,
+         "allocate sliding-window / chunked-local layers as full attention (V1 0.9.1+)"),
+    Flag("max_cpu_loras", ("--max-cpu-loras",), _positive_int,
+         "LoRA adapters cached in CPU memory (no GPU memory; must be >= --max-loras)"),
 )
 
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}

@@ -527,8 +527,9 @@ def plan_kv(layers, workers, budgets, settings: EngineSettings, release: Release
     return kv_groups.plan_kv_groups(
         layers, budgets, settings.block_size, settings.max_model_len, settings.max_num_batched_tokens,
         settings.max_num_seqs, release.version, release.engine,
+        disable_hybrid_kv_cache_manager=settings.disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=settings.num_gpu_blocks_override, worker_layers=workers,
-        pipeline_parallel_size=settings.tensor_parallel_size and settings.pipeline_parallel_size,
+        pipeline_parallel_size=settings.pipeline_parallel_size,
         mamba_cache_mode=settings.mamba_cache_mode, mamba_chunk_size=settings.mamba_chunk_size,
         decode_context_parallel_size=settings.decode_context_parallel_size,
     )

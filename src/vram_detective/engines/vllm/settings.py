@@ -15,7 +15,7 @@ SETTING_NAMES = (
     "max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization",
     "enforce_eager", "swap_space", "kv_cache_memory_bytes", "num_gpu_blocks_override", "entrypoint",
     "enable_chunked_prefill", "enable_expert_parallel", "cpu_offload_gb", "enable_lora", "max_loras",
-    "max_lora_rank", "decode_context_parallel_size",
+    "max_lora_rank", "decode_context_parallel_size", "disable_hybrid_kv_cache_manager",
 )
 
 DTYPE_ALIASES = {
@@ -69,6 +69,7 @@ class EngineSettings:
     mamba_cache_mode: str = "none"  # Mamba hybrids on V1: what prefix caching implies (kv_groups.default_mamba_cache_mode)
     mamba_chunk_size: int | None = None  # the SSD chunk "all" mode aligns attention blocks to (None: 256)
     decode_context_parallel_size: int = 1  # --decode-context-parallel-size / -dcp (0.10.2+, inside the TP group)
+    disable_hybrid_kv_cache_manager: bool = False  # --disable-hybrid-kv-cache-manager (V1 0.9.1+)
 
     @property
     def kv_cache_dtype_bytes(self) -> int:
@@ -323,6 +324,19 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         reasons["swap_space"] = "ignored by V1 (no CPU swap blocks)"
         swap = 0.0
 
+    disable_hybrid = bool(user.get("disable_hybrid_kv_cache_manager"))
+    if disable_hybrid and not (engine == "v1" and release.at_least("0.9.1")):
+        # the flag arrives with the hybrid allocator (engine/arg_utils.py 0.9.1, V1 only)
+        raise SettingsError(f"--disable-hybrid-kv-cache-manager needs vLLM 0.9.1 or newer on V1 (this is "
+                            f"{release.label} {engine.upper()})")
+    max_loras = int(user.get("max_loras") or 1)  # LoRAConfig defaults
+    max_cpu_loras = user.get("max_cpu_loras")
+    if max_cpu_loras is not None and int(max_cpu_loras) < max_loras:
+        # LoRAConfig.__post_init__ (every release with --max-cpu-loras): the CPU cache holds the GPU slots' adapters
+        raise StartupRefusal(f"max_cpu_loras ({max_cpu_loras}) must be >= max_loras ({max_loras})")
+    if max_cpu_loras is not None:
+        reasons["max_loras"] = f"--max-cpu-loras {max_cpu_loras}: adapters cached in CPU memory, none on the GPU"
+
     kv_bytes = user.get("kv_cache_memory_bytes")
     if kv_bytes is not None and not (engine == "v1" and release.at_least("0.10.2")):
         raise SettingsError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer on V1 (this is {release.label} {engine.upper()})")
@@ -360,7 +374,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         enable_expert_parallel=bool(user.get("enable_expert_parallel")) and spec.moe is not None,
         cpu_offload_gb=float(user.get("cpu_offload_gb") or 0.0),
         enable_lora=bool(user.get("enable_lora")),
-        max_loras=int(user.get("max_loras") or 1),  # LoRAConfig defaults
+        max_loras=max_loras,
         max_lora_rank=int(user.get("max_lora_rank") or 16),
         given=frozenset(given),
         auto_fit_max_model_len=auto_fit,
@@ -370,6 +384,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         mamba_cache_mode=_mamba_cache_mode(spec, release, engine, user.get("enable_prefix_caching")),
         mamba_chunk_size=_mamba_chunk_size(spec),
         decode_context_parallel_size=dcp,
+        disable_hybrid_kv_cache_manager=disable_hybrid,
     ), release
 
 

@@ -137,3 +137,87 @@ def test_kv_cache_memory_bytes_skips_the_utilization_rule():
     b = explain("Qwen/Qwen3-8B", "RTX 4090", vllm_version="0.11.0", kv_cache_memory_bytes=4 * GIB, max_model_len=8192)
     assert b.kv_cache_bytes == 4 * GIB
     assert b.num_gpu_blocks == 4 * GIB // (36 * 2 * 16 * 8 * 128 * 2)
+
+
+# --- Llama 4 (llama4.py / mllama4.py, 0.8.3+) ------------------------------------------------------------
+
+
+def test_llama4_scout_and_maverick_parameters_by_hand():
+    # Scout text: embed + lm_head 2 x 202048 x 5120; 48 x attention ((40 + 2 x 8) x 128 x 5120 + 5120 x 5120);
+    # norms 48 x 2 x 5120 + 5120; routers 48 x 16 x 5120; experts 48 x 16 x 3 x 8192 x 5120; shared experts
+    # 48 x 3 x 8192 x 5120. Vision: patch 5120-wide... (see the groups): 871,932,416 with the projector
+    embed = 202048 * 5120
+    attention = 48 * ((40 + 16) * 128 * 5120 + 5120 * 5120)
+    scout_text = 2 * embed + attention + 48 * 2 * 5120 + 5120 + 48 * 16 * 5120 + 48 * 16 * 3 * 8192 * 5120 + 48 * 3 * 8192 * 5120
+    assert scout_text == 107_769_861_120
+    # vision: patch linear 1408 x 588, class 1408, positions 577 x 1408, LN pre/post 4 x 1408, 34 layers of
+    # (qkv 1408 x 4224 + 4224, o 1408 x 1408 + 1408, fc1 1408 x 5632 + 5632, fc2 5632 x 1408 + 1408, 4 x 1408),
+    # adapter 5632 x 4096 + 4096 x 4096, projector 4096 x 5120
+    layer = 1408 * 4224 + 4224 + 1408 * 1408 + 1408 + 1408 * 5632 + 5632 + 5632 * 1408 + 1408 + 4 * 1408
+    vision = 1408 * 588 + 1408 + 577 * 1408 + 4 * 1408 + 34 * layer + 5632 * 4096 + 4096 * 4096 + 4096 * 5120
+    assert vision == 871_932_416
+    scout = build_inventory(spec_of("meta-llama/Llama-4-Scout-17B-16E-Instruct"), "bfloat16")
+    assert scout.parameters == scout_text + vision  # Meta's "109 B"
+    # Maverick: 128 experts on the 24 odd layers, dense LlamaMLPs of 16384 on the 24 even ones
+    maverick_spec = spec_of("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    assert maverick_spec.moe.dense_layers == tuple(range(0, 48, 2)) and maverick_spec.intermediate_size == 16384
+    maverick_text = (2 * embed + attention + 48 * 2 * 5120 + 5120 + 24 * 128 * 5120 + 24 * 128 * 3 * 8192 * 5120
+                     + 24 * 3 * 8192 * 5120 + 24 * 3 * 16384 * 5120)
+    assert build_inventory(maverick_spec, "bfloat16").parameters == maverick_text + vision == 401_583_781_376  # "400 B"
+
+
+def test_llama4_rotary_buffer_spans_max_position_embeddings():
+    # get_rope caches one [max_position_embeddings, head_dim] bf16 cos/sin table for the 36 RoPE layers:
+    # Scout 10,485,760 x 128 x 2 B = 2.5 GiB on every rank; Maverick 1,048,576 positions -> 256 MiB
+    for repo_id, rows in (("meta-llama/Llama-4-Scout-17B-16E-Instruct", 10_485_760),
+                          ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", 1_048_576)):
+        inventory = build_inventory(spec_of(repo_id), "bfloat16", Shard(8))
+        table = next(g for g in inventory.groups if g.name == "rotary_emb.cos_sin_cache")
+        assert table.shape == (rows, 128) and table.bytes == rows * 128 * 2
+    # the vision tower's complex64 [577, 1, 44] table: 577 x 44 x 8 B
+    vision_table = next(g for g in inventory.groups if g.name.startswith("vision_model.rotary_emb"))
+    assert vision_table.bytes == 577 * 44 * 8 == 203_104
+
+
+@pytest.mark.parametrize("version, kinds", [
+    ("0.9.2", {"full": 48}),                       # chunking only inside the attention backends
+    ("0.10.0", {"full": 12, "chunked_local": 36}),  # ChunkedLocalAttentionSpec, hybrid manager on
+    ("0.11.0", {"full": 48}),                      # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0
+    ("0.14.0", {"full": 12, "chunked_local": 36}),  # the variable defaults to 1
+])
+def test_llama4_chunked_local_layers_per_release(version, kinds):
+    from vram_detective.engines.vllm.plan import kv_plan_for_budget
+    from vram_detective.hardware import find_gpu
+    from vram_detective.units import parse_version
+
+    spec = spec_of("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    settings = {"tensor_parallel_size": 8, "max_model_len": 131072, "max_num_batched_tokens": 8192}
+    plan = kv_plan_for_budget(spec, find_gpu("H200"), settings, parse_version(version), 40 * GIB)
+    created = {}
+    for group in plan.groups:
+        created[group.kind] = created.get(group.kind, 0) + group.layers
+    assert created == kinds
+    if "chunked_local" in kinds:
+        # 12 NoPE layers set the group size: 1 full + 3 chunked groups; a chunked group holds
+        # min(8192 + 8192 batched tokens, max_model_len) tokens of a request: cdiv(16384, 16) = 1024 blocks
+        assert [g.blocks_per_request for g in plan.groups if g.kind == "chunked_local"] == [1024] * 3
+        assert [g.blocks_per_request for g in plan.groups if g.kind == "full"] == [131072 // 16]
+
+
+def test_llama4_vision_tower_stays_bf16_in_an_fp8_checkpoint():
+    import json
+    from pathlib import Path
+
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.quantization import kernel_for
+    from vram_detective.engines.vllm.releases import release
+
+    entry = json.loads((Path(__file__).resolve().parents[1] / "src/vram_detective/model/catalog/"
+                        "meta-llama--Llama-4-Scout-17B-16E-Instruct.json").read_text())
+    config = {**entry["config"], "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}}
+    spec = parse_config(config, "scout-fp8")
+    kernel = kernel_for(spec.quantization, (9, 0), release((0, 11, 0), "v1"))
+    fp8 = build_inventory(spec, "bfloat16", Shard(8), spec.quantization, kernel)
+    bf16 = build_inventory(spec_of("meta-llama/Llama-4-Scout-17B-16E-Instruct"), "bfloat16", Shard(8))
+    assert _role_bytes(fp8, "vision") == _role_bytes(bf16, "vision") > 0
+    assert _role_bytes(fp8, "expert") == _role_bytes(bf16, "expert") // 2  # the experts do go to fp8

@@ -83,6 +83,10 @@ class VisionSpec:
     aspect_ratios: int = 0  # len(supported_aspect_ratios) = max_aspect_ratio_id
     vision_output_dim: int = 0  # hidden x (intermediate_layers_indices + 1): the projector's input
     cross_attention_layers: tuple[int, ...] = ()  # text layers that are cross-attention decoder layers
+    # Llama 4: the pixel-shuffle adapter MLP (intermediate_size -> projector_input_dim -> projector_output_dim)
+    adapter_dims: tuple[int, int] = (0, 0)
+    adapter_bias: bool = False
+    num_heads: int = 0  # attention heads (only where a buffer depends on them: Llama 4's vision rotary cache)
     # InternViT: qkv bias, RMSNorm vs LayerNorm, per-layer q_norm/k_norm over the whole width (InternViT-6B)
     qkv_bias: bool = True
     rms_norm: bool = False
@@ -202,6 +206,9 @@ _ARCHITECTURE_FAMILY = {
     "MiniMaxText01ForCausalLM": "minimax_text_01",  # lightning (linear) attention + softmax attention, MoE
     # Mamba2 / attention / relu2 MLP / non-gated MoE, one mixer per layer by hybrid_override_pattern
     "NemotronHForCausalLM": "nemotron_h",
+    # Llama 4 text (llama4.py, 0.8.3+): MoE every interleave_moe_layer_step-th layer (top-1 experts + one shared
+    # expert of the same size), dense LlamaMLPs of intermediate_size_mlp between them, chunked local attention
+    "Llama4ForCausalLM": "llama4",
 }
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
@@ -265,6 +272,8 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
         config = {**config, "text_config": _llava_text_config(config)}
     elif spec.vision is not None and spec.vision.kind == "intern_vit":
         config = {**config, "text_config": _internvl_text_config(config)}  # InternVL names it llm_config
+    elif spec.vision is not None and spec.vision.kind == "llama4":
+        config = spec.source_config  # the text_config with Llama4TextConfig's defaults filled in
     return replace(spec, source_config=config)
 
 
@@ -298,6 +307,9 @@ def _parse(config: dict, name: str) -> ModelSpec:
     head_dim = config.get("head_dim") or hidden // heads
     layers = _require(config, "num_hidden_layers", "n_layer", "num_layers")
     intermediate = _require(config, "intermediate_size", "ffn_dim", "n_inner")
+    if family == "llama4":
+        # intermediate_size is one expert's (and the shared expert's); dense layers use intermediate_size_mlp
+        intermediate = int(config.get("intermediate_size_mlp") or _LLAMA4_TEXT_DEFAULTS["intermediate_size_mlp"])
     vocab = _require(config, "vocab_size")
     # Gemma ties embeddings unless told otherwise; everyone else defaults to untied in HF.
     tie = bool(config.get("tie_word_embeddings", family.startswith("gemma")))
@@ -420,6 +432,22 @@ _MULTIMODAL = {
     "LlavaNextForConditionalGeneration": ("", "clip_anyres"),
     "MllamaForConditionalGeneration": ("LlamaForCausalLM", "mllama"),
     "InternVLChatModel": ("", "intern_vit"),  # InternViT + mlp1 + llm_config's language model
+    "Llama4ForConditionalGeneration": ("Llama4ForCausalLM", "llama4"),  # mllama4.py (0.8.3+)
+}
+
+# transformers 4.51 Llama4TextConfig / Llama4VisionConfig defaults (configuration_llama4.py, docstring
+# meta-llama/Llama-4-Scout-17B-16E) for keys a config.json leaves out. Not all are Scout's own values (the
+# text max_position_embeddings 131072, the vision hidden 768 / image 448): published configs list those.
+_LLAMA4_TEXT_DEFAULTS = {
+    "model_type": "llama4_text", "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8,
+    "head_dim": 128, "max_position_embeddings": 131072, "num_local_experts": 16, "num_experts_per_tok": 1,
+    "interleave_moe_layer_step": 1, "attention_chunk_size": 8192, "tie_word_embeddings": False,
+}
+_LLAMA4_VISION_DEFAULTS = {
+    "hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_channels": 3, "image_size": 448,
+    "patch_size": 14, "pixel_shuffle_ratio": 0.5, "projector_input_dim": 4096, "projector_output_dim": 4096,
+    "vision_output_dim": 7680, "multi_modal_projector_bias": False, "num_attention_heads": 16,
 }
 
 # transformers' config defaults for what LLaVA's text_config / vision_config leave out: LlavaConfig builds
@@ -522,6 +550,31 @@ def _parse_mllama(config: dict, name: str, architecture: str) -> ModelSpec:
     return replace(spec, architecture=architecture, vision=tower)
 
 
+def _parse_llama4(config: dict, name: str, architecture: str) -> ModelSpec:
+    """Llama 4 (mllama4.py, 0.8.3+): the Llama4ForCausalLM text model under language_model., the vision tower
+    (Llama4VisionModel: an unfold-conv patch linear without bias, class embedding, (image/patch)^2 + 1 learned
+    positions, pre/post LayerNorms, encoder layers with biased qkv/o/fc1/fc2 and two LayerNorms, the pixel-shuffle
+    adapter MLP) and the bias-free multi_modal_projector [vision_output_dim -> text hidden]. vLLM builds tower and
+    projector with quant_config=None: bf16 even in FP8 checkpoints."""
+    text = {**_LLAMA4_TEXT_DEFAULTS, "architectures": ["Llama4ForCausalLM"]}
+    text.update({k: v for k, v in (config.get("text_config") or {}).items() if k != "architectures"})
+    if config.get("torch_dtype") or config.get("dtype"):
+        text["torch_dtype"] = config.get("torch_dtype") or config.get("dtype")
+    for key in ("quantization_config", "compression_config"):
+        if config.get(key) and not text.get(key):
+            text[key] = config[key]  # the checkpoint's quantization block sits at the top level
+    spec = _parse(text, name)
+    raw = {**_LLAMA4_VISION_DEFAULTS, **(config.get("vision_config") or {})}
+    ratio = float(raw["pixel_shuffle_ratio"])
+    tower = VisionSpec("llama4", int(raw["hidden_size"]), int(raw["intermediate_size"]), int(raw["num_hidden_layers"]),
+                       int(raw["patch_size"]), int(raw["num_channels"]), spatial_merge_size=int(round(1 / ratio)),
+                       out_hidden_size=spec.hidden_size, image_size=int(raw["image_size"]),
+                       vision_output_dim=int(raw["vision_output_dim"]),
+                       adapter_dims=(int(raw["projector_input_dim"]), int(raw["projector_output_dim"])),
+                       adapter_bias=bool(raw["multi_modal_projector_bias"]), num_heads=int(raw["num_attention_heads"]))
+    return replace(spec, architecture=architecture, vision=tower, source_config={**config, "text_config": text})
+
+
 def _parse_llava(config: dict, name: str, architecture: str, vision_kind: str) -> ModelSpec:
     spec = _parse(_llava_text_config(config), name)
     raw = config.get("vision_config")
@@ -548,6 +601,8 @@ def _parse_multimodal(config: dict, name: str, architecture: str) -> ModelSpec:
         return _parse_mllama(config, name, architecture)
     if vision_kind == "intern_vit":
         return _parse_internvl(config, name, architecture)
+    if vision_kind == "llama4":
+        return _parse_llama4(config, name, architecture)
     text = dict(_GEMMA3_TEXT_DEFAULTS) if vision_kind == "siglip" else {}
     text.update({k: v for k, v in config.items() if k not in ("text_config", "vision_config", "architectures")})
     text.update(config.get("text_config") or {})
@@ -608,13 +663,14 @@ def _parse_whisper(config: dict, name: str, architecture: str) -> ModelSpec:
 def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
     experts = config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts")
     if not experts or family not in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "gpt_oss", "qwen3_next",
-                                     "jamba", "granitemoehybrid", "minimax_text_01", "nemotron_h"):
+                                     "jamba", "granitemoehybrid", "minimax_text_01", "nemotron_h", "llama4"):
         return None
     if family == "nemotron_h":
         return _nemotron_h_moe(config, int(experts))
     expert_intermediate = config.get("moe_intermediate_size") or config["intermediate_size"]
     dense: set[int] = set(config.get("mlp_only_layers") or ())
-    step = config.get("decoder_sparse_step") or config.get("moe_layer_freq") or 1
+    # Llama 4: MoE where (layer + 1) % interleave_moe_layer_step == 0 (llama4.py ignores moe_layers)
+    step = config.get("decoder_sparse_step") or config.get("moe_layer_freq") or config.get("interleave_moe_layer_step") or 1
     first_dense = config.get("first_k_dense_replace") or 0
     for layer in range(layers):
         # Qwen MoE: sparse when (layer + 1) % step == 0; DeepSeek: from first_k_dense_replace on, every freq-th
@@ -636,6 +692,8 @@ def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
     elif family in ("qwen2_moe", "qwen3_next"):
         # Qwen3-Next / Qwen3.5-MoE: Qwen3NextSparseMoeBlock, a shared expert behind a [1, hidden] gate
         shared = config.get("shared_expert_intermediate_size") or 0
+    elif family == "llama4":
+        shared = expert_intermediate  # Llama4MoE.shared_expert: a LlamaMLP of intermediate_size, no gate
     return MoeSpec(
         num_experts=int(experts),
         experts_per_token=int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 2),

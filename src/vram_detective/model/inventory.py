@@ -723,7 +723,8 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
     GPTQ/AWQ for the vision tower; AWQ/GPTQ checkpoints list it in modules_to_not_convert)."""
     v = spec.vision
     h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
-    quantize = quant is not None and quant.method in ("fp8", "modelopt-fp8")
+    # (Llama 4 builds its tower and projector with quant_config=None: bf16 whatever the checkpoint, mllama4.py)
+    quantize = quant is not None and quant.method in ("fp8", "modelopt-fp8") and v.kind != "llama4"
     parameters = 0
 
     def dense(name: str, count: int, shape: tuple[int, ...]) -> None:
@@ -820,6 +821,37 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
                                  (extra_rows, spec.hidden_size), dtype, "embedding"))
             allocations.append(groups[-1].bytes_each)
             parameters += 8 * spec.hidden_size // tp
+        return parameters
+    if v.kind == "llama4":
+        # Llama 4 (mllama4.py 0.8.3+, built with quant_config=None): Llama4UnfoldConvolution = a bias-free
+        # ColumnParallelLinear [c*p*p -> h], class embedding, (image/patch)^2 + 1 learned positions, LayerNorm
+        # pre/post (weight + bias), encoder layers (qkv / o_proj / fc1 / fc2 with biases, row-parallel biases whole,
+        # two LayerNorms), the pixel-shuffle adapter MLP [intermediate -> projector_input -> projector_output]
+        # (biases only with multi_modal_projector_bias) and multi_modal_projector.linear_1 [vision_output_dim ->
+        # text hidden], no bias. The vision rotary cache is a [positions, 1, head_dim / 2] complex64 buffer.
+        positions = (v.image_size // v.patch_size) ** 2 + 1
+        adapter_in, adapter_out = v.adapter_dims
+        linear("vision_model.patch_embedding.linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
+        dense("vision_model.class_embedding", 1, (h,))
+        dense("vision_model.positional_embedding_vlm", 1, (positions, h))
+        dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
+        dense("vision_model.model.layers.*.{input,post_attention}_layernorm.{weight,bias}", 4 * n, (h,))
+        linear("vision_model.model.layers.*.self_attn.qkv_proj", n, h, 3 * h // tp, True, 3)
+        linear("vision_model.model.layers.*.self_attn.o_proj", n, h // tp, h, False)
+        dense("vision_model.model.layers.*.self_attn.o_proj.bias", n, (h,))
+        linear("vision_model.model.layers.*.mlp.fc1", n, h, i // tp, True)
+        linear("vision_model.model.layers.*.mlp.fc2", n, i // tp, h, False)
+        dense("vision_model.model.layers.*.mlp.fc2.bias", n, (h,))
+        linear("vision_model.vision_adapter.mlp.fc1", 1, i, adapter_in // tp, v.adapter_bias)
+        linear("vision_model.vision_adapter.mlp.fc2", 1, adapter_in // tp, adapter_out, False)
+        if v.adapter_bias:
+            dense("vision_model.vision_adapter.mlp.fc2.bias", 1, (adapter_out,))
+        linear("multi_modal_projector.linear_1", 1, v.vision_output_dim, v.out_hidden_size // tp, False)
+        if v.num_heads:
+            # complex64 = two float32 per entry; get_rope caches one instance for every encoder layer
+            groups.append(_dense("vision_model.rotary_emb.cos_sin_cache[complex64 as float32 pairs]", 1,
+                                 (positions, 2 * (h // v.num_heads // 2)), "float32", "rotary cache"))
+            allocations.append(groups[-1].bytes_each)
         return parameters
     if v.kind in ("clip", "clip_anyres"):
         # LLaVA / LLaVA-NeXT (vllm/model_executor/models/clip.py, llava.py, llava_next.py): CLIP embeddings

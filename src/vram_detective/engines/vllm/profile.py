@@ -79,6 +79,8 @@ GRAPH_BYTES_PER_LAYER = {"v0": int(0.13 * MIB), "v1-piecewise": int(0.30 * MIB),
 # Largest item: Qwen2-VL / Qwen2.5-VL max_pixels 12,845,056 = 65,536 patches of 14x14 -> 16,384 tokens
 # after the 2x2 merge (image_processing_qwen2_vl.py defaults); Gemma 3: 896x896 -> 4,096 patches, 256 tokens.
 QWEN_VL_MAX_PATCHES = 12_845_056 // (14 * 14)
+# Llama4ImageProcessor max_patches default (transformers 4.51 image_processing_llama4_fast.py)
+LLAMA4_MAX_PATCHES = 16
 
 
 def clip_item(vision) -> tuple[int, int]:
@@ -115,6 +117,13 @@ def vision_item(spec: ModelSpec) -> tuple[int, int]:
         side = vision.image_size // vision.patch_size
         tiles = max(1, vision.max_num_tiles)
         return tiles * (side * side + 1), tiles * side * side // vision.spatial_merge_size ** 2
+    if vision.kind == "llama4":
+        # mllama4.py get_image_size_with_most_features: a max_patches x 1 tile image (16 x 336 by 336 with the
+        # processor's max_patches 16) -> 16 tiles + the global tile, each (image/patch)^2 + 1 positions through the
+        # tower, (16 + 1) x (144 + 1) + 2 = 2,467 tokens after the 2x2 pixel shuffle (0.8.3 get_mm_max_tokens_per_item)
+        tiles = LLAMA4_MAX_PATCHES + 1
+        per_tile = (vision.image_size // vision.patch_size) ** 2 // vision.spatial_merge_size ** 2
+        return tiles * ((vision.image_size // vision.patch_size) ** 2 + 1), tiles * (per_tile + 1) + 2
     if vision.kind == "mllama":
         # one image = max_num_tiles tiles of (image/patch)^2 + 1 positions; the language model cross-attends
         # to all of them (an estimate: the cross-attention K/V and the V0 encoder profile are not modelled)

@@ -221,3 +221,17 @@ def test_llama4_vision_tower_stays_bf16_in_an_fp8_checkpoint():
     bf16 = build_inventory(spec_of("meta-llama/Llama-4-Scout-17B-16E-Instruct"), "bfloat16", Shard(8))
     assert _role_bytes(fp8, "vision") == _role_bytes(bf16, "vision") > 0
     assert _role_bytes(fp8, "expert") == _role_bytes(bf16, "expert") // 2  # the experts do go to fp8
+
+
+def test_kimi_k2_is_deepseek_v3_with_384_experts():
+    # 60 MoE layers x 384 x 3 x 7168 x 2048 + shared 60 x 3 x 7168 x 2048 + dense layer 3 x 7168 x 18432
+    # + 61 MLA layers (q_a 7168 x 1536 + q_b 1536 x 64 x 192 + kv_a 7168 x 576 + kv_b 512 x 64 x 256 + o 8192 x 7168
+    # + norms 1536 + 512 + 2 x 7168) + routers 60 x 384 x (7168 + 1 bias) + 2 x 163840 x 7168 + final norm
+    spec = spec_of("moonshotai/Kimi-K2-Instruct")
+    assert spec.mla.latent_dim == 576 and spec.moe.dense_layers == (0,)
+    experts = 60 * 385 * 3 * 7168 * 2048
+    attention = 61 * (7168 * 1536 + 1536 * 64 * 192 + 7168 * 576 + 512 * 64 * 256 + 8192 * 7168 + 1536 + 512 + 2 * 7168)
+    total = experts + 3 * 7168 * 18432 + attention + 60 * 384 * 7169 + 2 * 163840 * 7168 + 7168
+    assert build_inventory(spec, "bfloat16").parameters == total == 1_026_408_232_448
+    # MLA: one 576-wide latent per token and layer on every TP rank: 61 x 576 x 2 B = 70,272 B per token
+    assert kv_layout(spec, 8, 61, 16, 2).bytes_per_token == 70_272

@@ -352,10 +352,11 @@ def test_r1_distill_llama_70b():
 # --- what is refused -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("architecture", ["Qwen3_5ForConditionalGeneration"])
-def test_unsupported_architectures_are_refused_in_one_line(architecture):
+@pytest.mark.parametrize("architecture, model_type", [("DeepseekV4ForCausalLM", "deepseek_v4"),
+                                                     ("Gemma4ForConditionalGeneration", "gemma4")])
+def test_unsupported_architectures_are_refused_in_one_line(architecture, model_type):
     config = copy.deepcopy(load_model("Qwen/Qwen2.5-7B-Instruct").config)
-    config["architectures"] = [architecture]
+    config["architectures"], config["model_type"] = [architecture], model_type
     with pytest.raises(UnsupportedArchitectureError) as info:
         parse_config(config, name="some/multimodal-model")
     message = str(info.value)

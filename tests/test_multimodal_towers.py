@@ -7,7 +7,7 @@ import pytest
 from vram_detective import explain
 from vram_detective.engines.vllm.profile import vision_item
 from vram_detective.model.config import UnsupportedArchitectureError, _clip_built_layers, parse_config
-from vram_detective.model.inventory import build_inventory
+from vram_detective.model.inventory import Shard, build_inventory
 from vram_detective.model.sources import load_model
 
 GIB = 1 << 30
@@ -112,7 +112,7 @@ def test_llava15_v052_blocks_against_llama3_on_the_same_gpu():
     assert llava.num_gpu_blocks / llama.num_gpu_blocks == pytest.approx(3631 / 13078, rel=0.01)
 
 
-@pytest.mark.parametrize("architecture", ["Qwen3_5ForConditionalGeneration"])
+@pytest.mark.parametrize("architecture", ["Mistral3ForConditionalGeneration", "Gemma4ForConditionalGeneration"])
 def test_towers_not_sized_yet_are_refused(architecture):
     with pytest.raises(UnsupportedArchitectureError, match=architecture):
         parse_config({"architectures": [architecture], "model_type": "x"})
@@ -246,3 +246,98 @@ def test_mllama_is_v0_only_and_gone_from_0_11(tmp_path):
     assert b.num_cpu_blocks > 0  # V0 keeps CPU swap blocks
     with pytest.raises(StartupRefusal, match="until 0.10.2"):
         explain(str(tmp_path), "H100", vllm_version="0.11.0", max_model_len=8192)
+
+
+# --- Qwen3-VL / Qwen3.5 (Qwen3_VisionTransformer, qwen3_vl.py 0.11.0+) ---------------------------------------
+
+# Qwen3-VL-4B's tower by hand: d 1024, MLP 4096, 24 blocks, out 2560, 3 deepstack mergers, 2304 positions
+QWEN3_VL_BLOCK = 4 * 1024 + (1024 * 3072 + 3072) + (1024 * 1024 + 1024) + (1024 * 4096 + 4096) + (4096 * 1024 + 1024)
+QWEN3_VL_MERGER = 2 * 1024 + (4096 * 4096 + 4096) + (4096 * 2560 + 2560)  # LayerNorm over d before the 2x2 shuffle
+QWEN3_VL_DEEPSTACK = 2 * 4096 + (4096 * 4096 + 4096) + (4096 * 2560 + 2560)  # LayerNorm over 4d after it
+QWEN3_VL_4B_TOWER = (1024 * 3 * 2 * 16 * 16 + 1024) + 2304 * 1024 + 24 * QWEN3_VL_BLOCK + QWEN3_VL_MERGER \
+    + 3 * QWEN3_VL_DEEPSTACK
+
+
+def _spec(repo_id):
+    source = load_model(repo_id)
+    return parse_config(source.config, source.repo_id)
+
+
+def test_qwen3_vl_4b_tower_by_hand():
+    assert QWEN3_VL_BLOCK == 12_596_224 and QWEN3_VL_4B_TOWER == 415_347_712
+    spec = _spec("Qwen/Qwen3-VL-4B-Instruct")
+    vision = build_inventory(spec, "bfloat16")
+    assert sum(g.bytes for g in vision.groups if g.role == "vision") == 2 * QWEN3_VL_4B_TOWER
+    # text: Qwen3 2560 x 36 layers (32 / 8 heads of 128, MLP 9728, q/k norms), tied 151936-row embedding
+    layer = 2560 * (32 + 16) * 128 + 4096 * 2560 + 3 * 2560 * 9728 + 2 * 128 + 2 * 2560
+    assert vision.parameters == QWEN3_VL_4B_TOWER + 36 * layer + 151936 * 2560 + 2560  # 4.44 B
+    # TP 2: fused qkv / fc1 / merger fc1 sharded, row-parallel biases, norms, patch conv and positions whole
+    two = build_inventory(spec, "bfloat16", Shard(2))
+    assert sum(g.bytes for g in two.groups if g.role == "vision") == 419_465_216
+
+
+def test_qwen3_vl_deepstack_buffers_and_mrope_rows_per_release():
+    spec = _spec("Qwen/Qwen3-VL-4B-Instruct")
+    b11 = explain("Qwen/Qwen3-VL-4B-Instruct", "H100", vllm_version="0.31.0", max_num_batched_tokens=8192)
+    b32 = explain("Qwen/Qwen3-VL-4B-Instruct", "H100", vllm_version="0.32.0", max_num_batched_tokens=8192)
+    # MRotaryEmbedding: [262144 x 4, 128] bf16 = 256 MiB until 0.31; 0.32 passes mrope_positions_factor 1
+    assert b11.weights_bytes - b32.weights_bytes == 3 * 262144 * 128 * 2
+    # Qwen2.5-VL keeps the x4 table in 0.32 (its decoder layers take get_rope's default factor)
+    qwen25 = [explain("Qwen/Qwen2.5-VL-7B-Instruct", "H100", vllm_version=v).weights_bytes for v in ("0.31.0", "0.32.0")]
+    assert qwen25[0] == qwen25[1]
+    # deepstack_input_embeds: 3 x [max_num_batched_tokens, 2560] bf16, created with the model
+    inventory = build_inventory(spec, "bfloat16", batched_tokens=8192)
+    buffers = [g for g in inventory.groups if g.role == "model buffers"]
+    assert sum(g.bytes for g in buffers) == 3 * 8192 * 2560 * 2
+    assert not [g for g in build_inventory(_spec("Qwen/Qwen3.5-27B"), "bfloat16", batched_tokens=8192).groups
+                if g.role == "model buffers"]  # Qwen3.5 has no deepstack
+
+
+def test_qwen3_vl_fp8_follows_the_ignore_list(dev_cases):
+    from vram_detective.engines.vllm.releases import release
+    from vram_detective.model.quantization import kernel_for
+
+    spec = _spec("Qwen/Qwen3-VL-4B-Instruct-FP8")
+    kernel = kernel_for(spec.quantization, (8, 9), release((0, 11, 0), "v1"))
+    kept = build_inventory(spec, "bfloat16", quant=spec.quantization, kernel=kernel)
+    assert sum(g.bytes for g in kept.groups if g.role == "vision") == 2 * QWEN3_VL_4B_TOWER  # listed: bf16
+    config = copy.deepcopy(load_model("Qwen/Qwen3-VL-4B-Instruct-FP8").config)
+    config["quantization_config"]["modules_to_not_convert"] = ["lm_head"]
+    unlisted = parse_config(config, "unlisted")
+    quantized = build_inventory(unlisted, "bfloat16", quant=unlisted.quantization, kernel=kernel)
+    assert sum(g.bytes for g in quantized.groups if g.role == "vision") < QWEN3_VL_4B_TOWER * 1.1  # fp8 linears
+    # gpustack #3098 (0.11.0): "Model loading took 5.2076 GiB"; a < 70 GiB card's 2048 batched tokens
+    case = dev_cases["gpustack-3098-qwen3vl-4b-fp8"]
+    b = explain("Qwen/Qwen3-VL-4B-Instruct-FP8", "RTX 4090", vllm_version="0.11.0", max_model_len=8192)
+    assert b.weights_bytes / GIB == pytest.approx(case["observed"]["weights_gib"], rel=0.005)
+
+
+@pytest.mark.parametrize("version, rows", [("0.11.0", 153_600), ("0.12.0", 153_600), ("0.13.0", 16_384)])
+def test_qwen3_vl_encoder_profile_per_release(version, rows):
+    from vram_detective.engines.vllm.profile import qwen3_vl_encoder
+    from vram_detective.engines.vllm.releases import release
+    from vram_detective.engines.vllm.settings import resolve_settings
+    from vram_detective.hardware import find_gpu
+    from vram_detective.units import parse_version
+
+    spec = _spec("Qwen/Qwen3-VL-4B-Instruct")
+    rel = parse_version(version)
+    settings, rules = resolve_settings({"max_model_len": 32768, "max_num_batched_tokens": 8192}, spec,
+                                       find_gpu("H100"), release, rel)
+    profile = qwen3_vl_encoder(spec, settings, rules, 2)
+    # 0.11-0.12: one dummy video of 12,288 tokens scattered into an encoder-budget (12,288 x 12.5) zeros tensor;
+    # 0.13+: one 4096 x 4096 image of 16,384 tokens. Rows are out_hidden 2560 x (1 + 3 deepstack) wide.
+    assert profile.cache_bytes == rows * 2560 * 4 * 2
+    patches = 12_288 * 4 if rows > 16_384 else 65_536
+    assert profile.peak_bytes == patches * ((3 * 1024 + 3 * 4096) * 2 + 3 * 2 * 16 * 16 * 4)
+
+
+def test_qwen35_tower_has_no_deepstack_mergers():
+    # Qwen3.5-27B: the same block layout at d 1152, MLP 4304, 27 blocks, one merger into the 5120-wide text model
+    block = 4 * 1152 + (1152 * 3456 + 3456) + (1152 * 1152 + 1152) + (1152 * 4304 + 4304) + (4304 * 1152 + 1152)
+    merger = 2 * 1152 + (4608 * 4608 + 4608) + (4608 * 5120 + 5120)
+    tower = (1152 * 1536 + 1152) + 2304 * 1152 + 27 * block + merger
+    spec = _spec("Qwen/Qwen3.5-27B")
+    assert spec.vision.deepstack_layers == 0 and spec.hybrid is not None and spec.mrope
+    inventory = build_inventory(spec, "bfloat16")
+    assert sum(g.bytes for g in inventory.groups if g.role == "vision") == 2 * tower == 921_460_192

@@ -104,3 +104,52 @@ def test_v1_before_0_10_2_refuses_or_falls_back(tmp_path):
         explain(path, gpu_memory=8 * GIB, vllm_version="0.10.1", engine="v1", max_model_len=448)
     with pytest.raises(StartupRefusal, match="0.7.0"):
         explain(path, gpu_memory=8 * GIB, vllm_version="0.6.6", max_model_len=448)
+
+
+# --- the encoder pass of the profile run -----------------------------------------------------------------
+
+
+def test_v0_profile_encodes_one_dummy_audio_per_sequence(tmp_path):
+    from vram_detective.engines.vllm.profile import whisper_encoder
+    from vram_detective.engines.vllm.releases import release
+    from vram_detective.engines.vllm.settings import resolve_settings
+    from vram_detective.hardware import custom_gpu
+
+    spec = parse_config(WHISPER_TINY, "openai/whisper-tiny")
+    gpu = custom_gpu(8 * GIB)
+    for seqs in (256, 400):
+        settings, rules = resolve_settings({"max_model_len": 448, "max_num_seqs": seqs, "entrypoint": "llm",
+                                            "kv_cache_dtype": "fp8"}, spec, gpu, release, (0, 7, 0))
+        profile = whisper_encoder(spec, settings, rules, 2)
+        # seqs x 1500 tokens: caller's input + residual + normed input (3 x 384) + fc1 and GELU (2 x 1536), fp16,
+        # + the [80, 3000] fp16 features of every audio: 12.54 MiB per sequence
+        tokens = seqs * 1500
+        assert profile.peak_bytes == tokens * (3 * 384 + 2 * 1536) * 2 + seqs * 80 * 3000 * 2
+        assert profile.cache_bytes == 0
+    assert profile.peak_bytes / GIB == pytest.approx(4.90, abs=0.01)  # 400 sequences (vllm#12095 logs 7.09)
+    b = explain(_write(tmp_path), gpu_memory=8 * GIB, vllm_version="0.7.0", max_model_len=448, kv_cache_dtype="fp8",
+                entrypoint="llm")
+    assert b.activation_peak_bytes / GIB == pytest.approx(3.14, abs=0.01)  # the default 256 sequences
+
+
+@pytest.mark.parametrize("version, batched, items, cross_tokens", [
+    ("0.10.2", 8192, 1, 1500),   # max_num_encoder_input_tokens overridden to the encoder length
+    ("0.13.0", 8192, 5, 8192),   # left at max_num_batched_tokens: 8192 // 1500 items, cross blocks of 8192 tokens
+    ("0.13.0", 2048, 1, 2048),
+])
+def test_v1_encoder_budget_and_cross_attention_tokens(tmp_path, version, batched, items, cross_tokens):
+    from vram_detective.engines.vllm.profile import whisper_encoder
+    from vram_detective.engines.vllm.releases import release
+    from vram_detective.engines.vllm.settings import resolve_settings
+    from vram_detective.hardware import custom_gpu
+    from vram_detective.units import parse_version
+
+    spec = parse_config(WHISPER_TINY, "openai/whisper-tiny")
+    settings, rules = resolve_settings({"max_model_len": 448, "max_num_batched_tokens": batched, "entrypoint": "llm"},
+                                       spec, custom_gpu(8 * GIB), release, parse_version(version))
+    profile = whisper_encoder(spec, settings, rules, 2)
+    assert f"{items} dummy audio item(s)" in profile.phase
+    assert profile.cache_bytes == items * 1500 * 384 * 2  # encoder outputs kept through the decoder dummy run
+    b = explain(_write(tmp_path), gpu_memory=8 * GIB, vllm_version=version, max_model_len=448,
+                max_num_batched_tokens=batched, entrypoint="llm")
+    assert b.max_concurrency == pytest.approx(b.num_gpu_blocks / (28 + -(-cross_tokens // 16)), rel=1e-6)

@@ -87,6 +87,9 @@ class VisionSpec:
     adapter_dims: tuple[int, int] = (0, 0)
     adapter_bias: bool = False
     num_heads: int = 0  # attention heads (only where a buffer depends on them: Llama 4's vision rotary cache)
+    # Qwen3-VL / Qwen3.5 (qwen3_vl.py): a learned [num_position_embeddings, hidden] table and deepstack mergers
+    position_embeddings: int = 0
+    deepstack_layers: int = 0  # len(deepstack_visual_indexes): extra mergers, and text-side input buffers
     # InternViT: qkv bias, RMSNorm vs LayerNorm, per-layer q_norm/k_norm over the whole width (InternViT-6B)
     qkv_bias: bool = True
     rms_norm: bool = False
@@ -148,6 +151,7 @@ class ModelSpec:
     attention_sinks: bool = False  # gpt-oss: one learned sink per attention head
     rotary_dtype: str | None = None  # None: the model dtype; gpt-oss asks get_rope for float32
     vision: VisionSpec | None = None
+    mrope: bool = False  # multimodal RoPE (rope_scaling mrope_section): MRotaryEmbedding's longer cos/sin table
     encoder: EncoderSpec | None = None  # encoder-decoder models (Whisper): the decoder is the text model
     hybrid: object | None = None  # model/hybrid.py HybridLayout: Mamba / linear-attention layers (Bamba)
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -212,11 +216,7 @@ _ARCHITECTURE_FAMILY = {
 }
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
-_LATER = {
-    # the text model is sized (Qwen3_5ForCausalLM); the Qwen3-VL-style vision tower is not
-    **{name: "Qwen3.5 vision towers (Mamba / linear-attention hybrid weights of the text part are sized)"
-       for name in ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")},
-}
+_LATER: dict[str, str] = {}
 
 # HF Gemma3TextConfig defaults: Gemma 3 multimodal configs list only what differs from them.
 _GEMMA3_TEXT_DEFAULTS = {
@@ -306,7 +306,8 @@ def _parse(config: dict, name: str) -> ModelSpec:
     kv_heads = config.get("num_key_value_heads") or heads
     head_dim = config.get("head_dim") or hidden // heads
     layers = _require(config, "num_hidden_layers", "n_layer", "num_layers")
-    intermediate = _require(config, "intermediate_size", "ffn_dim", "n_inner")
+    # (an all-MoE text config may name only the experts' width: Qwen3_5MoeTextConfig has no intermediate_size)
+    intermediate = _require(config, "intermediate_size", "ffn_dim", "n_inner", "moe_intermediate_size")
     if family == "llama4":
         # intermediate_size is one expert's (and the shared expert's); dense layers use intermediate_size_mlp
         intermediate = int(config.get("intermediate_size_mlp") or _LLAMA4_TEXT_DEFAULTS["intermediate_size_mlp"])
@@ -433,7 +434,19 @@ _MULTIMODAL = {
     "MllamaForConditionalGeneration": ("LlamaForCausalLM", "mllama"),
     "InternVLChatModel": ("", "intern_vit"),  # InternViT + mlp1 + llm_config's language model
     "Llama4ForConditionalGeneration": ("Llama4ForCausalLM", "llama4"),  # mllama4.py (0.8.3+)
+    # one Qwen3_VisionTransformer (qwen3_vl.py) for all four: Qwen3-VL (0.11.0+) over a Qwen3 / Qwen3-MoE text
+    # model, Qwen3.5 / 3.6 (qwen3_5.py, 0.17.0+) over the GatedDeltaNet hybrid text model, without deepstack
+    "Qwen3VLForConditionalGeneration": ("Qwen3ForCausalLM", "qwen3_vl"),
+    "Qwen3VLMoeForConditionalGeneration": ("Qwen3MoeForCausalLM", "qwen3_vl"),
+    "Qwen3_5ForConditionalGeneration": ("Qwen3_5ForCausalLM", "qwen3_vl"),
+    "Qwen3_5MoeForConditionalGeneration": ("Qwen3_5MoeForCausalLM", "qwen3_vl"),
 }
+
+# Qwen3VLVisionConfig / Qwen3_5VisionConfig defaults (transformers 4.57.1 and 5.24.0 agree): not any one
+# checkpoint's (out_hidden_size falls back to the text hidden size here, as every published config sets it so)
+_QWEN3_VL_VISION_DEFAULTS = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "in_channels": 3,
+                             "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                             "num_position_embeddings": 2304}
 
 # transformers 4.51 Llama4TextConfig / Llama4VisionConfig defaults (configuration_llama4.py, docstring
 # meta-llama/Llama-4-Scout-17B-16E) for keys a config.json leaves out. Not all are Scout's own values (the
@@ -614,7 +627,17 @@ def _parse_multimodal(config: dict, name: str, architecture: str) -> ModelSpec:
         text["use_sliding_window"] = False
     spec = parse_config(text, name)
     raw = config.get("vision_config") or {}
-    if vision_kind == "siglip":
+    if vision_kind == "qwen3_vl":
+        raw = {**_QWEN3_VL_VISION_DEFAULTS, **raw}
+        deepstack = raw.get("deepstack_visual_indexes")
+        if deepstack is None and architecture.startswith("Qwen3VL"):
+            deepstack = [8, 16, 24]  # Qwen3VLVisionConfig default; Qwen3.5 configs have none
+        vision = VisionSpec("qwen3_vl", int(raw["hidden_size"]), int(raw["intermediate_size"]), int(raw["depth"]),
+                            int(raw["patch_size"]), int(raw["in_channels"]), int(raw["temporal_patch_size"]),
+                            int(raw["spatial_merge_size"]), out_hidden_size=int(raw.get("out_hidden_size") or spec.hidden_size),
+                            position_embeddings=int(raw["num_position_embeddings"]),
+                            deepstack_layers=len(deepstack or ()))
+    elif vision_kind == "siglip":
         vision = VisionSpec("siglip", raw.get("hidden_size", 1152), raw.get("intermediate_size", 4304),
                             raw.get("num_hidden_layers", 27), raw.get("patch_size", 14),
                             out_hidden_size=spec.hidden_size, image_size=raw.get("image_size", 896))
@@ -625,7 +648,7 @@ def _parse_multimodal(config: dict, name: str, architecture: str) -> ModelSpec:
                             raw.get("patch_size", 14), raw.get("in_chans", 3), raw.get("temporal_patch_size", 2),
                             raw.get("spatial_merge_size", 2),
                             out_hidden_size=raw.get("out_hidden_size") or raw.get("hidden_size_out") or spec.hidden_size)
-    return replace(spec, architecture=architecture, vision=vision)
+    return replace(spec, architecture=architecture, vision=vision, mrope=spec.mrope or vision_kind in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"))
 
 
 # WhisperConfig defaults (transformers configuration_whisper.py) for keys a config.json may leave out

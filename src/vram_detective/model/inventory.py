@@ -14,7 +14,7 @@ from .quantization import DTYPE_BYTES, KernelLayout, QuantConfig, expert_tensors
 
 ROLES = (
     "embedding", "attention", "mlp", "expert", "router", "norm", "lm_head", "quantization metadata",
-    "rotary cache", "vocab padding", "position embedding", "lora", "vision", "encoder",
+    "rotary cache", "vocab padding", "position embedding", "lora", "vision", "encoder", "model buffers",
 )
 
 
@@ -120,12 +120,18 @@ def _dense(name: str, count: int, shape: tuple[int, ...], dtype: str, role: str)
     return TensorGroup(name, count, shape, dtype, size * DTYPE_BYTES[dtype], role)
 
 
-def rotary_caches(spec: ModelSpec) -> tuple[tuple[str, int, int], ...]:
+# MRotaryEmbedding (rotary_embedding.py / rotary_embedding/mrope.py, every release with Qwen2-VL) builds
+# cache_max_position_num = max_position_embeddings x 4 rows; 0.32.0 passes mrope_positions_factor, 1 for
+# Qwen3-VL / Qwen3.5 unless video pruning is on (qwen3_vl.py mrope_positions_factor)
+MROPE_POSITIONS_FACTOR = 4
+
+
+def rotary_caches(spec: ModelSpec, mrope_positions_factor: int = MROPE_POSITIONS_FACTOR) -> tuple[tuple[str, int, int], ...]:
     """(label, rows, rotary_dim) of each distinct cos/sin cache vLLM builds (get_rope caches by key)."""
     if spec.rotary_dim is None:
         return ()
     scaling = spec.rope_scaling
-    rows = spec.max_position_embeddings
+    rows = spec.max_position_embeddings * (mrope_positions_factor if spec.mrope else 1)
     label = "rotary_emb.cos_sin_cache"
     if scaling is not None:
         original = scaling.original_max_position or spec.max_position_embeddings
@@ -152,7 +158,11 @@ def build_inventory(
     kernel: KernelLayout | None = None,
     lora: LoraSlots | None = None,
     attention_buffers: tuple[str, ...] = (),
+    mrope_positions_factor: int = MROPE_POSITIONS_FACTOR,
+    batched_tokens: int = 0,
 ) -> Inventory:
+    """The tensor groups one rank holds after vLLM's weight processing. `batched_tokens` (max_num_batched_tokens)
+    sizes buffers the model allocates at construction (Qwen3-VL's deepstack input buffers); 0 leaves them out."""
     tp = shard.tensor_parallel_size
     counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
     layers = counts[shard.pipeline_stage]
@@ -190,6 +200,12 @@ def build_inventory(
 
     if shard.is_first_stage and spec.vision is not None:
         parameters += _vision_tower(spec, tp, quant, kernel, dtype, groups, before)
+        if spec.vision.deepstack_layers and batched_tokens:
+            # Qwen3VLForConditionalGeneration.__init__: deepstack_input_embeds, one zeros [max_num_batched_tokens,
+            # text hidden] tensor per deepstack layer, on the GPU in the model dtype (qwen3_vl.py 0.11.0-0.33.0)
+            groups.append(_dense("deepstack_input_embeds[buffer]", spec.vision.deepstack_layers,
+                                 (batched_tokens, hidden), dtype, "model buffers"))
+            before.extend([groups[-1].bytes_each] * spec.vision.deepstack_layers)
     if shard.is_first_stage and spec.encoder is not None:
         parameters += _audio_encoder(spec, tp, dtype, groups, before)
     if shard.is_first_stage:
@@ -336,7 +352,7 @@ def build_inventory(
         parameters = parameters_before  # adapter slots are buffers, not model parameters
 
     staging = 0
-    for index, (label, rows, width) in enumerate(rotary_caches(spec)):
+    for index, (label, rows, width) in enumerate(rotary_caches(spec, mrope_positions_factor)):
         groups.append(_dense(label, 1, (rows, width), spec.rotary_dtype or dtype, "rotary cache"))
         if index == 0:
             staging = rows * width * 4  # _compute_cos_sin_cache builds it in float32 before .to(dtype)
@@ -723,8 +739,13 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
     GPTQ/AWQ for the vision tower; AWQ/GPTQ checkpoints list it in modules_to_not_convert)."""
     v = spec.vision
     h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
-    # (Llama 4 builds its tower and projector with quant_config=None: bf16 whatever the checkpoint, mllama4.py)
+    # (Llama 4 builds its tower and projector with quant_config=None: bf16 whatever the checkpoint, mllama4.py;
+    # Qwen3-VL passes its quant_config on, so the checkpoint's ignore list decides - is_layer_skipped's exact names)
     quantize = quant is not None and quant.method in ("fp8", "modelopt-fp8") and v.kind != "llama4"
+    if v.kind == "qwen3_vl":
+        # the list may name the checkpoint's "model.visual." modules or vLLM's mapped "visual." ones
+        quantize = quant is not None and all(quant.converts(name) for name in ("visual.blocks.0.attn.qkv",
+                                                                                "model.visual.blocks.0.attn.qkv"))
     parameters = 0
 
     def dense(name: str, count: int, shape: tuple[int, ...]) -> None:
@@ -852,6 +873,33 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
             groups.append(_dense("vision_model.rotary_emb.cos_sin_cache[complex64 as float32 pairs]", 1,
                                  (positions, 2 * (h // v.num_heads // 2)), "float32", "rotary cache"))
             allocations.append(groups[-1].bytes_each)
+        return parameters
+    if v.kind == "qwen3_vl":
+        # Qwen3_VisionTransformer (qwen3_vl.py 0.11.0+, shared by Qwen3-VL, Qwen3-VL-MoE and Qwen3.5): Conv3d
+        # patch embedding with bias and a learned position table (replicated), blocks of two LayerNorms (weight +
+        # bias), fused qkv and proj, linear_fc1 / linear_fc2 - every linear with a bias, row-parallel biases whole -,
+        # the merger (LayerNorm over hidden, fc1 [4h -> 4h], fc2 [4h -> out]) and one merger per deepstack layer
+        # (its LayerNorm after the 2x2 shuffle, over 4h). Linears follow the checkpoint's ignore list (no
+        # _maybe_ignore_quant_config here): FP8 releases keep the tower in bf16 by listing it.
+        patch = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size
+        merged = h * v.spatial_merge_size ** 2
+        dense("visual.patch_embed.proj.weight", 1, (h, v.in_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
+        dense("visual.patch_embed.proj.bias", 1, (h,))
+        dense("visual.pos_embed.weight", 1, (v.position_embeddings, h))
+        dense("visual.blocks.*.norm{1,2}.{weight,bias}", 4 * n, (h,))
+        linear("visual.blocks.*.attn.qkv", n, h, 3 * h // tp, True, 3)
+        linear("visual.blocks.*.attn.proj", n, h // tp, h, False)
+        dense("visual.blocks.*.attn.proj.bias", n, (h,))
+        linear("visual.blocks.*.mlp.linear_fc1", n, h, i // tp, True)
+        linear("visual.blocks.*.mlp.linear_fc2", n, i // tp, h, False)
+        dense("visual.blocks.*.mlp.linear_fc2.bias", n, (h,))
+        mergers = 1 + v.deepstack_layers
+        dense("visual.merger.norm.{weight,bias}", 2, (h,))
+        if v.deepstack_layers:
+            dense("visual.deepstack_merger_list.*.norm.{weight,bias}", 2 * v.deepstack_layers, (merged,))
+        linear("visual.{merger,deepstack_merger_list.*}.linear_fc1", mergers, merged, merged // tp, True)
+        linear("visual.{merger,deepstack_merger_list.*}.linear_fc2", mergers, merged // tp, v.out_hidden_size, False)
+        dense("visual.{merger,deepstack_merger_list.*}.linear_fc2.bias", mergers, (v.out_hidden_size,))
         return parameters
     if v.kind in ("clip", "clip_anyres"):
         # LLaVA / LLaVA-NeXT (vllm/model_executor/models/clip.py, llava.py, llava_next.py): CLIP embeddings

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from ...breakdown import Breakdown, Component, RankFigures, StartupFailure
 from ...hardware import Gpu
 from ...model.config import ModelSpec
-from ...model.inventory import Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
+from ...model.inventory import MROPE_POSITIONS_FACTOR, Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
 from ...model.quantization import ONLINE_BNB, ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
 from ...units import GIB, MIB
 from . import allocator, kv_cache, kv_groups, profile, speculative
@@ -96,10 +96,20 @@ def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) ->
     lora = _lora_slots(settings, release)
     to_last = bool(release["pp_remainder_to_last"])
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
-    return [(stage, build_inventory(spec, settings.dtype, Shard(tp, stage, pp, settings.enable_expert_parallel, to_last,
-                                                               settings.data_parallel_size),
-                                    weights_plan.quant, weights_plan.kernel, lora,
-                                    tuple(release["attention_scale_buffers"]))) for stage in range(pp)]
+    return [(stage, _rank_inventory(spec, settings, release, weights_plan, lora,
+                                    Shard(tp, stage, pp, settings.enable_expert_parallel, to_last,
+                                          settings.data_parallel_size))) for stage in range(pp)]
+
+
+def _rank_inventory(spec: ModelSpec, settings: EngineSettings, release: Release, weights_plan: WeightsPlan,
+                    lora: LoraSlots | None, shard: Shard) -> Inventory:
+    """build_inventory with what the release and the settings decide: the attention layers' scale buffers, the
+    multimodal RoPE table's rows and the buffers sized by max_num_batched_tokens."""
+    mrope = int(release["qwen3_mrope_positions_factor"]) if spec.vision is not None and spec.vision.kind == "qwen3_vl" \
+        else MROPE_POSITIONS_FACTOR
+    return build_inventory(spec, settings.dtype, shard, weights_plan.quant, weights_plan.kernel, lora,
+                           tuple(release["attention_scale_buffers"]), mrope_positions_factor=mrope,
+                           batched_tokens=settings.max_num_batched_tokens)
 
 
 def _lora_slots(settings: EngineSettings, release: Release) -> LoraSlots | None:
@@ -118,6 +128,7 @@ ROLE_LABELS = {
     "lora": "LoRA adapter slots (--enable-lora)",
     "vision": "vision tower + projector",
     "encoder": "encoder (Whisper: convs, positions, layers)",
+    "model buffers": "buffers the model allocates (Qwen3-VL deepstack inputs)",
     "draft": "speculative decoding drafter (draft model / EAGLE head / MTP layers)",
 }
 
@@ -167,7 +178,9 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocat
                                f"{plan.kernel.kernel} layout"))
     for role, label, reason in (
         ("vocab padding", "vocabulary padding", "vocab padded to a multiple of 64 (VocabParallelEmbedding)"),
-        ("rotary cache", "rotary cos/sin cache", "[max_position, rotary_dim] buffer"),
+        ("rotary cache", "rotary cos/sin cache", "[max_position, rotary_dim] buffer (x4 rows for multimodal RoPE)"),
+        ("model buffers", "buffers the model allocates", "Qwen3-VL: one [max_num_batched_tokens, hidden] deepstack "
+         "input buffer per deepstack layer, created with the model"),
         ("lora", "LoRA adapter slots", "--enable-lora pre-allocates max_loras x max_lora_rank A/B tensors"),
         ("draft", "speculative decoding drafter", "draft model / EAGLE head / MTP layers loaded with the target"),
         ("allocator rounding", "caching-allocator block rounding", "PyTorch counts whole blocks (2 MiB segments, "
@@ -240,8 +253,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     stage_data = []
     for stage in range(pp):
         shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
-        inventory = build_inventory(spec, dtype, shard, weights_plan.quant, weights_plan.kernel, lora,
-                                    tuple(release["attention_scale_buffers"]))
+        inventory = _rank_inventory(spec, settings, release, weights_plan, lora, shard)
         if settings.speculative is not None and shard.is_last_stage:
             # the drafter is loaded inside the same "Model loading took" (§4): part of W
             inventory = speculative.with_draft_weights(inventory, spec, settings, release, gpu, weights_plan)
@@ -453,7 +465,7 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
     layout = kv_cache.kv_layout(spec, settings.tensor_parallel_size, 1, settings.block_size,
                                 settings.kv_cache_dtype_bytes, release)
     if spec.encoder is not None:
-        return _encoder_decoder_layers(spec, settings, layout.page_bytes, layer_counts)
+        return _encoder_decoder_layers(spec, settings, release, layout.page_bytes, layer_counts)
     try:
         kinds = (kv_groups.layer_kinds(spec.source_config, version=release.version) if spec.source_config
                  else [("full", None)] * spec.num_layers)
@@ -476,19 +488,22 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
     return layers, workers
 
 
-def _encoder_decoder_layers(spec: ModelSpec, settings: EngineSettings, page_bytes: int,
+def _encoder_decoder_layers(spec: ModelSpec, settings: EngineSettings, release: Release, page_bytes: int,
                             layer_counts: tuple[int, ...]) -> tuple[list[kv_groups.AttentionLayer], list[tuple[int, ...]]]:
     """Whisper's KV layers. V0 (worker/cache_engine.py + enc_dec_model_runner.py): CacheEngine sizes a block as
     get_num_layers_by_block_type(attention) = hf_text_config.num_hidden_layers layers - WhisperConfig maps
     num_hidden_layers to encoder_layers - and each decoder layer's self- and cross-attention share its layer's
     cache (cross K/V of the encoder tokens sit in the same pool through cross block tables).
     V1 (0.10.2+, gpu_model_runner.get_kv_cache_spec): a FullAttentionSpec per decoder self-attention layer and a
-    CrossAttentionSpec per cross-attention layer (kind "cross", max_source_positions tokens per request); the
+    CrossAttentionSpec per cross-attention layer (kind "cross": max_num_encoder_input_tokens per request); the
     encoder's own attention keeps no cache."""
     if settings.engine == "v0":
         n = spec.encoder.num_layers
         return [kv_groups.AttentionLayer("full", page_bytes)] * n, [tuple(range(n))] * len(layer_counts)
-    tokens = spec.encoder.max_source_positions
+    # CrossAttentionSpec.max_memory_usage_bytes reads max_num_encoder_input_tokens: set to the encoder length
+    # (1500) for encoder-decoder models in 0.10.2-0.12, left at max_num_batched_tokens from 0.13 (config/vllm.py)
+    tokens = spec.encoder.max_source_positions if release["encdec_encoder_tokens_override"] \
+        else settings.max_num_batched_tokens
     layers = [kv_groups.AttentionLayer("full", page_bytes)] * spec.num_layers
     layers += [kv_groups.AttentionLayer("cross", page_bytes, tokens)] * spec.num_layers
     workers, start = [], 0

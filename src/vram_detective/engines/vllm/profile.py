@@ -147,6 +147,88 @@ MLLAMA_DUMMY_IMAGE_SIDE = 1024
 MLLAMA_STATES_AT_PEAK = 2  # residual + normed input beside the saved intermediate-layer inputs
 
 
+# Qwen3-VL / Qwen3.5 (qwen3_vl.py, the Qwen3VLProcessingInfo both share). The checkpoints' preprocessor configs
+# set longest_edge 16,777,216 px for images and 25,165,824 for videos (published preprocessor_config.json /
+# video_preprocessor_config.json; consistent with the 151,250-token budget gpustack #3098 logs on 0.11.0).
+QWEN3_VL_IMAGE_MAX_PIXELS = 16_777_216
+QWEN3_VL_VIDEO_TOKENS = (12_288, 12_100)  # one dummy video's tokens: max_model_len >= 16200, below it
+QWEN3_VL_VIDEO_TOKEN_FACTOR = 12.5  # 0.11.0-0.12.x get_max_video_tokens: video_soft_tokens x 12.5
+QWEN3_VL_SHORT_CONTEXT = 16_200
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    peak_bytes: int  # the encoder forward's own peak
+    cache_bytes: int  # the encoder outputs kept in the encoder cache through the text dummy run
+    phase: str
+
+
+def qwen3_vl_encoder(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int) -> EncoderProfile:
+    """V1 profile_run for the Qwen3-VL tower (0.11.0+), by release:
+    0.11.0-0.12.x profile one dummy video: its tokens x 12.5 set the encoder budget (153,600, or 151,250 below a
+    16,200-token context), the video's 12,288 / 12,100 output tokens are scattered into a zeros tensor of budget rows
+    (gpu_model_runner.py: output.new_zeros((encoder_budget, hidden))), 4 patches per token;
+    0.13.0+ profile images of the largest size: longest_edge / (patch x merge)^2 = 16,384 tokens (65,536 patches),
+    budget max(max_num_batched_tokens, 16,384), budget // 16,384 items, outputs kept unexpanded.
+    Each output row is out_hidden x (1 + deepstack layers) wide. The forward keeps the fp32 pixel values
+    ([patches, C x T x P x P]) and, per patch, the usual 3 hidden + 3 intermediate tensors of a ViT block."""
+    vision = spec.vision
+    merge = vision.spatial_merge_size ** 2
+    width = vision.out_hidden_size * (1 + vision.deepstack_layers)
+    if release["qwen3_vl_video_profile"]:
+        tokens = QWEN3_VL_VIDEO_TOKENS[0 if settings.max_model_len >= QWEN3_VL_SHORT_CONTEXT else 1]
+        budget = int(tokens * QWEN3_VL_VIDEO_TOKEN_FACTOR)
+        items, patches, rows = 1, tokens * merge, max(budget, settings.max_num_batched_tokens)
+        what = f"1 dummy video of {tokens:,} tokens, encoder cache {rows:,} rows"
+    else:
+        tokens = QWEN3_VL_IMAGE_MAX_PIXELS // (vision.patch_size * vision.spatial_merge_size) ** 2
+        budget = max(settings.max_num_batched_tokens, tokens)
+        items = max(1, budget // tokens)
+        patches, rows = items * tokens * merge, items * tokens
+        what = f"{items} image(s) of {tokens * merge:,} patches"
+    pixel_bytes = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2 * 4  # fp32 per patch
+    tp = settings.tensor_parallel_size
+    peak = patches * ((HIDDEN_TENSORS_AT_PEAK * vision.hidden_size
+                       + INTERMEDIATE_TENSORS_AT_PEAK * vision.intermediate_size // tp) * dtype_bytes + pixel_bytes)
+    return EncoderProfile(peak, rows * width * dtype_bytes, f"Qwen3-VL vision encoder ({what})")
+
+
+# Whisper: one 30 s dummy audio per item (whisper.py dummy data: chunk_length x sampling_rate samples) ->
+# [num_mel_bins, 3000] features -> max_source_positions (1500) encoder positions after conv2's stride 2.
+WHISPER_FEATURE_FRAMES = 3000
+# Alive at the encoder's peak, inside an encoder layer's MLP (whisper.py WhisperEncoderLayer): the caller's input,
+# the residual and the normed input at d_model, fc1's and GELU's outputs at encoder_ffn_dim.
+WHISPER_HIDDEN_AT_PEAK = 3
+WHISPER_FFN_AT_PEAK = 2
+
+
+def whisper_encoder(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int) -> EncoderProfile:
+    """The encoder pass of the profile run. V0 (enc_dec_model_runner.py profile_run, 0.7.0-0.10.1): max_num_seqs
+    dummy sequences, each with one dummy audio, encoded in one forward - max_num_seqs x 1500 encoder tokens, no cap.
+    V1: the encoder budget's items - 1 in 0.10.2-0.12 (max_num_encoder_input_tokens = 1500), then
+    min(max_num_seqs, max_num_batched_tokens // 1500) (at least 1) - whose outputs stay in the encoder cache while
+    the decoder dummy run (no cross-attention over them) runs.
+    Check: vllm#12095 (whisper-tiny, 8 GiB under WSL, 0.7.0-dev, fp8 KV -> xFormers) logs 7.09 GiB; this liveness
+    count gives 3.14 GiB at 256 sequences (4.90 at the example script's 400): the gap is not in the Python source
+    (xFormers builds no score matrix; docs/accuracy.md)."""
+    encoder = spec.encoder
+    positions = encoder.max_source_positions
+    if settings.engine == "v0":
+        items = settings.max_num_seqs
+    elif release["encdec_encoder_tokens_override"]:
+        items = 1
+    else:
+        items = max(1, min(settings.max_num_seqs, settings.max_num_batched_tokens // positions))
+    tp = settings.tensor_parallel_size
+    tokens = items * positions
+    features = items * encoder.num_mel_bins * WHISPER_FEATURE_FRAMES * int(release["whisper_feature_copies_bytes"])
+    peak = tokens * (WHISPER_HIDDEN_AT_PEAK * encoder.hidden_size
+                     + WHISPER_FFN_AT_PEAK * encoder.intermediate_size // tp) * dtype_bytes + features
+    cache = 0 if settings.engine == "v0" else tokens * encoder.hidden_size * dtype_bytes
+    where = "V0 enc-dec profile: one per sequence" if settings.engine == "v0" else "V1 encoder budget"
+    return EncoderProfile(peak, cache, f"Whisper encoder ({items} dummy audio item(s) of {positions} positions, {where})")
+
+
 def mllama_tiles(vision, side: int = MLLAMA_DUMMY_IMAGE_SIDE) -> int:
     """Tiles of one side x side image (transformers MllamaImageProcessor get_optimal_tiled_canvas: the
     smallest upscaling canvas of at most max_num_tiles tiles, else the largest downscaling one)."""
@@ -221,6 +303,14 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
         if encoder > peak + cross:
             phase = f"Mllama vision encoder ({images} image(s) of {tiles} tile(s), V0 enc-dec profile)"
         peak = max(encoder, peak + cross)
+    elif (spec.encoder is not None or spec.vision is not None and spec.vision.kind == "qwen3_vl") and (
+            settings.pipeline_parallel_size == 1 or not is_last_stage):
+        encoder = (whisper_encoder if spec.encoder is not None else qwen3_vl_encoder)(spec, settings, release, dtype_bytes)
+        if encoder.peak_bytes > peak + encoder.cache_bytes:
+            phase = encoder.phase
+        else:
+            phase += f" + {encoder.cache_bytes / GIB:.2f} GiB encoder cache kept from the {encoder.phase}"
+        peak = max(encoder.peak_bytes, peak + encoder.cache_bytes)
     elif spec.vision is not None and settings.pipeline_parallel_size == 1 or spec.vision is not None and not is_last_stage:
         patches, item_tokens = vision_item(spec)
         items = max(1, max(tokens, item_tokens) // item_tokens)

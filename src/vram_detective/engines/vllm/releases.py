@@ -40,6 +40,22 @@ def _v(text: str) -> Version:
 
 # fmt: off
 RULE_CHANGES: tuple[RuleChange, ...] = (
+    # Qwen3-VL's profiled dummy input (qwen3_vl.py get_max_video_tokens x 12.5 and the runner's expansion to the
+    # encoder budget in 0.11.0-0.12.x; images of the largest size from 0.13.0)
+    RuleChange(_v("0.0.0"), None, "qwen3_vl_video_profile", True, "qwen3_vl.py 0.11.0: video_soft_tokens * 12.5 (0.12.0 too)"),
+    RuleChange(_v("0.13.0"), None, "qwen3_vl_video_profile", False, "0.13.0: no x12.5, the image has the most tokens"),
+    # Encoder-decoder (Whisper) on V1: max_num_encoder_input_tokens = the encoder length (get_encdec_max_encoder_len)
+    RuleChange(_v("0.0.0"), None, "encdec_encoder_tokens_override", True, "config/vllm.py 0.10.2-0.12.0: max_num_encoder_input_tokens = 1500"),
+    RuleChange(_v("0.13.0"), None, "encdec_encoder_tokens_override", False, "0.13.0: left at max_num_batched_tokens (config/scheduler.py)"),
+    # Whisper's input features on the GPU during the profile forward, bytes per element over all copies
+    # (0.7.x: one model-dtype copy; 0.8.0-0.9.0: the fp32 processor output + the .to(dtype) cat; 0.9.1+: two model-dtype copies)
+    RuleChange(_v("0.0.0"), None, "whisper_feature_copies_bytes", 2, "whisper.py 0.7.0 input_mapper casts to the model dtype"),
+    RuleChange(_v("0.8.0"), None, "whisper_feature_copies_bytes", 6, "whisper.py 0.8.0 _parse_and_validate_audio_input: fp32 + fp16 cat"),
+    RuleChange(_v("0.9.1"), None, "whisper_feature_copies_bytes", 4, "inputs/registry.py 0.9.1 maybe_cast_dtype: fp16 + fp16 cat"),
+    # Multimodal RoPE rows (rotary_embedding/mrope.py MRotaryEmbedding: max_position_embeddings x 4; 0.32.0 passes
+    # mrope_positions_factor, which Qwen3-VL / Qwen3.5 set to 1 without video pruning: qwen3_vl.py 0.32.0)
+    RuleChange(_v("0.0.0"), None, "qwen3_mrope_positions_factor", 4, "MRotaryEmbedding cache_max_position_num = max_pos x 4 (0.11.0-0.31.0)"),
+    RuleChange(_v("0.32.0"), None, "qwen3_mrope_positions_factor", 1, "qwen3_vl.py mrope_positions_factor: 4 only with video pruning (0.32.0)"),
     # Which engine runs by default.
     RuleChange(_v("0.0.0"), None, "default_engine", "v0", "V0 only before 0.6.4"),
     RuleChange(_v("0.8.0"), None, "default_engine", "v1", "vllm/envs.py VLLM_USE_V1 defaults to '1' (0.8.5 wheel; '0' in 0.7.3)"),

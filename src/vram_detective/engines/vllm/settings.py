@@ -27,6 +27,18 @@ DEFAULT_BLOCK_SIZE = 16  # CacheConfig block_size on CUDA (every release)
 V0_MULTIMODAL_MIN_TOKENS = 5120  # _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (0.6.3+)
 
 
+# The first release whose model registry serves an architecture sized here (vllm/model_executor/models/registry.py),
+# for the architectures added after the oldest modelled release; older releases refuse them at startup.
+ARCHITECTURE_SINCE = {
+    "Llama4ForConditionalGeneration": ((0, 8, 3), "mllama4.py"),
+    "Llama4ForCausalLM": ((0, 8, 3), "llama4.py"),
+    "Qwen3VLForConditionalGeneration": ((0, 11, 0), "qwen3_vl.py"),
+    "Qwen3VLMoeForConditionalGeneration": ((0, 11, 0), "qwen3_vl_moe.py"),
+    "Qwen3_5ForConditionalGeneration": ((0, 17, 0), "qwen3_5.py"),
+    "Qwen3_5MoeForConditionalGeneration": ((0, 17, 0), "qwen3_5.py"),
+}
+
+
 class SettingsError(ValueError):
     """A setting vLLM itself would reject (the message is one line)."""
 
@@ -189,6 +201,10 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     default_release = release_for(version, None)
     engine, reasons["engine"] = pick_engine(default_release, gpu, user.get("engine"))
     release = release_for(version, engine)
+    since = ARCHITECTURE_SINCE.get(spec.architecture)
+    if since is not None and release.version < since[0]:
+        raise StartupRefusal(f"Model architectures ['{spec.architecture}'] are not supported for now "
+                             f"({since[1]} first appears in vLLM {'.'.join(map(str, since[0]))})")
     if spec.vision is not None and spec.vision.kind == "mllama":
         # Mllama is SupportsV0Only (mllama.py up to 0.10.2) and gone from 0.11 (registry _PREVIOUSLY_SUPPORTED_MODELS
         # "MllamaForConditionalGeneration": "0.10.2"); V1 defaults fall back to V0 for it (_is_v1_supported_oracle)

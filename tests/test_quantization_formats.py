@@ -544,3 +544,76 @@ def test_dev_cases_whole_model(repo_id, capability, rules, quant, logged):
     gib = _inventory_gib(repo_id, capability, release(tuple(int(p) for p in version.split(".")), engine), quant)
     # tensors alone; the logged figure adds a few MiB of caching-allocator rounding
     assert logged - 0.006 <= gib <= logged
+
+
+# --- AWQ / GPTQ fused-MoE experts (awq_marlin.py, gptq_marlin.py, moe_wna16.py) ----------------------------
+
+AWQ4 = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+GPTQ4 = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": False}
+
+
+def test_awq_marlin_experts_of_one_deepseek_v2_lite_layer():
+    # 64 experts, H 2048, I 1408 (TP 1), AWQ 4-bit g128 on an A100 (0.9.2: the Marlin MoE method passes the
+    # shape check: 2048 % 128 == 0, 1408 % 128 == 0)
+    quant = parse_quantization_config(AWQ4)
+    layout = kernel_for(quant, (8, 0), v1("0.9.2"))
+    tensors = by_suffix(expert_tensors(quant, layout, 64, 2048, 1408, "float16"))
+    assert tensors["w13_qweight"] == 64 * 2048 * 2 * 1408 // 2 and tensors["w2_qweight"] == 64 * 1408 * 2048 // 2
+    assert tensors["w13_scales"] == 64 * 16 * 2816 * 2 and tensors["w2_scales"] == 64 * 11 * 2048 * 2
+    assert tensors["w13_qzeros"] == 64 * 16 * 2816 // 8 * 4 and tensors["w2_qzeros"] == 64 * 11 * 2048 // 8 * 4
+    # 276,824,064 B of weights + 8,650,752 of scales + 2,162,688 of zeros (the worked example in the notes)
+    assert total(expert_tensors(quant, layout, 64, 2048, 1408, "float16")) == 276_824_064 + 8_650_752 + 2_162_688
+
+
+def test_moe_wna16_when_the_marlin_shape_check_fails():
+    # TP 2: I = 704, 704 % 128 != 0 -> "Falling back to Moe WNA16 kernels" (0.8.5+); the group halves to 64 so it
+    # divides I: scales [E, 2I, H/64] and [E, H, I/64] (twice the Marlin count), uint8 zeros likewise
+    quant = parse_quantization_config(AWQ4)
+    tensors = by_suffix(expert_tensors(quant, kernel_for(quant, (8, 0), v1("0.9.2")), 64, 2048, 704, "float16"))
+    assert tensors["w13_qweight"] == 64 * 1408 * 2048 // 2 and tensors["w2_qweight"] == 64 * 2048 * 704 // 2
+    assert tensors["w13_scales"] == 64 * 1408 * 32 * 2 and tensors["w2_scales"] == 64 * 2048 * 11 * 2
+    assert tensors["w13_qzeros"] == 64 * 1408 // 2 * 32 and tensors["w2_qzeros"] == 64 * 2048 // 2 * 11
+    # 0.7.3-0.8.4 chose MoeWNA16 by expert count (> 32) instead; 0.7.2 always Marlin
+    assert "w13_qzeros" in by_suffix(expert_tensors(quant, kernel_for(quant, (8, 0), v1("0.7.3")), 64, 2048, 1408, "float16"))
+    marlin = by_suffix(expert_tensors(quant, kernel_for(quant, (8, 0), v1("0.7.2")), 64, 2048, 1408, "float16"))
+    assert marlin["w13_scales"] == 64 * 16 * 2816 * 2
+
+
+def test_gptq_marlin_experts_keep_their_zero_points():
+    # GPTQMarlinMoEMethod allocates qzeros in the params dtype and never frees them (int32 from 0.27)
+    quant = parse_quantization_config(GPTQ4)
+    for version, zero_bytes in (("0.9.2", 2), ("0.27.0", 4)):
+        tensors = by_suffix(expert_tensors(quant, kernel_for(quant, (8, 0), v1(version)), 128, 2048, 768, "bfloat16"))
+        assert tensors["w13_qzeros"] == 128 * 16 * 1536 // 8 * zero_bytes
+    act_order = parse_quantization_config({**GPTQ4, "desc_act": True})
+    tensors = by_suffix(expert_tensors(act_order, kernel_for(act_order, (8, 0), v1("0.9.2")), 128, 2048, 768, "bfloat16"))
+    assert tensors["w13_g_idx"] == tensors["w13_g_idx_sort_indices"] == 128 * 2048 * 4
+
+
+def test_awq_experts_need_the_marlin_moe_method():
+    quant = parse_quantization_config(AWQ4)
+    with pytest.raises(QuantizationError, match="0.6.3"):
+        expert_tensors(quant, kernel_for(quant, (8, 0), v1("0.6.2")), 8, 4096, 14336, "float16")
+    with pytest.raises(QuantizationError, match="Marlin"):  # sm75: plain awq kernel, no MoE method before 0.9.2
+        expert_tensors(quant, kernel_for(quant, (7, 5), v1("0.8.5")), 8, 4096, 14336, "float16")
+
+
+def test_mla_matrix_absorption_in_v0_0_7_1_to_0_7_3():
+    from vram_detective import explain
+
+    # DeepSeek-V2-Lite bf16 at TP 1: per layer W_QR [2048, 16 x 64] + W_Q_UK [2048, 16 x 512] + W_UV_O
+    # [16 x 512, 2048], 27 layers (VLLM_MLA_PERFORM_MATRIX_ABSORPTION, attention/backends/mla/utils.py)
+    absorbed = 27 * (2048 * 1024 + 2048 * 8192 + 8192 * 2048) * 2
+    kw = dict(vllm_version="0.7.3", engine="v0", max_model_len=8192)
+    with_absorption = explain("deepseek-ai/DeepSeek-V2-Lite", "A100", **kw).weights_bytes
+    before = explain("deepseek-ai/DeepSeek-V2-Lite", "A100", vllm_version="0.7.0", max_model_len=8192).weights_bytes
+    after = explain("deepseek-ai/DeepSeek-V2-Lite", "A100", vllm_version="0.8.0", engine="v0", max_model_len=8192).weights_bytes
+    assert with_absorption - before == pytest.approx(absorbed, abs=2 * 1024 ** 2)  # allocator rounding aside
+    assert after == pytest.approx(before, abs=2 * 1024 ** 2)
+    # an AWQ checkpoint also keeps its dequantized kv_b [512, 16 x 256] (0.7.3 enables MLA for AWQ; 0.7.1-0.7.2
+    # disable MLA for it: per-head K/V, no absorption)
+    awq = explain("TechxGenus/DeepSeek-Coder-V2-Lite-Instruct-AWQ", "A100", **kw)
+    assert awq.kv_bytes_per_token == 27 * 1280  # the 576-wide latent, padded to 256 B (V0 0.7.1-0.7.3)
+    awq_071 = explain("TechxGenus/DeepSeek-Coder-V2-Lite-Instruct-AWQ", "A100", vllm_version="0.7.1", engine="v0",
+                      max_model_len=8192)
+    assert awq_071.kv_bytes_per_token == 27 * 2 * 16 * 192 * 2

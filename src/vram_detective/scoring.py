@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 # the release and engine path a log's format shows live with the log parser (re-exported here)
-from .forensics.formats import infer_engine_from_log, infer_version_from_log  # noqa: F401
+from .forensics.formats import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: F401
 from .forensics.reconcile import predicted_figures
 from .units import GIB, parse_version
 
@@ -95,6 +95,11 @@ def _predict(case: dict):
         partial = "GPU not stated: weights and KV arithmetic from the logged budget only"
     version = case.get("engine_version")
     basis = case.get("engine_version_basis") or ""
+    other_quantization = spec.quantization is not None and spec.quantization.method not in ("fp8", "compressed-tensors")
+    refined = refine_wildcard_version(version, case.get("log", ""), other_quantization) if version else version
+    if refined != version:
+        version = refined
+        basis += f"; {case['engine_version']} narrowed to {version} by a line that release first prints"
     if not version:
         version = infer_version_from_log(case.get("log", ""))
         basis = "inferred by the scorer from the log format"

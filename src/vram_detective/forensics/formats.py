@@ -63,6 +63,28 @@ ERA_EVIDENCE = {
 }
 
 
+# Lines that need a later patch release than a stated "0.7.x" implies (the scorer reads "x" as the first patch):
+# (line, minimum release, minimum when the checkpoint is quantized by a method other than FP8 / compressed-tensors)
+FEATURE_MINIMUMS = (
+    # the MLA attention backends (#12601, 0.7.1); a quantized DeepSeek only keeps MLA from 0.7.3 (config.py use_mla)
+    (re.compile(r"Using \w+ MLA backend"), "0.7.1", "0.7.3"),
+)
+
+
+def refine_wildcard_version(version: str, log: str, other_quantization: bool = False) -> str:
+    """'0.7.x' with a line only 0.7.1+ prints -> '0.7.1'; any other version text is returned as it is."""
+    match = re.fullmatch(r"(\d+)\.(\d+)\.x\b.*", version.strip())
+    if not match:
+        return version
+    best = f"{match.group(1)}.{match.group(2)}.0"
+    for pattern, plain, quantized in FEATURE_MINIMUMS:
+        minimum = quantized if other_quantization else plain
+        same_minor = minimum.split(".")[:2] == [match.group(1), match.group(2)]
+        if same_minor and pattern.search(log or "") and tuple(map(int, minimum.split("."))) > tuple(map(int, best.split("."))):
+            best = minimum
+    return best
+
+
 def infer_version_from_log(log: str) -> str | None:
     for pattern, version in _LOG_ERAS:
         if pattern.search(log or ""):

@@ -160,9 +160,11 @@ def build_inventory(
     attention_buffers: tuple[str, ...] = (),
     mrope_positions_factor: int = MROPE_POSITIONS_FACTOR,
     batched_tokens: int = 0,
+    mla_absorbed: bool = False,
 ) -> Inventory:
     """The tensor groups one rank holds after vLLM's weight processing. `batched_tokens` (max_num_batched_tokens)
-    sizes buffers the model allocates at construction (Qwen3-VL's deepstack input buffers); 0 leaves them out."""
+    sizes buffers the model allocates at construction (Qwen3-VL's deepstack input buffers); 0 leaves them out.
+    `mla_absorbed`: V0 0.7.1-0.7.3 MLA keeps matrix-absorbed copies of the attention weights (_mla_absorbed)."""
     tp = shard.tensor_parallel_size
     counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
     layers = counts[shard.pipeline_stage]
@@ -250,6 +252,8 @@ def build_inventory(
     if spec.mla is not None:
         _mla_attention(spec, tp, linear, groups, per_layer, layers, layer_pattern, dtype)
         parameters += _mla_norm_parameters(spec) * layers
+        if mla_absorbed:
+            _mla_absorbed(spec, tp, quant, dtype, groups, per_layer, layers, layer_pattern)
     else:
         # hybrids (spec.hybrid): attention on its own layers only, the Mamba mixers on the others
         attention_count, attention_pattern = _hybrid_attention_layers(spec, first_layer, layers, layer_pattern)
@@ -589,6 +593,40 @@ def _mla_attention(spec: ModelSpec, tp: int, linear, groups: list, per_layer: li
            False, False, mla.kv_lora_rank)
     linear("self_attn.o_proj", heads * mla.v_head_dim, hidden, 1, "attention", False, True,
            spec.num_attention_heads * mla.v_head_dim)
+
+
+def _mla_absorbed(spec: ModelSpec, tp: int, quant: QuantConfig | None, dtype: str, groups: list, per_layer: list,
+                  layers: int, pattern: str) -> None:
+    """V0 MLA with VLLM_MLA_PERFORM_MATRIX_ABSORPTION (default on, 0.7.1-0.7.3; attention/backends/mla/utils.py
+    process_weights_after_loading): per layer it keeps W_QR [q_in, heads x rope] (a copy, act dtype), W_Q_UK
+    [q_in, heads x kv_lora] and W_UV_O [heads x kv_lora, hidden] (requantized to fp8 with block scales for fp8
+    weights), beside the original projections; a quantized kv_b_proj is dequantized (eye matmul) and the copy stays
+    alive through the W_UK / W_UV views. 0.8.0 dropped the absorption."""
+    mla = spec.mla
+    heads = spec.num_attention_heads // tp
+    q_in = mla.q_lora_rank or spec.hidden_size
+    fp8 = quant is not None and quant.method in ("fp8", "modelopt-fp8", "compressed-tensors") and quant.bits == 8 \
+        and quant.converts("kv_b_proj")
+    absorbed = ((q_in, heads * mla.kv_lora_rank), (heads * mla.kv_lora_rank, spec.hidden_size))
+    groups.append(_dense(f"{pattern}.self_attn.impl.W_QR[absorbed]", layers, (q_in, heads * mla.qk_rope_head_dim),
+                         dtype, "attention"))
+    per_layer.append(groups[-1].bytes_each)
+    for name, shape in zip(("W_Q_UK", "W_UV_O"), absorbed):
+        if fp8:
+            groups.append(_dense(f"{pattern}.self_attn.impl.{name}[absorbed, fp8]", layers, shape, "float8_e4m3fn",
+                                 "attention"))
+            per_layer.append(groups[-1].bytes_each)
+            block = quant.weight_block or (128, 128)
+            scales = (-(-shape[0] // block[0]), -(-shape[1] // block[1]))
+            groups.append(_dense(f"{pattern}.self_attn.impl.{name}_scales", layers, scales, "float32",
+                                 "quantization metadata"))
+        else:
+            groups.append(_dense(f"{pattern}.self_attn.impl.{name}[absorbed]", layers, shape, dtype, "attention"))
+        per_layer.append(groups[-1].bytes_each)
+    if quant is not None and quant.converts("kv_b_proj"):
+        groups.append(_dense(f"{pattern}.self_attn.kv_b_proj[dequantized copy kept by W_UK / W_UV]", layers,
+                             (mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim)), dtype, "attention"))
+        per_layer.append(groups[-1].bytes_each)
 
 
 def _mla_norm_parameters(spec: ModelSpec) -> int:

@@ -383,10 +383,11 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
         marlin_ok = rules["awq_marlin_auto"] and sm >= 80 and quant.bits in (4, 8) and quant.group_size in (-1, 32, 64, 128)
         if not marlin_ok:
             return KernelLayout("awq")
+        moe_rule = str(_rule(rules, "awq_moe"))
         if sm == 90 and rules["machete_awq"]:
             # choose_mp_linear_kernel picks Machete first on sm90 (kernels/linear/__init__.py, 0.19+)
-            return KernelLayout("machete", fp16_zeros=True)
-        return KernelLayout("awq_marlin", per_output_workspace=per_output_workspace)
+            return KernelLayout("machete", fp16_zeros=True, moe_rule=moe_rule)
+        return KernelLayout("awq_marlin", per_output_workspace=per_output_workspace, moe_rule=moe_rule)
     if quant.method == "gptq":
         per_output_workspace = rules["marlin_workspace"] == "per-output"
         layout = rules["gptq_marlin_layout"]
@@ -394,11 +395,13 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
             and quant.group_size in (-1, 32, 64, 128)
         if not marlin_ok:
             return KernelLayout("gptq", keeps_g_idx=True)
+        moe_rule = f"{_rule(rules, 'gptq_moe')}:zeros{_rule(rules, 'gptq_moe_zeros_bytes')}"
         if sm == 90 and rules["machete_gptq"]:
             # Machete never empties qzeros or g_idx (machete.py, 0.6.2+)
-            return KernelLayout("machete", keeps_g_idx=rules["gptq_g_idx_parameter"])
+            return KernelLayout("machete", keeps_g_idx=rules["gptq_g_idx_parameter"], moe_rule=moe_rule)
         return KernelLayout(
             "gptq_marlin",
+            moe_rule=moe_rule,
             keeps_zeros=layout == "zeros-kept",  # 0.6.0-0.6.1 allocate qzeros and keep them
             keeps_g_idx=layout == "lazy-repack",  # 0.4.2-0.5.1 repack at first forward: g_idx + sort kept
             per_output_workspace=per_output_workspace,
@@ -783,6 +786,8 @@ def expert_tensors(
         return _mxfp4_experts(layout, e, h, i, activation_dtype, s)
     if quant.method == "modelopt-fp4":
         return _fp4_experts(layout, e, h, i, scale_dtype, modelopt=True, shards=s)
+    if quant.method in ("awq", "gptq"):
+        return _wna16_experts(quant, layout, e, h, i, activation_dtype, s)
     if quant.method == "bitsandbytes":
         # BitsAndBytesMoEMethod (bitsandbytes.py 0.10+): flattened uint8 experts, absmax fused per w13 / w2
         tensors = []
@@ -847,6 +852,67 @@ def _ct_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int,
     if scheme in ("nvfp4", "nvfp4a16"):
         return _fp4_experts(layout, e, h, i, scale_dtype, modelopt=False, shards=s)
     raise QuantizationError(f"compressed-tensors {scheme} mixture-of-experts weights are not sized yet")
+
+
+def _wna16_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int, i: int, activation_dtype: str,
+                   s: int = 2) -> tuple[StoredTensor, ...]:
+    """AWQ / GPTQ experts. The method per release (layout.moe_rule from the release table): none before 0.6.3 (AWQ)
+    / 0.6.1 (GPTQ) - FusedMoE asserts -; Marlin (AWQMoEMethod / GPTQMarlinMoEMethod, renamed AWQMarlinMoEMethod,
+    AutoAWQMoEMethod, AutoGPTQMoEMethod later) until 0.7.2; MoeWNA16Method when the rank has more than 32 experts in
+    0.7.3-0.8.4; from 0.8.5 whenever check_moe_marlin_supports_layer fails (H % 128, I % max(64, g), g in
+    {-1, 32, 64, 128}). The plain awq / gptq kernels (no Marlin) have no MoE method before 0.9.2 / 0.10.1.
+    Marlin keeps packed int32 weights (same bytes after the repack), scales in the model dtype and zero points:
+    AWQ int32 [E, H/g, 2I/8] / [E, I/g, H/8]; GPTQ allocates qzeros in the params dtype and never frees them (int32
+    from 0.27), symmetric or not; act-order adds g_idx + sort indices int32 [E, H] / [E, I] each.
+    MoeWNA16 (Triton) keeps uint8 weights, scales [E, N, K/g'] and uint8 zeros only with zero points, g' = g halved
+    until it divides both I and H (the loaded scales are repeat_interleaved)."""
+    rule, _, zeros_rule = (layout.moe_rule if layout is not None else "").partition(":zeros")
+    kernel = layout.kernel if layout is not None else quant.method
+    bits, g = quant.bits, quant.group_size
+    if rule in ("", "none") or kernel in ("awq", "gptq") and rule != "marlin-when-supported":
+        first = "0.6.3" if quant.method == "awq" else "0.6.1"
+        raise QuantizationError(f"{quant.method.upper()} mixture-of-experts layers need vLLM's Marlin MoE method "
+                                f"({quant.method}_marlin, from {first}, on compute capability 8.0+): FusedMoE "
+                                "asserts a quant method otherwise")
+    marlin_shapes = h % 128 == 0 and i % max(64, g) == 0 and g in (-1, 32, 64, 128)
+    if rule == "wna16-above-32-experts":
+        wna16 = e > 32
+    elif rule == "marlin-when-supported":
+        wna16 = not marlin_shapes or kernel in ("awq", "gptq")
+    else:
+        wna16 = False
+    g13 = 1 if g == -1 else h // g
+    g2 = 1 if g == -1 else max(1, i // g)
+    scale_dtype = activation_dtype if activation_dtype != "float32" else "float16"
+    if wna16:
+        reduced = h if g == -1 else g
+        while reduced > 1 and (i % reduced or h % reduced):
+            reduced //= 2  # moe_wna16.py: while I % g or H % g: g //= 2
+        tensors = [_packed("w13_qweight", (e, s * i, h * bits // 8), "uint8", e * s * i * h * bits // 8),
+                   _packed("w2_qweight", (e, h, i * bits // 8), "uint8", e * h * i * bits // 8),
+                   _tensor("w13_scales", (e, s * i, h // reduced), scale_dtype),
+                   _tensor("w2_scales", (e, h, i // reduced), scale_dtype)]
+        if quant.zero_point:
+            tensors += [_tensor("w13_qzeros", (e, s * i * bits // 8, h // reduced), "uint8"),
+                        _tensor("w2_qzeros", (e, h * bits // 8, i // reduced), "uint8")]
+        return tuple(tensors)
+    pack = 32 // bits
+    tensors = [_packed("w13_qweight", (e, h // 16, s * i * bits // 2), "int32", e * s * i * h * bits // 8),
+               _packed("w2_qweight", (e, i // 16, h * bits // 2), "int32", e * h * i * bits // 8),
+               _tensor("w13_scales", (e, g13, s * i), scale_dtype),
+               _tensor("w2_scales", (e, g2, h), scale_dtype)]
+    if quant.method == "awq":
+        tensors += [_tensor("w13_qzeros", (e, g13, s * i // pack), "int32"),
+                    _tensor("w2_qzeros", (e, g2, h // pack), "int32")]
+    else:
+        zeros_dtype = "int32" if zeros_rule == "4" else scale_dtype
+        tensors += [_tensor("w13_qzeros", (e, g13, s * i // pack), zeros_dtype),
+                    _tensor("w2_qzeros", (e, g2, h // pack), zeros_dtype)]
+        if quant.desc_act:
+            tensors += [_tensor("w13_g_idx", (e, h), "int32"), _tensor("w2_g_idx", (e, i), "int32"),
+                        _tensor("w13_g_idx_sort_indices", (e, h), "int32"),
+                        _tensor("w2_g_idx_sort_indices", (e, i), "int32")]
+    return tuple(tensors)
 
 
 def _fp4_experts(layout: KernelLayout | None, e: int, h: int, i: int, scale_dtype: str, modelopt: bool,

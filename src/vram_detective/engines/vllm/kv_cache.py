@@ -39,9 +39,23 @@ class KvLayout:
         return self.block_bytes // self.block_size
 
 
+def mla_latent(spec: ModelSpec, release: Release | None) -> bool:
+    """Does this release serve the model's MLA as MLA (one latent per token)? Not before the MLA backends (0.7.1),
+    and in 0.7.1-0.7.2 only for unquantized, FP8 and compressed-tensors checkpoints (config.py use_mla: "MLA is not
+    supported with awq_marlin quantization. Disabling MLA.")."""
+    if spec.mla is None:
+        return False
+    if release is None:
+        return True
+    if not release["mla_latent_kv"]:
+        return False
+    allowed = release["mla_quantizations"]
+    return spec.quantization is None or allowed == "any" or spec.quantization.method in allowed
+
+
 def kv_layout(spec: ModelSpec, tensor_parallel_size: int, num_layers: int, block_size: int, dtype_bytes: int,
               release: Release | None = None) -> KvLayout:
-    if spec.mla is not None and (release is None or release["mla_latent_kv"]):
+    if mla_latent(spec, release):
         # MLA: one latent of kv_lora_rank + rope dims per token, the same on every TP rank (§3.2, §9);
         # V0 0.7.1-0.7.3 pads each token's entry to 256 bytes (576 x 2 B -> 1280 B)
         width = spec.mla.latent_dim

@@ -109,7 +109,10 @@ def _rank_inventory(spec: ModelSpec, settings: EngineSettings, release: Release,
         else MROPE_POSITIONS_FACTOR
     return build_inventory(spec, settings.dtype, shard, weights_plan.quant, weights_plan.kernel, lora,
                            tuple(release["attention_scale_buffers"]), mrope_positions_factor=mrope,
-                           batched_tokens=settings.max_num_batched_tokens)
+                           batched_tokens=settings.max_num_batched_tokens,
+                           # (absorbed copies follow their layer's device: left out with --cpu-offload-gb)
+                           mla_absorbed=kv_cache.mla_latent(spec, release) and bool(release["mla_matrix_absorption"])
+                           and not settings.cpu_offload_gb)
 
 
 def _lora_slots(settings: EngineSettings, release: Release) -> LoraSlots | None:
@@ -473,8 +476,8 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
         raise StartupRefusal(str(error)) from None
     layers = []
     for kind, window in kinds[: spec.num_layers]:
-        if kind == "mla" and not (spec.mla is not None and release["mla_latent_kv"]):
-            kind = "full"  # DeepSeek before MLA backends: per-head K and V
+        if kind == "mla" and not kv_cache.mla_latent(spec, release):
+            kind = "full"  # DeepSeek before MLA backends (or with MLA disabled): per-head K and V
         layers.append(kv_groups.AttentionLayer(kind, layout.page_bytes, window))
     workers, start = [], 0
     for count in layer_counts:

@@ -120,3 +120,44 @@ def test_mtp_layers_from_the_config():
     assert "eh_proj" in names and "embed_tokens" not in names and "lm_head" in names  # shared_head.head stays
     with pytest.raises(StartupRefusal, match="no MTP layers"):
         explain(TARGET, "H100", vllm_version="0.11.0", speculative_config={"method": "mtp", "num_speculative_tokens": 1})
+
+
+# --- the drafter in the V1 profile run and the graphs (speculative.drafter_profile) ----------------------
+
+
+def _run(version, config=None, **kw):
+    settings = dict(max_model_len=8192, max_num_seqs=8, max_num_batched_tokens=16384, **kw)
+    if config is not None:
+        settings["speculative_config"] = config
+    return explain(TARGET, "H100", vllm_version=version, **settings)
+
+
+def test_drafter_dummy_run_stacks_on_the_kept_target_states():
+    # T = 16384 tokens, 8 requests: the sampler is small, the forward peaks. One Llama-3.1-8B layer's forward at T:
+    # 16384 x (3 x 4096 + 3 x 14336) x 2 B; the drafter (an EAGLE head of the target's shapes) runs it again after the
+    # target while the target's [T, 4096] output stays alive: + 16384 x 4096 x 2 B (x 4 with EAGLE-3's aux states)
+    forward = 16384 * (3 * 4096 + 3 * 14336) * 2
+    kept = 16384 * 4096 * 2
+    plain, eagle = _run("0.9.2"), _run("0.9.2", EAGLE)
+    assert plain.activation_peak_bytes == pytest.approx(forward, rel=0.01)
+    assert eagle.activation_peak_bytes == pytest.approx(forward + kept, rel=0.01)
+    eagle3 = _run("0.9.2", {**EAGLE, "method": "eagle3"})
+    assert eagle3.activation_peak_bytes == pytest.approx(forward + 4 * kept, rel=0.01)
+    # 0.8.5: the dummy run has no drafter, but the single peak holds the proposer's [T, H] buffer + ids / positions
+    old_plain, old_eagle = _run("0.8.5"), _run("0.8.5", EAGLE)
+    assert old_eagle.activation_peak_bytes - old_plain.activation_peak_bytes == 16384 * (4096 * 2 + 16)
+    # 0.27: buffers (hidden_states + inputs_embeds) counted again, through total_consumed
+    new_plain, new_eagle = _run("0.27.0"), _run("0.27.0", EAGLE)
+    assert new_eagle.activation_peak_bytes - new_plain.activation_peak_bytes == kept + 16384 * (2 * 4096 * 2 + 16)
+
+
+def test_drafter_graphs_by_release():
+    # piecewise graphs for the drafter's layer in 0.9.0-0.10.0 and from 0.11.1; none in 0.10.1-0.11.0
+    for version, captured in (("0.9.2", True), ("0.11.0", False), ("0.11.1", True)):
+        plain, eagle = _run(version), _run(version, EAGLE)
+        if captured:
+            assert eagle.cuda_graph_bytes > plain.cuda_graph_bytes
+            assert (eagle.cuda_graph_bytes - plain.cuda_graph_bytes) * 32 < plain.cuda_graph_bytes * 1.01  # 1 of 32 layers
+        else:
+            assert eagle.cuda_graph_bytes == plain.cuda_graph_bytes
+    assert _run("0.11.1", EAGLE, enforce_eager=True).cuda_graph_bytes == 0

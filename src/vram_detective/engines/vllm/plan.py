@@ -269,11 +269,18 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
         weights = inventory.total_bytes + allocator_bytes - offloaded
         peak = profile.activation_peak(spec, settings, release, dtype_bytes, shard.is_last_stage)
+        drafter = speculative.drafter_profile(spec, settings, release, dtype_bytes) if shard.is_last_stage \
+            else speculative.DrafterProfile(0, 0, 0, "")
+        if drafter.peak_bytes > peak.activation_peak_bytes:
+            peak = replace(peak, activation_peak_bytes=drafter.peak_bytes, peak_phase=drafter.reason)
+        if drafter.buffer_bytes:
+            peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + drafter.buffer_bytes,
+                           peak_phase=peak.peak_phase + " + the proposer's input buffers")
         if offloaded:
             staged = allocator.offloaded_layer_bytes(inventory.allocations)
             peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + staged,
                            peak_phase=peak.peak_phase + " + one CPU-offloaded layer copied in")
-        graphs = profile.cuda_graphs(layer_counts[stage], settings, release)
+        graphs = profile.cuda_graphs(layer_counts[stage], settings, release, drafter.graph_layers)
         graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
         mamba_cache, mamba_reason = v0_mamba_cache(spec, settings, release, sum(layer_counts[:stage]),
                                                    layer_counts[stage])

@@ -374,11 +374,13 @@ class GraphEstimate:
     reason: str
 
 
-def cuda_graphs(num_layers: int, settings: EngineSettings, release: Release) -> GraphEstimate:
+def cuda_graphs(num_layers: int, settings: EngineSettings, release: Release, drafter_layers: int = 0) -> GraphEstimate:
+    """`drafter_layers`: a speculative drafter's layers captured in the piecewise graphs (same pool, same figure)."""
     if settings.enforce_eager:
         return GraphEstimate(0, 0, 0, "--enforce-eager: no CUDA graphs")
     sizes = capture_sizes(settings, release)
     graphs = len(sizes)
+    piecewise = graphs
     if settings.engine == "v1" and "FULL" in release["cuda_graph_modes"]:
         graphs += len([size for size in sizes if size <= settings.max_num_seqs])  # FULL decode graphs
     largest = max(sizes) if sizes else 0
@@ -388,5 +390,6 @@ def cuda_graphs(num_layers: int, settings: EngineSettings, release: Release) -> 
         per_layer = GRAPH_BYTES_PER_LAYER["v1-full-and-piecewise"]
     else:
         per_layer = GRAPH_BYTES_PER_LAYER["v1-piecewise"]
-    total = graphs * num_layers * per_layer
-    return GraphEstimate(total, graphs, largest, f"{graphs} graphs, largest batch {largest}")
+    total = graphs * num_layers * per_layer + piecewise * drafter_layers * per_layer
+    drafter = f" + the drafter's {drafter_layers} layer(s) in the {piecewise} piecewise graphs" if drafter_layers else ""
+    return GraphEstimate(total, graphs, largest, f"{graphs} graphs, largest batch {largest}{drafter}")

@@ -52,6 +52,16 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "whisper_feature_copies_bytes", 2, "whisper.py 0.7.0 input_mapper casts to the model dtype"),
     RuleChange(_v("0.8.0"), None, "whisper_feature_copies_bytes", 6, "whisper.py 0.8.0 _parse_and_validate_audio_input: fp32 + fp16 cat"),
     RuleChange(_v("0.9.1"), None, "whisper_feature_copies_bytes", 4, "inputs/registry.py 0.9.1 maybe_cast_dtype: fp16 + fp16 cat"),
+    # Speculative decoding's drafter in the V1 profile run and graphs (gpu_model_runner.py, v1/spec_decode/eagle.py)
+    RuleChange(_v("0.0.0"), None, "drafter_dummy_run", False, "0.8.x _dummy_run runs the target only"),
+    RuleChange(_v("0.9.0"), None, "drafter_dummy_run", True, "_dummy_run calls drafter.dummy_run(num_tokens) after the target (0.9.0)"),
+    RuleChange(_v("0.0.0"), None, "proposer_buffers_counted", True, "0.8.x: allocated_bytes peak since the reset includes every buffer"),
+    RuleChange(_v("0.9.1"), None, "proposer_buffers_counted", False, "memory_profiling: buffers made before the snapshot fall in no term (0.9.1-0.26)"),
+    RuleChange(_v("0.27.0"), None, "proposer_buffers_counted", True, "0.27: non_kv = total_consumed since the init snapshot + transient peak"),
+    RuleChange(_v("0.0.0"), None, "drafter_graphs", False, "0.8.x: the EAGLE head runs eagerly"),
+    RuleChange(_v("0.9.0"), None, "drafter_graphs", True, "llama_eagle.py @support_torch_compile: piecewise graphs for every capture size (0.9.0-0.10.0)"),
+    RuleChange(_v("0.10.1"), None, "drafter_graphs", False, "eagle.py passes no cudagraph runtime mode: eager (0.10.1-0.11.0)"),
+    RuleChange(_v("0.11.1"), None, "drafter_graphs", True, "eagle.py 0.11.1: PIECEWISE graphs with the target's piecewise pass"),
     # Multimodal RoPE rows (rotary_embedding/mrope.py MRotaryEmbedding: max_position_embeddings x 4; 0.32.0 passes
     # mrope_positions_factor, which Qwen3-VL / Qwen3.5 set to 1 without video pruning: qwen3_vl.py 0.32.0)
     RuleChange(_v("0.0.0"), None, "qwen3_mrope_positions_factor", 4, "MRotaryEmbedding cache_max_position_num = max_pos x 4 (0.11.0-0.31.0)"),

@@ -23,9 +23,11 @@
   has its own cache and splits the blocks evenly by bytes (split_num_cache_blocks_evenly):
   blocks x (scorer + proposer bytes per block) <= the same budget, the same arithmetic.
 
-Not modelled (left): the drafter's share of the profile-run activations and of the CUDA graphs, V0's
-num_lookahead_slots (runtime scheduling only), Mamba groups' extra speculative blocks, and quantized
-EAGLE heads.
+* The V1 profile run and graphs: `drafter_profile` (the drafter's dummy forward after the target's, the
+  proposer buffers by release, the drafter's piecewise graphs).
+
+Not modelled (left): V0's num_lookahead_slots (runtime scheduling only), Mamba groups' extra speculative
+blocks, quantized EAGLE heads, Model Runner V2's full propose in the profile (0.30+ default).
 """
 from __future__ import annotations
 
@@ -314,6 +316,53 @@ def with_draft_weights(inventory: Inventory, spec: ModelSpec, settings, release,
     if not draft.groups:
         return inventory
     return replace(inventory, groups=inventory.groups + draft.groups, parameters=inventory.parameters + draft.parameters)
+
+
+@dataclass(frozen=True)
+class DrafterProfile:
+    """The drafter's share of the V1 profile run and of the CUDA graphs (gpu_model_runner.py _dummy_run,
+    v1/spec_decode/eagle.py dummy_run and the proposer's __init__)."""
+
+    peak_bytes: int  # kept target states + the drafter's own forward at max_num_batched_tokens
+    buffer_bytes: int  # the proposer's persistent input buffers, when the release's budget counts them
+    graph_layers: int  # drafter layers captured in the target's piecewise graphs (0: none)
+    reason: str
+
+
+# Bytes per token of EagleProposer's buffers besides the hidden-sized ones: input_ids int32 + positions int64 +
+# arange int32 (0.11+, max(R + 1, N)) ... (eagle.py 0.9.0-0.19 __init__)
+PROPOSER_BYTES_PER_TOKEN = 16
+
+
+def drafter_profile(spec: ModelSpec, settings, release, dtype_bytes: int) -> DrafterProfile:
+    """V1 only (V0's spec_decode_worker profiles the scorer alone). 0.8.x runs no drafter in the dummy run;
+    0.9.0+ runs it after the target on the same max_num_batched_tokens (0.12+: num_speculative_tokens eager passes,
+    one after another), while the target's output [T, H] - and EAGLE-3's three auxiliary [T, H] states - stay
+    alive: peak = kept states + the drafter's forward. Proposer buffers ([N, hidden] hidden_states and, from
+    0.10.1, inputs_embeds, + ids / positions) sit inside the single peak in 0.8.x-0.9.0, in no term in
+    0.9.1-0.26 and in total_consumed from 0.27. Drafter graphs: piecewise for every capture size in 0.9.0-0.10.0,
+    none in 0.10.1-0.11.0 (eagle.py passes no runtime mode), with the target's PIECEWISE pass from 0.11.1."""
+    config = settings.speculative
+    found = draft_kv_layers(config, spec, settings.tensor_parallel_size) if config is not None else None
+    if found is None or settings.engine != "v1" or found[0] is None:
+        return DrafterProfile(0, 0, 0, "")
+    from .profile import activation_peak
+
+    draft, layers = found
+    draft = replace(draft, num_layers=layers)
+    tokens = settings.max_num_batched_tokens
+    buffers = 0
+    if release["proposer_buffers_counted"] and config.method in ("eagle", "eagle3", "mtp", "draft_model"):
+        hidden_buffers = 2 if release.at_least("0.10.1") else 1  # hidden_states (+ inputs_embeds from 0.10.1)
+        buffers = tokens * (hidden_buffers * draft.hidden_size * dtype_bytes + PROPOSER_BYTES_PER_TOKEN)
+    graph_layers = layers if release["drafter_graphs"] and not settings.enforce_eager else 0
+    if not release["drafter_dummy_run"]:
+        return DrafterProfile(0, buffers, graph_layers, "the drafter takes no part in this release's dummy run")
+    kept = tokens * spec.hidden_size * dtype_bytes * (4 if config.method == "eagle3" else 1)
+    forward = activation_peak(draft, settings, release, dtype_bytes, is_last_stage=False).forward_bytes
+    return DrafterProfile(kept + forward, buffers, graph_layers,
+                          f"{config.method} drafter dummy run: {tokens} tokens through {layers} layer(s), "
+                          f"the target's last states kept")
 
 
 def draft_attention_layers(spec: ModelSpec, settings, release) -> list:

@@ -29,6 +29,13 @@ FAMILIES = [
     ("mistralai/Mistral-7B-Instruct-v0.2", "L4", "0.7.3", {"pipeline_parallel_size": 3}),  # uneven stages
     ("Qwen/Qwen3-8B", "H100", "0.21.0", {"enforce_eager": True, "cpu_offload_gb": 2}),  # offload staging
     ("google/gemma-2-9b-it", "A100-80G", "0.10.2", {"kv_cache_memory_bytes": 6 * GIB}),  # fixed KV budget
+    ("Qwen/Qwen3-VL-4B-Instruct", "H100", "0.13.0", {}),  # deepstack buffers sized by batched tokens, image profile
+    ("Qwen/Qwen3-VL-4B-Instruct-FP8", "L40S", "0.11.0", {}),  # 0.11 video profile scattered into the budget
+    ("openai/whisper-tiny", "RTX 4090", "0.13.0", {"entrypoint": "llm"}),  # cross-attention reserve follows tokens
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "H200", "0.14.0", {"tensor_parallel_size": 8}),  # chunked local
+    ("meta-llama/Llama-3.1-8B-Instruct", "H100", "0.11.1",  # the drafter's dummy run and piecewise graphs
+     {"speculative_config": '{"method": "eagle3", "model": "x/EAGLE3-8B", "num_speculative_tokens": 3}'}),
+    ("Qwen/Qwen3.5-27B", "H200", "0.19.0", {}),  # GatedDeltaNet hybrid with its vision tower
 ]
 LENGTHS = (256, 1000, 2048, 4096, 8192, 16384, 32768, 40000, 131072)
 SEQS = (1, 4, 16, 64, 256, 1024)

@@ -204,7 +204,7 @@ def _embeddings_8bit(model, gpu, version, settings: dict, base: Outcome, source_
     point = (float(b.setting("gpu_memory_utilization")), b.max_model_len, int(b.setting("max_num_seqs")),
              int(b.setting("max_num_batched_tokens")))
     before = fast.figures(*point)
-    fast.weights = [weights - cut for weights, cut in zip(fast.weights, saved)]
+    fast.lighten_weights(saved)
     after = fast.figures(*point)
     outcome.weights_bytes = base.weights_bytes - saved[0]
     outcome.kv_pool_bytes = base.kv_pool_bytes + after["kv_pool_bytes"] - before["kv_pool_bytes"]

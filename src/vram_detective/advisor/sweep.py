@@ -144,7 +144,12 @@ class FastPath:
         self.weights: list[int] = []
         self.staged: list[int] = []
         self.inventories = []
-        for _, inventory in plan_module.rank_inventories(self.spec, self.gpu, probe, self.version):
+        # (buffers sized by max_num_batched_tokens are left out here and added per point: _weights_at)
+        self._token_sized = any(plan_module.batched_token_weight_bytes(self.spec, settings_, stage) for stage in range(pp))
+        self._weights_by_tokens: dict[int, tuple[int, ...]] = {}
+        self._weights_shift = [0] * pp
+        self._probe = probe
+        for _, inventory in plan_module.rank_inventories(self.spec, self.gpu, probe, self.version, batched_tokens=0):
             offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings_.cpu_offload_gb * GIB))
             rounding = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
             self.weights.append(inventory.total_bytes + rounding - offloaded)
@@ -153,6 +158,8 @@ class FastPath:
         self.non_torch_inside, self.non_torch_outside, _ = profile.non_torch(self.gpu, settings_, release)
         self.graph_subtracted = bool(release["cuda_graph_subtracted"])
         self.layers, self.workers = plan_module.attention_layers(self.spec, settings_, release, self.layer_counts)
+        self._cross_follows_tokens = (self.spec.encoder is not None and settings_.engine == "v1"
+                                      and not release["encdec_encoder_tokens_override"])
         self.kv_fixed = settings_.kv_cache_memory_bytes
         if kv_budget_bytes is not None:
             self.kv_fixed = int(kv_budget_bytes)
@@ -183,19 +190,51 @@ class FastPath:
 
     # --- pieces from the engine code ------------------------------------------------------------------
 
-    def _st_pieces(self, seqs: int, tokens: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(activation peak, CUDA-graph pool) of each stage for max_num_seqs / max_num_batched_tokens."""
-        key = (seqs, tokens)
+    def _weights_at(self, tokens: int) -> tuple[int, ...]:
+        """Each stage's weights figure at max_num_batched_tokens = tokens: the same for most models; Qwen3-VL's
+        deepstack buffers grow with it (built exactly, allocator rounding included, once per distinct value)."""
+        if not self._token_sized:
+            base = self.weights
+        else:
+            base = self._weights_by_tokens.get(tokens)
+            if base is None:
+                from ..engines.vllm import allocator
+
+                base = []
+                for _, inventory in self._plan_module.rank_inventories(self.spec, self.gpu, self._probe, self.version,
+                                                                       batched_tokens=tokens):
+                    offloaded = allocator.cpu_offloaded_bytes(inventory.allocations,
+                                                              int(self.settings.cpu_offload_gb * GIB))
+                    base.append(inventory.total_bytes - offloaded + allocator.load_overhead(
+                        inventory.allocations, int(self.release["load_max_split_mib"]), offloaded))
+                base = self._weights_by_tokens[tokens] = tuple(base)
+        return tuple(weights - shift for weights, shift in zip(base, self._weights_shift))
+
+    def profile_length_class(self, max_model_len: int) -> int:
+        """The profile run of most models ignores max_model_len; Qwen3-VL's 0.11-0.12 dummy video is shorter
+        below a 16,200-token context (profile.qwen3_vl_encoder). 0 or 1."""
+        if self.spec.vision is None or self.spec.vision.kind != "qwen3_vl" or not self.release["qwen3_vl_video_profile"]:
+            return 0
+        return int(max_model_len >= self._profile.QWEN3_VL_SHORT_CONTEXT)
+
+    def _st_pieces(self, seqs: int, tokens: int, max_model_len: int | None = None
+                   ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """(activation peak, CUDA-graph pool, weights) of each stage for max_num_seqs / max_num_batched_tokens
+        (and max_model_len where the profile depends on it: profile_length_class)."""
+        length_class = self.profile_length_class(max_model_len) if max_model_len is not None else 0
+        key = (seqs, tokens, length_class)
         found = self._st_cache.get(key)
         if found is None:
             settings = replace(self.settings, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+            if max_model_len is not None:
+                settings = replace(settings, max_model_len=max_model_len)
             last = self.pipeline_parallel_size - 1
-            peaks = tuple(self._profile.activation_peak(self.spec, settings, self.release, self._dtype_bytes,
-                                                        stage == last).activation_peak_bytes + self.staged[stage]
-                          for stage in range(self.pipeline_parallel_size))
-            graphs = tuple(self._profile.cuda_graphs(self.layer_counts[stage], settings, self.release).bytes
-                           for stage in range(self.pipeline_parallel_size))
-            found = self._st_cache[key] = (peaks, graphs)
+            stages = [self._plan_module.stage_profile(self.spec, settings, self.release, self._dtype_bytes,
+                                                      stage == last, self.layer_counts[stage], self.staged[stage])
+                      for stage in range(self.pipeline_parallel_size)]
+            peaks = tuple(peak.activation_peak_bytes for peak, _ in stages)
+            graphs = tuple(graph.bytes for _, graph in stages)
+            found = self._st_cache[key] = (peaks, graphs, self._weights_at(tokens))
         return found
 
     def _in_flight(self, tokens: int) -> int | None:
@@ -206,20 +245,25 @@ class FastPath:
 
     def _kv_pieces(self, max_model_len: int, tokens: int) -> _KvPieces:
         in_flight = self._in_flight(tokens)
-        key = (self._kv_identity, max_model_len, in_flight)
+        # Whisper on V1 0.13+: the cross-attention layers reserve max_num_batched_tokens encoder tokens per request
+        cross_tokens = tokens if self._cross_follows_tokens else None
+        key = (self._kv_identity, max_model_len, in_flight, cross_tokens)
         found = _KV_CACHE.get(key)
         if found is not None:
             return found
         settings = replace(self.settings, max_model_len=max_model_len, max_num_batched_tokens=tokens)
         workers = len(self.workers)
         plan_kv = self._plan_module.plan_kv
-        probe = plan_kv(self.layers, self.workers, [_BIG] * workers, settings, self.release)
+        layers = self.layers
+        if cross_tokens is not None:
+            layers, _ = self._plan_module.attention_layers(self.spec, settings, self.release, self.layer_counts)
+        probe = plan_kv(layers, self.workers, [_BIG] * workers, settings, self.release)
         needed = []
         if self.engine == "v1":
             for worker in range(workers):
                 budgets = [_BIG] * workers
                 budgets[worker] = 1  # this worker fails the check first: the plan reports what it needed
-                needed.append(plan_kv(self.layers, self.workers, budgets, settings, self.release).fit_needed_bytes)
+                needed.append(plan_kv(layers, self.workers, budgets, settings, self.release).fit_needed_bytes)
         found = _KvPieces(tuple(probe.worker_block_bytes) or (probe.block_bytes,) * workers, probe.blocks_per_request,
                           len(probe.groups), min(group.block_size for group in probe.groups), tuple(needed))
         if len(_KV_CACHE) > _KV_CACHE_LIMIT:
@@ -227,6 +271,12 @@ class FastPath:
             _IDENTITIES.clear()  # numbers are never reused, so live FastPaths cannot collide with new ones
         _KV_CACHE[key] = found
         return found
+
+    def lighten_weights(self, saved: list[int]) -> None:
+        """Take `saved` bytes off each stage's weights (a lever such as 8-bit embeddings) for later points."""
+        self.weights = [weights - cut for weights, cut in zip(self.weights, saved)]
+        self._weights_shift = [shift + cut for shift, cut in zip(self._weights_shift, saved)]
+        self._st_cache.clear()  # the per-point weights were derived from the old ones
 
     def valid(self, max_model_len: int, tokens: int) -> bool:
         """Settings vLLM accepts at configuration time (resolve_settings' refusals that depend on the knobs)."""
@@ -241,7 +291,10 @@ class FastPath:
 
     # --- the combination (plan.plan's arithmetic, elementwise) -------------------------------------------
 
-    def _combine(self, ops, utilization, max_model_len, peaks, graphs, needed, blocks_per_request) -> dict:
+    def _combine(self, ops, utilization, max_model_len, peaks, graphs, weights, needed, blocks_per_request,
+                 min_block_size) -> dict:
+        """`min_block_size`: the smallest group block of the point's KV plan (a Mamba group's block follows
+        max_model_len), for the 0.9.1-0.20 'blocks // groups x block' token figure."""
         product = self.total * utilization
         budget = ops.ceil(product) if self.ceil_budget else ops.trunc(product)
         wb = self.worker_block_bytes
@@ -251,14 +304,16 @@ class FastPath:
             if self.kv_fixed is not None:
                 avails.append(self.kv_fixed + 0 * budget)
             else:
-                avails.append(budget - self.weights[stage] - peaks[stage] - self.non_torch_inside
+                avails.append(budget - weights[stage] - peaks[stage] - self.non_torch_inside
                               - (graphs[stage] if self.graph_subtracted else 0))
         own = [ops.where(avail > 0, avail // wb[stage], 0) for stage, avail in enumerate(avails)]
         blocks, min_avail = own[0], avails[0]
         for stage in range(1, stages):
             blocks = ops.minimum(blocks, own[stage])
             min_avail = ops.minimum(min_avail, avails[stage])
-        weights_ok = max(self.weights) <= self.total
+        weights_ok = weights[0] <= self.total
+        for stage in range(1, stages):
+            weights_ok = weights_ok & (weights[stage] <= self.total)
         if self.engine == "v0":
             tokens = blocks * self.block_size
             concurrency = tokens / max_model_len
@@ -272,7 +327,7 @@ class FastPath:
             else:
                 concurrency = logged / blocks_per_request
                 if self.tokens_rule == "blocks-per-group":
-                    tokens = logged // self.groups * self.min_block_size
+                    tokens = logged // self.groups * min_block_size
                 else:
                     tokens = ops.trunc(concurrency * max_model_len)
             fits = True
@@ -285,7 +340,7 @@ class FastPath:
             starts = weights_ok & (min_avail > 0) & fits
         pool = ops.where(avails[0] > 0, blocks * wb[0], 0)
         graphs0 = graphs[0]
-        resident = self.weights[0] + self.non_torch_inside + pool + self.non_torch_outside + graphs0
+        resident = weights[0] + self.non_torch_inside + pool + self.non_torch_outside + graphs0
         if self.engine == "v1":
             resident = resident + peaks[0]
         smi = ops.rint(ops.minimum(resident, self.total) / MIB)
@@ -309,15 +364,22 @@ class FastPath:
         us, lens, seqs, toks = axes
         n_s, n_t, n_l = len(seqs), len(toks), len(lens)
         stages = self.pipeline_parallel_size
-        peaks = np.zeros((stages, n_s, n_t), dtype=np.int64)
-        graphs = np.zeros((stages, n_s, n_t), dtype=np.int64)
-        for i, seq in enumerate(seqs):
-            for j, tok in enumerate(toks):
-                p, g = self._st_pieces(seq, tok)
-                peaks[:, i, j] = p
-                graphs[:, i, j] = g
+        # one (seqs, tokens) table per profile length class, then picked per max_model_len
+        classes = sorted({self.profile_length_class(length) for length in lens})
+        example = {self.profile_length_class(length): length for length in lens}
+        peaks = np.zeros((stages, len(classes), n_s, n_t), dtype=np.int64)
+        graphs = np.zeros((stages, len(classes), n_s, n_t), dtype=np.int64)
+        weights = np.zeros((stages, len(classes), n_s, n_t), dtype=np.int64)
+        for c, length_class in enumerate(classes):
+            for i, seq in enumerate(seqs):
+                for j, tok in enumerate(toks):
+                    peaks[:, c, i, j], graphs[:, c, i, j], weights[:, c, i, j] = self._st_pieces(
+                        seq, tok, example[length_class])
+        pick = np.asarray([classes.index(self.profile_length_class(length)) for length in lens])
+        peaks, graphs, weights = peaks[:, pick], graphs[:, pick], weights[:, pick]
         needed = np.zeros((stages, n_l, n_t), dtype=np.int64)
         per_request = np.ones((n_l, n_t), dtype=np.int64)
+        min_block = np.full((n_l, n_t), self.min_block_size, dtype=np.int64)
         valid = np.zeros((n_l, n_t), dtype=bool)
         for i, length in enumerate(lens):
             for j, tok in enumerate(toks):
@@ -326,15 +388,17 @@ class FastPath:
                     continue
                 pieces = self._kv_pieces(length, tok)
                 per_request[i, j] = pieces.blocks_per_request
+                min_block[i, j] = pieces.min_block_size
                 if pieces.needed:
                     needed[:, i, j] = pieces.needed
         u = np.asarray(us, dtype=np.float64).reshape(-1, 1, 1, 1)
         length = np.asarray(lens, dtype=np.int64).reshape(1, -1, 1, 1)
         out = self._combine(_NumpyOps(np), u, length,
-                            [peaks[s].reshape(1, 1, n_s, n_t) for s in range(stages)],
-                            [graphs[s].reshape(1, 1, n_s, n_t) for s in range(stages)],
+                            [peaks[s].reshape(1, n_l, n_s, n_t) for s in range(stages)],
+                            [graphs[s].reshape(1, n_l, n_s, n_t) for s in range(stages)],
+                            [weights[s].reshape(1, n_l, n_s, n_t) for s in range(stages)],
                             [needed[s].reshape(1, n_l, 1, n_t) for s in range(stages)],
-                            per_request.reshape(1, n_l, 1, n_t))
+                            per_request.reshape(1, n_l, 1, n_t), min_block.reshape(1, n_l, 1, n_t))
         out["valid"] = valid.reshape(1, n_l, 1, n_t)
         shape = (len(us), n_l, n_s, n_t)
         flat = {key: np.broadcast_to(np.asarray(value), shape).reshape(-1) for key, value in out.items()}
@@ -353,21 +417,24 @@ class FastPath:
         n = len(points)
         peaks = np.zeros((stages, n), dtype=np.int64)
         graphs = np.zeros((stages, n), dtype=np.int64)
+        weights = np.zeros((stages, n), dtype=np.int64)
         needed = np.zeros((stages, n), dtype=np.int64)
         per_request = np.ones(n, dtype=np.int64)
+        min_block = np.full(n, self.min_block_size, dtype=np.int64)
         valid = np.zeros(n, dtype=bool)
         for index, (_, length, seq, tok) in enumerate(points):
-            p, g = self._st_pieces(seq, tok)
-            peaks[:, index], graphs[:, index] = p, g
+            peaks[:, index], graphs[:, index], weights[:, index] = self._st_pieces(seq, tok, length)
             valid[index] = self.valid(length, tok)
             if valid[index]:
                 pieces = self._kv_pieces(length, tok)
                 per_request[index] = pieces.blocks_per_request
+                min_block[index] = pieces.min_block_size
                 if pieces.needed:
                     needed[:, index] = pieces.needed
         u = np.asarray([p[0] for p in points], dtype=np.float64)
         lengths = np.asarray([p[1] for p in points], dtype=np.int64)
-        out = self._combine(_NumpyOps(np), u, lengths, list(peaks), list(graphs), list(needed), per_request)
+        out = self._combine(_NumpyOps(np), u, lengths, list(peaks), list(graphs), list(weights), list(needed), per_request,
+                            min_block)
         out["valid"] = valid
         flat = {key: np.broadcast_to(np.asarray(value), (n,)).copy() for key, value in out.items()}
         flat["starts"] = flat["starts"] & flat["valid"]
@@ -378,13 +445,13 @@ class FastPath:
         ops = _ScalarOps()
         for utilization, length, seq, tok in points:
             ok = self.valid(length, tok)
-            peaks, graphs = self._st_pieces(seq, tok)
+            peaks, graphs, weights = self._st_pieces(seq, tok, length)
             if ok:
                 pieces = self._kv_pieces(length, tok)
-                needed, per_request = pieces.needed, pieces.blocks_per_request
+                needed, per_request, min_block = pieces.needed, pieces.blocks_per_request, pieces.min_block_size
             else:
-                needed, per_request = (0,) * self.pipeline_parallel_size, 1
-            out = self._combine(ops, utilization, length, peaks, graphs, needed, per_request)
+                needed, per_request, min_block = (0,) * self.pipeline_parallel_size, 1, self.min_block_size
+            out = self._combine(ops, utilization, length, peaks, graphs, weights, needed, per_request, min_block)
             out["valid"] = ok
             out["starts"] = bool(out["starts"]) and ok
             for key in FIGURES:

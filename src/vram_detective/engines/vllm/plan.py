@@ -88,28 +88,41 @@ def checkpoint_report(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, t
     return checkpoint_vs_gpu(table, spec, settings.dtype, quant=weights_plan.quant, kernel=weights_plan.kernel)
 
 
-def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version) -> list[tuple[int, Inventory]]:
-    """(pipeline stage, inventory of one of its ranks) as plan() builds them: for `explain --tensors`."""
+def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version,
+                     batched_tokens: int | None = None) -> list[tuple[int, Inventory]]:
+    """(pipeline stage, inventory of one of its ranks) as plan() builds them, the drafter included: for
+    `explain --tensors` and the advisor's sweep (which asks for each batched-token count it needs)."""
     settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
     spec = _engine_rope_rows(spec, settings)
     weights_plan = plan_weights(spec, settings, gpu, release)
     lora = _lora_slots(settings, release)
     to_last = bool(release["pp_remainder_to_last"])
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
-    return [(stage, _rank_inventory(spec, settings, release, weights_plan, lora,
-                                    Shard(tp, stage, pp, settings.enable_expert_parallel, to_last,
-                                          settings.data_parallel_size))) for stage in range(pp)]
+    out = []
+    for stage in range(pp):
+        shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
+        out.append((stage, _loaded_inventory(spec, settings, release, gpu, weights_plan, lora, shard, batched_tokens)))
+    return out
+
+
+def _loaded_inventory(spec: ModelSpec, settings: EngineSettings, release: Release, gpu: Gpu, weights_plan: WeightsPlan,
+                      lora: LoraSlots | None, shard: Shard, batched_tokens: int | None = None) -> Inventory:
+    """What one rank holds after load_model: its inventory and, on the last stage, the drafter (§4)."""
+    inventory = _rank_inventory(spec, settings, release, weights_plan, lora, shard, batched_tokens)
+    if settings.speculative is not None and shard.is_last_stage:
+        inventory = speculative.with_draft_weights(inventory, spec, settings, release, gpu, weights_plan)
+    return inventory
 
 
 def _rank_inventory(spec: ModelSpec, settings: EngineSettings, release: Release, weights_plan: WeightsPlan,
-                    lora: LoraSlots | None, shard: Shard) -> Inventory:
+                    lora: LoraSlots | None, shard: Shard, batched_tokens: int | None = None) -> Inventory:
     """build_inventory with what the release and the settings decide: the attention layers' scale buffers, the
     multimodal RoPE table's rows and the buffers sized by max_num_batched_tokens."""
     mrope = int(release["qwen3_mrope_positions_factor"]) if spec.vision is not None and spec.vision.kind == "qwen3_vl" \
         else MROPE_POSITIONS_FACTOR
     return build_inventory(spec, settings.dtype, shard, weights_plan.quant, weights_plan.kernel, lora,
                            tuple(release["attention_scale_buffers"]), mrope_positions_factor=mrope,
-                           batched_tokens=settings.max_num_batched_tokens,
+                           batched_tokens=settings.max_num_batched_tokens if batched_tokens is None else batched_tokens,
                            # (absorbed copies follow their layer's device: left out with --cpu-offload-gb)
                            mla_absorbed=kv_cache.mla_latent(spec, release) and bool(release["mla_matrix_absorption"])
                            and not settings.cpu_offload_gb)
@@ -236,6 +249,33 @@ def _engine_rope_rows(spec: ModelSpec, settings: EngineSettings) -> ModelSpec:
     return spec
 
 
+def stage_profile(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int, is_last_stage: bool,
+                  stage_layers: int, staged_bytes: int = 0) -> tuple[profile.ProfileEstimate, profile.GraphEstimate]:
+    """One pipeline stage's profiled activation peak and CUDA-graph pool: the model's own (profile.py), a
+    speculative drafter's share on the last stage, and a CPU-offloaded layer copied in (`staged_bytes`).
+    plan() and the advisor's sweep both call this, so they cannot drift apart."""
+    peak = profile.activation_peak(spec, settings, release, dtype_bytes, is_last_stage)
+    drafter = speculative.drafter_profile(spec, settings, release, dtype_bytes) if is_last_stage \
+        else speculative.DrafterProfile(0, 0, 0, "")
+    if drafter.peak_bytes > peak.activation_peak_bytes:
+        peak = replace(peak, activation_peak_bytes=drafter.peak_bytes, peak_phase=drafter.reason)
+    if drafter.buffer_bytes:
+        peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + drafter.buffer_bytes,
+                       peak_phase=peak.peak_phase + " + the proposer's input buffers")
+    if staged_bytes:
+        peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + staged_bytes,
+                       peak_phase=peak.peak_phase + " + one CPU-offloaded layer copied in")
+    return peak, profile.cuda_graphs(stage_layers, settings, release, drafter.graph_layers)
+
+
+def batched_token_weight_bytes(spec: ModelSpec, settings: EngineSettings, stage: int) -> int:
+    """Bytes per max_num_batched_tokens token that a stage's weights figure holds (Qwen3-VL's deepstack input
+    buffers, built with the model on the first stage): non-zero tells the sweep to rebuild weights per value."""
+    if stage or spec.vision is None or not spec.vision.deepstack_layers:
+        return 0
+    return spec.vision.deepstack_layers * spec.hidden_size * DTYPE_BYTES[settings.dtype]
+
+
 def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoint=None) -> Breakdown:
     settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
     spec = _engine_rope_rows(spec, settings)
@@ -256,10 +296,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     stage_data = []
     for stage in range(pp):
         shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
-        inventory = _rank_inventory(spec, settings, release, weights_plan, lora, shard)
-        if settings.speculative is not None and shard.is_last_stage:
-            # the drafter is loaded inside the same "Model loading took" (§4): part of W
-            inventory = speculative.with_draft_weights(inventory, spec, settings, release, gpu, weights_plan)
+        # the drafter is loaded inside the same "Model loading took" (§4): part of W
+        inventory = _loaded_inventory(spec, settings, release, gpu, weights_plan, lora, shard)
         if gguf_checkpoint is not None:
             inventory = gguf_inventory(inventory, gguf_checkpoint, spec, dtype, shard, layer_counts[stage])
             weights_plan = replace(weights_plan, stored_format="gguf",
@@ -268,19 +306,9 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings.cpu_offload_gb * GIB))
         allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
         weights = inventory.total_bytes + allocator_bytes - offloaded
-        peak = profile.activation_peak(spec, settings, release, dtype_bytes, shard.is_last_stage)
-        drafter = speculative.drafter_profile(spec, settings, release, dtype_bytes) if shard.is_last_stage \
-            else speculative.DrafterProfile(0, 0, 0, "")
-        if drafter.peak_bytes > peak.activation_peak_bytes:
-            peak = replace(peak, activation_peak_bytes=drafter.peak_bytes, peak_phase=drafter.reason)
-        if drafter.buffer_bytes:
-            peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + drafter.buffer_bytes,
-                           peak_phase=peak.peak_phase + " + the proposer's input buffers")
-        if offloaded:
-            staged = allocator.offloaded_layer_bytes(inventory.allocations)
-            peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + staged,
-                           peak_phase=peak.peak_phase + " + one CPU-offloaded layer copied in")
-        graphs = profile.cuda_graphs(layer_counts[stage], settings, release, drafter.graph_layers)
+        staged = allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0
+        peak, graphs = stage_profile(spec, settings, release, dtype_bytes, shard.is_last_stage, layer_counts[stage],
+                                     staged)
         graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
         mamba_cache, mamba_reason = v0_mamba_cache(spec, settings, release, sum(layer_counts[:stage]),
                                                    layer_counts[stage])

@@ -235,3 +235,33 @@ def test_kimi_k2_is_deepseek_v3_with_384_experts():
     assert build_inventory(spec, "bfloat16").parameters == total == 1_026_408_232_448
     # MLA: one 576-wide latent per token and layer on every TP rank: 61 x 576 x 2 B = 70,272 B per token
     assert kv_layout(spec, 8, 61, 16, 2).bytes_per_token == 70_272
+
+
+# --- GLM-4.5 (glm4_moe.py, 0.10.0+) ----------------------------------------------------------------------
+
+
+def test_glm45_air_per_rank_bytes_at_tp8(dev_cases):
+    # TP 8: embed / lm_head 18944 x 4096; 46 x (qkv [1792, 4096] + bias 1792 + o [4096, 1536] + 2 norms); dense layer
+    # 0 gate_up [2736, 4096] + down [4096, 1368]; 45 MoE layers of 128 experts (w13 [352, 4096] + w2 [4096, 176]),
+    # a shared expert ([352, 4096] + [4096, 176]), an fp32 router [128, 4096] + fp32 correction bias [128];
+    # a [131072, 64] rotary table (half-width rotary of 128): all bf16 but the router
+    spec = spec_of("zai-org/GLM-4.5-Air")
+    assert spec.rotary_dim == 64 and spec.qkv_bias and not spec.o_bias and spec.moe.dense_layers == (0,)
+    expected = (2 * 18944 * 4096 * 2 + 46 * (1792 * 4096 + 1792 + 4096 * 1536) * 2 + (93 * 4096) * 2
+                + (2736 * 4096 + 4096 * 1368) * 2 + 45 * 128 * (352 * 4096 + 4096 * 176) * 2
+                + 45 * (352 * 4096 + 4096 * 176) * 2 + 45 * (128 * 4096 + 128) * 4 + 131072 * 64 * 2)
+    inventory = build_inventory(spec, "bfloat16", Shard(8))
+    assert inventory.total_bytes == expected == 26_819_001_856
+    # an Ascend NPU run (vllm-ascend, upstream glm4_moe.py) logs 25.0148 GiB on rank 1: +0.15 %
+    case = dev_cases["glm45-79-glm45-air-ascend-npu"]
+    assert expected / GIB == pytest.approx(case["observed"]["weights_gib"], rel=0.003)
+
+
+def test_glm45_has_three_dense_layers_and_qk_norms():
+    spec = spec_of("zai-org/GLM-4.5")
+    assert spec.moe.dense_layers == (0, 1, 2) and spec.qk_norm and spec.moe.num_experts == 160
+    assert build_inventory(spec, "bfloat16").parameters == 352_797_829_024  # the published "355 B"
+    from vram_detective.engines.vllm.settings import StartupRefusal
+
+    with pytest.raises(StartupRefusal, match="0.10.0"):
+        explain("zai-org/GLM-4.5-Air", "H100", vllm_version="0.9.2", tensor_parallel_size=8)

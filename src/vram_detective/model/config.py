@@ -213,6 +213,9 @@ _ARCHITECTURE_FAMILY = {
     # Llama 4 text (llama4.py, 0.8.3+): MoE every interleave_moe_layer_step-th layer (top-1 experts + one shared
     # expert of the same size), dense LlamaMLPs of intermediate_size_mlp between them, chunked local attention
     "Llama4ForCausalLM": "llama4",
+    # GLM-4.5 / 4.6 / 4.7 (glm4_moe.py, 0.10.0+): biased fused qkv, optional per-head q/k norms, half-width
+    # rotary, first_k_dense_replace dense layers, then an fp32 router + routed and shared experts
+    "Glm4MoeForCausalLM": "glm4_moe",
 }
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
@@ -314,7 +317,8 @@ def _parse(config: dict, name: str) -> ModelSpec:
     vocab = _require(config, "vocab_size")
     # Gemma ties embeddings unless told otherwise; everyone else defaults to untied in HF.
     tie = bool(config.get("tie_word_embeddings", family.startswith("gemma")))
-    partial = float(config.get("partial_rotary_factor", 1.0) or 1.0)
+    # (GLM-4.5's model code defaults partial_rotary_factor to 0.5: glm4_moe.py getattr(config, ..., 0.5))
+    partial = float(config.get("partial_rotary_factor", 0.5 if family == "glm4_moe" else 1.0) or 1.0)
     rotary_dim = int(head_dim * partial)
     sliding_window = config.get("sliding_window")
     pattern = ""
@@ -353,9 +357,9 @@ def _parse(config: dict, name: str) -> ModelSpec:
         rotary_dim=rotary_dim,
         rope_scaling=_rope_scaling(config),
         qkv_bias=family in ("qwen2", "qwen2_moe") or bias,
-        o_bias=bias and family not in ("qwen2", "qwen2_moe"),
+        o_bias=bias and family not in ("qwen2", "qwen2_moe", "glm4_moe"),  # glm4_moe.py: o_proj bias=False
         mlp_bias=bool(config.get("mlp_bias", False)),
-        qk_norm=family in ("qwen3", "qwen3_moe", "gemma3", "qwen3_next"),
+        qk_norm=family in ("qwen3", "qwen3_moe", "gemma3", "qwen3_next") or family == "glm4_moe" and bool(config.get("use_qk_norm")),
         norms_per_layer=4 if family in ("gemma2", "gemma3") else 2,
         sliding_window=sliding_window if pattern else None,
         sliding_window_pattern=pattern,
@@ -686,7 +690,7 @@ def _parse_whisper(config: dict, name: str, architecture: str) -> ModelSpec:
 def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
     experts = config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts")
     if not experts or family not in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "gpt_oss", "qwen3_next",
-                                     "jamba", "granitemoehybrid", "minimax_text_01", "nemotron_h", "llama4"):
+                                     "jamba", "granitemoehybrid", "minimax_text_01", "nemotron_h", "llama4", "glm4_moe"):
         return None
     if family == "nemotron_h":
         return _nemotron_h_moe(config, int(experts))
@@ -697,7 +701,7 @@ def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
     first_dense = config.get("first_k_dense_replace") or 0
     for layer in range(layers):
         # Qwen MoE: sparse when (layer + 1) % step == 0; DeepSeek: from first_k_dense_replace on, every freq-th
-        if family == "deepseek_v2":
+        if family in ("deepseek_v2", "glm4_moe"):
             if layer < first_dense or layer % step:
                 dense.add(layer)
         elif family == "jamba":
@@ -707,7 +711,7 @@ def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
         elif (layer + 1) % step:
             dense.add(layer)
     shared = 0
-    if family == "deepseek_v2":
+    if family in ("deepseek_v2", "glm4_moe"):
         shared = (config.get("n_shared_experts") or 0) * expert_intermediate
     elif family in ("granitemoehybrid", "minimax_text_01"):
         # GraniteMoeSharedMLP / MiniMax shared_mlp next to the experts
@@ -726,8 +730,9 @@ def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
         dense_layers=tuple(sorted(dense)),
         router_bias=family == "gpt_oss",
         expert_bias=family == "gpt_oss",
-        score_correction_bias=config.get("topk_method") == "noaux_tc",
-        router_dtype="float32" if family == "minimax_text_01" else None,
+        # GLM-4.5 always carries e_score_correction_bias; its gate and bias are fp32 from 0.10.1 (bf16 in 0.10.0)
+        score_correction_bias=config.get("topk_method") == "noaux_tc" or family == "glm4_moe",
+        router_dtype="float32" if family in ("minimax_text_01", "glm4_moe") else None,
     )
 
 

@@ -32,6 +32,7 @@ V0_MULTIMODAL_MIN_TOKENS = 5120  # _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (0.6
 ARCHITECTURE_SINCE = {
     "Llama4ForConditionalGeneration": ((0, 8, 3), "mllama4.py"),
     "Llama4ForCausalLM": ((0, 8, 3), "llama4.py"),
+    "Glm4MoeForCausalLM": ((0, 10, 0), "glm4_moe.py"),
     "Qwen3VLForConditionalGeneration": ((0, 11, 0), "qwen3_vl.py"),
     "Qwen3VLMoeForConditionalGeneration": ((0, 11, 0), "qwen3_vl_moe.py"),
     "Qwen3_5ForConditionalGeneration": ((0, 17, 0), "qwen3_5.py"),

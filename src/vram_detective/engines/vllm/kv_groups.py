@@ -61,8 +61,8 @@ _RULES: tuple[tuple[Version, str, object, str], ...] = (
     ((0, 14, 0), "async_scheduling_default", True, "async_scheduling None -> True unless incompatible (config/vllm.py 0.14.0)"),
     # -- logged tokens and concurrency -------------------------------------------------------------------
     ((0, 0, 0), "tokens_rule", "blocks", "num_blocks x block_size, concurrency = tokens / max_model_len (V0; V1 <= 0.9.0)"),
-    ((0, 9, 1), "tokens_rule", "blocks-per-group", "num_blocks // num_groups x block_size, concurrency = blocks / blocks per request (0.9.1-0.20.x)"),
-    ((0, 21, 0), "tokens_rule", "concurrency", "int(max_concurrency x max_model_len) (kv_cache_utils.py _report_kv_cache_config 0.21.0)"),
+    ((0, 9, 1), "tokens_rule", "blocks-per-group", "num_blocks // num_groups x block_size, concurrency = blocks / blocks per request (0.9.1-0.20.0)"),
+    ((0, 20, 1), "tokens_rule", "concurrency", "int(max_concurrency x max_model_len) (kv_cache_utils.py _report_kv_cache_config 0.20.1; the old formula in 0.20.0)"),
     ((0, 0, 0), "log_after_min", False, "each worker logs its own blocks before the minimum (<= 0.11.0)"),
     ((0, 11, 2), "log_after_min", True, "_report_kv_cache_config after the minimum over workers (0.11.2; absent in 0.11.0)"),
     ((0, 0, 0), "dcp", None, "no decode context parallel"),

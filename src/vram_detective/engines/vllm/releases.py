@@ -258,8 +258,8 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
 
     # How KV tokens and concurrency are reported (vllm-memory.md §3.4).
     RuleChange(_v("0.0.0"), None, "kv_tokens_rule", "blocks", "num_blocks * block_size"),
-    RuleChange(_v("0.9.1"), "v1", "kv_tokens_rule", "blocks-per-group", "num_blocks // num_groups * block_size (0.9.1-0.20)"),
-    RuleChange(_v("0.21.0"), "v1", "kv_tokens_rule", "concurrency", "int(max_concurrency * max_model_len) (0.21+)"),
+    RuleChange(_v("0.9.1"), "v1", "kv_tokens_rule", "blocks-per-group", "num_blocks // num_groups * block_size (0.9.1-0.20.0)"),
+    RuleChange(_v("0.20.1"), "v1", "kv_tokens_rule", "concurrency", "int(max_concurrency * max_model_len) (kv_cache_utils.py 0.20.1; blocks // groups in 0.20.0)"),
     # Wording of V1's "not enough KV cache for one max_model_len request" error (kv_cache_utils.py).
     RuleChange(_v("0.0.0"), None, "kv_fit_message", "v0", "worker.py raise_if_cache_size_invalid"),
     RuleChange(_v("0.8.0"), "v1", "kv_fit_message", "gb", "sizes in 'GB' (/1024**3), no length estimate (0.8.0-0.8.2)"),

@@ -36,6 +36,8 @@ FAMILIES = [
     ("meta-llama/Llama-3.1-8B-Instruct", "H100", "0.11.1",  # the drafter's dummy run and piecewise graphs
      {"speculative_config": '{"method": "eagle3", "model": "x/EAGLE3-8B", "num_speculative_tokens": 3}'}),
     ("Qwen/Qwen3.5-27B", "H200", "0.19.0", {}),  # GatedDeltaNet hybrid with its vision tower
+    ("google/gemma-4-31B-it", "H200", "0.21.0", {}),  # sliding and full layers of different page sizes
+    ("zai-org/GLM-4.5-Air", "H100", "0.11.0", {"tensor_parallel_size": 8}),  # fp32 router, shared experts
 ]
 LENGTHS = (256, 1000, 2048, 4096, 8192, 16384, 32768, 40000, 131072)
 SEQS = (1, 4, 16, 64, 256, 1024)

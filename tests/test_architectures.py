@@ -265,3 +265,48 @@ def test_glm45_has_three_dense_layers_and_qk_norms():
 
     with pytest.raises(StartupRefusal, match="0.10.0"):
         explain("zai-org/GLM-4.5-Air", "H100", vllm_version="0.9.2", tensor_parallel_size=8)
+
+
+# --- Gemma 4 (gemma4.py / gemma4_mm.py, 0.19.0+) -----------------------------------------------------------
+
+
+def test_gemma4_31b_layer_types_and_their_shapes():
+    # 50 sliding layers: qkv (32 + 2 x 16) x 256 x 5376, o 5376 x 8192, q/k norms 256; 10 full layers with k = v:
+    # qkv (32 + 2 x 4) x 512 x 5376 (vLLM fills the V slot with K), o 5376 x 16384, q/k norms 512
+    spec = spec_of("google/gemma-4-31B-it")
+    assert spec.full_attention_shape == (512, 4) and spec.full_attention_layers == tuple(range(5, 60, 6))
+    inventory = build_inventory(spec, "bfloat16")
+    attention = 50 * (64 * 256 * 5376 + 5376 * 8192) + 10 * (40 * 512 * 5376 + 5376 * 16384)
+    assert _role_bytes(inventory, "attention") == 2 * attention
+    # two rotary tables of max_position_embeddings rows: 256 wide (sliding) and 512 wide (full, head_size wide)
+    assert _role_bytes(inventory, "rotary cache") == 262144 * (256 + 512) * 2
+    # the vision tower: patch 1152 x 768, positions 2 x 10240 x 1152, 27 x (4 x 1152^2 + 2 x 72 + 4 x 1152
+    # + 3 x 4304 x 1152), embed_vision 5376 x 1152 - replicated, bf16
+    tower = 1152 * 768 + 2 * 10240 * 1152 + 27 * (4 * 1152 * 1152 + 2 * 72 + 4 * 1152 + 3 * 4304 * 1152) + 5376 * 1152
+    assert _role_bytes(inventory, "vision") == 2 * tower
+    assert _role_bytes(build_inventory(spec, "bfloat16", Shard(4)), "vision") == 2 * tower
+
+
+def test_gemma4_kv_tokens_change_with_the_logged_formula_only(dev_cases):
+    # vllm#43308 (gemma-4-31B AWQ, A100, ~50 GB of KV): ~55k tokens on 0.20.0, ~525k on 0.21.0 - the same pool:
+    # 6 groups of 10 layers (5 sliding + 1 full, the 131,072-B full page doubled to the 262,144-B sliding one by
+    # raising its block to 32), 50 GiB // 262,144 // 10 = 20,480 blocks. 0.20.0 logs 20,480 // 6 x 16 = 54,608;
+    # 0.20.1+ int(concurrency x L) with 4,096 + 5 x (cdiv(1023 + 2048, 16) + 1) = 5,061 blocks per 131,072 tokens
+    old, new = (explain("google/gemma-4-31B-it", "A100", vllm_version=v, max_model_len=131072,
+                        kv_cache_memory_bytes=50 * GIB) for v in ("0.20.0", "0.21.0"))
+    assert old.num_gpu_blocks == new.num_gpu_blocks == 20_480
+    assert old.kv_cache_tokens == 54_608 and new.kv_cache_tokens == 530_400
+    assert new.max_concurrency == pytest.approx(20_480 / 5_061)
+    logged = dev_cases["vllm-43308-gemma4-31b-awq-a100-v0210"]["observed"]["kv_cache_tokens"]
+    assert abs(new.kv_cache_tokens - logged) / logged < 0.02  # "~525k" in the user's table
+
+
+def test_gemma4_effective_models_are_refused_in_one_line():
+    from vram_detective.model.config import UnsupportedArchitectureError, parse_config
+
+    config = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+              "text_config": {"hidden_size": 1536, "num_hidden_layers": 35, "num_attention_heads": 8,
+                              "num_key_value_heads": 1, "intermediate_size": 6144, "vocab_size": 262144,
+                              "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 20}}
+    with pytest.raises(UnsupportedArchitectureError, match="E2B / E4B"):
+        parse_config(config, "google/gemma-4-E2B-it")

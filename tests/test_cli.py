@@ -58,10 +58,10 @@ def test_unknown_gpu():
 def test_unsupported_architecture(tmp_path):
     config = json.loads((Path(__file__).resolve().parents[1] / "src/vram_detective/model/catalog/"
                          "Qwen--Qwen2.5-7B-Instruct.json").read_text())["config"]
-    config["architectures"], config["model_type"] = ["Gemma4ForConditionalGeneration"], "gemma4"
+    config["architectures"], config["model_type"] = ["DeepseekV4ForCausalLM"], "deepseek_v4"
     (tmp_path / "config.json").write_text(json.dumps(config))
     line = assert_one_line_error(run_cli("explain", str(tmp_path), "--gpu", "H100"))
-    assert "Gemma4ForConditionalGeneration" in line
+    assert "DeepseekV4ForCausalLM" in line
 
 
 def test_malformed_config_json(tmp_path):

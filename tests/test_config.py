@@ -353,7 +353,7 @@ def test_r1_distill_llama_70b():
 
 
 @pytest.mark.parametrize("architecture, model_type", [("DeepseekV4ForCausalLM", "deepseek_v4"),
-                                                     ("Gemma4ForConditionalGeneration", "gemma4")])
+                                                     ("Mistral3ForConditionalGeneration", "mistral3")])
 def test_unsupported_architectures_are_refused_in_one_line(architecture, model_type):
     config = copy.deepcopy(load_model("Qwen/Qwen2.5-7B-Instruct").config)
     config["architectures"], config["model_type"] = [architecture], model_type

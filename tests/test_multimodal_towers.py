@@ -112,7 +112,7 @@ def test_llava15_v052_blocks_against_llama3_on_the_same_gpu():
     assert llava.num_gpu_blocks / llama.num_gpu_blocks == pytest.approx(3631 / 13078, rel=0.01)
 
 
-@pytest.mark.parametrize("architecture", ["Mistral3ForConditionalGeneration", "Gemma4ForConditionalGeneration"])
+@pytest.mark.parametrize("architecture", ["Mistral3ForConditionalGeneration", "Phi4MMForCausalLM"])
 def test_towers_not_sized_yet_are_refused(architecture):
     with pytest.raises(UnsupportedArchitectureError, match=architecture):
         parse_config({"architectures": [architecture], "model_type": "x"})

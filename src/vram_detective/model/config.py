@@ -86,7 +86,8 @@ class VisionSpec:
     # Llama 4: the pixel-shuffle adapter MLP (intermediate_size -> projector_input_dim -> projector_output_dim)
     adapter_dims: tuple[int, int] = (0, 0)
     adapter_bias: bool = False
-    num_heads: int = 0  # attention heads (only where a buffer depends on them: Llama 4's vision rotary cache)
+    num_heads: int = 0  # attention heads (Llama 4's vision rotary cache, Gemma 4's q/k/v widths)
+    head_dim: int = 0  # Gemma 4: the vision attention's head width (q/k norms, q/k/v = heads x head_dim)
     # Qwen3-VL / Qwen3.5 (qwen3_vl.py): a learned [num_position_embeddings, hidden] table and deepstack mergers
     position_embeddings: int = 0
     deepstack_layers: int = 0  # len(deepstack_visual_indexes): extra mergers, and text-side input buffers
@@ -152,6 +153,10 @@ class ModelSpec:
     rotary_dtype: str | None = None  # None: the model dtype; gpt-oss asks get_rope for float32
     vision: VisionSpec | None = None
     mrope: bool = False  # multimodal RoPE (rope_scaling mrope_section): MRotaryEmbedding's longer cos/sin table
+    # Gemma 4: (head_dim, kv_heads) of the full-attention layers when they differ from the sliding ones, and
+    # which layers those are
+    full_attention_shape: tuple[int, int] | None = None
+    full_attention_layers: tuple[int, ...] = ()
     encoder: EncoderSpec | None = None  # encoder-decoder models (Whisper): the decoder is the text model
     hybrid: object | None = None  # model/hybrid.py HybridLayout: Mamba / linear-attention layers (Bamba)
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -216,6 +221,9 @@ _ARCHITECTURE_FAMILY = {
     # GLM-4.5 / 4.6 / 4.7 (glm4_moe.py, 0.10.0+): biased fused qkv, optional per-head q/k norms, half-width
     # rotary, first_k_dense_replace dense layers, then an fp32 router + routed and shared experts
     "Glm4MoeForCausalLM": "glm4_moe",
+    # Gemma 4 text (gemma4.py, 0.19.0+): sliding layers of head_dim / num_key_value_heads, full layers of
+    # global_head_dim / num_global_key_value_heads (attention_k_eq_v), tied embeddings, optional MoE beside the MLP
+    "Gemma4ForCausalLM": "gemma4",
 }
 
 # Architectures we recognise but do not size yet, with the reason said to the user.
@@ -373,6 +381,8 @@ def _parse(config: dict, name: str) -> ModelSpec:
     )
     if family in ("bamba", "qwen3_next", "jamba", "granitemoehybrid", "falcon_h1", "minimax_text_01", "nemotron_h"):
         spec = replace(spec, **_hybrid_fields(config))
+    if family == "gemma4":
+        spec = replace(spec, **_gemma4_fields(config))
     return spec
 
 
@@ -438,6 +448,7 @@ _MULTIMODAL = {
     "MllamaForConditionalGeneration": ("LlamaForCausalLM", "mllama"),
     "InternVLChatModel": ("", "intern_vit"),  # InternViT + mlp1 + llm_config's language model
     "Llama4ForConditionalGeneration": ("Llama4ForCausalLM", "llama4"),  # mllama4.py (0.8.3+)
+    "Gemma4ForConditionalGeneration": ("Gemma4ForCausalLM", "gemma4_vision"),  # gemma4_mm.py (0.19.0+)
     # one Qwen3_VisionTransformer (qwen3_vl.py) for all four: Qwen3-VL (0.11.0+) over a Qwen3 / Qwen3-MoE text
     # model, Qwen3.5 / 3.6 (qwen3_5.py, 0.17.0+) over the GatedDeltaNet hybrid text model, without deepstack
     "Qwen3VLForConditionalGeneration": ("Qwen3ForCausalLM", "qwen3_vl"),
@@ -592,6 +603,62 @@ def _parse_llama4(config: dict, name: str, architecture: str) -> ModelSpec:
     return replace(spec, architecture=architecture, vision=tower, source_config={**config, "text_config": text})
 
 
+# Gemma4VisionConfig defaults (transformers 5.24 configuration_gemma4.py) for keys a vision_config leaves out
+_GEMMA4_VISION_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 16,
+                           "num_attention_heads": 12, "head_dim": 64, "patch_size": 16, "position_embedding_size": 10240}
+
+
+def _gemma4_refusal(text: dict, config: dict) -> str | None:
+    if text.get("hidden_size_per_layer_input") or text.get("num_kv_shared_layers") or config.get("audio_config"):
+        return ("Gemma 4 E2B / E4B (per-layer embeddings, KV-shared layers, the audio tower) are not sized yet; "
+                "the 31B and 26B-A4B are")
+    return None
+
+
+def _parse_gemma4(config: dict, name: str, architecture: str) -> ModelSpec:
+    """Gemma 4 (gemma4_mm.py, 0.19.0+): the Gemma4ForCausalLM text model and the HF Gemma4VisionModel built by
+    AutoModel.from_config - replicated on every rank and, in the 31B / 26B (intermediate 4304, not a multiple of
+    64), never quantized - plus embed_vision's [vision hidden -> text hidden] projection."""
+    text = dict(config.get("text_config") or {})
+    text["architectures"] = ["Gemma4ForCausalLM"]
+    text.setdefault("model_type", "gemma4_text")
+    if config.get("torch_dtype") or config.get("dtype"):
+        text["torch_dtype"] = config.get("torch_dtype") or config.get("dtype")
+    for key in ("quantization_config", "compression_config"):
+        if config.get(key) and not text.get(key):
+            text[key] = config[key]
+    refusal = _gemma4_refusal(text, config)
+    if refusal:
+        raise UnsupportedArchitectureError(f"{architecture}: {refusal}")
+    spec = _parse(text, name)
+    raw = {**_GEMMA4_VISION_DEFAULTS, **(config.get("vision_config") or {})}
+    tower = VisionSpec("gemma4_vision", int(raw["hidden_size"]), int(raw["intermediate_size"]),
+                       int(raw["num_hidden_layers"]), int(raw["patch_size"]), out_hidden_size=spec.hidden_size,
+                       num_heads=int(raw["num_attention_heads"]), position_embeddings=int(raw["position_embedding_size"]),
+                       head_dim=int(raw["head_dim"]))
+    return replace(spec, architecture=architecture, vision=tower, source_config={**config, "text_config": text})
+
+
+def _gemma4_fields(config: dict) -> dict:
+    """gemma4.py Gemma4Attention: per-layer head_dim and KV heads by layer type; q/k norms of that head_dim."""
+    refusal = _gemma4_refusal(config, {})
+    if refusal:
+        raise UnsupportedArchitectureError(refusal)
+    head = int(config.get("head_dim") or 256)
+    full_head = int(config.get("global_head_dim") or head)
+    full_kv = int(config.get("num_global_key_value_heads") or 0) if config.get("attention_k_eq_v") else 0
+    full_kv = full_kv or int(config.get("num_key_value_heads") or config["num_attention_heads"])
+    kv = int(config.get("num_key_value_heads") or config["num_attention_heads"])
+    layers = int(config["num_hidden_layers"])
+    types = config.get("layer_types") or [
+        "full_attention" if (i + 1) % 6 == 0 or i == layers - 1 else "sliding_attention" for i in range(layers)]
+    return {"head_dim": head, "qk_norm": True, "norms_per_layer": 4,
+            "tie_word_embeddings": bool(config.get("tie_word_embeddings", True)),
+            "full_attention_shape": (full_head, full_kv) if (full_head, full_kv) != (head, kv) else None,
+            "full_attention_layers": tuple(i for i, kind in enumerate(types[:layers]) if kind != "sliding_attention"),
+            "rotary_dim": head, "sliding_window": config.get("sliding_window"), "sliding_window_pattern": "layer_types"}
+
+
 def _parse_llava(config: dict, name: str, architecture: str, vision_kind: str) -> ModelSpec:
     spec = _parse(_llava_text_config(config), name)
     raw = config.get("vision_config")
@@ -620,6 +687,8 @@ def _parse_multimodal(config: dict, name: str, architecture: str) -> ModelSpec:
         return _parse_internvl(config, name, architecture)
     if vision_kind == "llama4":
         return _parse_llama4(config, name, architecture)
+    if vision_kind == "gemma4_vision":
+        return _parse_gemma4(config, name, architecture)
     text = dict(_GEMMA3_TEXT_DEFAULTS) if vision_kind == "siglip" else {}
     text.update({k: v for k, v in config.items() if k not in ("text_config", "vision_config", "architectures")})
     text.update(config.get("text_config") or {})
@@ -690,7 +759,8 @@ def _parse_whisper(config: dict, name: str, architecture: str) -> ModelSpec:
 def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
     experts = config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts")
     if not experts or family not in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "gpt_oss", "qwen3_next",
-                                     "jamba", "granitemoehybrid", "minimax_text_01", "nemotron_h", "llama4", "glm4_moe"):
+                                     "jamba", "granitemoehybrid", "minimax_text_01", "nemotron_h", "llama4", "glm4_moe",
+                                     "gemma4"):
         return None
     if family == "nemotron_h":
         return _nemotron_h_moe(config, int(experts))
@@ -721,9 +791,13 @@ def _moe(config: dict, family: str, layers: int) -> MoeSpec | None:
         shared = config.get("shared_expert_intermediate_size") or 0
     elif family == "llama4":
         shared = expert_intermediate  # Llama4MoE.shared_expert: a LlamaMLP of intermediate_size, no gate
+    elif family == "gemma4":
+        # Gemma 4 26B-A4B: the layer's dense MLP of intermediate_size runs beside the experts (gemma4.py)
+        shared = int(config.get("intermediate_size") or 0)
     return MoeSpec(
         num_experts=int(experts),
-        experts_per_token=int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 2),
+        experts_per_token=int(config.get("num_experts_per_tok") or config.get("experts_per_token")
+                              or config.get("top_k_experts") or 2),
         expert_intermediate=int(expert_intermediate),
         shared_intermediate=int(shared),
         shared_expert_gate=family in ("qwen2_moe", "qwen3_next") and bool(shared),

@@ -144,6 +144,10 @@ def rotary_caches(spec: ModelSpec, mrope_positions_factor: int = MROPE_POSITIONS
             # Phi3LongRoPEScaledRotaryEmbedding keeps a short and a long cache side by side
             rows = original + spec.max_position_embeddings
     caches = [(label, rows, spec.rotary_dim)]
+    if spec.family == "gemma4" and spec.full_attention_shape is not None:
+        # Gemma4RotaryEmbedding builds the full layers' ("proportional") table head_size wide, whatever the
+        # partial rotary factor: a second [max_position, global_head_dim] cache (gemma4_rope.py)
+        caches.append(("rotary_emb_global.cos_sin_cache", spec.max_position_embeddings, spec.full_attention_shape[0]))
     if spec.family == "gemma3":
         # Gemma 3: local layers use their own (unscaled) rope - a second cache of max_position rows
         caches.append(("rotary_emb_local.cos_sin_cache", spec.max_position_embeddings, spec.rotary_dim))
@@ -249,6 +253,7 @@ def build_inventory(
             allocations += [groups[-1].bytes_each] * repeat
             parameters += (out_features if not row_parallel else hidden) * count
 
+    full_count = 0  # Gemma 4 full-attention layers on this stage (their own shapes)
     if spec.mla is not None:
         _mla_attention(spec, tp, linear, groups, per_layer, layers, layer_pattern, dtype)
         parameters += _mla_norm_parameters(spec) * layers
@@ -257,6 +262,17 @@ def build_inventory(
     else:
         # hybrids (spec.hybrid): attention on its own layers only, the Mamba mixers on the others
         attention_count, attention_pattern = _hybrid_attention_layers(spec, first_layer, layers, layer_pattern)
+        if spec.full_attention_shape is not None:
+            # Gemma 4: the full-attention layers have their own head_dim and KV heads (gemma4.py Gemma4Attention)
+            full_count = sum(1 for i in spec.full_attention_layers if first_layer <= i < first_layer + layers)
+            attention_count -= full_count
+            attention_pattern = "model.layers.{sliding}"
+            full_head, full_kv = spec.full_attention_shape
+            full_kv_rank = max(1, full_kv // tp)
+            linear("self_attn.qkv_proj", hidden, (q_rank + 2 * full_kv_rank) * full_head, 3, "attention", spec.qkv_bias,
+                   False, hidden, count=full_count, pattern="model.layers.{full}")
+            linear("self_attn.o_proj", q_rank * full_head, hidden, 1, "attention", spec.o_bias, True,
+                   spec.num_attention_heads * full_head, count=full_count, pattern="model.layers.{full}")
         qkv_out = (q_rank + 2 * kv_rank) * head
         if _gated_attention(spec):
             qkv_out += q_rank * head  # Qwen3NextAttention: q and its output gate in one projection
@@ -282,6 +298,15 @@ def build_inventory(
             groups.append(_dense(f"{attention_pattern}.self_attn.k_norm.weight", attention_count, (head,), dtype, "norm"))
             some_layers.extend([head * DTYPE_BYTES[dtype]] * 2 * attention_count)
             parameters += 2 * head * attention_count
+    elif spec.qk_norm and full_count:
+        # Gemma 4: q/k norms of each layer type's head_dim
+        full_head = spec.full_attention_shape[0]
+        for pattern, count, width in (("model.layers.{sliding}", layers - full_count, head),
+                                      ("model.layers.{full}", full_count, full_head)):
+            if count:
+                groups.append(_dense(f"{pattern}.self_attn.{{q,k}}_norm.weight", 2 * count, (width,), dtype, "norm"))
+                some_layers.extend([width * DTYPE_BYTES[dtype]] * 2 * count)
+                parameters += 2 * width * count
     elif spec.qk_norm:
         per_layer += [head * DTYPE_BYTES[dtype]] * 2
         groups.append(_dense(f"{layer_pattern}.self_attn.q_norm.weight", layers, (head,), dtype, "norm"))
@@ -938,6 +963,22 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
         linear("visual.{merger,deepstack_merger_list.*}.linear_fc1", mergers, merged, merged // tp, True)
         linear("visual.{merger,deepstack_merger_list.*}.linear_fc2", mergers, merged // tp, v.out_hidden_size, False)
         dense("visual.{merger,deepstack_merger_list.*}.linear_fc2.bias", mergers, (v.out_hidden_size,))
+        return parameters
+    if v.kind == "gemma4_vision":
+        # Gemma 4 (gemma4_mm.py): the HF Gemma4VisionModel (modeling_gemma4.py) built by AutoModel.from_config -
+        # plain, replicated linears, never quantized for the 31B / 26B towers - and embed_vision's projection:
+        # patch input_proj [h, 3 x p x p], a [2, position_embedding_size, h] position table, per layer q/k/v/o of
+        # heads x head_dim, q/k norms [head_dim], four norms [h], gate / up / down MLP
+        width = v.num_heads * v.head_dim
+        dense("vision_tower.patch_embedder.input_proj.weight", 1, (h, 3 * v.patch_size * v.patch_size))
+        dense("vision_tower.position_embedding_table", 1, (2, v.position_embeddings, h))
+        dense("vision_tower.encoder.layers.*.self_attn.{q,k,v}_proj.linear.weight", 3 * n, (width, h))
+        dense("vision_tower.encoder.layers.*.self_attn.o_proj.linear.weight", n, (h, width))
+        dense("vision_tower.encoder.layers.*.self_attn.{q,k}_norm.weight", 2 * n, (v.head_dim,))
+        dense("vision_tower.encoder.layers.*.*_layernorm.weight", 4 * n, (h,))
+        dense("vision_tower.encoder.layers.*.mlp.{gate,up}_proj.linear.weight", 2 * n, (i, h))
+        dense("vision_tower.encoder.layers.*.mlp.down_proj.linear.weight", n, (h, i))
+        dense("embed_vision.embedding_projection.weight", 1, (v.out_hidden_size, h))
         return parameters
     if v.kind in ("clip", "clip_anyres"):
         # LLaVA / LLaVA-NeXT (vllm/model_executor/models/clip.py, llava.py, llava_next.py): CLIP embeddings

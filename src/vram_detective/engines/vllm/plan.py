@@ -509,11 +509,17 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
                  else [("full", None)] * spec.num_layers)
     except kv_groups.SlidingWindowRefusal as error:
         raise StartupRefusal(str(error)) from None
+    full_page = layout.page_bytes
+    if spec.full_attention_shape is not None:
+        # Gemma 4: full layers of global_head_dim x num_global_key_value_heads (a page of their own size)
+        full_head, full_kv = spec.full_attention_shape
+        full_page = kv_cache.KvLayout(settings.block_size, max(1, full_kv // settings.tensor_parallel_size), full_head,
+                                      settings.kv_cache_dtype_bytes, 1).page_bytes
     layers = []
     for kind, window in kinds[: spec.num_layers]:
         if kind == "mla" and not kv_cache.mla_latent(spec, release):
             kind = "full"  # DeepSeek before MLA backends (or with MLA disabled): per-head K and V
-        layers.append(kv_groups.AttentionLayer(kind, layout.page_bytes, window))
+        layers.append(kv_groups.AttentionLayer(kind, full_page if kind == "full" else layout.page_bytes, window))
     workers, start = [], 0
     for count in layer_counts:
         workers.append(tuple(range(start, start + count)))

@@ -81,6 +81,10 @@ GRAPH_BYTES_PER_LAYER = {"v0": int(0.13 * MIB), "v1-piecewise": int(0.30 * MIB),
 QWEN_VL_MAX_PATCHES = 12_845_056 // (14 * 14)
 # Llama4ImageProcessor max_patches default (transformers 4.51 image_processing_llama4_fast.py)
 LLAMA4_MAX_PATCHES = 16
+# Gemma 4 (gemma4_mm.py _VIDEO_MAX_FRAMES, _VIDEO_MAX_SOFT_TOKENS + the frame's boundary tokens, pooling 3 x 3)
+GEMMA4_VIDEO_FRAMES = 32
+GEMMA4_FRAME_TOKENS = 70 + 2 + 6
+GEMMA4_FRAME_PATCHES = 70 * 9
 
 
 def clip_item(vision) -> tuple[int, int]:
@@ -117,6 +121,10 @@ def vision_item(spec: ModelSpec) -> tuple[int, int]:
         side = vision.image_size // vision.patch_size
         tiles = max(1, vision.max_num_tiles)
         return tiles * (side * side + 1), tiles * side * side // vision.spatial_merge_size ** 2
+    if vision.kind == "gemma4_vision":
+        # Gemma4ProcessingInfo: a video (32 frames x (70 + 2 + 6) = 2,496 tokens) has more tokens than an image
+        # (280), so the profile encodes one dummy video: 32 frames of at most 630 patches (max_soft_tokens 70 x 3^2)
+        return GEMMA4_VIDEO_FRAMES * GEMMA4_FRAME_PATCHES, GEMMA4_VIDEO_FRAMES * GEMMA4_FRAME_TOKENS
     if vision.kind == "llama4":
         # mllama4.py get_image_size_with_most_features: a max_patches x 1 tile image (16 x 336 by 336 with the
         # processor's max_patches 16) -> 16 tiles + the global tile, each (image/patch)^2 + 1 positions through the

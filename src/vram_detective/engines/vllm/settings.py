@@ -33,6 +33,8 @@ ARCHITECTURE_SINCE = {
     "Llama4ForConditionalGeneration": ((0, 8, 3), "mllama4.py"),
     "Llama4ForCausalLM": ((0, 8, 3), "llama4.py"),
     "Glm4MoeForCausalLM": ((0, 10, 0), "glm4_moe.py"),
+    "Gemma4ForCausalLM": ((0, 19, 0), "gemma4.py"),
+    "Gemma4ForConditionalGeneration": ((0, 19, 0), "gemma4_mm.py"),
     "Qwen3VLForConditionalGeneration": ((0, 11, 0), "qwen3_vl.py"),
     "Qwen3VLMoeForConditionalGeneration": ((0, 11, 0), "qwen3_vl_moe.py"),
     "Qwen3_5ForConditionalGeneration": ((0, 17, 0), "qwen3_5.py"),

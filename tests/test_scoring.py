@@ -124,14 +124,14 @@ def test_score_skips_with_reasons(dev_cases):
     cases = [
         dev_cases["seed-int4-7b-rtx4090"],  # model not named
         speculative,  # speculative decoding is not modelled yet
-        dev_cases["vllm-pr12126-llama32-11b-vision-h100"],  # not in the catalog
+        dev_cases["vllm-44376-dsv4-flash-gh200-tp2-fail"],  # not in the catalog
     ]
     report = score_cases(cases)
     assert report["scored"] == 0
     reasons = {skip["id"]: skip["reason"] for skip in report["skipped"]}
     assert reasons["seed-int4-7b-rtx4090"] == "model not named in the case"
     assert "speculative" in reasons["speculative-variant"]
-    assert reasons["vllm-pr12126-llama32-11b-vision-h100"].endswith("not in the catalog")
+    assert reasons["vllm-44376-dsv4-flash-gh200-tp2-fail"].endswith("not in the catalog")
 
 
 def test_lora_case_weights_include_the_adapter_slots(dev_cases):

@@ -828,16 +828,18 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
         if bias:
             dense(f"{name}.bias", count, (out_features,))
 
-    def encoder_layers(prefix: str) -> None:
-        # CLIP and SigLIP encoder layers have one layout (clip.py, siglip.py): two LayerNorms, fused qkv
-        # with bias, out_proj and a two-linear MLP, row-parallel biases kept whole
-        dense(f"{prefix}.layer_norm{{1,2}}.{{weight,bias}}", 4 * n, (h,))
-        linear(f"{prefix}.self_attn.qkv_proj", n, h, 3 * h // tp, True, 3)
-        linear(f"{prefix}.self_attn.out_proj", n, h // tp, h, False)
-        dense(f"{prefix}.self_attn.out_proj.bias", n, (h,))
-        linear(f"{prefix}.mlp.fc1", n, h, i // tp, True)
-        linear(f"{prefix}.mlp.fc2", n, i // tp, h, False)
-        dense(f"{prefix}.mlp.fc2.bias", n, (h,))
+    def encoder_layers(prefix: str, norms: str = "layer_norm{1,2}", qkv: str = "self_attn.qkv_proj",
+                       out: str = "self_attn.out_proj", fc1: str = "mlp.fc1", fc2: str = "mlp.fc2") -> None:
+        # One ViT block layout under each tower's names (clip.py, siglip.py, mllama4.py, qwen3_vl.py): two
+        # LayerNorms (weight + bias), fused qkv with bias, the output projection and a two-linear MLP with
+        # biases, row-parallel biases kept whole
+        dense(f"{prefix}.{norms}.{{weight,bias}}", 4 * n, (h,))
+        linear(f"{prefix}.{qkv}", n, h, 3 * h // tp, True, 3)
+        linear(f"{prefix}.{out}", n, h // tp, h, False)
+        dense(f"{prefix}.{out}.bias", n, (h,))
+        linear(f"{prefix}.{fc1}", n, h, i // tp, True)
+        linear(f"{prefix}.{fc2}", n, i // tp, h, False)
+        dense(f"{prefix}.{fc2}.bias", n, (h,))
 
     if v.kind == "intern_vit":
         # InternVL (intern_vit.py, internvl.py): class embedding, Conv2d patch embedding with bias, a
@@ -919,13 +921,7 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
         dense("vision_model.class_embedding", 1, (h,))
         dense("vision_model.positional_embedding_vlm", 1, (positions, h))
         dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
-        dense("vision_model.model.layers.*.{input,post_attention}_layernorm.{weight,bias}", 4 * n, (h,))
-        linear("vision_model.model.layers.*.self_attn.qkv_proj", n, h, 3 * h // tp, True, 3)
-        linear("vision_model.model.layers.*.self_attn.o_proj", n, h // tp, h, False)
-        dense("vision_model.model.layers.*.self_attn.o_proj.bias", n, (h,))
-        linear("vision_model.model.layers.*.mlp.fc1", n, h, i // tp, True)
-        linear("vision_model.model.layers.*.mlp.fc2", n, i // tp, h, False)
-        dense("vision_model.model.layers.*.mlp.fc2.bias", n, (h,))
+        encoder_layers("vision_model.model.layers.*", norms="{input,post_attention}_layernorm", out="self_attn.o_proj")
         linear("vision_model.vision_adapter.mlp.fc1", 1, i, adapter_in // tp, v.adapter_bias)
         linear("vision_model.vision_adapter.mlp.fc2", 1, adapter_in // tp, adapter_out, False)
         if v.adapter_bias:
@@ -944,18 +940,12 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
         # the merger (LayerNorm over hidden, fc1 [4h -> 4h], fc2 [4h -> out]) and one merger per deepstack layer
         # (its LayerNorm after the 2x2 shuffle, over 4h). Linears follow the checkpoint's ignore list (no
         # _maybe_ignore_quant_config here): FP8 releases keep the tower in bf16 by listing it.
-        patch = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size
         merged = h * v.spatial_merge_size ** 2
         dense("visual.patch_embed.proj.weight", 1, (h, v.in_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
         dense("visual.patch_embed.proj.bias", 1, (h,))
         dense("visual.pos_embed.weight", 1, (v.position_embeddings, h))
-        dense("visual.blocks.*.norm{1,2}.{weight,bias}", 4 * n, (h,))
-        linear("visual.blocks.*.attn.qkv", n, h, 3 * h // tp, True, 3)
-        linear("visual.blocks.*.attn.proj", n, h // tp, h, False)
-        dense("visual.blocks.*.attn.proj.bias", n, (h,))
-        linear("visual.blocks.*.mlp.linear_fc1", n, h, i // tp, True)
-        linear("visual.blocks.*.mlp.linear_fc2", n, i // tp, h, False)
-        dense("visual.blocks.*.mlp.linear_fc2.bias", n, (h,))
+        encoder_layers("visual.blocks.*", norms="norm{1,2}", qkv="attn.qkv", out="attn.proj", fc1="mlp.linear_fc1",
+                       fc2="mlp.linear_fc2")
         mergers = 1 + v.deepstack_layers
         dense("visual.merger.norm.{weight,bias}", 2, (h,))
         if v.deepstack_layers:

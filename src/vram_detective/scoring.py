@@ -105,6 +105,13 @@ def _predict(case: dict):
         basis = "inferred by the scorer from the log format"
         if not version:
             return None, "vLLM version unknown"
+        # the log format gives the oldest release that prints it; the model may need a newer one
+        from .engines.vllm.settings import ARCHITECTURE_SINCE
+
+        since = ARCHITECTURE_SINCE.get(spec.architecture)
+        if since is not None and parse_version(version) < since[0]:
+            version = ".".join(map(str, since[0]))
+            basis += f"; raised to {version}, the first release serving {spec.architecture}"
     if settings.get("speculative_config"):
         from .engines.vllm.speculative import unsized_reason
 

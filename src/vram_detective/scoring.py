@@ -125,11 +125,35 @@ def _predict(case: dict):
     if "entrypoint" in user:
         user["entrypoint"] = str(user["entrypoint"]).lower()
     try:
-        return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial, (spec, gpu, user)), None
+        try:
+            return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial, (spec, gpu, user)), None
+        except (ValueError, *REFUSALS) as error:
+            # a dev build of X.Y already carries what X.(Y+1) releases: retry there when that is what is missing
+            ahead = _next_release_feature(version, str(error))
+            if ahead is None:
+                raise
+            basis += f"; a dev build of {version} carries {ahead}'s {str(error).split(' does not')[0]}"
+            version = ahead
+            return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial, (spec, gpu, user)), None
     except REFUSALS as error:
         return ("refused", version, basis, str(error)), None
     except ValueError as error:
         return None, f"cannot predict: {error}"
+
+
+def _next_release_feature(version: str, message: str) -> str | None:
+    """'X.Y-dev' / 'X.Y.Z.devN' refused for a feature that 'does not exist before vLLM X.(Y+1).0': that release."""
+    import re
+
+    if "dev" not in version:
+        return None
+    found = re.search(r"does not exist before vLLM (\d+)\.(\d+)\.(\d+)", message)
+    if not found:
+        return None
+    major, minor = parse_version(version)[:2]
+    if (int(found.group(1)), int(found.group(2))) != (major, minor + 1):
+        return None
+    return f"{found.group(1)}.{found.group(2)}.{found.group(3)}"
 
 
 def _from_logged_budget(case: dict, inputs, breakdown) -> dict:

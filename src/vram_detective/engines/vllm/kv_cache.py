@@ -23,11 +23,14 @@ class KvLayout:
     dtype_bytes: int
     num_layers: int
     kv_tensors: int = 2  # K and V; MLA stores one latent (MLAAttentionSpec, no factor 2)
+    slot_bytes: int = 0  # packed formats (kv_dtypes.py): bytes per token and KV head, K and V together
 
     @property
     def page_bytes(self) -> int:
         # FullAttentionSpec.page_size_bytes: K and V, block_size tokens (kv_cache_interface.py);
         # V0 CacheEngine.get_cache_block_size is the same product over the stage's layers.
+        if self.slot_bytes:
+            return self.block_size * self.kv_heads_per_rank * self.slot_bytes  # state_content_bytes (0.28+)
         return self.kv_tensors * self.block_size * self.kv_heads_per_rank * self.head_dim * self.dtype_bytes
 
     @property
@@ -54,7 +57,13 @@ def mla_latent(spec: ModelSpec, release: Release | None) -> bool:
 
 
 def kv_layout(spec: ModelSpec, tensor_parallel_size: int, num_layers: int, block_size: int, dtype_bytes: int,
-              release: Release | None = None) -> KvLayout:
+              release: Release | None = None, kv_cache_dtype: str = "") -> KvLayout:
+    """One attention layer's page per rank; `kv_cache_dtype` names a packed format (kv_dtypes.py) when it is one."""
+    from . import kv_dtypes
+
+    if kv_dtypes.is_packed(kv_cache_dtype) and not mla_latent(spec, release):
+        return KvLayout(block_size, max(1, spec.num_kv_heads // tensor_parallel_size), spec.head_dim, 1, num_layers,
+                        slot_bytes=kv_dtypes.slot_bytes(kv_cache_dtype, spec.head_dim))
     if mla_latent(spec, release):
         # MLA: one latent of kv_lora_rank + rope dims per token, the same on every TP rank (§3.2, §9);
         # V0 0.7.1-0.7.3 pads each token's entry to 256 bytes (576 x 2 B -> 1280 B)

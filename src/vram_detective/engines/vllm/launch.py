@@ -61,7 +61,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("max_num_seqs", ("--max-num-seqs",), _positive_int, "maximum concurrent sequences"),
     Flag("max_num_batched_tokens", ("--max-num-batched-tokens",), _tokens, "tokens per scheduler step"),
     Flag("block_size", ("--block-size",), _positive_int, "tokens per KV-cache block"),
-    Flag("kv_cache_dtype", ("--kv-cache-dtype",), str, "auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, float16"),
+    Flag("kv_cache_dtype", ("--kv-cache-dtype",), str,
+         "auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, float16; packed (0.20+): turboquant_k8v4, turboquant_4bit_nc, "
+         "turboquant_k3v4_nc, turboquant_3bit_nc, int8/fp8/int4_per_token_head, nvfp4"),
     Flag("dtype", ("--dtype",), str, "auto, half, float16, bfloat16, float, float32"),
     Flag("quantization", ("--quantization", "-q"), str, "awq, awq_marlin, gptq, gptq_marlin, marlin, fp8, modelopt"),
     Flag("enforce_eager", ("--enforce-eager",), _bool, "no CUDA graphs"),

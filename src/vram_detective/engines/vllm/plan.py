@@ -11,7 +11,7 @@ from ...model.config import ModelSpec
 from ...model.inventory import MROPE_POSITIONS_FACTOR, Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
 from ...model.quantization import ONLINE_BNB, ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
 from ...units import GIB, MIB
-from . import allocator, kv_cache, kv_groups, profile, speculative
+from . import allocator, kv_cache, kv_dtypes, kv_groups, profile, speculative
 from .log_lines import LogFigures, format_gib, log_lines
 from .releases import Release, release as release_rules
 from .settings import EngineSettings, StartupRefusal, resolve_settings
@@ -501,7 +501,7 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
             start += count
         return layers, workers
     layout = kv_cache.kv_layout(spec, settings.tensor_parallel_size, 1, settings.block_size,
-                                settings.kv_cache_dtype_bytes, release)
+                                settings.kv_cache_dtype_bytes, release, settings.kv_cache_dtype)
     if spec.encoder is not None:
         return _encoder_decoder_layers(spec, settings, release, layout.page_bytes, layer_counts)
     try:
@@ -515,11 +515,16 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
         full_head, full_kv = spec.full_attention_shape
         full_page = kv_cache.KvLayout(settings.block_size, max(1, full_kv // settings.tensor_parallel_size), full_head,
                                       settings.kv_cache_dtype_bytes, 1).page_bytes
+    # TurboQuant's boundary layers keep a model-dtype page (kv_cache_dtype_skip_layers; kv_dtypes.py)
+    boundary = set(kv_dtypes.boundary_layers(settings.kv_cache_dtype, spec.num_layers, spec.hybrid is not None))
+    model_page = kv_cache.KvLayout(settings.block_size, layout.kv_heads_per_rank, spec.head_dim,
+                                   DTYPE_BYTES[settings.dtype], 1).page_bytes
     layers = []
-    for kind, window in kinds[: spec.num_layers]:
+    for index, (kind, window) in enumerate(kinds[: spec.num_layers]):
         if kind == "mla" and not kv_cache.mla_latent(spec, release):
             kind = "full"  # DeepSeek before MLA backends (or with MLA disabled): per-head K and V
-        layers.append(kv_groups.AttentionLayer(kind, full_page if kind == "full" else layout.page_bytes, window))
+        page = model_page if index in boundary else (full_page if kind == "full" else layout.page_bytes)
+        layers.append(kv_groups.AttentionLayer(kind, page, window))
     workers, start = [], 0
     for count in layer_counts:
         workers.append(tuple(range(start, start + count)))

@@ -88,7 +88,8 @@ class EngineSettings:
 
     @property
     def kv_cache_dtype_bytes(self) -> int:
-        if self.kv_cache_dtype.startswith("fp8"):
+        """Bytes per element; packed formats (kv_dtypes.py) are uint8 storage sized by their slots instead."""
+        if self.kv_cache_dtype.startswith("fp8") or self.kv_cache_dtype not in ("bfloat16", "float16", "float32"):
             return 1  # every fp8 variant is stored as uint8 (STR_DTYPE_TO_TORCH_DTYPE)
         return 4 if self.kv_cache_dtype == "float32" else 2
 
@@ -329,11 +330,31 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
             "reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len."
         )
 
+    from . import kv_dtypes
+
     kv_dtype = str(user.get("kv_cache_dtype") or "auto").lower()
-    if kv_dtype not in KV_CACHE_DTYPES:
-        raise SettingsError(f"kv_cache_dtype {kv_dtype!r} is not sized yet (auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, float16)")
+    if kv_dtype not in KV_CACHE_DTYPES and not kv_dtypes.is_packed(kv_dtype):
+        raise SettingsError(f"kv_cache_dtype {kv_dtype!r} is not sized yet ({', '.join(KV_CACHE_DTYPES + kv_dtypes.names())})")
     resolved_kv = dtype if kv_dtype == "auto" else kv_dtype
     reasons["kv_cache_dtype"] = "auto: the model dtype" if kv_dtype == "auto" else "given"
+    forced_block = None
+    if kv_dtypes.is_packed(kv_dtype):
+        if engine != "v1":
+            raise SettingsError(f"--kv-cache-dtype {kv_dtype} needs the V1 engine")
+        sliding = bool(spec.sliding_window) or any(kind == "sliding" for kind, _ in _layer_kinds(spec, release))
+        problem = kv_dtypes.refusal(kv_dtype, release.version, mla=spec.mla is not None, sinks=spec.attention_sinks,
+                                    sliding=sliding, hybrid=spec.hybrid is not None,
+                                    compute_capability=gpu.compute_capability, dtype=dtype)
+        if problem:
+            raise StartupRefusal(problem)
+        if spec.hybrid is not None:
+            raise SettingsError(f"--kv-cache-dtype {kv_dtype} on a Mamba / linear-attention hybrid is not sized yet")
+        forced_block = kv_dtypes.forced_block_size(kv_dtype, int(user.get("block_size") or DEFAULT_BLOCK_SIZE),
+                                                   release.version, spec.hybrid is not None)
+        boundary = kv_dtypes.boundary_layers(kv_dtype, spec.num_layers, spec.hybrid is not None)
+        if boundary:
+            reasons["kv_cache_dtype"] = (f"given; layers {', '.join(map(str, boundary))} stay in {dtype} "
+                                         "(TurboQuant boundary layers)")
 
     swap = user.get("swap_space")
     if swap is None:
@@ -363,6 +384,10 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     block_size = int(user.get("block_size") or DEFAULT_BLOCK_SIZE)
     if block_size <= 0 or block_size % 8 and block_size not in (1, 2, 4):
         raise SettingsError(f"block_size must be a positive multiple of 8 (or 1, 2, 4), got {block_size}")
+    if forced_block and forced_block != block_size:
+        block_size = forced_block
+        reasons["block_size"] = (f"raised to {forced_block}: the model-dtype boundary layers' page against the packed "
+                                 "one (platforms/interface.py _align_heterogeneous_kv_block_size, 0.25+)")
     if spec.mla is not None:
         forced = release["mla_block_size_sm100"] if gpu.compute_capability[0] >= 10 else (
             release["mla_block_size_sm90"] if gpu.compute_capability == (9, 0) else None)
@@ -405,6 +430,17 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         decode_context_parallel_size=dcp,
         disable_hybrid_kv_cache_manager=disable_hybrid,
     ), release
+
+
+def _layer_kinds(spec: ModelSpec, release: Release) -> list[tuple[str, int | None]]:
+    if not spec.source_config:
+        return []
+    from .kv_groups import SlidingWindowRefusal, layer_kinds
+
+    try:
+        return layer_kinds(spec.source_config, version=release.version)
+    except SlidingWindowRefusal:
+        return []
 
 
 def _mamba_chunk_size(spec: ModelSpec) -> int | None:

@@ -376,7 +376,8 @@ def draft_attention_layers(spec: ModelSpec, settings, release) -> list:
     tp = settings.tensor_parallel_size
     if settings.speculative.method == "draft_model" and release.engine == "v0":
         tp = settings.speculative.draft_tensor_parallel_size or tp
-    layout = kv_cache.kv_layout(draft_spec, tp, 1, settings.block_size, settings.kv_cache_dtype_bytes, release)
+    layout = kv_cache.kv_layout(draft_spec, tp, 1, settings.block_size, settings.kv_cache_dtype_bytes, release,
+                                settings.kv_cache_dtype)
     kind = "mla" if kv_cache.mla_latent(draft_spec, release) else "full"
     return [kv_groups.AttentionLayer(kind, layout.page_bytes, None)] * count
 

@@ -38,6 +38,8 @@ FAMILIES = [
     ("Qwen/Qwen3.5-27B", "H200", "0.19.0", {}),  # GatedDeltaNet hybrid with its vision tower
     ("google/gemma-4-31B-it", "H200", "0.21.0", {}),  # sliding and full layers of different page sizes
     ("zai-org/GLM-4.5-Air", "H100", "0.11.0", {"tensor_parallel_size": 8}),  # fp32 router, shared experts
+    ("deepseek-ai/DeepSeek-V3.2-Exp", "H200", "0.11.0", {"tensor_parallel_size": 8}),  # fp8_ds_mla + indexer keys
+    ("Qwen/Qwen3-4B", "H100", "0.25.0", {"kv_cache_dtype": "turboquant_k3v4_nc"}),  # packed KV, bf16 boundary layers
 ]
 LENGTHS = (256, 1000, 2048, 4096, 8192, 16384, 32768, 40000, 131072)
 SEQS = (1, 4, 16, 64, 256, 1024)

@@ -310,3 +310,29 @@ def test_gemma4_effective_models_are_refused_in_one_line():
                               "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 20}}
     with pytest.raises(UnsupportedArchitectureError, match="E2B / E4B"):
         parse_config(config, "google/gemma-4-E2B-it")
+
+
+# --- DeepSeek-V3.2 (sparse attention: the lightning indexer, fp8_ds_mla; deepseek_v2.py 0.11.0+) -----------------
+
+
+def test_deepseek_v32_kv_is_fp8_ds_mla_plus_the_indexer_keys():
+    # auto / fp8 become fp8_ds_mla: 512 fp8 + 4 fp32 scales + 64 bf16 rope = 656 B per token and layer; each layer's
+    # indexer cache holds 128 fp8 + one fp32 scale = 132 B; the sparse backend forces 64-token blocks
+    b = explain("deepseek-ai/DeepSeek-V3.2-Exp", "H200", vllm_version="0.11.0", tensor_parallel_size=8,
+                max_model_len=65536)
+    assert b.block_size == 64 and b.kv_bytes_per_token == 61 * (656 + 132) == 48_068
+    assert b.setting("kv_cache_dtype") == "fp8_ds_mla"
+    bf16 = explain("deepseek-ai/DeepSeek-V3.2-Exp", "H200", vllm_version="0.11.0", tensor_parallel_size=8,
+                   max_model_len=65536, kv_cache_dtype="bfloat16")
+    assert bf16.kv_bytes_per_token == 61 * (576 * 2 + 132)
+    with pytest.raises(Exception, match="0.11.0"):
+        explain("deepseek-ai/DeepSeek-V3.2-Exp", "H200", vllm_version="0.10.2", tensor_parallel_size=8)
+
+
+def test_deepseek_v32_indexer_weights_and_top_k_buffer():
+    v3, v32 = spec_of("deepseek-ai/DeepSeek-V3"), spec_of("deepseek-ai/DeepSeek-V3.2-Exp")
+    # per layer, replicated: wq_b [64 x 128, 1536], wk [128, 7168], weights_proj [64, 7168] + bias, k_norm 2 x 128
+    per_layer = 8192 * 1536 + 128 * 7168 + 64 * 7168 + 64 + 2 * 128
+    assert build_inventory(v32, "bfloat16").parameters - build_inventory(v3, "bfloat16").parameters == 61 * per_layer
+    buffers = [g for g in build_inventory(v32, "bfloat16", batched_tokens=8192).groups if g.role == "model buffers"]
+    assert sum(g.bytes for g in buffers) == 8192 * 2048 * 4  # topk_indices_buffer int32

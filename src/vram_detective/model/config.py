@@ -51,6 +51,11 @@ class MlaSpec:
     qk_nope_head_dim: int
     qk_rope_head_dim: int
     v_head_dim: int
+    # DeepSeek-V3.2 sparse attention (deepseek_v2.py Indexer, 0.11.0+): the lightning indexer's heads, width and
+    # top-k (0: no indexer)
+    indexer_heads: int = 0
+    indexer_head_dim: int = 0
+    indexer_topk: int = 0
 
     @property
     def latent_dim(self) -> int:
@@ -203,6 +208,7 @@ _ARCHITECTURE_FAMILY = {
     "Qwen3MoeForCausalLM": "qwen3_moe",
     "DeepseekV2ForCausalLM": "deepseek_v2",
     "DeepseekV3ForCausalLM": "deepseek_v2",
+    "DeepseekV32ForCausalLM": "deepseek_v2",  # + the lightning indexer and its key cache (0.11.0+)
     "GptOssForCausalLM": "gpt_oss",
     "BambaForCausalLM": "bamba",  # Mamba2 + attention hybrid (model/hybrid.py)
     # GatedDeltaNet + gated attention hybrids, text-only checkpoints (qwen3_next.py, qwen3_5.py)
@@ -840,6 +846,9 @@ def _mla(config: dict) -> MlaSpec:
         qk_nope_head_dim=int(config["qk_nope_head_dim"]),
         qk_rope_head_dim=int(config["qk_rope_head_dim"]),
         v_head_dim=int(config["v_head_dim"]),
+        indexer_heads=int(config.get("index_n_heads") or 0) if config.get("index_topk") else 0,
+        indexer_head_dim=int(config.get("index_head_dim") or 0) if config.get("index_topk") else 0,
+        indexer_topk=int(config.get("index_topk") or 0),
     )
 
 

@@ -204,6 +204,11 @@ def build_inventory(
             groups.append(_dense(f"{name}.weight[padding rows]", 1, (padding_rows, hidden), dtype, "vocab padding"))
         parameters += real_rows * hidden
 
+    if spec.mla is not None and spec.mla.indexer_topk and batched_tokens:
+        # DeepseekV2Model.__init__ (V3.2): topk_indices_buffer int32 [max_num_batched_tokens, index_topk] on the GPU
+        groups.append(_dense("topk_indices_buffer[buffer]", 1, (batched_tokens, spec.mla.indexer_topk), "int32",
+                             "model buffers"))
+        before.append(groups[-1].bytes_each)
     if shard.is_first_stage and spec.vision is not None:
         parameters += _vision_tower(spec, tp, quant, kernel, dtype, groups, before)
         if spec.vision.deepstack_layers and batched_tokens:
@@ -618,6 +623,19 @@ def _mla_attention(spec: ModelSpec, tp: int, linear, groups: list, per_layer: li
            False, False, mla.kv_lora_rank)
     linear("self_attn.o_proj", heads * mla.v_head_dim, hidden, 1, "attention", False, True,
            spec.num_attention_heads * mla.v_head_dim)
+    if mla.indexer_heads:
+        # DeepSeek-V3.2 Indexer (deepseek_v2.py 0.11.0+), replicated: wq_b [heads x dim, q_lora] and wk [dim, hidden]
+        # with the model's quant config, a LayerNorm k_norm (weight + bias), weights_proj [heads, hidden] unquantized
+        # with ReplicatedLinear's default bias
+        width = mla.indexer_heads * mla.indexer_head_dim
+        linear("self_attn.indexer.wq_b", mla.q_lora_rank or hidden, width, 1, "attention", False, False,
+               mla.q_lora_rank or hidden)
+        linear("self_attn.indexer.wk", hidden, mla.indexer_head_dim, 1, "attention", False, False, hidden)
+        linear("self_attn.indexer.weights_proj", hidden, mla.indexer_heads, 1, "attention", True, False, hidden,
+               quantizable=False)
+        groups.append(_dense(f"{pattern}.self_attn.indexer.k_norm.{{weight,bias}}", 2 * layers,
+                             (mla.indexer_head_dim,), dtype, "norm"))
+        per_layer.extend([groups[-1].bytes_each] * 2)
 
 
 def _mla_absorbed(spec: ModelSpec, tp: int, quant: QuantConfig | None, dtype: str, groups: list, per_layer: list,
@@ -655,7 +673,8 @@ def _mla_absorbed(spec: ModelSpec, tp: int, quant: QuantConfig | None, dtype: st
 
 
 def _mla_norm_parameters(spec: ModelSpec) -> int:
-    return (spec.mla.q_lora_rank or 0) + spec.mla.kv_lora_rank
+    # q_a / kv_a layernorms (+ DeepSeek-V3.2's indexer k_norm, weight and bias)
+    return (spec.mla.q_lora_rank or 0) + spec.mla.kv_lora_rank + 2 * spec.mla.indexer_head_dim
 
 
 def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel: KernelLayout | None, dtype: str,

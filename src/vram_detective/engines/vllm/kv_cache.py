@@ -42,6 +42,13 @@ class KvLayout:
         return self.block_bytes // self.block_size
 
 
+# DeepSeek's fp8_ds_mla token: 512 fp8 latent values + 4 fp32 scales + 64 bf16 rope values (flashmla_sparse.py)
+FP8_DS_MLA_BYTES = 512 + 4 * 4 + 64 * 2
+# DeepSeek-V3.2's indexer key cache: index_head_dim fp8 values + one fp32 scale per 128 (deepseek_v2.py Indexer)
+def indexer_entry_bytes(head_dim: int) -> int:
+    return head_dim + head_dim // 128 * 4
+
+
 def mla_latent(spec: ModelSpec, release: Release | None) -> bool:
     """Does this release serve the model's MLA as MLA (one latent per token)? Not before the MLA backends (0.7.1),
     and in 0.7.1-0.7.2 only for unquantized, FP8 and compressed-tensors checkpoints (config.py use_mla: "MLA is not
@@ -64,6 +71,9 @@ def kv_layout(spec: ModelSpec, tensor_parallel_size: int, num_layers: int, block
     if kv_dtypes.is_packed(kv_cache_dtype) and not mla_latent(spec, release):
         return KvLayout(block_size, max(1, spec.num_kv_heads // tensor_parallel_size), spec.head_dim, 1, num_layers,
                         slot_bytes=kv_dtypes.slot_bytes(kv_cache_dtype, spec.head_dim))
+    if kv_cache_dtype == "fp8_ds_mla" and spec.mla is not None:
+        # MLAAttentionSpec with cache_dtype_str fp8_ds_mla: block_size x 656 (kv_cache_interface.py 0.11+)
+        return KvLayout(block_size, 1, spec.mla.latent_dim, 1, num_layers, kv_tensors=1, slot_bytes=FP8_DS_MLA_BYTES)
     if mla_latent(spec, release):
         # MLA: one latent of kv_lora_rank + rope dims per token, the same on every TP rank (§3.2, §9);
         # V0 0.7.1-0.7.3 pads each token's entry to 256 bytes (576 x 2 B -> 1280 B)

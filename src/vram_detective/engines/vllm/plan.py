@@ -144,7 +144,7 @@ ROLE_LABELS = {
     "lora": "LoRA adapter slots (--enable-lora)",
     "vision": "vision tower + projector",
     "encoder": "encoder (Whisper: convs, positions, layers)",
-    "model buffers": "buffers the model allocates (Qwen3-VL deepstack inputs)",
+    "model buffers": "buffers the model allocates (deepstack inputs, top-k indices)",
     "draft": "speculative decoding drafter (draft model / EAGLE head / MTP layers)",
 }
 
@@ -270,10 +270,14 @@ def stage_profile(spec: ModelSpec, settings: EngineSettings, release: Release, d
 
 def batched_token_weight_bytes(spec: ModelSpec, settings: EngineSettings, stage: int) -> int:
     """Bytes per max_num_batched_tokens token that a stage's weights figure holds (Qwen3-VL's deepstack input
-    buffers, built with the model on the first stage): non-zero tells the sweep to rebuild weights per value."""
-    if stage or spec.vision is None or not spec.vision.deepstack_layers:
-        return 0
-    return spec.vision.deepstack_layers * spec.hidden_size * DTYPE_BYTES[settings.dtype]
+    buffers on the first stage, DeepSeek-V3.2's top-k index buffer): non-zero tells the sweep to rebuild weights
+    per value."""
+    per_token = 0
+    if spec.mla is not None and spec.mla.indexer_topk:
+        per_token += spec.mla.indexer_topk * 4  # DeepSeek-V3.2's topk_indices_buffer, every stage
+    if not stage and spec.vision is not None and spec.vision.deepstack_layers:
+        per_token += spec.vision.deepstack_layers * spec.hidden_size * DTYPE_BYTES[settings.dtype]
+    return per_token
 
 
 def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoint=None) -> Breakdown:
@@ -529,6 +533,13 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
     for count in layer_counts:
         workers.append(tuple(range(start, start + count)))
         start += count
+    if spec.mla is not None and spec.mla.indexer_heads:
+        # DeepSeek-V3.2: each layer's DeepseekV32IndexerCache is its own MLAAttentionSpec (one uint8 vector of
+        # index_head_dim + scales per token), grouped with the latent caches
+        page = settings.block_size * kv_cache.indexer_entry_bytes(spec.mla.indexer_head_dim)
+        count = len(layers)
+        layers += [kv_groups.AttentionLayer("mla", page)] * count
+        workers = [indices + tuple(count + i for i in indices) for indices in workers]
     # speculative decoding: the drafter's attention layers join the KV-cache spec on the last stage
     draft_layers = speculative.draft_attention_layers(spec, settings, release)
     if draft_layers:

@@ -34,6 +34,7 @@ ARCHITECTURE_SINCE = {
     "Llama4ForCausalLM": ((0, 8, 3), "llama4.py"),
     "Glm4MoeForCausalLM": ((0, 10, 0), "glm4_moe.py"),
     "Gemma4ForCausalLM": ((0, 19, 0), "gemma4.py"),
+    "DeepseekV32ForCausalLM": ((0, 11, 0), "deepseek_v2.py DeepseekV32 (sparse indexer)"),
     "Gemma4ForConditionalGeneration": ((0, 19, 0), "gemma4_mm.py"),
     "Qwen3VLForConditionalGeneration": ((0, 11, 0), "qwen3_vl.py"),
     "Qwen3VLMoeForConditionalGeneration": ((0, 11, 0), "qwen3_vl_moe.py"),
@@ -337,6 +338,11 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         raise SettingsError(f"kv_cache_dtype {kv_dtype!r} is not sized yet ({', '.join(KV_CACHE_DTYPES + kv_dtypes.names())})")
     resolved_kv = dtype if kv_dtype == "auto" else kv_dtype
     reasons["kv_cache_dtype"] = "auto: the model dtype" if kv_dtype == "auto" else "given"
+    if spec.mla is not None and spec.mla.indexer_topk and (kv_dtype == "auto" or kv_dtype.startswith("fp8")):
+        # models/config.py DeepseekV32ForCausalLM.verify_and_update_config (0.11.0+): auto and fp8 become DeepSeek's
+        # fp8_ds_mla layout (656 B per token: 512 fp8 + 4 fp32 scales + 64 bf16 rope); only "bfloat16" keeps 16 bit
+        resolved_kv = "fp8_ds_mla"
+        reasons["kv_cache_dtype"] = f"{kv_dtype} -> fp8_ds_mla (DeepSeek-V3.2's custom fp8 format)"
     forced_block = None
     if kv_dtypes.is_packed(kv_dtype):
         if engine != "v1":
@@ -388,7 +394,11 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         block_size = forced_block
         reasons["block_size"] = (f"raised to {forced_block}: the model-dtype boundary layers' page against the packed "
                                  "one (platforms/interface.py _align_heterogeneous_kv_block_size, 0.25+)")
-    if spec.mla is not None:
+    if spec.mla is not None and spec.mla.indexer_topk:
+        # platforms/cuda.py check_and_update_config (0.11.0+): "Forcing kv cache block size to 64 for FlashMLASparse"
+        block_size = 64
+        reasons["block_size"] = "forced to 64 by the FlashMLA sparse backend (DeepSeek-V3.2)"
+    elif spec.mla is not None:
         forced = release["mla_block_size_sm100"] if gpu.compute_capability[0] >= 10 else (
             release["mla_block_size_sm90"] if gpu.compute_capability == (9, 0) else None)
         if forced:

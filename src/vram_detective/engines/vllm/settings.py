@@ -331,36 +331,8 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
             "reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len."
         )
 
-    from . import kv_dtypes
-
-    kv_dtype = str(user.get("kv_cache_dtype") or "auto").lower()
-    if kv_dtype not in KV_CACHE_DTYPES and not kv_dtypes.is_packed(kv_dtype):
-        raise SettingsError(f"kv_cache_dtype {kv_dtype!r} is not sized yet ({', '.join(KV_CACHE_DTYPES + kv_dtypes.names())})")
-    resolved_kv = dtype if kv_dtype == "auto" else kv_dtype
-    reasons["kv_cache_dtype"] = "auto: the model dtype" if kv_dtype == "auto" else "given"
-    if spec.mla is not None and spec.mla.indexer_topk and (kv_dtype == "auto" or kv_dtype.startswith("fp8")):
-        # models/config.py DeepseekV32ForCausalLM.verify_and_update_config (0.11.0+): auto and fp8 become DeepSeek's
-        # fp8_ds_mla layout (656 B per token: 512 fp8 + 4 fp32 scales + 64 bf16 rope); only "bfloat16" keeps 16 bit
-        resolved_kv = "fp8_ds_mla"
-        reasons["kv_cache_dtype"] = f"{kv_dtype} -> fp8_ds_mla (DeepSeek-V3.2's custom fp8 format)"
-    forced_block = None
-    if kv_dtypes.is_packed(kv_dtype):
-        if engine != "v1":
-            raise SettingsError(f"--kv-cache-dtype {kv_dtype} needs the V1 engine")
-        sliding = bool(spec.sliding_window) or any(kind == "sliding" for kind, _ in _layer_kinds(spec, release))
-        problem = kv_dtypes.refusal(kv_dtype, release.version, mla=spec.mla is not None, sinks=spec.attention_sinks,
-                                    sliding=sliding, hybrid=spec.hybrid is not None,
-                                    compute_capability=gpu.compute_capability, dtype=dtype)
-        if problem:
-            raise StartupRefusal(problem)
-        if spec.hybrid is not None:
-            raise SettingsError(f"--kv-cache-dtype {kv_dtype} on a Mamba / linear-attention hybrid is not sized yet")
-        forced_block = kv_dtypes.forced_block_size(kv_dtype, int(user.get("block_size") or DEFAULT_BLOCK_SIZE),
-                                                   release.version, spec.hybrid is not None)
-        boundary = kv_dtypes.boundary_layers(kv_dtype, spec.num_layers, spec.hybrid is not None)
-        if boundary:
-            reasons["kv_cache_dtype"] = (f"given; layers {', '.join(map(str, boundary))} stay in {dtype} "
-                                         "(TurboQuant boundary layers)")
+    resolved_kv, forced_block = _kv_cache_dtype(str(user.get("kv_cache_dtype") or "auto").lower(), user, spec, gpu,
+                                                release, engine, dtype, reasons)
 
     swap = user.get("swap_space")
     if swap is None:
@@ -440,6 +412,39 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         decode_context_parallel_size=dcp,
         disable_hybrid_kv_cache_manager=disable_hybrid,
     ), release
+
+
+def _kv_cache_dtype(kv_dtype: str, user: dict, spec: ModelSpec, gpu: Gpu, release: Release, engine: str, dtype: str,
+                    reasons: dict) -> tuple[str, int | None]:
+    """(the cache format vLLM ends up with, the block size a packed format forces or None)."""
+    from . import kv_dtypes
+
+    if kv_dtype not in KV_CACHE_DTYPES and not kv_dtypes.is_packed(kv_dtype):
+        raise SettingsError(f"kv_cache_dtype {kv_dtype!r} is not sized yet ({', '.join(KV_CACHE_DTYPES + kv_dtypes.names())})")
+    resolved = dtype if kv_dtype == "auto" else kv_dtype
+    reasons["kv_cache_dtype"] = "auto: the model dtype" if kv_dtype == "auto" else "given"
+    if spec.mla is not None and spec.mla.indexer_topk and (kv_dtype == "auto" or kv_dtype.startswith("fp8")):
+        # models/config.py DeepseekV32ForCausalLM.verify_and_update_config (0.11.0+): auto and fp8 become DeepSeek's
+        # fp8_ds_mla layout (656 B per token: 512 fp8 + 4 fp32 scales + 64 bf16 rope); only "bfloat16" keeps 16 bit
+        reasons["kv_cache_dtype"] = f"{kv_dtype} -> fp8_ds_mla (DeepSeek-V3.2's custom fp8 format)"
+        return "fp8_ds_mla", None
+    if not kv_dtypes.is_packed(kv_dtype):
+        return resolved, None
+    if engine != "v1":
+        raise SettingsError(f"--kv-cache-dtype {kv_dtype} needs the V1 engine")
+    sliding = bool(spec.sliding_window) or any(kind == "sliding" for kind, _ in _layer_kinds(spec, release))
+    problem = kv_dtypes.refusal(kv_dtype, release.version, mla=spec.mla is not None, sinks=spec.attention_sinks,
+                                sliding=sliding, hybrid=spec.hybrid is not None,
+                                compute_capability=gpu.compute_capability, dtype=dtype)
+    if problem:
+        raise StartupRefusal(problem)
+    if spec.hybrid is not None:
+        raise SettingsError(f"--kv-cache-dtype {kv_dtype} on a Mamba / linear-attention hybrid is not sized yet")
+    boundary = kv_dtypes.boundary_layers(kv_dtype, spec.num_layers, False)
+    if boundary:
+        reasons["kv_cache_dtype"] = f"given; layers {', '.join(map(str, boundary))} stay in {dtype} (TurboQuant boundary layers)"
+    return resolved, kv_dtypes.forced_block_size(kv_dtype, int(user.get("block_size") or DEFAULT_BLOCK_SIZE),
+                                                 release.version, False)
 
 
 def _layer_kinds(spec: ModelSpec, release: Release) -> list[tuple[str, int | None]]:

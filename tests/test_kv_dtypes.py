@@ -49,19 +49,20 @@ def test_qwen3_4b_turboquant_3bit_pool(dev_cases):
     assert late.block_size == 32 and late.kv_bytes_per_token == 42_496
 
 
-def test_refusals_in_one_line():
-    with pytest.raises(StartupRefusal, match="does not exist before vLLM 0.20.0"):
-        explain("Qwen/Qwen3-4B", "H100", vllm_version="0.19.0", kv_cache_dtype="turboquant_4bit_nc")
-    with pytest.raises(StartupRefusal, match="MLA not supported"):
-        explain("deepseek-ai/DeepSeek-V2-Lite", "H100", vllm_version="0.24.0", kv_cache_dtype="turboquant_4bit_nc")
-    with pytest.raises(StartupRefusal, match="attention sinks not supported"):
-        explain("openai/gpt-oss-20b", "H100", vllm_version="0.24.0", kv_cache_dtype="turboquant_k8v4")
-    with pytest.raises(StartupRefusal, match="sliding window not supported"):
-        explain("google/gemma-3-4b-it", "H100", vllm_version="0.26.0", kv_cache_dtype="turboquant_k8v4")
-    with pytest.raises(StartupRefusal, match="SM89"):
-        explain("Qwen/Qwen3-4B", "A100", vllm_version="0.24.0", kv_cache_dtype="fp8_per_token_head")
-    with pytest.raises(StartupRefusal, match="SM100"):
-        explain("Qwen/Qwen3-4B", "H100", vllm_version="0.26.0", kv_cache_dtype="nvfp4")
+@pytest.mark.parametrize("model, gpu, version, kv_dtype, reason", [
+    ("Qwen/Qwen3-4B", "H100", "0.19.0", "turboquant_4bit_nc", "does not exist before vLLM 0.20.0"),
+    ("deepseek-ai/DeepSeek-V2-Lite", "H100", "0.24.0", "turboquant_4bit_nc", "MLA not supported"),
+    ("openai/gpt-oss-20b", "H100", "0.24.0", "turboquant_k8v4", "attention sinks not supported"),
+    ("google/gemma-3-4b-it", "H100", "0.26.0", "turboquant_k8v4", "sliding window not supported"),
+    ("Qwen/Qwen3-4B", "A100", "0.24.0", "fp8_per_token_head", "SM89"),
+    ("Qwen/Qwen3-4B", "H100", "0.26.0", "nvfp4", "SM100"),
+])
+def test_refusals_in_one_line(model, gpu, version, kv_dtype, reason):
+    with pytest.raises(StartupRefusal, match=reason):
+        explain(model, gpu, vllm_version=version, kv_cache_dtype=kv_dtype)
+
+
+def test_nvfp4_and_unsized_dtypes():
     nvfp4 = explain("Qwen/Qwen3-4B", "H100", vllm_version="0.32.0", max_model_len=8192, kv_cache_dtype="nvfp4")
     assert nvfp4.kv_bytes_per_token == 36 * 8 * 144  # no boundary layers for nvfp4
     with pytest.raises(SettingsError, match="not sized yet"):

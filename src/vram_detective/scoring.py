@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 # the release and engine path a log's format shows live with the log parser (re-exported here)
@@ -143,8 +144,6 @@ def _predict(case: dict):
 
 def _next_release_feature(version: str, message: str) -> str | None:
     """'X.Y-dev' / 'X.Y.Z.devN' refused for a feature that 'does not exist before vLLM X.(Y+1).0': that release."""
-    import re
-
     if "dev" not in version:
         return None
     found = re.search(r"does not exist before vLLM (\d+)\.(\d+)\.(\d+)", message)

@@ -150,9 +150,8 @@ class FastPath:
         self._weights_shift = [0] * pp
         self._probe = probe
         for _, inventory in plan_module.rank_inventories(self.spec, self.gpu, probe, self.version, batched_tokens=0):
-            offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings_.cpu_offload_gb * GIB))
-            rounding = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
-            self.weights.append(inventory.total_bytes + rounding - offloaded)
+            weights, _, offloaded = plan_module.resident_weights(inventory, settings_, release)
+            self.weights.append(weights)
             self.staged.append(allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0)
             self.inventories.append(inventory)
         self.non_torch_inside, self.non_torch_outside, _ = profile.non_torch(self.gpu, settings_, release)
@@ -198,15 +197,9 @@ class FastPath:
         else:
             base = self._weights_by_tokens.get(tokens)
             if base is None:
-                from ..engines.vllm import allocator
-
-                base = []
-                for _, inventory in self._plan_module.rank_inventories(self.spec, self.gpu, self._probe, self.version,
-                                                                       batched_tokens=tokens):
-                    offloaded = allocator.cpu_offloaded_bytes(inventory.allocations,
-                                                              int(self.settings.cpu_offload_gb * GIB))
-                    base.append(inventory.total_bytes - offloaded + allocator.load_overhead(
-                        inventory.allocations, int(self.release["load_max_split_mib"]), offloaded))
+                base = [self._plan_module.resident_weights(inventory, self.settings, self.release)[0]
+                        for _, inventory in self._plan_module.rank_inventories(self.spec, self.gpu, self._probe,
+                                                                               self.version, batched_tokens=tokens)]
                 base = self._weights_by_tokens[tokens] = tuple(base)
         return tuple(weights - shift for weights, shift in zip(base, self._weights_shift))
 

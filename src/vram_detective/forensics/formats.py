@@ -2,11 +2,13 @@
 
 Two ways in: a whole log text (`infer_version_from_log`, `infer_engine_from_log`, used by the scorer),
 or the set of format markers the streaming parser collected line by line (`era_from_markers`,
-`engine_from_markers`), which give the same answers without holding the text. Light module: `re` only.
+`engine_from_markers`), which give the same answers without holding the text. Light module: `re` and units only.
 """
 from __future__ import annotations
 
 import re
+
+from ..units import format_version, parse_version
 
 # Log formats that pin an era, most specific first: (marker name, pattern on one line, release it points to).
 LINE_ERAS = (
@@ -76,13 +78,13 @@ def refine_wildcard_version(version: str, log: str, other_quantization: bool = F
     match = re.fullmatch(r"(\d+)\.(\d+)\.x\b.*", version.strip())
     if not match:
         return version
-    best = f"{match.group(1)}.{match.group(2)}.0"
+    stated = parse_version(version)
+    best = stated
     for pattern, plain, quantized in FEATURE_MINIMUMS:
-        minimum = quantized if other_quantization else plain
-        same_minor = minimum.split(".")[:2] == [match.group(1), match.group(2)]
-        if same_minor and pattern.search(log or "") and tuple(map(int, minimum.split("."))) > tuple(map(int, best.split("."))):
+        minimum = parse_version(quantized if other_quantization else plain)
+        if minimum[:2] == stated[:2] and minimum > best and pattern.search(log or ""):
             best = minimum
-    return best
+    return format_version(best)
 
 
 def infer_version_from_log(log: str) -> str | None:

@@ -128,6 +128,14 @@ def _rank_inventory(spec: ModelSpec, settings: EngineSettings, release: Release,
                            and not settings.cpu_offload_gb)
 
 
+def resident_weights(inventory: Inventory, settings: EngineSettings, release: Release) -> tuple[int, int, int]:
+    """(the weights figure "Model loading took" reports, its caching-allocator rounding, the bytes left on the CPU
+    by --cpu-offload-gb) for one rank's inventory."""
+    offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings.cpu_offload_gb * GIB))
+    rounding = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
+    return inventory.total_bytes + rounding - offloaded, rounding, offloaded
+
+
 def _lora_slots(settings: EngineSettings, release: Release) -> LoraSlots | None:
     if not settings.enable_lora:
         return None
@@ -307,9 +315,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
             weights_plan = replace(weights_plan, stored_format="gguf",
                                    reason="GGUF blocks as stored in the file (embedding included); "
                                           "norms and plain tensors in the model dtype")
-        offloaded = allocator.cpu_offloaded_bytes(inventory.allocations, int(settings.cpu_offload_gb * GIB))
-        allocator_bytes = allocator.load_overhead(inventory.allocations, int(release["load_max_split_mib"]), offloaded)
-        weights = inventory.total_bytes + allocator_bytes - offloaded
+        weights, allocator_bytes, offloaded = resident_weights(inventory, settings, release)
         staged = allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0
         peak, graphs = stage_profile(spec, settings, release, dtype_bytes, shard.is_last_stage, layer_counts[stage],
                                      staged)

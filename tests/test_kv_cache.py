@@ -274,11 +274,11 @@ def test_v1_fit_check_boundaries():
     assert fit_failure(0, 0, layout, 29000, V1_0100).startswith("No available memory for the cache blocks.")
 
 
-def test_033_keeps_the_null_block_out_of_the_fit_check():
+def test_029_keeps_the_null_block_out_of_the_fit_check():
     layout = KvLayout(16, 8, 128, 2, 32)
     needed = 1813 * layout.block_bytes
-    assert fit_failure(needed, 1813, layout, 29000, release((0, 30, 0), "v1")) is None
-    assert fit_failure(needed, 1813, layout, 29000, release((0, 33, 0), "v1")) is not None
+    assert fit_failure(needed, 1813, layout, 29000, release((0, 28, 0), "v1")) is None
+    assert fit_failure(needed, 1813, layout, 29000, release((0, 29, 0), "v1")) is not None
     assert fit_failure(needed + layout.block_bytes, 1814, layout, 29000, release((0, 33, 0), "v1")) is None
 
 

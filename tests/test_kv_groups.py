@@ -272,11 +272,11 @@ def test_fit_check_ignores_disable_flag_before_0_14():
     assert p19.fit_needed_bytes == 36 * GPT_OSS_PAGE * 8192 and not p19.fits
 
 
-def test_null_block_leaves_the_check_in_0_33():
+def test_null_block_leaves_the_check_in_0_29():
     layers = [AttentionLayer("full", 65_536)] * 32  # 2 MiB blocks, 4096 tokens need 256 blocks
     exact = 256 * (2 << 20)
-    assert plan(layers, exact, L=4096, version=(0, 31, 0)).fits
-    p = plan(layers, exact, L=4096, version=(0, 33, 0))
+    assert plan(layers, exact, L=4096, version=(0, 28, 0)).fits
+    p = plan(layers, exact, L=4096, version=(0, 29, 0))
     assert not p.fits and p.fit_available_bytes == exact - (2 << 20) and p.estimated_max_model_len == 255 * 16
     assert p.num_blocks == 256  # the pool itself keeps every block
 

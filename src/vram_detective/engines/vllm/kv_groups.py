@@ -89,7 +89,7 @@ _RULES: tuple[tuple[Version, str, object, str], ...] = (
     ((0, 0, 0), "mamba_cache_modes", ("none",), "one state per request (MambaSpec block_size = max_model_len), no Mamba prefix caching (0.10.1-0.11.0)"),
     ((0, 11, 2), "mamba_cache_modes", ("none", "all"), "prefix caching: attention block a multiple of lcm(mamba chunk, alignment), mamba_block_size = block size, cdiv(L, block) states per request (models/config.py, kv_cache_interface.py 0.11.2-0.14.0)"),
     ((0, 15, 1), "mamba_cache_modes", ("none", "all", "align"), "mamba_cache_mode none (1 + spec blocks) / align (2 + spec) / all (cdiv(L, block)), MambaSpec.max_memory_usage_bytes 0.15.1; absent in 0.14.0"),
-    ((0, 33, 0), "null_block_in_fit", True, "kv_cache_planning.py check_memory = available - bytes per block (0.33.0)"),
+    ((0, 29, 0), "null_block_in_fit", True, "check_memory = available - bytes per block: kv_cache_utils.py get_kv_cache_configs / check_enough_kv_cache_memory 0.29.0 (absent in 0.28.0), kv_cache_planning.py 0.33.0"),
 )
 # fmt: on
 

@@ -269,7 +269,8 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.15.0"), "v1", "kv_fit_message", "format-gib", "format_gib sizes and a link to the conserving-memory docs (0.15.1)"),
     RuleChange(_v("0.22.0"), "v1", "kv_fit_message", "model-s", "'the model's max seq len', CPU-backend note (0.22.0)"),
     RuleChange(_v("0.0.0"), None, "null_block_in_fit_check", False, "all blocks usable in the startup check"),
-    RuleChange(_v("0.33.0"), "v1", "null_block_in_fit_check", True, "kv_cache_planning.py subtracts the null block (0.33.0)"),
+    RuleChange(_v("0.29.0"), "v1", "null_block_in_fit_check", True,
+               "get_kv_cache_configs / check_enough_kv_cache_memory subtract the null block (kv_cache_utils.py 0.29.0, absent in 0.28.0; kv_cache_planning.py 0.33.0)"),
 )
 # fmt: on
 

@@ -2,6 +2,7 @@
 `vllm serve ...` / `python -m vllm.entrypoints.openai.api_server ...` line."""
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -31,6 +32,31 @@ def _tokens(text: str) -> int:
     value = parse_token_count(text)
     if value < 1 and value != -1:
         raise ValueError(f"must be a positive token count, got {text}")
+    return value
+
+
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _bytes(text: str) -> int:
+    """--kv-cache-memory-bytes in vLLM's own unit: a bare number is bytes, one-letter suffixes as vLLM's
+    human_readable_int reads them (k/m/g/t powers of 1000, K/M/G/T of 1024, utils/argparse_utils.py
+    0.29.0); "8GiB", "8GB", "8192MiB" (this tool's spellings) still work."""
+    raw = str(text).strip()
+    if raw.isdigit():
+        value = int(raw)
+    elif (match := _HUMAN_INT.fullmatch(raw)) is not None:
+        number, suffix = match.groups()
+        if suffix in _BINARY and "." in number:
+            raise ValueError(f"decimals are not allowed with binary suffixes like {suffix} (vLLM); "
+                             f"did you mean {number}{suffix.lower()}?")
+        value = int(float(number) * _DECIMAL[suffix]) if suffix in _DECIMAL else int(number) * _BINARY[suffix]
+    else:
+        value = parse_memory_size(raw)
+    if value <= 0:
+        raise ValueError(f"must be a positive number of bytes, got {text}")
     return value
 
 
@@ -67,15 +93,17 @@ FLAGS: tuple[Flag, ...] = (
     Flag("dtype", ("--dtype",), str, "auto, half, float16, bfloat16, float, float32"),
     Flag("quantization", ("--quantization", "-q"), str, "awq, awq_marlin, gptq, gptq_marlin, marlin, fp8, modelopt"),
     Flag("enforce_eager", ("--enforce-eager",), _bool, "no CUDA graphs"),
-    Flag("swap_space", ("--swap-space",), float, "CPU swap space per GPU in GiB (V0)"),
-    Flag("kv_cache_memory_bytes", ("--kv-cache-memory-bytes", "--kv-cache-memory"), parse_memory_size,
-         "fixed KV-cache size, e.g. 8GiB (vLLM 0.10.2+, skips the utilization rule)"),
+    Flag("swap_space", ("--swap-space",), float, "CPU swap space per GPU in GiB, a plain number as in vLLM (V0)"),
+    Flag("kv_cache_memory_bytes", ("--kv-cache-memory-bytes", "--kv-cache-memory"), _bytes,
+         "fixed KV-cache size in bytes as vLLM reads it (8589934592, 8G = 8 GiB, 8g = 8e9; 8GiB also works; "
+         "vLLM 0.10.2+, skips the utilization rule)"),
     Flag("num_gpu_blocks_override", ("--num-gpu-blocks-override",), _positive_int, "force the number of GPU blocks"),
     Flag("enable_chunked_prefill", ("--enable-chunked-prefill",), _bool, "chunked prefill (V0; V1 always chunks)"),
     Flag("enable_prefix_caching", ("--enable-prefix-caching",), _bool,
          "prefix caching (Mamba hybrids on V1: sets the Mamba cache mode; default per release)"),
     Flag("enable_expert_parallel", ("--enable-expert-parallel",), _bool, "MoE: whole experts split across the TP ranks"),
-    Flag("cpu_offload_gb", ("--cpu-offload-gb",), float, "GiB of layer weights kept in CPU memory per GPU"),
+    Flag("cpu_offload_gb", ("--cpu-offload-gb",), float,
+         "GiB of layer weights kept in CPU memory per GPU, a plain number as in vLLM"),
     Flag("enable_lora", ("--enable-lora",), _bool, "pre-allocate LoRA adapter slots"),
     Flag("max_loras", ("--max-loras",), _positive_int, "LoRA adapters served at once (default 1)"),
     Flag("max_lora_rank", ("--max-lora-rank",), _positive_int, "largest LoRA rank (default 16)"),

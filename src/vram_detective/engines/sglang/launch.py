@@ -1,0 +1,76 @@
+"""Read an SGLang launch line: `python -m sglang.launch_server --model-path M --tp 2 ...` or `sglang serve ...`.
+
+Flag names and aliases are server_args.py add_cli_args' (--tp / --tp-size / --tensor-parallel-size, ...).
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from .settings import SGLangSettings, from_values
+
+# flag -> (setting, type); bool flags take no value
+_ALIASES = {
+    "--model-path": "model_path", "--model": "model_path",
+    "--tp": "tp_size", "--tp-size": "tp_size", "--tensor-parallel-size": "tp_size",
+    "--dp": "dp_size", "--dp-size": "dp_size", "--data-parallel-size": "dp_size",
+    "--pp": "pp_size", "--pp-size": "pp_size", "--pipeline-parallel-size": "pp_size",
+    "--mem-fraction-static": "mem_fraction_static", "--mem-frac": "mem_fraction_static",
+    "--context-length": "context_length", "--chunked-prefill-size": "chunked_prefill_size",
+    "--max-prefill-tokens": "max_prefill_tokens", "--max-running-requests": "max_running_requests",
+    "--max-total-tokens": "max_total_tokens", "--cuda-graph-max-bs": "cuda_graph_max_bs",
+    "--page-size": "page_size", "--kv-cache-dtype": "kv_cache_dtype", "--dtype": "dtype",
+    "--attention-backend": "attention_backend", "--speculative-algorithm": "speculative_algorithm",
+    "--speculative-algo": "speculative_algorithm", "--disaggregation-mode": "disaggregation_mode",
+    "--max-mamba-cache-size": "max_mamba_cache_size",
+}
+_FLAGS = {"--enable-dp-attention": "enable_dp_attention", "--disable-cuda-graph": "disable_cuda_graph",
+          "--enable-piecewise-cuda-graph": "enable_piecewise_cuda_graph",
+          "--disable-piecewise-cuda-graph": "disable_piecewise_cuda_graph"}
+_INTS = {"tp_size", "dp_size", "pp_size", "context_length", "chunked_prefill_size", "max_prefill_tokens",
+         "max_running_requests", "max_total_tokens", "cuda_graph_max_bs", "page_size", "max_mamba_cache_size"}
+
+
+@dataclass(frozen=True)
+class SGLangLaunch:
+    entrypoint: str  # "launch_server" or "sglang serve"
+    settings: SGLangSettings
+    unknown_flags: tuple[str, ...]
+
+
+def _entrypoint(tokens: list[str]) -> tuple[str, int]:
+    for index, token in enumerate(tokens):
+        if token.endswith("sglang.launch_server") or token.endswith("launch_server.py"):
+            return "launch_server", index + 1
+        if token.endswith("sglang") and index + 1 < len(tokens) and tokens[index + 1] == "serve":
+            return "sglang serve", index + 2
+    raise ValueError("not an SGLang launch line (python -m sglang.launch_server ... or sglang serve ...)")
+
+
+def _value(setting: str, raw: str):
+    if setting in _INTS:
+        return int(raw)
+    if setting == "mem_fraction_static":
+        return float(raw)
+    return raw
+
+
+def parse_launch(command: str) -> SGLangLaunch:
+    tokens = shlex.split(command.replace("\\\n", " "))
+    entrypoint, start = _entrypoint(tokens)
+    values: dict = {}
+    unknown: list[str] = []
+    index = start
+    while index < len(tokens):
+        token = tokens[index]
+        flag, _, inline = token.partition("=")
+        if flag in _FLAGS:
+            values[_FLAGS[flag]] = True
+        elif flag in _ALIASES:
+            raw = inline if inline else tokens[index + 1] if index + 1 < len(tokens) else ""
+            index += 0 if inline else 1
+            values[_ALIASES[flag]] = _value(_ALIASES[flag], raw)
+        elif token.startswith("--"):
+            unknown.append(flag)
+        index += 1
+    return SGLangLaunch(entrypoint, from_values(values), tuple(unknown))

@@ -1,0 +1,183 @@
+"""SGLang's KV pool, as pure functions: bytes per token, tokens from the memory budget, the logged sizes.
+
+The budget (model_runner.py profile_max_num_token; model_runner_kv_cache_mixin.py in 0.5.x):
+  rest_GiB = avail_after_weights - avail_before_weights x (1 - mem_fraction_static)
+  tokens   = int(rest_GiB x 2^30) // cell_size, then capped by --max-total-tokens and aligned to page_size.
+"avail" is torch.cuda.mem_get_info's free memory in GiB after empty_cache, the minimum over TP ranks;
+"before weights" is taken after torch.distributed and NCCL are set up.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...model.config import ModelSpec
+from ...units import GIB
+from .releases import Rules, rules
+from .settings import SGLangSettings
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1, "fp8_e4m3": 1,
+               "fp8_e5m2": 1, "fp4_e2m1": 1}
+LOG_ROUNDING_GIB = 0.005  # every "avail mem=X GB" is printed with :.2f
+
+
+@dataclass(frozen=True)
+class CellSize:
+    bytes_per_token: int  # one token across every KV layer on one rank (K and V together)
+    k_bytes_per_token: int  # K part (MLA: the whole latent)
+    mla: bool
+
+
+def kv_dtype_bytes(kv_cache_dtype: str, spec: ModelSpec) -> int:
+    name = spec.torch_dtype if kv_cache_dtype in ("auto", None) else kv_cache_dtype
+    return DTYPE_BYTES[name]
+
+
+def kv_layers(spec: ModelSpec) -> int:
+    """Layers that hold a KV cache: all, or only the full-attention ones of Mamba / GDN hybrids."""
+    layout = spec.hybrid
+    return layout.attention_layers if layout is not None else spec.num_layers
+
+
+def cell_size(spec: ModelSpec, tp_size: int, kv_cache_dtype: str = "auto") -> CellSize:
+    """Bytes of KV per token on one rank (model_runner.py get_cell_size_per_token)."""
+    dtype = kv_dtype_bytes(kv_cache_dtype, spec)
+    layers = kv_layers(spec)
+    if spec.mla is not None:
+        latent = (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) * layers * dtype
+        return CellSize(latent, latent, True)
+    heads = max(1, spec.num_kv_heads // tp_size)  # ModelConfig.get_num_kv_heads: replicated when tp > kv heads
+    k = heads * spec.head_dim * layers * dtype
+    return CellSize(2 * k, k, False)  # v_head_dim == head_dim for MHA models
+
+
+def rest_gib(avail_before_gib: float, avail_after_gib: float, mem_fraction_static: float) -> float:
+    return avail_after_gib - avail_before_gib * (1 - mem_fraction_static)
+
+
+def tokens_from_rest(rest: float, cell_bytes: int) -> int:
+    return int(rest * (1 << 30)) // cell_bytes
+
+
+def align_tokens(tokens: int, page_size: int, r: Rules, max_total_tokens: int | None = None) -> int:
+    if max_total_tokens is not None:
+        tokens = min(tokens, max_total_tokens)
+    if r["tokens_page_aligned"] and tokens > 0:
+        tokens = tokens // page_size * page_size
+    return tokens
+
+
+def mamba_split(rest: float, per_request_bytes: int, ratio: float, max_mamba_cache_size: int | None = None):
+    """(mamba slots, rest left for KV) — handle_max_mamba_cache (0.5.4+): mamba : KV = ratio : 1."""
+    if max_mamba_cache_size is None:
+        max_mamba_cache_size = int(rest * ratio / (1 + ratio) * (1 << 30) // per_request_bytes)
+    return max_mamba_cache_size, rest - max_mamba_cache_size * per_request_bytes / (1 << 30)
+
+
+@dataclass(frozen=True)
+class TokenRange:
+    low: int
+    estimate: int
+    high: int
+
+    def __contains__(self, tokens: int) -> bool:
+        return self.low <= tokens <= self.high
+
+
+def tokens_from_logged_memory(load_begin_avail_gib: float, load_end_avail_gib: float, mem_fraction_static: float,
+                              cell_bytes: int, version=None, page_size: int = 1,
+                              max_total_tokens: int | None = None) -> TokenRange:
+    """#tokens from a log's 'Load weight begin/end. avail mem=' figures. They are printed to 0.01 GiB, so the
+    answer is the estimate at the printed values and the range the rounding allows."""
+    r = rules(version)
+    e = LOG_ROUNDING_GIB
+
+    def tokens(before: float, after: float) -> int:
+        return align_tokens(tokens_from_rest(rest_gib(before, after, mem_fraction_static), cell_bytes),
+                            page_size, r, max_total_tokens)
+
+    return TokenRange(tokens(load_begin_avail_gib + e, load_end_avail_gib - e),
+                      tokens(load_begin_avail_gib, load_end_avail_gib),
+                      tokens(load_begin_avail_gib - e, load_end_avail_gib + e))
+
+
+def kv_buffer_tokens(tokens: int, page_size: int, r: Rules) -> int:
+    """Rows each K/V buffer holds: slot 0 is padding (one row before 0.4.4, one page after)."""
+    return tokens + (1 if r["kv_buffer_extra_tokens"] == "one" else page_size)
+
+
+def kv_sizes_gib(tokens: int, cell: CellSize, page_size: int, version=None) -> tuple[float, float]:
+    """(K size, V size) as memory_pool.py prints them, in GiB; MLA: (KV size, 0.0)."""
+    rows = kv_buffer_tokens(tokens, page_size, rules(version))
+    k = rows * cell.k_bytes_per_token / GIB
+    return (k, 0.0) if cell.mla else (k, (cell.bytes_per_token - cell.k_bytes_per_token) * rows / GIB)
+
+
+def context_len(spec: ModelSpec, r: Rules, context_length: int | None = None) -> int:
+    """ModelConfig.context_len: --context-length, else the first length key x the rope factor (no factor for
+    llama3 rope or when the scaling names original_max_position_embeddings)."""
+    if context_length is not None:
+        return context_length
+    config = dict(spec.source_config or {})
+    config = config.get("text_config") or config
+    scaling = config.get("rope_scaling") or {}
+    factor = scaling.get("factor", 1) if scaling else 1
+    if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
+        factor = 1
+    for key in r["context_length_keys"]:
+        if config.get(key) is not None:
+            return int(factor * config[key])
+    return spec.max_position_embeddings or 2048
+
+
+def req_pool_size(tokens: int, context: int, r: Rules, mamba_slots: int | None = None) -> int:
+    """ReqToTokenPool's size: clamp(tokens / context_len x 512, 2048, 4096) (+1 before 0.4.7)."""
+    floor, cap, per_context = r["req_pool_bounds"]
+    size = min(max(int(tokens / context * per_context), floor), cap)
+    if mamba_slots is not None:
+        size = min(size, mamba_slots // r["mamba_requests_per_slot"])
+    return size + 1 if r["req_pool_plus_one"] else size
+
+
+def max_running_requests(tokens: int, context: int, r: Rules, user_value: int | None = None, dp_size: int = 1,
+                         mamba_slots: int | None = None) -> int:
+    """The scheduler's max_running_requests: min(tokens // 2 or the user's value / dp, the request pool)."""
+    wanted = tokens // 2 if user_value is None else user_value // dp_size
+    return min(wanted, req_pool_size(tokens, context, r, mamba_slots))
+
+
+@dataclass(frozen=True)
+class PoolPrediction:
+    avail_before_weights_gib: float
+    avail_after_weights_gib: float
+    rest_gib: float
+    max_total_num_tokens: int
+    k_size_gib: float
+    v_size_gib: float  # 0 for MLA (one "KV size")
+    max_running_requests: int
+    context_len: int
+    req_to_token_gib: float
+    mem_pool_end_avail_gib: float  # what CUDA graphs and activations have left
+
+    @property
+    def fits(self) -> bool:
+        return self.max_total_num_tokens > 0
+
+
+def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: ModelSpec, settings: SGLangSettings,
+                 version=None) -> PoolPrediction:
+    """The pool SGLang builds on one rank, from free memory after CUDA context / distributed init, the rank's
+    weights, the model and resolved settings (settings.resolve)."""
+    r = rules(version)
+    before = free_before_weights_bytes / GIB
+    after = (free_before_weights_bytes - weights_bytes) / GIB
+    rest = rest_gib(before, after, settings.mem_fraction_static)
+    cell = cell_size(spec, settings.tp_size, settings.kv_cache_dtype)
+    tokens = align_tokens(tokens_from_rest(rest, cell.bytes_per_token), settings.page_size, r,
+                          settings.max_total_tokens)
+    context = context_len(spec, r, settings.context_length)
+    k, v = kv_sizes_gib(max(tokens, 0), cell, settings.page_size, r.version)
+    pool_rows = req_pool_size(tokens, context, r)
+    req_to_token = pool_rows * (context + 4) * 4 / GIB  # int32 [size, context_len + 4] (memory_pool.py)
+    return PoolPrediction(before, after, rest, tokens, k, v,
+                          max_running_requests(tokens, context, r, settings.max_running_requests, settings.dp_size),
+                          context, req_to_token, after - k - v - req_to_token)

@@ -1,0 +1,209 @@
+"""SGLang's memory rules, release by release, in one table.
+
+Each row says: from this release on, this rule has this value. A release's rules are the last value of
+every rule at or before it. Sources are the released wheels (`shared/tools/engine-src sglang VERSION`);
+"since X" means present in the X wheel and absent in the previous wheel inspected. Wheels read: 0.4.0-0.4.10,
+0.5.1-0.5.11 (0.5.0 was never published). All paths are under python/sglang/srt/.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ...units import format_version, parse_version
+
+Version = tuple[int, int, int]
+
+OLDEST_SUPPORTED: Version = (0, 4, 0)
+NEWEST_KNOWN: Version = (0, 5, 11)
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class RuleChange:
+    since: Version
+    rule: str
+    value: object
+    source: str
+
+
+def _v(text: str) -> Version:
+    return parse_version(text)
+
+
+# Tier tables are ((upper bound in MiB of nvidia-smi memory.total, exclusive), value) rows, first match wins.
+# fmt: off
+RULE_CHANGES: tuple[RuleChange, ...] = (
+    # --- Default --mem-fraction-static (server_args.py) ---
+    RuleChange(_v("0.4.0"), "mfs_scheme", "tp_table", "server_args.py 0.4.0 __post_init__: by tp_size only"),
+    RuleChange(_v("0.4.6"), "mfs_scheme", "tp_table_boost", "0.4.6.post2: tp*pp table up to 80 GiB, 0.88 above, then the >96 GiB boost"),
+    RuleChange(_v("0.4.8"), "mfs_scheme", "reserved_tiers", "0.4.8: mfs = round((gpu_mem - reserved) / gpu_mem, 3), reserved by tier"),
+    RuleChange(_v("0.5.3"), "mfs_scheme", "reserved_formula", "0.5.3 _handle_gpu_memory_settings: 512 + prefill*1.5 + bs*2 + tp*pp/8 GiB"),
+    # (minimum parallel size, fraction), first match wins
+    RuleChange(_v("0.4.0"), "mfs_tp_table", ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)), "server_args.py 0.4.0-0.4.7"),
+    # (upper bound MiB, base GiB, GiB per tp*pp rank)
+    RuleChange(_v("0.4.8"), "mfs_reserved_tiers", (
+        (20 * 1024, 2.8, 0.1), (35 * 1024, 2.8, 0.1), (90 * 1024, 9.5, 0.5), (100 * 1024, 12.0, 0.5),
+        (160 * 1024, 12.0, 0.5), (INF, 32.0, 0.0)), "server_args.py 0.4.8-0.5.2 reserved_mem by gpu_mem tier"),
+    RuleChange(_v("0.4.8"), "reserved_dp_attention", "flat_4g", "0.4.8: +4 GiB with --enable-dp-attention"),
+    RuleChange(_v("0.5.3"), "reserved_dp_attention", "per_bs", "0.5.3: + bs*dp*3 MiB, + bs*dp*1.5 more when bs > 300"),
+    RuleChange(_v("0.4.0"), "reserved_floor_mib", 0, "no floor"),
+    RuleChange(_v("0.5.3"), "reserved_floor_mib", 10 * 1024, "0.5.3: reserved >= 10 GiB when gpu_mem > 60 GiB"),
+    # speculative reserve in MiB: (EAGLE-like, STANDALONE); NGRAM reserves nothing from 0.5.3
+    RuleChange(_v("0.4.8"), "reserved_speculative_mib", (2048, 2048), "0.4.8: +2 GiB for any speculative algorithm"),
+    RuleChange(_v("0.5.2"), "reserved_speculative_mib", (2048, 6144), "0.5.2: STANDALONE draft +6 GiB"),
+    RuleChange(_v("0.5.10"), "reserved_speculative_mib", (4096, 6144), "0.5.10: EAGLE draft and graphs +4 GiB"),
+    RuleChange(_v("0.4.0"), "piecewise_graph_reserve", "none", "no piecewise CUDA graphs"),
+    RuleChange(_v("0.5.8"), "piecewise_graph_reserve", "opt_in", "0.5.8: +8 MiB per piecewise size with --enable-piecewise-cuda-graph"),
+    RuleChange(_v("0.5.10"), "piecewise_graph_reserve", "default_on", "0.5.10: on unless --disable-piecewise-cuda-graph; MLA +1.5 GiB"),
+    RuleChange(_v("0.4.8"), "mfs_multimodal_adjust", False, "0.4.8: no VLM adjustment"),
+    RuleChange(_v("0.4.10"), "mfs_multimodal_adjust", True, "0.4.10 adjust_mem_fraction_for_vlm: x 0.95 x ViT-size factor"),
+
+    # --- chunked_prefill_size default (server_args.py) ---
+    RuleChange(_v("0.4.0"), "chunked_prefill_tiers", ((25_000, 2048), (INF, 8192)), "server_args.py 0.4.0: gpu_mem < 25000 MB -> 2048"),
+    RuleChange(_v("0.4.8"), "chunked_prefill_tiers", ((35 * 1024, 2048), (160 * 1024, 8192), (INF, 16384)), "0.4.8: 35 GiB / 160 GiB tiers"),
+    RuleChange(_v("0.5.3"), "chunked_prefill_tiers", ((35 * 1024, 2048), (60 * 1024, 4096), (160 * 1024, 8192), (INF, 16384)),
+               "0.5.3 _handle_gpu_memory_settings: A100-40G / L40 tier of 4096"),
+    RuleChange(_v("0.4.0"), "chunked_prefill_disaggregation", None, "no PD disaggregation"),
+    RuleChange(_v("0.4.6"), "chunked_prefill_disaggregation", 16384, "0.4.6.post2: 16384 with --disaggregation-mode above 25000 MB"),
+    RuleChange(_v("0.4.8"), "chunked_prefill_disaggregation", None, "0.4.8: the tier decides"),
+
+    # --- cuda_graph_max_bs default: tier rows (upper MiB, bs when tp < 4, bs when tp >= 4); None = runner default ---
+    RuleChange(_v("0.4.0"), "cuda_graph_max_bs_tiers", ((25_000, 8, 8), (INF, 160, 160)), "server_args.py 0.4.0"),
+    RuleChange(_v("0.4.1"), "cuda_graph_max_bs_tiers", ((25_000, 8, 80), (INF, 160, 160)), "0.4.1: 80 for tp >= 4 on < 25000 MB"),
+    RuleChange(_v("0.4.6"), "cuda_graph_max_bs_tiers", ((25_000, 8, 80), (INF, None, None)), "0.4.6.post2: left to cuda_graph_runner"),
+    RuleChange(_v("0.4.8"), "cuda_graph_max_bs_tiers", ((35 * 1024, 8, 80), (INF, None, None)), "0.4.8: 35 GiB threshold"),
+    RuleChange(_v("0.5.3"), "cuda_graph_max_bs_tiers", (
+        (20 * 1024, 8, 8), (35 * 1024, 16, 80), (60 * 1024, 32, 160), (90 * 1024, 256, 512), (160 * 1024, 256, 512),
+        (INF, 512, 512)), "0.5.3 _handle_gpu_memory_settings"),
+    RuleChange(_v("0.5.5"), "cuda_graph_max_bs_tiers", (
+        (20 * 1024, 8, 8), (35 * 1024, 24, 80), (60 * 1024, 32, 160), (90 * 1024, 256, 512), (160 * 1024, 256, 512),
+        (INF, 512, 512)), "0.5.5: 24 for tp < 4 on 20-35 GiB"),
+    # cuda_graph_runner.get_batch_sizes_to_capture when server_args leaves it None (0.4.6-0.5.2): 160,
+    # 256 above 90 GiB, 512 above 160,000 MiB
+    RuleChange(_v("0.4.0"), "cuda_graph_runner_max_bs", ((90 * 1024 + 1, 160), (160_000 + 1, 256), (INF, 512)),
+               "cuda_graph_runner.py 0.4.8 get_batch_sizes_to_capture"),
+
+    # --- Pool sizing (model_runner.py profile_max_num_token; model_runner_kv_cache_mixin.py from 0.5.x) ---
+    # rest_GiB = avail_after_weights - avail_before_weights * (1 - mfs); "before" = min free over ranks after dist init
+    RuleChange(_v("0.4.0"), "pool_budget", "rest_after_load", "model_runner.py 0.4.0 profile_max_num_token(total_gpu_memory)"),
+    RuleChange(_v("0.4.0"), "avail_all_reduce_min", True, "utils.py get_available_gpu_memory(distributed=tp>1): MIN over ranks"),
+    RuleChange(_v("0.4.0"), "mha_cell", "kv_heads_x_head_dim_x2", "model_runner.py 0.4.0: heads/tp * head_dim * layers * 2 * dtype"),
+    RuleChange(_v("0.5.3"), "mha_cell", "head_dim_plus_v_head_dim", "0.5.3: heads/attn_tp * (head_dim + v_head_dim) * layers * dtype"),
+    RuleChange(_v("0.4.0"), "mla_cell", "latent", "(kv_lora_rank + qk_rope_head_dim) * layers * dtype, every release"),
+    RuleChange(_v("0.4.0"), "tokens_page_aligned", False, "no paged allocator"),
+    RuleChange(_v("0.4.4"), "tokens_page_aligned", True, "0.4.4: max_total_num_tokens // page_size * page_size"),
+    # extra token rows each K/V buffer holds beyond #tokens (slot 0 is the padding slot)
+    RuleChange(_v("0.4.0"), "kv_buffer_extra_tokens", "one", "memory_pool.py 0.4.0: (size + 1, heads, head_dim)"),
+    RuleChange(_v("0.4.4"), "kv_buffer_extra_tokens", "page_size", "memory_pool.py 0.4.4: (size + page_size, heads, head_dim)"),
+    RuleChange(_v("0.4.0"), "page_size_default", 1, "page_size default 1 (0.4.4 field; 0.4.10+ None resolved to 1)"),
+    # attention backends that force a page size (server_args.py)
+    RuleChange(_v("0.4.0"), "backend_page_size", (), "no forced page size"),
+    RuleChange(_v("0.4.6"), "backend_page_size", (("flashmla", 64), ("cutlass_mla", 128)), "0.4.6.post2 FlashMLA 64, Cutlass MLA 128"),
+    RuleChange(_v("0.5.1"), "backend_page_size", (("flashmla", 64), ("cutlass_mla", 128), ("trtllm_mla", 64), ("trtllm_mha", 64)),
+               "0.5.1: TensorRT-LLM MHA/MLA 16/32/64, None -> 64"),
+    # max_running_requests: req pool = clamp(tokens / context_len * 512, 2048, 4096); logged min(tokens // 2, pool)
+    RuleChange(_v("0.4.0"), "req_pool_plus_one", True, "model_runner.py 0.4.0-0.4.6: ReqToTokenPool(size=max_num_reqs + 1)"),
+    RuleChange(_v("0.4.7"), "req_pool_plus_one", False, "0.4.7: ReqToTokenPool(size=max_num_reqs)"),
+    RuleChange(_v("0.4.0"), "req_pool_bounds", (2048, 4096, 512), "model_runner.py init_memory_pool: (floor, cap, x per context)"),
+    # hybrid linear-attention (Mamba / GDN) models
+    RuleChange(_v("0.4.0"), "mamba_requests_per_slot", 1, "0.5.2: max_num_reqs <= max_mamba_cache_size"),
+    RuleChange(_v("0.5.4"), "mamba_requests_per_slot", 3, "0.5.4 MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3"),
+    RuleChange(_v("0.4.0"), "mamba_full_memory_ratio", None, "no ratio split"),
+    RuleChange(_v("0.5.4"), "mamba_full_memory_ratio", 0.9, "0.5.4 handle_max_mamba_cache: mamba : KV = 0.9 : 1 of rest"),
+    RuleChange(_v("0.4.10"), "swa_full_tokens_ratio", 0.8, "0.4.10 server_args swa_full_tokens_ratio = 0.8"),
+    # context_len: first of these config keys, x rope factor unless llama3 / original_max_position_embeddings
+    RuleChange(_v("0.4.0"), "context_length_keys",
+               ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"),
+               "hf_transformers_utils.py CONTEXT_LENGTH_KEYS"),
+
+    # --- Log formats ---
+    RuleChange(_v("0.4.0"), "log_kv_line", "none", "memory_pool.py 0.4.0: no KV line"),
+    RuleChange(_v("0.4.1"), "log_kv_line", "sizes", "0.4.1: 'KV Cache is allocated. K size: X GB, V size: Y GB.'"),
+    RuleChange(_v("0.4.4"), "log_kv_line", "tokens", "0.4.4: 'KV Cache is allocated. #tokens: N, K size: ..., V size: ...'"),
+    RuleChange(_v("0.4.0"), "log_load_end", "avail", "0.4.0: 'Load weight end. type=T, dtype=D, avail mem=X GB'"),
+    RuleChange(_v("0.4.4"), "log_load_end", "avail_usage", "0.4.4: '..., avail mem=X GB, mem usage=Y GB.'"),
+    RuleChange(_v("0.5.9"), "log_load_end", "elapsed", "0.5.9: 'Load weight end. elapsed=T s, type=..., avail mem=..., mem usage=...'"),
+    RuleChange(_v("0.4.0"), "log_init_dist", "none", "no line"),
+    RuleChange(_v("0.4.4"), "log_init_dist", "usage", "0.4.4: 'Init torch distributed ends. mem usage=X GB'"),
+    RuleChange(_v("0.5.9"), "log_init_dist", "elapsed", "0.5.9: 'Init torch distributed ends. elapsed=T s, mem usage=X GB'"),
+    RuleChange(_v("0.4.0"), "log_graph_end", "elapsed", "cuda_graph_runner.py 0.4.0: 'Capture cuda graph end. Time elapsed: T s'"),
+    RuleChange(_v("0.4.4"), "log_graph_end", "avail_usage", "0.4.4: '... T s. avail mem=A GB. mem usage=U GB.'"),
+    RuleChange(_v("0.4.6"), "log_graph_end", "usage_avail", "0.4.6.post2: '... T s. mem usage=U GB. avail mem=A GB.'"),
+    RuleChange(_v("0.4.0"), "log_graph_begin_avail", False, "'Capture cuda graph begin. This can take up to several minutes.'"),
+    RuleChange(_v("0.4.4"), "log_graph_begin_avail", True, "0.4.4: '... several minutes. avail mem=X GB'"),
+    RuleChange(_v("0.4.0"), "log_scheduler_chunked", False, "scheduler 0.4.0-0.4.1: no chunked_prefill_size"),
+    RuleChange(_v("0.4.2"), "log_scheduler_chunked", True, "0.4.2: chunked_prefill_size= after max_total_num_tokens="),
+    RuleChange(_v("0.4.0"), "log_scheduler_available", False, "no available_gpu_mem"),
+    RuleChange(_v("0.4.7"), "log_scheduler_available", True, "scheduler.py 0.4.7: ', available_gpu_mem=X GB'"),
+    RuleChange(_v("0.4.0"), "refusal", "Not enough memory. Please try to increase --mem-fraction-static.",
+               "model_runner.py init_memory_pool when max_total_num_tokens <= 0"),
+)
+# fmt: on
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The resolved rules of one SGLang release."""
+
+    version: Version
+    rules: tuple[tuple[str, object, str], ...]  # (rule, value, source)
+
+    @property
+    def label(self) -> str:
+        return format_version(self.version)
+
+    def __getitem__(self, rule: str) -> object:
+        for name, value, _ in self.rules:
+            if name == rule:
+                return value
+        raise KeyError(rule)
+
+    def source(self, rule: str) -> str:
+        for name, _, source in self.rules:
+            if name == rule:
+                return source
+        raise KeyError(rule)
+
+    def at_least(self, text: str) -> bool:
+        return self.version >= parse_version(text)
+
+
+class UnsupportedReleaseError(ValueError):
+    pass
+
+
+def resolve_version(text: str | Version | None) -> Version:
+    if isinstance(text, tuple):
+        return text
+    if text is None or text in ("", "latest", "newest"):
+        return NEWEST_KNOWN
+    version = parse_version(text)
+    if version < OLDEST_SUPPORTED:
+        raise UnsupportedReleaseError(
+            f"SGLang {text} is older than the oldest modelled release ({format_version(OLDEST_SUPPORTED)})"
+        )
+    return version
+
+
+@lru_cache(maxsize=128)
+def _rules_for(version: Version) -> tuple[tuple[str, object, str], ...]:
+    resolved: dict[str, tuple[object, str]] = {}
+    for change in sorted(RULE_CHANGES, key=lambda change: change.since):
+        if change.since <= version:
+            resolved[change.rule] = (change.value, change.source)
+    return tuple((name, value, source) for name, (value, source) in sorted(resolved.items()))
+
+
+def rules(version: str | Version | None = None) -> Rules:
+    """The rules of an SGLang release ('0.4.6.post2', '0.5.2rc2', (0, 5, 3) or None for the newest known)."""
+    resolved = resolve_version(version)
+    return Rules(version=resolved, rules=_rules_for(resolved))
+
+
+def tier_value(table, gpu_mem_mib: float):
+    """The row of a tier table whose upper bound (exclusive) the GPU's memory is under."""
+    for row in table:
+        if gpu_mem_mib < row[0]:
+            return row[1:] if len(row) > 2 else row[1]
+    raise ValueError(f"no tier for {gpu_mem_mib} MiB")

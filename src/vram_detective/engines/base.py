@@ -6,9 +6,10 @@ from its own modules (imported when first used, so the command line stays fast).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
-from ..breakdown import Breakdown
+if TYPE_CHECKING:  # the CLI imports this module for --help: no result types needed there
+    from ..breakdown import Breakdown
 
 Version = tuple[int, ...]
 

@@ -2,7 +2,7 @@
 
     python benchmarks/speed.py [--runs 20]
 Goals: process <= 0.5 s, in-process <= 5 ms (median); the advisor's sweep >= 100,000 configurations per
-second on one core (advisor/sweep.py, numpy), counting the engine pieces it computes first.
+second on one core (engines/vllm/sweep.py, numpy), counting the engine pieces it computes first.
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ SWEEP_CASES = (("Qwen/Qwen3-8B", "H100", None), ("google/gemma-3-27b-it", "H100"
 def sweep_throughput(runs: int) -> list[tuple[str, float]]:
     """Configurations per second of the fast path: utilization x max_model_len x max_num_seqs x
     max_num_batched_tokens, from a new family (engine pieces computed first) and once they are known."""
-    from vram_detective.advisor import sweep
+    from vram_detective.engines.vllm import sweep
 
     if sweep.numpy_or_none() is None:
         return [("advisor sweep (numpy missing: pure Python)", 0.0)]

@@ -218,7 +218,7 @@ def test_infeasible_exit_code(capsys):
 
 def test_cli_start_stays_light():
     code = ("import sys, vram_detective.cli as c; c.build_parser(); "
-            "print(any(m in sys.modules for m in ('numpy', 'vram_detective.advisor.sweep', 'vram_detective.api')))")
+            "print(any(m in sys.modules for m in ('numpy', 'vram_detective.engines.vllm.sweep', 'vram_detective.api')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=dict(os.environ, PYTHONPATH=str(SRC)), timeout=60)
     assert result.stdout.strip() == "False", result.stderr
@@ -252,7 +252,7 @@ def test_progress_bar_only_on_a_terminal_and_after_a_moment():
 
 
 def test_numpy_missing_falls_back_with_a_note(monkeypatch, capsys):
-    from vram_detective.advisor import sweep
+    from vram_detective.engines.vllm import sweep
 
     monkeypatch.setattr(sweep, "numpy_or_none", lambda: None)
     returned = main(["fit", "Qwen/Qwen3-0.6B", "--gpu", "RTX 4090", "--context", "4k", "--concurrency", "2",
@@ -270,7 +270,7 @@ def test_numpy_missing_falls_back_with_a_note(monkeypatch, capsys):
 
 def test_binding_constraints():
     from vram_detective.advisor.search import Candidate, Family, _binding
-    from vram_detective.advisor.sweep import FastPath
+    from vram_detective.engines.vllm.sweep import FastPath
     from vram_detective.advisor.variants import Variant
     from vram_detective.hardware import custom_gpu
 

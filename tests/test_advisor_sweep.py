@@ -1,4 +1,4 @@
-"""The advisor's fast path (advisor/sweep.py) against the forward model: the same blocks, tokens,
+"""The advisor's fast path (engines/vllm/sweep.py) against the forward model: the same blocks, tokens,
 concurrency, startup verdict and nvidia-smi figure as api.explain on random settings (dense, MoE,
 sliding-window / hybrid, MLA, pipeline parallel, V0 and V1 eras); numpy and pure Python agree;
 more memory never lowers concurrency; and the inverse is exact on the dev cases with a logged KV budget."""
@@ -11,9 +11,9 @@ import pytest
 
 from conftest import GIB
 from vram_detective import api
-from vram_detective.advisor import sweep as sweep_module
+from vram_detective.engines.vllm import sweep as sweep_module
 from vram_detective.advisor.search import Target, fit
-from vram_detective.advisor.sweep import FastPath, FastPathUnsupported
+from vram_detective.engines.vllm.sweep import FastPath, FastPathUnsupported
 
 # (model, gpu, vLLM version, fixed settings)
 FAMILIES = [

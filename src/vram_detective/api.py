@@ -4,17 +4,17 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .breakdown import Breakdown
-from .engines.vllm.plan import plan
-from .engines.vllm.releases import resolve_version
+from .engines import get_engine
 from .hardware import Gpu, custom_gpu, find_gpu
-from .engines.vllm.settings import StartupRefusal
 from .model.config import ConfigError, ModelSpec, parse_config
-from .model.quantization import UnsupportedOnGpuError
 from .model.sources import ModelSource, load_model
 
 
-# Errors that mean "vLLM itself would not start" (exit 1), as opposed to bad input (exit 2).
-REFUSALS = (StartupRefusal, UnsupportedOnGpuError)
+# Errors that mean "the engine itself would not start" (exit 1), as opposed to bad input (exit 2).
+REFUSALS = get_engine("vllm").refusals
+
+# vLLM's V0/V1 engine paths: what `engine=` meant before there was more than one engine
+VLLM_PATHS = ("v0", "v1")
 
 
 @lru_cache(maxsize=64)
@@ -52,10 +52,22 @@ def resolve_gpu(gpu: str | None, gpu_memory: int | None) -> Gpu:
 
 
 def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None = None,
-            vllm_version: str | None = None, source: str | None = None, revision: str | None = None,
+            engine: str = "vllm", engine_version: str | None = None, vllm_version: str | None = None,
+            vllm_engine: str | None = None, source: str | None = None, revision: str | None = None,
             hf_token: str | None = None, gguf_file: str | None = None, **settings) -> Breakdown:
+    """The engine's startup prediction for `model` on a GPU. Settings use the engine's own names
+    (snake_case). Old spellings still work: `vllm_version` for `engine_version`, and `engine="v0"`/`"v1"`
+    (vLLM's V0/V1 path, now `vllm_engine`)."""
+    if engine in VLLM_PATHS:
+        engine, vllm_engine = "vllm", engine
+    if vllm_engine is not None:
+        settings["engine"] = vllm_engine  # vLLM's own setting name for the path
+    runner = get_engine(engine)
+    version = engine_version if engine_version is not None else vllm_version
+    if engine_version is not None and vllm_version is not None and engine_version != vllm_version:
+        raise ValueError(f"two versions given: engine_version={engine_version} and vllm_version={vllm_version}")
     spec = model_spec(model, source, revision, hf_token, gguf_file)
     device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
     checkpoint = model_source(model, source, revision, hf_token, gguf_file).checkpoint
     gguf = checkpoint if checkpoint is not None and checkpoint.format == "gguf" else None
-    return plan(spec, device, settings, resolve_version(vllm_version), gguf_checkpoint=gguf)
+    return runner.plan(spec, device, settings, runner.releases.resolve(version), gguf_checkpoint=gguf)

@@ -75,36 +75,77 @@ class RankFigures:
 
 
 @dataclass(frozen=True)
+class EngineFigure:
+    """A figure only some engines have (vLLM's block counts, budget, CUDA-graph pool...), named and
+    labelled by the engine so renderers print it without knowing the engine."""
+
+    key: str  # attribute name, e.g. "num_gpu_blocks"; a "_bytes" key is a byte amount (JSON: "_gib")
+    value: object
+    label: str = ""  # the row label in the KV table; "" = JSON only
+    text: str = ""  # the value as that row prints it
+    schema: tuple[str, ...] = ()  # its names among shared/groundtruth/SCHEMA.md's `observed` keys
+
+    @property
+    def json_key(self) -> str:
+        return self.key[: -len("_bytes")] + "_gib" if self.key.endswith("_bytes") else self.key
+
+
+class _EnginePart:
+    """An engine-only figure kept readable under its old attribute name (e.g. Breakdown.num_gpu_blocks)."""
+
+    def __set_name__(self, owner, name: str):
+        self.name = name
+
+    def __get__(self, instance, owner=None):
+        return self if instance is None else instance.figure(self.name)
+
+
+@dataclass(frozen=True)
 class Breakdown:
+    """What every engine predicts, plus `engine_figures`: the figures only this engine has."""
+
     model: str
     gpu_name: str
-    total_gpu_bytes: int  # what cudaMemGetInfo reports (vLLM's total_gpu_memory)
-    vllm_version: str
-    engine: str  # "v0" or "v1"
+    total_gpu_bytes: int  # what cudaMemGetInfo reports
+    engine_name: str  # registry name: "vllm"
+    engine_label: str  # how people write it: "vLLM"
+    engine_version: str
+    engine_variant: str  # the engine's own path as printed, e.g. vLLM's "V1"; "" when it has one path
     settings: tuple[Setting, ...]
     components: Component  # the tree: budget -> weights / activation / non-torch / graphs / KV
     weights_bytes: int
-    activation_peak_bytes: int
-    non_torch_bytes: int
-    cuda_graph_bytes: int
-    cuda_graph_budgeted: bool
-    budget_bytes: int
-    kv_cache_bytes: int
-    num_gpu_blocks: int
-    num_cpu_blocks: int
-    block_size: int
+    kv_cache_bytes: int  # memory for the KV pool as the engine computed it
     kv_bytes_per_token: int
     kv_cache_tokens: int
-    max_concurrency: float
+    max_concurrency: float  # requests of max_model_len tokens the pool holds
     max_model_len: int
     nvidia_smi_used_mib: int
     outside_budget: Component
     log_lines: tuple[str, ...]
+    engine_figures: tuple[EngineFigure, ...] = ()
     weights_explained: tuple[Component, ...] = ()
     weights_whatif: tuple[Component, ...] = ()  # levers on the weights (negative bytes: a saving)
     notes: tuple[str, ...] = ()
     failure: StartupFailure | None = None
     per_rank: tuple[RankFigures, ...] = field(default_factory=tuple)
+
+    # vLLM's figures under their old names (None on an engine without them)
+    vllm_version = _EnginePart()
+    engine = _EnginePart()  # vLLM's path: "v0" or "v1"
+    activation_peak_bytes = _EnginePart()
+    non_torch_bytes = _EnginePart()
+    cuda_graph_bytes = _EnginePart()
+    cuda_graph_budgeted = _EnginePart()
+    budget_bytes = _EnginePart()
+    num_gpu_blocks = _EnginePart()
+    num_cpu_blocks = _EnginePart()
+    block_size = _EnginePart()
+
+    def figure(self, key: str, default: object = None) -> object:
+        for item in self.engine_figures:
+            if item.key == key:
+                return item.value
+        return default
 
     def setting(self, name: str) -> object:
         for item in self.settings:

@@ -6,8 +6,12 @@ import argparse
 import json
 import sys
 
+from .engines import ENGINES
+
 EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
+
+VLLM_PATHS = ("v0", "v1")  # vLLM's engine paths (--vllm-engine; `--engine v0|v1` before there were engines)
 
 EXAMPLES = """examples:
   vram-detective explain Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --max-model-len 32k
@@ -30,10 +34,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
-    from .engines.vllm.launch import FLAGS, parse_flag_value
+    from .engines import get_engine
 
+    launch = get_engine("vllm").launch
+    parse_flag_value = launch.parse_value
     group = parser.add_argument_group("vLLM settings (vLLM's own flag names)")
-    for flag in FLAGS:
+    for flag in launch.flags:
         if flag.parse.__name__ == "_bool":
             group.add_argument(*flag.names, dest=flag.setting, action="store_true", default=None, help=flag.help)
             if flag.setting == "enable_prefix_caching":
@@ -51,10 +57,17 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_optional: bool = 
                         help="a local model directory or .gguf file, or a Hugging Face repo id (catalog or Hub)")
     parser.add_argument("--gpu", help=gpu_help)
     parser.add_argument("--gpu-memory", help="total memory of a GPU not in the catalog, as CUDA reports it (e.g. 23.65GiB)")
-    parser.add_argument("--vllm-version", help="vLLM release to reproduce (0.3.0 .. 0.33.x; default: newest)")
+    parser.add_argument("--engine", dest="engine_name", choices=tuple(ENGINES) + VLLM_PATHS, default=None,
+                        metavar="{" + ",".join(ENGINES) + "}",
+                        help=f"inference engine to predict ({', '.join(ENGINES)}; default: vllm); "
+                             "the old `--engine v0|v1` still means --vllm-engine")
+    parser.add_argument("--engine-version", "--vllm-version", dest="vllm_version", metavar="VERSION",
+                        help="engine release to reproduce (vLLM 0.3.0 .. 0.33.x; default: newest); "
+                             "--vllm-version is the old name")
     parser.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
                         help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
-    parser.add_argument("--engine", choices=("v0", "v1"), default=None, help="force vLLM's V0 or V1 engine (default: the release's)")
+    parser.add_argument("--vllm-engine", dest="engine", choices=VLLM_PATHS, default=None,
+                        help="force vLLM's V0 or V1 engine path (default: the release's)")
     sources = parser.add_argument_group("where the model comes from")
     sources.add_argument("--source", choices=("catalog", "local", "hub", "gguf"), default=None,
                          help="force one source (default: local path, then the catalog, then the Hugging Face Hub)")
@@ -147,11 +160,22 @@ def _split_launch_line(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
+def normalize_engine_args(args: argparse.Namespace) -> None:
+    """`--engine v0|v1` (the old spelling) -> --vllm-engine; args.engine_name is then an engine name."""
+    name = getattr(args, "engine_name", None)
+    if name in VLLM_PATHS:
+        if args.engine and args.engine != name:
+            raise BadInput(f"two vLLM engine paths given: --engine {name} and --vllm-engine {args.engine}")
+        args.engine, args.engine_name = name, None
+    if hasattr(args, "engine_name"):
+        args.engine_name = args.engine_name or "vllm"
+
+
 def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
-    from .engines.vllm.launch import FLAGS
+    from .engines import get_engine
 
     settings = dict(launch_settings)
-    for flag in FLAGS:
+    for flag in get_engine(args.engine_name).launch.flags:
         value = getattr(args, flag.setting, None)
         if value is not None:
             settings[flag.setting] = value  # the tool's own flags win over the pasted line
@@ -165,16 +189,23 @@ def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
 def _checkpoint_report(model: str, args: argparse.Namespace, gpu_memory: int | None, settings: dict):
     """The checkpoint-vs-GPU reconciliation when the model came with real tensor headers (local or Hub)."""
     from . import api
-    from .engines.vllm.plan import checkpoint_report
-    from .engines.vllm.releases import resolve_version
+    from .engines import get_engine
 
+    engine = get_engine(args.engine_name)
     options = _source_options(args)
     source = api.model_source(model, options["source"], options["revision"], options["hf_token"], options["gguf_file"])
     if source.checkpoint is None:
         return None
     spec = api.model_spec(model, options["source"], options["revision"], options["hf_token"], options["gguf_file"])
     device = api.resolve_gpu(args.gpu, gpu_memory)
-    return checkpoint_report(spec, device, dict(settings), resolve_version(args.vllm_version), source.checkpoint)
+    return engine.checkpoint_report(spec, device, dict(settings), engine.releases.resolve(args.vllm_version),
+                                    source.checkpoint)
+
+
+def _engine_options(args: argparse.Namespace, settings: dict) -> dict:
+    """api.explain's engine, release and settings keywords (vLLM's path travels as `vllm_engine`)."""
+    out = {key: value for key, value in settings.items() if key != "engine"}
+    return dict(out, engine=args.engine_name, engine_version=args.vllm_version, vllm_engine=settings.get("engine"))
 
 
 def _source_options(args: argparse.Namespace) -> dict:
@@ -183,14 +214,14 @@ def _source_options(args: argparse.Namespace) -> dict:
 
 def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int:
     from . import api
-    from .engines.vllm.launch import parse_launch_line
+    from .engines import get_engine
     from .hardware import common_gpus, parse_memory_size
     from .render import render_gpu_summary, render_markdown, render_text, to_json
 
     launch_settings: dict = {}
     model = args.model
     if launch_words:
-        line = parse_launch_line(launch_words)
+        line = get_engine(args.engine_name).launch.parse(launch_words)
         launch_settings = line.settings
         if line.model and model and line.model != model:
             raise BadInput(f"two models given: {model} and {line.model} (in the launch line)")
@@ -206,7 +237,7 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
         rows = []
         for gpu in common_gpus():
             try:
-                b = api.explain(model, gpu, vllm_version=args.vllm_version, **_source_options(args), **settings)
+                b = api.explain(model, gpu, **_engine_options(args, settings), **_source_options(args))
                 rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "weights_gib": b.weights_bytes / 2**30,
                              "kv_cache_gib": max(0.0, b.kv_cache_bytes / 2**30), "kv_cache_tokens": b.kv_cache_tokens,
                              "max_concurrency": b.max_concurrency, "starts": b.failure is None,
@@ -220,12 +251,13 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
         return 0
 
     try:
-        breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, vllm_version=args.vllm_version,
-                                **_source_options(args), **settings)
+        breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, settings),
+                                **_source_options(args))
     except api.REFUSALS as error:
         print(f"vLLM would refuse to start: {error}", file=sys.stderr)
         return EXIT_REFUSED
-    stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings, _source_options(args)) if args.tensors else []
+    stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings, _source_options(args),
+                           engine=args.engine_name) if args.tensors else []
     report = _checkpoint_report(model, args, gpu_memory, settings)
     if args.json:
         out = to_json(breakdown)
@@ -253,20 +285,21 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
 
 
 def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_version: str | None,
-                  settings: dict, source_options: dict | None = None) -> list[tuple[int, int, list]]:
+                  settings: dict, source_options: dict | None = None, engine: str = "vllm") -> list[tuple[int, int, list]]:
     """(pipeline stage, its first rank, tensor groups per rank) exactly as the plan builds them. All
     tensor-parallel ranks of a stage hold the same groups (vocabulary padding shown as an even share)."""
     from . import api
-    from .engines.vllm.plan import rank_inventories
-    from .engines.vllm.releases import resolve_version
+    from .engines import get_engine
 
+    runner = get_engine(engine)
     options = source_options or {}
     spec = api.model_spec(model, options.get("source"), options.get("revision"), options.get("hf_token"),
                           options.get("gguf_file"))
     device = api.resolve_gpu(gpu, gpu_memory)
     tp = int(settings.get("tensor_parallel_size") or 1)
     return [(stage, stage * tp, list(inventory.groups))
-            for stage, inventory in rank_inventories(spec, device, dict(settings), resolve_version(vllm_version))]
+            for stage, inventory in runner.rank_inventories(spec, device, dict(settings),
+                                                            runner.releases.resolve(vllm_version))]
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -330,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     try:
+        normalize_engine_args(args)
         if args.command == "explain":
             return cmd_explain(args, launch_words)
         if launch_words is not None:

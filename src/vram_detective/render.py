@@ -13,23 +13,21 @@ def _g(num_bytes: float) -> float:
 
 
 def schema_figures(breakdown: Breakdown, weights_bytes: int | None = None) -> dict:
-    """A prediction under the key names of shared/groundtruth/SCHEMA.md's `observed` object."""
-    return {
+    """A prediction under the key names of shared/groundtruth/SCHEMA.md's `observed` object (the engine's
+    own figures under the names the engine gives them)."""
+    out = {
         "total_gpu_memory_gib": breakdown.total_gpu_bytes / GIB,
-        "requested_memory_gib": breakdown.budget_bytes / GIB,
         "weights_gib": (breakdown.weights_bytes if weights_bytes is None else weights_bytes) / GIB,
-        "activation_peak_gib": breakdown.activation_peak_bytes / GIB,
-        "non_torch_gib": breakdown.non_torch_bytes / GIB,
-        "cuda_graph_gib": breakdown.cuda_graph_bytes / GIB,
-        "cuda_graph_estimate_gib": breakdown.cuda_graph_bytes / GIB,
         "kv_cache_gib": breakdown.kv_cache_bytes / GIB,
-        "num_gpu_blocks": breakdown.num_gpu_blocks,
-        "num_cpu_blocks": breakdown.num_cpu_blocks,
         "kv_cache_tokens": breakdown.kv_cache_tokens,
         "max_concurrency": breakdown.max_concurrency,
         "nvidia_smi_used_mib": breakdown.nvidia_smi_used_mib,
         "startup_failed": breakdown.failure is not None,
     }
+    for figure in breakdown.engine_figures:
+        for name in figure.schema:
+            out[name] = figure.value / GIB if figure.key.endswith("_bytes") else figure.value
+    return out
 
 
 def to_json(breakdown: Breakdown) -> dict:
@@ -37,18 +35,13 @@ def to_json(breakdown: Breakdown) -> dict:
         "model": breakdown.model,
         "gpu": breakdown.gpu_name,
         "total_gpu_gib": _g(breakdown.total_gpu_bytes),
-        "vllm_version": breakdown.vllm_version,
-        "engine": breakdown.engine,
+        "engine_name": breakdown.engine_name,
+        "engine_version": breakdown.engine_version,
+        # the engine's own figures (vLLM: vllm_version, engine "v0"/"v1", blocks, budget terms)
+        **{figure.json_key: _g(figure.value) if figure.key.endswith("_bytes") else figure.value
+           for figure in breakdown.engine_figures},
         "weights_gib": _g(breakdown.weights_bytes),
-        "activation_peak_gib": _g(breakdown.activation_peak_bytes),
-        "non_torch_gib": _g(breakdown.non_torch_bytes),
-        "cuda_graph_gib": _g(breakdown.cuda_graph_bytes),
-        "cuda_graph_budgeted": breakdown.cuda_graph_budgeted,
-        "budget_gib": _g(breakdown.budget_bytes),
         "kv_cache_gib": _g(breakdown.kv_cache_bytes),
-        "num_gpu_blocks": breakdown.num_gpu_blocks,
-        "num_cpu_blocks": breakdown.num_cpu_blocks,
-        "block_size": breakdown.block_size,
         "kv_bytes_per_token": breakdown.kv_bytes_per_token,
         "kv_cache_tokens": breakdown.kv_cache_tokens,
         "max_concurrency": round(breakdown.max_concurrency, 4),
@@ -115,11 +108,20 @@ def _truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _engine_title(b: Breakdown, variant_word: str = "") -> str:
+    """"vLLM 0.6.3 (V0 engine)": the engine's name, release and its own path, as the engine labels them."""
+    return f"{b.engine_label} {b.engine_version}" + (f" ({b.engine_variant}{variant_word})" if b.engine_variant else "")
+
+
+def _engine_rows(b: Breakdown) -> list[tuple[str, str]]:
+    return [(figure.label, figure.text) for figure in b.engine_figures if figure.label]
+
+
 def render_text(breakdown: Breakdown, stream=None) -> str:
     style = _Style(_use_color(stream or sys.stdout))
     b = breakdown
     out = [style(f"{b.model} on {b.gpu_name} ({b.total_gpu_bytes / GIB:.2f} GiB as CUDA reports it)", "1"),
-           f"vLLM {b.vllm_version} ({b.engine.upper()} engine) · "
+           f"{_engine_title(b, ' engine')} · "
            + (" · ".join(f"{s.name}={s.value}" for s in b.settings if s.given) or "all settings at this release's defaults")]
     rows = [(label, f"{amount:8.3f}", _truncate(reason, 70)) for label, amount, reason in _tree_rows(b.components)]
     rows += [(label, f"{amount:8.3f}", _truncate(reason, 70)) for label, amount, reason in _tree_rows(b.outside_budget)]
@@ -127,8 +129,7 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
     out.append("")
     kv_rows = [
         ("KV bytes per token", f"{b.kv_bytes_per_token:,} B"),
-        ("block size", f"{b.block_size} tokens"),
-        ("GPU blocks", f"{b.num_gpu_blocks:,}" + (f" (+ {b.num_cpu_blocks:,} CPU swap blocks)" if b.num_cpu_blocks else "")),
+        *_engine_rows(b),
         ("KV cache tokens", f"{b.kv_cache_tokens:,}"),
         (f"max concurrency at {b.max_model_len:,} tokens", f"{b.max_concurrency:.2f}x"),
         ("expected nvidia-smi used", f"{b.nvidia_smi_used_mib:,} MiB"),
@@ -159,7 +160,7 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
     for note in b.notes:
         out.append(f"note: {note}")
     if b.failure is not None:
-        out.append(style(f"vLLM {b.vllm_version} would refuse to start: {b.failure.message}", "31"))
+        out.append(style(f"{b.engine_label} {b.engine_version} would refuse to start: {b.failure.message}", "31"))
         if b.failure.largest_fitting_max_model_len:
             out.append(f"largest max_model_len that fits: {b.failure.largest_fitting_max_model_len:,}")
     return "\n".join(out)
@@ -167,14 +168,15 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
 
 def render_markdown(breakdown: Breakdown) -> str:
     b = breakdown
-    out = [f"### {b.model} on {b.gpu_name} — vLLM {b.vllm_version} ({b.engine.upper()})", "",
+    out = [f"### {b.model} on {b.gpu_name} — {_engine_title(b)}", "",
            "| component | GiB | why |", "|---|---:|---|"]
     for label, amount, reason in _tree_rows(b.components) + _tree_rows(b.outside_budget):
         indent = "&nbsp;&nbsp;" * (len(label) - len(label.lstrip()))
         out.append(f"| {indent}{label.strip()} | {amount:.3f} | {reason.replace('|', '/')} |")
     out += ["", "| KV cache | value |", "|---|---:|",
-            f"| KV bytes per token | {b.kv_bytes_per_token:,} |", f"| GPU blocks | {b.num_gpu_blocks:,} |",
-            f"| CPU blocks | {b.num_cpu_blocks:,} |", f"| KV cache tokens | {b.kv_cache_tokens:,} |",
+            f"| KV bytes per token | {b.kv_bytes_per_token:,} |",
+            *(f"| {label} | {text} |" for label, text in _engine_rows(b)),
+            f"| KV cache tokens | {b.kv_cache_tokens:,} |",
             f"| max concurrency at {b.max_model_len:,} | {b.max_concurrency:.2f}x |",
             f"| expected nvidia-smi used | {b.nvidia_smi_used_mib:,} MiB |", "",
             "| theory vs reality | GiB |", "|---|---:|"]
@@ -182,7 +184,7 @@ def render_markdown(breakdown: Breakdown) -> str:
     out += [f"| what if: {lever.label} | {lever.bytes / GIB:+.4f} |" for lever in b.weights_whatif]
     out += ["", "```"] + list(b.log_lines) + ["```"]
     if b.failure is not None:
-        out += ["", f"**vLLM would refuse to start:** {b.failure.message}"]
+        out += ["", f"**{b.engine_label} would refuse to start:** {b.failure.message}"]
     return "\n".join(out)
 
 

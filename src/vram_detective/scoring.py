@@ -107,16 +107,16 @@ def _predict(case: dict):
         if not version:
             return None, "vLLM version unknown"
         # the log format gives the oldest release that prints it; the model may need a newer one
-        from .engines.vllm.settings import ARCHITECTURE_SINCE
+        from .engines import get_engine
 
-        since = ARCHITECTURE_SINCE.get(spec.architecture)
-        if since is not None and parse_version(version) < since[0]:
-            version = ".".join(map(str, since[0]))
+        since = get_engine("vllm").first_release_serving(spec.architecture)
+        if since is not None and parse_version(version) < since:
+            version = ".".join(map(str, since))
             basis += f"; raised to {version}, the first release serving {spec.architecture}"
     if settings.get("speculative_config"):
-        from .engines.vllm.speculative import unsized_reason
+        from .engines import get_engine
 
-        why = unsized_reason(settings["speculative_config"], spec)
+        why = get_engine("vllm").unsized_reason(settings["speculative_config"], spec)
         if why:
             return None, f"speculative decoding not sized: {why}"
     user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
@@ -161,8 +161,10 @@ def _from_logged_budget(case: dict, inputs, breakdown) -> dict:
 
     A logged '6.37 GiB' means [6.365, 6.375): a prediction counts as exact when the observed figure
     lies inside the interval that rounding allows."""
-    from .engines.vllm.plan import kv_plan_for_budget
+    from .engines import get_engine
     from .units import parse_version
+
+    kv_plan_for_budget = get_engine("vllm").kv_plan_for_budget
 
     observed = case.get("observed") or {}
     logged = observed.get("kv_cache_gib")

@@ -95,9 +95,10 @@ def _error(message: str) -> int:
 
 
 def _settings(args) -> dict:
-    from ..engines.vllm.launch import FLAGS
+    from ..engines import get_engine
 
-    out = {flag.setting: getattr(args, flag.setting) for flag in FLAGS if getattr(args, flag.setting, None) is not None}
+    flags = get_engine(getattr(args, "engine_name", None)).launch.flags
+    out = {flag.setting: getattr(args, flag.setting) for flag in flags if getattr(args, flag.setting, None) is not None}
     if args.engine:
         out["engine"] = args.engine
     return out
@@ -158,7 +159,9 @@ def _run_fit(args, json) -> int:
     from ..units import parse_token_count
     from .report import fit_json, fit_text
     from .search import Target, fit
-    from .sweep import numpy_or_none
+    from ..engines import get_engine
+
+    numpy_or_none = get_engine("vllm").levers.numpy_or_none
 
     if args.top < 1:
         raise ValueError("--top must be at least 1")

@@ -29,9 +29,9 @@ def _ordered(settings: dict) -> list[tuple[str, object]]:
 
 
 def _flag_names() -> dict[str, str]:
-    from ..engines.vllm.launch import FLAGS
+    from ..engines import get_engine
 
-    return {flag.setting: flag.names[0] for flag in FLAGS}
+    return get_engine("vllm").levers.flag_names()
 
 
 def serve_command(model: str, settings: dict, *, engine_env: str | None = None) -> str:
@@ -65,11 +65,11 @@ def _comparable(settings) -> tuple:
 
 def minimal_settings(spec, gpu, version, settings: dict, *, entrypoint: str = "serve") -> dict:
     """`settings` without the entries the release would pick by itself (same resolved settings)."""
-    from ..engines.vllm.releases import release as release_rules
-    from ..engines.vllm.settings import resolve_settings
+    from ..engines import get_engine
 
+    resolve_settings = get_engine("vllm").resolve_settings
     settings = {key: value for key, value in settings.items() if value is not None and key != "entrypoint"}
-    target, _ = resolve_settings(dict(settings, entrypoint=entrypoint), spec, gpu, release_rules, version)
+    target, _ = resolve_settings(dict(settings, entrypoint=entrypoint), spec, gpu, version)
     wanted = _comparable(target)
     out = dict(settings)
     for key in list(settings):
@@ -77,7 +77,7 @@ def minimal_settings(spec, gpu, version, settings: dict, *, entrypoint: str = "s
             continue
         trial = {k: v for k, v in out.items() if k != key}
         try:
-            resolved, _ = resolve_settings(dict(trial, entrypoint=entrypoint), spec, gpu, release_rules, version)
+            resolved, _ = resolve_settings(dict(trial, entrypoint=entrypoint), spec, gpu, version)
         except ValueError:
             continue
         if _comparable(resolved) == wanted:
@@ -87,13 +87,6 @@ def minimal_settings(spec, gpu, version, settings: dict, *, entrypoint: str = "s
 
 def engine_env(spec, gpu, version, settings: dict) -> str | None:
     """The environment switch that selects the engine when it is not the release's default one."""
-    from ..engines.vllm.releases import release as release_rules
-    from ..engines.vllm.settings import pick_engine
+    from ..engines import get_engine
 
-    wanted = settings.get("engine")
-    if not wanted:
-        return None
-    default, _ = pick_engine(release_rules(version, None), gpu, None)
-    if default == wanted:
-        return None
-    return "VLLM_USE_V1=1" if wanted == "v1" else "VLLM_USE_V1=0"
+    return get_engine("vllm").levers.path_switch(spec, gpu, version, settings)

@@ -184,8 +184,10 @@ def _lever_settings(base_settings: dict, breakdown, spec, derived: int) -> list[
 def _embeddings_8bit(model, gpu, version, settings: dict, base: Outcome, source_options: dict) -> Outcome:
     """Embedding and lm_head tables at 8 bit instead of 16: the inventory's bytes, halved, through the
     fast path (the same budget arithmetic with lighter weights)."""
-    from .sweep import FastPath, FastPathUnsupported
+    from ..engines import get_engine
 
+    levers = get_engine("vllm").levers
+    FastPath, FastPathUnsupported = levers.fast_path, levers.fast_path_unsupported
     outcome = Outcome("embeddings_8bit", "embed_tokens + lm_head 16 -> 8 bit", model, {}, COSTS["embeddings_8bit"])
     try:
         fast = FastPath(model, gpu, vllm_version=version, settings=settings, source_options=source_options)
@@ -223,8 +225,7 @@ def whatif(model: str, gpu, *, vllm_version: str | None = None, settings: dict |
            source_options: dict | None = None, include_checkpoints: bool = True) -> WhatIf:
     """The baseline and every lever, each predicted with api.explain (REFUSALS of the baseline propagate)."""
     from .. import api
-    from ..engines.vllm.releases import release as release_rules, resolve_version
-    from ..engines.vllm.settings import resolve_settings
+    from ..engines import get_engine
     from .variants import variants
 
     options = source_options or {}
@@ -233,8 +234,9 @@ def whatif(model: str, gpu, *, vllm_version: str | None = None, settings: dict |
     breakdown = api.explain(model, device, vllm_version=vllm_version, **options, **settings)
     spec = api.model_spec(model, options.get("source"), options.get("revision"), options.get("hf_token"),
                           options.get("gguf_file"))
-    version = resolve_version(vllm_version)
-    resolved, _ = resolve_settings(dict(settings), spec, device, release_rules, version)
+    engine = get_engine("vllm")
+    version = engine.releases.resolve(vllm_version)
+    resolved, _ = engine.resolve_settings(dict(settings), spec, device, version)
     base = _fill(Outcome("baseline", "", spec.name, {}, ""), breakdown)
     levers: list[Outcome] = []
 

@@ -27,8 +27,9 @@ def _truncate(text: str, width: int) -> str:
 
 def whatif_json(result) -> dict:
     base = result.baseline
-    out = {"model": base.model, "gpu": result.gpu_name, "vllm_version": result.vllm_version, "engine": result.engine,
-           "baseline": base.to_dict(), "levers": [lever.to_dict() for lever in result.levers]}
+    b = base.breakdown
+    out = {"model": base.model, "gpu": result.gpu_name, "engine_name": b.engine_name, "engine_version": b.engine_version,
+           "vllm_version": result.vllm_version, "engine": result.engine, "baseline": base.to_dict(), "levers": [lever.to_dict() for lever in result.levers]}
     out["baseline"].pop("delta", None)
     return out
 
@@ -37,11 +38,12 @@ def whatif_text(result) -> str:
     base = result.baseline
     b = base.breakdown
     given = " · ".join(f"{s.name}={s.value}" for s in b.settings if s.given) or "this release's defaults"
-    lines = [f"{base.model} on {result.gpu_name} · vLLM {result.vllm_version} ({result.engine.upper()}) · {given}",
+    title = f"{b.engine_label} {b.engine_version}" + (f" ({b.engine_variant})" if b.engine_variant else "")
+    lines = [f"{base.model} on {result.gpu_name} · {title} · {given}",
              f"baseline: weights {base.weights_bytes / GIB:.2f} GiB, KV pool {base.kv_pool_bytes / GIB:.2f} GiB "
              f"({base.num_gpu_blocks:,} blocks, {base.kv_cache_tokens:,} tokens), {base.max_concurrency:.2f}x "
              f"concurrency at {b.max_model_len:,} tokens, nvidia-smi {base.nvidia_smi_used_mib:,} MiB"
-             + ("" if base.starts else f" — vLLM would refuse to start: {base.refused}"),
+             + ("" if base.starts else f" — {b.engine_label} would refuse to start: {base.refused}"),
              ""]
     rows = []
     for lever in result.levers:

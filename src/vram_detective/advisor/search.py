@@ -126,7 +126,9 @@ class _Searcher:
     def __init__(self, model, gpu, *, vllm_version, pins, entrypoint, engine, same_checkpoint, source_options,
                  progress, kv_budget_bytes=None):
         from .. import api
-        from .sweep import numpy_or_none
+        from ..engines import get_engine
+
+        numpy_or_none = get_engine("vllm").levers.numpy_or_none
         from .variants import variants
 
         self.api = api
@@ -171,8 +173,11 @@ class _Searcher:
                 for kv in kv_dtypes for e in eager]
 
     def fast_path(self, family: Family):
-        from ..engines.vllm.settings import SettingsError
-        from .sweep import FastPath, FastPathUnsupported
+        from ..engines import get_engine
+
+        engine = get_engine("vllm")
+        SettingsError = engine.settings_error
+        FastPath, FastPathUnsupported = engine.levers.fast_path, engine.levers.fast_path_unsupported
 
         if family in self.fast_paths:
             return self.fast_paths[family]
@@ -205,13 +210,12 @@ class _Searcher:
     # the grid of one family
     def _defaults(self, fast, length: int, seqs: int | None) -> tuple[int, int]:
         """(max_num_seqs, max_num_batched_tokens) the release picks by itself at this context."""
-        from ..engines.vllm.releases import release as release_rules
-        from ..engines.vllm.settings import resolve_settings
+        from ..engines import get_engine
 
         user = dict(fast.fixed, max_model_len=length)
         if seqs is not None:
             user["max_num_seqs"] = seqs
-        resolved, _ = resolve_settings(user, fast.spec, fast.gpu, release_rules, fast.version)
+        resolved, _ = get_engine("vllm").resolve_settings(user, fast.spec, fast.gpu, fast.version)
         return resolved.max_num_seqs, resolved.max_num_batched_tokens
 
     def axes(self, fast, target: Target, lengths_override=None):
@@ -611,7 +615,10 @@ def fit(model: str, gpu, target: Target, *, vllm_version: str | None = None, pin
     `pins`: vLLM settings (snake_case) the search must keep as given. `kv_budget_bytes` fixes every
     worker's KV budget (the inverse checks against logged budgets use it)."""
     from .. import api
-    from ..engines.vllm.releases import release as release_rules, resolve_version
+    from ..engines import get_engine
+
+    releases = get_engine("vllm").releases
+    release_rules, resolve_version = releases.rules, releases.resolve
 
     if target.gpus < 1:
         raise FitInputError("--gpus must be at least 1")

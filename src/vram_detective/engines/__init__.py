@@ -1,0 +1,27 @@
+"""The engine registry: `get_engine("vllm")`. Engine modules are imported on first use only, so the
+command line starts without the planners."""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import import_module
+
+# name -> "module:attribute" of the object implementing engines/base.py's Engine
+ENGINES = {
+    "vllm": "vram_detective.engines.vllm.engine:ENGINE",
+}
+
+DEFAULT_ENGINE = "vllm"
+
+
+class UnknownEngineError(LookupError):
+    pass
+
+
+@lru_cache(maxsize=None)
+def get_engine(name: str | None = None):
+    """The engine called `name` (default: vLLM); UnknownEngineError lists the known ones."""
+    key = (name or DEFAULT_ENGINE).lower()
+    if key not in ENGINES:
+        raise UnknownEngineError(f"unknown engine {name!r} (known: {', '.join(ENGINES)})")
+    module, attribute = ENGINES[key].split(":")
+    return getattr(import_module(module), attribute)

@@ -96,9 +96,9 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
 
         find_gpu(gpu)  # an unknown name is bad input before any work
     if vllm_version:
-        from ..engines.vllm.releases import resolve_version
+        from ..engines import get_engine
 
-        resolve_version(vllm_version)
+        get_engine("vllm").releases.resolve(vllm_version)
     if model:
         from .. import api
 

@@ -161,7 +161,9 @@ def infer_release(run, log_markers=None, given: str | None = None) -> tuple[Infe
         alpha = markers == "v1" and "without CPU blocks" in evidence
         engine = Inferred(markers, why, "low" if alpha else "medium")
     elif version is not None:
-        from ..engines.vllm.releases import release as release_rules
+        from ..engines import get_engine
+
+        release_rules = get_engine("vllm").releases.rules
 
         try:
             default = release_rules(parse_version(str(version.value)))
@@ -429,8 +431,10 @@ def _precision(repo_id: str) -> str:
 def _check_kv(candidate: Candidate, observed: dict, breakdown, gpu, version, settings, inference) -> None:
     """Do the logged KV figures fit this model's bytes per block / token? (each check on its own)"""
     from .. import api
-    from ..engines.vllm.plan import kv_plan_for_budget
-    from ..engines.vllm.releases import resolve_version
+    from ..engines import get_engine
+
+    engine = get_engine("vllm")
+    kv_plan_for_budget, resolve_version = engine.kv_plan_for_budget, engine.releases.resolve
 
     block_bytes = breakdown.kv_bytes_per_token * breakdown.block_size
     verdicts = []

@@ -1000,7 +1000,10 @@ class LogParser:
     def _launch(self, text: str, source: SourceInfo) -> bool:
         import shlex
 
-        from ..engines.vllm.launch import LaunchLineError, parse_launch_line
+        from ..engines import get_engine
+
+        launch = get_engine("vllm").launch
+        LaunchLineError, parse_launch_line = launch.error, launch.parse
 
         start = re.search(r"vllm serve|python3?\s+-m\s+vllm|-m\s+vllm", text)
         text = text[start.start():] if start else text

@@ -82,9 +82,11 @@ def _agrees(key: str, observed, predicted) -> bool:
 def reconcile(observed: dict, inference: Inference, model: str, source: str | None, run=None,
               candidate_tp: int | None = None) -> Reconciliation | None:
     """Predict the run (model + inferred release, GPU and the settings known well enough) and compare."""
-    from ..engines.vllm.releases import release as release_rules
+    from ..engines import get_engine
     from ..units import parse_version
     from .infer import nominal_gpu
+
+    release_rules = get_engine("vllm").releases.rules
 
     gpu = inference.gpu.value if inference.gpu else nominal_gpu()
     version = inference.version.value if inference.version else None
@@ -275,8 +277,10 @@ def _kv_cause(rows: dict, observed: dict, breakdown, inference: Inference, rules
 def _from_logged_kv(key: str, observed: dict, breakdown, gpu, settings: dict, inference: Inference):
     """(low, high) of the figure computed from the logged KV pool with this model's arithmetic."""
     from .. import api
-    from ..engines.vllm.plan import kv_plan_for_budget
-    from ..engines.vllm.releases import resolve_version
+    from ..engines import get_engine
+
+    engine = get_engine("vllm")
+    kv_plan_for_budget, resolve_version = engine.kv_plan_for_budget, engine.releases.resolve
 
     kv = observed.get("kv_cache_gib")
     if kv is None or kv <= 0:
@@ -321,7 +325,7 @@ class SmiExplanation:
 
 def explain_nvidia_smi(observed: dict, inference: Inference, prediction, smi=None, run=None) -> SmiExplanation | None:
     """used = weights + KV pool + non-torch + CUDA graphs + CUDA context (+ NCCL) + other processes + the rest."""
-    from ..engines.vllm import profile
+    from ..engines import get_engine
 
     used = observed.get("nvidia_smi_used_mib")
     total = observed.get("nvidia_smi_total_mib")
@@ -373,7 +377,7 @@ def explain_nvidia_smi(observed: dict, inference: Inference, prediction, smi=Non
         found = prediction.outside_budget.find("cuda_context")
         context = found.bytes / GIB if found is not None else None
     if context is None:
-        context = profile.CUDA_CONTEXT / GIB
+        context = get_engine("vllm").cuda_context_bytes() / GIB
     add("CUDA context (+ NCCL outside the budget)", context, "estimate")
     if others_mib:
         add("other processes", others_mib / 1024, "nvidia-smi process list")

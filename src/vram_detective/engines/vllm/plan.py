@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ...breakdown import Breakdown, Component, RankFigures, StartupFailure
+from ...breakdown import Breakdown, Component, EngineFigure, RankFigures, StartupFailure
 from ...hardware import Gpu
 from ...model.config import ModelSpec
 from ...model.inventory import MROPE_POSITIONS_FACTOR, Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
@@ -406,20 +406,39 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         loaded = max(rank.weights_bytes for rank in ranks) <= total
         error_type = "ValueError" if loaded else "torch.OutOfMemoryError"
         lines = _lines_before_failure(lines, release, loaded) + (f"{error_type}: {failure.message}",)
+    figures = _engine_figures(release, logged_peak, non_torch_inside, graphs.bytes, graph_budgeted, budget, blocks,
+                              cpu_blocks, block_size)
     return Breakdown(
-        model=spec.name, gpu_name=gpu.name, total_gpu_bytes=total, vllm_version=release.label, engine=release.engine,
+        model=spec.name, gpu_name=gpu.name, total_gpu_bytes=total, engine_name="vllm", engine_label="vLLM",
+        engine_version=release.label, engine_variant=release.engine.upper(),
         settings=settings.as_settings(), components=components, weights_bytes=rank0.weights_bytes,
-        activation_peak_bytes=logged_peak, non_torch_bytes=non_torch_inside,
-        cuda_graph_bytes=graphs.bytes, cuda_graph_budgeted=graph_budgeted, budget_bytes=budget,
-        kv_cache_bytes=available, num_gpu_blocks=blocks, num_cpu_blocks=cpu_blocks, block_size=block_size,
-        kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
+        kv_cache_bytes=available, kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
         max_concurrency=kv.max_concurrency, max_model_len=settings.max_model_len,
-        nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
+        nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines, engine_figures=figures,
         weights_explained=explain_weights(inventory, weights_plan, dtype, allocator_bytes, offloaded),
         weights_whatif=weights_whatif(inventory, dtype), notes=tuple(notes), failure=failure,
         per_rank=tuple(ranks) if len(ranks) > 1 else (),
     )
 
+
+
+def _engine_figures(release: Release, peak: int, non_torch: int, graphs: int, graph_budgeted: bool, budget: int,
+                    blocks: int, cpu_blocks: int, block_size: int) -> tuple[EngineFigure, ...]:
+    """vLLM's own figures: the budget's terms (worker.py / gpu_worker.py determine_num_available_blocks)
+    and the block pool (V0 block manager / V1 KVCacheConfig), labelled as the KV table prints them."""
+    swap = f" (+ {cpu_blocks:,} CPU swap blocks)" if cpu_blocks else ""
+    return (
+        EngineFigure("vllm_version", release.label),
+        EngineFigure("engine", release.engine),
+        EngineFigure("activation_peak_bytes", peak, schema=("activation_peak_gib",)),
+        EngineFigure("non_torch_bytes", non_torch, schema=("non_torch_gib",)),
+        EngineFigure("cuda_graph_bytes", graphs, schema=("cuda_graph_gib", "cuda_graph_estimate_gib")),
+        EngineFigure("cuda_graph_budgeted", graph_budgeted),
+        EngineFigure("budget_bytes", budget, schema=("requested_memory_gib",)),
+        EngineFigure("block_size", block_size, "block size", f"{block_size} tokens"),
+        EngineFigure("num_gpu_blocks", blocks, "GPU blocks", f"{blocks:,}{swap}", ("num_gpu_blocks",)),
+        EngineFigure("num_cpu_blocks", cpu_blocks, schema=("num_cpu_blocks",)),
+    )
 
 
 def _lines_before_failure(lines: tuple[str, ...], release: Release, loaded: bool) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ import itertools
 import math
 from dataclasses import dataclass, replace
 
-from ..units import GIB, MIB
+from ...units import GIB, MIB
 
 SWEPT = ("gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens")
 FIGURES = ("budget_bytes", "kv_cache_bytes", "num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "starts",
@@ -105,13 +105,13 @@ class FastPath:
 
     def __init__(self, model: str, gpu, *, vllm_version: str | None = None, settings: dict | None = None,
                  kv_budget_bytes: int | None = None, spec=None, source_options: dict | None = None):
-        from .. import api
-        from ..engines.vllm import allocator, kv_groups, profile
-        from ..engines.vllm import plan as plan_module
-        from ..engines.vllm.releases import release as release_rules, resolve_version
-        from ..engines.vllm.settings import resolve_settings
-        from ..hardware import Gpu
-        from ..model.inventory import pipeline_layer_counts
+        from ... import api
+        from ...hardware import Gpu
+        from ...model.inventory import pipeline_layer_counts
+        from . import allocator, kv_groups, profile
+        from . import plan as plan_module
+        from .releases import release as release_rules, resolve_version
+        from .settings import resolve_settings
 
         options = source_options or {}
         self.model = model

@@ -1,0 +1,92 @@
+"""The one interface every inference engine implements (vLLM today; SGLang and llama.cpp next).
+
+The API, CLI, advisor, forensics and scorer reach an engine only through `engines.get_engine(name)`,
+which returns an `Engine`. Its parts are frozen dataclasses of plain functions, filled by the engine
+from its own modules (imported when first used, so the command line stays fast)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # the CLI imports this module for --help: no result types needed there
+    from ..breakdown import Breakdown
+
+Version = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Releases:
+    """The releases an engine's rule table knows."""
+
+    known: tuple[str, ...]  # the releases users pick most, oldest first
+    oldest: str
+    newest: str
+    resolve: Callable[[str | None], Version]  # "0.6.3" / "latest" / None -> version; ValueError when unmodelled
+    rules: Callable[..., Any]  # (version, path=None) -> that release's rule set
+
+
+@dataclass(frozen=True)
+class LaunchLine:
+    """The engine's own flags and its pasted launch lines."""
+
+    flags: tuple  # each with .names, .setting, .parse, .help
+    parse_value: Callable[[Any, str], object]  # (flag, raw text) -> value; ValueError when bad
+    parse: Callable[[list[str]], Any]  # words -> object with .model and .settings
+    error: type[Exception]  # what `parse` raises on a line it cannot read
+
+
+@dataclass(frozen=True)
+class LogFormats:
+    """The lines a release prints and the logs it leaves."""
+
+    lines: Callable[..., tuple[str, ...]]  # (release, figures) -> what that release prints at startup
+    parse: Callable[[str], dict]  # log text -> observed figures (shared/groundtruth/SCHEMA.md keys)
+    is_mine: Callable[[str], bool]  # does this log come from this engine?
+
+
+@dataclass(frozen=True)
+class Levers:
+    """What the advisor (whatif, fit) varies and how it writes the result back as a launch line."""
+
+    swept: tuple[str, ...]  # the knobs the vectorized fast path evaluates in bulk
+    fast_path: type  # FastPath(model, gpu, vllm_version=, settings=, ...) with grid()/points()
+    fast_path_unsupported: type[Exception]
+    numpy_or_none: Callable[[], Any]
+    flag_names: Callable[[], dict[str, str]]  # setting -> its flag on the launch line
+    path_switch: Callable[..., str | None]  # (spec, gpu, version, settings) -> env switch for a non-default path
+
+
+@runtime_checkable
+class Engine(Protocol):
+    name: str  # "vllm"
+    label: str  # how people write it: "vLLM"
+    releases: Releases
+    launch: LaunchLine
+    logs: LogFormats
+    levers: Levers
+    refusals: tuple[type[Exception], ...]  # errors meaning "the engine itself would not start"
+    settings_error: type[Exception]  # a setting the engine rejects (bad input)
+
+    def resolve_settings(self, user: dict, spec, gpu, version: Version) -> tuple[Any, Any]:
+        """(resolved settings, release rules) as that release would pick them."""
+
+    def plan(self, spec, gpu, settings: dict, version: Version, *, gguf_checkpoint=None) -> Breakdown:
+        """The whole startup prediction."""
+
+    def kv_plan_for_budget(self, spec, gpu, settings: dict, version: Version, kv_budget_bytes: int) -> Any:
+        """The KV pool a given KV budget yields (blocks, tokens, concurrency), for inverse checks."""
+
+    def rank_inventories(self, spec, gpu, settings: dict, version: Version) -> list:
+        """(pipeline stage, tensor inventory of one rank) as the plan builds them."""
+
+    def checkpoint_report(self, spec, gpu, settings: dict, version: Version, checkpoint) -> Any:
+        """The checkpoint's real tensors reconciled with what the engine holds."""
+
+    def first_release_serving(self, architecture: str) -> Version | None:
+        """The oldest release that serves this architecture, when the rule table knows it."""
+
+    def unsized_reason(self, speculative_config, spec) -> str | None:
+        """Why a speculative setup cannot be sized (None when it can)."""
+
+    def cuda_context_bytes(self) -> int:
+        """The CUDA context each process holds outside the engine's budget."""

@@ -1,0 +1,131 @@
+"""vLLM behind engines/base.py's interface: every part delegates to the vLLM modules beside this one
+(and to forensics/ for vLLM's log formats). Parts are built on first use, so importing this module is light."""
+from __future__ import annotations
+
+from functools import cached_property
+
+from ..base import LaunchLine, Levers, LogFormats, Releases
+
+
+def _is_vllm_log(text: str) -> bool:
+    """A log is vLLM's when one of its release formats matches (forensics/formats.py) or it names vLLM."""
+    from ...forensics.formats import infer_version_from_log
+
+    return infer_version_from_log(text) is not None or "vllm" in text.lower()
+
+
+def _observed(text: str) -> dict:
+    from ...forensics.parser import observed_from_log
+
+    return observed_from_log(text)
+
+
+def _flag_names() -> dict[str, str]:
+    from .launch import FLAGS
+
+    return {flag.setting: flag.names[0] for flag in FLAGS}
+
+
+def _path_switch(spec, gpu, version, settings: dict) -> str | None:
+    """VLLM_USE_V1 when the requested V0/V1 path is not the release's default on this GPU."""
+    from .releases import release
+    from .settings import pick_engine
+
+    wanted = settings.get("engine")
+    if not wanted:
+        return None
+    default, _ = pick_engine(release(version, None), gpu, None)
+    if default == wanted:
+        return None
+    return "VLLM_USE_V1=1" if wanted == "v1" else "VLLM_USE_V1=0"
+
+
+class VllmEngine:
+    name = "vllm"
+    label = "vLLM"
+
+    @cached_property
+    def releases(self) -> Releases:
+        from ...units import format_version
+        from . import releases
+
+        return Releases(releases.NOTABLE_RELEASES, format_version(releases.OLDEST_SUPPORTED),
+                        format_version(releases.NEWEST_KNOWN), releases.resolve_version, releases.release)
+
+    @cached_property
+    def launch(self) -> LaunchLine:
+        from . import launch
+
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
+
+    @cached_property
+    def logs(self) -> LogFormats:
+        from .log_lines import log_lines
+
+        return LogFormats(log_lines, _observed, _is_vllm_log)
+
+    @cached_property
+    def levers(self) -> Levers:
+        from . import sweep
+
+        # numpy_or_none read at call time: tests hide numpy by patching the sweep module
+        return Levers(sweep.SWEPT, sweep.FastPath, sweep.FastPathUnsupported, lambda: sweep.numpy_or_none(),
+                      _flag_names, _path_switch)
+
+    @cached_property
+    def refusals(self) -> tuple[type[Exception], ...]:
+        from ...model.quantization import UnsupportedOnGpuError
+        from .settings import StartupRefusal
+
+        return (StartupRefusal, UnsupportedOnGpuError)
+
+    @cached_property
+    def settings_error(self) -> type[Exception]:
+        from .settings import SettingsError
+
+        return SettingsError
+
+    def resolve_settings(self, user: dict, spec, gpu, version):
+        from .releases import release
+        from .settings import resolve_settings
+
+        return resolve_settings(user, spec, gpu, release, version)
+
+    def plan(self, spec, gpu, settings: dict, version, *, gguf_checkpoint=None):
+        from .plan import plan
+
+        return plan(spec, gpu, settings, version, gguf_checkpoint=gguf_checkpoint)
+
+    def kv_plan_for_budget(self, spec, gpu, settings: dict, version, kv_budget_bytes: int):
+        from .plan import kv_plan_for_budget
+
+        return kv_plan_for_budget(spec, gpu, settings, version, kv_budget_bytes)
+
+    def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
+        from .plan import rank_inventories
+
+        return rank_inventories(spec, gpu, settings, version)
+
+    def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
+        from .plan import checkpoint_report
+
+        return checkpoint_report(spec, gpu, settings, version, checkpoint)
+
+    def first_release_serving(self, architecture: str):
+        from .settings import ARCHITECTURE_SINCE
+
+        since = ARCHITECTURE_SINCE.get(architecture)
+        return None if since is None else since[0]
+
+    def unsized_reason(self, speculative_config, spec) -> str | None:
+        from .speculative import unsized_reason
+
+        return unsized_reason(speculative_config, spec)
+
+    def cuda_context_bytes(self) -> int:
+        from .profile import CUDA_CONTEXT
+
+        return CUDA_CONTEXT
+
+
+ENGINE = VllmEngine()

@@ -1,0 +1,103 @@
+"""The engine interface (engines/base.py): the registry, explain through it, the CLI's engine flags, and
+the rule that only engines/ names an engine's modules."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GIB
+from vram_detective.api import explain
+from vram_detective.cli import main
+from vram_detective.engines import ENGINES, UnknownEngineError, get_engine
+from vram_detective.engines.base import Engine
+from vram_detective.render import to_json
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "vram_detective"
+SEED = dict(model="Qwen/Qwen2.5-7B-Instruct-AWQ", gpu="RTX 4090", max_model_len=32768)
+SEED_LOGGED_WEIGHTS_GIB = 5.2048  # dev.jsonl seed-int4-7b-rtx4090: "Loading model weights took 5.2048 GB"
+
+
+def test_registry_lists_vllm_and_it_implements_the_interface():
+    assert list(ENGINES) == ["vllm"]
+    engine = get_engine("vllm")
+    assert isinstance(engine, Engine) and engine.name == "vllm" and engine.label == "vLLM"
+    assert engine.releases.resolve("0.6.3") == (0, 6, 3)
+    assert engine.releases.oldest == "0.3.0" and "0.6.3" in engine.releases.known
+    assert engine.releases.rules((0, 6, 3)).engine == "v0"  # VLLM_USE_V1 did not exist before 0.6.4
+    line = engine.launch.parse(["vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "8192"])
+    assert line.model == "Qwen/Qwen3-8B" and line.settings["max_model_len"] == 8192
+    assert engine.logs.is_mine("INFO 11-02 10:00:00 worker.py:232] Loading model weights took 5.2048 GB")
+
+
+def test_unknown_engine_is_a_lookup_error_naming_the_known_ones():
+    with pytest.raises(UnknownEngineError, match="unknown engine 'sglang' .known: vllm."):
+        get_engine("sglang")
+
+
+def test_explain_through_the_registry_equals_the_vllm_version_path():
+    by_engine = explain(SEED["model"], SEED["gpu"], engine="vllm", engine_version="0.6.3",
+                        max_model_len=SEED["max_model_len"])
+    by_alias = explain(SEED["model"], SEED["gpu"], vllm_version="0.6.3", max_model_len=SEED["max_model_len"])
+    assert to_json(by_engine) == to_json(by_alias)
+    assert (by_engine.engine_name, by_engine.engine_version, by_engine.engine) == ("vllm", "0.6.3", "v0")
+    assert by_engine.vllm_version == "0.6.3"
+    # the real logged weights of the seed case (an AWQ 7B on a 4090, vLLM 0.6.3), within half a percent
+    assert by_engine.weights_bytes / GIB == pytest.approx(SEED_LOGGED_WEIGHTS_GIB, rel=0.005)
+    assert by_engine.log_lines[0].startswith("Loading model weights took 5.")
+
+
+def test_json_keeps_the_old_keys_and_names_the_engine():
+    out = to_json(explain(SEED["model"], SEED["gpu"], vllm_version="0.6.3", max_model_len=SEED["max_model_len"]))
+    assert out["engine_name"] == "vllm" and out["engine_version"] == out["vllm_version"] == "0.6.3"
+    assert out["engine"] == "v0" and out["num_cpu_blocks"] > 0  # V0 sizes its swap space in blocks
+    for key in ("budget_gib", "activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "cuda_graph_budgeted",
+                "num_gpu_blocks", "block_size", "kv_cache_tokens", "max_concurrency"):
+        assert key in out
+
+
+def _cli_json(argv: list[str], capsys) -> tuple[int, dict]:
+    code = main(argv + ["--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_cli_engine_flags_old_and_new_spellings_agree(capsys):
+    base = ["explain", SEED["model"], "--gpu", SEED["gpu"], "--max-model-len", "32768"]
+    _, new = _cli_json(base + ["--engine", "vllm", "--engine-version", "0.8.5", "--vllm-engine", "v0"], capsys)
+    _, old = _cli_json(base + ["--vllm-version", "0.8.5", "--engine", "v0"], capsys)
+    assert new == old and new["engine"] == "v0" and new["vllm_version"] == "0.8.5"
+    _, v1 = _cli_json(base + ["--vllm-version", "0.8.5", "--engine", "v1"], capsys)
+    assert v1["engine"] == "v1" and v1["num_cpu_blocks"] == 0  # V1 keeps no CPU swap blocks
+
+
+def test_cli_unknown_engine_is_one_line_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["explain", SEED["model"], "--gpu", SEED["gpu"], "--engine", "sglang"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.count("\n") == 1 and "invalid choice: 'sglang'" in err
+
+
+def test_help_does_not_import_the_planners():
+    probe = ("import sys, contextlib, io\nfrom vram_detective.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             "    try: main(['explain', '--help'])\n    except SystemExit: pass\n"
+             "print(sorted(m for m in sys.modules if m.startswith('vram_detective.engines.vllm.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(SRC.parent)}).stdout
+    assert eval(out) == ["vram_detective.engines.vllm.engine", "vram_detective.engines.vllm.launch"]
+
+
+_ENGINE_IMPORT = re.compile(r"^\s*(from\s+\S*engines\.vllm\S*\s+import|from\s+\S*engines\s+import\s+vllm\b|"
+                            r"import\s+\S*engines\.vllm)", re.MULTILINE)
+
+
+def test_only_engines_imports_an_engine_module():
+    offenders = [f"{path.relative_to(SRC)}:{text[:match.start()].count(chr(10)) + 1}"
+                 for path in sorted(SRC.rglob("*.py")) if "engines" not in path.relative_to(SRC).parts[:1]
+                 for text in [path.read_text()] for match in _ENGINE_IMPORT.finditer(text)]
+    assert offenders == [], f"import engines only through vram_detective.engines.get_engine: {offenders}"

@@ -9,6 +9,7 @@ from pathlib import Path
 # the release and engine path a log's format shows live with the log parser (re-exported here)
 from .forensics.formats import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: F401
 from .forensics.reconcile import predicted_figures
+from .engines.vllm.releases import rule_at
 from .units import GIB, parse_version
 
 # Figures compared when a case has them: observed key -> how to read the prediction.
@@ -107,11 +108,11 @@ def _predict(case: dict):
         if not version:
             return None, "vLLM version unknown"
         # the log format gives the oldest release that prints it; the model may need a newer one
-        from .engines.vllm.settings import ARCHITECTURE_SINCE
+        from .engines.vllm.releases import first_release
 
-        since = ARCHITECTURE_SINCE.get(spec.architecture)
-        if since is not None and parse_version(version) < since[0]:
-            version = ".".join(map(str, since[0]))
+        served = f"serves_{spec.architecture}"
+        if not rule_at(parse_version(version), served, default=True):
+            version = first_release(lambda later: later[served]).label
             basis += f"; raised to {version}, the first release serving {spec.architecture}"
     if settings.get("speculative_config"):
         from .engines.vllm.speculative import unsized_reason
@@ -121,8 +122,8 @@ def _predict(case: dict):
             return None, f"speculative decoding not sized: {why}"
     user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
     engine = infer_engine_from_log(case.get("log", ""))
-    if engine == "v0" and parse_version(version) >= (0, 6, 4) or engine == "v1" and parse_version(version) >= (0, 6, 4):
-        user["engine"] = engine
+    if engine in ("v0", "v1") and rule_at(parse_version(version), "v1_available"):
+        user["engine"] = engine  # a logged engine path chooses only once V1 exists beside V0
     if "entrypoint" in user:
         user["entrypoint"] = str(user["entrypoint"]).lower()
     try:

@@ -7,8 +7,10 @@ are the released wheels (`shared/tools/engine-src vllm VERSION`) and `design/vll
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
+from typing import Mapping
 
 from ...units import format_version, parse_version
 
@@ -347,16 +349,18 @@ class Release:
     version: Version
     engine: str
     rules: tuple[tuple[str, object, str], ...]  # (rule, value, source)
+    _values: Mapping[str, object] | None = field(default=None, repr=False, compare=False, hash=False)  # rule -> value
+
+    def __post_init__(self) -> None:
+        if self._values is None:
+            object.__setattr__(self, "_values", MappingProxyType({name: value for name, value, _ in self.rules}))
 
     @property
     def label(self) -> str:
         return format_version(self.version)
 
     def __getitem__(self, rule: str) -> object:
-        for name, value, _ in self.rules:
-            if name == rule:
-                return value
-        raise KeyError(rule)
+        return self._values[rule]
 
     def source(self, rule: str) -> str:
         for name, _, source in self.rules:
@@ -365,10 +369,7 @@ class Release:
         raise KeyError(rule)
 
     def get(self, rule: str, default: object = None) -> object:
-        for name, value, _ in self.rules:
-            if name == rule:
-                return value
-        return default
+        return self._values.get(rule, default)
 
     def at_least(self, text: str) -> bool:
         return self.version >= parse_version(text)
@@ -401,18 +402,19 @@ def _rules_for(version: Version, engine: str) -> tuple[tuple[str, object, str], 
 def release(version: Version, engine: str | None = None) -> Release:
     """The rules of `version` on `engine` ('v0'/'v1'); engine defaults to the release's default."""
     if engine is None:
-        engine = str(dict((n, v) for n, v, _ in _rules_for(version, "v0"))["default_engine"])
+        engine = str(_rule_values(version, "v0")["default_engine"])
     if engine not in ("v0", "v1"):
         raise ValueError(f"unknown engine path {engine!r}")
-    return Release(version=version, engine=engine, rules=_rules_for(version, engine))
+    return Release(version=version, engine=engine, rules=_rules_for(version, engine),
+                   _values=_rule_values(version, engine))
 
 
 _MISSING = object()
 
 
 @lru_cache(maxsize=1024)
-def _rule_values(version: Version, engine: str) -> dict[str, object]:
-    return {name: value for name, value, _ in _rules_for(version, engine)}
+def _rule_values(version: Version, engine: str) -> Mapping[str, object]:
+    return MappingProxyType({name: value for name, value, _ in _rules_for(version, engine)})
 
 
 @lru_cache(maxsize=1)

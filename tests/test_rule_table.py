@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vram_detective.engines.vllm import kv_dtypes
-from vram_detective.engines.vllm.releases import first_release, release, rule_at
+from vram_detective.engines.vllm.releases import first_release, first_release_serving, release, rule_at
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "vram_detective"
 
@@ -76,8 +76,11 @@ def test_llama4_is_served_from_083():
     assert rule_at((0, 8, 3), "serves_Llama4ForCausalLM") is True
     first = first_release(lambda later: later["serves_Llama4ForCausalLM"])
     assert (first.label, first.source("serves_Llama4ForCausalLM")) == ("0.8.3", "llama4.py")
+    newer = first_release_serving("Llama4ForCausalLM", (0, 8, 2))
+    assert (newer[0].label, newer[1]) == ("0.8.3", "llama4.py")
+    assert first_release_serving("Llama4ForCausalLM", (0, 8, 3)) is None
     # architectures present in the oldest modelled release have no row: every release serves them
-    assert rule_at((0, 3, 0), "serves_LlamaForCausalLM", default=True) is True
+    assert first_release_serving("LlamaForCausalLM", (0, 3, 0)) is None
 
 
 @pytest.mark.parametrize("kv_cache_dtype, before, since", [
@@ -132,3 +135,13 @@ def test_engine_specific_rules_need_the_engine():
     assert rule_at((0, 15, 0), "max_model_len_auto_fit", "v1") is True
     assert rule_at((0, 15, 0), "max_model_len_auto_fit", "v0") is False
     assert rule_at((0, 14, 0), "max_model_len_auto_fit", "v1") is False
+
+
+def test_a_release_older_than_the_architecture_refuses_it():
+    from vram_detective.api import explain
+    from vram_detective.engines.vllm.settings import StartupRefusal
+
+    # models/registry.py gains Qwen3VLForConditionalGeneration (qwen3_vl.py) in 0.11.0
+    with pytest.raises(StartupRefusal, match=r"\(qwen3_vl\.py first appears in vLLM 0\.11\.0\)"):
+        explain("Qwen/Qwen3-VL-8B-Instruct", "H100", vllm_version="0.10.2")
+    assert explain("Qwen/Qwen3-VL-8B-Instruct", "H100", vllm_version="0.11.0").vllm_version == "0.11.0"

@@ -6,10 +6,11 @@ import math
 import re
 from pathlib import Path
 
+from .engines.vllm.releases import rule_at
+
 # the release and engine path a log's format shows live with the log parser (re-exported here)
 from .forensics.formats import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: F401
 from .forensics.reconcile import predicted_figures
-from .engines.vllm.releases import rule_at
 from .units import GIB, parse_version
 
 # Figures compared when a case has them: observed key -> how to read the prediction.
@@ -108,11 +109,11 @@ def _predict(case: dict):
         if not version:
             return None, "vLLM version unknown"
         # the log format gives the oldest release that prints it; the model may need a newer one
-        from .engines.vllm.releases import first_release
+        from .engines.vllm.releases import first_release_serving
 
-        served = f"serves_{spec.architecture}"
-        if not rule_at(parse_version(version), served, default=True):
-            version = first_release(lambda later: later[served]).label
+        newer = first_release_serving(spec.architecture, parse_version(version))
+        if newer is not None:
+            version = newer[0].label
             basis += f"; raised to {version}, the first release serving {spec.architecture}"
     if settings.get("speculative_config"):
         from .engines.vllm.speculative import unsized_reason

@@ -442,6 +442,16 @@ def is_modelled(version: Version) -> bool:
     return tuple(version[:3]) >= OLDEST_SUPPORTED
 
 
+def first_release_serving(architecture: str, version: Version) -> tuple[Release, str] | None:
+    """When `version` predates `architecture` (rule serves_<architecture>): the first release that serves it and
+    its model file; None when `version` serves it (architectures without the rule are served by every release)."""
+    rule = f"serves_{architecture}"
+    if rule_at(version, rule, default=True):
+        return None
+    first = first_release(lambda later: later[rule])
+    return first, first.source(rule)
+
+
 def first_release(test, engine: str = "v0") -> Release | None:
     """The oldest release at which some rule changes whose rules pass `test(release)`; None when none does."""
     for since in sorted({change.since for change in RULE_CHANGES}):

@@ -8,7 +8,7 @@ from ...breakdown import Setting
 from ...hardware import Gpu
 from ...model.config import ModelSpec
 from ...units import GIB
-from .releases import Release, first_release
+from .releases import Release, first_release_serving
 
 SETTING_NAMES = (
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpu_memory_utilization", "max_model_len",
@@ -190,11 +190,10 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     default_release = release_for(version, None)
     engine, reasons["engine"] = pick_engine(default_release, gpu, user.get("engine"))
     release = release_for(version, engine)
-    served = f"serves_{spec.architecture}"  # only architectures added after the oldest modelled release have one
-    if not release.get(served, True):
-        first = first_release(lambda later: later[served])
+    newer = first_release_serving(spec.architecture, release.version)
+    if newer is not None:
         raise StartupRefusal(f"Model architectures ['{spec.architecture}'] are not supported for now "
-                             f"({first.source(served)} first appears in vLLM {first.label})")
+                             f"({newer[1]} first appears in vLLM {newer[0].label})")
     if spec.vision is not None and spec.vision.kind == "mllama":
         # Mllama is SupportsV0Only (mllama.py up to 0.10.2) and gone from 0.11 (registry _PREVIOUSLY_SUPPORTED_MODELS
         # "MllamaForConditionalGeneration": "0.10.2"); V1 defaults fall back to V0 for it (_is_v1_supported_oracle)

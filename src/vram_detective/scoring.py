@@ -6,6 +6,8 @@ import math
 import re
 from pathlib import Path
 
+from .engines.vllm.releases import rule_at
+
 # the release and engine path a log's format shows live with the log parser (re-exported here)
 from .forensics.formats import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: F401
 from .forensics.reconcile import predicted_figures
@@ -109,9 +111,9 @@ def _predict(case: dict):
         # the log format gives the oldest release that prints it; the model may need a newer one
         from .engines import get_engine
 
-        since = get_engine("vllm").first_release_serving(spec.architecture)
-        if since is not None and parse_version(version) < since:
-            version = ".".join(map(str, since))
+        newer = get_engine("vllm").first_release_serving(spec.architecture, parse_version(version))
+        if newer is not None:
+            version = ".".join(map(str, newer))
             basis += f"; raised to {version}, the first release serving {spec.architecture}"
     if settings.get("speculative_config"):
         from .engines import get_engine
@@ -121,8 +123,8 @@ def _predict(case: dict):
             return None, f"speculative decoding not sized: {why}"
     user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
     engine = infer_engine_from_log(case.get("log", ""))
-    if engine == "v0" and parse_version(version) >= (0, 6, 4) or engine == "v1" and parse_version(version) >= (0, 6, 4):
-        user["engine"] = engine
+    if engine in ("v0", "v1") and rule_at(parse_version(version), "v1_available"):
+        user["engine"] = engine  # a logged engine path chooses only once V1 exists beside V0
     if "entrypoint" in user:
         user["entrypoint"] = str(user["entrypoint"]).lower()
     try:

@@ -82,8 +82,8 @@ class Engine(Protocol):
     def checkpoint_report(self, spec, gpu, settings: dict, version: Version, checkpoint) -> Any:
         """The checkpoint's real tensors reconciled with what the engine holds."""
 
-    def first_release_serving(self, architecture: str) -> Version | None:
-        """The oldest release that serves this architecture, when the rule table knows it."""
+    def first_release_serving(self, architecture: str, version: Version) -> Version | None:
+        """When `version` predates `architecture`: the oldest release that serves it; None when it does."""
 
     def unsized_reason(self, speculative_config, spec) -> str | None:
         """Why a speculative setup cannot be sized (None when it can)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from ..engines.vllm.releases import first_release
 from ..units import format_version, parse_version
 
 # Log formats that pin an era, most specific first: (marker name, pattern on one line, release it points to).
@@ -65,11 +66,21 @@ ERA_EVIDENCE = {
 }
 
 
+def _mla(release) -> bool:
+    return bool(release["mla_latent_kv"])
+
+
+def _mla_for_any_quantization(release) -> bool:
+    return _mla(release) and release["mla_quantizations"] == "any"
+
+
 # Lines that need a later patch release than a stated "0.7.x" implies (the scorer reads "x" as the first patch):
-# (line, minimum release, minimum when the checkpoint is quantized by a method other than FP8 / compressed-tensors)
+# (line, the rules of the first release that prints it, the same when the checkpoint is quantized by a method
+# other than FP8 / compressed-tensors)
 FEATURE_MINIMUMS = (
-    # the MLA attention backends (#12601, 0.7.1); a quantized DeepSeek only keeps MLA from 0.7.3 (config.py use_mla)
-    (re.compile(r"Using \w+ MLA backend"), "0.7.1", "0.7.3"),
+    # the MLA attention backends (rule mla_latent_kv); a quantized DeepSeek keeps MLA only where rule
+    # mla_quantizations says "any" (config.py use_mla)
+    (re.compile(r"Using \w+ MLA backend"), _mla, _mla_for_any_quantization),
 )
 
 
@@ -81,9 +92,9 @@ def refine_wildcard_version(version: str, log: str, other_quantization: bool = F
     stated = parse_version(version)
     best = stated
     for pattern, plain, quantized in FEATURE_MINIMUMS:
-        minimum = parse_version(quantized if other_quantization else plain)
-        if minimum[:2] == stated[:2] and minimum > best and pattern.search(log or ""):
-            best = minimum
+        minimum = first_release(quantized if other_quantization else plain).version
+        if minimum[:2] == stated[:2] and pattern.search(log or ""):
+            best = max(best, minimum)
     return format_version(best)
 
 

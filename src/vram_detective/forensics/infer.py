@@ -16,6 +16,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ..engines.vllm.releases import OLDEST_SUPPORTED, is_modelled, rule_at
 from ..units import GIB, format_version, parse_version
 from .formats import ERA_EVIDENCE, engine_from_markers, era_from_markers
 
@@ -108,8 +109,9 @@ class Inference:
             out["entrypoint"] = str(out["entrypoint"]).lower()
             if out["entrypoint"] not in ("serve", "llm"):
                 out.pop("entrypoint")
-        if self.engine is not None and self.version is not None and parse_version(str(self.version.value)) >= (0, 6, 4):
-            out["engine"] = self.engine.value
+        if self.engine is not None and self.version is not None and rule_at(parse_version(str(self.version.value)),
+                                                                            "v1_available"):
+            out["engine"] = self.engine.value  # a logged engine path chooses only once V1 exists beside V0
         return out
 
 
@@ -584,8 +586,9 @@ def infer_run(run, observed: dict, *, log_markers=None, model: str | None = None
         inference.settings["max_model_len"] = Inferred(observed["max_concurrency_tokens"], "concurrency line", "printed")
     inference.model = infer_model(run, model)
     version = inference.version.value if inference.version else None
-    if version and parse_version(str(version)) < (0, 3, 0):
-        inference.notes.append(f"vLLM {version} is older than the oldest modelled release (0.3.0): no prediction")
+    if version and not is_modelled(parse_version(str(version))):
+        inference.notes.append(f"vLLM {version} is older than the oldest modelled release "
+                               f"({format_version(OLDEST_SUPPORTED)}): no prediction")
         return inference
     if inference.model is None and search_candidates:
         inference.candidates = find_candidates(observed, inference, version)

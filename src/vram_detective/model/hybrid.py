@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+from ..engines.vllm.releases import rule_at
+
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
 # architecture -> (family, mixer)
@@ -252,10 +254,10 @@ def v0_mamba_batch(max_num_seqs: int, enforce_eager: bool, version: tuple, max_c
       8192 + 2 with --enforce-eager;
     - 0.7.3-0.10.x (mamba_cache.py MambaCacheManager): max_num_seqs, padded to the CUDA-graph batch unless eager.
     """
-    version = tuple(version[:3])
-    if version < (0, 6, 5):
+    rule = rule_at(version, "v0_mamba_batch")
+    if rule == "graph-batch":
         return _graph_batch(max_num_seqs)
-    if version < (0, 7, 3):
+    if rule == "capture-capped":
         return 8192 + 2 if enforce_eager else min(_graph_batch(max_num_seqs), max_capture_size)
     return max_num_seqs if enforce_eager else _graph_batch(max_num_seqs)
 

@@ -111,11 +111,11 @@ class VllmEngine:
 
         return checkpoint_report(spec, gpu, settings, version, checkpoint)
 
-    def first_release_serving(self, architecture: str):
-        from .settings import ARCHITECTURE_SINCE
+    def first_release_serving(self, architecture: str, version):
+        from .releases import first_release_serving
 
-        since = ARCHITECTURE_SINCE.get(architecture)
-        return None if since is None else since[0]
+        newer = first_release_serving(architecture, tuple(version))
+        return None if newer is None else newer[0].version
 
     def unsized_reason(self, speculative_config, spec) -> str | None:
         from .speculative import unsized_reason

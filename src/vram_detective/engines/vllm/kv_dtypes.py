@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil
 
+from .releases import first_release, rule_at
+
 Version = tuple[int, int, int]
 
 # TurboQuant presets (turboquant/config.py, unchanged 0.20-0.33): (key bits, value bits); 8-bit keys are FP8
@@ -31,24 +33,23 @@ def turboquant_slot_bytes(name: str, head_dim: int) -> int:
 @dataclass(frozen=True)
 class PackedKvDtype:
     name: str
-    since: Version
-    source: str
+    source: str  # the layout; the release that brings it is rule packed_kv_dtypes
     boundary_layers: bool = False  # the first and last 2 layers keep the model dtype (get_boundary_skip_layers)
     backend: str = ""  # the only backend family that takes it (for the refusal text)
 
 
 _PACKED = {
-    **{name: PackedKvDtype(name, (0, 20, 0), "turboquant/config.py slot_size_aligned (0.20.0)", boundary_layers=True,
+    **{name: PackedKvDtype(name, "turboquant/config.py slot_size_aligned (0.20.0)", boundary_layers=True,
                            backend="TURBOQUANT") for name in TURBOQUANT_BITS},
-    "int8_per_token_head": PackedKvDtype("int8_per_token_head", (0, 20, 0),
+    "int8_per_token_head": PackedKvDtype("int8_per_token_head",
                                          "kv_cache_interface.py: 1-byte data + an fp32 scale for K and V (0.20.0)",
                                          backend="TRITON_ATTN"),
-    "fp8_per_token_head": PackedKvDtype("fp8_per_token_head", (0, 20, 0),
+    "fp8_per_token_head": PackedKvDtype("fp8_per_token_head",
                                         "kv_cache_interface.py: 1-byte data + an fp32 scale for K and V (0.20.0)",
                                         backend="TRITON_ATTN"),
-    "int4_per_token_head": PackedKvDtype("int4_per_token_head", (0, 25, 0),
+    "int4_per_token_head": PackedKvDtype("int4_per_token_head",
                                          "two codes per byte + an fp32 scale for K and V (0.25.0)", backend="TRITON_ATTN"),
-    "nvfp4": PackedKvDtype("nvfp4", (0, 21, 0), "nvfp4_kv_cache_full_dim: fp4 + an fp8 scale per 16 (usable 0.21.0)",
+    "nvfp4": PackedKvDtype("nvfp4", "nvfp4_kv_cache_full_dim: fp4 + an fp8 scale per 16 (usable 0.21.0)",
                            backend="FLASHINFER"),
 }
 
@@ -89,7 +90,7 @@ def forced_block_size(kv_cache_dtype: str, block_size: int, version: Version, hy
     boundary layer read as a 1-byte cache (2 x D x H per token) against its real 4 x D x H - so TurboQuant on a
     dense model runs with 32-token blocks, whatever --block-size says."""
     dtype = _PACKED.get(kv_cache_dtype)
-    if dtype is None or not dtype.boundary_layers or hybrid or version < (0, 25, 0):
+    if dtype is None or not dtype.boundary_layers or hybrid or not rule_at(version, "kv_block_from_first_page"):
         return None
     return max(32, block_size) if block_size % 32 == 0 else 32
 
@@ -98,9 +99,9 @@ def refusal(kv_cache_dtype: str, version: Version, *, mla: bool, sinks: bool, sl
             compute_capability: tuple[int, int], dtype: str) -> str | None:
     """What that release says when it cannot serve the model with this cache format (one line)."""
     packed = _PACKED[kv_cache_dtype]
-    if version < packed.since:
-        first = ".".join(map(str, packed.since))
-        return f"--kv-cache-dtype {kv_cache_dtype} does not exist before vLLM {first}"
+    if kv_cache_dtype not in rule_at(version, "packed_kv_dtypes"):
+        first = first_release(lambda later: kv_cache_dtype in later["packed_kv_dtypes"])
+        return f"--kv-cache-dtype {kv_cache_dtype} does not exist before vLLM {first.label}"
     no_backend = (f"No valid attention backend found: {packed.backend} is the only backend with "
                   f"kv_cache_dtype {kv_cache_dtype}, and it reports")
     if mla and kv_cache_dtype == "nvfp4":
@@ -112,7 +113,7 @@ def refusal(kv_cache_dtype: str, version: Version, *, mla: bool, sinks: bool, sl
             return f"{no_backend} 'attention sinks not supported'"
         if dtype not in ("bfloat16", "float16"):
             return f"{no_backend} 'dtype not supported'"
-        if hybrid and version < (0, 21, 0):
+        if hybrid and rule_at(version, "turboquant_refuses_hybrid"):
             return ("TurboQuant KV cache is not supported for hybrid (attention + Mamba) models. Boundary layer "
                     "protection requires uniform attention layers.")
         if sliding:
@@ -122,6 +123,6 @@ def refusal(kv_cache_dtype: str, version: Version, *, mla: bool, sinks: bool, sl
         major, minor = compute_capability
         return (f"FP8 KV cache is not supported by the Triton attention backend (compute capability {major}.{minor}); "
                 "native FP8 (fp8e4nv) requires SM89+.")
-    if kv_cache_dtype == "nvfp4" and version >= (0, 25, 0) and compute_capability[0] != 10 and version < (0, 32, 0):
+    if kv_cache_dtype == "nvfp4" and compute_capability[0] != 10 and rule_at(version, "nvfp4_kv_sm100_only"):
         return f"{no_backend} 'compute capability not supported' (SM100 only in 0.25-0.31)"
     return None

@@ -63,7 +63,7 @@ def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: R
             return WeightsPlan(quant, FORCED_LAYOUTS[method], f"{quant.describe()}; --quantization {requested} forces the {method} kernel")
     if quant is None:
         return WeightsPlan(None, None, f"unquantized {settings.dtype}")
-    if quant.method == "bitsandbytes" and quant.serialized and settings.tensor_parallel_size > 1 and release.at_least("0.7.0"):
+    if quant.method == "bitsandbytes" and quant.serialized and settings.tensor_parallel_size > 1 and release["bnb_prequant_tp_refused"]:
         # bitsandbytes_loader.py (0.7.0+)
         raise StartupRefusal("Prequant BitsAndBytes models with tensor parallelism is not supported. "
                              "Please try with pipeline parallelism.")

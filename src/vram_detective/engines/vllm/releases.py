@@ -7,8 +7,10 @@ are the released wheels (`shared/tools/engine-src vllm VERSION`) and `design/vll
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
+from typing import Mapping
 
 from ...units import format_version, parse_version
 
@@ -36,6 +38,12 @@ class RuleChange:
 
 def _v(text: str) -> Version:
     return parse_version(text)
+
+
+def _added(since: str, rule: str, source: str) -> tuple[RuleChange, RuleChange]:
+    """A feature absent until `since`: False from the start, True from `since` on."""
+    return (RuleChange(_v("0.0.0"), None, rule, False, f"absent before {since}"),
+            RuleChange(_v(since), None, rule, True, source))
 
 
 # fmt: off
@@ -229,6 +237,66 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), "v0", "swap_space_gib", 4.0, "CacheConfig swap_space default 4 GiB per GPU (V0)"),
     RuleChange(_v("0.0.0"), "v1", "swap_space_gib", 0.0, "V1 has no CPU swap blocks"),
 
+    # -- Model architectures: the first release whose model registry serves each one sized here
+    # (vllm/model_executor/models/registry.py; the source is the model file); older releases refuse them at startup.
+    *_added("0.8.3", "serves_Llama4ForConditionalGeneration", "mllama4.py"),
+    *_added("0.8.3", "serves_Llama4ForCausalLM", "llama4.py"),
+    *_added("0.10.0", "serves_Glm4MoeForCausalLM", "glm4_moe.py"),
+    *_added("0.19.0", "serves_Gemma4ForCausalLM", "gemma4.py"),
+    *_added("0.11.0", "serves_DeepseekV32ForCausalLM", "deepseek_v2.py DeepseekV32 (sparse indexer)"),
+    *_added("0.19.0", "serves_Gemma4ForConditionalGeneration", "gemma4_mm.py"),
+    *_added("0.11.0", "serves_Qwen3VLForConditionalGeneration", "qwen3_vl.py"),
+    *_added("0.11.0", "serves_Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe.py"),
+    *_added("0.17.0", "serves_Qwen3_5ForConditionalGeneration", "qwen3_5.py"),
+    *_added("0.17.0", "serves_Qwen3_5MoeForConditionalGeneration", "qwen3_5.py"),
+    RuleChange(_v("0.0.0"), None, "serves_mllama", True, "mllama.py, SupportsV0Only (up to 0.10.2)"),
+    RuleChange(_v("0.11.0"), None, "serves_mllama", False, "registry _PREVIOUSLY_SUPPORTED_MODELS 'MllamaForConditionalGeneration': '0.10.2' (0.11.0)"),
+    *_added("0.7.0", "serves_whisper", "model_executor/models/whisper.py (0.7.0)"),
+    RuleChange(_v("0.0.0"), None, "whisper_on_v1", False, "whisper.py SupportsV0Only until 0.10.1: V1 falls back to V0 (engine/arg_utils.py _raise_or_fallback)"),
+    RuleChange(_v("0.10.2"), None, "whisper_on_v1", True, "V1 serves Whisper from 0.10.2"),
+
+    # -- Engine arguments and the release that brought them (engine/arg_utils.py; settings.py and plan.py read these)
+    *_added("0.5.0", "v0_auto_chunked_prefill", "arg_utils.py 0.5-0.10: V0 chunks prefills above 32K context without sliding window"),
+    *_added("0.10.2", "decode_context_parallel_flag", "arg_utils.py --decode-context-parallel-size / -dcp (0.10.2), splitting the TP group"),
+    RuleChange(_v("0.0.0"), None, "max_model_len_auto_fit", False, "--max-model-len -1 not accepted"),
+    RuleChange(_v("0.15.0"), "v1", "max_model_len_auto_fit", True, "--max-model-len -1 auto-fits to the KV pool (V1, 0.15+)"),
+    RuleChange(_v("0.0.0"), None, "batched_tokens_capped_by_seqs", False, "max_num_batched_tokens default kept as it is"),
+    RuleChange(_v("0.11.0"), "v1", "batched_tokens_capped_by_seqs", True, "0.11+: default max_num_batched_tokens never above max_num_seqs * max_model_len"),
+    RuleChange(_v("0.0.0"), None, "disable_hybrid_kv_cache_manager_flag", False, "no hybrid KV cache manager"),
+    RuleChange(_v("0.9.1"), "v1", "disable_hybrid_kv_cache_manager_flag", True, "the flag arrives with the hybrid allocator (engine/arg_utils.py 0.9.1, V1 only)"),
+    RuleChange(_v("0.0.0"), None, "kv_cache_memory_bytes_flag", False, "no --kv-cache-memory-bytes"),
+    RuleChange(_v("0.10.2"), "v1", "kv_cache_memory_bytes_flag", True, "--kv-cache-memory-bytes (engine/arg_utils.py 0.10.2, V1 only)"),
+    *_added("0.7.0", "bnb_prequant_tp_refused", "bitsandbytes_loader.py (0.7.0+): prequantized BitsAndBytes with tensor parallelism refused"),
+
+    # -- Speculative decoding (config/speculative.py, v1/spec_decode/eagle.py, engine/arg_utils.py)
+    *_added("0.8.5", "v1_eagle", "v1/spec_decode/eagle.py (0.8.5)"),
+    RuleChange(_v("0.0.0"), None, "v1_draft_model", False, "config/speculative.py (0.10-0.14): 'Speculative decoding with draft model is not supported yet'"),
+    RuleChange(_v("0.15.0"), None, "v1_draft_model", True, "config/speculative.py takes draft_model on V1 (0.15.0)"),
+    RuleChange(_v("0.0.0"), None, "v1_draft_model_falls_back_to_v0", True, "arg_utils.py _is_v1_supported_oracle: 0.8-0.9 V1 takes ngram, medusa, eagle(3), deepseek_mtp only"),
+    RuleChange(_v("0.10.0"), None, "v1_draft_model_falls_back_to_v0", False, "0.10.0: no fallback, config/speculative.py refuses a draft model on V1"),
+    RuleChange(_v("0.0.0"), None, "proposer_hidden_buffers", 1, "EagleProposer keeps a hidden_states buffer (v1/spec_decode/eagle.py)"),
+    RuleChange(_v("0.10.1"), None, "proposer_hidden_buffers", 2, "EagleProposer hidden_states + inputs_embeds buffers (v1/spec_decode/eagle.py 0.10.1)"),
+
+    # -- KV cache dtypes (config/cache.py CacheDType per release; kv_dtypes.py reads these)
+    RuleChange(_v("0.0.0"), None, "packed_kv_dtypes", (), "CacheDType: auto, model dtypes and fp8 only"),
+    RuleChange(_v("0.20.0"), None, "packed_kv_dtypes", ("turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "int8_per_token_head", "fp8_per_token_head"),
+               "turboquant/config.py slot_size_aligned; kv_cache_interface.py 1-byte data + an fp32 scale for K and V (0.20.0)"),
+    RuleChange(_v("0.21.0"), None, "packed_kv_dtypes", ("turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "int8_per_token_head", "fp8_per_token_head", "nvfp4"),
+               "nvfp4_kv_cache_full_dim: fp4 + an fp8 scale per 16 (usable 0.21.0)"),
+    RuleChange(_v("0.25.0"), None, "packed_kv_dtypes", ("turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "int4_per_token_head"),
+               "int4_per_token_head: two codes per byte + an fp32 scale for K and V (0.25.0)"),
+    *_added("0.25.0", "kv_block_from_first_page", "platforms/interface.py _align_heterogeneous_kv_block_size (0.25+)"),
+    RuleChange(_v("0.0.0"), None, "turboquant_refuses_hybrid", True, "TurboQuant: 'Boundary layer protection requires uniform attention layers' (0.20)"),
+    RuleChange(_v("0.21.0"), None, "turboquant_refuses_hybrid", False, "attention + Mamba hybrids take TurboQuant without boundary layers (arg_utils.py 0.21+)"),
+    RuleChange(_v("0.0.0"), None, "nvfp4_kv_sm100_only", False, "no compute-capability refusal for nvfp4 KV before 0.25"),
+    RuleChange(_v("0.25.0"), None, "nvfp4_kv_sm100_only", True, "the FLASHINFER backend reports 'compute capability not supported' off SM100 (0.25-0.31)"),
+    RuleChange(_v("0.32.0"), None, "nvfp4_kv_sm100_only", False, "nvfp4 KV no longer SM100 only (0.32.0)"),
+
+    # -- V0 Mamba state cache slots (model/hybrid.py v0_mamba_batch reads this)
+    RuleChange(_v("0.0.0"), None, "v0_mamba_batch", "graph-batch", "jamba.py forward: _get_graph_batch_size(max_num_seqs), eager or not (0.6.0-0.6.4.post1)"),
+    RuleChange(_v("0.6.5"), None, "v0_mamba_batch", "capture-capped", "jamba.py __init__: pad_for_cudagraph(max_num_seqs) capped at max_capture_size, 8192 + 2 eager (0.6.5-0.7.2)"),
+    RuleChange(_v("0.7.3"), None, "v0_mamba_batch", "max-num-seqs", "mamba_cache.py MambaCacheManager: max_num_seqs, padded to the CUDA-graph batch unless eager (0.7.3-0.10.x)"),
+
     # Log formats (vllm-memory.md §2).
     RuleChange(_v("0.0.0"), None, "weights_log", "Loading model weights took {gib:.4f} GB", "worker/model_runner.py (0.4-0.7)"),
     RuleChange(_v("0.8.0"), None, "weights_log", "Model loading took {gib:.4f} GB and {seconds:.6f} seconds", "model_runner.py / gpu_model_runner.py 0.8.0-0.8.2"),
@@ -282,22 +350,27 @@ class Release:
     version: Version
     engine: str
     rules: tuple[tuple[str, object, str], ...]  # (rule, value, source)
+    _values: Mapping[str, object] | None = field(default=None, repr=False, compare=False, hash=False)  # rule -> value
+
+    def __post_init__(self) -> None:
+        if self._values is None:
+            object.__setattr__(self, "_values", MappingProxyType({name: value for name, value, _ in self.rules}))
 
     @property
     def label(self) -> str:
         return format_version(self.version)
 
     def __getitem__(self, rule: str) -> object:
-        for name, value, _ in self.rules:
-            if name == rule:
-                return value
-        raise KeyError(rule)
+        return self._values[rule]
 
     def source(self, rule: str) -> str:
         for name, _, source in self.rules:
             if name == rule:
                 return source
         raise KeyError(rule)
+
+    def get(self, rule: str, default: object = None) -> object:
+        return self._values.get(rule, default)
 
     def at_least(self, text: str) -> bool:
         return self.version >= parse_version(text)
@@ -330,7 +403,60 @@ def _rules_for(version: Version, engine: str) -> tuple[tuple[str, object, str], 
 def release(version: Version, engine: str | None = None) -> Release:
     """The rules of `version` on `engine` ('v0'/'v1'); engine defaults to the release's default."""
     if engine is None:
-        engine = str(dict((n, v) for n, v, _ in _rules_for(version, "v0"))["default_engine"])
+        engine = str(_rule_values(version, "v0")["default_engine"])
     if engine not in ("v0", "v1"):
         raise ValueError(f"unknown engine path {engine!r}")
-    return Release(version=version, engine=engine, rules=_rules_for(version, engine))
+    return Release(version=version, engine=engine, rules=_rules_for(version, engine),
+                   _values=_rule_values(version, engine))
+
+
+_MISSING = object()
+
+
+@lru_cache(maxsize=1024)
+def _rule_values(version: Version, engine: str) -> Mapping[str, object]:
+    return MappingProxyType({name: value for name, value, _ in _rules_for(version, engine)})
+
+
+@lru_cache(maxsize=1)
+def _engine_specific_rules() -> frozenset[str]:
+    return frozenset(change.rule for change in RULE_CHANGES if change.engine is not None)
+
+
+def rule_at(version: Version, rule: str, engine: str | None = None, default: object = _MISSING) -> object:
+    """One rule's value at `version`, for code that holds a version rather than a Release. A rule with rows for one
+    engine path only needs `engine`; `default` answers for a rule absent from the table."""
+    if engine is None:
+        if rule in _engine_specific_rules():
+            raise ValueError(f"rule {rule!r} differs between V0 and V1: name the engine")
+        engine = "v0"
+    values = _rule_values(tuple(version[:3]), engine)
+    if rule in values:
+        return values[rule]
+    if default is _MISSING:
+        raise KeyError(rule)
+    return default
+
+
+def is_modelled(version: Version) -> bool:
+    """Whether the tool models `version` (the oldest budget rule read from a wheel and on)."""
+    return tuple(version[:3]) >= OLDEST_SUPPORTED
+
+
+def first_release_serving(architecture: str, version: Version) -> tuple[Release, str] | None:
+    """When `version` predates `architecture` (rule serves_<architecture>): the first release that serves it and
+    its model file; None when `version` serves it (architectures without the rule are served by every release)."""
+    rule = f"serves_{architecture}"
+    if rule_at(version, rule, default=True):
+        return None
+    first = first_release(lambda later: later[rule])
+    return first, first.source(rule)
+
+
+def first_release(test, engine: str = "v0") -> Release | None:
+    """The oldest release at which some rule changes whose rules pass `test(release)`; None when none does."""
+    for since in sorted({change.since for change in RULE_CHANGES}):
+        candidate = release(since, engine)
+        if test(candidate):
+            return candidate
+    return None

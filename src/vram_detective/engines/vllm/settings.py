@@ -8,7 +8,7 @@ from ...breakdown import Setting
 from ...hardware import Gpu
 from ...model.config import ModelSpec
 from ...units import GIB
-from .releases import Release
+from .releases import Release, first_release_serving
 
 SETTING_NAMES = (
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpu_memory_utilization", "max_model_len",
@@ -25,22 +25,6 @@ DTYPE_ALIASES = {
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig block_size on CUDA (every release)
 V0_MULTIMODAL_MIN_TOKENS = 5120  # _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (0.6.3+)
-
-
-# The first release whose model registry serves an architecture sized here (vllm/model_executor/models/registry.py),
-# for the architectures added after the oldest modelled release; older releases refuse them at startup.
-ARCHITECTURE_SINCE = {
-    "Llama4ForConditionalGeneration": ((0, 8, 3), "mllama4.py"),
-    "Llama4ForCausalLM": ((0, 8, 3), "llama4.py"),
-    "Glm4MoeForCausalLM": ((0, 10, 0), "glm4_moe.py"),
-    "Gemma4ForCausalLM": ((0, 19, 0), "gemma4.py"),
-    "DeepseekV32ForCausalLM": ((0, 11, 0), "deepseek_v2.py DeepseekV32 (sparse indexer)"),
-    "Gemma4ForConditionalGeneration": ((0, 19, 0), "gemma4_mm.py"),
-    "Qwen3VLForConditionalGeneration": ((0, 11, 0), "qwen3_vl.py"),
-    "Qwen3VLMoeForConditionalGeneration": ((0, 11, 0), "qwen3_vl_moe.py"),
-    "Qwen3_5ForConditionalGeneration": ((0, 17, 0), "qwen3_5.py"),
-    "Qwen3_5MoeForConditionalGeneration": ((0, 17, 0), "qwen3_5.py"),
-}
 
 
 class SettingsError(ValueError):
@@ -206,14 +190,14 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     default_release = release_for(version, None)
     engine, reasons["engine"] = pick_engine(default_release, gpu, user.get("engine"))
     release = release_for(version, engine)
-    since = ARCHITECTURE_SINCE.get(spec.architecture)
-    if since is not None and release.version < since[0]:
+    newer = first_release_serving(spec.architecture, release.version)
+    if newer is not None:
         raise StartupRefusal(f"Model architectures ['{spec.architecture}'] are not supported for now "
-                             f"({since[1]} first appears in vLLM {'.'.join(map(str, since[0]))})")
+                             f"({newer[1]} first appears in vLLM {newer[0].label})")
     if spec.vision is not None and spec.vision.kind == "mllama":
         # Mllama is SupportsV0Only (mllama.py up to 0.10.2) and gone from 0.11 (registry _PREVIOUSLY_SUPPORTED_MODELS
         # "MllamaForConditionalGeneration": "0.10.2"); V1 defaults fall back to V0 for it (_is_v1_supported_oracle)
-        if release.at_least("0.11.0"):
+        if not release["serves_mllama"]:
             raise StartupRefusal(f"{spec.architecture} was supported in vLLM until 0.10.2 (removed in 0.11)")
         if engine == "v1":
             if "engine" in given:
@@ -223,10 +207,10 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     if spec.encoder is not None:
         # Whisper: model_executor/models/whisper.py from 0.7.0; SupportsV0Only until 0.10.1, so a V1 default
         # falls back to V0 and VLLM_USE_V1=1 raises (engine/arg_utils.py _raise_or_fallback); V1 from 0.10.2
-        if not release.at_least("0.7.0"):
+        if not release["serves_whisper"]:
             raise StartupRefusal(f"Model architectures ['{spec.architecture}'] are not supported for now "
                                  "(whisper.py first appears in vLLM 0.7.0)")
-        if engine == "v1" and not release.at_least("0.10.2"):
+        if engine == "v1" and not release["whisper_on_v1"]:
             if "engine" in given:
                 raise StartupRefusal(f"VLLM_USE_V1=1 is not supported with ['{spec.architecture}'].")
             engine, reasons["engine"] = "v0", f"{spec.architecture} is V0-only before 0.10.2: V1 falls back to V0"
@@ -256,7 +240,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     dcp = int(user.get("decode_context_parallel_size") or 1)
     if dcp > 1:
         # arg_utils.py: --decode-context-parallel-size / -dcp from 0.10.2; it splits the TP group (no extra GPUs)
-        if release.version < (0, 10, 2):
+        if not release["decode_context_parallel_flag"]:
             raise SettingsError(f"--decode-context-parallel-size does not exist before vLLM 0.10.2 (this is {release.label})")
         if tp % dcp:
             raise StartupRefusal(f"tp_size={tp} must be divisible bydcp_size={dcp}.")  # arg_utils assert, verbatim
@@ -286,7 +270,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
             reasons["max_model_len"] += f"; capped to the sliding window: {warning}"
     max_model_len = user.get("max_model_len")
     auto_fit = max_model_len == -1
-    if auto_fit and not (engine == "v1" and release.at_least("0.15.0")):
+    if auto_fit and not release["max_model_len_auto_fit"]:
         raise SettingsError(f"--max-model-len -1 (auto-fit) needs vLLM 0.15 or newer on V1 (this is {release.label})")
     if max_model_len is None or auto_fit:
         max_model_len = derived
@@ -309,7 +293,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         chunked = True  # V1 always chunks prefills (_set_default_args_v1)
     elif chunked is None:
         # V0 turns chunked prefill on for contexts > 32K without sliding window (arg_utils.py 0.5-0.10)
-        chunked = max_model_len > 32768 and not spec.sliding_window and release.at_least("0.5.0")
+        chunked = max_model_len > 32768 and not spec.sliding_window and bool(release["v0_auto_chunked_prefill"])
         reasons["enable_chunked_prefill"] = "V0: on automatically above 32K context" if chunked else "V0 default off"
     tokens_default, seqs_default, batch_reason = batch_defaults(release, engine, gpu, entrypoint, max_model_len, bool(chunked))
     max_num_seqs = user.get("max_num_seqs")
@@ -320,8 +304,8 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     if max_num_batched_tokens is None:
         max_num_batched_tokens = tokens_default
         reasons["max_num_batched_tokens"] = batch_reason
-        if engine == "v1" and release.at_least("0.11.0"):
-            # 0.11+: never more than max_num_seqs * max_model_len
+        if release["batched_tokens_capped_by_seqs"]:
+            # 0.11+ (V1): never more than max_num_seqs * max_model_len
             max_num_batched_tokens = min(max_num_batched_tokens, int(max_num_seqs) * max_model_len)
     max_num_seqs, max_num_batched_tokens = int(max_num_seqs), int(max_num_batched_tokens)
     if engine == "v0" and not chunked and max_num_batched_tokens < max_model_len:
@@ -343,7 +327,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         swap = 0.0
 
     disable_hybrid = bool(user.get("disable_hybrid_kv_cache_manager"))
-    if disable_hybrid and not (engine == "v1" and release.at_least("0.9.1")):
+    if disable_hybrid and not release["disable_hybrid_kv_cache_manager_flag"]:
         # the flag arrives with the hybrid allocator (engine/arg_utils.py 0.9.1, V1 only)
         raise SettingsError(f"--disable-hybrid-kv-cache-manager needs vLLM 0.9.1 or newer on V1 (this is "
                             f"{release.label} {engine.upper()})")
@@ -356,7 +340,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         reasons["max_loras"] = f"--max-cpu-loras {max_cpu_loras}: adapters cached in CPU memory, none on the GPU"
 
     kv_bytes = user.get("kv_cache_memory_bytes")
-    if kv_bytes is not None and not (engine == "v1" and release.at_least("0.10.2")):
+    if kv_bytes is not None and not release["kv_cache_memory_bytes_flag"]:
         raise SettingsError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer on V1 (this is {release.label} {engine.upper()})")
 
     block_size = int(user.get("block_size") or DEFAULT_BLOCK_SIZE)

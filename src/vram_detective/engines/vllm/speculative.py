@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from ...model.config import ModelSpec
 from ...model.inventory import Inventory, Shard, TensorGroup, build_inventory
 from ...model.quantization import DTYPE_BYTES
+from .releases import rule_at
 
 METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "medusa", "suffix")
 # vLLM's method names -> the family sized here
@@ -137,7 +138,7 @@ def check(config: SpeculativeConfig, spec: ModelSpec, engine: str, version: tupl
     if config.method == "mtp" and not mtp_layer_count(spec):
         return (f"{spec.name} has no MTP layers (num_nextn_predict_layers) to use for speculative decoding")
     if config.method == "draft_model":
-        if engine == "v1" and version < (0, 15, 0):
+        if engine == "v1" and not rule_at(version, "v1_draft_model"):
             # config/speculative.py (0.10-0.14); 0.8-0.9 fall back to V0 before this point
             return ("Speculative decoding with draft model is not supported yet. Please consider using other "
                     "speculative decoding methods such as ngram, medusa, eagle, or mtp.")
@@ -145,7 +146,7 @@ def check(config: SpeculativeConfig, spec: ModelSpec, engine: str, version: tupl
             return f"draft model {config.model!r} is not in this tool's catalog: its size is unknown"
     if config.method == "eagle3" and engine == "v0":
         return "EAGLE-3 speculative decoding needs the V1 engine"
-    if config.method in ("eagle", "eagle3") and engine == "v1" and version < (0, 8, 5):
+    if config.method in ("eagle", "eagle3") and engine == "v1" and not rule_at(version, "v1_eagle"):
         return f"speculative method {config.method} is not supported by this V1 engine (v1/spec_decode/eagle.py: 0.8.5+)"
     return None
 
@@ -153,7 +154,8 @@ def check(config: SpeculativeConfig, spec: ModelSpec, engine: str, version: tupl
 def falls_back_to_v0(config: SpeculativeConfig | None, version: tuple[int, int, int]) -> bool:
     """0.8-0.9 V1 takes ngram, medusa, eagle(3) and deepseek_mtp only; anything else falls back to V0
     (arg_utils.py _is_v1_supported_oracle)."""
-    return config is not None and config.method == "draft_model" and version < (0, 10, 0)
+    return (config is not None and config.method == "draft_model"
+            and bool(rule_at(version, "v1_draft_model_falls_back_to_v0")))
 
 
 def _head_spec(config: SpeculativeConfig, spec: ModelSpec) -> ModelSpec:
@@ -353,7 +355,7 @@ def drafter_profile(spec: ModelSpec, settings, release, dtype_bytes: int) -> Dra
     tokens = settings.max_num_batched_tokens
     buffers = 0
     if release["proposer_buffers_counted"] and config.method in ("eagle", "eagle3", "mtp", "draft_model"):
-        hidden_buffers = 2 if release.at_least("0.10.1") else 1  # hidden_states (+ inputs_embeds from 0.10.1)
+        hidden_buffers = int(release["proposer_hidden_buffers"])  # hidden_states (+ inputs_embeds from 0.10.1)
         buffers = tokens * (hidden_buffers * draft.hidden_size * dtype_bytes + PROPOSER_BYTES_PER_TOKEN)
     graph_layers = layers if release["drafter_graphs"] and not settings.enforce_eager else 0
     if not release["drafter_dummy_run"]:

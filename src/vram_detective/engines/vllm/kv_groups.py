@@ -12,110 +12,37 @@ gpt-oss, Mistral/Llama/Phi-3 windows, Qwen2 `use_sliding_window`/`max_window_lay
 chunked attention, MLA), and `sliding_window_max_len_cap` says when a release disables interleaved
 sliding windows and caps max_model_len to the window instead.
 
-Everything is a pure function of plain values. The release boundaries live in `_RULES` below (one row
-per change, with the wheel it was read from); "since X" means present in the X wheel and absent in the
-previous wheel inspected, so the real first release may lie between the two.
+Everything is a pure function of plain values. The release boundaries live in releases.RULE_CHANGES
+(section "KV-cache groups"; one row per change, with the wheel it was read from).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ...units import ceil_div
+from .releases import release
 
 Version = tuple[int, int, int]
 
 KINDS = ("full", "sliding", "chunked_local", "mla", "mamba", "cross")
 
-# fmt: off
-# (since, rule, value, source). A release's value of a rule is the last row at or before it.
-_RULES: tuple[tuple[Version, str, object, str], ...] = (
-    # -- which specs V1 creates ------------------------------------------------------------------------
-    ((0, 0, 0), "v1_sliding_spec", False, "0.8.0-0.8.2: FullAttentionSpec only (v1/kv_cache_interface.py); windows act in the kernel only"),
-    ((0, 8, 3), "v1_sliding_spec", True, "SlidingWindowSpec, gpu_model_runner.get_kv_cache_spec (0.8.3 wheel; absent in 0.8.2)"),
-    ((0, 0, 0), "v1_chunked_spec", False, "Llama 4 local layers are FullAttentionSpec (attention_chunk_size only in the backends, 0.9.2)"),
-    ((0, 10, 0), "v1_chunked_spec", True, "ChunkedLocalAttentionSpec (v1/kv_cache_interface.py, gpu_model_runner.get_kv_cache_spec 0.10.0; absent in 0.9.2)"),
-    # -- the hybrid allocator ----------------------------------------------------------------------------
-    ((0, 0, 0), "hybrid_allocator", False, "unify_hybrid_kv_cache_specs always turns sliding layers into full ones when both exist (0.8.3-0.9.0)"),
-    ((0, 9, 1), "hybrid_allocator", True, "_get_kv_cache_config_uniform_page_size, --disable-hybrid-kv-cache-manager (kv_cache_utils.py 0.9.1)"),
-    ((0, 0, 0), "chunked_hybrid_default", True, "0.10.0: chunked local layers join the hybrid manager, no environment guard yet (config.py 0.10.0)"),
-    ((0, 10, 1), "chunked_hybrid_default", False, "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE default '0': chunked local attention disables the hybrid manager (envs.py, config 0.10.1-0.13.0)"),
-    ((0, 14, 0), "chunked_hybrid_default", True, "envs.py default '1' (0.14.0 wheel; '0' in 0.13.0)"),
-    ((0, 0, 0), "group_size_factor", None, "group size = fewest layers of one type (0.9.1-0.11.2)"),
-    ((0, 12, 0), "group_size_factor", 1.25, "group size = most layers of one type when max < 1.25 x min (kv_cache_utils.py 0.12.0; absent in 0.11.2)"),
-    ((0, 18, 0), "group_size_factor", 1.5, "factor 1.5 (0.18.0 wheel; 1.25 in 0.17.0)"),
-    ((0, 0, 0), "strided_groups", False, "groups are consecutive runs layers[i:i+g] (0.9.1-0.10.2)"),
-    ((0, 11, 0), "strided_groups", True, "layers[i::num_groups] so PP stages split evenly (0.11.0)"),
-    ((0, 0, 0), "global_groups", False, "each worker groups its own layers (get_kv_cache_config per worker, <= 0.10.2)"),
-    ((0, 11, 0), "global_groups", True, "groups from the merged specs of all workers, projected per worker (get_kv_cache_configs 0.11.0)"),
-    ((0, 0, 0), "v1_layers_max_over_workers", True, "num_layers = max over workers (get_kv_cache_configs 0.7.3, 0.8.0)"),
-    ((0, 8, 2), "v1_layers_max_over_workers", False, "each worker divides by its own layers, then the minimum (0.8.2)"),
-    ((0, 0, 0), "unified_page_block_size", False, "different page sizes across types: NotImplementedError (<= 0.11.2)"),
-    ((0, 12, 0), "unified_page_block_size", True, "unify_kv_cache_spec_page_size raises block_size of smaller pages (0.12.0)"),
-    ((0, 0, 0), "uniform_type_group", False, "same type, different shapes: not one group (<= 0.10.2)"),
-    ((0, 11, 0), "uniform_type_group", True, "UniformTypeKVCacheSpecs: one group, block = sum of pages (0.11.0)"),
-    # -- how many tokens a sliding / chunked request holds ----------------------------------------------
-    ((0, 0, 0), "in_flight_tokens", False, "X = max_num_batched_tokens (SlidingWindowSpec.max_memory_usage_bytes 0.8.3-0.25.0)"),
-    ((0, 26, 0), "in_flight_tokens", True, "X = VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (0.26.0; absent in 0.25.0)"),
-    ((0, 0, 0), "async_scheduling_default", False, "SchedulerConfig.async_scheduling = False (0.13.0)"),
-    ((0, 14, 0), "async_scheduling_default", True, "async_scheduling None -> True unless incompatible (config/vllm.py 0.14.0)"),
-    # -- logged tokens and concurrency -------------------------------------------------------------------
-    ((0, 0, 0), "tokens_rule", "blocks", "num_blocks x block_size, concurrency = tokens / max_model_len (V0; V1 <= 0.9.0)"),
-    ((0, 9, 1), "tokens_rule", "blocks-per-group", "num_blocks // num_groups x block_size, concurrency = blocks / blocks per request (0.9.1-0.20.0)"),
-    ((0, 20, 1), "tokens_rule", "concurrency", "int(max_concurrency x max_model_len) (kv_cache_utils.py _report_kv_cache_config 0.20.1; the old formula in 0.20.0)"),
-    ((0, 0, 0), "log_after_min", False, "each worker logs its own blocks before the minimum (<= 0.11.0)"),
-    ((0, 11, 2), "log_after_min", True, "_report_kv_cache_config after the minimum over workers (0.11.2; absent in 0.11.0)"),
-    ((0, 0, 0), "dcp", None, "no decode context parallel"),
-    ((0, 10, 2), "dcp", "dcp-uniform", "FullAttentionSpec uses cdiv(L, dcp); tokens x dcp in the single-group path only (0.10.2)"),
-    ((0, 11, 0), "dcp", "dcp", "tokens x dcp in every path (get_kv_cache_config_from_groups 0.11.0)"),
-    ((0, 12, 0), "dcp", "dcp-pcp", "L / (dcp x pcp), tokens x dcp x pcp, 'cp_world_size' line (0.12.0)"),
-    # -- num_gpu_blocks_override -----------------------------------------------------------------------
-    ((0, 0, 0), "override", "replace", "num_blocks = num_gpu_blocks_override"),
-    ((0, 9, 1), "override", "ignored", "get_num_blocks logs 'Overriding ...' but keeps its own count (0.9.1 bug)"),
-    ((0, 9, 2), "override", "replace", "num_blocks = num_gpu_blocks_override again (0.9.2)"),
-    ((0, 21, 0), "override", "pool", "available memory := override x bytes per block before the fit check (get_kv_cache_configs 0.21.0)"),
-    # -- the startup check 'one max_model_len request must fit' ------------------------------------------
-    ((0, 0, 0), "fit_check", "per-layer", "sum over layers of max_memory_usage_bytes, per worker, before any unification (0.8.0-0.13.0)"),
-    ((0, 14, 0), "fit_check", "first-group", "_max_memory_usage_bytes_from_groups: group size x page x blocks of the FIRST group only (0.14.0-0.18.0)"),
-    ((0, 19, 0), "fit_check", "sum-groups", "group size x page x sum over groups of their blocks (0.19.0)"),
-    ((0, 0, 0), "fit_per_worker_groups", False, "0.14-0.16: global groups against the smallest worker budget"),
-    ((0, 17, 0), "fit_per_worker_groups", True, "groups projected to each worker (_project_kv_cache_groups_to_worker 0.17.0)"),
-    ((0, 0, 0), "null_block_in_fit", False, "all blocks usable in the check"),
-    # -- Mamba / linear-attention layers (MambaSpec) -----------------------------------------------------
-    ((0, 0, 0), "v1_mamba", False, "V1 has no MambaSpec before 0.9.2 and no HybridAttentionMambaModelConfig before 0.10.1 (0.9.2 wheel); V0 keeps Mamba state in MambaCacheManager"),
-    ((0, 10, 1), "v1_mamba", True, "HybridAttentionMambaModelConfig raises the attention block size, pads the Mamba page (models/config.py 0.10.1; absent in 0.9.2)"),
-    ((0, 0, 0), "mamba_mla_alignment", False, "attention block size a multiple of 16 for every backend (0.10.1-0.11.0)"),
-    ((0, 11, 2), "mamba_mla_alignment", True, "MLA attention: multiple of 64 (128 with CUTLASS_MLA), models/config.py 0.11.2"),
-    ((0, 0, 0), "mamba_cache_modes", ("none",), "one state per request (MambaSpec block_size = max_model_len), no Mamba prefix caching (0.10.1-0.11.0)"),
-    ((0, 11, 2), "mamba_cache_modes", ("none", "all"), "prefix caching: attention block a multiple of lcm(mamba chunk, alignment), mamba_block_size = block size, cdiv(L, block) states per request (models/config.py, kv_cache_interface.py 0.11.2-0.14.0)"),
-    ((0, 15, 1), "mamba_cache_modes", ("none", "all", "align"), "mamba_cache_mode none (1 + spec blocks) / align (2 + spec) / all (cdiv(L, block)), MambaSpec.max_memory_usage_bytes 0.15.1; absent in 0.14.0"),
-    ((0, 33, 0), "null_block_in_fit", True, "kv_cache_planning.py check_memory = available - bytes per block (0.33.0)"),
-)
-# fmt: on
 
 
-_MISSING = object()
+@lru_cache(maxsize=256)
+def _v1_rules(version: Version) -> dict[str, tuple[object, str]]:
+    """The V1 rules of one release (the KV-cache manager is V1's; V0 reads none of these)."""
+    return {name: (value, source) for name, value, source in release(tuple(version), "v1").rules}
 
 
 def rule(version: Version, name: str) -> object:
-    """The value of one rule of this module's table at `version`."""
-    value: object = _MISSING
-    for since, rule_name, rule_value, _ in _RULES:
-        if rule_name == name and since <= tuple(version):
-            value = rule_value
-    if value is _MISSING:
-        raise KeyError(name)
-    return value
+    """The value of one rule of releases.RULE_CHANGES at `version` (V1 path)."""
+    return _v1_rules(tuple(version))[name][0]
 
 
 def rule_source(version: Version, name: str) -> str:
-    source = ""
-    for since, rule_name, _, rule_text in _RULES:
-        if rule_name == name and since <= tuple(version):
-            source = rule_text
-    if not source:
-        raise KeyError(name)
-    return source
+    return _v1_rules(tuple(version))[name][1]
 
 
 @dataclass(frozen=True)
@@ -511,7 +438,7 @@ def plan_kv_groups(
         lines.extend(sizing.log_lines)
 
     context_parallel = 1
-    dcp_rule = rule(version, "dcp")
+    dcp_rule = rule(version, "context_parallel_kv")
     if dcp_rule is not None:
         context_parallel = decode_context_parallel_size
         if dcp_rule == "dcp-pcp":
@@ -575,7 +502,7 @@ def plan_kv_groups(
         sizes.append(size)
         own_blocks.append(max(int(budget // per_block), 0) if budget > 0 else 0)
 
-    override_rule = rule(version, "override")
+    override_rule = rule(version, "gpu_blocks_override")
     fit_budgets = list(budgets)
     blocks_each = list(own_blocks)
     if num_gpu_blocks_override is not None:
@@ -595,7 +522,7 @@ def plan_kv_groups(
     # logged figures
     groups0 = groupings[0]
     group_count = len(groups0.groups)
-    tokens_rule = rule(version, "tokens_rule")
+    tokens_rule = rule(version, "kv_tokens_rule")
     log_blocks = num_blocks if rule(version, "log_after_min") else blocks_each[0]
     per_request = sum(_usage_blocks(spec, max_model_len, ctx) for spec, _ in groups0.groups)
     if tokens_rule == "blocks":
@@ -691,7 +618,7 @@ def _fit_check(created, specs, groupings, workers, budgets, worker_bytes, sizes,
 
     checked = []
     for w, budget in enumerate(budgets):
-        against = budget - worker_bytes[w] if rule(version, "null_block_in_fit") else budget
+        against = budget - worker_bytes[w] if rule(version, "null_block_in_fit_check") else budget
         if mode != "per-layer" and not rule(version, "fit_per_worker_groups"):
             against = min(budgets)  # 0.14-0.16 compare with the smallest worker budget
         checked.append((w, against))

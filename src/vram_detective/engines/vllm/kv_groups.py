@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ...units import ceil_div
-from .releases import release
+from .releases import NEWEST_KNOWN, release
 
 Version = tuple[int, int, int]
 
@@ -31,18 +31,18 @@ KINDS = ("full", "sliding", "chunked_local", "mla", "mamba", "cross")
 
 
 @lru_cache(maxsize=256)
-def _v1_rules(version: Version) -> dict[str, tuple[object, str]]:
-    """The V1 rules of one release (the KV-cache manager is V1's; V0 reads none of these)."""
-    return {name: (value, source) for name, value, source in release(tuple(version), "v1").rules}
+def _rules(version: Version, engine: str) -> dict[str, tuple[object, str]]:
+    return {name: (value, source) for name, value, source in release(version, engine).rules}
 
 
-def rule(version: Version, name: str) -> object:
-    """The value of one rule of releases.RULE_CHANGES at `version` (V1 path)."""
-    return _v1_rules(tuple(version))[name][0]
+def rule(version: Version | None, name: str, engine: str = "v1") -> object:
+    """The value of one rule of releases.RULE_CHANGES at `version` (None: the newest), by default on
+    the V1 path (the KV-cache manager is V1's)."""
+    return _rules(tuple(version or NEWEST_KNOWN), engine)[name][0]
 
 
-def rule_source(version: Version, name: str) -> str:
-    return _v1_rules(tuple(version))[name][1]
+def rule_source(version: Version | None, name: str, engine: str = "v1") -> str:
+    return _rules(tuple(version or NEWEST_KNOWN), engine)[name][1]
 
 
 @dataclass(frozen=True)
@@ -447,7 +447,7 @@ def plan_kv_groups(
     ctx = _Context(version, max_model_len, x, context_parallel, mamba_cache_mode, int(mamba_speculative_blocks))
 
     created = _created_specs(layers, block_size, version, engine, mamba_block_size)
-    if context_parallel > 1 and any(s.kind == "sliding" for s in created) and version >= (0, 10, 2):
+    if context_parallel > 1 and any(s.kind == "sliding" for s in created) and rule(version, "dcp_refuses_sliding_window"):
         raise ValueError("DCP not support sliding window.")
 
     # which specs get grouped: the hybrid manager may be off (flag, chunked local default, or pre-0.9.1)
@@ -458,7 +458,7 @@ def plan_kv_groups(
     why = "--disable-hybrid-kv-cache-manager"
     if hybrid_allowed and has_chunked:
         allow = rule(version, "chunked_hybrid_default") if allow_chunked_local_hybrid is None else allow_chunked_local_hybrid
-        if not allow and (version >= (0, 14, 0) or not disable):
+        if not allow and (rule(version, "chunked_hybrid_warns_when_disabled") or not disable):
             lines.append("There is a latency regression when using chunked local attention with the hybrid KV cache "
                          "manager. Disabling it, by default. To enable it, set the environment "
                          "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1.")
@@ -739,15 +739,10 @@ def _qwen_layers(cfg: dict, n: int, window, version: Version | None) -> list[tup
     if not cfg.get("use_sliding_window") or not window:
         return [("full", None)] * n  # the config carries a window it does not use
     mwl = int(cfg.get("max_window_layers", n))
-    if version is not None and version < (0, 4, 3):
-        # qwen2.py 0.4.1: the first max_window_layers layers slide (V0 only; no effect on V0 block counts)
+    layers_rule = rule(version, "qwen2_max_window_layers")
+    if layers_rule == "first-layers":
         return [("sliding", int(window)) if i < mwl else ("full", None) for i in range(n)]
-    if version is not None and version < (0, 9, 0):
-        raise SlidingWindowRefusal(
-            "Sliding window for some but all layers is not supported. This model uses sliding window but "
-            f"`max_window_layers` = {mwl} is less than `num_hidden_layers` = {n}. Please open an issue to discuss "
-            "this feature.")
-    mixed = 0 < mwl < n if (version is None or version >= (0, 10, 1)) else mwl != n
+    mixed = {"refuse": True, "refuse-unless-all": mwl != n, "refuse-if-some": 0 < mwl < n}[layers_rule]
     if mixed:
         raise SlidingWindowRefusal(
             "Sliding window for some but all layers is not supported. This model uses sliding window but "
@@ -792,7 +787,6 @@ def sliding_window_max_len_cap(config: dict, version: Version, engine: str, atte
     --disable-sliding-window caps in every release.
     """
     cfg = text_config(config)
-    version = tuple(version)  # type: ignore[assignment]
     model_type = cfg.get("model_type", "")
     window = cfg.get("sliding_window")
     if window is None and isinstance(cfg.get("interleaved_sliding_window"), int):
@@ -802,50 +796,43 @@ def sliding_window_max_len_cap(config: dict, version: Version, engine: str, atte
     smallest = min(w for w in window if w) if isinstance(window, list) else int(window)
     if disable_sliding_window:
         return smallest, None
-    if version < (0, 5, 1):
+    mode = rule(version, "interleaved_window_cap", engine)
+    if mode == "never":
         return None, None
     backend = (attention_backend or "").upper()
-    if version < (0, 6, 3):
+    if mode == "gemma2":
         if model_type != "gemma2":
             return None, None
         return smallest, ("Gemma 2 uses sliding window attention for every odd layer, which is currently not "
                           "supported by vLLM. Disabling sliding window and capping the max length to the sliding "
                           f"window size ({smallest}).")
-    interleaved_types = {(0, 6, 3): ("gemma2",), (0, 7, 0): ("gemma2", "cohere2"),
-                         (0, 8, 0): ("gemma2", "gemma3_text", "cohere2")}
-    types: tuple[str, ...] = ()
-    for since, names in interleaved_types.items():
-        if version >= since:
-            types = names
-    layer_types = cfg.get("layer_types") or ()
-    interleaved = isinstance(window, list) or model_type in types
-    if version >= (0, 9, 0):
-        interleaved = interleaved or cfg.get("sliding_window_pattern") is not None or model_type == "gemma2"
-    if version >= (0, 10, 1):
-        interleaved = {"full_attention", "sliding_attention"} <= set(layer_types) or model_type in ("gemma2", "gemma3_text")
-    if not interleaved:
+    if not _interleaved(cfg, window, version):
         return None, None
-    if version < (0, 6, 5):
+    if mode == "always":
         return smallest, (f"{model_type} has interleaved attention, which is currently not supported by vLLM. "
                           "Disabling sliding window and capping the max length to the sliding window size "
                           f"({smallest}).")
-    allowed = ("XFORMERS",) if version < (0, 7, 2) else ("XFORMERS", "FLASHINFER")
-    if backend not in allowed or (version >= (0, 10, 1) and engine != "v0"):
+    if backend not in rule(version, "interleaved_window_backends", engine):  # type: ignore[operator]
         return None, None
     return smallest, (f"{model_type} has interleaved attention, which is currently not supported by the {backend} "
                       "backend. Disabling sliding window and capping the max length to the sliding window size "
                       f"({smallest}).")
 
 
+def _interleaved(cfg: dict, window, version: Version) -> bool:
+    """Whether the release counts this model's sliding windows as interleaved with full attention."""
+    model_type = cfg.get("model_type", "")
+    detection = rule(version, "interleaved_window_detection")
+    if detection == "layer-types":
+        layer_types = cfg.get("layer_types") or ()
+        return {"full_attention", "sliding_attention"} <= set(layer_types) or model_type in ("gemma2", "gemma3_text")
+    interleaved = isinstance(window, list) or model_type in rule(version, "interleaved_window_types")  # type: ignore[operator]
+    if detection == "pattern":
+        interleaved = interleaved or cfg.get("sliding_window_pattern") is not None or model_type == "gemma2"
+    return interleaved
+
+
 # --- Mamba / linear-attention hybrids from a config.json ---------------------------------------------------
-
-
-# Architectures whose model class implements SupportsMambaPrefixCaching (models/interfaces.py users), by
-# release: 0.11.2-0.25 the Mamba1/Mamba2 hybrids; Bamba drops out in 0.26 (only Mamba / Mamba2 in 0.33).
-# Qwen3-Next / Qwen3.5 (GatedDeltaNet) and MiniMax never declare it.
-_MAMBA_PREFIX_CACHING = frozenset({"BambaForCausalLM", "JambaForCausalLM", "NemotronHForCausalLM",
-                                   "GraniteMoeHybridForCausalLM", "FalconH1ForCausalLM", "MambaForCausalLM",
-                                   "Mamba2ForCausalLM", "Zamba2ForCausalLM"})
 
 
 def default_mamba_cache_mode(architecture: str, version: Version, enable_prefix_caching: bool | None = None) -> str:
@@ -857,19 +844,13 @@ def default_mamba_cache_mode(architecture: str, version: Version, enable_prefix_
     - with it on: 0.11.2-0.14 "all" when the model supports Mamba prefix caching, otherwise prefix caching
       is switched off again ("none"); 0.15.1+ MambaModelConfig: "all" if supported else "align"
       (models/config.py); 0.28+ "none" becomes "align" for every hybrid."""
-    version = tuple(version)  # type: ignore[assignment]
-    if version < (0, 11, 2):
+    if "all" not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
         return "none"
-    enabled = enable_prefix_caching if enable_prefix_caching is not None else version >= (0, 26, 0)
+    enabled = enable_prefix_caching if enable_prefix_caching is not None else rule(version, "hybrid_prefix_caching_default")
     if not enabled:
         return "none"
-    supported = architecture in _MAMBA_PREFIX_CACHING and not (
-        version >= (0, 26, 0) and architecture == "BambaForCausalLM")
-    if version >= (0, 28, 0):
-        return "align"  # MambaModelConfig: "none" -> "align" whatever the model supports
-    if version < (0, 15, 1):
-        return "all" if supported else "none"
-    return "all" if supported else "align"
+    if_supported, otherwise = rule(version, "mamba_prefix_cache_mode")  # type: ignore[misc]
+    return if_supported if architecture in rule(version, "mamba_prefix_caching_architectures") else otherwise  # type: ignore[operator]
 
 
 def hybrid_attention_layers(config: dict, tp: int, block_size: int, kv_dtype_bytes: int, model_dtype: str, *,

@@ -329,6 +329,39 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "mamba_cache_modes", ("none",), "one state per request (MambaSpec block_size = max_model_len), no Mamba prefix caching (0.10.1-0.11.0)"),
     RuleChange(_v("0.11.2"), None, "mamba_cache_modes", ("none", "all"), "prefix caching: attention block a multiple of lcm(mamba chunk, alignment), mamba_block_size = block size, cdiv(L, block) states per request (models/config.py, kv_cache_interface.py 0.11.2-0.14.0)"),
     RuleChange(_v("0.15.1"), None, "mamba_cache_modes", ("none", "all", "align"), "mamba_cache_mode none (1 + spec blocks) / align (2 + spec) / all (cdiv(L, block)), MambaSpec.max_memory_usage_bytes 0.15.1; absent in 0.14.0"),
+    # Decode context parallel next to sliding windows.
+    RuleChange(_v("0.0.0"), None, "dcp_refuses_sliding_window", False, "no decode context parallel before 0.10.2"),
+    RuleChange(_v("0.10.2"), None, "dcp_refuses_sliding_window", True, "SlidingWindowSpec.max_memory_usage_bytes asserts 'DCP not support sliding window.' (v1/kv_cache_interface.py 0.10.2; still in 0.28.0)"),
+    # The chunked-local warning when --disable-hybrid-kv-cache-manager is given as well.
+    RuleChange(_v("0.0.0"), None, "chunked_hybrid_warns_when_disabled", False, "config.py 0.10.1-0.13.0: the latency-regression warning only while the hybrid manager is still on"),
+    RuleChange(_v("0.14.0"), None, "chunked_hybrid_warns_when_disabled", True, "config/vllm.py 0.14.0: warned whenever the environment variable is off, flag or not"),
+    # Qwen2-family use_sliding_window with max_window_layers (models/qwen2.py Qwen2Model).
+    RuleChange(_v("0.0.0"), None, "qwen2_max_window_layers", "first-layers", "qwen2.py 0.4.1: the first max_window_layers layers slide (V0 only; no effect on V0 block counts)"),
+    RuleChange(_v("0.4.3"), None, "qwen2_max_window_layers", "refuse", "qwen2.py 0.4.3-0.8.x: 'Sliding window for some but all layers is not supported' whenever the window is used"),
+    RuleChange(_v("0.9.0"), None, "qwen2_max_window_layers", "refuse-unless-all", "qwen2.py 0.9.0: refused when max_window_layers != num_hidden_layers"),
+    RuleChange(_v("0.10.1"), None, "qwen2_max_window_layers", "refuse-if-some", "qwen2.py 0.10.1: refused when 0 < max_window_layers < num_hidden_layers"),
+    # Interleaved sliding windows disabled, max_model_len capped to the window (ModelConfig -> _get_and_verify_max_len).
+    RuleChange(_v("0.0.0"), None, "interleaved_window_cap", "never", "windows left to the model before 0.5.1"),
+    RuleChange(_v("0.5.1"), None, "interleaved_window_cap", "gemma2", "0.5.1-0.6.2: Gemma 2 always ('Gemma 2 uses sliding window attention for every odd layer')"),
+    RuleChange(_v("0.6.3"), None, "interleaved_window_cap", "always", "0.6.3-0.6.4: every interleaved model ('has interleaved attention ... by vLLM')"),
+    RuleChange(_v("0.6.5"), None, "interleaved_window_cap", "backends", "0.6.5+: only with the backends of interleaved_window_backends"),
+    RuleChange(_v("0.10.1"), "v1", "interleaved_window_cap", "never", "0.10.1: the cap is V0 only"),
+    RuleChange(_v("0.0.0"), None, "interleaved_window_backends", ("XFORMERS",), "0.6.5-0.7.1: VLLM_ATTENTION_BACKEND=XFORMERS"),
+    RuleChange(_v("0.7.2"), None, "interleaved_window_backends", ("XFORMERS", "FLASHINFER"), "0.7.2-0.10.x: XFORMERS or FLASHINFER"),
+    RuleChange(_v("0.0.0"), None, "interleaved_window_types", ("gemma2",), "model types with interleaved windows (0.6.3)"),
+    RuleChange(_v("0.7.0"), None, "interleaved_window_types", ("gemma2", "cohere2"), "+ cohere2 (0.7.0)"),
+    RuleChange(_v("0.8.0"), None, "interleaved_window_types", ("gemma2", "gemma3_text", "cohere2"), "+ gemma3_text (0.8.0)"),
+    RuleChange(_v("0.0.0"), None, "interleaved_window_detection", "types", "interleaved = a list of windows or a model type of interleaved_window_types"),
+    RuleChange(_v("0.9.0"), None, "interleaved_window_detection", "pattern", "0.9.0: or sliding_window_pattern set, or gemma2"),
+    RuleChange(_v("0.10.1"), None, "interleaved_window_detection", "layer-types", "0.10.1: layer_types holds full and sliding attention, or gemma2 / gemma3_text"),
+    # Mamba prefix caching by default (mamba_cache_mode left at "none"; before 0.11.2 see mamba_cache_modes).
+    RuleChange(_v("0.0.0"), None, "hybrid_prefix_caching_default", False, "ModelConfig.is_prefix_caching_supported: attn_type 'hybrid' -> False; 0.11.2 arg_utils: not model_config.is_hybrid (to 0.25)"),
+    RuleChange(_v("0.26.0"), None, "hybrid_prefix_caching_default", True, "prefix caching on for hybrids by default (0.26.0)"),
+    RuleChange(_v("0.0.0"), None, "mamba_prefix_caching_architectures", ("BambaForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "JambaForCausalLM", "Mamba2ForCausalLM", "MambaForCausalLM", "NemotronHForCausalLM", "Zamba2ForCausalLM"), "SupportsMambaPrefixCaching users (models/interfaces.py, 0.11.2-0.25); Qwen3-Next / Qwen3.5 and MiniMax never declare it"),
+    RuleChange(_v("0.26.0"), None, "mamba_prefix_caching_architectures", ("FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "JambaForCausalLM", "Mamba2ForCausalLM", "MambaForCausalLM", "NemotronHForCausalLM", "Zamba2ForCausalLM"), "Bamba drops out (0.26; only Mamba / Mamba2 in 0.33)"),
+    RuleChange(_v("0.0.0"), None, "mamba_prefix_cache_mode", ("all", "none"), "(if supported, else): 0.11.2-0.14 'all', else prefix caching is switched off again"),
+    RuleChange(_v("0.15.1"), None, "mamba_prefix_cache_mode", ("all", "align"), "MambaModelConfig: 'all' if supported else 'align' (models/config.py 0.15.1)"),
+    RuleChange(_v("0.28.0"), None, "mamba_prefix_cache_mode", ("align", "align"), "MambaModelConfig: 'none' -> 'align' whatever the model supports (0.28.0)"),
 )
 # fmt: on
 

@@ -18,15 +18,15 @@ Everything is a pure function of plain values. The release boundaries live in re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from ...units import ceil_div
+from .kv_specs import KINDS, MLA, SPEC_TYPES, ChunkedLocal, FullAttention, KvSpec, RequestBound, SlidingWindow
 from .releases import NEWEST_KNOWN, release
 
 Version = tuple[int, int, int]
 
-KINDS = ("full", "sliding", "chunked_local", "mla", "mamba", "cross")
 
 
 
@@ -47,7 +47,8 @@ def rule_source(version: Version | None, name: str, engine: str = "v1") -> str:
 
 @dataclass(frozen=True)
 class AttentionLayer:
-    """One attention layer on one rank.
+    """One attention layer on one rank, as callers describe it; `spec(block_size)` gives its typed spec
+    (kv_specs.py: one class per kind).
 
     kind: "full", "sliding", "chunked_local" (Llama 4 local layers), "mla", "mamba" (a Mamba /
         linear-attention layer: one recurrent state per request, MambaSpec) or "cross" (an encoder-decoder
@@ -67,8 +68,16 @@ class AttentionLayer:
             raise ValueError(f"unknown attention kind {self.kind!r} (one of {', '.join(KINDS)})")
         if self.page_bytes <= 0:
             raise ValueError("page_bytes must be positive")
-        if self.kind in ("sliding", "chunked_local", "cross") and not self.sliding_window:
+        if self.spec_type.needs_span and not self.sliding_window:
             raise ValueError(f"a {self.kind} layer needs its window")
+
+    @property
+    def spec_type(self) -> type[KvSpec]:
+        return SPEC_TYPES[self.kind]
+
+    def spec(self, block_size: int) -> KvSpec:
+        """The layer's spec at `block_size` (its page is given at that size)."""
+        return self.spec_type.of(self.page_bytes, block_size, self.sliding_window)
 
 
 @dataclass(frozen=True)
@@ -119,77 +128,36 @@ class KvGroupPlan:
 
 
 @dataclass(frozen=True)
-class _Spec:
-    kind: str  # "full", "sliding", "chunked_local", "mla", "mamba"
-    window: int | None
-    page: int
-    block_size: int
-
-
-@dataclass(frozen=True)
 class _Context:
     version: Version
     max_model_len: int
-    in_flight: int
-    context_parallel: int  # dcp (x pcp from 0.12) dividing full-attention lengths, 1 if none
-    mamba_cache_mode: str = "none"  # "none", "align", "all" (0.18+)
-    speculative_blocks: int = 0  # MambaSpec.num_speculative_blocks
+    bound: RequestBound  # what each spec's per-request bound reads
 
 
-def _usage_blocks(spec: _Spec, max_model_len: int, ctx: _Context) -> int:
-    """Blocks one request of `max_model_len` tokens holds in a group of this spec
-    (KVCacheSpec.max_memory_usage_bytes // page_size_bytes)."""
-    if spec.kind == "mamba":
-        # MambaSpec: one state per request (+ speculative blocks); "align" keeps 2, "all" one per block
-        if ctx.mamba_cache_mode == "all":
-            return ceil_div(max_model_len, spec.block_size)
-        return (2 if ctx.mamba_cache_mode == "align" else 1) + ctx.speculative_blocks
-    if spec.kind == "sliding":
-        # window-1 computed tokens plus the in-flight ones, capped at the length, +1 because the window
-        # need not start at a block boundary (SlidingWindowSpec, every V1 release since 0.8.3)
-        return ceil_div(min(spec.window - 1 + ctx.in_flight, max_model_len), spec.block_size) + 1
-    if spec.kind == "cross":
-        # CrossAttentionSpec.max_memory_usage_bytes (0.10.2+): cdiv(max encoder length, block) pages,
-        # whatever max_model_len
-        return ceil_div(spec.window, spec.block_size)
-    if spec.kind == "chunked_local":
-        # ChunkedLocalAttentionSpec (0.10.1+): one chunk plus the in-flight tokens, no +1
-        return ceil_div(min(spec.window + ctx.in_flight, max_model_len), spec.block_size)
-    length = max_model_len
-    if ctx.context_parallel > 1:
-        length = ceil_div(length, ctx.context_parallel)  # each DCP rank keeps L / dcp tokens
-    return ceil_div(length, spec.block_size)
-
-
-def _created_specs(layers: Sequence[AttentionLayer], block_size: int, version: Version, engine: str,
-                   mamba_block_size: int | None = None) -> list[_Spec]:
+def _created_specs(layers: Sequence[AttentionLayer], block_size: int, version: Version,
+                   mamba_block_size: int | None = None) -> list[KvSpec]:
+    """V1's specs (gpu_model_runner.get_kv_cache_spec): a kind the release does not create yet is full
+    attention; Mamba states use MambaSpec.block_size."""
     specs = []
     for layer in layers:
-        kind = layer.kind
-        if kind == "mamba":
-            specs.append(_Spec("mamba", None, layer.page_bytes, mamba_block_size or block_size))
-            continue
-        if engine == "v0":
-            kind = "mla" if kind == "mla" else "full"  # (cross layers share their layer's cache in V0)
-        elif kind == "sliding" and not rule(version, "v1_sliding_spec") or kind == "chunked_local" and not rule(version, "v1_chunked_spec"):
-            kind = "full"
-        window = layer.sliding_window if kind in ("sliding", "chunked_local", "cross") else None
-        specs.append(_Spec(kind, window, layer.page_bytes, block_size))
+        spec = layer.spec(block_size)
+        if spec.recurrent:
+            spec = spec.resized(spec.page_bytes, mamba_block_size or block_size)
+        elif spec.v1_rule is not None and not rule(version, spec.v1_rule):
+            spec = spec.as_full()
+        specs.append(spec)
     return specs
 
 
-def _is_hybrid(specs: Sequence[_Spec]) -> bool:
+def _is_hybrid(specs: Sequence[KvSpec]) -> bool:
     return len(set(specs)) > 1
 
 
-def _unify(specs: list[_Spec]) -> tuple[list[_Spec], bool]:
-    """unify_hybrid_kv_cache_specs: sliding / chunked layers become full when a full layer exists."""
-    kinds = {spec.kind for spec in specs}
-    changed = False
-    if kinds & {"full", "mla"} and kinds & {"sliding", "chunked_local"}:
-        specs = [_Spec("full", None, s.page, s.block_size) if s.kind in ("sliding", "chunked_local") else s for s in specs]
-        changed = True
-    return specs, changed
+def _unify(specs: list[KvSpec]) -> tuple[list[KvSpec], bool]:
+    """unify_hybrid_kv_cache_specs: sliding / chunked layers become full when a full (or MLA) layer exists."""
+    if any(isinstance(s, FullAttention) for s in specs) and any(s.windowed for s in specs):
+        return [s.as_full() if s.windowed else s for s in specs], True
+    return specs, False
 
 
 # --- grouping -----------------------------------------------------------------------------------------
@@ -197,46 +165,45 @@ def _unify(specs: list[_Spec]) -> tuple[list[_Spec], bool]:
 
 @dataclass(frozen=True)
 class _Grouping:
-    groups: tuple[tuple[_Spec, tuple[int, ...]], ...]  # (spec, layer indices) per group
+    groups: tuple[tuple[KvSpec, tuple[int, ...]], ...]  # (spec, layer indices) per group
     group_size: int
     uniform_type: bool  # one group of same-kind layers with different pages (block = sum of pages)
     log_lines: tuple[str, ...]
 
 
-def _group(specs: Sequence[_Spec], indices: Sequence[int], version: Version) -> _Grouping:
+def _group(specs: Sequence[KvSpec], indices: Sequence[int], version: Version) -> _Grouping:
     """get_kv_cache_groups over the layers `indices` (all of them, or one worker's before 0.11)."""
     chosen = [specs[i] for i in indices]
     if len(set(chosen)) == 1:
         return _Grouping(((chosen[0], tuple(indices)),), len(indices), False, ())
-    kinds_windows = {(s.kind, s.window, s.block_size) for s in chosen}
-    if len(kinds_windows) == 1:
+    if len({s.type_key for s in chosen}) == 1:
         if not rule(version, "uniform_type_group"):
             raise NotImplementedError("layers of one attention type with different KV shapes are not supported "
                                       "by this release (NotImplementedError in get_kv_cache_config)")
         return _Grouping(((chosen[0], tuple(indices)),), len(indices), True, ())
     # hybrid: one type per distinct spec, in the order of their first layer
-    by_type: dict[_Spec, list[int]] = {}
+    by_type: dict[KvSpec, list[int]] = {}
     for i in indices:
         by_type.setdefault(specs[i], []).append(i)
-    pages = {spec.page for spec in by_type}
+    pages = {spec.page_bytes for spec in by_type}
     if len(pages) > 1:
         if not rule(version, "unified_page_block_size"):
             raise NotImplementedError("hybrid layers with different page sizes are not supported by this release")
         largest = max(pages)
-        unified: dict[_Spec, list[int]] = {}
+        unified: dict[KvSpec, list[int]] = {}
         for spec, members in by_type.items():
-            if largest % spec.page:
+            if largest % spec.page_bytes:
                 raise NotImplementedError("The page size of the layer is not divisible by the maximum page size. "
                                           "Cannot unify by adjusting block_size.")
-            ratio = largest // spec.page
-            unified.setdefault(_Spec(spec.kind, spec.window, largest, spec.block_size * ratio), []).extend(members)
+            ratio = largest // spec.page_bytes
+            unified.setdefault(spec.resized(largest, spec.block_size * ratio), []).extend(members)
         by_type = unified
     counts = [len(members) for members in by_type.values()]
     group_size = min(counts)
     factor = rule(version, "group_size_factor")
     if factor is not None and max(counts) < min(counts) * float(factor):
         group_size = max(counts)
-    groups: list[tuple[_Spec, tuple[int, ...]]] = []
+    groups: list[tuple[KvSpec, tuple[int, ...]]] = []
     lines: list[str] = []
     strided = bool(rule(version, "strided_groups"))
     for spec, members in by_type.items():
@@ -251,14 +218,14 @@ def _group(specs: Sequence[_Spec], indices: Sequence[int], version: Version) -> 
     return _Grouping(tuple(groups), group_size, False, tuple(lines))
 
 
-def _block_bytes(grouping: _Grouping, worker: Sequence[int], specs_by_index: Sequence[_Spec]) -> tuple[int, int]:
+def _block_bytes(grouping: _Grouping, worker: Sequence[int], specs_by_index: Sequence[KvSpec]) -> tuple[int, int]:
     """(bytes per block id on this worker, its group size): page x most layers of one group."""
     owned = set(worker)
     if grouping.uniform_type:
         _, members = grouping.groups[0]
-        return sum(specs_by_index[i].page for i in members if i in owned), 1
+        return sum(specs_by_index[i].page_bytes for i in members if i in owned), 1
     size = max(sum(1 for i in members if i in owned) for _, members in grouping.groups)
-    page = grouping.groups[0][0].page
+    page = grouping.groups[0][0].page_bytes
     return page * size, size
 
 
@@ -313,8 +280,8 @@ def mamba_block_sizing(attention_page_per_token: int | None, mamba_page_bytes: i
 def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_len: int, version: Version,
                  mamba_cache_mode: str, mamba_chunk_size: int | None, cutlass_mla: bool
                  ) -> tuple[list[AttentionLayer], MambaBlockSizing]:
-    attention = [layer for layer in layers if layer.kind != "mamba"]
-    mamba_pages = {layer.page_bytes for layer in layers if layer.kind == "mamba"}
+    attention = [layer for layer in layers if not layer.spec_type.recurrent]
+    mamba_pages = {layer.page_bytes for layer in layers if layer.spec_type.recurrent}
     if len(mamba_pages) > 1:
         raise NotImplementedError("Mamba layers with different state sizes are not sized")
     per_token = None
@@ -323,10 +290,10 @@ def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_le
             raise NotImplementedError("attention layers of different page sizes next to Mamba layers are not sized")
         per_token = attention[0].page_bytes // block_size
     sizing = mamba_block_sizing(per_token, mamba_pages.pop(), block_size, max_model_len, version,
-                                mla=any(layer.kind == "mla" for layer in attention), cutlass_mla=cutlass_mla,
+                                mla=any(issubclass(layer.spec_type, MLA) for layer in attention), cutlass_mla=cutlass_mla,
                                 mamba_cache_mode=mamba_cache_mode, mamba_chunk_size=mamba_chunk_size)
-    out = [AttentionLayer("mamba", sizing.padded_page_bytes) if layer.kind == "mamba" else
-           AttentionLayer(layer.kind, sizing.attention_page_bytes, layer.sliding_window) for layer in layers]
+    out = [replace(layer, page_bytes=sizing.padded_page_bytes if layer.spec_type.recurrent else sizing.attention_page_bytes)
+           for layer in layers]
     return out, sizing
 
 
@@ -409,10 +376,10 @@ def plan_kv_groups(
     lines: list[str] = []
     notes: list[str] = []
 
-    has_mamba = any(layer.kind == "mamba" for layer in layers)
+    has_mamba = any(layer.spec_type.recurrent for layer in layers)
     if engine == "v0":
         if has_mamba:
-            keep = [i for i, layer in enumerate(layers) if layer.kind != "mamba"]
+            keep = [i for i, layer in enumerate(layers) if not layer.spec_type.recurrent]
             if not keep:
                 raise ValueError("attention-free Mamba model: V0 has no KV cache blocks (MambaCacheManager only)")
             remap = {old: new for new, old in enumerate(keep)}
@@ -444,16 +411,16 @@ def plan_kv_groups(
         if dcp_rule == "dcp-pcp":
             context_parallel *= prefill_context_parallel_size
     x = in_flight_tokens(version, max_num_batched_tokens, async_scheduling, pipeline_parallel_size, v2_model_runner)
-    ctx = _Context(version, max_model_len, x, context_parallel, mamba_cache_mode, int(mamba_speculative_blocks))
+    ctx = _Context(version, max_model_len, RequestBound(x, context_parallel, mamba_cache_mode, int(mamba_speculative_blocks)))
 
-    created = _created_specs(layers, block_size, version, engine, mamba_block_size)
-    if context_parallel > 1 and any(s.kind == "sliding" for s in created) and rule(version, "dcp_refuses_sliding_window"):
+    created = _created_specs(layers, block_size, version, mamba_block_size)
+    if context_parallel > 1 and any(isinstance(s, SlidingWindow) for s in created) and rule(version, "dcp_refuses_sliding_window"):
         raise ValueError("DCP not support sliding window.")
 
     # which specs get grouped: the hybrid manager may be off (flag, chunked local default, or pre-0.9.1)
     specs = list(created)
     hybrid_allowed = bool(rule(version, "hybrid_allocator"))
-    has_chunked = any(s.kind == "chunked_local" for s in created)
+    has_chunked = any(isinstance(s, ChunkedLocal) for s in created)
     disable = disable_hybrid_kv_cache_manager
     why = "--disable-hybrid-kv-cache-manager"
     if hybrid_allowed and has_chunked:
@@ -475,7 +442,7 @@ def plan_kv_groups(
             notes.append("sliding-window / chunked-local layers are allocated as full attention "
                          + (f"({why})" if hybrid_allowed else
                             f"(no hybrid allocator before 0.9.1; {rule_source(version, 'hybrid_allocator')})"))
-        if _is_hybrid(specs) and len({(s.kind, s.window) for s in specs}) > 1:
+        if _is_hybrid(specs) and len({s.type_key[:2] for s in specs}) > 1:
             raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
                              "one unified type.")
 
@@ -497,7 +464,7 @@ def plan_kv_groups(
     for grouping, worker, budget in zip(groupings, workers, budgets):
         per_block, size = _block_bytes(grouping, worker, specs)
         if len(grouping.groups) == 1 and not grouping.uniform_type and rule(version, "v1_layers_max_over_workers"):
-            per_block, size = grouping.groups[0][0].page * max_layers, max_layers
+            per_block, size = grouping.groups[0][0].page_bytes * max_layers, max_layers
         worker_bytes.append(per_block)
         sizes.append(size)
         own_blocks.append(max(int(budget // per_block), 0) if budget > 0 else 0)
@@ -524,7 +491,7 @@ def plan_kv_groups(
     group_count = len(groups0.groups)
     tokens_rule = rule(version, "kv_tokens_rule")
     log_blocks = num_blocks if rule(version, "log_after_min") else blocks_each[0]
-    per_request = sum(_usage_blocks(spec, max_model_len, ctx) for spec, _ in groups0.groups)
+    per_request = sum(spec.blocks_per_request(max_model_len, ctx.bound) for spec, _ in groups0.groups)
     if tokens_rule == "blocks":
         tokens = log_blocks * block_size
         concurrency = tokens / max_model_len
@@ -555,8 +522,8 @@ def plan_kv_groups(
     for spec, members in groups0.groups:
         mine = tuple(i for i in members if i in owned0)
         padding = 0 if groups0.uniform_type else sizes[0] - len(mine)
-        groups.append(KvGroup(spec.kind, spec.window, mine, padding, spec.block_size,
-                              _usage_blocks(spec, max_model_len, ctx)))
+        groups.append(KvGroup(spec.kind, spec.span, mine, padding, spec.block_size,
+                              spec.blocks_per_request(max_model_len, ctx.bound)))
     return KvGroupPlan(
         num_blocks=num_blocks, block_bytes=worker_bytes[0], groups=tuple(groups),
         blocks_per_request=per_request_reported, kv_cache_tokens=tokens, max_concurrency=concurrency,
@@ -574,12 +541,12 @@ def _plan_v0(layers, budgets, workers, block_size, max_model_len, override, vers
     blocks = min(own)
     if override is not None:
         blocks = override
-    if any(layer.kind in ("sliding", "chunked_local") for layer in layers):
+    if any(layer.spec_type.windowed for layer in layers):
         notes.append("V0 sizes sliding-window layers as full attention (get_cache_block_size counts every layer)")
     tokens = blocks * block_size
     fits = blocks > 0 and max_model_len <= tokens
     needed = ceil_div(max_model_len, block_size) * worker_bytes[0]
-    kind = "mla" if all(layer.kind == "mla" for layer in layers) else "full"
+    kind = MLA.kind if all(issubclass(layer.spec_type, MLA) for layer in layers) else FullAttention.kind
     group = KvGroup(kind, None, tuple(workers[0]), 0, block_size, ceil_div(max_model_len, block_size))
     return KvGroupPlan(
         num_blocks=blocks, block_bytes=worker_bytes[0], groups=(group,),
@@ -600,20 +567,20 @@ def _fit_check(created, specs, groupings, workers, budgets, worker_bytes, sizes,
         if mode == "per-layer":
             # check_enough_kv_cache_memory on the specs as created (before unification): sliding layers
             # count their window even when the hybrid manager is off
-            return sum(_usage_blocks(created[i], length, ctx) * created[i].page for i in workers[w])
+            return sum(created[i].max_memory_bytes(length, ctx.bound) for i in workers[w])
         grouping = groupings[w]
         if grouping.uniform_type:
-            return sum(_usage_blocks(specs[i], length, ctx) * specs[i].page for i in grouping.groups[0][1])
+            return sum(specs[i].max_memory_bytes(length, ctx.bound) for i in grouping.groups[0][1])
         if rule(version, "fit_per_worker_groups"):
-            size, page = sizes[w], grouping.groups[0][0].page
+            size, page = sizes[w], grouping.groups[0][0].page_bytes
         else:  # 0.14-0.16: global groups, full group size
-            size, page = grouping.group_size, grouping.groups[0][0].page
+            size, page = grouping.group_size, grouping.groups[0][0].page_bytes
             if len(grouping.groups) == 1:
                 size = len(grouping.groups[0][1])
         if mode == "first-group":
-            blocks = _usage_blocks(grouping.groups[0][0], length, ctx)
+            blocks = grouping.groups[0][0].blocks_per_request(length, ctx.bound)
         else:
-            blocks = sum(_usage_blocks(spec, length, ctx) for spec, _ in grouping.groups)
+            blocks = sum(spec.blocks_per_request(length, ctx.bound) for spec, _ in grouping.groups)
         return size * page * blocks
 
     checked = []

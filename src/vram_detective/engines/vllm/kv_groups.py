@@ -290,10 +290,11 @@ def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_le
             raise NotImplementedError("attention layers of different page sizes next to Mamba layers are not sized")
         per_token = attention[0].page_bytes // block_size
     sizing = mamba_block_sizing(per_token, mamba_pages.pop(), block_size, max_model_len, version,
-                                mla=any(issubclass(layer.spec_type, MLA) for layer in attention), cutlass_mla=cutlass_mla,
+                                mla=any(issubclass(layer.spec_type, MLA) for layer in attention),
+                                cutlass_mla=cutlass_mla,
                                 mamba_cache_mode=mamba_cache_mode, mamba_chunk_size=mamba_chunk_size)
-    out = [replace(layer, page_bytes=sizing.padded_page_bytes if layer.spec_type.recurrent else sizing.attention_page_bytes)
-           for layer in layers]
+    out = [replace(layer, page_bytes=sizing.padded_page_bytes) if layer.spec_type.recurrent
+           else replace(layer, page_bytes=sizing.attention_page_bytes) for layer in layers]
     return out, sizing
 
 
@@ -318,6 +319,42 @@ def in_flight_tokens(version: Version, max_num_batched_tokens: int, async_schedu
     return batches * max_num_batched_tokens
 
 
+@dataclass(frozen=True)
+class KvPlanInputs:
+    """What plan_kv_groups reads (its parameters, normalised: one budget and one layer list per worker).
+
+    layers: the model's attention layers in order (each with its page on its rank).
+    budgets / workers: each worker's KV budget and layer indices (every layer on every worker under TP).
+    async_scheduling: None = the release default (on from 0.14; it only matters from 0.26, where the
+        sliding-window bound reserves two batches in flight).
+    allow_chunked_local_hybrid: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE; None = the release default.
+    mamba_cache_mode: "none" (one state per request), "all" (prefix caching, 0.11.2+) or "align" (0.15.1+);
+        mamba_speculative_blocks: MambaSpec.num_speculative_blocks (speculative tokens);
+        mamba_chunk_size: the SSD chunk the "all" mode aligns to (256 when None).
+    """
+
+    layers: tuple[AttentionLayer, ...]
+    budgets: tuple[int, ...]
+    workers: tuple[tuple[int, ...], ...]
+    block_size: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    version: Version
+    engine: str
+    disable_hybrid_kv_cache_manager: bool = False
+    num_gpu_blocks_override: int | None = None
+    async_scheduling: bool | None = None
+    pipeline_parallel_size: int = 1
+    v2_model_runner: bool = False
+    decode_context_parallel_size: int = 1
+    prefill_context_parallel_size: int = 1
+    allow_chunked_local_hybrid: bool | None = None
+    mamba_cache_mode: str = "none"
+    mamba_speculative_blocks: int = 0
+    mamba_chunk_size: int | None = None
+    cutlass_mla: bool = False
+
+
 def plan_kv_groups(
     layers: Sequence[AttentionLayer],
     available_bytes: int | Sequence[int],
@@ -331,35 +368,19 @@ def plan_kv_groups(
     num_gpu_blocks_override: int | None = None,
     *,
     worker_layers: Sequence[Sequence[int]] | None = None,
-    async_scheduling: bool | None = None,
-    pipeline_parallel_size: int = 1,
-    v2_model_runner: bool = False,
-    decode_context_parallel_size: int = 1,
-    prefill_context_parallel_size: int = 1,
-    allow_chunked_local_hybrid: bool | None = None,
-    mamba_cache_mode: str = "none",
-    mamba_speculative_blocks: int = 0,
-    mamba_chunk_size: int | None = None,
-    cutlass_mla: bool = False,
+    **options,
 ) -> KvGroupPlan:
     """Blocks, groups, tokens and concurrency of one release for these attention layers.
 
-    layers: the model's attention layers in order (each with its page on its rank).
     available_bytes: one worker's KV budget, or one per worker (then `worker_layers` lists each worker's
         layer indices; by default every worker holds every layer, as under tensor parallelism).
     max_num_seqs: accepted for the caller's convenience; no release's KV grouping reads it.
-    async_scheduling: None = the release default (on from 0.14; it only matters from 0.26, where the
-        sliding-window bound reserves two batches in flight).
-    allow_chunked_local_hybrid: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE; None = the release default.
-    mamba_cache_mode: "none" (one state per request), "all" (prefix caching, 0.11.2+) or "align" (0.15.1+);
-        mamba_speculative_blocks: MambaSpec.num_speculative_blocks (speculative tokens);
-        mamba_chunk_size: the SSD chunk the "all" mode aligns to (256 when None).
+    options: the keyword fields of KvPlanInputs (async_scheduling, pipeline_parallel_size, ...).
     "mamba" layers: V1 from 0.10.1 raises the attention block size to hold one Mamba state per page and pads
     the state to the attention page (mamba_block_sizing); each Mamba group takes one block per request.
     V0 sizes only the attention layers: the Mamba state lives in MambaCacheManager, outside the blocks.
     """
     del max_num_seqs  # no KV rule depends on it
-    version = tuple(version)  # type: ignore[assignment]
     if engine not in ("v0", "v1"):
         raise ValueError(f"unknown engine path {engine!r}")
     if not layers:
@@ -373,58 +394,126 @@ def plan_kv_groups(
         workers = [tuple(w) for w in worker_layers]
         if len(workers) != len(budgets):
             raise ValueError("worker_layers and available_bytes must list the same workers")
+    inputs = KvPlanInputs(tuple(layers), tuple(budgets), tuple(workers), block_size, max_model_len,
+                          max_num_batched_tokens, tuple(version), engine,  # type: ignore[arg-type]
+                          disable_hybrid_kv_cache_manager, num_gpu_blocks_override, **options)
+    return plan_v0(inputs) if engine == "v0" else plan_v1(inputs)
+
+
+def plan_v0(inputs: KvPlanInputs) -> KvGroupPlan:
+    """V0 sizes only the attention layers: Mamba states live in the model's MambaCacheManager."""
+    layers, workers, notes = list(inputs.layers), list(inputs.workers), []
+    if any(layer.spec_type.recurrent for layer in layers):
+        keep = [i for i, layer in enumerate(layers) if not layer.spec_type.recurrent]
+        if not keep:
+            raise ValueError("attention-free Mamba model: V0 has no KV cache blocks (MambaCacheManager only)")
+        remap = {old: new for new, old in enumerate(keep)}
+        layers = [layers[i] for i in keep]
+        workers = [tuple(remap[i] for i in w if i in remap) for w in workers]
+        notes.append("V0: Mamba / linear-attention state is a MambaCacheManager of max_num_seqs (CUDA-graph "
+                     "padded) requests allocated inside the model, outside the KV blocks; blocks count the "
+                     "attention layers only")
+    return _plan_v0(layers, list(inputs.budgets), workers, inputs.block_size, inputs.max_model_len,
+                    inputs.num_gpu_blocks_override, notes)
+
+
+@dataclass(frozen=True)
+class _V1Specs:
+    """The specs of one V1 plan: as created, as grouped (unified when the hybrid manager is off)."""
+
+    created: list[KvSpec]
+    grouped: list[KvSpec]
+    block_size: int  # the attention block size after the Mamba raise
+    ctx: _Context
+    lines: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def plan_v1(inputs: KvPlanInputs) -> KvGroupPlan:
+    specs = _v1_specs(inputs)
+    version, workers = inputs.version, list(inputs.workers)
+    if rule(version, "global_groups"):  # groups from all workers' layers (0.11+), else per worker
+        all_indices = sorted({i for w in workers for i in w})
+        groupings = [_group(specs.grouped, all_indices, version)] * len(workers)
+    else:
+        groupings = [_group(specs.grouped, w, version) for w in workers]
+    lines, notes = list(specs.lines) + list(groupings[0].log_lines), list(specs.notes)
+    worker_bytes, own_blocks, sizes = _worker_blocks(groupings, workers, inputs.budgets, specs.grouped, version)
+    blocks_each, fit_budgets = _apply_override(inputs, own_blocks, worker_bytes, lines, notes)
+    num_blocks = min(blocks_each)
+    fits, needed, against, estimate = _fit_check(specs.created, specs.grouped, groupings, workers, fit_budgets,
+                                                 worker_bytes, sizes, specs.ctx, specs.block_size)
+    log_blocks = num_blocks if rule(version, "log_after_min") else blocks_each[0]
+    tokens, concurrency, per_request = _logged_figures(inputs, groupings[0], log_blocks, specs, lines)
+    if not rule(version, "log_after_min") and len(set(blocks_each)) > 1:
+        notes.append("each worker logs its own tokens and concurrency before the minimum over workers "
+                     "(<= 0.11.0); the figures here are worker 0's")
+    return KvGroupPlan(
+        num_blocks=num_blocks, block_bytes=worker_bytes[0],
+        groups=_worker_groups(groupings[0], workers[0], sizes[0], specs.ctx),
+        blocks_per_request=per_request, kv_cache_tokens=tokens, max_concurrency=concurrency,
+        log_lines=tuple(lines), notes=tuple(notes), hybrid=len(groupings[0].groups) > 1,
+        in_flight_tokens=specs.ctx.bound.in_flight, fits=fits, fit_needed_bytes=needed, fit_available_bytes=against,
+        estimated_max_model_len=estimate, worker_block_bytes=tuple(worker_bytes), worker_num_blocks=tuple(own_blocks),
+    )
+
+
+def _v1_specs(inputs: KvPlanInputs) -> _V1Specs:
+    """Mamba sizing, the per-request bound, the specs the release creates and those it groups."""
+    version, layers, block_size = inputs.version, list(inputs.layers), inputs.block_size
     lines: list[str] = []
-    notes: list[str] = []
-
-    has_mamba = any(layer.spec_type.recurrent for layer in layers)
-    if engine == "v0":
-        if has_mamba:
-            keep = [i for i, layer in enumerate(layers) if not layer.spec_type.recurrent]
-            if not keep:
-                raise ValueError("attention-free Mamba model: V0 has no KV cache blocks (MambaCacheManager only)")
-            remap = {old: new for new, old in enumerate(keep)}
-            layers = [layers[i] for i in keep]
-            workers = [tuple(remap[i] for i in w if i in remap) for w in workers]
-            notes.append("V0: Mamba / linear-attention state is a MambaCacheManager of max_num_seqs (CUDA-graph "
-                         "padded) requests allocated inside the model, outside the KV blocks; blocks count the "
-                         "attention layers only")
-        return _plan_v0(layers, budgets, workers, block_size, max_model_len, num_gpu_blocks_override, version, notes)
-
     mamba_block_size = None
-    if has_mamba:
-        if not rule(version, "v1_mamba"):
-            raise NotImplementedError("Mamba / linear-attention layers in the V1 engine are not sized before 0.10.1 "
-                                      f"({rule_source(version, 'v1_mamba')})")
-        if mamba_cache_mode not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
-            raise ValueError(f"mamba_cache_mode {mamba_cache_mode!r} is not available in this release "
-                             f"({rule_source(version, 'mamba_cache_modes')})")
-        layers, sizing = _apply_mamba(layers, block_size, max_model_len, version, mamba_cache_mode,
-                                      mamba_chunk_size, cutlass_mla)
-        block_size = sizing.block_size
-        mamba_block_size = sizing.mamba_block_size
+    if any(layer.spec_type.recurrent for layer in layers):
+        layers, sizing = _v1_mamba(inputs)
+        block_size, mamba_block_size = sizing.block_size, sizing.mamba_block_size
         lines.extend(sizing.log_lines)
-
-    context_parallel = 1
-    dcp_rule = rule(version, "context_parallel_kv")
-    if dcp_rule is not None:
-        context_parallel = decode_context_parallel_size
-        if dcp_rule == "dcp-pcp":
-            context_parallel *= prefill_context_parallel_size
-    x = in_flight_tokens(version, max_num_batched_tokens, async_scheduling, pipeline_parallel_size, v2_model_runner)
-    ctx = _Context(version, max_model_len, RequestBound(x, context_parallel, mamba_cache_mode, int(mamba_speculative_blocks)))
-
+    context_parallel = _context_parallel(inputs)
+    x = in_flight_tokens(version, inputs.max_num_batched_tokens, inputs.async_scheduling,
+                         inputs.pipeline_parallel_size, inputs.v2_model_runner)
+    bound = RequestBound(x, context_parallel, inputs.mamba_cache_mode, int(inputs.mamba_speculative_blocks))
     created = _created_specs(layers, block_size, version, mamba_block_size)
-    if context_parallel > 1 and any(isinstance(s, SlidingWindow) for s in created) and rule(version, "dcp_refuses_sliding_window"):
+    if context_parallel > 1 and any(isinstance(s, SlidingWindow) for s in created) \
+            and rule(version, "dcp_refuses_sliding_window"):
         raise ValueError("DCP not support sliding window.")
+    grouped, notes = _hybrid_manager(created, inputs, lines)
+    return _V1Specs(created, grouped, block_size, _Context(version, inputs.max_model_len, bound),
+                    tuple(lines), tuple(notes))
 
-    # which specs get grouped: the hybrid manager may be off (flag, chunked local default, or pre-0.9.1)
+
+def _v1_mamba(inputs: KvPlanInputs) -> tuple[list[AttentionLayer], MambaBlockSizing]:
+    version = inputs.version
+    if not rule(version, "v1_mamba"):
+        raise NotImplementedError("Mamba / linear-attention layers in the V1 engine are not sized before 0.10.1 "
+                                  f"({rule_source(version, 'v1_mamba')})")
+    if inputs.mamba_cache_mode not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
+        raise ValueError(f"mamba_cache_mode {inputs.mamba_cache_mode!r} is not available in this release "
+                         f"({rule_source(version, 'mamba_cache_modes')})")
+    return _apply_mamba(inputs.layers, inputs.block_size, inputs.max_model_len, version, inputs.mamba_cache_mode,
+                        inputs.mamba_chunk_size, inputs.cutlass_mla)
+
+
+def _context_parallel(inputs: KvPlanInputs) -> int:
+    """The ranks a full-attention request is split over: dcp (0.10.2+), x pcp (0.12+)."""
+    dcp_rule = rule(inputs.version, "context_parallel_kv")
+    if dcp_rule is None:
+        return 1
+    if dcp_rule == "dcp-pcp":
+        return inputs.decode_context_parallel_size * inputs.prefill_context_parallel_size
+    return inputs.decode_context_parallel_size
+
+
+def _hybrid_manager(created: list[KvSpec], inputs: KvPlanInputs, lines: list[str]) -> tuple[list[KvSpec], list[str]]:
+    """The specs that get grouped: the hybrid manager may be off (flag, chunked local default, or pre-0.9.1),
+    then windows become full attention. Appends the release's log lines; returns the notes."""
+    version, notes = inputs.version, []
     specs = list(created)
     hybrid_allowed = bool(rule(version, "hybrid_allocator"))
-    has_chunked = any(isinstance(s, ChunkedLocal) for s in created)
-    disable = disable_hybrid_kv_cache_manager
+    disable = inputs.disable_hybrid_kv_cache_manager
     why = "--disable-hybrid-kv-cache-manager"
-    if hybrid_allowed and has_chunked:
-        allow = rule(version, "chunked_hybrid_default") if allow_chunked_local_hybrid is None else allow_chunked_local_hybrid
+    if hybrid_allowed and any(isinstance(s, ChunkedLocal) for s in created):
+        allow = inputs.allow_chunked_local_hybrid
+        if allow is None:
+            allow = rule(version, "chunked_hybrid_default")
         if not allow and (rule(version, "chunked_hybrid_warns_when_disabled") or not disable):
             lines.append("There is a latency regression when using chunked local attention with the hybrid KV cache "
                          "manager. Disabling it, by default. To enable it, set the environment "
@@ -432,31 +521,26 @@ def plan_kv_groups(
             if not disable:
                 why = "chunked local attention turns the hybrid manager off by default"
             disable = True
-    if (not hybrid_allowed or disable) and _is_hybrid(specs):
-        specs, changed = _unify(specs)
-        if hybrid_allowed:
-            lines.append("Hybrid KV cache manager is disabled for this hybrid model, This means we do not enable "
-                         "any optimizations for saving KV cache memory (e.g., dropping the KV cache outside the "
-                         "sliding window). The compute of layers like sliding window is still saved.")
-        if changed:
-            notes.append("sliding-window / chunked-local layers are allocated as full attention "
-                         + (f"({why})" if hybrid_allowed else
-                            f"(no hybrid allocator before 0.9.1; {rule_source(version, 'hybrid_allocator')})"))
-        if _is_hybrid(specs) and len({s.type_key[:2] for s in specs}) > 1:
-            raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
-                             "one unified type.")
+    if (hybrid_allowed and not disable) or not _is_hybrid(specs):
+        return specs, notes
+    specs, changed = _unify(specs)
+    if hybrid_allowed:
+        lines.append("Hybrid KV cache manager is disabled for this hybrid model, This means we do not enable "
+                     "any optimizations for saving KV cache memory (e.g., dropping the KV cache outside the "
+                     "sliding window). The compute of layers like sliding window is still saved.")
+    if changed:
+        notes.append("sliding-window / chunked-local layers are allocated as full attention "
+                     + (f"({why})" if hybrid_allowed else
+                        f"(no hybrid allocator before 0.9.1; {rule_source(version, 'hybrid_allocator')})"))
+    if _is_hybrid(specs) and len({s.type_key[:2] for s in specs}) > 1:
+        raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
+                         "one unified type.")
+    return specs, notes
 
-    # groups: globally (0.11+) or per worker
-    if rule(version, "global_groups"):
-        all_indices = sorted({i for w in workers for i in w})
-        global_grouping = _group(specs, all_indices, version)
-        groupings = [global_grouping] * len(workers)
-    else:
-        groupings = [_group(specs, w, version) for w in workers]
-        global_grouping = groupings[0]
-    lines.extend(global_grouping.log_lines)
 
-    # blocks per worker
+def _worker_blocks(groupings: Sequence[_Grouping], workers: Sequence[tuple[int, ...]], budgets: Sequence[int],
+                   specs: Sequence[KvSpec], version: Version) -> tuple[list[int], list[int], list[int]]:
+    """Each worker's bytes per block id, its own block count, and its group size."""
     max_layers = max(len(w) for w in workers)
     worker_bytes: list[int] = []
     own_blocks: list[int] = []
@@ -468,72 +552,66 @@ def plan_kv_groups(
         worker_bytes.append(per_block)
         sizes.append(size)
         own_blocks.append(max(int(budget // per_block), 0) if budget > 0 else 0)
+    return worker_bytes, own_blocks, sizes
 
-    override_rule = rule(version, "gpu_blocks_override")
-    fit_budgets = list(budgets)
-    blocks_each = list(own_blocks)
-    if num_gpu_blocks_override is not None:
-        lines.append(f"Overriding num_gpu_blocks={own_blocks[0]} with num_gpu_blocks_override={num_gpu_blocks_override}")
-        if override_rule == "ignored":
-            notes.append("vLLM 0.9.1 logs the override but keeps its own block count (get_num_blocks)")
-        else:
-            blocks_each = [num_gpu_blocks_override] * len(workers)
-            if override_rule == "pool":
-                fit_budgets = [num_gpu_blocks_override * b for b in worker_bytes]
-    num_blocks = min(blocks_each)
 
-    # the startup check
-    fit = _fit_check(created, specs, groupings, workers, fit_budgets, worker_bytes, sizes, ctx, block_size)
-    fits, needed, against, estimate = fit
+def _apply_override(inputs: KvPlanInputs, own_blocks: list[int], worker_bytes: list[int], lines: list[str],
+                    notes: list[str]) -> tuple[list[int], list[int]]:
+    """(blocks of each worker, budgets the fit check compares with) under num_gpu_blocks_override."""
+    override = inputs.num_gpu_blocks_override
+    if override is None:
+        return list(own_blocks), list(inputs.budgets)
+    override_rule = rule(inputs.version, "gpu_blocks_override")
+    lines.append(f"Overriding num_gpu_blocks={own_blocks[0]} with num_gpu_blocks_override={override}")
+    if override_rule == "ignored":
+        notes.append("vLLM 0.9.1 logs the override but keeps its own block count (get_num_blocks)")
+        return list(own_blocks), list(inputs.budgets)
+    blocks_each = [override] * len(inputs.workers)
+    if override_rule == "pool":
+        return blocks_each, [override * b for b in worker_bytes]
+    return blocks_each, list(inputs.budgets)
 
-    # logged figures
-    groups0 = groupings[0]
-    group_count = len(groups0.groups)
-    tokens_rule = rule(version, "kv_tokens_rule")
-    log_blocks = num_blocks if rule(version, "log_after_min") else blocks_each[0]
-    per_request = sum(spec.blocks_per_request(max_model_len, ctx.bound) for spec, _ in groups0.groups)
+
+def _logged_figures(inputs: KvPlanInputs, groups0: _Grouping, log_blocks: int, specs: _V1Specs,
+                    lines: list[str]) -> tuple[int, float, int]:
+    """(tokens, concurrency, blocks per request) as the release logs them."""
+    max_model_len, block_size = inputs.max_model_len, specs.block_size
+    tokens_rule = rule(inputs.version, "kv_tokens_rule")
     if tokens_rule == "blocks":
         tokens = log_blocks * block_size
-        concurrency = tokens / max_model_len
-        per_request_reported = ceil_div(max_model_len, block_size)
-    else:
-        concurrency = log_blocks / per_request
-        per_request_reported = per_request
-        if tokens_rule == "blocks-per-group":
-            min_block = min(spec.block_size for spec, _ in groups0.groups)
-            tokens = log_blocks // group_count * min_block
-            multiply = dcp_rule is not None and context_parallel > 1 and (dcp_rule != "dcp-uniform" or group_count == 1)
-            if multiply:
-                tokens *= context_parallel
-                if dcp_rule == "dcp-pcp":
-                    lines.append(f"Multiplying the GPU KV cache size by the cp_world_size {context_parallel} "
-                                 f"(pcp_world_size {prefill_context_parallel_size} * dcp_world_size "
-                                 f"{decode_context_parallel_size}).")
-                else:
-                    lines.append(f"Multiplying the GPU KV cache size by the dcp_world_size {decode_context_parallel_size}.")
+        return tokens, tokens / max_model_len, ceil_div(max_model_len, block_size)
+    per_request = sum(spec.blocks_per_request(max_model_len, specs.ctx.bound) for spec, _ in groups0.groups)
+    concurrency = log_blocks / per_request
+    if tokens_rule != "blocks-per-group":
+        return int(concurrency * max_model_len), concurrency, per_request
+    min_block = min(spec.block_size for spec, _ in groups0.groups)
+    group_count = len(groups0.groups)
+    tokens = log_blocks // group_count * min_block
+    dcp_rule, context_parallel = rule(inputs.version, "context_parallel_kv"), specs.ctx.bound.context_parallel
+    if dcp_rule is not None and context_parallel > 1 and (dcp_rule != "dcp-uniform" or group_count == 1):
+        tokens *= context_parallel
+        if dcp_rule == "dcp-pcp":
+            lines.append(f"Multiplying the GPU KV cache size by the cp_world_size {context_parallel} "
+                         f"(pcp_world_size {inputs.prefill_context_parallel_size} * dcp_world_size "
+                         f"{inputs.decode_context_parallel_size}).")
         else:
-            tokens = int(concurrency * max_model_len)
-    if not rule(version, "log_after_min") and len(set(blocks_each)) > 1:
-        notes.append("each worker logs its own tokens and concurrency before the minimum over workers "
-                     "(<= 0.11.0); the figures here are worker 0's")
+            lines.append(f"Multiplying the GPU KV cache size by the dcp_world_size {inputs.decode_context_parallel_size}.")
+    return tokens, concurrency, per_request
 
+
+def _worker_groups(grouping: _Grouping, worker: Sequence[int], size: int, ctx: _Context) -> tuple[KvGroup, ...]:
+    """One worker's groups: its layers of each, the padding slots, and blocks per request."""
+    owned = set(worker)
     groups = []
-    owned0 = set(workers[0])
-    for spec, members in groups0.groups:
-        mine = tuple(i for i in members if i in owned0)
-        padding = 0 if groups0.uniform_type else sizes[0] - len(mine)
+    for spec, members in grouping.groups:
+        mine = tuple(i for i in members if i in owned)
+        padding = 0 if grouping.uniform_type else size - len(mine)
         groups.append(KvGroup(spec.kind, spec.span, mine, padding, spec.block_size,
-                              spec.blocks_per_request(max_model_len, ctx.bound)))
-    return KvGroupPlan(
-        num_blocks=num_blocks, block_bytes=worker_bytes[0], groups=tuple(groups),
-        blocks_per_request=per_request_reported, kv_cache_tokens=tokens, max_concurrency=concurrency,
-        log_lines=tuple(lines), notes=tuple(notes), hybrid=group_count > 1, in_flight_tokens=x,
-        fits=fits, fit_needed_bytes=needed, fit_available_bytes=against, estimated_max_model_len=estimate,
-        worker_block_bytes=tuple(worker_bytes), worker_num_blocks=tuple(own_blocks),
-    )
+                              spec.blocks_per_request(ctx.max_model_len, ctx.bound)))
+    return tuple(groups)
 
 
-def _plan_v0(layers, budgets, workers, block_size, max_model_len, override, version, notes) -> KvGroupPlan:
+def _plan_v0(layers, budgets, workers, block_size, max_model_len, override, notes) -> KvGroupPlan:
     """V0 (CacheEngine.get_cache_block_size): every attention layer holds max_model_len tokens, whatever
     its window; the block manager only frees blocks that slide out of a uniform window at run time."""
     worker_bytes = [sum(layers[i].page_bytes for i in w) for w in workers]
@@ -793,7 +871,8 @@ def _interleaved(cfg: dict, window, version: Version) -> bool:
     if detection == "layer-types":
         layer_types = cfg.get("layer_types") or ()
         return {"full_attention", "sliding_attention"} <= set(layer_types) or model_type in ("gemma2", "gemma3_text")
-    interleaved = isinstance(window, list) or model_type in rule(version, "interleaved_window_types")  # type: ignore[operator]
+    types = rule(version, "interleaved_window_types")
+    interleaved = isinstance(window, list) or model_type in types  # type: ignore[operator]
     if detection == "pattern":
         interleaved = interleaved or cfg.get("sliding_window_pattern") is not None or model_type == "gemma2"
     return interleaved
@@ -813,11 +892,14 @@ def default_mamba_cache_mode(architecture: str, version: Version, enable_prefix_
       (models/config.py); 0.28+ "none" becomes "align" for every hybrid."""
     if "all" not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
         return "none"
-    enabled = enable_prefix_caching if enable_prefix_caching is not None else rule(version, "hybrid_prefix_caching_default")
+    enabled = enable_prefix_caching
+    if enabled is None:
+        enabled = rule(version, "hybrid_prefix_caching_default")
     if not enabled:
         return "none"
     if_supported, otherwise = rule(version, "mamba_prefix_cache_mode")  # type: ignore[misc]
-    return if_supported if architecture in rule(version, "mamba_prefix_caching_architectures") else otherwise  # type: ignore[operator]
+    supported = architecture in rule(version, "mamba_prefix_caching_architectures")  # type: ignore[operator]
+    return if_supported if supported else otherwise
 
 
 def hybrid_attention_layers(config: dict, tp: int, block_size: int, kv_dtype_bytes: int, model_dtype: str, *,

@@ -432,4 +432,4 @@ def test_dev_gpt_oss_20b_starts(dev_cases, case_id, version, block, L, X):
 def test_rule_table_rows_are_ordered_by_release():
     assert rule((0, 9, 0), "hybrid_allocator") is False and rule((0, 9, 1), "hybrid_allocator") is True
     # the 0.20.1 wheel already logs int(concurrency x L) (kv_cache_utils.py); 0.20.0 the blocks // groups form
-    assert rule((0, 20, 0), "tokens_rule") == "blocks-per-group" and rule((0, 20, 1), "tokens_rule") == "concurrency"
+    assert rule((0, 20, 0), "kv_tokens_rule") == "blocks-per-group" and rule((0, 20, 1), "kv_tokens_rule") == "concurrency"

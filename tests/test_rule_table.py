@@ -15,12 +15,7 @@ from vram_detective.engines.vllm.releases import first_release, first_release_se
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "vram_detective"
 
 # Modules allowed to compare versions: the table itself and the version parser.
-ALLOWED = {"engines/vllm/releases.py", "units.py"}
-# Known offenders, each with the change that removes it.
-EXPECTED_OFFENDERS = {
-    "engines/vllm/kv_groups.py": "removed by the kv_groups refactor",
-    "advisor/sweep.py": "release.at_least('0.5.0') is rule v0_auto_chunked_prefill; outside the rule-table change",
-}
+ALLOWED = {"engines/vllm/releases.py", "engines/sglang/releases.py", "engines/llamacpp/releases.py", "units.py"}
 
 _OP = r"(?:<=|>=|<|>)"
 _VERSION_TUPLE = r"\(\s*0\s*,\s*\d+\s*(?:,\s*\d+\s*)?\)"  # (0, 6) or (0, 6, 4): GPU capabilities start at 3
@@ -61,10 +56,10 @@ def test_version_comparisons_live_only_in_the_release_table():
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
-        if relative in ALLOWED or relative in EXPECTED_OFFENDERS:
+        if relative in ALLOWED:
             continue
         offenders += [f"{relative}:{line}" for line in inline_comparisons(path.read_text(encoding="utf-8"))]
-    assert not offenders, "compare versions through a named rule in engines/vllm/releases.py: " + ", ".join(offenders)
+    assert not offenders, "compare versions through a named rule in the engine's releases.py: " + ", ".join(offenders)
 
 
 # --- a few rules on both sides of their boundary ---------------------------------------------------------

@@ -6,9 +6,9 @@ import math
 import re
 from pathlib import Path
 
-from .engines.vllm.releases import rule_at
 
 # the release and engine path a log's format shows live with the log parser (re-exported here)
+from .engines import get_engine
 from .forensics.formats import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: F401
 from .forensics.reconcile import predicted_figures
 from .units import GIB, parse_version
@@ -109,21 +109,17 @@ def _predict(case: dict):
         if not version:
             return None, "vLLM version unknown"
         # the log format gives the oldest release that prints it; the model may need a newer one
-        from .engines import get_engine
-
         newer = get_engine("vllm").first_release_serving(spec.architecture, parse_version(version))
         if newer is not None:
             version = ".".join(map(str, newer))
             basis += f"; raised to {version}, the first release serving {spec.architecture}"
     if settings.get("speculative_config"):
-        from .engines import get_engine
-
         why = get_engine("vllm").unsized_reason(settings["speculative_config"], spec)
         if why:
             return None, f"speculative decoding not sized: {why}"
     user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
     engine = infer_engine_from_log(case.get("log", ""))
-    if engine in ("v0", "v1") and rule_at(parse_version(version), "v1_available"):
+    if engine in ("v0", "v1") and get_engine("vllm").releases.rule_at(parse_version(version), "v1_available"):
         user["engine"] = engine  # a logged engine path chooses only once V1 exists beside V0
     if "entrypoint" in user:
         user["entrypoint"] = str(user["entrypoint"]).lower()
@@ -163,7 +159,6 @@ def _from_logged_budget(case: dict, inputs, breakdown) -> dict:
 
     A logged '6.37 GiB' means [6.365, 6.375): a prediction counts as exact when the observed figure
     lies inside the interval that rounding allows."""
-    from .engines import get_engine
     from .units import parse_version
 
     kv_plan_for_budget = get_engine("vllm").kv_plan_for_budget

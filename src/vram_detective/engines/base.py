@@ -23,6 +23,9 @@ class Releases:
     newest: str
     resolve: Callable[[str | None], Version]  # "0.6.3" / "latest" / None -> version; ValueError when unmodelled
     rules: Callable[..., Any]  # (version, path=None) -> that release's rule set
+    rule_at: Callable[..., Any]  # (version, rule name, path=None, default=) -> the rule's value at that release
+    first_release: Callable[..., Any]  # (test) -> the oldest release whose rules pass test(rules), or None
+    is_modelled: Callable[[Version], bool]  # does the rule table reach back to this release?
 
 
 @dataclass(frozen=True)

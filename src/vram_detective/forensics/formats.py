@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..engines.vllm.releases import first_release
+from ..engines import get_engine
 from ..units import format_version, parse_version
 
 # Log formats that pin an era, most specific first: (marker name, pattern on one line, release it points to).
@@ -92,7 +92,7 @@ def refine_wildcard_version(version: str, log: str, other_quantization: bool = F
     stated = parse_version(version)
     best = stated
     for pattern, plain, quantized in FEATURE_MINIMUMS:
-        minimum = first_release(quantized if other_quantization else plain).version
+        minimum = get_engine("vllm").releases.first_release(quantized if other_quantization else plain).version
         if minimum[:2] == stated[:2] and pattern.search(log or ""):
             best = max(best, minimum)
     return format_version(best)

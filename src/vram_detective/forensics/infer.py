@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..engines.vllm.releases import OLDEST_SUPPORTED, is_modelled, rule_at
+from ..engines import get_engine
 from ..units import GIB, format_version, parse_version
 from .formats import ERA_EVIDENCE, engine_from_markers, era_from_markers
 
@@ -109,7 +109,7 @@ class Inference:
             out["entrypoint"] = str(out["entrypoint"]).lower()
             if out["entrypoint"] not in ("serve", "llm"):
                 out.pop("entrypoint")
-        if self.engine is not None and self.version is not None and rule_at(parse_version(str(self.version.value)),
+        if self.engine is not None and self.version is not None and get_engine("vllm").releases.rule_at(parse_version(str(self.version.value)),
                                                                             "v1_available"):
             out["engine"] = self.engine.value  # a logged engine path chooses only once V1 exists beside V0
         return out
@@ -163,8 +163,6 @@ def infer_release(run, log_markers=None, given: str | None = None) -> tuple[Infe
         alpha = markers == "v1" and "without CPU blocks" in evidence
         engine = Inferred(markers, why, "low" if alpha else "medium")
     elif version is not None:
-        from ..engines import get_engine
-
         release_rules = get_engine("vllm").releases.rules
 
         try:
@@ -433,8 +431,6 @@ def _precision(repo_id: str) -> str:
 def _check_kv(candidate: Candidate, observed: dict, breakdown, gpu, version, settings, inference) -> None:
     """Do the logged KV figures fit this model's bytes per block / token? (each check on its own)"""
     from .. import api
-    from ..engines import get_engine
-
     engine = get_engine("vllm")
     kv_plan_for_budget, resolve_version = engine.kv_plan_for_budget, engine.releases.resolve
 
@@ -586,9 +582,9 @@ def infer_run(run, observed: dict, *, log_markers=None, model: str | None = None
         inference.settings["max_model_len"] = Inferred(observed["max_concurrency_tokens"], "concurrency line", "printed")
     inference.model = infer_model(run, model)
     version = inference.version.value if inference.version else None
-    if version and not is_modelled(parse_version(str(version))):
+    if version and not get_engine("vllm").releases.is_modelled(parse_version(str(version))):
         inference.notes.append(f"vLLM {version} is older than the oldest modelled release "
-                               f"({format_version(OLDEST_SUPPORTED)}): no prediction")
+                               f"({get_engine('vllm').releases.oldest}): no prediction")
         return inference
     if inference.model is None and search_candidates:
         inference.candidates = find_candidates(observed, inference, version)

@@ -49,10 +49,11 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.5.3"), "reserved_dp_attention", "per_bs", "0.5.3: + bs*dp*3 MiB, + bs*dp*1.5 more when bs > 300"),
     RuleChange(_v("0.4.0"), "reserved_floor_mib", 0, "no floor"),
     RuleChange(_v("0.5.3"), "reserved_floor_mib", 10 * 1024, "0.5.3: reserved >= 10 GiB when gpu_mem > 60 GiB"),
-    # speculative reserve in MiB: (EAGLE-like, STANDALONE); NGRAM reserves nothing from 0.5.3
-    RuleChange(_v("0.4.8"), "reserved_speculative_mib", (2048, 2048), "0.4.8: +2 GiB for any speculative algorithm"),
-    RuleChange(_v("0.5.2"), "reserved_speculative_mib", (2048, 6144), "0.5.2: STANDALONE draft +6 GiB"),
-    RuleChange(_v("0.5.10"), "reserved_speculative_mib", (4096, 6144), "0.5.10: EAGLE draft and graphs +4 GiB"),
+    # speculative reserve in MiB: (EAGLE-like, STANDALONE, NGRAM)
+    RuleChange(_v("0.4.8"), "reserved_speculative_mib", (2048, 2048, 2048), "0.4.8: +2 GiB for any speculative algorithm"),
+    RuleChange(_v("0.5.2"), "reserved_speculative_mib", (2048, 6144, 2048), "0.5.2: STANDALONE draft +6 GiB"),
+    RuleChange(_v("0.5.3"), "reserved_speculative_mib", (2048, 6144, 0), "0.5.3 _handle_gpu_memory_settings: NGRAM reserves nothing"),
+    RuleChange(_v("0.5.10"), "reserved_speculative_mib", (4096, 6144, 0), "0.5.10: EAGLE draft and graphs +4 GiB"),
     RuleChange(_v("0.4.0"), "piecewise_graph_reserve", "none", "no piecewise CUDA graphs"),
     RuleChange(_v("0.5.8"), "piecewise_graph_reserve", "opt_in", "0.5.8: +8 MiB per piecewise size with --enable-piecewise-cuda-graph"),
     RuleChange(_v("0.5.10"), "piecewise_graph_reserve", "default_on", "0.5.10: on unless --disable-piecewise-cuda-graph; MLA +1.5 GiB"),

@@ -71,13 +71,8 @@ def _fraction_tp_table(s: SGLangSettings, r: Rules, gpu_mem: float) -> float:
 def _speculative_reserve(s: SGLangSettings, r: Rules) -> float:
     if s.speculative_algorithm is None:
         return 0.0
-    eagle, standalone = r["reserved_speculative_mib"]
-    algorithm = s.speculative_algorithm.upper()
-    if algorithm == "STANDALONE":
-        return standalone
-    if algorithm == "NGRAM" and r.at_least("0.5.3"):
-        return 0.0
-    return eagle
+    eagle, standalone, ngram = r["reserved_speculative_mib"]
+    return {"STANDALONE": standalone, "NGRAM": ngram}.get(s.speculative_algorithm.upper(), eagle)
 
 
 def piecewise_graph_tokens(max_tokens: int) -> list[int]:

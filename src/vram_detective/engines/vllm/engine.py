@@ -50,7 +50,8 @@ class VllmEngine:
         from . import releases
 
         return Releases(releases.NOTABLE_RELEASES, format_version(releases.OLDEST_SUPPORTED),
-                        format_version(releases.NEWEST_KNOWN), releases.resolve_version, releases.release)
+                        format_version(releases.NEWEST_KNOWN), releases.resolve_version, releases.release,
+                        releases.rule_at, releases.first_release, releases.is_modelled)
 
     @cached_property
     def launch(self) -> LaunchLine:

@@ -12,115 +12,43 @@ gpt-oss, Mistral/Llama/Phi-3 windows, Qwen2 `use_sliding_window`/`max_window_lay
 chunked attention, MLA), and `sliding_window_max_len_cap` says when a release disables interleaved
 sliding windows and caps max_model_len to the window instead.
 
-Everything is a pure function of plain values. The release boundaries live in `_RULES` below (one row
-per change, with the wheel it was read from); "since X" means present in the X wheel and absent in the
-previous wheel inspected, so the real first release may lie between the two.
+Everything is a pure function of plain values. The release boundaries live in releases.RULE_CHANGES
+(section "KV-cache groups"; one row per change, with the wheel it was read from).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from ...units import ceil_div
+from .kv_specs import KINDS, MLA, SPEC_TYPES, ChunkedLocal, FullAttention, KvSpec, RequestBound, SlidingWindow
+from .releases import NEWEST_KNOWN, release
 
 Version = tuple[int, int, int]
 
-KINDS = ("full", "sliding", "chunked_local", "mla", "mamba", "cross")
-
-# fmt: off
-# (since, rule, value, source). A release's value of a rule is the last row at or before it.
-_RULES: tuple[tuple[Version, str, object, str], ...] = (
-    # -- which specs V1 creates ------------------------------------------------------------------------
-    ((0, 0, 0), "v1_sliding_spec", False, "0.8.0-0.8.2: FullAttentionSpec only (v1/kv_cache_interface.py); windows act in the kernel only"),
-    ((0, 8, 3), "v1_sliding_spec", True, "SlidingWindowSpec, gpu_model_runner.get_kv_cache_spec (0.8.3 wheel; absent in 0.8.2)"),
-    ((0, 0, 0), "v1_chunked_spec", False, "Llama 4 local layers are FullAttentionSpec (attention_chunk_size only in the backends, 0.9.2)"),
-    ((0, 10, 0), "v1_chunked_spec", True, "ChunkedLocalAttentionSpec (v1/kv_cache_interface.py, gpu_model_runner.get_kv_cache_spec 0.10.0; absent in 0.9.2)"),
-    # -- the hybrid allocator ----------------------------------------------------------------------------
-    ((0, 0, 0), "hybrid_allocator", False, "unify_hybrid_kv_cache_specs always turns sliding layers into full ones when both exist (0.8.3-0.9.0)"),
-    ((0, 9, 1), "hybrid_allocator", True, "_get_kv_cache_config_uniform_page_size, --disable-hybrid-kv-cache-manager (kv_cache_utils.py 0.9.1)"),
-    ((0, 0, 0), "chunked_hybrid_default", True, "0.10.0: chunked local layers join the hybrid manager, no environment guard yet (config.py 0.10.0)"),
-    ((0, 10, 1), "chunked_hybrid_default", False, "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE default '0': chunked local attention disables the hybrid manager (envs.py, config 0.10.1-0.13.0)"),
-    ((0, 14, 0), "chunked_hybrid_default", True, "envs.py default '1' (0.14.0 wheel; '0' in 0.13.0)"),
-    ((0, 0, 0), "group_size_factor", None, "group size = fewest layers of one type (0.9.1-0.11.2)"),
-    ((0, 12, 0), "group_size_factor", 1.25, "group size = most layers of one type when max < 1.25 x min (kv_cache_utils.py 0.12.0; absent in 0.11.2)"),
-    ((0, 18, 0), "group_size_factor", 1.5, "factor 1.5 (0.18.0 wheel; 1.25 in 0.17.0)"),
-    ((0, 0, 0), "strided_groups", False, "groups are consecutive runs layers[i:i+g] (0.9.1-0.10.2)"),
-    ((0, 11, 0), "strided_groups", True, "layers[i::num_groups] so PP stages split evenly (0.11.0)"),
-    ((0, 0, 0), "global_groups", False, "each worker groups its own layers (get_kv_cache_config per worker, <= 0.10.2)"),
-    ((0, 11, 0), "global_groups", True, "groups from the merged specs of all workers, projected per worker (get_kv_cache_configs 0.11.0)"),
-    ((0, 0, 0), "v1_layers_max_over_workers", True, "num_layers = max over workers (get_kv_cache_configs 0.7.3, 0.8.0)"),
-    ((0, 8, 2), "v1_layers_max_over_workers", False, "each worker divides by its own layers, then the minimum (0.8.2)"),
-    ((0, 0, 0), "unified_page_block_size", False, "different page sizes across types: NotImplementedError (<= 0.11.2)"),
-    ((0, 12, 0), "unified_page_block_size", True, "unify_kv_cache_spec_page_size raises block_size of smaller pages (0.12.0)"),
-    ((0, 0, 0), "uniform_type_group", False, "same type, different shapes: not one group (<= 0.10.2)"),
-    ((0, 11, 0), "uniform_type_group", True, "UniformTypeKVCacheSpecs: one group, block = sum of pages (0.11.0)"),
-    # -- how many tokens a sliding / chunked request holds ----------------------------------------------
-    ((0, 0, 0), "in_flight_tokens", False, "X = max_num_batched_tokens (SlidingWindowSpec.max_memory_usage_bytes 0.8.3-0.25.0)"),
-    ((0, 26, 0), "in_flight_tokens", True, "X = VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (0.26.0; absent in 0.25.0)"),
-    ((0, 0, 0), "async_scheduling_default", False, "SchedulerConfig.async_scheduling = False (0.13.0)"),
-    ((0, 14, 0), "async_scheduling_default", True, "async_scheduling None -> True unless incompatible (config/vllm.py 0.14.0)"),
-    # -- logged tokens and concurrency -------------------------------------------------------------------
-    ((0, 0, 0), "tokens_rule", "blocks", "num_blocks x block_size, concurrency = tokens / max_model_len (V0; V1 <= 0.9.0)"),
-    ((0, 9, 1), "tokens_rule", "blocks-per-group", "num_blocks // num_groups x block_size, concurrency = blocks / blocks per request (0.9.1-0.20.0)"),
-    ((0, 20, 1), "tokens_rule", "concurrency", "int(max_concurrency x max_model_len) (kv_cache_utils.py _report_kv_cache_config 0.20.1; the old formula in 0.20.0)"),
-    ((0, 0, 0), "log_after_min", False, "each worker logs its own blocks before the minimum (<= 0.11.0)"),
-    ((0, 11, 2), "log_after_min", True, "_report_kv_cache_config after the minimum over workers (0.11.2; absent in 0.11.0)"),
-    ((0, 0, 0), "dcp", None, "no decode context parallel"),
-    ((0, 10, 2), "dcp", "dcp-uniform", "FullAttentionSpec uses cdiv(L, dcp); tokens x dcp in the single-group path only (0.10.2)"),
-    ((0, 11, 0), "dcp", "dcp", "tokens x dcp in every path (get_kv_cache_config_from_groups 0.11.0)"),
-    ((0, 12, 0), "dcp", "dcp-pcp", "L / (dcp x pcp), tokens x dcp x pcp, 'cp_world_size' line (0.12.0)"),
-    # -- num_gpu_blocks_override -----------------------------------------------------------------------
-    ((0, 0, 0), "override", "replace", "num_blocks = num_gpu_blocks_override"),
-    ((0, 9, 1), "override", "ignored", "get_num_blocks logs 'Overriding ...' but keeps its own count (0.9.1 bug)"),
-    ((0, 9, 2), "override", "replace", "num_blocks = num_gpu_blocks_override again (0.9.2)"),
-    ((0, 21, 0), "override", "pool", "available memory := override x bytes per block before the fit check (get_kv_cache_configs 0.21.0)"),
-    # -- the startup check 'one max_model_len request must fit' ------------------------------------------
-    ((0, 0, 0), "fit_check", "per-layer", "sum over layers of max_memory_usage_bytes, per worker, before any unification (0.8.0-0.13.0)"),
-    ((0, 14, 0), "fit_check", "first-group", "_max_memory_usage_bytes_from_groups: group size x page x blocks of the FIRST group only (0.14.0-0.18.0)"),
-    ((0, 19, 0), "fit_check", "sum-groups", "group size x page x sum over groups of their blocks (0.19.0)"),
-    ((0, 0, 0), "fit_per_worker_groups", False, "0.14-0.16: global groups against the smallest worker budget"),
-    ((0, 17, 0), "fit_per_worker_groups", True, "groups projected to each worker (_project_kv_cache_groups_to_worker 0.17.0)"),
-    ((0, 0, 0), "null_block_in_fit", False, "all blocks usable in the check"),
-    # -- Mamba / linear-attention layers (MambaSpec) -----------------------------------------------------
-    ((0, 0, 0), "v1_mamba", False, "V1 has no MambaSpec before 0.9.2 and no HybridAttentionMambaModelConfig before 0.10.1 (0.9.2 wheel); V0 keeps Mamba state in MambaCacheManager"),
-    ((0, 10, 1), "v1_mamba", True, "HybridAttentionMambaModelConfig raises the attention block size, pads the Mamba page (models/config.py 0.10.1; absent in 0.9.2)"),
-    ((0, 0, 0), "mamba_mla_alignment", False, "attention block size a multiple of 16 for every backend (0.10.1-0.11.0)"),
-    ((0, 11, 2), "mamba_mla_alignment", True, "MLA attention: multiple of 64 (128 with CUTLASS_MLA), models/config.py 0.11.2"),
-    ((0, 0, 0), "mamba_cache_modes", ("none",), "one state per request (MambaSpec block_size = max_model_len), no Mamba prefix caching (0.10.1-0.11.0)"),
-    ((0, 11, 2), "mamba_cache_modes", ("none", "all"), "prefix caching: attention block a multiple of lcm(mamba chunk, alignment), mamba_block_size = block size, cdiv(L, block) states per request (models/config.py, kv_cache_interface.py 0.11.2-0.14.0)"),
-    ((0, 15, 1), "mamba_cache_modes", ("none", "all", "align"), "mamba_cache_mode none (1 + spec blocks) / align (2 + spec) / all (cdiv(L, block)), MambaSpec.max_memory_usage_bytes 0.15.1; absent in 0.14.0"),
-    ((0, 29, 0), "null_block_in_fit", True, "check_memory = available - bytes per block: kv_cache_utils.py get_kv_cache_configs / check_enough_kv_cache_memory 0.29.0 (absent in 0.28.0), kv_cache_planning.py 0.33.0"),
-)
-# fmt: on
 
 
-_MISSING = object()
+
+@lru_cache(maxsize=256)
+def _rules(version: Version, engine: str) -> dict[str, tuple[object, str]]:
+    return {name: (value, source) for name, value, source in release(version, engine).rules}
 
 
-def rule(version: Version, name: str) -> object:
-    """The value of one rule of this module's table at `version`."""
-    value: object = _MISSING
-    for since, rule_name, rule_value, _ in _RULES:
-        if rule_name == name and since <= tuple(version):
-            value = rule_value
-    if value is _MISSING:
-        raise KeyError(name)
-    return value
+def rule(version: Version | None, name: str, engine: str = "v1") -> object:
+    """The value of one rule of releases.RULE_CHANGES at `version` (None: the newest), by default on
+    the V1 path (the KV-cache manager is V1's)."""
+    return _rules(tuple(version or NEWEST_KNOWN), engine)[name][0]
 
 
-def rule_source(version: Version, name: str) -> str:
-    source = ""
-    for since, rule_name, _, rule_text in _RULES:
-        if rule_name == name and since <= tuple(version):
-            source = rule_text
-    if not source:
-        raise KeyError(name)
-    return source
+def rule_source(version: Version | None, name: str, engine: str = "v1") -> str:
+    return _rules(tuple(version or NEWEST_KNOWN), engine)[name][1]
 
 
 @dataclass(frozen=True)
 class AttentionLayer:
-    """One attention layer on one rank.
+    """One attention layer on one rank, as callers describe it; `spec(block_size)` gives its typed spec
+    (kv_specs.py: one class per kind).
 
     kind: "full", "sliding", "chunked_local" (Llama 4 local layers), "mla", "mamba" (a Mamba /
         linear-attention layer: one recurrent state per request, MambaSpec) or "cross" (an encoder-decoder
@@ -140,8 +68,16 @@ class AttentionLayer:
             raise ValueError(f"unknown attention kind {self.kind!r} (one of {', '.join(KINDS)})")
         if self.page_bytes <= 0:
             raise ValueError("page_bytes must be positive")
-        if self.kind in ("sliding", "chunked_local", "cross") and not self.sliding_window:
+        if self.spec_type.needs_span and not self.sliding_window:
             raise ValueError(f"a {self.kind} layer needs its window")
+
+    @property
+    def spec_type(self) -> type[KvSpec]:
+        return SPEC_TYPES[self.kind]
+
+    def spec(self, block_size: int) -> KvSpec:
+        """The layer's spec at `block_size` (its page is given at that size)."""
+        return self.spec_type.of(self.page_bytes, block_size, self.sliding_window)
 
 
 @dataclass(frozen=True)
@@ -192,77 +128,36 @@ class KvGroupPlan:
 
 
 @dataclass(frozen=True)
-class _Spec:
-    kind: str  # "full", "sliding", "chunked_local", "mla", "mamba"
-    window: int | None
-    page: int
-    block_size: int
-
-
-@dataclass(frozen=True)
 class _Context:
     version: Version
     max_model_len: int
-    in_flight: int
-    context_parallel: int  # dcp (x pcp from 0.12) dividing full-attention lengths, 1 if none
-    mamba_cache_mode: str = "none"  # "none", "align", "all" (0.18+)
-    speculative_blocks: int = 0  # MambaSpec.num_speculative_blocks
+    bound: RequestBound  # what each spec's per-request bound reads
 
 
-def _usage_blocks(spec: _Spec, max_model_len: int, ctx: _Context) -> int:
-    """Blocks one request of `max_model_len` tokens holds in a group of this spec
-    (KVCacheSpec.max_memory_usage_bytes // page_size_bytes)."""
-    if spec.kind == "mamba":
-        # MambaSpec: one state per request (+ speculative blocks); "align" keeps 2, "all" one per block
-        if ctx.mamba_cache_mode == "all":
-            return ceil_div(max_model_len, spec.block_size)
-        return (2 if ctx.mamba_cache_mode == "align" else 1) + ctx.speculative_blocks
-    if spec.kind == "sliding":
-        # window-1 computed tokens plus the in-flight ones, capped at the length, +1 because the window
-        # need not start at a block boundary (SlidingWindowSpec, every V1 release since 0.8.3)
-        return ceil_div(min(spec.window - 1 + ctx.in_flight, max_model_len), spec.block_size) + 1
-    if spec.kind == "cross":
-        # CrossAttentionSpec.max_memory_usage_bytes (0.10.2+): cdiv(max encoder length, block) pages,
-        # whatever max_model_len
-        return ceil_div(spec.window, spec.block_size)
-    if spec.kind == "chunked_local":
-        # ChunkedLocalAttentionSpec (0.10.1+): one chunk plus the in-flight tokens, no +1
-        return ceil_div(min(spec.window + ctx.in_flight, max_model_len), spec.block_size)
-    length = max_model_len
-    if ctx.context_parallel > 1:
-        length = ceil_div(length, ctx.context_parallel)  # each DCP rank keeps L / dcp tokens
-    return ceil_div(length, spec.block_size)
-
-
-def _created_specs(layers: Sequence[AttentionLayer], block_size: int, version: Version, engine: str,
-                   mamba_block_size: int | None = None) -> list[_Spec]:
+def _created_specs(layers: Sequence[AttentionLayer], block_size: int, version: Version,
+                   mamba_block_size: int | None = None) -> list[KvSpec]:
+    """V1's specs (gpu_model_runner.get_kv_cache_spec): a kind the release does not create yet is full
+    attention; Mamba states use MambaSpec.block_size."""
     specs = []
     for layer in layers:
-        kind = layer.kind
-        if kind == "mamba":
-            specs.append(_Spec("mamba", None, layer.page_bytes, mamba_block_size or block_size))
-            continue
-        if engine == "v0":
-            kind = "mla" if kind == "mla" else "full"  # (cross layers share their layer's cache in V0)
-        elif kind == "sliding" and not rule(version, "v1_sliding_spec") or kind == "chunked_local" and not rule(version, "v1_chunked_spec"):
-            kind = "full"
-        window = layer.sliding_window if kind in ("sliding", "chunked_local", "cross") else None
-        specs.append(_Spec(kind, window, layer.page_bytes, block_size))
+        spec = layer.spec(block_size)
+        if spec.recurrent:
+            spec = spec.resized(spec.page_bytes, mamba_block_size or block_size)
+        elif spec.v1_rule is not None and not rule(version, spec.v1_rule):
+            spec = spec.as_full()
+        specs.append(spec)
     return specs
 
 
-def _is_hybrid(specs: Sequence[_Spec]) -> bool:
+def _is_hybrid(specs: Sequence[KvSpec]) -> bool:
     return len(set(specs)) > 1
 
 
-def _unify(specs: list[_Spec]) -> tuple[list[_Spec], bool]:
-    """unify_hybrid_kv_cache_specs: sliding / chunked layers become full when a full layer exists."""
-    kinds = {spec.kind for spec in specs}
-    changed = False
-    if kinds & {"full", "mla"} and kinds & {"sliding", "chunked_local"}:
-        specs = [_Spec("full", None, s.page, s.block_size) if s.kind in ("sliding", "chunked_local") else s for s in specs]
-        changed = True
-    return specs, changed
+def _unify(specs: list[KvSpec]) -> tuple[list[KvSpec], bool]:
+    """unify_hybrid_kv_cache_specs: sliding / chunked layers become full when a full (or MLA) layer exists."""
+    if any(isinstance(s, FullAttention) for s in specs) and any(s.windowed for s in specs):
+        return [s.as_full() if s.windowed else s for s in specs], True
+    return specs, False
 
 
 # --- grouping -----------------------------------------------------------------------------------------
@@ -270,46 +165,45 @@ def _unify(specs: list[_Spec]) -> tuple[list[_Spec], bool]:
 
 @dataclass(frozen=True)
 class _Grouping:
-    groups: tuple[tuple[_Spec, tuple[int, ...]], ...]  # (spec, layer indices) per group
+    groups: tuple[tuple[KvSpec, tuple[int, ...]], ...]  # (spec, layer indices) per group
     group_size: int
     uniform_type: bool  # one group of same-kind layers with different pages (block = sum of pages)
     log_lines: tuple[str, ...]
 
 
-def _group(specs: Sequence[_Spec], indices: Sequence[int], version: Version) -> _Grouping:
+def _group(specs: Sequence[KvSpec], indices: Sequence[int], version: Version) -> _Grouping:
     """get_kv_cache_groups over the layers `indices` (all of them, or one worker's before 0.11)."""
     chosen = [specs[i] for i in indices]
     if len(set(chosen)) == 1:
         return _Grouping(((chosen[0], tuple(indices)),), len(indices), False, ())
-    kinds_windows = {(s.kind, s.window, s.block_size) for s in chosen}
-    if len(kinds_windows) == 1:
+    if len({s.type_key for s in chosen}) == 1:
         if not rule(version, "uniform_type_group"):
             raise NotImplementedError("layers of one attention type with different KV shapes are not supported "
                                       "by this release (NotImplementedError in get_kv_cache_config)")
         return _Grouping(((chosen[0], tuple(indices)),), len(indices), True, ())
     # hybrid: one type per distinct spec, in the order of their first layer
-    by_type: dict[_Spec, list[int]] = {}
+    by_type: dict[KvSpec, list[int]] = {}
     for i in indices:
         by_type.setdefault(specs[i], []).append(i)
-    pages = {spec.page for spec in by_type}
+    pages = {spec.page_bytes for spec in by_type}
     if len(pages) > 1:
         if not rule(version, "unified_page_block_size"):
             raise NotImplementedError("hybrid layers with different page sizes are not supported by this release")
         largest = max(pages)
-        unified: dict[_Spec, list[int]] = {}
+        unified: dict[KvSpec, list[int]] = {}
         for spec, members in by_type.items():
-            if largest % spec.page:
+            if largest % spec.page_bytes:
                 raise NotImplementedError("The page size of the layer is not divisible by the maximum page size. "
                                           "Cannot unify by adjusting block_size.")
-            ratio = largest // spec.page
-            unified.setdefault(_Spec(spec.kind, spec.window, largest, spec.block_size * ratio), []).extend(members)
+            ratio = largest // spec.page_bytes
+            unified.setdefault(spec.resized(largest, spec.block_size * ratio), []).extend(members)
         by_type = unified
     counts = [len(members) for members in by_type.values()]
     group_size = min(counts)
     factor = rule(version, "group_size_factor")
     if factor is not None and max(counts) < min(counts) * float(factor):
         group_size = max(counts)
-    groups: list[tuple[_Spec, tuple[int, ...]]] = []
+    groups: list[tuple[KvSpec, tuple[int, ...]]] = []
     lines: list[str] = []
     strided = bool(rule(version, "strided_groups"))
     for spec, members in by_type.items():
@@ -324,14 +218,14 @@ def _group(specs: Sequence[_Spec], indices: Sequence[int], version: Version) -> 
     return _Grouping(tuple(groups), group_size, False, tuple(lines))
 
 
-def _block_bytes(grouping: _Grouping, worker: Sequence[int], specs_by_index: Sequence[_Spec]) -> tuple[int, int]:
+def _block_bytes(grouping: _Grouping, worker: Sequence[int], specs_by_index: Sequence[KvSpec]) -> tuple[int, int]:
     """(bytes per block id on this worker, its group size): page x most layers of one group."""
     owned = set(worker)
     if grouping.uniform_type:
         _, members = grouping.groups[0]
-        return sum(specs_by_index[i].page for i in members if i in owned), 1
+        return sum(specs_by_index[i].page_bytes for i in members if i in owned), 1
     size = max(sum(1 for i in members if i in owned) for _, members in grouping.groups)
-    page = grouping.groups[0][0].page
+    page = grouping.groups[0][0].page_bytes
     return page * size, size
 
 
@@ -386,8 +280,8 @@ def mamba_block_sizing(attention_page_per_token: int | None, mamba_page_bytes: i
 def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_len: int, version: Version,
                  mamba_cache_mode: str, mamba_chunk_size: int | None, cutlass_mla: bool
                  ) -> tuple[list[AttentionLayer], MambaBlockSizing]:
-    attention = [layer for layer in layers if layer.kind != "mamba"]
-    mamba_pages = {layer.page_bytes for layer in layers if layer.kind == "mamba"}
+    attention = [layer for layer in layers if not layer.spec_type.recurrent]
+    mamba_pages = {layer.page_bytes for layer in layers if layer.spec_type.recurrent}
     if len(mamba_pages) > 1:
         raise NotImplementedError("Mamba layers with different state sizes are not sized")
     per_token = None
@@ -396,10 +290,11 @@ def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_le
             raise NotImplementedError("attention layers of different page sizes next to Mamba layers are not sized")
         per_token = attention[0].page_bytes // block_size
     sizing = mamba_block_sizing(per_token, mamba_pages.pop(), block_size, max_model_len, version,
-                                mla=any(layer.kind == "mla" for layer in attention), cutlass_mla=cutlass_mla,
+                                mla=any(issubclass(layer.spec_type, MLA) for layer in attention),
+                                cutlass_mla=cutlass_mla,
                                 mamba_cache_mode=mamba_cache_mode, mamba_chunk_size=mamba_chunk_size)
-    out = [AttentionLayer("mamba", sizing.padded_page_bytes) if layer.kind == "mamba" else
-           AttentionLayer(layer.kind, sizing.attention_page_bytes, layer.sliding_window) for layer in layers]
+    out = [replace(layer, page_bytes=sizing.padded_page_bytes) if layer.spec_type.recurrent
+           else replace(layer, page_bytes=sizing.attention_page_bytes) for layer in layers]
     return out, sizing
 
 
@@ -424,6 +319,42 @@ def in_flight_tokens(version: Version, max_num_batched_tokens: int, async_schedu
     return batches * max_num_batched_tokens
 
 
+@dataclass(frozen=True)
+class KvPlanInputs:
+    """What plan_kv_groups reads (its parameters, normalised: one budget and one layer list per worker).
+
+    layers: the model's attention layers in order (each with its page on its rank).
+    budgets / workers: each worker's KV budget and layer indices (every layer on every worker under TP).
+    async_scheduling: None = the release default (on from 0.14; it only matters from 0.26, where the
+        sliding-window bound reserves two batches in flight).
+    allow_chunked_local_hybrid: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE; None = the release default.
+    mamba_cache_mode: "none" (one state per request), "all" (prefix caching, 0.11.2+) or "align" (0.15.1+);
+        mamba_speculative_blocks: MambaSpec.num_speculative_blocks (speculative tokens);
+        mamba_chunk_size: the SSD chunk the "all" mode aligns to (256 when None).
+    """
+
+    layers: tuple[AttentionLayer, ...]
+    budgets: tuple[int, ...]
+    workers: tuple[tuple[int, ...], ...]
+    block_size: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    version: Version
+    engine: str
+    disable_hybrid_kv_cache_manager: bool = False
+    num_gpu_blocks_override: int | None = None
+    async_scheduling: bool | None = None
+    pipeline_parallel_size: int = 1
+    v2_model_runner: bool = False
+    decode_context_parallel_size: int = 1
+    prefill_context_parallel_size: int = 1
+    allow_chunked_local_hybrid: bool | None = None
+    mamba_cache_mode: str = "none"
+    mamba_speculative_blocks: int = 0
+    mamba_chunk_size: int | None = None
+    cutlass_mla: bool = False
+
+
 def plan_kv_groups(
     layers: Sequence[AttentionLayer],
     available_bytes: int | Sequence[int],
@@ -437,35 +368,19 @@ def plan_kv_groups(
     num_gpu_blocks_override: int | None = None,
     *,
     worker_layers: Sequence[Sequence[int]] | None = None,
-    async_scheduling: bool | None = None,
-    pipeline_parallel_size: int = 1,
-    v2_model_runner: bool = False,
-    decode_context_parallel_size: int = 1,
-    prefill_context_parallel_size: int = 1,
-    allow_chunked_local_hybrid: bool | None = None,
-    mamba_cache_mode: str = "none",
-    mamba_speculative_blocks: int = 0,
-    mamba_chunk_size: int | None = None,
-    cutlass_mla: bool = False,
+    **options,
 ) -> KvGroupPlan:
     """Blocks, groups, tokens and concurrency of one release for these attention layers.
 
-    layers: the model's attention layers in order (each with its page on its rank).
     available_bytes: one worker's KV budget, or one per worker (then `worker_layers` lists each worker's
         layer indices; by default every worker holds every layer, as under tensor parallelism).
     max_num_seqs: accepted for the caller's convenience; no release's KV grouping reads it.
-    async_scheduling: None = the release default (on from 0.14; it only matters from 0.26, where the
-        sliding-window bound reserves two batches in flight).
-    allow_chunked_local_hybrid: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE; None = the release default.
-    mamba_cache_mode: "none" (one state per request), "all" (prefix caching, 0.11.2+) or "align" (0.15.1+);
-        mamba_speculative_blocks: MambaSpec.num_speculative_blocks (speculative tokens);
-        mamba_chunk_size: the SSD chunk the "all" mode aligns to (256 when None).
+    options: the keyword fields of KvPlanInputs (async_scheduling, pipeline_parallel_size, ...).
     "mamba" layers: V1 from 0.10.1 raises the attention block size to hold one Mamba state per page and pads
     the state to the attention page (mamba_block_sizing); each Mamba group takes one block per request.
     V0 sizes only the attention layers: the Mamba state lives in MambaCacheManager, outside the blocks.
     """
     del max_num_seqs  # no KV rule depends on it
-    version = tuple(version)  # type: ignore[assignment]
     if engine not in ("v0", "v1"):
         raise ValueError(f"unknown engine path {engine!r}")
     if not layers:
@@ -479,90 +394,153 @@ def plan_kv_groups(
         workers = [tuple(w) for w in worker_layers]
         if len(workers) != len(budgets):
             raise ValueError("worker_layers and available_bytes must list the same workers")
+    inputs = KvPlanInputs(tuple(layers), tuple(budgets), tuple(workers), block_size, max_model_len,
+                          max_num_batched_tokens, tuple(version), engine,  # type: ignore[arg-type]
+                          disable_hybrid_kv_cache_manager, num_gpu_blocks_override, **options)
+    return plan_v0(inputs) if engine == "v0" else plan_v1(inputs)
+
+
+def plan_v0(inputs: KvPlanInputs) -> KvGroupPlan:
+    """V0 sizes only the attention layers: Mamba states live in the model's MambaCacheManager."""
+    layers, workers, notes = list(inputs.layers), list(inputs.workers), []
+    if any(layer.spec_type.recurrent for layer in layers):
+        keep = [i for i, layer in enumerate(layers) if not layer.spec_type.recurrent]
+        if not keep:
+            raise ValueError("attention-free Mamba model: V0 has no KV cache blocks (MambaCacheManager only)")
+        remap = {old: new for new, old in enumerate(keep)}
+        layers = [layers[i] for i in keep]
+        workers = [tuple(remap[i] for i in w if i in remap) for w in workers]
+        notes.append("V0: Mamba / linear-attention state is a MambaCacheManager of max_num_seqs (CUDA-graph "
+                     "padded) requests allocated inside the model, outside the KV blocks; blocks count the "
+                     "attention layers only")
+    return _plan_v0(layers, list(inputs.budgets), workers, inputs.block_size, inputs.max_model_len,
+                    inputs.num_gpu_blocks_override, notes)
+
+
+@dataclass(frozen=True)
+class _V1Specs:
+    """The specs of one V1 plan: as created, as grouped (unified when the hybrid manager is off)."""
+
+    created: list[KvSpec]
+    grouped: list[KvSpec]
+    block_size: int  # the attention block size after the Mamba raise
+    ctx: _Context
+    lines: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def plan_v1(inputs: KvPlanInputs) -> KvGroupPlan:
+    specs = _v1_specs(inputs)
+    version, workers = inputs.version, list(inputs.workers)
+    if rule(version, "global_groups"):  # groups from all workers' layers (0.11+), else per worker
+        all_indices = sorted({i for w in workers for i in w})
+        groupings = [_group(specs.grouped, all_indices, version)] * len(workers)
+    else:
+        groupings = [_group(specs.grouped, w, version) for w in workers]
+    lines, notes = list(specs.lines) + list(groupings[0].log_lines), list(specs.notes)
+    worker_bytes, own_blocks, sizes = _worker_blocks(groupings, workers, inputs.budgets, specs.grouped, version)
+    blocks_each, fit_budgets = _apply_override(inputs, own_blocks, worker_bytes, lines, notes)
+    num_blocks = min(blocks_each)
+    fits, needed, against, estimate = _fit_check(specs.created, specs.grouped, groupings, workers, fit_budgets,
+                                                 worker_bytes, sizes, specs.ctx, specs.block_size)
+    log_blocks = num_blocks if rule(version, "log_after_min") else blocks_each[0]
+    tokens, concurrency, per_request = _logged_figures(inputs, groupings[0], log_blocks, specs, lines)
+    if not rule(version, "log_after_min") and len(set(blocks_each)) > 1:
+        notes.append("each worker logs its own tokens and concurrency before the minimum over workers "
+                     "(<= 0.11.0); the figures here are worker 0's")
+    return KvGroupPlan(
+        num_blocks=num_blocks, block_bytes=worker_bytes[0],
+        groups=_worker_groups(groupings[0], workers[0], sizes[0], specs.ctx),
+        blocks_per_request=per_request, kv_cache_tokens=tokens, max_concurrency=concurrency,
+        log_lines=tuple(lines), notes=tuple(notes), hybrid=len(groupings[0].groups) > 1,
+        in_flight_tokens=specs.ctx.bound.in_flight, fits=fits, fit_needed_bytes=needed, fit_available_bytes=against,
+        estimated_max_model_len=estimate, worker_block_bytes=tuple(worker_bytes), worker_num_blocks=tuple(own_blocks),
+    )
+
+
+def _v1_specs(inputs: KvPlanInputs) -> _V1Specs:
+    """Mamba sizing, the per-request bound, the specs the release creates and those it groups."""
+    version, layers, block_size = inputs.version, list(inputs.layers), inputs.block_size
     lines: list[str] = []
-    notes: list[str] = []
-
-    has_mamba = any(layer.kind == "mamba" for layer in layers)
-    if engine == "v0":
-        if has_mamba:
-            keep = [i for i, layer in enumerate(layers) if layer.kind != "mamba"]
-            if not keep:
-                raise ValueError("attention-free Mamba model: V0 has no KV cache blocks (MambaCacheManager only)")
-            remap = {old: new for new, old in enumerate(keep)}
-            layers = [layers[i] for i in keep]
-            workers = [tuple(remap[i] for i in w if i in remap) for w in workers]
-            notes.append("V0: Mamba / linear-attention state is a MambaCacheManager of max_num_seqs (CUDA-graph "
-                         "padded) requests allocated inside the model, outside the KV blocks; blocks count the "
-                         "attention layers only")
-        return _plan_v0(layers, budgets, workers, block_size, max_model_len, num_gpu_blocks_override, version, notes)
-
     mamba_block_size = None
-    if has_mamba:
-        if not rule(version, "v1_mamba"):
-            raise NotImplementedError("Mamba / linear-attention layers in the V1 engine are not sized before 0.10.1 "
-                                      f"({rule_source(version, 'v1_mamba')})")
-        if mamba_cache_mode not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
-            raise ValueError(f"mamba_cache_mode {mamba_cache_mode!r} is not available in this release "
-                             f"({rule_source(version, 'mamba_cache_modes')})")
-        layers, sizing = _apply_mamba(layers, block_size, max_model_len, version, mamba_cache_mode,
-                                      mamba_chunk_size, cutlass_mla)
-        block_size = sizing.block_size
-        mamba_block_size = sizing.mamba_block_size
+    if any(layer.spec_type.recurrent for layer in layers):
+        layers, sizing = _v1_mamba(inputs)
+        block_size, mamba_block_size = sizing.block_size, sizing.mamba_block_size
         lines.extend(sizing.log_lines)
-
-    context_parallel = 1
-    dcp_rule = rule(version, "dcp")
-    if dcp_rule is not None:
-        context_parallel = decode_context_parallel_size
-        if dcp_rule == "dcp-pcp":
-            context_parallel *= prefill_context_parallel_size
-    x = in_flight_tokens(version, max_num_batched_tokens, async_scheduling, pipeline_parallel_size, v2_model_runner)
-    ctx = _Context(version, max_model_len, x, context_parallel, mamba_cache_mode, int(mamba_speculative_blocks))
-
-    created = _created_specs(layers, block_size, version, engine, mamba_block_size)
-    if context_parallel > 1 and any(s.kind == "sliding" for s in created) and version >= (0, 10, 2):
+    context_parallel = _context_parallel(inputs)
+    x = in_flight_tokens(version, inputs.max_num_batched_tokens, inputs.async_scheduling,
+                         inputs.pipeline_parallel_size, inputs.v2_model_runner)
+    bound = RequestBound(x, context_parallel, inputs.mamba_cache_mode, int(inputs.mamba_speculative_blocks))
+    created = _created_specs(layers, block_size, version, mamba_block_size)
+    if context_parallel > 1 and any(isinstance(s, SlidingWindow) for s in created) \
+            and rule(version, "dcp_refuses_sliding_window"):
         raise ValueError("DCP not support sliding window.")
+    grouped, notes = _hybrid_manager(created, inputs, lines)
+    return _V1Specs(created, grouped, block_size, _Context(version, inputs.max_model_len, bound),
+                    tuple(lines), tuple(notes))
 
-    # which specs get grouped: the hybrid manager may be off (flag, chunked local default, or pre-0.9.1)
+
+def _v1_mamba(inputs: KvPlanInputs) -> tuple[list[AttentionLayer], MambaBlockSizing]:
+    version = inputs.version
+    if not rule(version, "v1_mamba"):
+        raise NotImplementedError("Mamba / linear-attention layers in the V1 engine are not sized before 0.10.1 "
+                                  f"({rule_source(version, 'v1_mamba')})")
+    if inputs.mamba_cache_mode not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
+        raise ValueError(f"mamba_cache_mode {inputs.mamba_cache_mode!r} is not available in this release "
+                         f"({rule_source(version, 'mamba_cache_modes')})")
+    return _apply_mamba(inputs.layers, inputs.block_size, inputs.max_model_len, version, inputs.mamba_cache_mode,
+                        inputs.mamba_chunk_size, inputs.cutlass_mla)
+
+
+def _context_parallel(inputs: KvPlanInputs) -> int:
+    """The ranks a full-attention request is split over: dcp (0.10.2+), x pcp (0.12+)."""
+    dcp_rule = rule(inputs.version, "context_parallel_kv")
+    if dcp_rule is None:
+        return 1
+    if dcp_rule == "dcp-pcp":
+        return inputs.decode_context_parallel_size * inputs.prefill_context_parallel_size
+    return inputs.decode_context_parallel_size
+
+
+def _hybrid_manager(created: list[KvSpec], inputs: KvPlanInputs, lines: list[str]) -> tuple[list[KvSpec], list[str]]:
+    """The specs that get grouped: the hybrid manager may be off (flag, chunked local default, or pre-0.9.1),
+    then windows become full attention. Appends the release's log lines; returns the notes."""
+    version, notes = inputs.version, []
     specs = list(created)
     hybrid_allowed = bool(rule(version, "hybrid_allocator"))
-    has_chunked = any(s.kind == "chunked_local" for s in created)
-    disable = disable_hybrid_kv_cache_manager
+    disable = inputs.disable_hybrid_kv_cache_manager
     why = "--disable-hybrid-kv-cache-manager"
-    if hybrid_allowed and has_chunked:
-        allow = rule(version, "chunked_hybrid_default") if allow_chunked_local_hybrid is None else allow_chunked_local_hybrid
-        if not allow and (version >= (0, 14, 0) or not disable):
+    if hybrid_allowed and any(isinstance(s, ChunkedLocal) for s in created):
+        allow = inputs.allow_chunked_local_hybrid
+        if allow is None:
+            allow = rule(version, "chunked_hybrid_default")
+        if not allow and (rule(version, "chunked_hybrid_warns_when_disabled") or not disable):
             lines.append("There is a latency regression when using chunked local attention with the hybrid KV cache "
                          "manager. Disabling it, by default. To enable it, set the environment "
                          "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1.")
             if not disable:
                 why = "chunked local attention turns the hybrid manager off by default"
             disable = True
-    if (not hybrid_allowed or disable) and _is_hybrid(specs):
-        specs, changed = _unify(specs)
-        if hybrid_allowed:
-            lines.append("Hybrid KV cache manager is disabled for this hybrid model, This means we do not enable "
-                         "any optimizations for saving KV cache memory (e.g., dropping the KV cache outside the "
-                         "sliding window). The compute of layers like sliding window is still saved.")
-        if changed:
-            notes.append("sliding-window / chunked-local layers are allocated as full attention "
-                         + (f"({why})" if hybrid_allowed else
-                            f"(no hybrid allocator before 0.9.1; {rule_source(version, 'hybrid_allocator')})"))
-        if _is_hybrid(specs) and len({(s.kind, s.window) for s in specs}) > 1:
-            raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
-                             "one unified type.")
+    if (hybrid_allowed and not disable) or not _is_hybrid(specs):
+        return specs, notes
+    specs, changed = _unify(specs)
+    if hybrid_allowed:
+        lines.append("Hybrid KV cache manager is disabled for this hybrid model, This means we do not enable "
+                     "any optimizations for saving KV cache memory (e.g., dropping the KV cache outside the "
+                     "sliding window). The compute of layers like sliding window is still saved.")
+    if changed:
+        notes.append("sliding-window / chunked-local layers are allocated as full attention "
+                     + (f"({why})" if hybrid_allowed else
+                        f"(no hybrid allocator before 0.9.1; {rule_source(version, 'hybrid_allocator')})"))
+    if _is_hybrid(specs) and len({s.type_key[:2] for s in specs}) > 1:
+        raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
+                         "one unified type.")
+    return specs, notes
 
-    # groups: globally (0.11+) or per worker
-    if rule(version, "global_groups"):
-        all_indices = sorted({i for w in workers for i in w})
-        global_grouping = _group(specs, all_indices, version)
-        groupings = [global_grouping] * len(workers)
-    else:
-        groupings = [_group(specs, w, version) for w in workers]
-        global_grouping = groupings[0]
-    lines.extend(global_grouping.log_lines)
 
-    # blocks per worker
+def _worker_blocks(groupings: Sequence[_Grouping], workers: Sequence[tuple[int, ...]], budgets: Sequence[int],
+                   specs: Sequence[KvSpec], version: Version) -> tuple[list[int], list[int], list[int]]:
+    """Each worker's bytes per block id, its own block count, and its group size."""
     max_layers = max(len(w) for w in workers)
     worker_bytes: list[int] = []
     own_blocks: list[int] = []
@@ -570,76 +548,70 @@ def plan_kv_groups(
     for grouping, worker, budget in zip(groupings, workers, budgets):
         per_block, size = _block_bytes(grouping, worker, specs)
         if len(grouping.groups) == 1 and not grouping.uniform_type and rule(version, "v1_layers_max_over_workers"):
-            per_block, size = grouping.groups[0][0].page * max_layers, max_layers
+            per_block, size = grouping.groups[0][0].page_bytes * max_layers, max_layers
         worker_bytes.append(per_block)
         sizes.append(size)
         own_blocks.append(max(int(budget // per_block), 0) if budget > 0 else 0)
+    return worker_bytes, own_blocks, sizes
 
-    override_rule = rule(version, "override")
-    fit_budgets = list(budgets)
-    blocks_each = list(own_blocks)
-    if num_gpu_blocks_override is not None:
-        lines.append(f"Overriding num_gpu_blocks={own_blocks[0]} with num_gpu_blocks_override={num_gpu_blocks_override}")
-        if override_rule == "ignored":
-            notes.append("vLLM 0.9.1 logs the override but keeps its own block count (get_num_blocks)")
-        else:
-            blocks_each = [num_gpu_blocks_override] * len(workers)
-            if override_rule == "pool":
-                fit_budgets = [num_gpu_blocks_override * b for b in worker_bytes]
-    num_blocks = min(blocks_each)
 
-    # the startup check
-    fit = _fit_check(created, specs, groupings, workers, fit_budgets, worker_bytes, sizes, ctx, block_size)
-    fits, needed, against, estimate = fit
+def _apply_override(inputs: KvPlanInputs, own_blocks: list[int], worker_bytes: list[int], lines: list[str],
+                    notes: list[str]) -> tuple[list[int], list[int]]:
+    """(blocks of each worker, budgets the fit check compares with) under num_gpu_blocks_override."""
+    override = inputs.num_gpu_blocks_override
+    if override is None:
+        return list(own_blocks), list(inputs.budgets)
+    override_rule = rule(inputs.version, "gpu_blocks_override")
+    lines.append(f"Overriding num_gpu_blocks={own_blocks[0]} with num_gpu_blocks_override={override}")
+    if override_rule == "ignored":
+        notes.append("vLLM 0.9.1 logs the override but keeps its own block count (get_num_blocks)")
+        return list(own_blocks), list(inputs.budgets)
+    blocks_each = [override] * len(inputs.workers)
+    if override_rule == "pool":
+        return blocks_each, [override * b for b in worker_bytes]
+    return blocks_each, list(inputs.budgets)
 
-    # logged figures
-    groups0 = groupings[0]
-    group_count = len(groups0.groups)
-    tokens_rule = rule(version, "tokens_rule")
-    log_blocks = num_blocks if rule(version, "log_after_min") else blocks_each[0]
-    per_request = sum(_usage_blocks(spec, max_model_len, ctx) for spec, _ in groups0.groups)
+
+def _logged_figures(inputs: KvPlanInputs, groups0: _Grouping, log_blocks: int, specs: _V1Specs,
+                    lines: list[str]) -> tuple[int, float, int]:
+    """(tokens, concurrency, blocks per request) as the release logs them."""
+    max_model_len, block_size = inputs.max_model_len, specs.block_size
+    tokens_rule = rule(inputs.version, "kv_tokens_rule")
     if tokens_rule == "blocks":
         tokens = log_blocks * block_size
-        concurrency = tokens / max_model_len
-        per_request_reported = ceil_div(max_model_len, block_size)
-    else:
-        concurrency = log_blocks / per_request
-        per_request_reported = per_request
-        if tokens_rule == "blocks-per-group":
-            min_block = min(spec.block_size for spec, _ in groups0.groups)
-            tokens = log_blocks // group_count * min_block
-            multiply = dcp_rule is not None and context_parallel > 1 and (dcp_rule != "dcp-uniform" or group_count == 1)
-            if multiply:
-                tokens *= context_parallel
-                if dcp_rule == "dcp-pcp":
-                    lines.append(f"Multiplying the GPU KV cache size by the cp_world_size {context_parallel} "
-                                 f"(pcp_world_size {prefill_context_parallel_size} * dcp_world_size "
-                                 f"{decode_context_parallel_size}).")
-                else:
-                    lines.append(f"Multiplying the GPU KV cache size by the dcp_world_size {decode_context_parallel_size}.")
+        return tokens, tokens / max_model_len, ceil_div(max_model_len, block_size)
+    per_request = sum(spec.blocks_per_request(max_model_len, specs.ctx.bound) for spec, _ in groups0.groups)
+    concurrency = log_blocks / per_request
+    if tokens_rule != "blocks-per-group":
+        return int(concurrency * max_model_len), concurrency, per_request
+    min_block = min(spec.block_size for spec, _ in groups0.groups)
+    group_count = len(groups0.groups)
+    tokens = log_blocks // group_count * min_block
+    dcp_rule, context_parallel = rule(inputs.version, "context_parallel_kv"), specs.ctx.bound.context_parallel
+    if dcp_rule is not None and context_parallel > 1 and (dcp_rule != "dcp-uniform" or group_count == 1):
+        tokens *= context_parallel
+        if dcp_rule == "dcp-pcp":
+            lines.append(f"Multiplying the GPU KV cache size by the cp_world_size {context_parallel} "
+                         f"(pcp_world_size {inputs.prefill_context_parallel_size} * dcp_world_size "
+                         f"{inputs.decode_context_parallel_size}).")
         else:
-            tokens = int(concurrency * max_model_len)
-    if not rule(version, "log_after_min") and len(set(blocks_each)) > 1:
-        notes.append("each worker logs its own tokens and concurrency before the minimum over workers "
-                     "(<= 0.11.0); the figures here are worker 0's")
+            lines.append(f"Multiplying the GPU KV cache size by the dcp_world_size {inputs.decode_context_parallel_size}.")
+    return tokens, concurrency, per_request
 
+
+def _worker_groups(grouping: _Grouping, worker: Sequence[int], size: int, ctx: _Context) -> tuple[KvGroup, ...]:
+    """One worker's groups: its layers of each, the padding slots, and blocks per request."""
+    owned = set(worker)
     groups = []
-    owned0 = set(workers[0])
-    for spec, members in groups0.groups:
-        mine = tuple(i for i in members if i in owned0)
-        padding = 0 if groups0.uniform_type else sizes[0] - len(mine)
-        groups.append(KvGroup(spec.kind, spec.window, mine, padding, spec.block_size,
-                              _usage_blocks(spec, max_model_len, ctx)))
-    return KvGroupPlan(
-        num_blocks=num_blocks, block_bytes=worker_bytes[0], groups=tuple(groups),
-        blocks_per_request=per_request_reported, kv_cache_tokens=tokens, max_concurrency=concurrency,
-        log_lines=tuple(lines), notes=tuple(notes), hybrid=group_count > 1, in_flight_tokens=x,
-        fits=fits, fit_needed_bytes=needed, fit_available_bytes=against, estimated_max_model_len=estimate,
-        worker_block_bytes=tuple(worker_bytes), worker_num_blocks=tuple(own_blocks),
-    )
+    for spec, members in grouping.groups:
+        mine = tuple(i for i in members if i in owned)
+        padding = 0 if grouping.uniform_type else size - len(mine)
+        groups.append(KvGroup(spec.kind, spec.span, mine, padding, spec.block_size,
+                              spec.blocks_per_request(ctx.max_model_len, ctx.bound)))
+    return tuple(groups)
 
 
-def _plan_v0(layers, budgets, workers, block_size, max_model_len, override, version, notes) -> KvGroupPlan:
+def _plan_v0(layers, budgets, workers, block_size, max_model_len, override, notes) -> KvGroupPlan:
     """V0 (CacheEngine.get_cache_block_size): every attention layer holds max_model_len tokens, whatever
     its window; the block manager only frees blocks that slide out of a uniform window at run time."""
     worker_bytes = [sum(layers[i].page_bytes for i in w) for w in workers]
@@ -647,12 +619,12 @@ def _plan_v0(layers, budgets, workers, block_size, max_model_len, override, vers
     blocks = min(own)
     if override is not None:
         blocks = override
-    if any(layer.kind in ("sliding", "chunked_local") for layer in layers):
+    if any(layer.spec_type.windowed for layer in layers):
         notes.append("V0 sizes sliding-window layers as full attention (get_cache_block_size counts every layer)")
     tokens = blocks * block_size
     fits = blocks > 0 and max_model_len <= tokens
     needed = ceil_div(max_model_len, block_size) * worker_bytes[0]
-    kind = "mla" if all(layer.kind == "mla" for layer in layers) else "full"
+    kind = MLA.kind if all(issubclass(layer.spec_type, MLA) for layer in layers) else FullAttention.kind
     group = KvGroup(kind, None, tuple(workers[0]), 0, block_size, ceil_div(max_model_len, block_size))
     return KvGroupPlan(
         num_blocks=blocks, block_bytes=worker_bytes[0], groups=(group,),
@@ -673,25 +645,25 @@ def _fit_check(created, specs, groupings, workers, budgets, worker_bytes, sizes,
         if mode == "per-layer":
             # check_enough_kv_cache_memory on the specs as created (before unification): sliding layers
             # count their window even when the hybrid manager is off
-            return sum(_usage_blocks(created[i], length, ctx) * created[i].page for i in workers[w])
+            return sum(created[i].max_memory_bytes(length, ctx.bound) for i in workers[w])
         grouping = groupings[w]
         if grouping.uniform_type:
-            return sum(_usage_blocks(specs[i], length, ctx) * specs[i].page for i in grouping.groups[0][1])
+            return sum(specs[i].max_memory_bytes(length, ctx.bound) for i in grouping.groups[0][1])
         if rule(version, "fit_per_worker_groups"):
-            size, page = sizes[w], grouping.groups[0][0].page
+            size, page = sizes[w], grouping.groups[0][0].page_bytes
         else:  # 0.14-0.16: global groups, full group size
-            size, page = grouping.group_size, grouping.groups[0][0].page
+            size, page = grouping.group_size, grouping.groups[0][0].page_bytes
             if len(grouping.groups) == 1:
                 size = len(grouping.groups[0][1])
         if mode == "first-group":
-            blocks = _usage_blocks(grouping.groups[0][0], length, ctx)
+            blocks = grouping.groups[0][0].blocks_per_request(length, ctx.bound)
         else:
-            blocks = sum(_usage_blocks(spec, length, ctx) for spec, _ in grouping.groups)
+            blocks = sum(spec.blocks_per_request(length, ctx.bound) for spec, _ in grouping.groups)
         return size * page * blocks
 
     checked = []
     for w, budget in enumerate(budgets):
-        against = budget - worker_bytes[w] if rule(version, "null_block_in_fit") else budget
+        against = budget - worker_bytes[w] if rule(version, "null_block_in_fit_check") else budget
         if mode != "per-layer" and not rule(version, "fit_per_worker_groups"):
             against = min(budgets)  # 0.14-0.16 compare with the smallest worker budget
         checked.append((w, against))
@@ -812,15 +784,10 @@ def _qwen_layers(cfg: dict, n: int, window, version: Version | None) -> list[tup
     if not cfg.get("use_sliding_window") or not window:
         return [("full", None)] * n  # the config carries a window it does not use
     mwl = int(cfg.get("max_window_layers", n))
-    if version is not None and version < (0, 4, 3):
-        # qwen2.py 0.4.1: the first max_window_layers layers slide (V0 only; no effect on V0 block counts)
+    layers_rule = rule(version, "qwen2_max_window_layers")
+    if layers_rule == "first-layers":
         return [("sliding", int(window)) if i < mwl else ("full", None) for i in range(n)]
-    if version is not None and version < (0, 9, 0):
-        raise SlidingWindowRefusal(
-            "Sliding window for some but all layers is not supported. This model uses sliding window but "
-            f"`max_window_layers` = {mwl} is less than `num_hidden_layers` = {n}. Please open an issue to discuss "
-            "this feature.")
-    mixed = 0 < mwl < n if (version is None or version >= (0, 10, 1)) else mwl != n
+    mixed = {"refuse": True, "refuse-unless-all": mwl != n, "refuse-if-some": 0 < mwl < n}[layers_rule]
     if mixed:
         raise SlidingWindowRefusal(
             "Sliding window for some but all layers is not supported. This model uses sliding window but "
@@ -865,7 +832,6 @@ def sliding_window_max_len_cap(config: dict, version: Version, engine: str, atte
     --disable-sliding-window caps in every release.
     """
     cfg = text_config(config)
-    version = tuple(version)  # type: ignore[assignment]
     model_type = cfg.get("model_type", "")
     window = cfg.get("sliding_window")
     if window is None and isinstance(cfg.get("interleaved_sliding_window"), int):
@@ -875,50 +841,44 @@ def sliding_window_max_len_cap(config: dict, version: Version, engine: str, atte
     smallest = min(w for w in window if w) if isinstance(window, list) else int(window)
     if disable_sliding_window:
         return smallest, None
-    if version < (0, 5, 1):
+    mode = rule(version, "interleaved_window_cap", engine)
+    if mode == "never":
         return None, None
     backend = (attention_backend or "").upper()
-    if version < (0, 6, 3):
+    if mode == "gemma2":
         if model_type != "gemma2":
             return None, None
         return smallest, ("Gemma 2 uses sliding window attention for every odd layer, which is currently not "
                           "supported by vLLM. Disabling sliding window and capping the max length to the sliding "
                           f"window size ({smallest}).")
-    interleaved_types = {(0, 6, 3): ("gemma2",), (0, 7, 0): ("gemma2", "cohere2"),
-                         (0, 8, 0): ("gemma2", "gemma3_text", "cohere2")}
-    types: tuple[str, ...] = ()
-    for since, names in interleaved_types.items():
-        if version >= since:
-            types = names
-    layer_types = cfg.get("layer_types") or ()
-    interleaved = isinstance(window, list) or model_type in types
-    if version >= (0, 9, 0):
-        interleaved = interleaved or cfg.get("sliding_window_pattern") is not None or model_type == "gemma2"
-    if version >= (0, 10, 1):
-        interleaved = {"full_attention", "sliding_attention"} <= set(layer_types) or model_type in ("gemma2", "gemma3_text")
-    if not interleaved:
+    if not _interleaved(cfg, window, version):
         return None, None
-    if version < (0, 6, 5):
+    if mode == "always":
         return smallest, (f"{model_type} has interleaved attention, which is currently not supported by vLLM. "
                           "Disabling sliding window and capping the max length to the sliding window size "
                           f"({smallest}).")
-    allowed = ("XFORMERS",) if version < (0, 7, 2) else ("XFORMERS", "FLASHINFER")
-    if backend not in allowed or (version >= (0, 10, 1) and engine != "v0"):
+    if backend not in rule(version, "interleaved_window_backends", engine):  # type: ignore[operator]
         return None, None
     return smallest, (f"{model_type} has interleaved attention, which is currently not supported by the {backend} "
                       "backend. Disabling sliding window and capping the max length to the sliding window size "
                       f"({smallest}).")
 
 
+def _interleaved(cfg: dict, window, version: Version) -> bool:
+    """Whether the release counts this model's sliding windows as interleaved with full attention."""
+    model_type = cfg.get("model_type", "")
+    detection = rule(version, "interleaved_window_detection")
+    if detection == "layer-types":
+        layer_types = cfg.get("layer_types") or ()
+        return {"full_attention", "sliding_attention"} <= set(layer_types) or model_type in ("gemma2", "gemma3_text")
+    types = rule(version, "interleaved_window_types")
+    interleaved = isinstance(window, list) or model_type in types  # type: ignore[operator]
+    if detection == "pattern":
+        interleaved = interleaved or cfg.get("sliding_window_pattern") is not None or model_type == "gemma2"
+    return interleaved
+
+
 # --- Mamba / linear-attention hybrids from a config.json ---------------------------------------------------
-
-
-# Architectures whose model class implements SupportsMambaPrefixCaching (models/interfaces.py users), by
-# release: 0.11.2-0.25 the Mamba1/Mamba2 hybrids; Bamba drops out in 0.26 (only Mamba / Mamba2 in 0.33).
-# Qwen3-Next / Qwen3.5 (GatedDeltaNet) and MiniMax never declare it.
-_MAMBA_PREFIX_CACHING = frozenset({"BambaForCausalLM", "JambaForCausalLM", "NemotronHForCausalLM",
-                                   "GraniteMoeHybridForCausalLM", "FalconH1ForCausalLM", "MambaForCausalLM",
-                                   "Mamba2ForCausalLM", "Zamba2ForCausalLM"})
 
 
 def default_mamba_cache_mode(architecture: str, version: Version, enable_prefix_caching: bool | None = None) -> str:
@@ -930,19 +890,16 @@ def default_mamba_cache_mode(architecture: str, version: Version, enable_prefix_
     - with it on: 0.11.2-0.14 "all" when the model supports Mamba prefix caching, otherwise prefix caching
       is switched off again ("none"); 0.15.1+ MambaModelConfig: "all" if supported else "align"
       (models/config.py); 0.28+ "none" becomes "align" for every hybrid."""
-    version = tuple(version)  # type: ignore[assignment]
-    if version < (0, 11, 2):
+    if "all" not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
         return "none"
-    enabled = enable_prefix_caching if enable_prefix_caching is not None else version >= (0, 26, 0)
+    enabled = enable_prefix_caching
+    if enabled is None:
+        enabled = rule(version, "hybrid_prefix_caching_default")
     if not enabled:
         return "none"
-    supported = architecture in _MAMBA_PREFIX_CACHING and not (
-        version >= (0, 26, 0) and architecture == "BambaForCausalLM")
-    if version >= (0, 28, 0):
-        return "align"  # MambaModelConfig: "none" -> "align" whatever the model supports
-    if version < (0, 15, 1):
-        return "all" if supported else "none"
-    return "all" if supported else "align"
+    if_supported, otherwise = rule(version, "mamba_prefix_cache_mode")  # type: ignore[misc]
+    supported = architecture in rule(version, "mamba_prefix_caching_architectures")  # type: ignore[operator]
+    return if_supported if supported else otherwise
 
 
 def hybrid_attention_layers(config: dict, tp: int, block_size: int, kv_dtype_bytes: int, model_dtype: str, *,

@@ -325,9 +325,9 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "graph_estimate_log", False, "not printed"),
 
     # How KV tokens and concurrency are reported (vllm-memory.md §3.4).
-    RuleChange(_v("0.0.0"), None, "kv_tokens_rule", "blocks", "num_blocks * block_size"),
-    RuleChange(_v("0.9.1"), "v1", "kv_tokens_rule", "blocks-per-group", "num_blocks // num_groups * block_size (0.9.1-0.20.0)"),
-    RuleChange(_v("0.20.1"), "v1", "kv_tokens_rule", "concurrency", "int(max_concurrency * max_model_len) (kv_cache_utils.py 0.20.1; blocks // groups in 0.20.0)"),
+    RuleChange(_v("0.0.0"), None, "kv_tokens_rule", "blocks", "num_blocks x block_size, concurrency = tokens / max_model_len (V0; V1 <= 0.9.0)"),
+    RuleChange(_v("0.9.1"), "v1", "kv_tokens_rule", "blocks-per-group", "num_blocks // num_groups x block_size, concurrency = blocks / blocks per request (0.9.1-0.20.0)"),
+    RuleChange(_v("0.20.1"), "v1", "kv_tokens_rule", "concurrency", "int(max_concurrency x max_model_len) (kv_cache_utils.py _report_kv_cache_config 0.20.1; the old formula in 0.20.0)"),
     # Wording of V1's "not enough KV cache for one max_model_len request" error (kv_cache_utils.py).
     RuleChange(_v("0.0.0"), None, "kv_fit_message", "v0", "worker.py raise_if_cache_size_invalid"),
     RuleChange(_v("0.8.0"), "v1", "kv_fit_message", "gb", "sizes in 'GB' (/1024**3), no length estimate (0.8.0-0.8.2)"),
@@ -339,6 +339,98 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "null_block_in_fit_check", False, "all blocks usable in the startup check"),
     RuleChange(_v("0.29.0"), "v1", "null_block_in_fit_check", True,
                "get_kv_cache_configs / check_enough_kv_cache_memory subtract the null block (kv_cache_utils.py 0.29.0, absent in 0.28.0; kv_cache_planning.py 0.33.0)"),
+
+    # -- KV-cache groups (from kv_groups.py) ------------------------------------------------------------
+    # V1's KV-cache manager: which specs a release creates, how it groups them, what it logs and checks
+    # (design/vllm-memory.md §3.2-§3.4). kv_tokens_rule and null_block_in_fit_check above belong here too.
+    # Which specs V1 creates.
+    RuleChange(_v("0.0.0"), None, "v1_sliding_spec", False, "0.8.0-0.8.2: FullAttentionSpec only (v1/kv_cache_interface.py); windows act in the kernel only"),
+    RuleChange(_v("0.8.3"), None, "v1_sliding_spec", True, "SlidingWindowSpec, gpu_model_runner.get_kv_cache_spec (0.8.3 wheel; absent in 0.8.2)"),
+    RuleChange(_v("0.0.0"), None, "v1_chunked_spec", False, "Llama 4 local layers are FullAttentionSpec (attention_chunk_size only in the backends, 0.9.2)"),
+    RuleChange(_v("0.10.0"), None, "v1_chunked_spec", True, "ChunkedLocalAttentionSpec (v1/kv_cache_interface.py, gpu_model_runner.get_kv_cache_spec 0.10.0; absent in 0.9.2)"),
+    # The hybrid allocator.
+    RuleChange(_v("0.0.0"), None, "hybrid_allocator", False, "unify_hybrid_kv_cache_specs always turns sliding layers into full ones when both exist (0.8.3-0.9.0)"),
+    RuleChange(_v("0.9.1"), None, "hybrid_allocator", True, "_get_kv_cache_config_uniform_page_size, --disable-hybrid-kv-cache-manager (kv_cache_utils.py 0.9.1)"),
+    RuleChange(_v("0.0.0"), None, "chunked_hybrid_default", True, "0.10.0: chunked local layers join the hybrid manager, no environment guard yet (config.py 0.10.0)"),
+    RuleChange(_v("0.10.1"), None, "chunked_hybrid_default", False, "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE default '0': chunked local attention disables the hybrid manager (envs.py, config 0.10.1-0.13.0)"),
+    RuleChange(_v("0.14.0"), None, "chunked_hybrid_default", True, "envs.py default '1' (0.14.0 wheel; '0' in 0.13.0)"),
+    RuleChange(_v("0.0.0"), None, "group_size_factor", None, "group size = fewest layers of one type (0.9.1-0.11.2)"),
+    RuleChange(_v("0.12.0"), None, "group_size_factor", 1.25, "group size = most layers of one type when max < 1.25 x min (kv_cache_utils.py 0.12.0; absent in 0.11.2)"),
+    RuleChange(_v("0.18.0"), None, "group_size_factor", 1.5, "factor 1.5 (0.18.0 wheel; 1.25 in 0.17.0)"),
+    RuleChange(_v("0.0.0"), None, "strided_groups", False, "groups are consecutive runs layers[i:i+g] (0.9.1-0.10.2)"),
+    RuleChange(_v("0.11.0"), None, "strided_groups", True, "layers[i::num_groups] so PP stages split evenly (0.11.0)"),
+    RuleChange(_v("0.0.0"), None, "global_groups", False, "each worker groups its own layers (get_kv_cache_config per worker, <= 0.10.2)"),
+    RuleChange(_v("0.11.0"), None, "global_groups", True, "groups from the merged specs of all workers, projected per worker (get_kv_cache_configs 0.11.0)"),
+    RuleChange(_v("0.0.0"), None, "v1_layers_max_over_workers", True, "num_layers = max over workers (get_kv_cache_configs 0.7.3, 0.8.0)"),
+    RuleChange(_v("0.8.2"), None, "v1_layers_max_over_workers", False, "each worker divides by its own layers, then the minimum (0.8.2)"),
+    RuleChange(_v("0.0.0"), None, "unified_page_block_size", False, "different page sizes across types: NotImplementedError (<= 0.11.2)"),
+    RuleChange(_v("0.12.0"), None, "unified_page_block_size", True, "unify_kv_cache_spec_page_size raises block_size of smaller pages (0.12.0)"),
+    RuleChange(_v("0.0.0"), None, "uniform_type_group", False, "same type, different shapes: not one group (<= 0.10.2)"),
+    RuleChange(_v("0.11.0"), None, "uniform_type_group", True, "UniformTypeKVCacheSpecs: one group, block = sum of pages (0.11.0)"),
+    # How many tokens a sliding / chunked request holds.
+    RuleChange(_v("0.0.0"), None, "in_flight_tokens", False, "X = max_num_batched_tokens (SlidingWindowSpec.max_memory_usage_bytes 0.8.3-0.25.0)"),
+    RuleChange(_v("0.26.0"), None, "in_flight_tokens", True, "X = VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (0.26.0; absent in 0.25.0)"),
+    RuleChange(_v("0.0.0"), None, "async_scheduling_default", False, "SchedulerConfig.async_scheduling = False (0.13.0)"),
+    RuleChange(_v("0.14.0"), None, "async_scheduling_default", True, "async_scheduling None -> True unless incompatible (config/vllm.py 0.14.0)"),
+    # Logged tokens and concurrency.
+    RuleChange(_v("0.0.0"), None, "log_after_min", False, "each worker logs its own blocks before the minimum (<= 0.11.0)"),
+    RuleChange(_v("0.11.2"), None, "log_after_min", True, "_report_kv_cache_config after the minimum over workers (0.11.2; absent in 0.11.0)"),
+    RuleChange(_v("0.0.0"), None, "context_parallel_kv", None, "no decode context parallel"),
+    RuleChange(_v("0.10.2"), None, "context_parallel_kv", "dcp-uniform", "FullAttentionSpec uses cdiv(L, dcp); tokens x dcp in the single-group path only (0.10.2)"),
+    RuleChange(_v("0.11.0"), None, "context_parallel_kv", "dcp", "tokens x dcp in every path (get_kv_cache_config_from_groups 0.11.0)"),
+    RuleChange(_v("0.12.0"), None, "context_parallel_kv", "dcp-pcp", "L / (dcp x pcp), tokens x dcp x pcp, 'cp_world_size' line (0.12.0)"),
+    # num_gpu_blocks_override.
+    RuleChange(_v("0.0.0"), None, "gpu_blocks_override", "replace", "num_blocks = num_gpu_blocks_override"),
+    RuleChange(_v("0.9.1"), None, "gpu_blocks_override", "ignored", "get_num_blocks logs 'Overriding ...' but keeps its own count (0.9.1 bug)"),
+    RuleChange(_v("0.9.2"), None, "gpu_blocks_override", "replace", "num_blocks = num_gpu_blocks_override again (0.9.2)"),
+    RuleChange(_v("0.21.0"), None, "gpu_blocks_override", "pool", "available memory := override x bytes per block before the fit check (get_kv_cache_configs 0.21.0)"),
+    # The startup check 'one max_model_len request must fit'.
+    RuleChange(_v("0.0.0"), None, "fit_check", "per-layer", "sum over layers of max_memory_usage_bytes, per worker, before any unification (0.8.0-0.13.0)"),
+    RuleChange(_v("0.14.0"), None, "fit_check", "first-group", "_max_memory_usage_bytes_from_groups: group size x page x blocks of the FIRST group only (0.14.0-0.18.0)"),
+    RuleChange(_v("0.19.0"), None, "fit_check", "sum-groups", "group size x page x sum over groups of their blocks (0.19.0)"),
+    RuleChange(_v("0.0.0"), None, "fit_per_worker_groups", False, "0.14-0.16: global groups against the smallest worker budget"),
+    RuleChange(_v("0.17.0"), None, "fit_per_worker_groups", True, "groups projected to each worker (_project_kv_cache_groups_to_worker 0.17.0)"),
+    # Mamba / linear-attention layers (MambaSpec).
+    RuleChange(_v("0.0.0"), None, "v1_mamba", False, "V1 has no MambaSpec before 0.9.2 and no HybridAttentionMambaModelConfig before 0.10.1 (0.9.2 wheel); V0 keeps Mamba state in MambaCacheManager"),
+    RuleChange(_v("0.10.1"), None, "v1_mamba", True, "HybridAttentionMambaModelConfig raises the attention block size, pads the Mamba page (models/config.py 0.10.1; absent in 0.9.2)"),
+    RuleChange(_v("0.0.0"), None, "mamba_mla_alignment", False, "attention block size a multiple of 16 for every backend (0.10.1-0.11.0)"),
+    RuleChange(_v("0.11.2"), None, "mamba_mla_alignment", True, "MLA attention: multiple of 64 (128 with CUTLASS_MLA), models/config.py 0.11.2"),
+    RuleChange(_v("0.0.0"), None, "mamba_cache_modes", ("none",), "one state per request (MambaSpec block_size = max_model_len), no Mamba prefix caching (0.10.1-0.11.0)"),
+    RuleChange(_v("0.11.2"), None, "mamba_cache_modes", ("none", "all"), "prefix caching: attention block a multiple of lcm(mamba chunk, alignment), mamba_block_size = block size, cdiv(L, block) states per request (models/config.py, kv_cache_interface.py 0.11.2-0.14.0)"),
+    RuleChange(_v("0.15.1"), None, "mamba_cache_modes", ("none", "all", "align"), "mamba_cache_mode none (1 + spec blocks) / align (2 + spec) / all (cdiv(L, block)), MambaSpec.max_memory_usage_bytes 0.15.1; absent in 0.14.0"),
+    # Decode context parallel next to sliding windows.
+    RuleChange(_v("0.0.0"), None, "dcp_refuses_sliding_window", False, "no decode context parallel before 0.10.2"),
+    RuleChange(_v("0.10.2"), None, "dcp_refuses_sliding_window", True, "SlidingWindowSpec.max_memory_usage_bytes asserts 'DCP not support sliding window.' (v1/kv_cache_interface.py 0.10.2; still in 0.28.0)"),
+    # The chunked-local warning when --disable-hybrid-kv-cache-manager is given as well.
+    RuleChange(_v("0.0.0"), None, "chunked_hybrid_warns_when_disabled", False, "config.py 0.10.1-0.13.0: the latency-regression warning only while the hybrid manager is still on"),
+    RuleChange(_v("0.14.0"), None, "chunked_hybrid_warns_when_disabled", True, "config/vllm.py 0.14.0: warned whenever the environment variable is off, flag or not"),
+    # Qwen2-family use_sliding_window with max_window_layers (models/qwen2.py Qwen2Model).
+    RuleChange(_v("0.0.0"), None, "qwen2_max_window_layers", "first-layers", "qwen2.py 0.4.1: the first max_window_layers layers slide (V0 only; no effect on V0 block counts)"),
+    RuleChange(_v("0.4.3"), None, "qwen2_max_window_layers", "refuse", "qwen2.py 0.4.3-0.8.x: 'Sliding window for some but all layers is not supported' whenever the window is used"),
+    RuleChange(_v("0.9.0"), None, "qwen2_max_window_layers", "refuse-unless-all", "qwen2.py 0.9.0: refused when max_window_layers != num_hidden_layers"),
+    RuleChange(_v("0.10.1"), None, "qwen2_max_window_layers", "refuse-if-some", "qwen2.py 0.10.1: refused when 0 < max_window_layers < num_hidden_layers"),
+    # Interleaved sliding windows disabled, max_model_len capped to the window (ModelConfig -> _get_and_verify_max_len).
+    RuleChange(_v("0.0.0"), None, "interleaved_window_cap", "never", "windows left to the model before 0.5.1"),
+    RuleChange(_v("0.5.1"), None, "interleaved_window_cap", "gemma2", "0.5.1-0.6.2: Gemma 2 always ('Gemma 2 uses sliding window attention for every odd layer')"),
+    RuleChange(_v("0.6.3"), None, "interleaved_window_cap", "always", "0.6.3-0.6.4: every interleaved model ('has interleaved attention ... by vLLM')"),
+    RuleChange(_v("0.6.5"), None, "interleaved_window_cap", "backends", "0.6.5+: only with the backends of interleaved_window_backends"),
+    RuleChange(_v("0.10.1"), "v1", "interleaved_window_cap", "never", "0.10.1: the cap is V0 only"),
+    RuleChange(_v("0.0.0"), None, "interleaved_window_backends", ("XFORMERS",), "0.6.5-0.7.1: VLLM_ATTENTION_BACKEND=XFORMERS"),
+    RuleChange(_v("0.7.2"), None, "interleaved_window_backends", ("XFORMERS", "FLASHINFER"), "0.7.2-0.10.x: XFORMERS or FLASHINFER"),
+    RuleChange(_v("0.0.0"), None, "interleaved_window_types", ("gemma2",), "model types with interleaved windows (0.6.3)"),
+    RuleChange(_v("0.7.0"), None, "interleaved_window_types", ("gemma2", "cohere2"), "+ cohere2 (0.7.0)"),
+    RuleChange(_v("0.8.0"), None, "interleaved_window_types", ("gemma2", "gemma3_text", "cohere2"), "+ gemma3_text (0.8.0)"),
+    RuleChange(_v("0.0.0"), None, "interleaved_window_detection", "types", "interleaved = a list of windows or a model type of interleaved_window_types"),
+    RuleChange(_v("0.9.0"), None, "interleaved_window_detection", "pattern", "0.9.0: or sliding_window_pattern set, or gemma2"),
+    RuleChange(_v("0.10.1"), None, "interleaved_window_detection", "layer-types", "0.10.1: layer_types holds full and sliding attention, or gemma2 / gemma3_text"),
+    # Mamba prefix caching by default (mamba_cache_mode left at "none"; before 0.11.2 see mamba_cache_modes).
+    RuleChange(_v("0.0.0"), None, "hybrid_prefix_caching_default", False, "ModelConfig.is_prefix_caching_supported: attn_type 'hybrid' -> False; 0.11.2 arg_utils: not model_config.is_hybrid (to 0.25)"),
+    RuleChange(_v("0.26.0"), None, "hybrid_prefix_caching_default", True, "prefix caching on for hybrids by default (0.26.0)"),
+    RuleChange(_v("0.0.0"), None, "mamba_prefix_caching_architectures", ("BambaForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "JambaForCausalLM", "Mamba2ForCausalLM", "MambaForCausalLM", "NemotronHForCausalLM", "Zamba2ForCausalLM"), "SupportsMambaPrefixCaching users (models/interfaces.py, 0.11.2-0.25); Qwen3-Next / Qwen3.5 and MiniMax never declare it"),
+    RuleChange(_v("0.26.0"), None, "mamba_prefix_caching_architectures", ("FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "JambaForCausalLM", "Mamba2ForCausalLM", "MambaForCausalLM", "NemotronHForCausalLM", "Zamba2ForCausalLM"), "Bamba drops out (0.26; only Mamba / Mamba2 in 0.33)"),
+    RuleChange(_v("0.0.0"), None, "mamba_prefix_cache_mode", ("all", "none"), "(if supported, else): 0.11.2-0.14 'all', else prefix caching is switched off again"),
+    RuleChange(_v("0.15.1"), None, "mamba_prefix_cache_mode", ("all", "align"), "MambaModelConfig: 'all' if supported else 'align' (models/config.py 0.15.1)"),
+    RuleChange(_v("0.28.0"), None, "mamba_prefix_cache_mode", ("align", "align"), "MambaModelConfig: 'none' -> 'align' whatever the model supports (0.28.0)"),
 )
 # fmt: on
 

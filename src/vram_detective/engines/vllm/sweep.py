@@ -164,15 +164,15 @@ class FastPath:
             self.kv_fixed = int(kv_budget_bytes)
         version = release.version
         v1 = self.engine == "v1"
-        self.tokens_rule = str(kv_groups.rule(version, "tokens_rule")) if v1 else "blocks"
+        self.tokens_rule = str(kv_groups.rule(version, "kv_tokens_rule")) if v1 else "blocks"
         self.log_after_min = bool(kv_groups.rule(version, "log_after_min")) if v1 else True
         fit_mode = kv_groups.rule(version, "fit_check")
         self.fit_global_min = fit_mode != "per-layer" and not kv_groups.rule(version, "fit_per_worker_groups")
-        self.fit_null_block = bool(kv_groups.rule(version, "null_block_in_fit"))
+        self.fit_null_block = bool(kv_groups.rule(version, "null_block_in_fit_check"))
         self.sliding = any(layer.kind in ("sliding", "chunked_local") for layer in self.layers)
         self.swap_space_gib = settings_.swap_space_gib
         self._chunked_given = fixed.get("enable_chunked_prefill")
-        self._chunked_auto = (not self.spec.sliding_window) and release.at_least("0.5.0")
+        self._chunked_auto = (not self.spec.sliding_window) and bool(release["v0_auto_chunked_prefill"])
         # everything plan.plan_kv reads besides the swept knobs: the same identity shares the KV pieces
         identity = (tuple(self.layers), tuple(self.workers), settings_.block_size, self.version, self.engine, pp)
         if identity not in _IDENTITIES:

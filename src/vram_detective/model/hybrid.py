@@ -25,7 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+from .dtypes import DTYPE_BYTES
+
+# the mamba cache dtypes accepted (model dtypes and vLLM's fp8 cache-dtype names)
+MAMBA_CACHE_DTYPES = ("bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 # architecture -> (family, mixer)
 HYBRID_ARCHITECTURES = {
@@ -154,7 +157,7 @@ def _dtype(name: str | None, model_dtype: str) -> str:
     if name in (None, "auto"):
         return model_dtype
     text = str(name).replace("torch.", "")
-    if text not in DTYPE_BYTES:
+    if text not in MAMBA_CACHE_DTYPES:
         raise HybridConfigError(f"unknown mamba cache dtype {name!r}")
     return text
 

@@ -9,7 +9,7 @@ from .engines.vllm.releases import resolve_version
 from .hardware import Gpu, custom_gpu, find_gpu
 from .engines.vllm.settings import StartupRefusal
 from .model.config import ConfigError, ModelSpec, parse_config
-from .model.quantization import UnsupportedOnGpuError
+from .engines.vllm.quant_kernels import UnsupportedOnGpuError
 from .model.sources import ModelSource, load_model
 
 

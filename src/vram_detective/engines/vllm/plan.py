@@ -8,15 +8,15 @@ from dataclasses import dataclass, replace
 from ...breakdown import Breakdown, Component, RankFigures, StartupFailure
 from ...hardware import Gpu
 from ...model.config import ModelSpec
-from ...model.inventory import MROPE_POSITIONS_FACTOR, Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
-from ...model.quantization import ONLINE_BNB, ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
+from ...model.dtypes import DTYPE_BYTES
+from ...model.quantization import QuantConfig, QuantizationError
 from ...units import GIB, MIB
 from . import allocator, kv_cache, kv_dtypes, kv_groups, profile, speculative
 from .log_lines import LogFigures, format_gib, log_lines
+from .quant_kernels import ONLINE_BNB, ONLINE_FP8, KernelLayout, kernel_for
 from .releases import Release, release as release_rules
 from .settings import EngineSettings, StartupRefusal, resolve_settings
-
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+from .weights import MROPE_POSITIONS_FACTOR, Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
 
 # Names users pass to --quantization -> the checkpoint method they apply to, and whether they force the
 # non-Marlin kernel ("you specified quantization=awq explicitly, so forcing awq", awq_marlin.py).
@@ -629,7 +629,7 @@ def gguf_inventory(inventory: Inventory, table, spec: ModelSpec, dtype: str, sha
     the weights by role come from the file's tensor table, sharded like the layers they belong to; the
     rotary cache is vLLM's own. (The caching-allocator model is not applied: tensor sizes are the file's.)"""
     from ...model.checkpoint import gguf_weight_bytes
-    from ...model.inventory import TensorGroup
+    from .weights import TensorGroup
 
     tp = shard.tensor_parallel_size
     layer_share = stage_layers / spec.num_layers

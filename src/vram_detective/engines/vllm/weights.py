@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import ModelSpec
-from .quantization import DTYPE_BYTES, KernelLayout, QuantConfig, expert_tensors, linear_tensors
+from ...model.config import ModelSpec
+from ...model.dtypes import DTYPE_BYTES
+from ...model.quantization import QuantConfig
+from .quant_kernels import KernelLayout, expert_tensors, linear_tensors
 
 ROLES = (
     "embedding", "attention", "mlp", "expert", "router", "norm", "lm_head", "quantization metadata",
@@ -515,7 +517,7 @@ def _mamba1(spec: ModelSpec, tp: int, dtype: str, mine: list[int], linear, group
     intermediate / tp] + bias, A float32 [intermediate / tp, d_state], D [intermediate / tp], out_proj
     [intermediate / tp -> hidden], RMSNorms on dt (dt_rank), B and C (d_state). Returns the parameters not
     counted by `linear`."""
-    from .hybrid import _text
+    from ...model.hybrid import _text
 
     config = _text(spec.source_config or {})
     count = len(mine)
@@ -567,7 +569,7 @@ def _gated_attention(spec: ModelSpec) -> bool:
     gates the output; attn_output_gate, default True in qwen3_next.py)."""
     if spec.family != "qwen3_next":
         return False
-    from .hybrid import _text
+    from ...model.hybrid import _text
 
     return bool(_text(spec.source_config or {}).get("attn_output_gate", True))
 
@@ -579,7 +581,7 @@ def _gated_delta_net(spec: ModelSpec, tp: int, dtype: str, mine: list[int], line
     conv1d [conv_dim / tp, 1, kernel] without bias (conv_dim = 2 key + value), dt_bias [v_heads / tp],
     A_log float32 [v_heads / tp], gated RMSNorm [head_v_dim] (replicated), out_proj [value / tp -> hidden];
     key = k_heads x k_dim, value = v_heads x v_dim. Returns the parameters not counted by `linear`."""
-    from .hybrid import _text
+    from ...model.hybrid import _text
 
     config = _text(spec.source_config or {})
     count = len(mine)

@@ -170,231 +170,309 @@ def build_inventory(
 ) -> Inventory:
     """The tensor groups one rank holds after vLLM's weight processing. `batched_tokens` (max_num_batched_tokens)
     sizes buffers the model allocates at construction (Qwen3-VL's deepstack input buffers); 0 leaves them out.
-    `mla_absorbed`: V0 0.7.1-0.7.3 MLA keeps matrix-absorbed copies of the attention weights (_mla_absorbed)."""
-    tp = shard.tensor_parallel_size
-    counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
-    layers = counts[shard.pipeline_stage]
-    first_layer = sum(counts[: shard.pipeline_stage])
-    layer_pattern = f"model.layers.{{{first_layer}..{first_layer + layers - 1}}}"
-    hidden = spec.hidden_size
-    groups: list[TensorGroup] = []
-    parameters = 0
-    before: list[int] = []
-    per_layer: list[int] = []
-    some_layers: list[int] = []
-    after: list[int] = []
-    rope_after = 0
+    `mla_absorbed`: V0 0.7.1-0.7.3 MLA keeps matrix-absorbed copies of the attention weights (_mla_absorbed).
+    The parts are added in vLLM's construction order (the allocator model replays it)."""
+    rank = _Rank(spec, dtype, shard, quant, kernel, lora)
+    if spec.mla is not None and spec.mla.indexer_topk and batched_tokens:
+        # DeepseekV2Model.__init__ (V3.2): topk_indices_buffer int32 [max_num_batched_tokens, index_topk] on the GPU
+        rank.add(_dense("topk_indices_buffer[buffer]", 1, (batched_tokens, spec.mla.indexer_topk), "int32",
+                        "model buffers"), rank.before)
+    if shard.is_first_stage:
+        _first_stage_inputs(rank, batched_tokens)
+    attention = _mla_layers(rank, mla_absorbed) if spec.mla is not None else _attention_layers(rank)
+    if spec.encoder is not None:
+        _cross_attention(rank)
+    rank.rope_after = len(rank.per_layer)  # the attention module builds its rotary cache after its linears
+    _qk_norms(rank, attention)
+    _attention_extras(rank, attention_buffers)
+    _mlp_layers(rank)
+    norm_tensors = spec.norms_per_layer * (2 if spec.norm_bias else 1)
+    rank.add(_dense(f"{rank.layer_pattern}.*_layernorm.weight", rank.layers * norm_tensors, (spec.hidden_size,), dtype,
+                    "norm"), rank.per_layer, norm_tensors)
+    rank.parameters += norm_tensors * spec.hidden_size * rank.layers
+    if shard.is_last_stage:
+        _last_stage_outputs(rank)
+    if lora is not None:
+        # adapter slots are buffers, not model parameters
+        _lora_slots(spec, shard, lora, dtype, rank.layers, rank.layer_pattern, rank.groups, rank.per_layer,
+                    first_stage=shard.is_first_stage, last_stage=shard.is_last_stage)
+    staging = 0
+    for index, (label, rows, width) in enumerate(rotary_caches(spec, mrope_positions_factor)):
+        rank.groups.append(_dense(label, 1, (rows, width), spec.rotary_dtype or dtype, "rotary cache"))
+        if index == 0:
+            staging = rows * width * 4  # _compute_cos_sin_cache builds it in float32 before .to(dtype)
+    allocations = AllocationPlan(tuple(rank.before), tuple(rank.per_layer), rank.layers, tuple(rank.after),
+                                 rank.rope_after, staging, tuple(rank.some_layers))
+    return Inventory(groups=tuple(rank.groups), parameters=rank.parameters, allocations=allocations)
 
-    extra_vocab = lora.extra_vocab if lora else 0
 
-    def vocab_table(name: str, role: str, allocations: list[int]) -> None:
-        nonlocal parameters
+class _Rank:
+    """One rank's inventory while it is built: the tensor groups, the parameters counted so far and the
+    allocation order (before the layers, in every layer, in some layers only, after the layers)."""
+
+    def __init__(self, spec: ModelSpec, dtype: str, shard: Shard, quant: QuantConfig | None,
+                 kernel: KernelLayout | None, lora: LoraSlots | None):
+        self.spec, self.dtype, self.shard, self.quant, self.kernel, self.lora = spec, dtype, shard, quant, kernel, lora
+        self.tp = shard.tensor_parallel_size
+        counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
+        self.layers = counts[shard.pipeline_stage]
+        self.first_layer = sum(counts[: shard.pipeline_stage])
+        self.layer_pattern = f"model.layers.{{{self.first_layer}..{self.first_layer + self.layers - 1}}}"
+        self.groups: list[TensorGroup] = []
+        self.parameters = 0
+        self.before: list[int] = []
+        self.per_layer: list[int] = []
+        self.some_layers: list[int] = []
+        self.after: list[int] = []
+        self.rope_after = 0
+
+    def add(self, group: TensorGroup, allocations: list[int], times: int = 1) -> None:
+        """A group whose tensors are allocated `times` times in `allocations` (buffers: no parameters)."""
+        self.groups.append(group)
+        allocations.extend([group.bytes_each] * times)
+
+    def linear(self, name: str, in_features: int, out_features: int, shards: int, role: str, bias: bool,
+               row_parallel: bool, full_in: int, count: int | None = None, pattern: str | None = None,
+               allocations: list[int] | None = None, quantizable: bool = True) -> None:
+        """A (possibly quantized) linear layer on `count` layers (default: every layer of the stage)."""
+        count = self.layers if count is None else count
+        pattern = self.layer_pattern if pattern is None else pattern
+        if allocations is None:
+            allocations = self.per_layer if count == self.layers else self.some_layers
+        repeat = 1 if allocations is self.per_layer else count
+        if not count:
+            return
+        self.parameters += in_features * out_features * count
+        module = name.rsplit(".", 1)[-1]
+        quant, dtype = self.quant, self.dtype
+        if quantizable and quant is not None and quant.converts(module):
+            for tensor in linear_tensors(quant, self.kernel, in_features, out_features, shards, dtype, full_in):
+                tensor_role = role if tensor.role == "weight" else "quantization metadata"
+                self.groups.append(TensorGroup(f"{pattern}.{name}.{tensor.suffix}", count, tensor.shape,
+                                               tensor.dtype, tensor.bytes, tensor_role))
+                allocations += [tensor.bytes] * repeat
+        else:
+            self.add(_dense(f"{pattern}.{name}.weight", count, (out_features, in_features), dtype, role), allocations,
+                     repeat)
+        if bias:
+            # row-parallel biases are replicated (added once after the all-reduce)
+            width = out_features if not row_parallel else self.spec.hidden_size
+            self.add(_dense(f"{pattern}.{name}.bias", count, (width,), dtype, role), allocations, repeat)
+            self.parameters += width * count
+
+    def vocab_table(self, name: str, role: str, allocations: list[int]) -> None:
         # VocabParallelEmbedding pads to 64; with LoRA the lm_head pads to lora_vocab_padding_size and
         # both tables carry the LoRA extra-vocabulary rows (llama.py <= 0.11)
+        spec, lora, hidden = self.spec, self.lora, self.spec.hidden_size
         padding = lora.vocab_padding if lora and name == "lm_head" else 64
-        shards = tp
+        shards = self.tp
         if spec.encoder is not None:
             padding, shards = 1, 1  # Whisper: a plain nn.Embedding, unpadded and replicated (whisper.py)
+        extra_vocab = lora.extra_vocab if lora else 0
         padded = -(-(spec.vocab_size + extra_vocab) // padding) * padding
         vocab_rows = padded // shards
         # the padding rows sit at the end of the last shard; per rank they are shown as an even share
         padding_rows = (padded - spec.vocab_size) // shards
         real_rows = vocab_rows - padding_rows
-        allocations.append(vocab_rows * hidden * DTYPE_BYTES[dtype])  # one tensor, padding included
-        groups.append(_dense(f"{name}.weight", 1, (real_rows, hidden), dtype, role))
+        allocations.append(vocab_rows * hidden * DTYPE_BYTES[self.dtype])  # one tensor, padding included
+        self.groups.append(_dense(f"{name}.weight", 1, (real_rows, hidden), self.dtype, role))
         if padding_rows:
-            groups.append(_dense(f"{name}.weight[padding rows]", 1, (padding_rows, hidden), dtype, "vocab padding"))
-        parameters += real_rows * hidden
+            self.groups.append(_dense(f"{name}.weight[padding rows]", 1, (padding_rows, hidden), self.dtype,
+                                      "vocab padding"))
+        self.parameters += real_rows * hidden
 
-    if spec.mla is not None and spec.mla.indexer_topk and batched_tokens:
-        # DeepseekV2Model.__init__ (V3.2): topk_indices_buffer int32 [max_num_batched_tokens, index_topk] on the GPU
-        groups.append(_dense("topk_indices_buffer[buffer]", 1, (batched_tokens, spec.mla.indexer_topk), "int32",
-                             "model buffers"))
-        before.append(groups[-1].bytes_each)
-    if shard.is_first_stage and spec.vision is not None:
-        parameters += _vision_tower(spec, tp, quant, kernel, dtype, groups, before)
+
+@dataclass(frozen=True)
+class _AttentionLayers:
+    """Where this stage's (sliding / default) attention layers are, and how many Gemma 4 full-attention layers."""
+
+    count: int
+    pattern: str
+    full_count: int = 0
+
+
+def _first_stage_inputs(rank: _Rank, batched_tokens: int) -> None:
+    """The first stage: vision tower, audio encoder, token embedding and learned positions."""
+    spec, dtype, hidden = rank.spec, rank.dtype, rank.spec.hidden_size
+    if spec.vision is not None:
+        rank.parameters += _vision_tower(spec, rank.tp, rank.quant, rank.kernel, dtype, rank.groups, rank.before)
         if spec.vision.deepstack_layers and batched_tokens:
             # Qwen3VLForConditionalGeneration.__init__: deepstack_input_embeds, one zeros [max_num_batched_tokens,
             # text hidden] tensor per deepstack layer, on the GPU in the model dtype (qwen3_vl.py 0.11.0-0.33.0)
-            groups.append(_dense("deepstack_input_embeds[buffer]", spec.vision.deepstack_layers,
-                                 (batched_tokens, hidden), dtype, "model buffers"))
-            before.extend([groups[-1].bytes_each] * spec.vision.deepstack_layers)
-    if shard.is_first_stage and spec.encoder is not None:
-        parameters += _audio_encoder(spec, tp, dtype, groups, before)
-    if shard.is_first_stage:
-        vocab_table("model.embed_tokens", "embedding", before)
-        if spec.learned_positions:
-            groups.append(_dense("model.decoder.embed_positions.weight", 1, (spec.learned_positions, hidden), dtype, "position embedding"))
-            before.append(groups[-1].bytes_each)
-            parameters += spec.learned_positions * hidden
-
-    q_rank = spec.num_attention_heads // tp
-    kv_rank = max(1, spec.num_kv_heads // tp)  # KV heads replicated when tp > num_kv_heads
-    head = spec.head_dim
-
-    def linear(name: str, in_features: int, out_features: int, shards: int, role: str, bias: bool,
-               row_parallel: bool, full_in: int, count: int | None = None, pattern: str | None = None,
-               allocations: list[int] | None = None, quantizable: bool = True) -> None:
-        nonlocal parameters
-        count = layers if count is None else count
-        pattern = layer_pattern if pattern is None else pattern
-        if allocations is None:
-            allocations = per_layer if count == layers else some_layers
-        repeat = 1 if allocations is per_layer else count
-        if not count:
-            return
-        parameters += in_features * out_features * count
-        module = name.rsplit(".", 1)[-1]
-        if quantizable and quant is not None and quant.converts(module):
-            for tensor in linear_tensors(quant, kernel, in_features, out_features, shards, dtype, full_in):
-                tensor_role = role if tensor.role == "weight" else "quantization metadata"
-                groups.append(TensorGroup(f"{pattern}.{name}.{tensor.suffix}", count, tensor.shape,
-                                          tensor.dtype, tensor.bytes, tensor_role))
-                allocations += [tensor.bytes] * repeat
-        else:
-            groups.append(_dense(f"{pattern}.{name}.weight", count, (out_features, in_features), dtype, role))
-            allocations += [groups[-1].bytes_each] * repeat
-        if bias:
-            # row-parallel biases are replicated (added once after the all-reduce)
-            groups.append(_dense(f"{pattern}.{name}.bias", count, (out_features if not row_parallel else hidden,), dtype, role))
-            allocations += [groups[-1].bytes_each] * repeat
-            parameters += (out_features if not row_parallel else hidden) * count
-
-    full_count = 0  # Gemma 4 full-attention layers on this stage (their own shapes)
-    if spec.mla is not None:
-        _mla_attention(spec, tp, linear, groups, per_layer, layers, layer_pattern, dtype)
-        parameters += _mla_norm_parameters(spec) * layers
-        if mla_absorbed:
-            _mla_absorbed(spec, tp, quant, dtype, groups, per_layer, layers, layer_pattern)
-    else:
-        # hybrids (spec.hybrid): attention on its own layers only, the Mamba mixers on the others
-        attention_count, attention_pattern = _hybrid_attention_layers(spec, first_layer, layers, layer_pattern)
-        if spec.full_attention_shape is not None:
-            # Gemma 4: the full-attention layers have their own head_dim and KV heads (gemma4.py Gemma4Attention)
-            full_count = sum(1 for i in spec.full_attention_layers if first_layer <= i < first_layer + layers)
-            attention_count -= full_count
-            attention_pattern = "model.layers.{sliding}"
-            full_head, full_kv = spec.full_attention_shape
-            full_kv_rank = max(1, full_kv // tp)
-            linear("self_attn.qkv_proj", hidden, (q_rank + 2 * full_kv_rank) * full_head, 3, "attention", spec.qkv_bias,
-                   False, hidden, count=full_count, pattern="model.layers.{full}")
-            linear("self_attn.o_proj", q_rank * full_head, hidden, 1, "attention", spec.o_bias, True,
-                   spec.num_attention_heads * full_head, count=full_count, pattern="model.layers.{full}")
-        qkv_out = (q_rank + 2 * kv_rank) * head
-        if _gated_attention(spec):
-            qkv_out += q_rank * head  # Qwen3NextAttention: q and its output gate in one projection
-        linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden,
-               count=attention_count, pattern=attention_pattern)
-        linear("self_attn.o_proj", q_rank * head, hidden, 1, "attention", spec.o_bias, True, spec.q_size,
-               count=attention_count, pattern=attention_pattern)
-        if spec.hybrid is not None:
-            # (called first: `linear` adds to `parameters` itself, which `+=` would overwrite)
-            mixer_parameters = _mamba_mixers(spec, tp, dtype, first_layer, layers, linear, groups, some_layers)
-            parameters += mixer_parameters
+            rank.add(_dense("deepstack_input_embeds[buffer]", spec.vision.deepstack_layers, (batched_tokens, hidden),
+                            dtype, "model buffers"), rank.before, spec.vision.deepstack_layers)
     if spec.encoder is not None:
-        # Whisper decoder layers' cross-attention (WhisperCrossAttention): q_proj (column), kv_proj (fused K/V
-        # over the encoder states, QKVParallelLinear with no q heads), out_proj (row), all with biases
-        linear("encoder_attn.q_proj", hidden, q_rank * head, 1, "attention", True, False, hidden)
-        linear("encoder_attn.kv_proj", hidden, 2 * kv_rank * head, 2, "attention", True, False, hidden)
-        linear("encoder_attn.out_proj", q_rank * head, hidden, 1, "attention", True, True, spec.q_size)
-    rope_after = len(per_layer)  # the attention module builds its rotary cache after its linears
-    if spec.qk_norm and spec.hybrid is not None and spec.mla is None:
+        rank.parameters += _audio_encoder(spec, rank.tp, dtype, rank.groups, rank.before)
+    rank.vocab_table("model.embed_tokens", "embedding", rank.before)
+    if spec.learned_positions:
+        rank.add(_dense("model.decoder.embed_positions.weight", 1, (spec.learned_positions, hidden), dtype,
+                        "position embedding"), rank.before)
+        rank.parameters += spec.learned_positions * hidden
+
+
+def _mla_layers(rank: _Rank, mla_absorbed: bool) -> _AttentionLayers:
+    spec = rank.spec
+    _mla_attention(spec, rank.tp, rank.linear, rank.groups, rank.per_layer, rank.layers, rank.layer_pattern, rank.dtype)
+    rank.parameters += _mla_norm_parameters(spec) * rank.layers
+    if mla_absorbed:
+        _mla_absorbed(spec, rank.tp, rank.quant, rank.dtype, rank.groups, rank.per_layer, rank.layers,
+                      rank.layer_pattern)
+    return _AttentionLayers(rank.layers, rank.layer_pattern)
+
+
+def _attention_layers(rank: _Rank) -> _AttentionLayers:
+    """qkv_proj / o_proj of the attention layers; hybrids (spec.hybrid) have attention on its own layers only
+    and the Mamba mixers on the others."""
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    count, pattern = _hybrid_attention_layers(spec, rank.first_layer, rank.layers, rank.layer_pattern)
+    full_count = 0
+    if spec.full_attention_shape is not None:
+        full_count = _gemma4_full_attention(rank)
+        count -= full_count
+        pattern = "model.layers.{sliding}"
+    q_rank = spec.num_attention_heads // rank.tp
+    kv_rank = max(1, spec.num_kv_heads // rank.tp)  # KV heads replicated when tp > num_kv_heads
+    qkv_out = (q_rank + 2 * kv_rank) * spec.head_dim
+    if _gated_attention(spec):
+        qkv_out += q_rank * spec.head_dim  # Qwen3NextAttention: q and its output gate in one projection
+    rank.linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden, count=count,
+                pattern=pattern)
+    rank.linear("self_attn.o_proj", q_rank * spec.head_dim, hidden, 1, "attention", spec.o_bias, True, spec.q_size,
+                count=count, pattern=pattern)
+    if spec.hybrid is not None:
+        # (called first: `linear` adds to `parameters` itself, which `+=` would overwrite)
+        mixer_parameters = _mamba_mixers(spec, rank.tp, rank.dtype, rank.first_layer, rank.layers, rank.linear,
+                                         rank.groups, rank.some_layers)
+        rank.parameters += mixer_parameters
+    return _AttentionLayers(count, pattern, full_count)
+
+
+def _gemma4_full_attention(rank: _Rank) -> int:
+    """Gemma 4: the full-attention layers have their own head_dim and KV heads (gemma4.py Gemma4Attention);
+    returns how many are on this stage."""
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    full_count = sum(1 for i in spec.full_attention_layers if rank.first_layer <= i < rank.first_layer + rank.layers)
+    full_head, full_kv = spec.full_attention_shape
+    q_rank, full_kv_rank = spec.num_attention_heads // rank.tp, max(1, full_kv // rank.tp)
+    rank.linear("self_attn.qkv_proj", hidden, (q_rank + 2 * full_kv_rank) * full_head, 3, "attention", spec.qkv_bias,
+                False, hidden, count=full_count, pattern="model.layers.{full}")
+    rank.linear("self_attn.o_proj", q_rank * full_head, hidden, 1, "attention", spec.o_bias, True,
+                spec.num_attention_heads * full_head, count=full_count, pattern="model.layers.{full}")
+    return full_count
+
+
+def _cross_attention(rank: _Rank) -> None:
+    """Whisper decoder layers' cross-attention (WhisperCrossAttention): q_proj (column), kv_proj (fused K/V
+    over the encoder states, QKVParallelLinear with no q heads), out_proj (row), all with biases."""
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    q_rank, kv_rank = spec.num_attention_heads // rank.tp, max(1, spec.num_kv_heads // rank.tp)
+    rank.linear("encoder_attn.q_proj", hidden, q_rank * spec.head_dim, 1, "attention", True, False, hidden)
+    rank.linear("encoder_attn.kv_proj", hidden, 2 * kv_rank * spec.head_dim, 2, "attention", True, False, hidden)
+    rank.linear("encoder_attn.out_proj", q_rank * spec.head_dim, hidden, 1, "attention", True, True, spec.q_size)
+
+
+def _qk_norms(rank: _Rank, attention: _AttentionLayers) -> None:
+    spec, dtype, head = rank.spec, rank.dtype, rank.spec.head_dim
+    if not spec.qk_norm:
+        return
+    if spec.hybrid is not None and spec.mla is None:
         # hybrids (Qwen3-Next): q/k norms on the attention layers only
-        if attention_count:
-            groups.append(_dense(f"{attention_pattern}.self_attn.q_norm.weight", attention_count, (head,), dtype, "norm"))
-            groups.append(_dense(f"{attention_pattern}.self_attn.k_norm.weight", attention_count, (head,), dtype, "norm"))
-            some_layers.extend([head * DTYPE_BYTES[dtype]] * 2 * attention_count)
-            parameters += 2 * head * attention_count
-    elif spec.qk_norm and full_count:
+        if attention.count:
+            for which in ("q", "k"):
+                rank.groups.append(_dense(f"{attention.pattern}.self_attn.{which}_norm.weight", attention.count,
+                                          (head,), dtype, "norm"))
+            rank.some_layers.extend([head * DTYPE_BYTES[dtype]] * 2 * attention.count)
+            rank.parameters += 2 * head * attention.count
+    elif attention.full_count:
         # Gemma 4: q/k norms of each layer type's head_dim
         full_head = spec.full_attention_shape[0]
-        for pattern, count, width in (("model.layers.{sliding}", layers - full_count, head),
-                                      ("model.layers.{full}", full_count, full_head)):
+        for pattern, count, width in (("model.layers.{sliding}", rank.layers - attention.full_count, head),
+                                      ("model.layers.{full}", attention.full_count, full_head)):
             if count:
-                groups.append(_dense(f"{pattern}.self_attn.{{q,k}}_norm.weight", 2 * count, (width,), dtype, "norm"))
-                some_layers.extend([width * DTYPE_BYTES[dtype]] * 2 * count)
-                parameters += 2 * width * count
-    elif spec.qk_norm:
-        per_layer += [head * DTYPE_BYTES[dtype]] * 2
-        groups.append(_dense(f"{layer_pattern}.self_attn.q_norm.weight", layers, (head,), dtype, "norm"))
-        groups.append(_dense(f"{layer_pattern}.self_attn.k_norm.weight", layers, (head,), dtype, "norm"))
-        parameters += 2 * head * layers
+                rank.groups.append(_dense(f"{pattern}.self_attn.{{q,k}}_norm.weight", 2 * count, (width,), dtype,
+                                          "norm"))
+                rank.some_layers.extend([width * DTYPE_BYTES[dtype]] * 2 * count)
+                rank.parameters += 2 * width * count
+    else:
+        rank.per_layer += [head * DTYPE_BYTES[dtype]] * 2
+        for which in ("q", "k"):
+            rank.groups.append(_dense(f"{rank.layer_pattern}.self_attn.{which}_norm.weight", rank.layers, (head,),
+                                      dtype, "norm"))
+        rank.parameters += 2 * head * rank.layers
+
+
+def _attention_extras(rank: _Rank, attention_buffers: tuple[str, ...]) -> None:
     if attention_buffers:
         # the attention layer's own fp32 scalars (_k_scale, _v_scale, ...: attention/layer.py), one
         # allocation each on the GPU whatever the checkpoint
-        groups.append(_dense(f"{layer_pattern}.self_attn.attn.{{{','.join(attention_buffers)}}}", layers * len(attention_buffers),
-                             (), "float32", "attention"))
-        per_layer.extend([4] * len(attention_buffers))
-    if spec.attention_sinks:
+        rank.groups.append(_dense(f"{rank.layer_pattern}.self_attn.attn.{{{','.join(attention_buffers)}}}",
+                                  rank.layers * len(attention_buffers), (), "float32", "attention"))
+        rank.per_layer.extend([4] * len(attention_buffers))
+    if rank.spec.attention_sinks:
         # gpt-oss: one learned sink logit per attention head on this rank (bf16; gpt_oss.py)
-        groups.append(_dense(f"{layer_pattern}.self_attn.sinks", layers, (q_rank,), dtype, "attention"))
-        per_layer.append(groups[-1].bytes_each)
-        parameters += q_rank * layers
-    intermediate_rank = spec.intermediate_size // tp
-    first_layer_index = first_layer
+        q_rank = rank.spec.num_attention_heads // rank.tp
+        rank.add(_dense(f"{rank.layer_pattern}.self_attn.sinks", rank.layers, (q_rank,), rank.dtype, "attention"),
+                 rank.per_layer)
+        rank.parameters += q_rank * rank.layers
+
+
+def _mlp_layers(rank: _Rank) -> None:
+    """The MLP of every layer: Nemotron-H mixers, MoE (with the dense layers of an MoE model), gated or plain."""
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    intermediate_rank = spec.intermediate_size // rank.tp
     if spec.family == "nemotron_h":
         # one mixer per layer: relu2 MLPs on "-" layers, non-gated MoE on "E" layers, nothing on the others
         # (called first: `linear` adds to `parameters` itself, which `+=` would overwrite)
-        mlp_parameters = _nemotron_h_mlps(spec, shard, quant, kernel, dtype, first_layer, layers, groups, some_layers,
-                                          linear)
-        parameters += mlp_parameters
+        mlp_parameters = _nemotron_h_mlps(spec, rank.shard, rank.quant, rank.kernel, rank.dtype, rank.first_layer,
+                                          rank.layers, rank.groups, rank.some_layers, rank.linear)
+        rank.parameters += mlp_parameters
     elif spec.moe is not None:
-        moe_layers = [i for i in range(first_layer_index, first_layer_index + layers) if i not in spec.moe.dense_layers]
-        dense_count = layers - len(moe_layers)
-        moe_allocations = per_layer if len(moe_layers) == layers else []
-        # (called first: the shared expert's `linear` calls add to `parameters`, which `+=` would overwrite)
-        moe_parameters = _moe_layers(spec, shard, quant, kernel, dtype, len(moe_layers), layer_pattern, groups,
-                                     moe_allocations, linear)
-        parameters += moe_parameters
-        if moe_allocations is not per_layer:
-            some_layers.extend(moe_allocations * len(moe_layers))
-        # dense MLP layers of an MoE model (DeepSeek's first_k_dense_replace) come first: allocate them up front
-        linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", False, False, hidden,
-               count=dense_count, pattern="model.layers.{dense}")
-        linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", False, True, spec.intermediate_size,
-               count=dense_count, pattern="model.layers.{dense}")
+        _moe_and_dense_layers(rank)
     elif spec.gated_mlp:
-        linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", spec.mlp_bias, False, hidden)
-        linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
+        rank.linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", spec.mlp_bias, False, hidden)
+        rank.linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
     else:
-        linear("fc1", hidden, intermediate_rank, 1, "mlp", spec.mlp_bias, False, hidden)
-        linear("fc2", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
-    norm_tensors = spec.norms_per_layer * (2 if spec.norm_bias else 1)
-    groups.append(_dense(f"{layer_pattern}.*_layernorm.weight", layers * norm_tensors, (hidden,), dtype, "norm"))
-    per_layer += [groups[-1].bytes_each] * norm_tensors
-    parameters += norm_tensors * hidden * layers
+        rank.linear("fc1", hidden, intermediate_rank, 1, "mlp", spec.mlp_bias, False, hidden)
+        rank.linear("fc2", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
 
-    if shard.is_last_stage:
-        final_norms = 2 if spec.norm_bias else 1
-        groups.append(_dense("model.norm.weight", final_norms, (hidden,), dtype, "norm"))
-        after += [groups[-1].bytes_each] * final_norms
-        parameters += final_norms * hidden
-        # Tied: lm_head is the embedding tensor - counted once, unless PP puts them on two stages.
-        if not spec.tie_word_embeddings or not shard.is_first_stage:
-            if quant is not None and quant.converts("lm_head"):
-                vocab_rows = spec.padded_vocab_size // tp
-                for tensor in linear_tensors(quant, kernel, hidden, vocab_rows, 1, dtype, hidden):
-                    groups.append(TensorGroup(f"lm_head.{tensor.suffix}", 1, tensor.shape, tensor.dtype, tensor.bytes,
-                                              "lm_head" if tensor.role == "weight" else "quantization metadata"))
-                    after.append(tensor.bytes)
-                parameters += vocab_rows * hidden
-            else:
-                vocab_table("lm_head", "lm_head", after)
 
-    if lora is not None:
-        parameters_before = parameters
-        _lora_slots(spec, shard, lora, dtype, layers, layer_pattern, groups, per_layer, first_stage=shard.is_first_stage,
-                    last_stage=shard.is_last_stage)
-        parameters = parameters_before  # adapter slots are buffers, not model parameters
+def _moe_and_dense_layers(rank: _Rank) -> None:
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    intermediate_rank = spec.intermediate_size // rank.tp
+    moe_layers = [i for i in range(rank.first_layer, rank.first_layer + rank.layers) if i not in spec.moe.dense_layers]
+    dense_count = rank.layers - len(moe_layers)
+    moe_allocations = rank.per_layer if len(moe_layers) == rank.layers else []
+    # (called first: the shared expert's `linear` calls add to `parameters`, which `+=` would overwrite)
+    moe_parameters = _moe_layers(spec, rank.shard, rank.quant, rank.kernel, rank.dtype, len(moe_layers),
+                                 rank.layer_pattern, rank.groups, moe_allocations, rank.linear)
+    rank.parameters += moe_parameters
+    if moe_allocations is not rank.per_layer:
+        rank.some_layers.extend(moe_allocations * len(moe_layers))
+    # dense MLP layers of an MoE model (DeepSeek's first_k_dense_replace) come first: allocate them up front
+    rank.linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", False, False, hidden,
+                count=dense_count, pattern="model.layers.{dense}")
+    rank.linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", False, True, spec.intermediate_size,
+                count=dense_count, pattern="model.layers.{dense}")
 
-    staging = 0
-    for index, (label, rows, width) in enumerate(rotary_caches(spec, mrope_positions_factor)):
-        groups.append(_dense(label, 1, (rows, width), spec.rotary_dtype or dtype, "rotary cache"))
-        if index == 0:
-            staging = rows * width * 4  # _compute_cos_sin_cache builds it in float32 before .to(dtype)
-    allocations = AllocationPlan(tuple(before), tuple(per_layer), layers, tuple(after), rope_after, staging,
-                                 tuple(some_layers))
-    return Inventory(groups=tuple(groups), parameters=parameters, allocations=allocations)
+
+def _last_stage_outputs(rank: _Rank) -> None:
+    """The final norm and lm_head. Tied: lm_head is the embedding tensor - counted once, unless PP puts them on
+    two stages."""
+    spec, hidden, quant = rank.spec, rank.spec.hidden_size, rank.quant
+    final_norms = 2 if spec.norm_bias else 1
+    rank.add(_dense("model.norm.weight", final_norms, (hidden,), rank.dtype, "norm"), rank.after, final_norms)
+    rank.parameters += final_norms * hidden
+    if spec.tie_word_embeddings and rank.shard.is_first_stage:
+        return
+    if quant is not None and quant.converts("lm_head"):
+        vocab_rows = spec.padded_vocab_size // rank.tp
+        for tensor in linear_tensors(quant, rank.kernel, hidden, vocab_rows, 1, rank.dtype, hidden):
+            rank.groups.append(TensorGroup(f"lm_head.{tensor.suffix}", 1, tensor.shape, tensor.dtype, tensor.bytes,
+                                           "lm_head" if tensor.role == "weight" else "quantization metadata"))
+            rank.after.append(tensor.bytes)
+        rank.parameters += vocab_rows * hidden
+    else:
+        rank.vocab_table("lm_head", "lm_head", rank.after)
 
 
 def _hybrid_attention_layers(spec: ModelSpec, first_layer: int, layers: int, pattern: str) -> tuple[int, str]:

@@ -898,226 +898,285 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
     """Vision encoder + projector (qwen2_vl.py / qwen2_5_vl.py / siglip.py + gemma3_mm.py): patch
     embedding and norms replicated, attention and MLP linears tensor-parallel like the text layers.
     Their linears are quantized only by FP8 methods (Qwen2.5-VL's _maybe_ignore_quant_config drops
-    GPTQ/AWQ for the vision tower; AWQ/GPTQ checkpoints list it in modules_to_not_convert)."""
-    v = spec.vision
-    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
-    # (Llama 4 builds its tower and projector with quant_config=None: bf16 whatever the checkpoint, mllama4.py;
-    # Qwen3-VL passes its quant_config on, so the checkpoint's ignore list decides - is_layer_skipped's exact names)
-    quantize = quant is not None and quant.method in ("fp8", "modelopt-fp8") and v.kind != "llama4"
-    if v.kind == "qwen3_vl":
-        # the list may name the checkpoint's "model.visual." modules or vLLM's mapped "visual." ones
-        quantize = quant is not None and all(quant.converts(name) for name in ("visual.blocks.0.attn.qkv",
-                                                                                "model.visual.blocks.0.attn.qkv"))
-    parameters = 0
+    GPTQ/AWQ for the vision tower; AWQ/GPTQ checkpoints list it in modules_to_not_convert).
+    One function per tower kind (_TOWERS); returns the tower's parameters."""
+    tower = _Tower(spec, tp, quant, kernel, dtype, groups, allocations)
+    _TOWERS.get(spec.vision.kind, _qwen2_vl_vision)(tower)
+    return tower.parameters
 
-    def dense(name: str, count: int, shape: tuple[int, ...]) -> None:
-        nonlocal parameters
-        parameters += _add_dense(groups, allocations, "vision", count, [(name, shape, dtype)], "vision")
 
-    def linear(name: str, count: int, in_features: int, out_features: int, bias: bool, shards: int = 1) -> None:
-        nonlocal parameters
-        if quantize:
-            for tensor in linear_tensors(quant, kernel, in_features, out_features, shards, dtype, in_features):
-                groups.append(TensorGroup(f"vision.{name}.{tensor.suffix}", count, tensor.shape, tensor.dtype,
-                                          tensor.bytes, "vision" if tensor.role == "weight" else "quantization metadata"))
-                allocations.extend([tensor.bytes] * count)
-            parameters += in_features * out_features * count
+class _Tower:
+    """A vision tower while it is built: its tensor groups go to `groups` / `allocations` under "vision."."""
+
+    def __init__(self, spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: KernelLayout | None, dtype: str,
+                 groups: list, allocations: list):
+        self.spec, self.v, self.tp, self.quant, self.kernel, self.dtype = spec, spec.vision, tp, quant, kernel, dtype
+        self.groups, self.allocations = groups, allocations
+        self.parameters = 0
+        v = spec.vision
+        # (Llama 4 builds its tower and projector with quant_config=None: bf16 whatever the checkpoint, mllama4.py;
+        # Qwen3-VL passes its quant_config on, so the checkpoint's ignore list decides - is_layer_skipped's exact names)
+        self.quantize = quant is not None and quant.method in ("fp8", "modelopt-fp8") and v.kind != "llama4"
+        if v.kind == "qwen3_vl":
+            # the list may name the checkpoint's "model.visual." modules or vLLM's mapped "visual." ones
+            self.quantize = quant is not None and all(quant.converts(name) for name in (
+                "visual.blocks.0.attn.qkv", "model.visual.blocks.0.attn.qkv"))
+
+    def dense(self, name: str, count: int, shape: tuple[int, ...]) -> None:
+        self.parameters += _add_dense(self.groups, self.allocations, "vision", count, [(name, shape, self.dtype)],
+                                      "vision")
+
+    def linear(self, name: str, count: int, in_features: int, out_features: int, bias: bool, shards: int = 1) -> None:
+        if self.quantize:
+            for tensor in linear_tensors(self.quant, self.kernel, in_features, out_features, shards, self.dtype,
+                                         in_features):
+                self.groups.append(TensorGroup(f"vision.{name}.{tensor.suffix}", count, tensor.shape, tensor.dtype,
+                                               tensor.bytes,
+                                               "vision" if tensor.role == "weight" else "quantization metadata"))
+                self.allocations.extend([tensor.bytes] * count)
+            self.parameters += in_features * out_features * count
         else:
-            dense(f"{name}.weight", count, (out_features, in_features))
+            self.dense(f"{name}.weight", count, (out_features, in_features))
         if bias:
-            dense(f"{name}.bias", count, (out_features,))
+            self.dense(f"{name}.bias", count, (out_features,))
 
-    def encoder_layers(prefix: str, norms: str = "layer_norm{1,2}", qkv: str = "self_attn.qkv_proj",
+    def encoder_layers(self, prefix: str, norms: str = "layer_norm{1,2}", qkv: str = "self_attn.qkv_proj",
                        out: str = "self_attn.out_proj", fc1: str = "mlp.fc1", fc2: str = "mlp.fc2") -> None:
         # One ViT block layout under each tower's names (clip.py, siglip.py, mllama4.py, qwen3_vl.py): two
         # LayerNorms (weight + bias), fused qkv with bias, the output projection and a two-linear MLP with
         # biases, row-parallel biases kept whole
-        dense(f"{prefix}.{norms}.{{weight,bias}}", 4 * n, (h,))
-        linear(f"{prefix}.{qkv}", n, h, 3 * h // tp, True, 3)
-        linear(f"{prefix}.{out}", n, h // tp, h, False)
-        dense(f"{prefix}.{out}.bias", n, (h,))
-        linear(f"{prefix}.{fc1}", n, h, i // tp, True)
-        linear(f"{prefix}.{fc2}", n, i // tp, h, False)
-        dense(f"{prefix}.{fc2}.bias", n, (h,))
+        h, i, n, tp = self.v.hidden_size, self.v.intermediate_size, self.v.num_layers, self.tp
+        self.dense(f"{prefix}.{norms}.{{weight,bias}}", 4 * n, (h,))
+        self.linear(f"{prefix}.{qkv}", n, h, 3 * h // tp, True, 3)
+        self.linear(f"{prefix}.{out}", n, h // tp, h, False)
+        self.dense(f"{prefix}.{out}.bias", n, (h,))
+        self.linear(f"{prefix}.{fc1}", n, h, i // tp, True)
+        self.linear(f"{prefix}.{fc2}", n, i // tp, h, False)
+        self.dense(f"{prefix}.{fc2}.bias", n, (h,))
 
-    if v.kind == "intern_vit":
-        # InternVL (intern_vit.py, internvl.py): class embedding, Conv2d patch embedding with bias, a
-        # [(image/patch)^2 + 1, h] position table, select_layer layers of norm1/norm2 (LayerNorm w+b or RMSNorm),
-        # qkv (+bias) / proj (+bias) / fc1 / fc2 with biases, layer scales ls1/ls2 [h] (+ q_norm/k_norm [h]);
-        # no post norm; mlp1 = LayerNorm(h x merge^2) + Linear(h x merge^2, text) + Linear(text, text), biases.
-        # qkv/proj are plain nn.Linear (replicated) in 0.5.x and parallel linears later: shown sharded.
-        positions = (v.image_size // v.patch_size) ** 2 + 1
-        norm = 1 if v.rms_norm else 2
-        dense("vision_model.embeddings.class_embedding", 1, (h,))
-        dense("vision_model.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
-        dense("vision_model.embeddings.patch_embedding.bias", 1, (h,))
-        dense("vision_model.embeddings.position_embedding", 1, (positions, h))
-        dense("vision_model.encoder.layers.*.norm{1,2}", 2 * norm * n, (h,))
-        linear("vision_model.encoder.layers.*.attn.qkv", n, h, 3 * h // tp, v.qkv_bias, 3)
-        linear("vision_model.encoder.layers.*.attn.proj", n, h // tp, h, False)
-        dense("vision_model.encoder.layers.*.attn.proj.bias", n, (h,))
-        if v.qk_norm:
-            dense("vision_model.encoder.layers.*.attn.{q,k}_norm.weight", 2 * n, (h // tp,))
-        linear("vision_model.encoder.layers.*.mlp.fc1", n, h, i // tp, True)
-        linear("vision_model.encoder.layers.*.mlp.fc2", n, i // tp, h, False)
-        dense("vision_model.encoder.layers.*.mlp.fc2.bias", n, (h,))
-        dense("vision_model.encoder.layers.*.ls{1,2}", 2 * n, (h,))
-        merged = h * v.spatial_merge_size ** 2
-        text = v.out_hidden_size
-        dense("mlp1.0.{weight,bias}", 2, (merged,))
-        linear("mlp1.1", 1, merged, text // tp, True)
-        linear("mlp1.3", 1, text // tp, text, False)
-        dense("mlp1.3.bias", 1, (text,))
-        return parameters
-    if v.kind == "mllama":
-        # Llama 3.2 Vision (mllama.py): patch conv as a bias-free ColumnParallelLinear, class embedding,
-        # gated position embedding [(image/patch)^2 + 1, h] + tile table [aspect ratios + 1, tiles x positions x h],
-        # pre/post tile embeddings [aspect ratios + 1, tiles x h] with gates, layernorm_pre/post, a local encoder
-        # and a gated global one (bias-free qkv/o, CLIPMLP fc1/fc2 with biases), the [output_dim, text hidden]
-        # projector with bias; in the text model the cross-attention layers' q_norm/k_norm and tanh gates and
-        # the 8 extra embedding rows (VocabParallelEmbedding(vocab_size + 8)). Those text extras are listed
-        # here, on the first stage, whatever the pipeline split.
-        positions = (v.image_size // v.patch_size) ** 2 + 1
-        ratios = v.aspect_ratios + 1
-        linear("vision_model.patch_embedding._linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
-        dense("vision_model.class_embedding", 1, (h,))
-        dense("vision_model.gated_positional_embedding.embedding", 1, (positions, h))
-        dense("vision_model.gated_positional_embedding.tile_embedding.weight", 1, (ratios, v.max_num_tiles * positions * h))
-        dense("vision_model.{pre,post}_tile_positional_embedding.embedding.weight", 2, (ratios, v.max_num_tiles * h))
-        dense("vision_model.{gated_positional_embedding,pre_tile_positional_embedding,post_tile_positional_embedding}.gate", 3, (1,))
-        dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
-        layers = n + v.global_layers
-        dense("vision_model.{transformer,global_transformer}.layers.*.{input,post_attention}_layernorm.{weight,bias}", 4 * layers, (h,))
-        linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.qkv_proj", layers, h, 3 * h // tp, False, 3)
-        linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.o_proj", layers, h // tp, h, False)
-        linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc1", layers, h, i // tp, True)
-        linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2", layers, i // tp, h, False)
-        dense("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2.bias", layers, (h,))
-        dense("vision_model.global_transformer.layers.*.gate_{attn,ffn}", 2 * v.global_layers, (1,))
-        linear("multi_modal_projector", 1, v.vision_output_dim, v.out_hidden_size // tp, True)
-        cross = len(v.cross_attention_layers)
-        if cross:
-            dense("language_model.model.layers.{cross}.cross_attn.{q,k}_norm.weight", 2 * cross, (spec.head_dim,))
-            dense("language_model.model.layers.{cross}.cross_attn_{attn,mlp}_gate", 2 * cross, (1,))
-        # embed_tokens has vocab_size + 8 rows padded to 64: the rows beyond the text vocabulary's own padding
-        extra_rows = (-(-(spec.vocab_size + 8) // 64) * 64 - spec.padded_vocab_size) // tp
-        if extra_rows:
-            groups.append(_dense("language_model.model.embed_tokens.weight[+8 image rows, padded]", 1,
-                                 (extra_rows, spec.hidden_size), dtype, "embedding"))
-            allocations.append(groups[-1].bytes_each)
-            parameters += 8 * spec.hidden_size // tp
-        return parameters
-    if v.kind == "llama4":
-        # Llama 4 (mllama4.py 0.8.3+, built with quant_config=None): Llama4UnfoldConvolution = a bias-free
-        # ColumnParallelLinear [c*p*p -> h], class embedding, (image/patch)^2 + 1 learned positions, LayerNorm
-        # pre/post (weight + bias), encoder layers (qkv / o_proj / fc1 / fc2 with biases, row-parallel biases whole,
-        # two LayerNorms), the pixel-shuffle adapter MLP [intermediate -> projector_input -> projector_output]
-        # (biases only with multi_modal_projector_bias) and multi_modal_projector.linear_1 [vision_output_dim ->
-        # text hidden], no bias. The vision rotary cache is a [positions, 1, head_dim / 2] complex64 buffer.
-        positions = (v.image_size // v.patch_size) ** 2 + 1
-        adapter_in, adapter_out = v.adapter_dims
-        linear("vision_model.patch_embedding.linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
-        dense("vision_model.class_embedding", 1, (h,))
-        dense("vision_model.positional_embedding_vlm", 1, (positions, h))
-        dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
-        encoder_layers("vision_model.model.layers.*", norms="{input,post_attention}_layernorm", out="self_attn.o_proj")
-        linear("vision_model.vision_adapter.mlp.fc1", 1, i, adapter_in // tp, v.adapter_bias)
-        linear("vision_model.vision_adapter.mlp.fc2", 1, adapter_in // tp, adapter_out, False)
-        if v.adapter_bias:
-            dense("vision_model.vision_adapter.mlp.fc2.bias", 1, (adapter_out,))
-        linear("multi_modal_projector.linear_1", 1, v.vision_output_dim, v.out_hidden_size // tp, False)
-        if v.num_heads:
-            # complex64 = two float32 per entry; get_rope caches one instance for every encoder layer
-            groups.append(_dense("vision_model.rotary_emb.cos_sin_cache[complex64 as float32 pairs]", 1,
-                                 (positions, 2 * (h // v.num_heads // 2)), "float32", "rotary cache"))
-            allocations.append(groups[-1].bytes_each)
-        return parameters
-    if v.kind == "qwen3_vl":
-        # Qwen3_VisionTransformer (qwen3_vl.py 0.11.0+, shared by Qwen3-VL, Qwen3-VL-MoE and Qwen3.5): Conv3d
-        # patch embedding with bias and a learned position table (replicated), blocks of two LayerNorms (weight +
-        # bias), fused qkv and proj, linear_fc1 / linear_fc2 - every linear with a bias, row-parallel biases whole -,
-        # the merger (LayerNorm over hidden, fc1 [4h -> 4h], fc2 [4h -> out]) and one merger per deepstack layer
-        # (its LayerNorm after the 2x2 shuffle, over 4h). Linears follow the checkpoint's ignore list (no
-        # _maybe_ignore_quant_config here): FP8 releases keep the tower in bf16 by listing it.
-        merged = h * v.spatial_merge_size ** 2
-        dense("visual.patch_embed.proj.weight", 1, (h, v.in_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
-        dense("visual.patch_embed.proj.bias", 1, (h,))
-        dense("visual.pos_embed.weight", 1, (v.position_embeddings, h))
-        encoder_layers("visual.blocks.*", norms="norm{1,2}", qkv="attn.qkv", out="attn.proj", fc1="mlp.linear_fc1",
-                       fc2="mlp.linear_fc2")
-        mergers = 1 + v.deepstack_layers
-        dense("visual.merger.norm.{weight,bias}", 2, (h,))
-        if v.deepstack_layers:
-            dense("visual.deepstack_merger_list.*.norm.{weight,bias}", 2 * v.deepstack_layers, (merged,))
-        linear("visual.{merger,deepstack_merger_list.*}.linear_fc1", mergers, merged, merged // tp, True)
-        linear("visual.{merger,deepstack_merger_list.*}.linear_fc2", mergers, merged // tp, v.out_hidden_size, False)
-        dense("visual.{merger,deepstack_merger_list.*}.linear_fc2.bias", mergers, (v.out_hidden_size,))
-        return parameters
-    if v.kind == "gemma4_vision":
-        # Gemma 4 (gemma4_mm.py): the HF Gemma4VisionModel (modeling_gemma4.py) built by AutoModel.from_config -
-        # plain, replicated linears, never quantized for the 31B / 26B towers - and embed_vision's projection:
-        # patch input_proj [h, 3 x p x p], a [2, position_embedding_size, h] position table, per layer q/k/v/o of
-        # heads x head_dim, q/k norms [head_dim], four norms [h], gate / up / down MLP
-        width = v.num_heads * v.head_dim
-        dense("vision_tower.patch_embedder.input_proj.weight", 1, (h, 3 * v.patch_size * v.patch_size))
-        dense("vision_tower.position_embedding_table", 1, (2, v.position_embeddings, h))
-        dense("vision_tower.encoder.layers.*.self_attn.{q,k,v}_proj.linear.weight", 3 * n, (width, h))
-        dense("vision_tower.encoder.layers.*.self_attn.o_proj.linear.weight", n, (h, width))
-        dense("vision_tower.encoder.layers.*.self_attn.{q,k}_norm.weight", 2 * n, (v.head_dim,))
-        dense("vision_tower.encoder.layers.*.*_layernorm.weight", 4 * n, (h,))
-        dense("vision_tower.encoder.layers.*.mlp.{gate,up}_proj.linear.weight", 2 * n, (i, h))
-        dense("vision_tower.encoder.layers.*.mlp.down_proj.linear.weight", n, (h, i))
-        dense("embed_vision.embedding_projection.weight", 1, (v.out_hidden_size, h))
-        return parameters
-    if v.kind in ("clip", "clip_anyres"):
-        # LLaVA / LLaVA-NeXT (vllm/model_executor/models/clip.py, llava.py, llava_next.py): CLIP embeddings
-        # (class token, bias-free patch conv, (image/patch)^2 + 1 positions), pre_layrnorm, only the layers
-        # up to vision_feature_layer, post_layernorm only when all are built, then the 2-layer GELU projector
-        positions = (v.image_size // v.patch_size) ** 2 + 1
-        dense("vision_tower.embeddings.class_embedding", 1, (h,))
-        dense("vision_tower.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
-        dense("vision_tower.embeddings.position_embedding.weight", 1, (positions, h))
-        groups.append(_dense("vision.vision_tower.embeddings.position_ids[buffer]", 1, (1, positions), "int64", "vision"))
-        allocations.append(groups[-1].bytes_each)
-        dense("vision_tower.pre_layrnorm.{weight,bias}", 2, (h,))
-        encoder_layers("vision_tower.encoder.layers.*")
-        if v.post_norm:
-            dense("vision_tower.post_layernorm.{weight,bias}", 2, (h,))
-        text = v.out_hidden_size
-        linear("multi_modal_projector.linear_1", 1, h, text // tp, v.projector_bias)
-        linear("multi_modal_projector.linear_2", 1, text // tp, text, False)
-        if v.projector_bias:
-            dense("multi_modal_projector.linear_2.bias", 1, (text,))
-        if v.image_newline:
-            dense("image_newline", 1, (text,))
-        return parameters
-    if v.kind == "siglip":
-        dense("embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
-        dense("embeddings.patch_embedding.bias", 1, (h,))
-        dense("embeddings.position_embedding.weight", 1, ((v.image_size // v.patch_size) ** 2, h))
-        encoder_layers("encoder.layers.*")
-        dense("post_layernorm.{weight,bias}", 2, (h,))
-        # Gemma 3 projector: a plain [vision hidden, text hidden] parameter and a soft-embedding RMSNorm
-        dense("multi_modal_projector.mm_input_projection_weight", 1, (h, v.out_hidden_size))
-        dense("multi_modal_projector.mm_soft_emb_norm.weight", 1, (h,))
-        return parameters
-    patch = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size
-    dense("patch_embed.proj.weight", 1, (h, patch))
-    norm_tensors = 2 if v.kind == "qwen2_5_vl" else 4  # RMSNorm weights vs LayerNorm weight + bias
-    dense("blocks.*.norm{1,2}", norm_tensors * n, (h,))
-    linear("blocks.*.attn.qkv", n, h, 3 * h // tp, True, 3)
-    linear("blocks.*.attn.proj", n, h // tp, h, False)
-    dense("blocks.*.attn.proj.bias", n, (h,))
-    if v.kind == "qwen2_5_vl":
-        linear("blocks.*.mlp.gate_up_proj", n, h, 2 * i // tp, True, 2)
-        linear("blocks.*.mlp.down_proj", n, i // tp, h, False)
-    else:
-        linear("blocks.*.mlp.fc1", n, h, i // tp, True)
-        linear("blocks.*.mlp.fc2", n, i // tp, h, False)
-    dense("blocks.*.mlp.down.bias", n, (h,))
+
+def _intern_vit(t: _Tower) -> None:
+    v = t.v
+    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
+    tp = t.tp
+    # InternVL (intern_vit.py, internvl.py): class embedding, Conv2d patch embedding with bias, a
+    # [(image/patch)^2 + 1, h] position table, select_layer layers of norm1/norm2 (LayerNorm w+b or RMSNorm),
+    # qkv (+bias) / proj (+bias) / fc1 / fc2 with biases, layer scales ls1/ls2 [h] (+ q_norm/k_norm [h]);
+    # no post norm; mlp1 = LayerNorm(h x merge^2) + Linear(h x merge^2, text) + Linear(text, text), biases.
+    # qkv/proj are plain nn.Linear (replicated) in 0.5.x and parallel linears later: shown sharded.
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    norm = 1 if v.rms_norm else 2
+    t.dense("vision_model.embeddings.class_embedding", 1, (h,))
+    t.dense("vision_model.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
+    t.dense("vision_model.embeddings.patch_embedding.bias", 1, (h,))
+    t.dense("vision_model.embeddings.position_embedding", 1, (positions, h))
+    t.dense("vision_model.encoder.layers.*.norm{1,2}", 2 * norm * n, (h,))
+    t.linear("vision_model.encoder.layers.*.attn.qkv", n, h, 3 * h // tp, v.qkv_bias, 3)
+    t.linear("vision_model.encoder.layers.*.attn.proj", n, h // tp, h, False)
+    t.dense("vision_model.encoder.layers.*.attn.proj.bias", n, (h,))
+    if v.qk_norm:
+        t.dense("vision_model.encoder.layers.*.attn.{q,k}_norm.weight", 2 * n, (h // tp,))
+    t.linear("vision_model.encoder.layers.*.mlp.fc1", n, h, i // tp, True)
+    t.linear("vision_model.encoder.layers.*.mlp.fc2", n, i // tp, h, False)
+    t.dense("vision_model.encoder.layers.*.mlp.fc2.bias", n, (h,))
+    t.dense("vision_model.encoder.layers.*.ls{1,2}", 2 * n, (h,))
     merged = h * v.spatial_merge_size ** 2
-    dense("merger.ln_q", 1 if v.kind == "qwen2_5_vl" else 2, (h,))
-    linear("merger.mlp.0", 1, merged, merged // tp, True)
-    linear("merger.mlp.2", 1, merged // tp, v.out_hidden_size, False)
-    dense("merger.mlp.2.bias", 1, (v.out_hidden_size,))
-    return parameters
+    text = v.out_hidden_size
+    t.dense("mlp1.0.{weight,bias}", 2, (merged,))
+    t.linear("mlp1.1", 1, merged, text // tp, True)
+    t.linear("mlp1.3", 1, text // tp, text, False)
+    t.dense("mlp1.3.bias", 1, (text,))
+
+
+def _mllama_vision(t: _Tower) -> None:
+    spec = t.spec
+    v = t.v
+    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
+    tp = t.tp
+    dtype = t.dtype
+    # Llama 3.2 Vision (mllama.py): patch conv as a bias-free ColumnParallelLinear, class embedding,
+    # gated position embedding [(image/patch)^2 + 1, h] + tile table [aspect ratios + 1, tiles x positions x h],
+    # pre/post tile embeddings [aspect ratios + 1, tiles x h] with gates, layernorm_pre/post, a local encoder
+    # and a gated global one (bias-free qkv/o, CLIPMLP fc1/fc2 with biases), the [output_dim, text hidden]
+    # projector with bias; in the text model the cross-attention layers' q_norm/k_norm and tanh gates and
+    # the 8 extra embedding rows (VocabParallelEmbedding(vocab_size + 8)). Those text extras are listed
+    # here, on the first stage, whatever the pipeline split.
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    ratios = v.aspect_ratios + 1
+    t.linear("vision_model.patch_embedding._linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
+    t.dense("vision_model.class_embedding", 1, (h,))
+    t.dense("vision_model.gated_positional_embedding.embedding", 1, (positions, h))
+    t.dense("vision_model.gated_positional_embedding.tile_embedding.weight", 1, (ratios, v.max_num_tiles * positions * h))
+    t.dense("vision_model.{pre,post}_tile_positional_embedding.embedding.weight", 2, (ratios, v.max_num_tiles * h))
+    t.dense("vision_model.{gated_positional_embedding,pre_tile_positional_embedding,post_tile_positional_embedding}.gate", 3, (1,))
+    t.dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
+    layers = n + v.global_layers
+    t.dense("vision_model.{transformer,global_transformer}.layers.*.{input,post_attention}_layernorm.{weight,bias}", 4 * layers, (h,))
+    t.linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.qkv_proj", layers, h, 3 * h // tp, False, 3)
+    t.linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.o_proj", layers, h // tp, h, False)
+    t.linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc1", layers, h, i // tp, True)
+    t.linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2", layers, i // tp, h, False)
+    t.dense("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2.bias", layers, (h,))
+    t.dense("vision_model.global_transformer.layers.*.gate_{attn,ffn}", 2 * v.global_layers, (1,))
+    t.linear("multi_modal_projector", 1, v.vision_output_dim, v.out_hidden_size // tp, True)
+    cross = len(v.cross_attention_layers)
+    if cross:
+        t.dense("language_model.model.layers.{cross}.cross_attn.{q,k}_norm.weight", 2 * cross, (spec.head_dim,))
+        t.dense("language_model.model.layers.{cross}.cross_attn_{attn,mlp}_gate", 2 * cross, (1,))
+    # embed_tokens has vocab_size + 8 rows padded to 64: the rows beyond the text vocabulary's own padding
+    extra_rows = (-(-(spec.vocab_size + 8) // 64) * 64 - spec.padded_vocab_size) // tp
+    if extra_rows:
+        t.groups.append(_dense("language_model.model.embed_tokens.weight[+8 image rows, padded]", 1,
+                               (extra_rows, spec.hidden_size), dtype, "embedding"))
+        t.allocations.append(t.groups[-1].bytes_each)
+        t.parameters += 8 * spec.hidden_size // tp
+
+
+def _llama4_vision(t: _Tower) -> None:
+    v = t.v
+    h, i = v.hidden_size, v.intermediate_size
+    tp = t.tp
+    # Llama 4 (mllama4.py 0.8.3+, built with quant_config=None): Llama4UnfoldConvolution = a bias-free
+    # ColumnParallelLinear [c*p*p -> h], class embedding, (image/patch)^2 + 1 learned positions, LayerNorm
+    # pre/post (weight + bias), encoder layers (qkv / o_proj / fc1 / fc2 with biases, row-parallel biases whole,
+    # two LayerNorms), the pixel-shuffle adapter MLP [intermediate -> projector_input -> projector_output]
+    # (biases only with multi_modal_projector_bias) and multi_modal_projector.linear_1 [vision_output_dim ->
+    # text hidden], no bias. The vision rotary cache is a [positions, 1, head_dim / 2] complex64 buffer.
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    adapter_in, adapter_out = v.adapter_dims
+    t.linear("vision_model.patch_embedding.linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
+    t.dense("vision_model.class_embedding", 1, (h,))
+    t.dense("vision_model.positional_embedding_vlm", 1, (positions, h))
+    t.dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
+    t.encoder_layers("vision_model.model.layers.*", norms="{input,post_attention}_layernorm", out="self_attn.o_proj")
+    t.linear("vision_model.vision_adapter.mlp.fc1", 1, i, adapter_in // tp, v.adapter_bias)
+    t.linear("vision_model.vision_adapter.mlp.fc2", 1, adapter_in // tp, adapter_out, False)
+    if v.adapter_bias:
+        t.dense("vision_model.vision_adapter.mlp.fc2.bias", 1, (adapter_out,))
+    t.linear("multi_modal_projector.linear_1", 1, v.vision_output_dim, v.out_hidden_size // tp, False)
+    if v.num_heads:
+        # complex64 = two float32 per entry; get_rope caches one instance for every encoder layer
+        t.groups.append(_dense("vision_model.rotary_emb.cos_sin_cache[complex64 as float32 pairs]", 1,
+                               (positions, 2 * (h // v.num_heads // 2)), "float32", "rotary cache"))
+        t.allocations.append(t.groups[-1].bytes_each)
+
+
+def _qwen3_vl_vision(t: _Tower) -> None:
+    v = t.v
+    h = v.hidden_size
+    tp = t.tp
+    # Qwen3_VisionTransformer (qwen3_vl.py 0.11.0+, shared by Qwen3-VL, Qwen3-VL-MoE and Qwen3.5): Conv3d
+    # patch embedding with bias and a learned position table (replicated), blocks of two LayerNorms (weight +
+    # bias), fused qkv and proj, linear_fc1 / linear_fc2 - every linear with a bias, row-parallel biases whole -,
+    # the merger (LayerNorm over hidden, fc1 [4h -> 4h], fc2 [4h -> out]) and one merger per deepstack layer
+    # (its LayerNorm after the 2x2 shuffle, over 4h). Linears follow the checkpoint's ignore list (no
+    # _maybe_ignore_quant_config here): FP8 releases keep the tower in bf16 by listing it.
+    merged = h * v.spatial_merge_size ** 2
+    t.dense("visual.patch_embed.proj.weight", 1, (h, v.in_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
+    t.dense("visual.patch_embed.proj.bias", 1, (h,))
+    t.dense("visual.pos_embed.weight", 1, (v.position_embeddings, h))
+    t.encoder_layers("visual.blocks.*", norms="norm{1,2}", qkv="attn.qkv", out="attn.proj", fc1="mlp.linear_fc1",
+                   fc2="mlp.linear_fc2")
+    mergers = 1 + v.deepstack_layers
+    t.dense("visual.merger.norm.{weight,bias}", 2, (h,))
+    if v.deepstack_layers:
+        t.dense("visual.deepstack_merger_list.*.norm.{weight,bias}", 2 * v.deepstack_layers, (merged,))
+    t.linear("visual.{merger,deepstack_merger_list.*}.linear_fc1", mergers, merged, merged // tp, True)
+    t.linear("visual.{merger,deepstack_merger_list.*}.linear_fc2", mergers, merged // tp, v.out_hidden_size, False)
+    t.dense("visual.{merger,deepstack_merger_list.*}.linear_fc2.bias", mergers, (v.out_hidden_size,))
+
+
+def _gemma4_vision(t: _Tower) -> None:
+    v = t.v
+    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
+    # Gemma 4 (gemma4_mm.py): the HF Gemma4VisionModel (modeling_gemma4.py) built by AutoModel.from_config -
+    # plain, replicated linears, never quantized for the 31B / 26B towers - and embed_vision's projection:
+    # patch input_proj [h, 3 x p x p], a [2, position_embedding_size, h] position table, per layer q/k/v/o of
+    # heads x head_dim, q/k norms [head_dim], four norms [h], gate / up / down MLP
+    width = v.num_heads * v.head_dim
+    t.dense("vision_tower.patch_embedder.input_proj.weight", 1, (h, 3 * v.patch_size * v.patch_size))
+    t.dense("vision_tower.position_embedding_table", 1, (2, v.position_embeddings, h))
+    t.dense("vision_tower.encoder.layers.*.self_attn.{q,k,v}_proj.linear.weight", 3 * n, (width, h))
+    t.dense("vision_tower.encoder.layers.*.self_attn.o_proj.linear.weight", n, (h, width))
+    t.dense("vision_tower.encoder.layers.*.self_attn.{q,k}_norm.weight", 2 * n, (v.head_dim,))
+    t.dense("vision_tower.encoder.layers.*.*_layernorm.weight", 4 * n, (h,))
+    t.dense("vision_tower.encoder.layers.*.mlp.{gate,up}_proj.linear.weight", 2 * n, (i, h))
+    t.dense("vision_tower.encoder.layers.*.mlp.down_proj.linear.weight", n, (h, i))
+    t.dense("embed_vision.embedding_projection.weight", 1, (v.out_hidden_size, h))
+
+
+def _clip_vision(t: _Tower) -> None:
+    v = t.v
+    h = v.hidden_size
+    tp = t.tp
+    # LLaVA / LLaVA-NeXT (vllm/model_executor/models/clip.py, llava.py, llava_next.py): CLIP embeddings
+    # (class token, bias-free patch conv, (image/patch)^2 + 1 positions), pre_layrnorm, only the layers
+    # up to vision_feature_layer, post_layernorm only when all are built, then the 2-layer GELU projector
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    t.dense("vision_tower.embeddings.class_embedding", 1, (h,))
+    t.dense("vision_tower.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
+    t.dense("vision_tower.embeddings.position_embedding.weight", 1, (positions, h))
+    t.groups.append(_dense("vision.vision_tower.embeddings.position_ids[buffer]", 1, (1, positions), "int64", "vision"))
+    t.allocations.append(t.groups[-1].bytes_each)
+    t.dense("vision_tower.pre_layrnorm.{weight,bias}", 2, (h,))
+    t.encoder_layers("vision_tower.encoder.layers.*")
+    if v.post_norm:
+        t.dense("vision_tower.post_layernorm.{weight,bias}", 2, (h,))
+    text = v.out_hidden_size
+    t.linear("multi_modal_projector.linear_1", 1, h, text // tp, v.projector_bias)
+    t.linear("multi_modal_projector.linear_2", 1, text // tp, text, False)
+    if v.projector_bias:
+        t.dense("multi_modal_projector.linear_2.bias", 1, (text,))
+    if v.image_newline:
+        t.dense("image_newline", 1, (text,))
+
+
+def _siglip_vision(t: _Tower) -> None:
+    v = t.v
+    h = v.hidden_size
+    t.dense("embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
+    t.dense("embeddings.patch_embedding.bias", 1, (h,))
+    t.dense("embeddings.position_embedding.weight", 1, ((v.image_size // v.patch_size) ** 2, h))
+    t.encoder_layers("encoder.layers.*")
+    t.dense("post_layernorm.{weight,bias}", 2, (h,))
+    # Gemma 3 projector: a plain [vision hidden, text hidden] parameter and a soft-embedding RMSNorm
+    t.dense("multi_modal_projector.mm_input_projection_weight", 1, (h, v.out_hidden_size))
+    t.dense("multi_modal_projector.mm_soft_emb_norm.weight", 1, (h,))
+
+
+def _qwen2_vl_vision(t: _Tower) -> None:
+    """Qwen2-VL / Qwen2.5-VL (qwen2_vl.py, qwen2_5_vl.py): the other kinds."""
+    v = t.v
+    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
+    tp = t.tp
+    patch = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size
+    t.dense("patch_embed.proj.weight", 1, (h, patch))
+    norm_tensors = 2 if v.kind == "qwen2_5_vl" else 4  # RMSNorm weights vs LayerNorm weight + bias
+    t.dense("blocks.*.norm{1,2}", norm_tensors * n, (h,))
+    t.linear("blocks.*.attn.qkv", n, h, 3 * h // tp, True, 3)
+    t.linear("blocks.*.attn.proj", n, h // tp, h, False)
+    t.dense("blocks.*.attn.proj.bias", n, (h,))
+    if v.kind == "qwen2_5_vl":
+        t.linear("blocks.*.mlp.gate_up_proj", n, h, 2 * i // tp, True, 2)
+        t.linear("blocks.*.mlp.down_proj", n, i // tp, h, False)
+    else:
+        t.linear("blocks.*.mlp.fc1", n, h, i // tp, True)
+        t.linear("blocks.*.mlp.fc2", n, i // tp, h, False)
+    t.dense("blocks.*.mlp.down.bias", n, (h,))
+    merged = h * v.spatial_merge_size ** 2
+    t.dense("merger.ln_q", 1 if v.kind == "qwen2_5_vl" else 2, (h,))
+    t.linear("merger.mlp.0", 1, merged, merged // tp, True)
+    t.linear("merger.mlp.2", 1, merged // tp, v.out_hidden_size, False)
+    t.dense("merger.mlp.2.bias", 1, (v.out_hidden_size,))
+
+
+_TOWERS = {
+    "intern_vit": _intern_vit,
+    "mllama": _mllama_vision,
+    "llama4": _llama4_vision,
+    "qwen3_vl": _qwen3_vl_vision,
+    "gemma4_vision": _gemma4_vision,
+    "clip": _clip_vision,
+    "clip_anyres": _clip_vision,
+    "siglip": _siglip_vision,
+}

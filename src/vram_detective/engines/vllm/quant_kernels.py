@@ -226,48 +226,7 @@ def linear_tensors(
     kernel = layout.kernel
     scale_dtype = activation_dtype if activation_dtype != "float32" else "float16"
     if quant.method in ("awq", "gptq"):
-        group = k if quant.group_size == -1 else quant.group_size
-        groups = -(-k // group)
-        packed_weight_bytes = k * n * quant.bits // 8
-        pack = 32 // quant.bits if 32 % quant.bits == 0 else 0
-        packed_zero_bytes = groups * n * quant.bits // 8
-        tensors = [StoredTensor("qweight", (k * quant.bits // 32, n), "int32", packed_weight_bytes, "weight")]
-        if kernel == "awq":
-            # awq.py: qweight int32 [K, N/pack], qzeros int32 [K/g, N/pack], scales fp16 [K/g, N]
-            tensors = [StoredTensor("qweight", (k, n // pack), "int32", packed_weight_bytes, "weight"),
-                       StoredTensor("qzeros", (groups, n // pack), "int32", packed_zero_bytes, "quantization metadata"),
-                       _tensor("scales", (groups, n), "float16")]
-        elif kernel == "gptq":
-            # gptq.py (exllama): qweight [K/pack, N], qzeros [K/g, N/pack], scales [K/g, N], g_idx [K]
-            tensors += [StoredTensor("qzeros", (groups, n * quant.bits // 32), "int32", packed_zero_bytes, "quantization metadata"),
-                        _tensor("scales", (groups, n), "float16"), _tensor("g_idx", (k,), "int32")]
-        elif kernel == "machete":
-            # machete.py: prepacked qweight (same bytes); AWQ zero points become fp16 [K/g, N] (scales applied);
-            # GPTQ keeps its int32 qzeros and g_idx
-            tensors.append(_tensor("scales", (groups, n), scale_dtype))
-            if layout.fp16_zeros:
-                tensors.append(_tensor("qzeros", (groups, n), scale_dtype))
-            else:
-                tensors.append(StoredTensor("qzeros", (groups, n * quant.bits // 32), "int32", packed_zero_bytes, "quantization metadata"))
-                if layout.keeps_g_idx or quant.desc_act:
-                    tensors.append(_tensor("g_idx", (k,), "int32"))
-        else:
-            # Marlin (awq_marlin.py / gptq_marlin.py / kernels mixed_precision/marlin.py): repacked qweight,
-            # permuted scales; AWQ zero points stay int32 [K/g, N/pack]; GPTQ zero points are emptied for
-            # symmetric checkpoints; g_idx and its sort indices stay only with act-order. With act-order the
-            # scales of row-parallel layers cover the full K on every rank (marlin_repeat_scales_on_all_ranks).
-            scale_groups = groups
-            if quant.desc_act and quant.group_size != -1 and full_in_features != k:
-                scale_groups = -(-full_in_features // group)
-            tensors = [StoredTensor("qweight", (k // 16, n * 16 // pack), "int32", packed_weight_bytes, "weight"),
-                       _tensor("scales", (scale_groups, n), scale_dtype)]
-            if kernel == "awq_marlin" or (kernel == "gptq_marlin" and layout.keeps_zeros):
-                tensors.append(StoredTensor("qzeros", (groups, n // pack), "int32", packed_zero_bytes, "quantization metadata"))
-            if quant.desc_act or layout.keeps_g_idx:
-                tensors += [_tensor("g_idx", (k,), "int32"), _tensor("g_idx_sort_indices", (k,), "int32")]
-            if layout.per_output_workspace:
-                tensors.append(_tensor("workspace", (n // 64 * 16,), "int32"))
-        return tuple(tensors)
+        return _awq_gptq_linear(quant, layout, k, n, scale_dtype, full_in_features)
     if quant.method in ("fp8", "modelopt-fp8"):
         if kernel == "fp8_marlin":
             # Marlin FP8 (sm80-86): weight repacked as int32 (same bytes), scales channelwise in the
@@ -302,6 +261,54 @@ def linear_tensors(
     if quant.method == "mxfp4":
         raise QuantizationError("MXFP4 checkpoints keep every linear layer in 16 bit (only the experts are MXFP4)")
     raise QuantizationError(f"no layout for {quant.method}")
+
+
+def _awq_gptq_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, scale_dtype: str,
+                     full_in_features: int) -> tuple[StoredTensor, ...]:
+    """AWQ / GPTQ linear layers on the plain, Machete or Marlin kernel."""
+    kernel = layout.kernel
+    group = k if quant.group_size == -1 else quant.group_size
+    groups = -(-k // group)
+    packed_weight_bytes = k * n * quant.bits // 8
+    pack = 32 // quant.bits if 32 % quant.bits == 0 else 0
+    packed_zero_bytes = groups * n * quant.bits // 8
+    tensors = [StoredTensor("qweight", (k * quant.bits // 32, n), "int32", packed_weight_bytes, "weight")]
+    if kernel == "awq":
+        # awq.py: qweight int32 [K, N/pack], qzeros int32 [K/g, N/pack], scales fp16 [K/g, N]
+        tensors = [StoredTensor("qweight", (k, n // pack), "int32", packed_weight_bytes, "weight"),
+                   StoredTensor("qzeros", (groups, n // pack), "int32", packed_zero_bytes, "quantization metadata"),
+                   _tensor("scales", (groups, n), "float16")]
+    elif kernel == "gptq":
+        # gptq.py (exllama): qweight [K/pack, N], qzeros [K/g, N/pack], scales [K/g, N], g_idx [K]
+        tensors += [StoredTensor("qzeros", (groups, n * quant.bits // 32), "int32", packed_zero_bytes, "quantization metadata"),
+                    _tensor("scales", (groups, n), "float16"), _tensor("g_idx", (k,), "int32")]
+    elif kernel == "machete":
+        # machete.py: prepacked qweight (same bytes); AWQ zero points become fp16 [K/g, N] (scales applied);
+        # GPTQ keeps its int32 qzeros and g_idx
+        tensors.append(_tensor("scales", (groups, n), scale_dtype))
+        if layout.fp16_zeros:
+            tensors.append(_tensor("qzeros", (groups, n), scale_dtype))
+        else:
+            tensors.append(StoredTensor("qzeros", (groups, n * quant.bits // 32), "int32", packed_zero_bytes, "quantization metadata"))
+            if layout.keeps_g_idx or quant.desc_act:
+                tensors.append(_tensor("g_idx", (k,), "int32"))
+    else:
+        # Marlin (awq_marlin.py / gptq_marlin.py / kernels mixed_precision/marlin.py): repacked qweight,
+        # permuted scales; AWQ zero points stay int32 [K/g, N/pack]; GPTQ zero points are emptied for
+        # symmetric checkpoints; g_idx and its sort indices stay only with act-order. With act-order the
+        # scales of row-parallel layers cover the full K on every rank (marlin_repeat_scales_on_all_ranks).
+        scale_groups = groups
+        if quant.desc_act and quant.group_size != -1 and full_in_features != k:
+            scale_groups = -(-full_in_features // group)
+        tensors = [StoredTensor("qweight", (k // 16, n * 16 // pack), "int32", packed_weight_bytes, "weight"),
+                   _tensor("scales", (scale_groups, n), scale_dtype)]
+        if kernel == "awq_marlin" or (kernel == "gptq_marlin" and layout.keeps_zeros):
+            tensors.append(StoredTensor("qzeros", (groups, n // pack), "int32", packed_zero_bytes, "quantization metadata"))
+        if quant.desc_act or layout.keeps_g_idx:
+            tensors += [_tensor("g_idx", (k,), "int32"), _tensor("g_idx_sort_indices", (k,), "int32")]
+        if layout.per_output_workspace:
+            tensors.append(_tensor("workspace", (n // 64 * 16,), "int32"))
+    return tuple(tensors)
 
 
 def _ct_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, shards: int, scale_dtype: str,

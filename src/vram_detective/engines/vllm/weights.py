@@ -549,7 +549,7 @@ def _nemotron_h_mlps(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, k
     tp = shard.tensor_parallel_size
     hidden = spec.hidden_size
     sizes = config.get("intermediate_size")
-    bias = bool(config.get("mlp_bias", False))
+    bias = spec.mlp_bias
     by_size: dict[int, list[int]] = {}
     for index in range(first_layer, first_layer + layers):
         if pattern[index] == "-":
@@ -772,7 +772,7 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
     if moe.latent_size:
         # Nemotron-H latent MoE: replicated fc1_latent_proj / fc2_latent_proj (quantizable, bias = mlp_bias);
         # the experts see the latent width
-        bias = bool((spec.source_config or {}).get("mlp_bias", False))
+        bias = spec.mlp_bias
         latent = moe.latent_size
         linear(f"{module}.fc1_latent_proj", hidden, latent, 1, "expert", bias, False, hidden, count=count,
                pattern=pattern)
@@ -814,7 +814,7 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
     if moe.shared_intermediate and not moe.shared_gated:
         # Nemotron-H: shared_experts is a NemotronHMLP (up_proj + down_proj, bias = mlp_bias)
         shared = moe.shared_intermediate // tp
-        bias = bool((spec.source_config or {}).get("mlp_bias", False))
+        bias = spec.mlp_bias
         linear(f"{module}.shared_experts.up_proj", hidden, shared, 1, "mlp", bias, False, hidden, count=count,
                pattern=pattern)
         linear(f"{module}.shared_experts.down_proj", shared, hidden, 1, "mlp", bias, True, moe.shared_intermediate,

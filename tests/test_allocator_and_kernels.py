@@ -8,8 +8,9 @@ from conftest import GIB, MIB, spec_of
 from vram_detective import explain
 from vram_detective.engines.vllm.allocator import block_overhead, load_overhead
 from vram_detective.engines.vllm.releases import release
-from vram_detective.model.inventory import AllocationPlan
-from vram_detective.model.quantization import QuantConfig, kernel_for, linear_tensors
+from vram_detective.engines.vllm.weights import AllocationPlan
+from vram_detective.model.quantization import QuantConfig
+from vram_detective.engines.vllm.quant_kernels import kernel_for, linear_tensors
 
 
 # --- allocator rules -----------------------------------------------------------------------------------

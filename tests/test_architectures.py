@@ -8,7 +8,7 @@ from conftest import GIB, spec_of
 from vram_detective import explain
 from vram_detective.engines.vllm.kv_cache import kv_layout
 from vram_detective.engines.vllm.releases import release
-from vram_detective.model.inventory import LoraSlots, Shard, build_inventory, pipeline_layer_counts
+from vram_detective.engines.vllm.weights import LoraSlots, Shard, build_inventory, pipeline_layer_counts
 
 
 def _role_bytes(inventory, role):
@@ -209,7 +209,7 @@ def test_llama4_vision_tower_stays_bf16_in_an_fp8_checkpoint():
     from pathlib import Path
 
     from vram_detective.model.config import parse_config
-    from vram_detective.model.quantization import kernel_for
+    from vram_detective.engines.vllm.quant_kernels import kernel_for
     from vram_detective.engines.vllm.releases import release
 
     entry = json.loads((Path(__file__).resolve().parents[1] / "src/vram_detective/model/catalog/"

@@ -2,7 +2,8 @@
 import pytest
 
 from vram_detective.engines.vllm.kv_groups import AttentionLayer, mamba_block_sizing, plan_kv_groups, rule
-from vram_detective.model.hybrid import hybrid_layout, is_hybrid, mamba_state, v0_mamba_cache_bytes
+from vram_detective.engines.vllm.mamba_state import mamba_state, v0_mamba_cache_bytes
+from vram_detective.model.hybrid import hybrid_layout, is_hybrid
 
 GIB = 1 << 30
 
@@ -169,7 +170,7 @@ BAMBA_FULL = {**BAMBA, "intermediate_size": 14336, "vocab_size": 128256, "torch_
 
 def test_bamba_parses_and_inventories_mixers():
     from vram_detective.model.config import UnsupportedArchitectureError, parse_config
-    from vram_detective.model.inventory import build_inventory
+    from vram_detective.engines.vllm.weights import build_inventory
 
     spec = parse_config(BAMBA_FULL, "bamba")
     assert spec.family == "bamba" and spec.hybrid.mamba_layers == 29 and spec.rotary_dim == 64
@@ -186,7 +187,7 @@ def test_bamba_parses_and_inventories_mixers():
     assert mixer["A"].dtype == "float32" and mixer["A"].bytes_each == 128 * 4
     assert mixer["norm.weight"].shape == (8192,)
     # TP2, n_groups 1 replicated: in_proj (8192 + 8704 + 128) / 2 rows
-    two = build_inventory(spec, "bfloat16", __import__("vram_detective.model.inventory", fromlist=["Shard"]).Shard(2))
+    two = build_inventory(spec, "bfloat16", __import__("vram_detective.engines.vllm.weights", fromlist=["Shard"]).Shard(2))
     assert [g.shape for g in two.groups if g.name.endswith("mamba.in_proj.weight")] == [(8512, 4096)]
     assert by_name  # the plain inventory still lists embeddings etc.
     # Nemotron-H is sized now (test_nemotron_h_*); a layer kind it does not know is still refused
@@ -239,7 +240,7 @@ QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_ne
 
 def test_qwen3_next_parses_and_inventories_gated_delta_net():
     from vram_detective.model.config import parse_config
-    from vram_detective.model.inventory import Shard, build_inventory
+    from vram_detective.engines.vllm.weights import Shard, build_inventory
 
     spec = parse_config(QWEN3_NEXT, "qwen3-next")
     assert spec.family == "qwen3_next" and spec.hybrid.attention_layers == 12 and spec.hybrid.mamba_layers == 36
@@ -275,7 +276,7 @@ def test_qwen35_dense_text_model_sizes_and_plans():
     from vram_detective.engines.vllm.plan import plan
     from vram_detective.hardware import find_gpu
     from vram_detective.model.config import parse_config
-    from vram_detective.model.inventory import build_inventory
+    from vram_detective.engines.vllm.weights import build_inventory
 
     text = {**QWEN35["text_config"], "architectures": ["Qwen3_5ForCausalLM"], "intermediate_size": 17408,
             "vocab_size": 248320, "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
@@ -342,7 +343,7 @@ def test_jamba_parses_and_inventories_mamba1_and_moe():
     from vram_detective.engines.vllm.plan import plan
     from vram_detective.hardware import find_gpu
     from vram_detective.model.config import parse_config
-    from vram_detective.model.inventory import Shard, build_inventory
+    from vram_detective.engines.vllm.weights import Shard, build_inventory
 
     spec = parse_config(JAMBA, "jamba")
     assert spec.rotary_dim is None and spec.hybrid.attention_layers == 4 and spec.hybrid.mamba_layers == 28
@@ -380,7 +381,7 @@ GRANITE = {"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "gran
 
 def test_granitemoehybrid_parses_and_inventories():
     from vram_detective.model.config import parse_config
-    from vram_detective.model.inventory import build_inventory
+    from vram_detective.engines.vllm.weights import build_inventory
 
     spec = parse_config(GRANITE, "granite-h")
     assert spec.rotary_dim is None and spec.hybrid.attention_layers == 4 and spec.moe.shared_intermediate == 1024
@@ -413,7 +414,7 @@ def test_falcon_h1_parses_and_inventories():
     from vram_detective.engines.vllm.plan import plan
     from vram_detective.hardware import find_gpu
     from vram_detective.model.config import parse_config
-    from vram_detective.model.inventory import build_inventory
+    from vram_detective.engines.vllm.weights import build_inventory
 
     spec = parse_config(FALCON_H1, "falcon-h1")
     assert spec.hybrid.attention_layers == 36 and spec.hybrid.mamba_layers == 36
@@ -444,7 +445,7 @@ def test_minimax_text_01_parses_and_inventories():
     from vram_detective.engines.vllm.plan import rank_inventories
     from vram_detective.hardware import find_gpu
     from vram_detective.model.config import parse_config
-    from vram_detective.model.inventory import build_inventory
+    from vram_detective.engines.vllm.weights import build_inventory
 
     spec = parse_config(MINIMAX, "minimax")
     assert spec.hybrid.attention_layers == 10 and spec.hybrid.mamba_layers == 70 and spec.rotary_dim == 64
@@ -502,7 +503,7 @@ NEMOTRON_H_MOE = {
 
 def test_nemotron_h_8b_parameters_by_hand():
     from vram_detective.model.config import parse_config
-    from vram_detective.model.inventory import Shard, build_inventory
+    from vram_detective.engines.vllm.weights import Shard, build_inventory
 
     spec = parse_config(NEMOTRON_H_8B, "nemotron-h-8b")
     assert (spec.hybrid.mamba_layers, spec.hybrid.attention_layers) == (24, 4)
@@ -526,7 +527,7 @@ def test_nemotron_h_8b_parameters_by_hand():
 
 def test_nemotron_h_moe_non_gated_experts_and_latent():
     from vram_detective.model.config import parse_config
-    from vram_detective.model.inventory import build_inventory
+    from vram_detective.engines.vllm.weights import build_inventory
 
     spec = parse_config(NEMOTRON_H_MOE, "nemotron-h-moe")
     assert spec.moe.dense_layers == (0, 2, 4, 5) and not spec.moe.gated
@@ -563,7 +564,8 @@ def test_nemotron_h_plans():
 
 
 def test_non_gated_expert_tensors_per_method():
-    from vram_detective.model.quantization import QuantConfig, expert_tensors
+    from vram_detective.model.quantization import QuantConfig
+    from vram_detective.engines.vllm.quant_kernels import expert_tensors
 
     def shapes(quant, gated):
         return {t.suffix: t for t in expert_tensors(quant, None, 8, 256, 128, "bfloat16", gated=gated)}
@@ -579,7 +581,7 @@ def test_non_gated_expert_tensors_per_method():
 
 
 def test_v0_mamba_batch_per_release():
-    from vram_detective.model.hybrid import v0_mamba_batch
+    from vram_detective.engines.vllm.mamba_state import v0_mamba_batch
 
     # 0.6.0-0.6.4.post1: _get_graph_batch_size(max_num_seqs) even when eager
     assert v0_mamba_batch(256, False, (0, 6, 4)) == 256 and v0_mamba_batch(100, True, (0, 6, 4)) == 104

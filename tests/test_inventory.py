@@ -13,7 +13,7 @@ from vram_detective.engines.vllm.releases import release
 from vram_detective.engines.vllm.settings import resolve_settings
 from vram_detective.hardware import find_gpu
 from vram_detective.model.config import parse_config
-from vram_detective.model.inventory import Shard, build_inventory, pipeline_layer_counts
+from vram_detective.engines.vllm.weights import Shard, build_inventory, pipeline_layer_counts
 from vram_detective.model.sources import load_model
 from vram_detective.units import parse_version
 

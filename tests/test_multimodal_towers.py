@@ -7,7 +7,7 @@ import pytest
 from vram_detective import explain
 from vram_detective.engines.vllm.profile import vision_item
 from vram_detective.model.config import UnsupportedArchitectureError, _clip_built_layers, parse_config
-from vram_detective.model.inventory import Shard, build_inventory
+from vram_detective.engines.vllm.weights import Shard, build_inventory
 from vram_detective.model.sources import load_model
 
 GIB = 1 << 30
@@ -98,7 +98,7 @@ def test_vision_items():
 def test_tensor_parallel_shards_tower_and_projector():
     spec = spec_of(LLAVA15)
     one = build_inventory(spec, "float16").bytes_by_role()["vision"]
-    from vram_detective.model.inventory import Shard
+    from vram_detective.engines.vllm.weights import Shard
     two = build_inventory(spec, "float16", Shard(tensor_parallel_size=2)).bytes_by_role()["vision"]
     assert one / 2 < two < one
 
@@ -295,7 +295,7 @@ def test_qwen3_vl_deepstack_buffers_and_mrope_rows_per_release():
 
 def test_qwen3_vl_fp8_follows_the_ignore_list(dev_cases):
     from vram_detective.engines.vllm.releases import release
-    from vram_detective.model.quantization import kernel_for
+    from vram_detective.engines.vllm.quant_kernels import kernel_for
 
     spec = _spec("Qwen/Qwen3-VL-4B-Instruct-FP8")
     kernel = kernel_for(spec.quantization, (8, 9), release((0, 11, 0), "v1"))

@@ -9,9 +9,10 @@ import pytest
 
 from vram_detective.engines.vllm.releases import release
 from vram_detective.model.config import parse_config
-from vram_detective.model.quantization import (
-    ONLINE_BNB, QuantizationError, UnsupportedInReleaseError, UnsupportedOnGpuError, expert_tensors,
-    kernel_for, kv_scale_tensors, linear_tensors, parse_quantization_config,
+from vram_detective.model.quantization import QuantizationError, parse_quantization_config
+from vram_detective.engines.vllm.quant_kernels import (
+    ONLINE_BNB, UnsupportedInReleaseError, UnsupportedOnGpuError, expert_tensors, kernel_for, kv_scale_tensors,
+    linear_tensors,
 )
 from vram_detective.model.sources import catalog_entries, load_model
 
@@ -521,7 +522,7 @@ def test_kv_scale_buffers_by_release():
 # --- whole models against logged weights (dev cases; the inventory adds embeddings, norms, rotary cache) ---
 
 def _inventory_gib(repo_id: str, capability: tuple[int, int], rules, quant=None) -> float:
-    from vram_detective.model.inventory import Shard, build_inventory
+    from vram_detective.engines.vllm.weights import Shard, build_inventory
 
     source = load_model(repo_id)
     spec = parse_config(source.config, source.repo_id)

@@ -8,7 +8,8 @@ gguf = pytest.importorskip("gguf")
 pytest.importorskip("numpy")
 
 from vram_detective import api  # noqa: E402
-from vram_detective.model.checkpoint import checkpoint_vs_gpu, gguf_weight_bytes  # noqa: E402
+from vram_detective.engines.vllm.weights import checkpoint_vs_gpu  # noqa: E402
+from vram_detective.model.checkpoint import gguf_weight_bytes  # noqa: E402
 from vram_detective.model.config import UnsupportedArchitectureError, parse_config  # noqa: E402
 from vram_detective.model.gguf_source import (  # noqa: E402
     GGML_TYPES, AmbiguousGGUFError, GGUFError, NeedMoreBytes, _read_prefix_from_file, gguf_config, parse_prefix,

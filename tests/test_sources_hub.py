@@ -18,7 +18,7 @@ from test_sources_server import (  # noqa: E402
 )
 from vram_detective import api  # noqa: E402
 from vram_detective.model import hub as hub_source  # noqa: E402
-from vram_detective.model.checkpoint import checkpoint_vs_gpu  # noqa: E402
+from vram_detective.engines.vllm.weights import checkpoint_vs_gpu  # noqa: E402
 from vram_detective.model.config import parse_config  # noqa: E402
 from vram_detective.model.safetensors_headers import (  # noqa: E402
     InvalidHeaderError, OversizedHeaderError, TruncatedHeaderError, UnknownDtypeError, read_header,

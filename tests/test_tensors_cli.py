@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from vram_detective import cli
-from vram_detective.model.inventory import TensorGroup
+from vram_detective.engines.vllm.weights import TensorGroup
 from vram_detective.render import render_tensors
 
 

@@ -9,7 +9,7 @@ from vram_detective import explain
 from vram_detective.engines.vllm.kv_groups import AttentionLayer, plan_kv_groups
 from vram_detective.engines.vllm.settings import StartupRefusal
 from vram_detective.model.config import parse_config
-from vram_detective.model.inventory import Shard, build_inventory
+from vram_detective.engines.vllm.weights import Shard, build_inventory
 
 GIB = 1 << 30
 

@@ -216,7 +216,7 @@ def _size(num_bytes: int) -> str:
 
 
 def render_tensors(groups, title: str | None = None, markdown: bool = False) -> str:
-    """The tensor groups one rank holds (model/inventory.py TensorGroup): name pattern, count, shape, stored
+    """The tensor groups one rank holds (engines/vllm/weights.py TensorGroup): name pattern, count, shape, stored
     dtype, bytes (all of the group) and role, then the total and the bytes per role."""
     headers = ("tensor (per rank)", "count", "shape", "dtype", "bytes", "role")
     rows = [(g.name, f"{g.count:,}", "[" + ", ".join(f"{d:,}" for d in g.shape) + "]", g.dtype, _size(g.bytes), g.role)

@@ -362,21 +362,11 @@ def _quantized(ck: _Side, g: _Side, key: str) -> bool:
             or any(d not in plain for d in ck.dtypes) or any(d not in plain for d in g.dtypes))
 
 
-def checkpoint_vs_gpu(table: CheckpointTable, spec, dtype: str | None = None, quant=None, kernel=None) -> CheckpointReport:
-    """The report for a ModelSpec: builds the tp=1 inventory in `dtype` (default the spec's) with the
-    quantization plan's config and kernel layout (engines/vllm/plan.plan_weights), then reconciles."""
-    from .inventory import build_inventory
-
-    dtype = dtype or spec.torch_dtype
-    inventory = build_inventory(spec, dtype, quant=quant, kernel=kernel)
-    return reconcile(table, inventory, spec.tie_word_embeddings, dtype)
-
-
 def gguf_weight_bytes(table: CheckpointTable, dtype: str) -> dict[str, int]:
     """Weights by role as vLLM holds a GGUF checkpoint (whole model, before sharding): block-quantized tensors
     as stored (embedding included), plain tensors (norms, F16/F32 linears) in the model dtype; the tied
     lm_head is the embedding. Rotary caches and vocabulary padding are not included (inventory has them)."""
-    from .quantization import DTYPE_BYTES
+    from .dtypes import DTYPE_BYTES
 
     totals: dict[str, int] = {}
     for tensor in table.tensors:

@@ -164,6 +164,7 @@ class ModelSpec:
     full_attention_layers: tuple[int, ...] = ()
     encoder: EncoderSpec | None = None  # encoder-decoder models (Whisper): the decoder is the text model
     hybrid: object | None = None  # model/hybrid.py HybridLayout: Mamba / linear-attention layers (Bamba)
+    mamba_chunk_size: int | None = None  # hybrids: mamba_chunk_size, else chunk_size, as config.json gives it
     notes: tuple[str, ...] = field(default_factory=tuple)
     # the config as read: engine rules that depend on raw keys (layer_types, windows) read it
     source_config: dict | None = field(default=None, compare=False, repr=False)
@@ -291,7 +292,8 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
         config = {**config, "text_config": _internvl_text_config(config)}  # InternVL names it llm_config
     elif spec.vision is not None and spec.vision.kind == "llama4":
         config = spec.source_config  # the text_config with Llama4TextConfig's defaults filled in
-    return replace(spec, source_config=config)
+    chunk = (config.get("mamba_chunk_size") or config.get("chunk_size")) if spec.hybrid is not None else None
+    return replace(spec, source_config=config, mamba_chunk_size=int(chunk) if chunk else None)
 
 
 def _parse(config: dict, name: str) -> ModelSpec:

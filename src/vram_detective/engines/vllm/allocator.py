@@ -14,8 +14,8 @@ is reused whole by the first tensor it can hold.
 """
 from __future__ import annotations
 
-from ...model.inventory import AllocationPlan
 from ...units import MIB, round_up
+from .weights import AllocationPlan
 
 # c10/cuda/CUDACachingAllocator.cpp (PyTorch 2.x) constants of the same names:
 MIN_BLOCK = 512  # kMinBlockSize

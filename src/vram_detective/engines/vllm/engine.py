@@ -75,7 +75,7 @@ class VllmEngine:
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:
-        from ...model.quantization import UnsupportedOnGpuError
+        from .quant_kernels import UnsupportedOnGpuError
         from .settings import StartupRefusal
 
         return (StartupRefusal, UnsupportedOnGpuError)

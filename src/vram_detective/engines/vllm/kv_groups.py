@@ -911,13 +911,14 @@ def hybrid_attention_layers(config: dict, tp: int, block_size: int, kv_dtype_byt
     Mamba2), so a caller can split them by pipeline stage.
 
     Attention pages at `block_size` (2 x KV heads per rank x head_dim x kv_dtype_bytes per token); Mamba pages
-    unpadded (model/hybrid.py); plan_kv_groups raises the block size and pads them per release."""
+    unpadded (mamba_state.py); plan_kv_groups raises the block size and pads them per release."""
     from ...model import hybrid
+    from .mamba_state import mamba_state
 
     layout = hybrid.hybrid_layout(config)
     kv_heads, head_dim = hybrid.attention_shape(config)
     attention_page = 2 * block_size * max(1, kv_heads // tp) * head_dim * kv_dtype_bytes
-    state = hybrid.mamba_state(config, tp, model_dtype, mamba_cache_dtype=mamba_cache_dtype,
+    state = mamba_state(config, tp, model_dtype, mamba_cache_dtype=mamba_cache_dtype,
                                mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
                                num_speculative_tokens=num_speculative_tokens)
     layers: list[AttentionLayer] = []

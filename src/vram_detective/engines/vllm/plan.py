@@ -8,15 +8,15 @@ from dataclasses import dataclass, replace
 from ...breakdown import Breakdown, Component, EngineFigure, RankFigures, StartupFailure
 from ...hardware import Gpu
 from ...model.config import ModelSpec
-from ...model.inventory import MROPE_POSITIONS_FACTOR, Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
-from ...model.quantization import ONLINE_BNB, ONLINE_FP8, KernelLayout, QuantConfig, QuantizationError, kernel_for
+from ...model.dtypes import DTYPE_BYTES
+from ...model.quantization import QuantConfig, QuantizationError
 from ...units import GIB, MIB
 from . import allocator, kv_cache, kv_dtypes, kv_groups, profile, speculative
 from .log_lines import LogFigures, format_gib, log_lines
+from .quant_kernels import ONLINE_BNB, ONLINE_FP8, KernelLayout, kernel_for
 from .releases import Release, release as release_rules
 from .settings import EngineSettings, StartupRefusal, resolve_settings
-
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+from .weights import MROPE_POSITIONS_FACTOR, Inventory, LoraSlots, Shard, build_inventory, pipeline_layer_counts
 
 # Names users pass to --quantization -> the checkpoint method they apply to, and whether they force the
 # non-Marlin kernel ("you specified quantization=awq explicitly, so forcing awq", awq_marlin.py).
@@ -81,7 +81,7 @@ def plan_weights(spec: ModelSpec, settings: EngineSettings, gpu: Gpu, release: R
 
 def checkpoint_report(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, table):
     """Where the checkpoint's tensors (real headers) and what vLLM holds on the GPU differ."""
-    from ...model.checkpoint import checkpoint_vs_gpu
+    from .weights import checkpoint_vs_gpu
 
     settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
     weights_plan = plan_weights(spec, settings, gpu, release)
@@ -607,7 +607,7 @@ def v0_mamba_cache(spec: ModelSpec, settings: EngineSettings, release: Release, 
     profiled peak and comes out of the KV budget. (0, "") for non-hybrids and V1."""
     if settings.engine != "v0" or spec.hybrid is None or not spec.source_config:
         return 0, ""
-    from ...model.hybrid import mamba_state, v0_mamba_batch, v0_mamba_cache_bytes
+    from .mamba_state import mamba_state, v0_mamba_batch, v0_mamba_cache_bytes
 
     mamba_layers = sum(1 for kind in spec.hybrid.layers[first_layer:first_layer + count] if "mamba" in kind)
     if not mamba_layers:
@@ -648,7 +648,7 @@ def gguf_inventory(inventory: Inventory, table, spec: ModelSpec, dtype: str, sha
     the weights by role come from the file's tensor table, sharded like the layers they belong to; the
     rotary cache is vLLM's own. (The caching-allocator model is not applied: tensor sizes are the file's.)"""
     from ...model.checkpoint import gguf_weight_bytes
-    from ...model.inventory import TensorGroup
+    from .weights import TensorGroup
 
     tp = shard.tensor_parallel_size
     layer_share = stage_layers / spec.num_layers

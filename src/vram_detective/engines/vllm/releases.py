@@ -181,7 +181,7 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.30.0"), None, "gptq_g_idx_parameter", False, "act-order with groups rejected, no g_idx (utils/gptq_utils.py 0.30.0)"),
     RuleChange(_v("0.0.0"), None, "marlin_workspace", "per-output", "marlin_make_workspace: int32 [N/64*16] per layer (<= 0.8.x)"),
     RuleChange(_v("0.9.0"), None, "marlin_workspace", "per-sm", "marlin_make_workspace_new: int32 [#SMs] (0.9.0)"),
-    # Other quantization formats (model/quantization.py reads these).
+    # Other quantization formats (engines/vllm/quant_kernels.py reads these).
     RuleChange(_v("0.0.0"), None, "bnb_available", False, "no bitsandbytes.py (absent in 0.4.3)"),
     RuleChange(_v("0.5.0"), None, "bnb_available", True, "quantization/bitsandbytes.py (0.5.0)"),
     RuleChange(_v("0.28.0"), None, "bnb_available", False, "bitsandbytes.py absent in the 0.28.0 wheel (present in 0.27.0)"),

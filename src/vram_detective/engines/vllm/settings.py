@@ -446,11 +446,9 @@ def _mamba_chunk_size(spec: ModelSpec) -> int | None:
     """ModelConfig.get_mamba_chunk_size (0.11.2+): mamba_chunk_size, else chunk_size, else 2048 - which is what
     Jamba (Mamba1, no chunk attribute in JambaConfig) gets; None leaves kv_groups' 256 (the HF config-class
     default of Bamba / GraniteMoeHybrid / Falcon-H1 when config.json omits it)."""
-    config = spec.source_config or {} if spec.hybrid is not None else {}
-    value = config.get("mamba_chunk_size") or config.get("chunk_size")
-    if not value and spec.family == "jamba":
+    if spec.mamba_chunk_size is None and spec.family == "jamba":
         return 2048
-    return int(value) if value else None
+    return spec.mamba_chunk_size
 
 
 def _mamba_cache_mode(spec: ModelSpec, release: Release, engine: str, enable_prefix_caching) -> str:

@@ -35,9 +35,9 @@ import json
 from dataclasses import dataclass, replace
 
 from ...model.config import ModelSpec
-from ...model.inventory import Inventory, Shard, TensorGroup, build_inventory
-from ...model.quantization import DTYPE_BYTES
+from ...model.dtypes import DTYPE_BYTES
 from .releases import rule_at
+from .weights import Inventory, Shard, TensorGroup, build_inventory
 
 METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "medusa", "suffix")
 # vLLM's method names -> the family sized here
@@ -309,7 +309,7 @@ def with_draft_weights(inventory: Inventory, spec: ModelSpec, settings, release,
         return inventory
     draft_quant = draft_kernel = None
     if config.method == "draft_model" and config.draft_spec is not None and config.draft_spec.quantization is not None:
-        from ...model.quantization import kernel_for
+        from .quant_kernels import kernel_for
 
         draft_quant = config.draft_spec.quantization
         draft_kernel = kernel_for(draft_quant, gpu.compute_capability, release)

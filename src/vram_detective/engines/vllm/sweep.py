@@ -5,7 +5,7 @@ For one *family* of settings — a model checkpoint on a GPU, a vLLM release and
 parallel sizes, dtype, KV-cache dtype, block size, eager or graphs, CPU offload, LoRA — everything but
 four knobs is fixed. The pieces are computed once with the engine code itself:
 
-- the weights of every pipeline stage (model/inventory.py, allocator.py), non-torch memory (profile.py);
+- the weights of every pipeline stage (engines/vllm/weights.py, allocator.py), non-torch memory (profile.py);
 - per (max_num_seqs, max_num_batched_tokens): the activation peak (forward vs. sampler) and the CUDA-graph
   pool of each stage (profile.activation_peak, profile.cuda_graphs);
 - per (max_model_len, tokens in flight): the bytes one block id costs each worker, the blocks one request
@@ -107,11 +107,11 @@ class FastPath:
                  kv_budget_bytes: int | None = None, spec=None, source_options: dict | None = None):
         from ... import api
         from ...hardware import Gpu
-        from ...model.inventory import pipeline_layer_counts
         from . import allocator, kv_groups, profile
         from . import plan as plan_module
         from .releases import release as release_rules, resolve_version
         from .settings import resolve_settings
+        from .weights import pipeline_layer_counts
 
         options = source_options or {}
         self.model = model

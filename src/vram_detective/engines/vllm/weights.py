@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import ModelSpec
-from .quantization import DTYPE_BYTES, KernelLayout, QuantConfig, expert_tensors, linear_tensors
+from ...model.config import ModelSpec
+from ...model.dtypes import DTYPE_BYTES
+from ...model.quantization import QuantConfig
+from .quant_kernels import KernelLayout, expert_tensors, linear_tensors
 
 ROLES = (
     "embedding", "attention", "mlp", "expert", "router", "norm", "lm_head", "quantization metadata",
@@ -168,231 +170,309 @@ def build_inventory(
 ) -> Inventory:
     """The tensor groups one rank holds after vLLM's weight processing. `batched_tokens` (max_num_batched_tokens)
     sizes buffers the model allocates at construction (Qwen3-VL's deepstack input buffers); 0 leaves them out.
-    `mla_absorbed`: V0 0.7.1-0.7.3 MLA keeps matrix-absorbed copies of the attention weights (_mla_absorbed)."""
-    tp = shard.tensor_parallel_size
-    counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
-    layers = counts[shard.pipeline_stage]
-    first_layer = sum(counts[: shard.pipeline_stage])
-    layer_pattern = f"model.layers.{{{first_layer}..{first_layer + layers - 1}}}"
-    hidden = spec.hidden_size
-    groups: list[TensorGroup] = []
-    parameters = 0
-    before: list[int] = []
-    per_layer: list[int] = []
-    some_layers: list[int] = []
-    after: list[int] = []
-    rope_after = 0
+    `mla_absorbed`: V0 0.7.1-0.7.3 MLA keeps matrix-absorbed copies of the attention weights (_mla_absorbed).
+    The parts are added in vLLM's construction order (the allocator model replays it)."""
+    rank = _Rank(spec, dtype, shard, quant, kernel, lora)
+    if spec.mla is not None and spec.mla.indexer_topk and batched_tokens:
+        # DeepseekV2Model.__init__ (V3.2): topk_indices_buffer int32 [max_num_batched_tokens, index_topk] on the GPU
+        rank.add(_dense("topk_indices_buffer[buffer]", 1, (batched_tokens, spec.mla.indexer_topk), "int32",
+                        "model buffers"), rank.before)
+    if shard.is_first_stage:
+        _first_stage_inputs(rank, batched_tokens)
+    attention = _mla_layers(rank, mla_absorbed) if spec.mla is not None else _attention_layers(rank)
+    if spec.encoder is not None:
+        _cross_attention(rank)
+    rank.rope_after = len(rank.per_layer)  # the attention module builds its rotary cache after its linears
+    _qk_norms(rank, attention)
+    _attention_extras(rank, attention_buffers)
+    _mlp_layers(rank)
+    norm_tensors = spec.norms_per_layer * (2 if spec.norm_bias else 1)
+    rank.add(_dense(f"{rank.layer_pattern}.*_layernorm.weight", rank.layers * norm_tensors, (spec.hidden_size,), dtype,
+                    "norm"), rank.per_layer, norm_tensors)
+    rank.parameters += norm_tensors * spec.hidden_size * rank.layers
+    if shard.is_last_stage:
+        _last_stage_outputs(rank)
+    if lora is not None:
+        # adapter slots are buffers, not model parameters
+        _lora_slots(spec, shard, lora, dtype, rank.layers, rank.layer_pattern, rank.groups, rank.per_layer,
+                    first_stage=shard.is_first_stage, last_stage=shard.is_last_stage)
+    staging = 0
+    for index, (label, rows, width) in enumerate(rotary_caches(spec, mrope_positions_factor)):
+        rank.groups.append(_dense(label, 1, (rows, width), spec.rotary_dtype or dtype, "rotary cache"))
+        if index == 0:
+            staging = rows * width * 4  # _compute_cos_sin_cache builds it in float32 before .to(dtype)
+    allocations = AllocationPlan(tuple(rank.before), tuple(rank.per_layer), rank.layers, tuple(rank.after),
+                                 rank.rope_after, staging, tuple(rank.some_layers))
+    return Inventory(groups=tuple(rank.groups), parameters=rank.parameters, allocations=allocations)
 
-    extra_vocab = lora.extra_vocab if lora else 0
 
-    def vocab_table(name: str, role: str, allocations: list[int]) -> None:
-        nonlocal parameters
+class _Rank:
+    """One rank's inventory while it is built: the tensor groups, the parameters counted so far and the
+    allocation order (before the layers, in every layer, in some layers only, after the layers)."""
+
+    def __init__(self, spec: ModelSpec, dtype: str, shard: Shard, quant: QuantConfig | None,
+                 kernel: KernelLayout | None, lora: LoraSlots | None):
+        self.spec, self.dtype, self.shard, self.quant, self.kernel, self.lora = spec, dtype, shard, quant, kernel, lora
+        self.tp = shard.tensor_parallel_size
+        counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
+        self.layers = counts[shard.pipeline_stage]
+        self.first_layer = sum(counts[: shard.pipeline_stage])
+        self.layer_pattern = f"model.layers.{{{self.first_layer}..{self.first_layer + self.layers - 1}}}"
+        self.groups: list[TensorGroup] = []
+        self.parameters = 0
+        self.before: list[int] = []
+        self.per_layer: list[int] = []
+        self.some_layers: list[int] = []
+        self.after: list[int] = []
+        self.rope_after = 0
+
+    def add(self, group: TensorGroup, allocations: list[int], times: int = 1) -> None:
+        """A group whose tensors are allocated `times` times in `allocations` (buffers: no parameters)."""
+        self.groups.append(group)
+        allocations.extend([group.bytes_each] * times)
+
+    def linear(self, name: str, in_features: int, out_features: int, shards: int, role: str, bias: bool,
+               row_parallel: bool, full_in: int, count: int | None = None, pattern: str | None = None,
+               allocations: list[int] | None = None, quantizable: bool = True) -> None:
+        """A (possibly quantized) linear layer on `count` layers (default: every layer of the stage)."""
+        count = self.layers if count is None else count
+        pattern = self.layer_pattern if pattern is None else pattern
+        if allocations is None:
+            allocations = self.per_layer if count == self.layers else self.some_layers
+        repeat = 1 if allocations is self.per_layer else count
+        if not count:
+            return
+        self.parameters += in_features * out_features * count
+        module = name.rsplit(".", 1)[-1]
+        quant, dtype = self.quant, self.dtype
+        if quantizable and quant is not None and quant.converts(module):
+            for tensor in linear_tensors(quant, self.kernel, in_features, out_features, shards, dtype, full_in):
+                tensor_role = role if tensor.role == "weight" else "quantization metadata"
+                self.groups.append(TensorGroup(f"{pattern}.{name}.{tensor.suffix}", count, tensor.shape,
+                                               tensor.dtype, tensor.bytes, tensor_role))
+                allocations += [tensor.bytes] * repeat
+        else:
+            self.add(_dense(f"{pattern}.{name}.weight", count, (out_features, in_features), dtype, role), allocations,
+                     repeat)
+        if bias:
+            # row-parallel biases are replicated (added once after the all-reduce)
+            width = out_features if not row_parallel else self.spec.hidden_size
+            self.add(_dense(f"{pattern}.{name}.bias", count, (width,), dtype, role), allocations, repeat)
+            self.parameters += width * count
+
+    def vocab_table(self, name: str, role: str, allocations: list[int]) -> None:
         # VocabParallelEmbedding pads to 64; with LoRA the lm_head pads to lora_vocab_padding_size and
         # both tables carry the LoRA extra-vocabulary rows (llama.py <= 0.11)
+        spec, lora, hidden = self.spec, self.lora, self.spec.hidden_size
         padding = lora.vocab_padding if lora and name == "lm_head" else 64
-        shards = tp
+        shards = self.tp
         if spec.encoder is not None:
             padding, shards = 1, 1  # Whisper: a plain nn.Embedding, unpadded and replicated (whisper.py)
+        extra_vocab = lora.extra_vocab if lora else 0
         padded = -(-(spec.vocab_size + extra_vocab) // padding) * padding
         vocab_rows = padded // shards
         # the padding rows sit at the end of the last shard; per rank they are shown as an even share
         padding_rows = (padded - spec.vocab_size) // shards
         real_rows = vocab_rows - padding_rows
-        allocations.append(vocab_rows * hidden * DTYPE_BYTES[dtype])  # one tensor, padding included
-        groups.append(_dense(f"{name}.weight", 1, (real_rows, hidden), dtype, role))
+        allocations.append(vocab_rows * hidden * DTYPE_BYTES[self.dtype])  # one tensor, padding included
+        self.groups.append(_dense(f"{name}.weight", 1, (real_rows, hidden), self.dtype, role))
         if padding_rows:
-            groups.append(_dense(f"{name}.weight[padding rows]", 1, (padding_rows, hidden), dtype, "vocab padding"))
-        parameters += real_rows * hidden
+            self.groups.append(_dense(f"{name}.weight[padding rows]", 1, (padding_rows, hidden), self.dtype,
+                                      "vocab padding"))
+        self.parameters += real_rows * hidden
 
-    if spec.mla is not None and spec.mla.indexer_topk and batched_tokens:
-        # DeepseekV2Model.__init__ (V3.2): topk_indices_buffer int32 [max_num_batched_tokens, index_topk] on the GPU
-        groups.append(_dense("topk_indices_buffer[buffer]", 1, (batched_tokens, spec.mla.indexer_topk), "int32",
-                             "model buffers"))
-        before.append(groups[-1].bytes_each)
-    if shard.is_first_stage and spec.vision is not None:
-        parameters += _vision_tower(spec, tp, quant, kernel, dtype, groups, before)
+
+@dataclass(frozen=True)
+class _AttentionLayers:
+    """Where this stage's (sliding / default) attention layers are, and how many Gemma 4 full-attention layers."""
+
+    count: int
+    pattern: str
+    full_count: int = 0
+
+
+def _first_stage_inputs(rank: _Rank, batched_tokens: int) -> None:
+    """The first stage: vision tower, audio encoder, token embedding and learned positions."""
+    spec, dtype, hidden = rank.spec, rank.dtype, rank.spec.hidden_size
+    if spec.vision is not None:
+        rank.parameters += _vision_tower(spec, rank.tp, rank.quant, rank.kernel, dtype, rank.groups, rank.before)
         if spec.vision.deepstack_layers and batched_tokens:
             # Qwen3VLForConditionalGeneration.__init__: deepstack_input_embeds, one zeros [max_num_batched_tokens,
             # text hidden] tensor per deepstack layer, on the GPU in the model dtype (qwen3_vl.py 0.11.0-0.33.0)
-            groups.append(_dense("deepstack_input_embeds[buffer]", spec.vision.deepstack_layers,
-                                 (batched_tokens, hidden), dtype, "model buffers"))
-            before.extend([groups[-1].bytes_each] * spec.vision.deepstack_layers)
-    if shard.is_first_stage and spec.encoder is not None:
-        parameters += _audio_encoder(spec, tp, dtype, groups, before)
-    if shard.is_first_stage:
-        vocab_table("model.embed_tokens", "embedding", before)
-        if spec.learned_positions:
-            groups.append(_dense("model.decoder.embed_positions.weight", 1, (spec.learned_positions, hidden), dtype, "position embedding"))
-            before.append(groups[-1].bytes_each)
-            parameters += spec.learned_positions * hidden
-
-    q_rank = spec.num_attention_heads // tp
-    kv_rank = max(1, spec.num_kv_heads // tp)  # KV heads replicated when tp > num_kv_heads
-    head = spec.head_dim
-
-    def linear(name: str, in_features: int, out_features: int, shards: int, role: str, bias: bool,
-               row_parallel: bool, full_in: int, count: int | None = None, pattern: str | None = None,
-               allocations: list[int] | None = None, quantizable: bool = True) -> None:
-        nonlocal parameters
-        count = layers if count is None else count
-        pattern = layer_pattern if pattern is None else pattern
-        if allocations is None:
-            allocations = per_layer if count == layers else some_layers
-        repeat = 1 if allocations is per_layer else count
-        if not count:
-            return
-        parameters += in_features * out_features * count
-        module = name.rsplit(".", 1)[-1]
-        if quantizable and quant is not None and quant.converts(module):
-            for tensor in linear_tensors(quant, kernel, in_features, out_features, shards, dtype, full_in):
-                tensor_role = role if tensor.role == "weight" else "quantization metadata"
-                groups.append(TensorGroup(f"{pattern}.{name}.{tensor.suffix}", count, tensor.shape,
-                                          tensor.dtype, tensor.bytes, tensor_role))
-                allocations += [tensor.bytes] * repeat
-        else:
-            groups.append(_dense(f"{pattern}.{name}.weight", count, (out_features, in_features), dtype, role))
-            allocations += [groups[-1].bytes_each] * repeat
-        if bias:
-            # row-parallel biases are replicated (added once after the all-reduce)
-            groups.append(_dense(f"{pattern}.{name}.bias", count, (out_features if not row_parallel else hidden,), dtype, role))
-            allocations += [groups[-1].bytes_each] * repeat
-            parameters += (out_features if not row_parallel else hidden) * count
-
-    full_count = 0  # Gemma 4 full-attention layers on this stage (their own shapes)
-    if spec.mla is not None:
-        _mla_attention(spec, tp, linear, groups, per_layer, layers, layer_pattern, dtype)
-        parameters += _mla_norm_parameters(spec) * layers
-        if mla_absorbed:
-            _mla_absorbed(spec, tp, quant, dtype, groups, per_layer, layers, layer_pattern)
-    else:
-        # hybrids (spec.hybrid): attention on its own layers only, the Mamba mixers on the others
-        attention_count, attention_pattern = _hybrid_attention_layers(spec, first_layer, layers, layer_pattern)
-        if spec.full_attention_shape is not None:
-            # Gemma 4: the full-attention layers have their own head_dim and KV heads (gemma4.py Gemma4Attention)
-            full_count = sum(1 for i in spec.full_attention_layers if first_layer <= i < first_layer + layers)
-            attention_count -= full_count
-            attention_pattern = "model.layers.{sliding}"
-            full_head, full_kv = spec.full_attention_shape
-            full_kv_rank = max(1, full_kv // tp)
-            linear("self_attn.qkv_proj", hidden, (q_rank + 2 * full_kv_rank) * full_head, 3, "attention", spec.qkv_bias,
-                   False, hidden, count=full_count, pattern="model.layers.{full}")
-            linear("self_attn.o_proj", q_rank * full_head, hidden, 1, "attention", spec.o_bias, True,
-                   spec.num_attention_heads * full_head, count=full_count, pattern="model.layers.{full}")
-        qkv_out = (q_rank + 2 * kv_rank) * head
-        if _gated_attention(spec):
-            qkv_out += q_rank * head  # Qwen3NextAttention: q and its output gate in one projection
-        linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden,
-               count=attention_count, pattern=attention_pattern)
-        linear("self_attn.o_proj", q_rank * head, hidden, 1, "attention", spec.o_bias, True, spec.q_size,
-               count=attention_count, pattern=attention_pattern)
-        if spec.hybrid is not None:
-            # (called first: `linear` adds to `parameters` itself, which `+=` would overwrite)
-            mixer_parameters = _mamba_mixers(spec, tp, dtype, first_layer, layers, linear, groups, some_layers)
-            parameters += mixer_parameters
+            rank.add(_dense("deepstack_input_embeds[buffer]", spec.vision.deepstack_layers, (batched_tokens, hidden),
+                            dtype, "model buffers"), rank.before, spec.vision.deepstack_layers)
     if spec.encoder is not None:
-        # Whisper decoder layers' cross-attention (WhisperCrossAttention): q_proj (column), kv_proj (fused K/V
-        # over the encoder states, QKVParallelLinear with no q heads), out_proj (row), all with biases
-        linear("encoder_attn.q_proj", hidden, q_rank * head, 1, "attention", True, False, hidden)
-        linear("encoder_attn.kv_proj", hidden, 2 * kv_rank * head, 2, "attention", True, False, hidden)
-        linear("encoder_attn.out_proj", q_rank * head, hidden, 1, "attention", True, True, spec.q_size)
-    rope_after = len(per_layer)  # the attention module builds its rotary cache after its linears
-    if spec.qk_norm and spec.hybrid is not None and spec.mla is None:
+        rank.parameters += _audio_encoder(spec, rank.tp, dtype, rank.groups, rank.before)
+    rank.vocab_table("model.embed_tokens", "embedding", rank.before)
+    if spec.learned_positions:
+        rank.add(_dense("model.decoder.embed_positions.weight", 1, (spec.learned_positions, hidden), dtype,
+                        "position embedding"), rank.before)
+        rank.parameters += spec.learned_positions * hidden
+
+
+def _mla_layers(rank: _Rank, mla_absorbed: bool) -> _AttentionLayers:
+    spec = rank.spec
+    _mla_attention(spec, rank.tp, rank.linear, rank.groups, rank.per_layer, rank.layers, rank.layer_pattern, rank.dtype)
+    rank.parameters += _mla_norm_parameters(spec) * rank.layers
+    if mla_absorbed:
+        _mla_absorbed(spec, rank.tp, rank.quant, rank.dtype, rank.groups, rank.per_layer, rank.layers,
+                      rank.layer_pattern)
+    return _AttentionLayers(rank.layers, rank.layer_pattern)
+
+
+def _attention_layers(rank: _Rank) -> _AttentionLayers:
+    """qkv_proj / o_proj of the attention layers; hybrids (spec.hybrid) have attention on its own layers only
+    and the Mamba mixers on the others."""
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    count, pattern = _hybrid_attention_layers(spec, rank.first_layer, rank.layers, rank.layer_pattern)
+    full_count = 0
+    if spec.full_attention_shape is not None:
+        full_count = _gemma4_full_attention(rank)
+        count -= full_count
+        pattern = "model.layers.{sliding}"
+    q_rank = spec.num_attention_heads // rank.tp
+    kv_rank = max(1, spec.num_kv_heads // rank.tp)  # KV heads replicated when tp > num_kv_heads
+    qkv_out = (q_rank + 2 * kv_rank) * spec.head_dim
+    if _gated_attention(spec):
+        qkv_out += q_rank * spec.head_dim  # Qwen3NextAttention: q and its output gate in one projection
+    rank.linear("self_attn.qkv_proj", hidden, qkv_out, 3, "attention", spec.qkv_bias, False, hidden, count=count,
+                pattern=pattern)
+    rank.linear("self_attn.o_proj", q_rank * spec.head_dim, hidden, 1, "attention", spec.o_bias, True, spec.q_size,
+                count=count, pattern=pattern)
+    if spec.hybrid is not None:
+        # (called first: `linear` adds to `parameters` itself, which `+=` would overwrite)
+        mixer_parameters = _mamba_mixers(spec, rank.tp, rank.dtype, rank.first_layer, rank.layers, rank.linear,
+                                         rank.groups, rank.some_layers)
+        rank.parameters += mixer_parameters
+    return _AttentionLayers(count, pattern, full_count)
+
+
+def _gemma4_full_attention(rank: _Rank) -> int:
+    """Gemma 4: the full-attention layers have their own head_dim and KV heads (gemma4.py Gemma4Attention);
+    returns how many are on this stage."""
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    full_count = sum(1 for i in spec.full_attention_layers if rank.first_layer <= i < rank.first_layer + rank.layers)
+    full_head, full_kv = spec.full_attention_shape
+    q_rank, full_kv_rank = spec.num_attention_heads // rank.tp, max(1, full_kv // rank.tp)
+    rank.linear("self_attn.qkv_proj", hidden, (q_rank + 2 * full_kv_rank) * full_head, 3, "attention", spec.qkv_bias,
+                False, hidden, count=full_count, pattern="model.layers.{full}")
+    rank.linear("self_attn.o_proj", q_rank * full_head, hidden, 1, "attention", spec.o_bias, True,
+                spec.num_attention_heads * full_head, count=full_count, pattern="model.layers.{full}")
+    return full_count
+
+
+def _cross_attention(rank: _Rank) -> None:
+    """Whisper decoder layers' cross-attention (WhisperCrossAttention): q_proj (column), kv_proj (fused K/V
+    over the encoder states, QKVParallelLinear with no q heads), out_proj (row), all with biases."""
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    q_rank, kv_rank = spec.num_attention_heads // rank.tp, max(1, spec.num_kv_heads // rank.tp)
+    rank.linear("encoder_attn.q_proj", hidden, q_rank * spec.head_dim, 1, "attention", True, False, hidden)
+    rank.linear("encoder_attn.kv_proj", hidden, 2 * kv_rank * spec.head_dim, 2, "attention", True, False, hidden)
+    rank.linear("encoder_attn.out_proj", q_rank * spec.head_dim, hidden, 1, "attention", True, True, spec.q_size)
+
+
+def _qk_norms(rank: _Rank, attention: _AttentionLayers) -> None:
+    spec, dtype, head = rank.spec, rank.dtype, rank.spec.head_dim
+    if not spec.qk_norm:
+        return
+    if spec.hybrid is not None and spec.mla is None:
         # hybrids (Qwen3-Next): q/k norms on the attention layers only
-        if attention_count:
-            groups.append(_dense(f"{attention_pattern}.self_attn.q_norm.weight", attention_count, (head,), dtype, "norm"))
-            groups.append(_dense(f"{attention_pattern}.self_attn.k_norm.weight", attention_count, (head,), dtype, "norm"))
-            some_layers.extend([head * DTYPE_BYTES[dtype]] * 2 * attention_count)
-            parameters += 2 * head * attention_count
-    elif spec.qk_norm and full_count:
+        if attention.count:
+            for which in ("q", "k"):
+                rank.groups.append(_dense(f"{attention.pattern}.self_attn.{which}_norm.weight", attention.count,
+                                          (head,), dtype, "norm"))
+            rank.some_layers.extend([head * DTYPE_BYTES[dtype]] * 2 * attention.count)
+            rank.parameters += 2 * head * attention.count
+    elif attention.full_count:
         # Gemma 4: q/k norms of each layer type's head_dim
         full_head = spec.full_attention_shape[0]
-        for pattern, count, width in (("model.layers.{sliding}", layers - full_count, head),
-                                      ("model.layers.{full}", full_count, full_head)):
+        for pattern, count, width in (("model.layers.{sliding}", rank.layers - attention.full_count, head),
+                                      ("model.layers.{full}", attention.full_count, full_head)):
             if count:
-                groups.append(_dense(f"{pattern}.self_attn.{{q,k}}_norm.weight", 2 * count, (width,), dtype, "norm"))
-                some_layers.extend([width * DTYPE_BYTES[dtype]] * 2 * count)
-                parameters += 2 * width * count
-    elif spec.qk_norm:
-        per_layer += [head * DTYPE_BYTES[dtype]] * 2
-        groups.append(_dense(f"{layer_pattern}.self_attn.q_norm.weight", layers, (head,), dtype, "norm"))
-        groups.append(_dense(f"{layer_pattern}.self_attn.k_norm.weight", layers, (head,), dtype, "norm"))
-        parameters += 2 * head * layers
+                rank.groups.append(_dense(f"{pattern}.self_attn.{{q,k}}_norm.weight", 2 * count, (width,), dtype,
+                                          "norm"))
+                rank.some_layers.extend([width * DTYPE_BYTES[dtype]] * 2 * count)
+                rank.parameters += 2 * width * count
+    else:
+        rank.per_layer += [head * DTYPE_BYTES[dtype]] * 2
+        for which in ("q", "k"):
+            rank.groups.append(_dense(f"{rank.layer_pattern}.self_attn.{which}_norm.weight", rank.layers, (head,),
+                                      dtype, "norm"))
+        rank.parameters += 2 * head * rank.layers
+
+
+def _attention_extras(rank: _Rank, attention_buffers: tuple[str, ...]) -> None:
     if attention_buffers:
         # the attention layer's own fp32 scalars (_k_scale, _v_scale, ...: attention/layer.py), one
         # allocation each on the GPU whatever the checkpoint
-        groups.append(_dense(f"{layer_pattern}.self_attn.attn.{{{','.join(attention_buffers)}}}", layers * len(attention_buffers),
-                             (), "float32", "attention"))
-        per_layer.extend([4] * len(attention_buffers))
-    if spec.attention_sinks:
+        rank.groups.append(_dense(f"{rank.layer_pattern}.self_attn.attn.{{{','.join(attention_buffers)}}}",
+                                  rank.layers * len(attention_buffers), (), "float32", "attention"))
+        rank.per_layer.extend([4] * len(attention_buffers))
+    if rank.spec.attention_sinks:
         # gpt-oss: one learned sink logit per attention head on this rank (bf16; gpt_oss.py)
-        groups.append(_dense(f"{layer_pattern}.self_attn.sinks", layers, (q_rank,), dtype, "attention"))
-        per_layer.append(groups[-1].bytes_each)
-        parameters += q_rank * layers
-    intermediate_rank = spec.intermediate_size // tp
-    first_layer_index = first_layer
+        q_rank = rank.spec.num_attention_heads // rank.tp
+        rank.add(_dense(f"{rank.layer_pattern}.self_attn.sinks", rank.layers, (q_rank,), rank.dtype, "attention"),
+                 rank.per_layer)
+        rank.parameters += q_rank * rank.layers
+
+
+def _mlp_layers(rank: _Rank) -> None:
+    """The MLP of every layer: Nemotron-H mixers, MoE (with the dense layers of an MoE model), gated or plain."""
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    intermediate_rank = spec.intermediate_size // rank.tp
     if spec.family == "nemotron_h":
         # one mixer per layer: relu2 MLPs on "-" layers, non-gated MoE on "E" layers, nothing on the others
         # (called first: `linear` adds to `parameters` itself, which `+=` would overwrite)
-        mlp_parameters = _nemotron_h_mlps(spec, shard, quant, kernel, dtype, first_layer, layers, groups, some_layers,
-                                          linear)
-        parameters += mlp_parameters
+        mlp_parameters = _nemotron_h_mlps(spec, rank.shard, rank.quant, rank.kernel, rank.dtype, rank.first_layer,
+                                          rank.layers, rank.groups, rank.some_layers, rank.linear)
+        rank.parameters += mlp_parameters
     elif spec.moe is not None:
-        moe_layers = [i for i in range(first_layer_index, first_layer_index + layers) if i not in spec.moe.dense_layers]
-        dense_count = layers - len(moe_layers)
-        moe_allocations = per_layer if len(moe_layers) == layers else []
-        # (called first: the shared expert's `linear` calls add to `parameters`, which `+=` would overwrite)
-        moe_parameters = _moe_layers(spec, shard, quant, kernel, dtype, len(moe_layers), layer_pattern, groups,
-                                     moe_allocations, linear)
-        parameters += moe_parameters
-        if moe_allocations is not per_layer:
-            some_layers.extend(moe_allocations * len(moe_layers))
-        # dense MLP layers of an MoE model (DeepSeek's first_k_dense_replace) come first: allocate them up front
-        linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", False, False, hidden,
-               count=dense_count, pattern="model.layers.{dense}")
-        linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", False, True, spec.intermediate_size,
-               count=dense_count, pattern="model.layers.{dense}")
+        _moe_and_dense_layers(rank)
     elif spec.gated_mlp:
-        linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", spec.mlp_bias, False, hidden)
-        linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
+        rank.linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", spec.mlp_bias, False, hidden)
+        rank.linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
     else:
-        linear("fc1", hidden, intermediate_rank, 1, "mlp", spec.mlp_bias, False, hidden)
-        linear("fc2", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
-    norm_tensors = spec.norms_per_layer * (2 if spec.norm_bias else 1)
-    groups.append(_dense(f"{layer_pattern}.*_layernorm.weight", layers * norm_tensors, (hidden,), dtype, "norm"))
-    per_layer += [groups[-1].bytes_each] * norm_tensors
-    parameters += norm_tensors * hidden * layers
+        rank.linear("fc1", hidden, intermediate_rank, 1, "mlp", spec.mlp_bias, False, hidden)
+        rank.linear("fc2", intermediate_rank, hidden, 1, "mlp", spec.mlp_bias, True, spec.intermediate_size)
 
-    if shard.is_last_stage:
-        final_norms = 2 if spec.norm_bias else 1
-        groups.append(_dense("model.norm.weight", final_norms, (hidden,), dtype, "norm"))
-        after += [groups[-1].bytes_each] * final_norms
-        parameters += final_norms * hidden
-        # Tied: lm_head is the embedding tensor - counted once, unless PP puts them on two stages.
-        if not spec.tie_word_embeddings or not shard.is_first_stage:
-            if quant is not None and quant.converts("lm_head"):
-                vocab_rows = spec.padded_vocab_size // tp
-                for tensor in linear_tensors(quant, kernel, hidden, vocab_rows, 1, dtype, hidden):
-                    groups.append(TensorGroup(f"lm_head.{tensor.suffix}", 1, tensor.shape, tensor.dtype, tensor.bytes,
-                                              "lm_head" if tensor.role == "weight" else "quantization metadata"))
-                    after.append(tensor.bytes)
-                parameters += vocab_rows * hidden
-            else:
-                vocab_table("lm_head", "lm_head", after)
 
-    if lora is not None:
-        parameters_before = parameters
-        _lora_slots(spec, shard, lora, dtype, layers, layer_pattern, groups, per_layer, first_stage=shard.is_first_stage,
-                    last_stage=shard.is_last_stage)
-        parameters = parameters_before  # adapter slots are buffers, not model parameters
+def _moe_and_dense_layers(rank: _Rank) -> None:
+    spec, hidden = rank.spec, rank.spec.hidden_size
+    intermediate_rank = spec.intermediate_size // rank.tp
+    moe_layers = [i for i in range(rank.first_layer, rank.first_layer + rank.layers) if i not in spec.moe.dense_layers]
+    dense_count = rank.layers - len(moe_layers)
+    moe_allocations = rank.per_layer if len(moe_layers) == rank.layers else []
+    # (called first: the shared expert's `linear` calls add to `parameters`, which `+=` would overwrite)
+    moe_parameters = _moe_layers(spec, rank.shard, rank.quant, rank.kernel, rank.dtype, len(moe_layers),
+                                 rank.layer_pattern, rank.groups, moe_allocations, rank.linear)
+    rank.parameters += moe_parameters
+    if moe_allocations is not rank.per_layer:
+        rank.some_layers.extend(moe_allocations * len(moe_layers))
+    # dense MLP layers of an MoE model (DeepSeek's first_k_dense_replace) come first: allocate them up front
+    rank.linear("mlp.gate_up_proj", hidden, 2 * intermediate_rank, 2, "mlp", False, False, hidden,
+                count=dense_count, pattern="model.layers.{dense}")
+    rank.linear("mlp.down_proj", intermediate_rank, hidden, 1, "mlp", False, True, spec.intermediate_size,
+                count=dense_count, pattern="model.layers.{dense}")
 
-    staging = 0
-    for index, (label, rows, width) in enumerate(rotary_caches(spec, mrope_positions_factor)):
-        groups.append(_dense(label, 1, (rows, width), spec.rotary_dtype or dtype, "rotary cache"))
-        if index == 0:
-            staging = rows * width * 4  # _compute_cos_sin_cache builds it in float32 before .to(dtype)
-    allocations = AllocationPlan(tuple(before), tuple(per_layer), layers, tuple(after), rope_after, staging,
-                                 tuple(some_layers))
-    return Inventory(groups=tuple(groups), parameters=parameters, allocations=allocations)
+
+def _last_stage_outputs(rank: _Rank) -> None:
+    """The final norm and lm_head. Tied: lm_head is the embedding tensor - counted once, unless PP puts them on
+    two stages."""
+    spec, hidden, quant = rank.spec, rank.spec.hidden_size, rank.quant
+    final_norms = 2 if spec.norm_bias else 1
+    rank.add(_dense("model.norm.weight", final_norms, (hidden,), rank.dtype, "norm"), rank.after, final_norms)
+    rank.parameters += final_norms * hidden
+    if spec.tie_word_embeddings and rank.shard.is_first_stage:
+        return
+    if quant is not None and quant.converts("lm_head"):
+        vocab_rows = spec.padded_vocab_size // rank.tp
+        for tensor in linear_tensors(quant, rank.kernel, hidden, vocab_rows, 1, rank.dtype, hidden):
+            rank.groups.append(TensorGroup(f"lm_head.{tensor.suffix}", 1, tensor.shape, tensor.dtype, tensor.bytes,
+                                           "lm_head" if tensor.role == "weight" else "quantization metadata"))
+            rank.after.append(tensor.bytes)
+        rank.parameters += vocab_rows * hidden
+    else:
+        rank.vocab_table("lm_head", "lm_head", rank.after)
 
 
 def _hybrid_attention_layers(spec: ModelSpec, first_layer: int, layers: int, pattern: str) -> tuple[int, str]:
@@ -469,7 +549,7 @@ def _nemotron_h_mlps(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, k
     tp = shard.tensor_parallel_size
     hidden = spec.hidden_size
     sizes = config.get("intermediate_size")
-    bias = bool(config.get("mlp_bias", False))
+    bias = spec.mlp_bias
     by_size: dict[int, list[int]] = {}
     for index in range(first_layer, first_layer + layers):
         if pattern[index] == "-":
@@ -515,7 +595,7 @@ def _mamba1(spec: ModelSpec, tp: int, dtype: str, mine: list[int], linear, group
     intermediate / tp] + bias, A float32 [intermediate / tp, d_state], D [intermediate / tp], out_proj
     [intermediate / tp -> hidden], RMSNorms on dt (dt_rank), B and C (d_state). Returns the parameters not
     counted by `linear`."""
-    from .hybrid import _text
+    from ...model.hybrid import _text
 
     config = _text(spec.source_config or {})
     count = len(mine)
@@ -567,7 +647,7 @@ def _gated_attention(spec: ModelSpec) -> bool:
     gates the output; attn_output_gate, default True in qwen3_next.py)."""
     if spec.family != "qwen3_next":
         return False
-    from .hybrid import _text
+    from ...model.hybrid import _text
 
     return bool(_text(spec.source_config or {}).get("attn_output_gate", True))
 
@@ -579,7 +659,7 @@ def _gated_delta_net(spec: ModelSpec, tp: int, dtype: str, mine: list[int], line
     conv1d [conv_dim / tp, 1, kernel] without bias (conv_dim = 2 key + value), dt_bias [v_heads / tp],
     A_log float32 [v_heads / tp], gated RMSNorm [head_v_dim] (replicated), out_proj [value / tp -> hidden];
     key = k_heads x k_dim, value = v_heads x v_dim. Returns the parameters not counted by `linear`."""
-    from .hybrid import _text
+    from ...model.hybrid import _text
 
     config = _text(spec.source_config or {})
     count = len(mine)
@@ -692,7 +772,7 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
     if moe.latent_size:
         # Nemotron-H latent MoE: replicated fc1_latent_proj / fc2_latent_proj (quantizable, bias = mlp_bias);
         # the experts see the latent width
-        bias = bool((spec.source_config or {}).get("mlp_bias", False))
+        bias = spec.mlp_bias
         latent = moe.latent_size
         linear(f"{module}.fc1_latent_proj", hidden, latent, 1, "expert", bias, False, hidden, count=count,
                pattern=pattern)
@@ -734,7 +814,7 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
     if moe.shared_intermediate and not moe.shared_gated:
         # Nemotron-H: shared_experts is a NemotronHMLP (up_proj + down_proj, bias = mlp_bias)
         shared = moe.shared_intermediate // tp
-        bias = bool((spec.source_config or {}).get("mlp_bias", False))
+        bias = spec.mlp_bias
         linear(f"{module}.shared_experts.up_proj", hidden, shared, 1, "mlp", bias, False, hidden, count=count,
                pattern=pattern)
         linear(f"{module}.shared_experts.down_proj", shared, hidden, 1, "mlp", bias, True, moe.shared_intermediate,
@@ -818,226 +898,295 @@ def _vision_tower(spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: K
     """Vision encoder + projector (qwen2_vl.py / qwen2_5_vl.py / siglip.py + gemma3_mm.py): patch
     embedding and norms replicated, attention and MLP linears tensor-parallel like the text layers.
     Their linears are quantized only by FP8 methods (Qwen2.5-VL's _maybe_ignore_quant_config drops
-    GPTQ/AWQ for the vision tower; AWQ/GPTQ checkpoints list it in modules_to_not_convert)."""
-    v = spec.vision
-    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
-    # (Llama 4 builds its tower and projector with quant_config=None: bf16 whatever the checkpoint, mllama4.py;
-    # Qwen3-VL passes its quant_config on, so the checkpoint's ignore list decides - is_layer_skipped's exact names)
-    quantize = quant is not None and quant.method in ("fp8", "modelopt-fp8") and v.kind != "llama4"
-    if v.kind == "qwen3_vl":
-        # the list may name the checkpoint's "model.visual." modules or vLLM's mapped "visual." ones
-        quantize = quant is not None and all(quant.converts(name) for name in ("visual.blocks.0.attn.qkv",
-                                                                                "model.visual.blocks.0.attn.qkv"))
-    parameters = 0
+    GPTQ/AWQ for the vision tower; AWQ/GPTQ checkpoints list it in modules_to_not_convert).
+    One function per tower kind (_TOWERS); returns the tower's parameters."""
+    tower = _Tower(spec, tp, quant, kernel, dtype, groups, allocations)
+    _TOWERS.get(spec.vision.kind, _qwen2_vl_vision)(tower)
+    return tower.parameters
 
-    def dense(name: str, count: int, shape: tuple[int, ...]) -> None:
-        nonlocal parameters
-        parameters += _add_dense(groups, allocations, "vision", count, [(name, shape, dtype)], "vision")
 
-    def linear(name: str, count: int, in_features: int, out_features: int, bias: bool, shards: int = 1) -> None:
-        nonlocal parameters
-        if quantize:
-            for tensor in linear_tensors(quant, kernel, in_features, out_features, shards, dtype, in_features):
-                groups.append(TensorGroup(f"vision.{name}.{tensor.suffix}", count, tensor.shape, tensor.dtype,
-                                          tensor.bytes, "vision" if tensor.role == "weight" else "quantization metadata"))
-                allocations.extend([tensor.bytes] * count)
-            parameters += in_features * out_features * count
+class _Tower:
+    """A vision tower while it is built: its tensor groups go to `groups` / `allocations` under "vision."."""
+
+    def __init__(self, spec: ModelSpec, tp: int, quant: QuantConfig | None, kernel: KernelLayout | None, dtype: str,
+                 groups: list, allocations: list):
+        self.spec, self.v, self.tp, self.quant, self.kernel, self.dtype = spec, spec.vision, tp, quant, kernel, dtype
+        self.groups, self.allocations = groups, allocations
+        self.parameters = 0
+        v = spec.vision
+        # (Llama 4 builds its tower and projector with quant_config=None: bf16 whatever the checkpoint, mllama4.py;
+        # Qwen3-VL passes its quant_config on, so the checkpoint's ignore list decides - is_layer_skipped's exact names)
+        self.quantize = quant is not None and quant.method in ("fp8", "modelopt-fp8") and v.kind != "llama4"
+        if v.kind == "qwen3_vl":
+            # the list may name the checkpoint's "model.visual." modules or vLLM's mapped "visual." ones
+            self.quantize = quant is not None and all(quant.converts(name) for name in (
+                "visual.blocks.0.attn.qkv", "model.visual.blocks.0.attn.qkv"))
+
+    def dense(self, name: str, count: int, shape: tuple[int, ...]) -> None:
+        self.parameters += _add_dense(self.groups, self.allocations, "vision", count, [(name, shape, self.dtype)],
+                                      "vision")
+
+    def linear(self, name: str, count: int, in_features: int, out_features: int, bias: bool, shards: int = 1) -> None:
+        if self.quantize:
+            for tensor in linear_tensors(self.quant, self.kernel, in_features, out_features, shards, self.dtype,
+                                         in_features):
+                self.groups.append(TensorGroup(f"vision.{name}.{tensor.suffix}", count, tensor.shape, tensor.dtype,
+                                               tensor.bytes,
+                                               "vision" if tensor.role == "weight" else "quantization metadata"))
+                self.allocations.extend([tensor.bytes] * count)
+            self.parameters += in_features * out_features * count
         else:
-            dense(f"{name}.weight", count, (out_features, in_features))
+            self.dense(f"{name}.weight", count, (out_features, in_features))
         if bias:
-            dense(f"{name}.bias", count, (out_features,))
+            self.dense(f"{name}.bias", count, (out_features,))
 
-    def encoder_layers(prefix: str, norms: str = "layer_norm{1,2}", qkv: str = "self_attn.qkv_proj",
+    def encoder_layers(self, prefix: str, norms: str = "layer_norm{1,2}", qkv: str = "self_attn.qkv_proj",
                        out: str = "self_attn.out_proj", fc1: str = "mlp.fc1", fc2: str = "mlp.fc2") -> None:
         # One ViT block layout under each tower's names (clip.py, siglip.py, mllama4.py, qwen3_vl.py): two
         # LayerNorms (weight + bias), fused qkv with bias, the output projection and a two-linear MLP with
         # biases, row-parallel biases kept whole
-        dense(f"{prefix}.{norms}.{{weight,bias}}", 4 * n, (h,))
-        linear(f"{prefix}.{qkv}", n, h, 3 * h // tp, True, 3)
-        linear(f"{prefix}.{out}", n, h // tp, h, False)
-        dense(f"{prefix}.{out}.bias", n, (h,))
-        linear(f"{prefix}.{fc1}", n, h, i // tp, True)
-        linear(f"{prefix}.{fc2}", n, i // tp, h, False)
-        dense(f"{prefix}.{fc2}.bias", n, (h,))
+        h, i, n, tp = self.v.hidden_size, self.v.intermediate_size, self.v.num_layers, self.tp
+        self.dense(f"{prefix}.{norms}.{{weight,bias}}", 4 * n, (h,))
+        self.linear(f"{prefix}.{qkv}", n, h, 3 * h // tp, True, 3)
+        self.linear(f"{prefix}.{out}", n, h // tp, h, False)
+        self.dense(f"{prefix}.{out}.bias", n, (h,))
+        self.linear(f"{prefix}.{fc1}", n, h, i // tp, True)
+        self.linear(f"{prefix}.{fc2}", n, i // tp, h, False)
+        self.dense(f"{prefix}.{fc2}.bias", n, (h,))
 
-    if v.kind == "intern_vit":
-        # InternVL (intern_vit.py, internvl.py): class embedding, Conv2d patch embedding with bias, a
-        # [(image/patch)^2 + 1, h] position table, select_layer layers of norm1/norm2 (LayerNorm w+b or RMSNorm),
-        # qkv (+bias) / proj (+bias) / fc1 / fc2 with biases, layer scales ls1/ls2 [h] (+ q_norm/k_norm [h]);
-        # no post norm; mlp1 = LayerNorm(h x merge^2) + Linear(h x merge^2, text) + Linear(text, text), biases.
-        # qkv/proj are plain nn.Linear (replicated) in 0.5.x and parallel linears later: shown sharded.
-        positions = (v.image_size // v.patch_size) ** 2 + 1
-        norm = 1 if v.rms_norm else 2
-        dense("vision_model.embeddings.class_embedding", 1, (h,))
-        dense("vision_model.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
-        dense("vision_model.embeddings.patch_embedding.bias", 1, (h,))
-        dense("vision_model.embeddings.position_embedding", 1, (positions, h))
-        dense("vision_model.encoder.layers.*.norm{1,2}", 2 * norm * n, (h,))
-        linear("vision_model.encoder.layers.*.attn.qkv", n, h, 3 * h // tp, v.qkv_bias, 3)
-        linear("vision_model.encoder.layers.*.attn.proj", n, h // tp, h, False)
-        dense("vision_model.encoder.layers.*.attn.proj.bias", n, (h,))
-        if v.qk_norm:
-            dense("vision_model.encoder.layers.*.attn.{q,k}_norm.weight", 2 * n, (h // tp,))
-        linear("vision_model.encoder.layers.*.mlp.fc1", n, h, i // tp, True)
-        linear("vision_model.encoder.layers.*.mlp.fc2", n, i // tp, h, False)
-        dense("vision_model.encoder.layers.*.mlp.fc2.bias", n, (h,))
-        dense("vision_model.encoder.layers.*.ls{1,2}", 2 * n, (h,))
-        merged = h * v.spatial_merge_size ** 2
-        text = v.out_hidden_size
-        dense("mlp1.0.{weight,bias}", 2, (merged,))
-        linear("mlp1.1", 1, merged, text // tp, True)
-        linear("mlp1.3", 1, text // tp, text, False)
-        dense("mlp1.3.bias", 1, (text,))
-        return parameters
-    if v.kind == "mllama":
-        # Llama 3.2 Vision (mllama.py): patch conv as a bias-free ColumnParallelLinear, class embedding,
-        # gated position embedding [(image/patch)^2 + 1, h] + tile table [aspect ratios + 1, tiles x positions x h],
-        # pre/post tile embeddings [aspect ratios + 1, tiles x h] with gates, layernorm_pre/post, a local encoder
-        # and a gated global one (bias-free qkv/o, CLIPMLP fc1/fc2 with biases), the [output_dim, text hidden]
-        # projector with bias; in the text model the cross-attention layers' q_norm/k_norm and tanh gates and
-        # the 8 extra embedding rows (VocabParallelEmbedding(vocab_size + 8)). Those text extras are listed
-        # here, on the first stage, whatever the pipeline split.
-        positions = (v.image_size // v.patch_size) ** 2 + 1
-        ratios = v.aspect_ratios + 1
-        linear("vision_model.patch_embedding._linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
-        dense("vision_model.class_embedding", 1, (h,))
-        dense("vision_model.gated_positional_embedding.embedding", 1, (positions, h))
-        dense("vision_model.gated_positional_embedding.tile_embedding.weight", 1, (ratios, v.max_num_tiles * positions * h))
-        dense("vision_model.{pre,post}_tile_positional_embedding.embedding.weight", 2, (ratios, v.max_num_tiles * h))
-        dense("vision_model.{gated_positional_embedding,pre_tile_positional_embedding,post_tile_positional_embedding}.gate", 3, (1,))
-        dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
-        layers = n + v.global_layers
-        dense("vision_model.{transformer,global_transformer}.layers.*.{input,post_attention}_layernorm.{weight,bias}", 4 * layers, (h,))
-        linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.qkv_proj", layers, h, 3 * h // tp, False, 3)
-        linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.o_proj", layers, h // tp, h, False)
-        linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc1", layers, h, i // tp, True)
-        linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2", layers, i // tp, h, False)
-        dense("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2.bias", layers, (h,))
-        dense("vision_model.global_transformer.layers.*.gate_{attn,ffn}", 2 * v.global_layers, (1,))
-        linear("multi_modal_projector", 1, v.vision_output_dim, v.out_hidden_size // tp, True)
-        cross = len(v.cross_attention_layers)
-        if cross:
-            dense("language_model.model.layers.{cross}.cross_attn.{q,k}_norm.weight", 2 * cross, (spec.head_dim,))
-            dense("language_model.model.layers.{cross}.cross_attn_{attn,mlp}_gate", 2 * cross, (1,))
-        # embed_tokens has vocab_size + 8 rows padded to 64: the rows beyond the text vocabulary's own padding
-        extra_rows = (-(-(spec.vocab_size + 8) // 64) * 64 - spec.padded_vocab_size) // tp
-        if extra_rows:
-            groups.append(_dense("language_model.model.embed_tokens.weight[+8 image rows, padded]", 1,
-                                 (extra_rows, spec.hidden_size), dtype, "embedding"))
-            allocations.append(groups[-1].bytes_each)
-            parameters += 8 * spec.hidden_size // tp
-        return parameters
-    if v.kind == "llama4":
-        # Llama 4 (mllama4.py 0.8.3+, built with quant_config=None): Llama4UnfoldConvolution = a bias-free
-        # ColumnParallelLinear [c*p*p -> h], class embedding, (image/patch)^2 + 1 learned positions, LayerNorm
-        # pre/post (weight + bias), encoder layers (qkv / o_proj / fc1 / fc2 with biases, row-parallel biases whole,
-        # two LayerNorms), the pixel-shuffle adapter MLP [intermediate -> projector_input -> projector_output]
-        # (biases only with multi_modal_projector_bias) and multi_modal_projector.linear_1 [vision_output_dim ->
-        # text hidden], no bias. The vision rotary cache is a [positions, 1, head_dim / 2] complex64 buffer.
-        positions = (v.image_size // v.patch_size) ** 2 + 1
-        adapter_in, adapter_out = v.adapter_dims
-        linear("vision_model.patch_embedding.linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
-        dense("vision_model.class_embedding", 1, (h,))
-        dense("vision_model.positional_embedding_vlm", 1, (positions, h))
-        dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
-        encoder_layers("vision_model.model.layers.*", norms="{input,post_attention}_layernorm", out="self_attn.o_proj")
-        linear("vision_model.vision_adapter.mlp.fc1", 1, i, adapter_in // tp, v.adapter_bias)
-        linear("vision_model.vision_adapter.mlp.fc2", 1, adapter_in // tp, adapter_out, False)
-        if v.adapter_bias:
-            dense("vision_model.vision_adapter.mlp.fc2.bias", 1, (adapter_out,))
-        linear("multi_modal_projector.linear_1", 1, v.vision_output_dim, v.out_hidden_size // tp, False)
-        if v.num_heads:
-            # complex64 = two float32 per entry; get_rope caches one instance for every encoder layer
-            groups.append(_dense("vision_model.rotary_emb.cos_sin_cache[complex64 as float32 pairs]", 1,
-                                 (positions, 2 * (h // v.num_heads // 2)), "float32", "rotary cache"))
-            allocations.append(groups[-1].bytes_each)
-        return parameters
-    if v.kind == "qwen3_vl":
-        # Qwen3_VisionTransformer (qwen3_vl.py 0.11.0+, shared by Qwen3-VL, Qwen3-VL-MoE and Qwen3.5): Conv3d
-        # patch embedding with bias and a learned position table (replicated), blocks of two LayerNorms (weight +
-        # bias), fused qkv and proj, linear_fc1 / linear_fc2 - every linear with a bias, row-parallel biases whole -,
-        # the merger (LayerNorm over hidden, fc1 [4h -> 4h], fc2 [4h -> out]) and one merger per deepstack layer
-        # (its LayerNorm after the 2x2 shuffle, over 4h). Linears follow the checkpoint's ignore list (no
-        # _maybe_ignore_quant_config here): FP8 releases keep the tower in bf16 by listing it.
-        merged = h * v.spatial_merge_size ** 2
-        dense("visual.patch_embed.proj.weight", 1, (h, v.in_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
-        dense("visual.patch_embed.proj.bias", 1, (h,))
-        dense("visual.pos_embed.weight", 1, (v.position_embeddings, h))
-        encoder_layers("visual.blocks.*", norms="norm{1,2}", qkv="attn.qkv", out="attn.proj", fc1="mlp.linear_fc1",
-                       fc2="mlp.linear_fc2")
-        mergers = 1 + v.deepstack_layers
-        dense("visual.merger.norm.{weight,bias}", 2, (h,))
-        if v.deepstack_layers:
-            dense("visual.deepstack_merger_list.*.norm.{weight,bias}", 2 * v.deepstack_layers, (merged,))
-        linear("visual.{merger,deepstack_merger_list.*}.linear_fc1", mergers, merged, merged // tp, True)
-        linear("visual.{merger,deepstack_merger_list.*}.linear_fc2", mergers, merged // tp, v.out_hidden_size, False)
-        dense("visual.{merger,deepstack_merger_list.*}.linear_fc2.bias", mergers, (v.out_hidden_size,))
-        return parameters
-    if v.kind == "gemma4_vision":
-        # Gemma 4 (gemma4_mm.py): the HF Gemma4VisionModel (modeling_gemma4.py) built by AutoModel.from_config -
-        # plain, replicated linears, never quantized for the 31B / 26B towers - and embed_vision's projection:
-        # patch input_proj [h, 3 x p x p], a [2, position_embedding_size, h] position table, per layer q/k/v/o of
-        # heads x head_dim, q/k norms [head_dim], four norms [h], gate / up / down MLP
-        width = v.num_heads * v.head_dim
-        dense("vision_tower.patch_embedder.input_proj.weight", 1, (h, 3 * v.patch_size * v.patch_size))
-        dense("vision_tower.position_embedding_table", 1, (2, v.position_embeddings, h))
-        dense("vision_tower.encoder.layers.*.self_attn.{q,k,v}_proj.linear.weight", 3 * n, (width, h))
-        dense("vision_tower.encoder.layers.*.self_attn.o_proj.linear.weight", n, (h, width))
-        dense("vision_tower.encoder.layers.*.self_attn.{q,k}_norm.weight", 2 * n, (v.head_dim,))
-        dense("vision_tower.encoder.layers.*.*_layernorm.weight", 4 * n, (h,))
-        dense("vision_tower.encoder.layers.*.mlp.{gate,up}_proj.linear.weight", 2 * n, (i, h))
-        dense("vision_tower.encoder.layers.*.mlp.down_proj.linear.weight", n, (h, i))
-        dense("embed_vision.embedding_projection.weight", 1, (v.out_hidden_size, h))
-        return parameters
-    if v.kind in ("clip", "clip_anyres"):
-        # LLaVA / LLaVA-NeXT (vllm/model_executor/models/clip.py, llava.py, llava_next.py): CLIP embeddings
-        # (class token, bias-free patch conv, (image/patch)^2 + 1 positions), pre_layrnorm, only the layers
-        # up to vision_feature_layer, post_layernorm only when all are built, then the 2-layer GELU projector
-        positions = (v.image_size // v.patch_size) ** 2 + 1
-        dense("vision_tower.embeddings.class_embedding", 1, (h,))
-        dense("vision_tower.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
-        dense("vision_tower.embeddings.position_embedding.weight", 1, (positions, h))
-        groups.append(_dense("vision.vision_tower.embeddings.position_ids[buffer]", 1, (1, positions), "int64", "vision"))
-        allocations.append(groups[-1].bytes_each)
-        dense("vision_tower.pre_layrnorm.{weight,bias}", 2, (h,))
-        encoder_layers("vision_tower.encoder.layers.*")
-        if v.post_norm:
-            dense("vision_tower.post_layernorm.{weight,bias}", 2, (h,))
-        text = v.out_hidden_size
-        linear("multi_modal_projector.linear_1", 1, h, text // tp, v.projector_bias)
-        linear("multi_modal_projector.linear_2", 1, text // tp, text, False)
-        if v.projector_bias:
-            dense("multi_modal_projector.linear_2.bias", 1, (text,))
-        if v.image_newline:
-            dense("image_newline", 1, (text,))
-        return parameters
-    if v.kind == "siglip":
-        dense("embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
-        dense("embeddings.patch_embedding.bias", 1, (h,))
-        dense("embeddings.position_embedding.weight", 1, ((v.image_size // v.patch_size) ** 2, h))
-        encoder_layers("encoder.layers.*")
-        dense("post_layernorm.{weight,bias}", 2, (h,))
-        # Gemma 3 projector: a plain [vision hidden, text hidden] parameter and a soft-embedding RMSNorm
-        dense("multi_modal_projector.mm_input_projection_weight", 1, (h, v.out_hidden_size))
-        dense("multi_modal_projector.mm_soft_emb_norm.weight", 1, (h,))
-        return parameters
-    patch = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size
-    dense("patch_embed.proj.weight", 1, (h, patch))
-    norm_tensors = 2 if v.kind == "qwen2_5_vl" else 4  # RMSNorm weights vs LayerNorm weight + bias
-    dense("blocks.*.norm{1,2}", norm_tensors * n, (h,))
-    linear("blocks.*.attn.qkv", n, h, 3 * h // tp, True, 3)
-    linear("blocks.*.attn.proj", n, h // tp, h, False)
-    dense("blocks.*.attn.proj.bias", n, (h,))
-    if v.kind == "qwen2_5_vl":
-        linear("blocks.*.mlp.gate_up_proj", n, h, 2 * i // tp, True, 2)
-        linear("blocks.*.mlp.down_proj", n, i // tp, h, False)
-    else:
-        linear("blocks.*.mlp.fc1", n, h, i // tp, True)
-        linear("blocks.*.mlp.fc2", n, i // tp, h, False)
-    dense("blocks.*.mlp.down.bias", n, (h,))
+
+def _intern_vit(t: _Tower) -> None:
+    v = t.v
+    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
+    tp = t.tp
+    # InternVL (intern_vit.py, internvl.py): class embedding, Conv2d patch embedding with bias, a
+    # [(image/patch)^2 + 1, h] position table, select_layer layers of norm1/norm2 (LayerNorm w+b or RMSNorm),
+    # qkv (+bias) / proj (+bias) / fc1 / fc2 with biases, layer scales ls1/ls2 [h] (+ q_norm/k_norm [h]);
+    # no post norm; mlp1 = LayerNorm(h x merge^2) + Linear(h x merge^2, text) + Linear(text, text), biases.
+    # qkv/proj are plain nn.Linear (replicated) in 0.5.x and parallel linears later: shown sharded.
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    norm = 1 if v.rms_norm else 2
+    t.dense("vision_model.embeddings.class_embedding", 1, (h,))
+    t.dense("vision_model.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
+    t.dense("vision_model.embeddings.patch_embedding.bias", 1, (h,))
+    t.dense("vision_model.embeddings.position_embedding", 1, (positions, h))
+    t.dense("vision_model.encoder.layers.*.norm{1,2}", 2 * norm * n, (h,))
+    t.linear("vision_model.encoder.layers.*.attn.qkv", n, h, 3 * h // tp, v.qkv_bias, 3)
+    t.linear("vision_model.encoder.layers.*.attn.proj", n, h // tp, h, False)
+    t.dense("vision_model.encoder.layers.*.attn.proj.bias", n, (h,))
+    if v.qk_norm:
+        t.dense("vision_model.encoder.layers.*.attn.{q,k}_norm.weight", 2 * n, (h // tp,))
+    t.linear("vision_model.encoder.layers.*.mlp.fc1", n, h, i // tp, True)
+    t.linear("vision_model.encoder.layers.*.mlp.fc2", n, i // tp, h, False)
+    t.dense("vision_model.encoder.layers.*.mlp.fc2.bias", n, (h,))
+    t.dense("vision_model.encoder.layers.*.ls{1,2}", 2 * n, (h,))
     merged = h * v.spatial_merge_size ** 2
-    dense("merger.ln_q", 1 if v.kind == "qwen2_5_vl" else 2, (h,))
-    linear("merger.mlp.0", 1, merged, merged // tp, True)
-    linear("merger.mlp.2", 1, merged // tp, v.out_hidden_size, False)
-    dense("merger.mlp.2.bias", 1, (v.out_hidden_size,))
-    return parameters
+    text = v.out_hidden_size
+    t.dense("mlp1.0.{weight,bias}", 2, (merged,))
+    t.linear("mlp1.1", 1, merged, text // tp, True)
+    t.linear("mlp1.3", 1, text // tp, text, False)
+    t.dense("mlp1.3.bias", 1, (text,))
+
+
+def _mllama_vision(t: _Tower) -> None:
+    spec = t.spec
+    v = t.v
+    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
+    tp = t.tp
+    dtype = t.dtype
+    # Llama 3.2 Vision (mllama.py): patch conv as a bias-free ColumnParallelLinear, class embedding,
+    # gated position embedding [(image/patch)^2 + 1, h] + tile table [aspect ratios + 1, tiles x positions x h],
+    # pre/post tile embeddings [aspect ratios + 1, tiles x h] with gates, layernorm_pre/post, a local encoder
+    # and a gated global one (bias-free qkv/o, CLIPMLP fc1/fc2 with biases), the [output_dim, text hidden]
+    # projector with bias; in the text model the cross-attention layers' q_norm/k_norm and tanh gates and
+    # the 8 extra embedding rows (VocabParallelEmbedding(vocab_size + 8)). Those text extras are listed
+    # here, on the first stage, whatever the pipeline split.
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    ratios = v.aspect_ratios + 1
+    t.linear("vision_model.patch_embedding._linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
+    t.dense("vision_model.class_embedding", 1, (h,))
+    t.dense("vision_model.gated_positional_embedding.embedding", 1, (positions, h))
+    t.dense("vision_model.gated_positional_embedding.tile_embedding.weight", 1, (ratios, v.max_num_tiles * positions * h))
+    t.dense("vision_model.{pre,post}_tile_positional_embedding.embedding.weight", 2, (ratios, v.max_num_tiles * h))
+    t.dense("vision_model.{gated_positional_embedding,pre_tile_positional_embedding,post_tile_positional_embedding}.gate", 3, (1,))
+    t.dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
+    layers = n + v.global_layers
+    t.dense("vision_model.{transformer,global_transformer}.layers.*.{input,post_attention}_layernorm.{weight,bias}", 4 * layers, (h,))
+    t.linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.qkv_proj", layers, h, 3 * h // tp, False, 3)
+    t.linear("vision_model.{transformer,global_transformer}.layers.*.self_attn.o_proj", layers, h // tp, h, False)
+    t.linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc1", layers, h, i // tp, True)
+    t.linear("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2", layers, i // tp, h, False)
+    t.dense("vision_model.{transformer,global_transformer}.layers.*.mlp.fc2.bias", layers, (h,))
+    t.dense("vision_model.global_transformer.layers.*.gate_{attn,ffn}", 2 * v.global_layers, (1,))
+    t.linear("multi_modal_projector", 1, v.vision_output_dim, v.out_hidden_size // tp, True)
+    cross = len(v.cross_attention_layers)
+    if cross:
+        t.dense("language_model.model.layers.{cross}.cross_attn.{q,k}_norm.weight", 2 * cross, (spec.head_dim,))
+        t.dense("language_model.model.layers.{cross}.cross_attn_{attn,mlp}_gate", 2 * cross, (1,))
+    # embed_tokens has vocab_size + 8 rows padded to 64: the rows beyond the text vocabulary's own padding
+    extra_rows = (-(-(spec.vocab_size + 8) // 64) * 64 - spec.padded_vocab_size) // tp
+    if extra_rows:
+        t.groups.append(_dense("language_model.model.embed_tokens.weight[+8 image rows, padded]", 1,
+                               (extra_rows, spec.hidden_size), dtype, "embedding"))
+        t.allocations.append(t.groups[-1].bytes_each)
+        t.parameters += 8 * spec.hidden_size // tp
+
+
+def _llama4_vision(t: _Tower) -> None:
+    v = t.v
+    h, i = v.hidden_size, v.intermediate_size
+    tp = t.tp
+    # Llama 4 (mllama4.py 0.8.3+, built with quant_config=None): Llama4UnfoldConvolution = a bias-free
+    # ColumnParallelLinear [c*p*p -> h], class embedding, (image/patch)^2 + 1 learned positions, LayerNorm
+    # pre/post (weight + bias), encoder layers (qkv / o_proj / fc1 / fc2 with biases, row-parallel biases whole,
+    # two LayerNorms), the pixel-shuffle adapter MLP [intermediate -> projector_input -> projector_output]
+    # (biases only with multi_modal_projector_bias) and multi_modal_projector.linear_1 [vision_output_dim ->
+    # text hidden], no bias. The vision rotary cache is a [positions, 1, head_dim / 2] complex64 buffer.
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    adapter_in, adapter_out = v.adapter_dims
+    t.linear("vision_model.patch_embedding.linear", 1, v.in_channels * v.patch_size * v.patch_size, h // tp, False)
+    t.dense("vision_model.class_embedding", 1, (h,))
+    t.dense("vision_model.positional_embedding_vlm", 1, (positions, h))
+    t.dense("vision_model.layernorm_{pre,post}.{weight,bias}", 4, (h,))
+    t.encoder_layers("vision_model.model.layers.*", norms="{input,post_attention}_layernorm", out="self_attn.o_proj")
+    t.linear("vision_model.vision_adapter.mlp.fc1", 1, i, adapter_in // tp, v.adapter_bias)
+    t.linear("vision_model.vision_adapter.mlp.fc2", 1, adapter_in // tp, adapter_out, False)
+    if v.adapter_bias:
+        t.dense("vision_model.vision_adapter.mlp.fc2.bias", 1, (adapter_out,))
+    t.linear("multi_modal_projector.linear_1", 1, v.vision_output_dim, v.out_hidden_size // tp, False)
+    if v.num_heads:
+        # complex64 = two float32 per entry; get_rope caches one instance for every encoder layer
+        t.groups.append(_dense("vision_model.rotary_emb.cos_sin_cache[complex64 as float32 pairs]", 1,
+                               (positions, 2 * (h // v.num_heads // 2)), "float32", "rotary cache"))
+        t.allocations.append(t.groups[-1].bytes_each)
+
+
+def _qwen3_vl_vision(t: _Tower) -> None:
+    v = t.v
+    h = v.hidden_size
+    tp = t.tp
+    # Qwen3_VisionTransformer (qwen3_vl.py 0.11.0+, shared by Qwen3-VL, Qwen3-VL-MoE and Qwen3.5): Conv3d
+    # patch embedding with bias and a learned position table (replicated), blocks of two LayerNorms (weight +
+    # bias), fused qkv and proj, linear_fc1 / linear_fc2 - every linear with a bias, row-parallel biases whole -,
+    # the merger (LayerNorm over hidden, fc1 [4h -> 4h], fc2 [4h -> out]) and one merger per deepstack layer
+    # (its LayerNorm after the 2x2 shuffle, over 4h). Linears follow the checkpoint's ignore list (no
+    # _maybe_ignore_quant_config here): FP8 releases keep the tower in bf16 by listing it.
+    merged = h * v.spatial_merge_size ** 2
+    t.dense("visual.patch_embed.proj.weight", 1, (h, v.in_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
+    t.dense("visual.patch_embed.proj.bias", 1, (h,))
+    t.dense("visual.pos_embed.weight", 1, (v.position_embeddings, h))
+    t.encoder_layers("visual.blocks.*", norms="norm{1,2}", qkv="attn.qkv", out="attn.proj", fc1="mlp.linear_fc1",
+                   fc2="mlp.linear_fc2")
+    mergers = 1 + v.deepstack_layers
+    t.dense("visual.merger.norm.{weight,bias}", 2, (h,))
+    if v.deepstack_layers:
+        t.dense("visual.deepstack_merger_list.*.norm.{weight,bias}", 2 * v.deepstack_layers, (merged,))
+    t.linear("visual.{merger,deepstack_merger_list.*}.linear_fc1", mergers, merged, merged // tp, True)
+    t.linear("visual.{merger,deepstack_merger_list.*}.linear_fc2", mergers, merged // tp, v.out_hidden_size, False)
+    t.dense("visual.{merger,deepstack_merger_list.*}.linear_fc2.bias", mergers, (v.out_hidden_size,))
+
+
+def _gemma4_vision(t: _Tower) -> None:
+    v = t.v
+    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
+    # Gemma 4 (gemma4_mm.py): the HF Gemma4VisionModel (modeling_gemma4.py) built by AutoModel.from_config -
+    # plain, replicated linears, never quantized for the 31B / 26B towers - and embed_vision's projection:
+    # patch input_proj [h, 3 x p x p], a [2, position_embedding_size, h] position table, per layer q/k/v/o of
+    # heads x head_dim, q/k norms [head_dim], four norms [h], gate / up / down MLP
+    width = v.num_heads * v.head_dim
+    t.dense("vision_tower.patch_embedder.input_proj.weight", 1, (h, 3 * v.patch_size * v.patch_size))
+    t.dense("vision_tower.position_embedding_table", 1, (2, v.position_embeddings, h))
+    t.dense("vision_tower.encoder.layers.*.self_attn.{q,k,v}_proj.linear.weight", 3 * n, (width, h))
+    t.dense("vision_tower.encoder.layers.*.self_attn.o_proj.linear.weight", n, (h, width))
+    t.dense("vision_tower.encoder.layers.*.self_attn.{q,k}_norm.weight", 2 * n, (v.head_dim,))
+    t.dense("vision_tower.encoder.layers.*.*_layernorm.weight", 4 * n, (h,))
+    t.dense("vision_tower.encoder.layers.*.mlp.{gate,up}_proj.linear.weight", 2 * n, (i, h))
+    t.dense("vision_tower.encoder.layers.*.mlp.down_proj.linear.weight", n, (h, i))
+    t.dense("embed_vision.embedding_projection.weight", 1, (v.out_hidden_size, h))
+
+
+def _clip_vision(t: _Tower) -> None:
+    v = t.v
+    h = v.hidden_size
+    tp = t.tp
+    # LLaVA / LLaVA-NeXT (vllm/model_executor/models/clip.py, llava.py, llava_next.py): CLIP embeddings
+    # (class token, bias-free patch conv, (image/patch)^2 + 1 positions), pre_layrnorm, only the layers
+    # up to vision_feature_layer, post_layernorm only when all are built, then the 2-layer GELU projector
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    t.dense("vision_tower.embeddings.class_embedding", 1, (h,))
+    t.dense("vision_tower.embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
+    t.dense("vision_tower.embeddings.position_embedding.weight", 1, (positions, h))
+    t.groups.append(_dense("vision.vision_tower.embeddings.position_ids[buffer]", 1, (1, positions), "int64", "vision"))
+    t.allocations.append(t.groups[-1].bytes_each)
+    t.dense("vision_tower.pre_layrnorm.{weight,bias}", 2, (h,))
+    t.encoder_layers("vision_tower.encoder.layers.*")
+    if v.post_norm:
+        t.dense("vision_tower.post_layernorm.{weight,bias}", 2, (h,))
+    text = v.out_hidden_size
+    t.linear("multi_modal_projector.linear_1", 1, h, text // tp, v.projector_bias)
+    t.linear("multi_modal_projector.linear_2", 1, text // tp, text, False)
+    if v.projector_bias:
+        t.dense("multi_modal_projector.linear_2.bias", 1, (text,))
+    if v.image_newline:
+        t.dense("image_newline", 1, (text,))
+
+
+def _siglip_vision(t: _Tower) -> None:
+    v = t.v
+    h = v.hidden_size
+    t.dense("embeddings.patch_embedding.weight", 1, (h, v.in_channels, v.patch_size, v.patch_size))
+    t.dense("embeddings.patch_embedding.bias", 1, (h,))
+    t.dense("embeddings.position_embedding.weight", 1, ((v.image_size // v.patch_size) ** 2, h))
+    t.encoder_layers("encoder.layers.*")
+    t.dense("post_layernorm.{weight,bias}", 2, (h,))
+    # Gemma 3 projector: a plain [vision hidden, text hidden] parameter and a soft-embedding RMSNorm
+    t.dense("multi_modal_projector.mm_input_projection_weight", 1, (h, v.out_hidden_size))
+    t.dense("multi_modal_projector.mm_soft_emb_norm.weight", 1, (h,))
+
+
+def _qwen2_vl_vision(t: _Tower) -> None:
+    """Qwen2-VL / Qwen2.5-VL (qwen2_vl.py, qwen2_5_vl.py): the other kinds."""
+    v = t.v
+    h, i, n = v.hidden_size, v.intermediate_size, v.num_layers
+    tp = t.tp
+    patch = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size
+    t.dense("patch_embed.proj.weight", 1, (h, patch))
+    norm_tensors = 2 if v.kind == "qwen2_5_vl" else 4  # RMSNorm weights vs LayerNorm weight + bias
+    t.dense("blocks.*.norm{1,2}", norm_tensors * n, (h,))
+    t.linear("blocks.*.attn.qkv", n, h, 3 * h // tp, True, 3)
+    t.linear("blocks.*.attn.proj", n, h // tp, h, False)
+    t.dense("blocks.*.attn.proj.bias", n, (h,))
+    if v.kind == "qwen2_5_vl":
+        t.linear("blocks.*.mlp.gate_up_proj", n, h, 2 * i // tp, True, 2)
+        t.linear("blocks.*.mlp.down_proj", n, i // tp, h, False)
+    else:
+        t.linear("blocks.*.mlp.fc1", n, h, i // tp, True)
+        t.linear("blocks.*.mlp.fc2", n, i // tp, h, False)
+    t.dense("blocks.*.mlp.down.bias", n, (h,))
+    merged = h * v.spatial_merge_size ** 2
+    t.dense("merger.ln_q", 1 if v.kind == "qwen2_5_vl" else 2, (h,))
+    t.linear("merger.mlp.0", 1, merged, merged // tp, True)
+    t.linear("merger.mlp.2", 1, merged // tp, v.out_hidden_size, False)
+    t.dense("merger.mlp.2.bias", 1, (v.out_hidden_size,))
+
+
+_TOWERS = {
+    "intern_vit": _intern_vit,
+    "mllama": _mllama_vision,
+    "llama4": _llama4_vision,
+    "qwen3_vl": _qwen3_vl_vision,
+    "gemma4_vision": _gemma4_vision,
+    "clip": _clip_vision,
+    "clip_anyres": _clip_vision,
+    "siglip": _siglip_vision,
+}
+
+
+def checkpoint_vs_gpu(table, spec, dtype: str | None = None, quant=None, kernel=None):
+    """The report for a ModelSpec: builds the tp=1 inventory in `dtype` (default the spec's) with the
+    quantization plan's config and kernel layout (plan.plan_weights), then reconciles."""
+    from ...model.checkpoint import reconcile
+
+    dtype = dtype or spec.torch_dtype
+    inventory = build_inventory(spec, dtype, quant=quant, kernel=kernel)
+    return reconcile(table, inventory, spec.tie_word_embeddings, dtype)

@@ -17,9 +17,8 @@ from vram_detective.hardware import (
     parse_memory_size,
 )
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-OBSERVED = SHARED / "gpus" / "observed.jsonl"
-DEV = SHARED / "groundtruth" / "dev.jsonl"
+from conftest import DEV
+from conftest import OBSERVED_GPUS as OBSERVED
 DATA = Path(hardware.__file__).with_name("data") / "gpus.json"
 
 # Observed GPUs deliberately left out of the catalog, with the reason.
@@ -171,7 +170,6 @@ def test_cuda_total_is_below_nvidia_smi_total():
         assert limit[0] <= gap <= limit[1], (gpu.name, gap)
 
 
-@pytest.mark.skipif(not OBSERVED.exists(), reason="shared/gpus/observed.jsonl not present")
 def test_observed_totals_match_catalog():
     by_name = _by_name()
     checked = 0
@@ -188,14 +186,12 @@ def test_observed_totals_match_catalog():
     assert checked >= 30
 
 
-@pytest.mark.skipif(not OBSERVED.exists(), reason="shared/gpus/observed.jsonl not present")
 def test_every_observed_gpu_is_cataloged_or_excluded_on_purpose():
     names = {rec["gpu"] for rec in _read_jsonl(OBSERVED)}
     missing = names - set(_by_name())
     assert missing == set(NOT_CATALOGED), missing
 
 
-@pytest.mark.skipif(not DEV.exists(), reason="shared/groundtruth/dev.jsonl not present")
 def test_groundtruth_totals_within_driver_spread():
     # Totals shift a little with the driver (T4: 14.56-14.74), hence 0.2 GiB here.
     by_name = _by_name()

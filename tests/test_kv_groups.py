@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import GIB, SHARED
+from conftest import GIB, MODELS
 
 from vram_detective.engines.vllm import kv_cache
 from vram_detective.engines.vllm.kv_groups import (
@@ -22,14 +22,9 @@ from vram_detective.engines.vllm.kv_groups import (
 )
 from vram_detective.engines.vllm.releases import release
 
-MODELS = SHARED / "models"
-
 
 def config_of(repo_dir: str) -> dict:
-    path = MODELS / repo_dir / "config.json"
-    if not path.is_file():
-        pytest.skip(f"{path} is not present (shared models not checked out)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads((MODELS / repo_dir / "config.json").read_text(encoding="utf-8"))
 
 
 def plan(layers, available, *, L, X=8192, version, engine="v1", block=16, **kw):

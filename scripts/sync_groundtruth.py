@@ -24,6 +24,10 @@ engine, version, model, gpu, settings, observed, tags) and:
   after a label of their own ('- This PR: # GPU blocks: 7351', '[copy 1234] INFO ...') is kept as the
   engine printed it: the wrapping is dropped, the message stays. Everything else (prose, markdown tables
   and headings, the author's summaries and arithmetic) is dropped.
+`gpus/observed.jsonl` keeps each reading's gpu, totals and source; its `note` (the collector's prose around the
+line the total was read from) becomes two facts: `ecc` ("on" / "off", from the ECC column of the quoted
+nvidia-smi row: a count means ECC is on, 'Off' off) and `os` ("windows" where the note places the reading
+under Windows or WSL and nowhere says Linux: those report the whole board, not the Linux driver's total).
 The parser must read the same figures from the filtered log as from the original wherever a figure came
 from a program's line; figures that only an author's table or sentence gave are listed in
 tests/test_forensics_dev.py NOT_IN_THE_LOG (they stay in `observed`, which is the case's record).
@@ -206,6 +210,24 @@ def clean_case(case: dict) -> dict:
     return out
 
 
+# --- GPU readings -------------------------------------------------------------------------------------------
+
+# an nvidia-smi GPU row: | idx  NAME  Persistence | Bus-Id  Disp.A | Volatile Uncorr. ECC |
+_SMI_ECC = re.compile(r"\|\s+\d+\s+.+?\s+(?:On|Off)\s+\|\s+\S+\s+(?:On|Off)\s+\|\s+(\S+)\s+\|")
+
+
+def clean_gpu_reading(record: dict) -> dict:
+    note = record.get("note", "")
+    out = {key: value for key, value in record.items() if key != "note"}
+    row = _SMI_ECC.search(note.split("Source line: ", 1)[-1])
+    if row and (row.group(1) == "Off" or row.group(1).isdigit()):
+        out["ecc"] = "off" if row.group(1) == "Off" else "on"
+    lowered = note.lower()
+    if ("windows" in lowered or "wsl" in lowered) and "linux" not in lowered:
+        out["os"] = "windows"
+    return out
+
+
 # --- copying ------------------------------------------------------------------------------------------------
 
 def _copy_cases(source: Path, target: Path) -> tuple[int, int, int]:
@@ -230,7 +252,10 @@ def main(argv: list[str]) -> int:
         count, before, after = _copy_cases(SHARED / "groundtruth" / name, TARGET / name)
         print(f"{name}: {count} cases, log lines {before} -> {after}")
     shutil.copyfile(SHARED / "groundtruth" / "SCHEMA.md", TARGET / "SCHEMA.md")
-    shutil.copyfile(SHARED / "gpus" / "observed.jsonl", TARGET / "gpus" / "observed.jsonl")
+    readings = [json.loads(line) for line in (SHARED / "gpus" / "observed.jsonl").read_text(encoding="utf-8").splitlines()
+                if line.strip()]
+    (TARGET / "gpus" / "observed.jsonl").write_text(
+        "".join(json.dumps(clean_gpu_reading(r), ensure_ascii=False) + "\n" for r in readings), encoding="utf-8")
     models = TARGET / "models"
     models.mkdir(exist_ok=True)
     shutil.copyfile(SHARED / "models" / "safetensors_total_size.jsonl", models / "safetensors_total_size.jsonl")

@@ -25,6 +25,9 @@ SAFETENSORS_SIZES = MODELS / "safetensors_total_size.jsonl"
 
 GIB = 1 << 30
 MIB = 1 << 20
+# the project's end-to-end accuracy target (docs/accuracy.md: KV GiB median within 5 %); a test comparing a
+# prediction with a logged figure is not looser than this: a wider miss is a strict xfail with the values
+TARGET = 0.05
 
 
 def spec_of(repo_id: str) -> ModelSpec:

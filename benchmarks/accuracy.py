@@ -1,6 +1,6 @@
 """Accuracy of the predictions against real vLLM startup logs.
 
-    python benchmarks/accuracy.py --summary            # the table for ../shared/groundtruth/dev.jsonl
+    python benchmarks/accuracy.py --summary            # the table for groundtruth/dev.jsonl
     python benchmarks/accuracy.py --cases FILE --json  # any case file, machine-readable
     python benchmarks/accuracy.py --per-case           # every scored figure of every case
 """
@@ -17,12 +17,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from vram_detective.scoring import format_summary, load_cases, score_cases  # noqa: E402
 
-DEFAULT_CASES = ROOT.parent / "shared" / "groundtruth" / "dev.jsonl"
+DEFAULT_CASES = ROOT / "groundtruth" / "dev.jsonl"  # the repo copy (scripts/sync_groundtruth.py)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", default=str(DEFAULT_CASES), help="ground-truth JSONL (default: shared dev set)")
+    parser.add_argument("--cases", default=str(DEFAULT_CASES), help="ground-truth JSONL (default: groundtruth/dev.jsonl)")
     parser.add_argument("--summary", action="store_true", help="print the accuracy table (default)")
     parser.add_argument("--per-case", action="store_true", help="print every scored figure")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")

@@ -7,7 +7,7 @@ import pytest
 from conftest import GIB, MIB, logged_message
 from vram_detective import explain
 from vram_detective.engines.vllm import kv_cache
-from vram_detective.engines.vllm.releases import release
+from vram_detective.engines.vllm.kv_groups import AttentionLayer, plan_kv_groups
 
 
 # --- Llama-3.1-8B-Instruct on an RTX 3090, vLLM 0.6.4 (#10517) ---------------------------------------
@@ -71,7 +71,8 @@ def test_qwen3_8b_kv_arithmetic_from_the_logged_budget(dev_cases):
     high = int(6.375 * GIB) // layout.block_bytes
     assert (low, high) == (2896, 2901)
     # the logged 46,368 tokens pin the count to 2898 blocks (46,368 / 16)
-    cap = kv_cache.capacity(2898, layout, 16384, release((0, 21, 0), "v1"))
+    cap = plan_kv_groups([AttentionLayer("full", layout.page_bytes)] * 36, 2898 * layout.block_bytes, 16, 16384,
+                         8192, 256, (0, 21, 0), "v1")
     assert f"GPU KV cache size: {cap.kv_cache_tokens:,} tokens" == logged_message(case, "GPU KV cache size")
     assert f"Maximum concurrency for 16,384 tokens per request: {cap.max_concurrency:.2f}x" == (
         logged_message(case, "Maximum concurrency"))

@@ -305,8 +305,6 @@ def test_gpus_lists_cards(capsys):
 
 
 def test_score_json(capsys):
-    if not DEV.is_file():
-        pytest.skip("dev.jsonl not present")
     assert main(["score", str(DEV), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     for key in ("cases", "scored", "skipped", "figures", "per_case"):
@@ -322,12 +320,15 @@ def test_score_json(capsys):
 
 
 def test_score_text(capsys):
-    if not DEV.is_file():
-        pytest.skip("dev.jsonl not present")
     assert main(["score", str(DEV)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("cases: ")
     assert "weights_gib" in out
+
+
+def test_score_defaults_to_the_repo_dev_set(capsys):
+    assert main(["score", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cases"] == sum(1 for line in DEV.read_text().splitlines() if line.strip())
 
 
 def test_score_missing_file():

@@ -1,4 +1,4 @@
-"""The parser over the whole real-log corpus (../shared/groundtruth/dev.jsonl): every `log` parses, and every
+"""The parser over the whole real-log corpus (groundtruth/dev.jsonl, engine lines only): every `log` parses, and every
 figure in its `observed` object comes back equal, except the figures a case's author took from somewhere
 other than a vLLM line (listed below with the reason). `score --from-logs` gives the same report."""
 from __future__ import annotations
@@ -39,7 +39,8 @@ NOT_IN_THE_LOG = {
          "cuda_graph_gib"), "the user's own arithmetic sentence reconciling the 'Free memory' line (not quoted)"),
     "file56155919944-qwen3-8b-fp8-rtx5070ti-v0230": (("weights_gib", "kv_cache_gib", "max_concurrency"),
                                                      "the author's results table"),
-    "file56155919944-qwen3-30b-a3b-nvfp4-rtx5070ti-fail": (("weights_gib",), "the author's results table"),
+    "file56155919944-qwen3-30b-a3b-nvfp4-rtx5070ti-fail": (("weights_gib", "startup_failed"),
+                                                            "the author's results table"),
     "file60168338778-qwen3-14b-awq-l40s-v0280": (("weights_gib", "kv_cache_gib", "kv_cache_tokens", "max_concurrency"),
                                                  "the author's FP16-vs-AWQ table"),
     "file60168338778-qwen3-14b-awq-l4-single-v0280": (("kv_cache_gib", "kv_cache_tokens", "max_concurrency"),
@@ -68,6 +69,16 @@ NOT_IN_THE_LOG = {
     "vllm-17242-dsr1-tp16-2x8h20-v084": (("startup_failed",), "the segmentation fault is after the excerpt"),
     "vllm-26833-gptoss120b-tp2-2xh100-util090-oom": (("startup_failed",),
                                                      "the OOM at 0.9 is implied by the prose about the 0.8 run"),
+    # nvidia-smi figures and failures the reporter wrote in a sentence or a table (not kept in the repo's log)
+    "vllm-7553-yi15-34b-4x4090-cudagraph": (("nvidia_smi_used_mib", "nvidia_smi_total_mib"),
+                                            "the reporter's sentence about nvidia-smi"),
+    "vllm-7553-yi15-34b-4x4090-eager": (("nvidia_smi_used_mib", "nvidia_smi_total_mib"),
+                                        "the reporter's sentence about nvidia-smi"),
+    "vllm-15617-r1-distill-llama70b-8x4090-v082": (("nvidia_smi_total_mib",), "the reporter's sentence"),
+    "file70682754770-llama31-8b-a100-80-v0310": (("nvidia_smi_used_mib",), "the user's note on nvidia-smi"),
+    "samilazrak-vllm-lab-qwen3-14b-base-l40s-v0290": (("nvidia_smi_total_mib",), "the README's table"),
+    "vllm-26833-gptoss120b-tp2-2xh100-util080-ok": (("nvidia_smi_used_mib", "nvidia_smi_total_mib"),
+                                                    "the reporter's sentence about nvidia-smi"),
 }
 # cases whose log holds several runs and whose figures are not the first run's: case id -> run index
 OTHER_RUN = {"vllm-pr2031-llama2-7b-a100-80-pr": 1}
@@ -117,8 +128,9 @@ def test_extra_figures_do_not_contradict_the_cases(dev_cases):
 def test_several_runs_in_one_case_log(dev_cases):
     parsed = parse_text(dev_cases["vllm-pr2031-llama2-7b-a100-80-main"]["log"])
     assert [run.observed() for run in parsed.runs] == [{"num_gpu_blocks": 7449}, {"num_gpu_blocks": 7351}]
+    # the two releases were the reporter's labels ('- vLLM 0.2.3: `# GPU blocks: ...`'), not log lines
     two_versions = parse_text(dev_cases["vllm-2136-codellama13b-2x4090-v023"]["log"])
-    assert [run.version[0] for run in two_versions.runs] == ["0.2.3", "0.2.4"]
+    assert [run.observed() for run in two_versions.runs] == [{"num_gpu_blocks": 1464, "num_cpu_blocks": 1310}] * 2
 
 
 @pytest.fixture

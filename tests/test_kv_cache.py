@@ -8,7 +8,8 @@ import pytest
 from conftest import GIB, MIB, logged_message, spec_of
 from vram_detective import explain
 from vram_detective.engines.vllm import kv_cache
-from vram_detective.engines.vllm.kv_cache import KvLayout, capacity, fit_failure, kv_layout, num_blocks
+from vram_detective.engines.vllm.kv_cache import KvLayout, fit_failure, kv_layout, num_blocks
+from vram_detective.engines.vllm.kv_groups import AttentionLayer, plan_kv_groups
 from vram_detective.engines.vllm.releases import release
 
 V0_064 = release((0, 6, 4), "v0")
@@ -110,6 +111,13 @@ def test_logged_budget_reproduces_the_logged_blocks_10517():
 
 
 # --- capacity per release (tokens and concurrency as logged) ------------------------------------------
+
+
+def capacity(blocks, layout, max_model_len, rel):
+    """The pool the engine plans for a dense model given exactly `blocks` blocks (the path explain() takes)."""
+    layers = [AttentionLayer("full", layout.page_bytes)] * layout.num_layers
+    return plan_kv_groups(layers, blocks * layout.block_bytes, layout.block_size, max_model_len, 8192, 256,
+                          rel.version, rel.engine)
 
 
 def test_v0_capacity_is_blocks_times_block_size():

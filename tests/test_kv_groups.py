@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import GIB, SHARED
+from conftest import GIB, MODELS
 
-from vram_detective.engines.vllm import kv_cache
 from vram_detective.engines.vllm.kv_groups import (
     AttentionLayer,
     SlidingWindowRefusal,
@@ -22,14 +21,9 @@ from vram_detective.engines.vllm.kv_groups import (
 )
 from vram_detective.engines.vllm.releases import release
 
-MODELS = SHARED / "models"
-
 
 def config_of(repo_dir: str) -> dict:
-    path = MODELS / repo_dir / "config.json"
-    if not path.is_file():
-        pytest.skip(f"{path} is not present (shared models not checked out)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads((MODELS / repo_dir / "config.json").read_text(encoding="utf-8"))
 
 
 def plan(layers, available, *, L, X=8192, version, engine="v1", block=16, **kw):
@@ -324,30 +318,45 @@ def test_gemma2_window_caps_max_model_len_in_early_releases():
     assert sliding_window_max_len_cap(gemma2, (0, 20, 0), "v1", disable_sliding_window=True) == (4096, None)
 
 
-# --- dense models: the same figures as kv_cache.capacity --------------------------------------------------
+# --- dense models: one group, the figures each release logs, by hand ------------------------------------------
+
+# Qwen3-8B: 36 layers x 8 KV heads x 128, bf16: page 2 x 16 x 8 x 128 x 2 = 65,536 B, block 36 pages = 2,359,296 B
+# (LMCache #3430). Budget of exactly 1478 blocks at max_model_len 29000 (not a block multiple: cdiv = 1813
+# blocks per request), which tells the three token rules apart:
+#   tokens: 1478 x 16 = 23,648 (V0, V1 to 0.20.0); int(1478 / 1813 x 29000) = 23,641 (0.20.1+)
+#   concurrency: 23,648 / 29,000 (V0, V1 0.8.x); 1478 / 1813 (0.9.1+)
+#   startup check: 1478 < 1813 blocks, refused; V1's longest fitting request 1478 x 16 = 23,648 (0.33 keeps the
+#   null block out: 1477 x 16 = 23,632)
+QWEN3_8B_PAGE = 65_536
+V0_CONC, V1_CONC = 23_648 / 29_000, 1478 / 1813
 
 
-@pytest.mark.parametrize("version, engine", [
-    ((0, 6, 4), "v0"), ((0, 10, 2), "v0"), ((0, 8, 0), "v1"), ((0, 8, 5), "v1"), ((0, 9, 2), "v1"),
-    ((0, 13, 0), "v1"), ((0, 15, 1), "v1"), ((0, 20, 0), "v1"), ((0, 21, 0), "v1"), ((0, 26, 0), "v1"),
-    ((0, 33, 0), "v1"),
+@pytest.mark.parametrize("version, engine, tokens, concurrency, longest", [
+    ((0, 6, 4), "v0", 23_648, V0_CONC, 23_648), ((0, 10, 2), "v0", 23_648, V0_CONC, 23_648),
+    ((0, 8, 0), "v1", 23_648, V0_CONC, 23_648), ((0, 8, 5), "v1", 23_648, V0_CONC, 23_648),
+    ((0, 9, 2), "v1", 23_648, V1_CONC, 23_648), ((0, 13, 0), "v1", 23_648, V1_CONC, 23_648),
+    ((0, 15, 1), "v1", 23_648, V1_CONC, 23_648), ((0, 20, 0), "v1", 23_648, V1_CONC, 23_648),
+    ((0, 21, 0), "v1", 23_641, V1_CONC, 23_648), ((0, 26, 0), "v1", 23_641, V1_CONC, 23_648),
+    ((0, 33, 0), "v1", 23_641, V1_CONC, 23_632),
 ])
-@pytest.mark.parametrize("available, max_model_len", [(int(6.37 * GIB), 16384), (int(0.3 * GIB), 32768),
-                                                      (3 * GIB, 10000)])
-def test_dense_matches_kv_cache_capacity(version, engine, available, max_model_len):
-    # Qwen3-8B: 36 layers x 8 KV heads x 128, bf16 (2,359,296 B per block, LMCache #3430)
-    layout = kv_cache.KvLayout(16, 8, 128, 2, 36)
-    rel = release(version, engine)
-    blocks = kv_cache.num_blocks(available, layout)
-    expected = kv_cache.capacity(blocks, layout, max_model_len, rel)
-    p = plan([AttentionLayer("full", layout.page_bytes)] * 36, available, L=max_model_len, version=version,
-             engine=engine)
-    assert (p.num_blocks, p.block_bytes) == (blocks, layout.block_bytes)
-    assert (p.kv_cache_tokens, p.max_concurrency) == (expected.kv_cache_tokens, expected.max_concurrency)
-    assert p.fits == (kv_cache.fit_failure(available, blocks, layout, max_model_len, rel) is None)
-    if not p.fits and engine == "v1":
-        usable = kv_cache.usable_for_fit(available, layout, rel)
-        assert p.estimated_max_model_len == kv_cache.largest_fitting_max_model_len(usable, layout)
+def test_dense_tokens_concurrency_and_fit_per_release(version, engine, tokens, concurrency, longest):
+    layers = [AttentionLayer("full", QWEN3_8B_PAGE)] * 36
+    p = plan(layers, 1478 * 2_359_296, L=29000, version=version, engine=engine)
+    assert (p.num_blocks, p.block_bytes, p.blocks_per_request) == (1478, 2_359_296, 1813)
+    assert (p.kv_cache_tokens, p.max_concurrency) == (tokens, pytest.approx(concurrency))
+    assert not p.fits
+    if engine == "v1":
+        assert p.estimated_max_model_len == longest
+
+
+@pytest.mark.parametrize("version, engine", [((0, 6, 4), "v0"), ((0, 8, 5), "v1"), ((0, 21, 0), "v1"), ((0, 33, 0), "v1")])
+def test_dense_block_multiple_max_len_agrees_across_rules(version, engine):
+    # 6.37 GiB = 6,839,735,418 B // 2,359,296 = 2899 blocks; 16,384 = 1024 blocks: 46,384 tokens, 2899 / 1024 = 2.83x
+    p = plan([AttentionLayer("full", QWEN3_8B_PAGE)] * 36, int(6.37 * GIB), L=16384, version=version, engine=engine)
+    assert (p.num_blocks, p.kv_cache_tokens, f"{p.max_concurrency:.2f}", p.fits) == (2899, 46_384, "2.83", True)
+    # 0.3 GiB = 322,122,547 B: 136 blocks, 2176 tokens, far from one 32,768-token request
+    small = plan([AttentionLayer("full", QWEN3_8B_PAGE)] * 36, int(0.3 * GIB), L=32768, version=version, engine=engine)
+    assert (small.num_blocks, small.kv_cache_tokens, small.fits) == (136, 2176, False)
 
 
 def test_lmcache_qwen3_8b_anchor():

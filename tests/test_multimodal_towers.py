@@ -3,6 +3,7 @@ the text model from text_config, and the vision-encoder term of the profile - ha
 import copy
 
 import pytest
+from conftest import GIB, TARGET
 
 from vram_detective import explain
 from vram_detective.engines.vllm.profile import vision_item
@@ -10,7 +11,6 @@ from vram_detective.model.config import UnsupportedArchitectureError, _clip_buil
 from vram_detective.engines.vllm.weights import Shard, build_inventory
 from vram_detective.model.sources import load_model
 
-GIB = 1 << 30
 LLAVA15 = "llava-hf/llava-1.5-7b-hf"
 LLAVA16 = "llava-hf/llava-v1.6-mistral-7b-hf"
 
@@ -230,11 +230,21 @@ def test_mllama_v0_profile_runs_the_vision_encoder_on_every_sequence(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(MLLAMA_11B))
     b = explain(str(tmp_path), "H100", vllm_version="0.6.6", max_model_len=65536, max_num_seqs=128, enforce_eager=True)
     assert b.activation_peak_bytes == 128 * per_image
-    assert 128 * per_image / GIB == pytest.approx(39.30, abs=0.01)  # logged 36.63 (+7%)
-    assert b.activation_peak_bytes / GIB == pytest.approx(36.63, rel=0.08)
+    assert 128 * per_image / GIB == pytest.approx(39.30, abs=0.01)  # logged 36.63: test below
     # the peak scales with max_num_seqs (one image per sequence)
     small = explain(str(tmp_path), "H100", vllm_version="0.6.6", max_model_len=8192, max_num_seqs=16, enforce_eager=True)
     assert small.activation_peak_bytes == 16 * per_image
+
+
+@pytest.mark.xfail(strict=True, reason="the mllama 11B log (H100, 0.6.6, 128 sequences, eager) shows a 36.63 GiB "
+                   "activation peak; the tool predicts 39.30 GiB (+7.3 %), outside the project's 5 % target: the "
+                   "vision encoder's peak is overestimated (which tensors are live at the peak is not settled)")
+def test_mllama_v0_profile_peak_within_target_of_the_log(tmp_path):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(MLLAMA_11B))
+    b = explain(str(tmp_path), "H100", vllm_version="0.6.6", max_model_len=65536, max_num_seqs=128, enforce_eager=True)
+    assert b.activation_peak_bytes / GIB == pytest.approx(36.63, rel=TARGET)
 
 
 def test_mllama_is_v0_only_and_gone_from_0_11(tmp_path):

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -59,17 +58,17 @@ def test_infer_version_without_memory_lines():
 
 
 def test_infer_engine_agrees_with_every_log_whose_engine_path_is_known(dev_cases):
-    """The notes of most cases say 'engine path V0/V1' (read off the worker files in the log); the
+    """Most cases record the engine path V0/V1 (`engine_path`, read off the worker files in the log); the
     parser must agree wherever it gives an answer. V1 prints 'Memory profiling takes ...' too, at
     DEBUG level (gpu_worker.py 0.9.1-0.26), so that line alone does not mean V0."""
     checked, wrong = 0, []
     for case in dev_cases.values():
-        noted = re.search(r"engine path (V[01])", case.get("notes", ""))
+        noted = case.get("engine_path")
         inferred = infer_engine_from_log(case.get("log", ""))
         if noted and inferred:
             checked += 1
-            if inferred != noted.group(1).lower():
-                wrong.append((case["id"], noted.group(1), inferred))
+            if inferred != noted:
+                wrong.append((case["id"], noted, inferred))
     assert checked >= 50
     assert wrong == []
 

@@ -126,10 +126,21 @@ def test_v0_profile_encodes_one_dummy_audio_per_sequence(tmp_path):
         tokens = seqs * 1500
         assert profile.peak_bytes == tokens * (3 * 384 + 2 * 1536) * 2 + seqs * 80 * 3000 * 2
         assert profile.cache_bytes == 0
-    assert profile.peak_bytes / GIB == pytest.approx(4.90, abs=0.01)  # 400 sequences (vllm#12095 logs 7.09)
+    # explain() uses that profile: the default 256 sequences (the real log disagrees: next test)
     b = explain(_write(tmp_path), gpu_memory=8 * GIB, vllm_version="0.7.0", max_model_len=448, kv_cache_dtype="fp8",
                 entrypoint="llm")
-    assert b.activation_peak_bytes / GIB == pytest.approx(3.14, abs=0.01)  # the default 256 sequences
+    assert b.activation_peak_bytes == 256 * 1500 * (3 * 384 + 2 * 1536) * 2 + 256 * 80 * 3000 * 2
+
+
+@pytest.mark.xfail(strict=True, reason="vllm-12095-whisper-8gb-wsl-fp8kv logs a 7.09 GiB activation peak; the tool "
+                   "predicts 3.14 GiB (256 sequences x 1500 encoder tokens at an encoder MLP, 12.5 MiB per sequence). "
+                   "7.09 would need ~579 sequences or an allocation outside the Python source; unexplained "
+                   "(docs/accuracy.md says how to settle it on a GPU)")
+def test_v0_whisper_activation_peak_matches_the_12095_log(tmp_path, dev_cases):
+    case = dev_cases["vllm-12095-whisper-8gb-wsl-fp8kv"]
+    b = explain(_write(tmp_path), gpu_memory=8 * GIB, vllm_version="0.7.0", max_model_len=448, kv_cache_dtype="fp8",
+                entrypoint="llm")
+    assert round(b.activation_peak_bytes / GIB, 2) == case["observed"]["activation_peak_gib"] == 7.09
 
 
 @pytest.mark.parametrize("version, batched, items, cross_tokens", [

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .engines import ENGINES
 
 EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
+# the ground truth a checkout holds (scripts/sync_groundtruth.py); absent from an installed wheel
+REPO_DEV_CASES = Path(__file__).resolve().parents[2] / "groundtruth" / "dev.jsonl"
 
 VLLM_PATHS = ("v0", "v1")  # vLLM's engine paths (--vllm-engine; `--engine v0|v1` before there were engines)
 
@@ -18,7 +21,7 @@ EXAMPLES = """examples:
   vram-detective explain meta-llama/Llama-3.1-70B-Instruct --gpu H100 -tp 4 --vllm-version 0.8.5
   vram-detective explain --gpu 4090 -- vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.8 --max-num-seqs 64
   vram-detective explain Qwen/Qwen3-8B            # no --gpu: how it fares on the common GPUs
-  vram-detective score ../shared/groundtruth/dev.jsonl --json
+  vram-detective score groundtruth/dev.jsonl --json
 """
 
 
@@ -110,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--markdown", action="store_true", help="Markdown tables")
 
     score = commands.add_parser("score", help="accuracy against real vLLM logs (ground-truth JSONL)")
-    score.add_argument("cases", help="JSONL file of ground-truth cases (shared/groundtruth/SCHEMA.md)")
+    score.add_argument("cases", nargs="?", default=str(REPO_DEV_CASES),
+                       help="JSONL file of ground-truth cases (groundtruth/SCHEMA.md; default: the checkout's "
+                            "groundtruth/dev.jsonl)")
     score.add_argument("--json", action="store_true", help="machine-readable summary")
     score.add_argument("--from-logs", action="store_true", help="re-read each case's figures from its raw log text")
 

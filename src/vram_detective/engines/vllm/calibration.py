@@ -28,6 +28,7 @@ class Fitted:
     method: str  # how the value follows from those cases (scripts/refit_calibration.py implements it)
     rounding: float = 0.0  # the fitted value is a multiple of this; 0 for a choice among `choices`
     choices: tuple[float, ...] = ()  # a discrete fit picks one of these
+    refit_note: str = ""  # why today's refit differs from the shipped value, when it does
 
     @property
     def bytes(self) -> int:
@@ -71,7 +72,10 @@ GLOBAL_ERA_PER_EXTRA_RANK = Fitted(
     "other local ranks' contexts / P2P mappings on each GPU in the global eras (V0-d, V1-a), per extra rank",
     ("vllm-10702-llama70b-h200-095",),
     "median over the cases of (logged non_torch_memory - the modelled context, kernels and NCCL) / extra local "
-    "ranks (one observation: an estimate)", 0.01)
+    "ranks (one observation: an estimate)", 0.01,
+    refit_note="the refit gives 0.73: 0.76 = (5.68 - 0.35) / 7 took the 3090's logged TP=1 figure (#10517) as the "
+               "rest, where the modelled rest of an H200 at TP 8 is 0.59 GiB (context 0.30 + Hopper kernels 0.14 + "
+               "NCCL 0.15); kept at 0.76 until the model is rescored")
 
 # Graph pool per captured graph and per decoder layer (piecewise graphs keep one piece per layer); vLLM itself only
 # measures it. Logged figure: "Graph capturing finished ... took" / "CUDAGraph memory", else the 0.18+ estimate line.
@@ -80,7 +84,8 @@ _GRAPHS = ("median over the cases of the logged CUDA-graph memory / (graphs x la
 
 GRAPH_BYTES_PER_LAYER_V0 = Fitted(
     "GRAPH_BYTES_PER_LAYER_V0", 0.13, "MiB", "V0 decode graphs: pool bytes per graph and decoder layer",
-    ("mellea-pr416-small-model-h100-080",), _GRAPHS, 0.01)
+    ("mellea-pr416-small-model-h100-080",), _GRAPHS, 0.01,
+    refit_note="the refit gives 0.14: 0.13 GiB / (35 graphs x 28 layers) = 0.136 MiB was cut to 0.13, not rounded")
 
 GRAPH_BYTES_PER_LAYER_V1_PIECEWISE = Fitted(
     "GRAPH_BYTES_PER_LAYER_V1_PIECEWISE", 0.30, "MiB", "V1 piecewise-only graphs (<= 0.10): per graph and layer",
@@ -98,7 +103,10 @@ RESERVED_OVER_ALLOCATED_AT_PEAK = Fitted(
     "around the activation peak over the allocated-bytes model",
     ("vllm-pr4454-a6000-openhermes25-mistral7b", "vllm-pr4454-a6000-zephyr7b-awq"),
     "median over the cases of the activation peak the logged GPU blocks imply (KV budget of the logged blocks + "
-    "half a block) over the allocated-bytes model of the peak", 0.05)
+    "half a block) over the allocated-bytes model of the peak", 0.05,
+    refit_note="the refit gives 1.30 (1.27 and 1.29): 1.25 was fitted when the allocated-bytes model gave these "
+               "cases 3.45 and 3.56 GiB (implied 4.33 and 4.37); at 32,768 tokens it now gives 3.375 GiB (3 hidden + "
+               "3 intermediate tensors of Mistral-7B) for both")
 
 SAMPLER_BYTES_PER_LOGIT_FROM_0_28 = Fitted(
     "SAMPLER_BYTES_PER_LOGIT_FROM_0_28", 39, "B/logit",

@@ -73,8 +73,8 @@ GLOBAL_ERA_PER_EXTRA_RANK = Fitted(
     ("vllm-10702-llama70b-h200-095",),
     "median over the cases of (logged non_torch_memory - the modelled context, kernels and NCCL) / extra local "
     "ranks (one observation: an estimate)", 0.01,
-    refit_note="the refit gives 0.73: 0.76 = (5.68 - 0.35) / 7 took the 3090's logged TP=1 figure (#10517) as the "
-               "rest, where the modelled rest of an H200 at TP 8 is 0.59 GiB (context 0.30 + Hopper kernels 0.14 + "
+    refit_note="the refit gives 0.73: 0.76 matches (5.68 - 0.35) / 7, the 3090's logged TP=1 figure (#10517) "
+               "taken as the rest, where the modelled rest of an H200 at TP 8 is 0.59 GiB (context 0.30 + Hopper kernels 0.14 + "
                "NCCL 0.15); kept at 0.76 until the model is rescored")
 
 # Graph pool per captured graph and per decoder layer (piecewise graphs keep one piece per layer); vLLM itself only

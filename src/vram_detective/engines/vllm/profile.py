@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ...hardware import Gpu
 from ...model.config import ModelSpec
-from ...units import GIB, MIB
+from ...units import GIB
+from . import calibration
 from .releases import Release
 from .settings import EngineSettings
 
@@ -28,11 +29,8 @@ SAMPLER_BYTES_PER_LOGIT = 39
 # ~2.3 GiB of peak + non-torch; Qwen3-8B on an A5000 (0.21, LMCache #3430) implies ~0.6 GiB.
 TRITON_SAMPLER_BYTES_PER_LOGIT = 14
 
-# V0-c (<= 0.6.3) measures the profile with free memory, i.e. *reserved* bytes: the caching allocator's
-# segments around the activation peak add about a quarter. Fitted: 0.4.1 on an RTX A6000 (#4454),
-# OpenHermes-2.5-Mistral-7B and zephyr-7B-AWQ at 32,768 profile tokens need 4.33 and 4.37 GiB where
-# the allocated-bytes model gives 3.45 and 3.56 -> x1.25.
-RESERVED_OVER_ALLOCATED_AT_PEAK = 1.25
+# V0-c (<= 0.6.3) measures the profile with free memory, i.e. *reserved* bytes (fitted: calibration.py)
+RESERVED_OVER_ALLOCATED_AT_PEAK = calibration.RESERVED_OVER_ALLOCATED_AT_PEAK.value
 
 # Per-token activations alive at the MLP in a dense decoder: 3 hidden-sized tensors (residual,
 # normed input, attention output) + gate_up (2 x I) + activation output (I).
@@ -46,30 +44,17 @@ INTERMEDIATE_TENSORS_AT_PEAK = 3
 # gives 8192 x 8 x (4096 + 384) x 2 B + 3 x 8192 x 4096 x 2 B = 0.73 GiB.
 FUSED_MOE_CHUNK_TOKENS = 32768
 
-# Non-torch memory that grows during profiling on one GPU (lazily loaded kernels, cuBLAS/cuBLASLt
-# handles). Median of the logged non_torch_memory at TP=1 in shared/groundtruth/dev.jsonl:
-# Hopper 0.12-0.16 GiB (6 logs), other GPUs 0.02-0.08 GiB (8 logs).
-NON_TORCH_HOPPER_PLUS = int(0.14 * GIB)
-NON_TORCH_OTHER = int(0.05 * GIB)
-# NCCL communicators + custom all-reduce buffers when they land inside the budget (V0, V1 0.9.1-0.10.2):
-# logged non_torch at TP=2..8 is 0.12-0.30 GiB, i.e. ~0.15 GiB above the TP=1 figure (#15815, #12660, #14447).
-NCCL_PER_RANK = int(0.15 * GIB)
-# CUDA context of the vLLM worker (counted by the "global" eras V0-d and V1-a, which subtract
-# everything non-torch on the device): 0.35 GiB logged on a 3090 at TP=1 (#10517) minus the kernels above.
-CUDA_CONTEXT = int(0.30 * GIB)
-# Other workers' contexts / P2P mappings on this GPU in the global eras: #10702 logs 5.68 GiB
-# non-torch at TP=8 on H200 (0.6.4) -> ~0.76 GiB per extra rank (one observation: an estimate).
+# Non-torch memory and the CUDA-graph pool: fitted to logged figures (calibration.py names the cases and the method).
+NON_TORCH_HOPPER_PLUS = calibration.NON_TORCH_HOPPER_PLUS.bytes
+NON_TORCH_OTHER = calibration.NON_TORCH_OTHER.bytes
+NCCL_PER_RANK = calibration.NCCL_PER_RANK.bytes
+CUDA_CONTEXT = calibration.CUDA_CONTEXT.bytes
+GLOBAL_ERA_PER_EXTRA_RANK = calibration.GLOBAL_ERA_PER_EXTRA_RANK.bytes
 # Only peers on the same node map memory here; nodes hold at most 8 GPUs.
-GLOBAL_ERA_PER_EXTRA_RANK = int(0.76 * GIB)
 GPUS_PER_NODE = 8
-# Graph pool per captured graph and per decoder layer (piecewise graphs keep one piece per layer).
-# Fitted to logged graph memory (an estimate: vLLM itself only measures it):
-# V1 piecewise-only (<=0.10): Qwen3-8B-FP8 0.68 GiB for 67 graphs x 36 layers, LLaVA-1.6-Mistral
-#   0.67 GiB for 67 x 32 (dev.jsonl, 0.10.2) -> 0.29-0.32 MiB;
-# V1 FULL_AND_PIECEWISE (0.11+): Qwen3-8B 0.52 GiB estimate for 86 x 36 (LMCache #3430),
-#   Qwen2.5-7B-AWQ 0.48 GiB for 86 x 28 (0.26), Llama-3.1-8B 0.23 GiB for 86 x 32 (0.31) -> ~0.17 MiB;
-# V0 decode graphs: Qwen3-0.6B 0.13 GiB for 35 x 28 (mellea #416) -> ~0.13 MiB.
-GRAPH_BYTES_PER_LAYER = {"v0": int(0.13 * MIB), "v1-piecewise": int(0.30 * MIB), "v1-full-and-piecewise": int(0.17 * MIB)}
+GRAPH_BYTES_PER_LAYER = {"v0": calibration.GRAPH_BYTES_PER_LAYER_V0.bytes,
+                         "v1-piecewise": calibration.GRAPH_BYTES_PER_LAYER_V1_PIECEWISE.bytes,
+                         "v1-full-and-piecewise": calibration.GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE.bytes}
 
 
 # Vision encoders in the profile run (V1 profile_run first encodes dummy images of the largest size that

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from ...units import format_version, parse_version
+from .calibration import SAMPLER_BYTES_PER_LOGIT_FROM_0_28
 
 Version = tuple[int, int, int]
 
@@ -231,7 +232,7 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     # Bytes alive per logits element in the profile's dummy sampler run (profile.py explains the sum).
     RuleChange(_v("0.0.0"), None, "sampler_bytes_per_logit", 39, "PyTorch sort-based top-k/top-p (sampler.py; v1 topk_topp_sampler.py forward_native)"),
     RuleChange(_v("0.20.0"), "v1", "sampler_bytes_per_logit", 14, "Triton top-k/top-p for >= 8 requests, no full sort (topk_topp_sampler.py 0.20.0; absent in 0.15.1)"),
-    RuleChange(_v("0.28.0"), "v1", "sampler_bytes_per_logit", 39, "FlashInfer sampler default (VLLM_USE_FLASHINFER_SAMPLER=True, 0.28.0); logged peaks of 0.28-0.31 fit the sort-path footprint"),
+    RuleChange(_v("0.28.0"), "v1", "sampler_bytes_per_logit", SAMPLER_BYTES_PER_LOGIT_FROM_0_28.value, "FlashInfer sampler default (VLLM_USE_FLASHINFER_SAMPLER=True, 0.28.0); logged peaks of 0.28-0.31 fit the sort-path footprint"),
 
     # Swap space (CPU blocks).
     RuleChange(_v("0.0.0"), "v0", "swap_space_gib", 4.0, "CacheConfig swap_space default 4 GiB per GPU (V0)"),

@@ -39,7 +39,7 @@ from vram_detective.units import GIB, parse_version  # noqa: E402
 
 FIGURE_LABELS = {"non_torch": "logged non-torch memory", "graphs": "logged CUDA-graph memory",
                  "kv_from_blocks": "KV budget of the logged GPU blocks", "activation": "logged activation peak"}
-DEFAULT_GROUNDTRUTH = ROOT.parent / "shared" / "groundtruth"
+DEFAULT_GROUNDTRUTH = ROOT / "groundtruth"  # the repo copy (scripts/sync_groundtruth.py)
 DEV_FILES = ("dev.jsonl", "dev-vllm-more.jsonl")
 CALIBRATION_FILE = ROOT / "src" / "vram_detective" / "engines" / "vllm" / "calibration.py"
 
@@ -97,12 +97,12 @@ def constant_set_to(record: Fitted, value: float):
         saved = releases.RULE_CHANGES
         releases.RULE_CHANGES = tuple(replace(change, value=amount) if (change.rule, change.since) == where[1:] else change
                                       for change in saved)
-        releases._rules_for.cache_clear()
+        releases.clear_caches()
         try:
             yield
         finally:
             releases.RULE_CHANGES = saved
-            releases._rules_for.cache_clear()
+            releases.clear_caches()
 
 
 def case_gpu(case: dict):

@@ -511,6 +511,12 @@ def _rule_values(version: Version, engine: str) -> Mapping[str, object]:
     return MappingProxyType({name: value for name, value, _ in _rules_for(version, engine)})
 
 
+def clear_caches() -> None:
+    """Forget resolved rule sets (after RULE_CHANGES is replaced, as the calibration refit does)."""
+    for cached in (_rules_for, _rule_values, _engine_specific_rules):
+        cached.cache_clear()
+
+
 @lru_cache(maxsize=1)
 def _engine_specific_rules() -> frozenset[str]:
     return frozenset(change.rule for change in RULE_CHANGES if change.engine is not None)

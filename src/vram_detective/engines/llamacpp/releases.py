@@ -35,6 +35,7 @@ RULES: tuple[RuleChange, ...] = (
                "src/llama-kv-cache.cpp renamed from -unified (b7342 log; 0.3.16 still unified)", True),
     RuleChange(0, "log.context", "llama_new_context_with_model", "src/llama.cpp (0.2.90, 0.3.2 trees)"),
     RuleChange(4880, "log.context", "llama_context", "src/llama-context.cpp (0.3.8 tree)", True),
+    RuleChange(0, "log.compute_buffer", "context", "compute buffer lines under the context prefix (log.context)"),
     RuleChange(7600, "log.compute_buffer", "sched_reserve",
                "compute buffer lines printed by sched_reserve (2026 logs)", True),
     RuleChange(0, "log.kv_size_line", "KV self size", "'KV self size = X MiB, K (f16): a, V (f16): b' (b5274)"),

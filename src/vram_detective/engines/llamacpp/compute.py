@@ -1,0 +1,43 @@
+"""Compute buffers (llama-context.cpp graph_reserve -> ggml_backend_sched_reserve on the worst-case graph:
+n_ubatch tokens against the whole KV). A documented APPROXIMATION of the graph allocator's peak, not a graph
+walk. Fitted on the full-offload dev cases llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4,
+llamacpp-phi3-mini-4k-q4km-3070-tgwebui-4k, llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa and
+llamacpp-b7342-qwen3-coder-30b-a3b-q8-a100-40g-64k-np4 (errors in benchmarks/llamacpp_accuracy.py).
+
+- CUDA_Host compute (inputs kept on the host): the f32 KQ mask n_kv x n_ubatch plus the token embeddings
+  n_ubatch x n_embd, f32 (exact on 7 of the 9 dev cases that print it at full offload).
+- GPU compute: the larger of the attention step and the logits step. Without flash attention the KQ scores
+  n_head x n_kv x n_ubatch f32 are live (soft_max runs in place); with it they are not. The logits step holds
+  n_vocab x n_ubatch f32 (every token is an output in the reserve graph) with the normed hidden state.
+  Around either peak: n_ubatch x (n_embd + n_ff) f32 of activations.
+- CUDA_Host output buffer (llama-context.cpp output_reserve): (n_vocab [+ n_embd with embeddings]) x
+  max(n_seq_max, 1) x 4 bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    n_embd: int
+    n_head: int
+    n_ff: int  # the dense FFN width (MoE: the active experts' width x experts per token)
+    n_vocab: int
+
+
+def host_compute_bytes(n_kv: int, n_ubatch: int, n_embd: int) -> int:
+    return n_kv * n_ubatch * 4 + n_ubatch * n_embd * 4
+
+
+def gpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool) -> int:
+    activations = n_ubatch * (g.n_embd + g.n_ff) * 4
+    attention = (0 if flash_attn else g.n_head * n_kv * n_ubatch * 4) + activations
+    logits = g.n_vocab * n_ubatch * 4 + activations
+    return max(attention, logits)
+
+
+def output_buffer_bytes(n_vocab: int, n_seq_max: int, n_embd: int = 0, embeddings: bool = False) -> int:
+    return (n_vocab + (n_embd if embeddings else 0)) * max(n_seq_max, 1) * 4

@@ -1,0 +1,150 @@
+"""Read llama.cpp / Ollama log lines into the SCHEMA.md llama.cpp `observed` keys (sizes in MiB as printed).
+
+Formats by era (releases.py log.* rows): llm_load_tensors / load_tensors buffer lines ("CUDA0 buffer size" in
+mid-2024, "CUDA0 model buffer size" after); llama_kv_cache_init / llama_kv_cache_unified / llama_kv_cache
+(+ the iSWA pair and llama_memory_recurrent "RS buffer"); llama_new_context_with_model / llama_context /
+sched_reserve compute and output buffers; the 2026 automatic-fit lines; Ollama's memory.go estimate line.
+Line prefixes (timestamps, journald, "[Info] - ") are ignored: patterns search inside the line.
+"""
+from __future__ import annotations
+
+import re
+
+_NUM = r"(-?\d+(?:\.\d+)?)"
+_DEVICE = re.compile(r"using device (CUDA\d+) \(.*\) - (\d+) MiB free")
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+_BUFFER = re.compile(r"(\w+)\s+(model |KV |RS |compute |output |LoRA )?buffer size =\s*" + _NUM + " MiB")
+_KV_SELF = re.compile(r"KV self size\s*=\s*" + _NUM + r" MiB, (?:K \(\w+\):\s*" + _NUM + r" MiB, V \(\w+\):\s*"
+                      + _NUM + r" MiB|c\^KV \(\w+\):\s*" + _NUM + " MiB)")
+_KV_SIZE = re.compile(r"(llama_kv_cache\w*|llama_memory_recurrent): size =\s*" + _NUM
+                      + r" MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*[\d/ ]+seqs\)(?:, K \(\w+\):\s*" + _NUM
+                      + r" MiB, V \(\w+\):\s*" + _NUM + " MiB)?")
+_KV_INIT = re.compile(r"kv_size = (\d+),.*n_layer = (\d+)")
+_ISWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache")
+_GRAPH = re.compile(r"graph (nodes|splits)\s*=\s*(\d+)(?: \(with bs=(\d+)\))?")
+_FILE = re.compile(r"file size\s*=\s*" + _NUM + " GiB")
+_MODEL_SIZE = re.compile(r"model size\s*=\s*" + _NUM + " GiB")
+_FIT_PROJ = re.compile(r"projected to use (\d+) MiB of device memory vs\. (\d+) MiB of free")
+_BREAKDOWN = re.compile(r"\|\s+- (CUDA\d+|Host)\b[^|]*\|\s*(?:(\d+) = (\d+) \+ )?\(?\s*(\d+) =\s*(\d+) \+\s*(\d+) \+\s*(\d+)")
+_FIT_DEV = re.compile(r"(\d+) layers \((\d+) overflowing\),\s*(\d+) MiB used,\s*(\d+) MiB free")
+_FA_AUTO = re.compile(r"Flash Attention was auto, set to (\w+)")
+_PROMPT_CACHE = re.compile(r"prompt cache is enabled, size limit: (\d+) MiB")
+_OLLAMA = re.compile(r'memory\.([\w.]+)="\[?' + _NUM + r" (GiB|MiB)\]?")
+_OLLAMA_AVAIL = re.compile(r"\bavailable=(\d{6,})\b")
+_DEVICE_INFO = re.compile(r"- (CUDA\d+)\s*: .*\((\d+) MiB, (\d+) MiB free\)")
+
+
+def _key(device: str) -> str:
+    return device.lower()
+
+
+def _num(text: str) -> float | int:
+    value = float(text)
+    return int(value) if value.is_integer() and "." not in text else value
+
+
+def parse(log: str) -> dict:
+    """Every figure the lines carry, keyed as SCHEMA.md's llama.cpp `observed`. A log holding several loads
+    (a context sweep) is read for the first load's buffers."""
+    out: dict = {}
+    devices: list[tuple[str, int]] = []
+    iswa = ""
+    for line in log.splitlines():
+        if m := _DEVICE.search(line):
+            devices.append((m.group(1), int(m.group(2))))
+        if m := _DEVICE_INFO.search(line):  # 2026 fork/common 'device_info' list: (total MiB, free MiB)
+            out[f"device_total_mib_{_key(m.group(1))}"] = int(m.group(2))
+            devices.append((m.group(1), int(m.group(3))))
+        if m := _OFFLOADED.search(line):
+            out["offloaded_layers"], out["total_layers"] = int(m.group(1)), int(m.group(2))
+        if m := _ISWA.search(line):
+            iswa = "kv_nonswa" if m.group(1) == "non-SWA" else "kv_swa"
+        _buffer(line, out)
+        _kv_lines(line, out, iswa)
+        _misc(line, out)
+    for device, free in devices:
+        out.setdefault("device_free_mib", free)
+        if len({d for d, _ in devices}) > 1:
+            out[f"device_free_mib_{_key(device)}"] = free
+    return out
+
+
+def _buffer(line: str, out: dict) -> None:
+    m = _BUFFER.search(line)
+    if not m or "ctx size" in line:
+        return
+    kind = (m.group(2) or "").strip().lower()
+    if not kind:  # mid-2024 'llm_load_tensors: CUDA0 buffer size' (the model buffer)
+        kind = "model"
+    out.setdefault(f"{_key(m.group(1))}_{kind}_buffer_mib", float(m.group(3)))
+
+
+def _kv_lines(line: str, out: dict, iswa: str) -> None:
+    if m := _KV_SELF.search(line):
+        out["kv_size_mib"] = float(m.group(1))
+        if m.group(4):
+            out["ckv_mib"] = float(m.group(4))
+        else:
+            out["k_mib"], out["v_mib"] = float(m.group(2)), float(m.group(3))
+    if m := _KV_SIZE.search(line):
+        if m.group(1) == "llama_memory_recurrent":
+            out["rs_size_mib"] = float(m.group(2))
+            return
+        prefix = iswa or "kv"
+        size_key = "kv_size_mib" if prefix == "kv" else f"{prefix}_size_mib"
+        out[size_key], out[f"{prefix}_cells"], out[f"{prefix}_layers"] = (
+            float(m.group(2)), int(m.group(3)), int(m.group(4)))
+        if m.group(5):
+            out[f"{'' if prefix == 'kv' else prefix + '_'}k_mib"] = float(m.group(5))
+            out[f"{'' if prefix == 'kv' else prefix + '_'}v_mib"] = float(m.group(6))
+    if m := _KV_INIT.search(line):
+        out["kv_cells"], out["kv_layers"] = int(m.group(1)), int(m.group(2))
+
+
+def _misc(line: str, out: dict) -> None:
+    if m := _GRAPH.search(line):
+        key = f"graph_{m.group(1)}" + (f"_bs{m.group(3)}" if m.group(3) else "")
+        out[key] = int(m.group(2))
+    for pattern, key in ((_FILE, "file_size_gib"), (_MODEL_SIZE, "model_size_gib")):
+        if m := pattern.search(line):
+            out[key] = float(m.group(1))
+    if m := _FIT_PROJ.search(line):
+        out["fit_projected_device_mib"], out["fit_free_device_mib"] = int(m.group(1)), int(m.group(2))
+    if m := _BREAKDOWN.search(line):
+        _breakdown(m, out)
+    if m := _FIT_DEV.search(line):
+        out["fit_layers_on_gpu"], out["fit_overflowing_layers"] = int(m.group(1)), int(m.group(2))
+        out["fit_free_after_mib"] = int(m.group(4))
+    if m := _FA_AUTO.search(line):
+        out["flash_attn_resolved"] = m.group(1)
+    if m := _PROMPT_CACHE.search(line):
+        out["prompt_cache_limit_mib"] = int(m.group(1))
+    _ollama(line, out)
+
+
+def _breakdown(m: re.Match, out: dict) -> None:
+    """common_memory_breakdown_print: total = free + (self = model + context + compute) + unaccounted."""
+    if m.group(1) == "Host":
+        out["host_self_mib"], out["host_model_mib"] = int(m.group(4)), int(m.group(5))
+        out["host_compute_mib"] = int(m.group(7))
+        return
+    dev = _key(m.group(1))
+    if m.group(2):
+        out.setdefault("device_total_mib", int(m.group(2)))
+        out[f"device_total_mib_{dev}"] = int(m.group(2))
+        out.setdefault("device_free_mib", int(m.group(3)))
+    for i, part in enumerate(("self", "model", "context", "compute")):
+        out.setdefault(f"fit_{part}_mib", int(m.group(4 + i)))
+        out[f"fit_breakdown_{dev}_{part}_mib"] = int(m.group(4 + i))
+
+
+def _ollama(line: str, out: dict) -> None:
+    if m := _OLLAMA_AVAIL.search(line):
+        out.setdefault("ollama_available_bytes", int(m.group(1)))
+    if "memory." not in line:
+        return
+    for name, value, unit in _OLLAMA.findall(line):
+        if name == "available":
+            out["ollama_memory_available_gib" if unit == "GiB" else "ollama_memory_available_mib"] = float(value)
+            continue
+        out[f"ollama_{name.replace('.', '_')}_{unit.lower()}"] = float(value)

@@ -1,0 +1,100 @@
+"""The one table of llama.cpp rules that change by build number (the `bNNNN` release tag / "build: NNNN").
+
+Anchors: builds printed in the dev logs (b5274, b5622, b7342) and llama-cpp-python's vendored trees
+(0.2.90 -> llama.cpp@1d1ccce, Aug 2024; 0.3.2 -> @74d73dc, Nov 2024; 0.3.8 -> @7841fc7, Mar 2025;
+0.3.16 -> @4227c9b, Aug 2025: CHANGELOG.md of llama-cpp-python). Build numbers of rule changes between
+anchors are the nearest known build; rows marked `approximate` are bracketed by anchors but not pinned to
+the exact pull request (the tags carry no history here). Comparisons against build numbers happen only in
+this module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RuleChange:
+    since_build: int
+    rule: str
+    value: object
+    source: str
+    approximate: bool = False
+
+
+RULES: tuple[RuleChange, ...] = (
+    # --- log line prefixes ---------------------------------------------------------------------------------
+    RuleChange(0, "log.load_tensors", "llm_load_tensors", "src/llama.cpp llm_load_tensors (0.2.90 tree)"),
+    RuleChange(4400, "log.load_tensors", "load_tensors",
+               "src/llama-model.cpp llama_model::load_tensors (0.3.8 tree; absent in 0.3.2)", True),
+    RuleChange(0, "log.model_buffer_word", "buffer", "'CUDA0 buffer size' (ollama 0.3.x, commit 1e6f655)"),
+    RuleChange(3700, "log.model_buffer_word", "model buffer", "'CUDA0 model buffer size' (0.3.2 tree)", True),
+    RuleChange(0, "log.kv_cache", "llama_kv_cache_init", "src/llama.cpp llama_kv_cache_init (0.2.90 tree)"),
+    RuleChange(4880, "log.kv_cache", "llama_kv_cache_unified",
+               "src/llama-kv-cache.cpp llama_kv_cache_unified (llama_context refactor; b5274 log)", True),
+    RuleChange(6700, "log.kv_cache", "llama_kv_cache",
+               "src/llama-kv-cache.cpp renamed from -unified (b7342 log; 0.3.16 still unified)", True),
+    RuleChange(0, "log.context", "llama_new_context_with_model", "src/llama.cpp (0.2.90, 0.3.2 trees)"),
+    RuleChange(4880, "log.context", "llama_context", "src/llama-context.cpp (0.3.8 tree)", True),
+    RuleChange(0, "log.compute_buffer", "context", "compute buffer lines under the context prefix (log.context)"),
+    RuleChange(7600, "log.compute_buffer", "sched_reserve",
+               "compute buffer lines printed by sched_reserve (2026 logs)", True),
+    RuleChange(0, "log.kv_size_line", "KV self size", "'KV self size = X MiB, K (f16): a, V (f16): b' (b5274)"),
+    RuleChange(5400, "log.kv_size_line", "size (cells, layers, seqs)",
+               "llama-kv-cache-unified.cpp 'size = X MiB (N cells, L layers, s seqs)' (b5622 log)", True),
+    RuleChange(6050, "log.kv_size_line", "size (cells, layers, s/S seqs)",
+               "llama-kv-cache-unified.cpp '%2u/%u seqs' = n_seq_max/n_stream (0.3.16 tree)", True),
+    # --- context / KV rules ----------------------------------------------------------------------------------
+    RuleChange(0, "kv.padding_fa", 256, "llama_kv_cache(_unified)::get_padding: FA kernels need 256 (0.2.90..0.3.16)"),
+    RuleChange(0, "kv.padding_no_fa", 32, "llama_kv_cache(_unified)::get_padding: 32 without FA (0.2.90..0.3.16)"),
+    RuleChange(7000, "kv.padding_no_fa", 256, "n_ctx padded to 256 regardless of FA (late 2025)", True),
+    RuleChange(0, "kv.streams", False,
+               "one KV stream shared by all sequences (0.3.8 tree: n_ctx cells for all n_seq_max)"),
+    RuleChange(6050, "kv.streams", True,
+               "llama-model.cpp create_memory: !kv_unified -> n_seq_max streams of pad(n_ctx/n_seq_max) (0.3.16)",
+               True),
+    RuleChange(0, "kv.iswa", False, "gemma3 SWA layers still get full n_ctx cells (LlamaSharp ~b4900-b5100 log)"),
+    RuleChange(5370, "kv.iswa", True,
+               "llama-kv-cache-unified-iswa.cpp: SWA layers hold min(n_ctx, pad(n_swa*S + n_ubatch)) (PR 13194)",
+               True),
+    RuleChange(0, "kv.mla_latent", False, "deepseek2 caches full per-head K (192) and V (128) (0.3.8 tree)"),
+    RuleChange(5170, "kv.mla_latent", True,
+               "llama-model.cpp deepseek2: K = kv_lora_rank + rope (576), V = kv_lora_rank (512), 1 KV head, "
+               "for GGUFs carrying attn_k_b/attn_v_b (May 2025 DSV3 log)", True),
+    RuleChange(0, "kv.unified_default", True, "one stream (no kv_unified switch yet)"),
+    RuleChange(6050, "kv.unified_default", False, "common.h kv_unified = false (0.3.16 tree)", True),
+    RuleChange(6700, "kv.unified_default", "server: true when -np auto",
+               "llama-server 'setting n_parallel = 4 and kv_unified = true' (b7342 log)", True),
+    # --- flash attention / offload / output -------------------------------------------------------------
+    RuleChange(0, "flash_attn.default", "off", "common.h flash_attn = false (0.2.90..0.3.16)"),
+    RuleChange(6325, "flash_attn.default", "auto",
+               "llama_flash_attn_type AUTO, resolved at context creation ('Flash Attention was auto, set to "
+               "enabled', b7342 log)", True),
+    RuleChange(0, "ngl.output_layer_counted", True,
+               "llama-model.cpp load_tensors: act_gpu_layers = min(ngl, n_layer + 1); output on GPU iff ngl > n_layer"),
+    RuleChange(0, "ngl.minus_one", "none", "-ngl -1 offloads 0 layers (early-2025 log: 'offloaded 0/65')"),
+    RuleChange(6500, "ngl.minus_one", "all", "-ngl -1 / auto / all = every layer (late 2025)", True),
+    RuleChange(0, "ngl.default", 0, "llama_model_default_params n_gpu_layers = 0 (0.3.16 tree)"),
+    RuleChange(7000, "ngl.default", "all", "default offloads every layer ('default (all, 49/49)', b7342 log)", True),
+    RuleChange(0, "output.includes_embd", "when embeddings on",
+               "llama-context.cpp output_reserve: (n_vocab + n_embd if embeddings) x max(n_outputs, n_seq_max) x 4"),
+    RuleChange(0, "kv.swa_cells_per_seq", True,
+               "iSWA: n_swa x n_seq_max when unified, n_swa per stream otherwise (0.3.16 tree)"),
+    RuleChange(0, "fit.params", False, "no automatic fitting"),
+    RuleChange(7400, "fit.params", True, "common_params_fit / memory breakdown print (2026 logs)", True),
+    RuleChange(0, "moe.n_cpu_moe", False, "expert placement only by -ot"),
+    RuleChange(6200, "moe.n_cpu_moe", True, "--n-cpu-moe N keeps the experts of the first N layers on CPU", True),
+)
+
+
+def rule(name: str, build: int | None):
+    """The value of `name` at `build` (None: the newest row)."""
+    rows = [r for r in RULES if r.rule == name]
+    if not rows:
+        raise KeyError(name)
+    if build is not None:
+        rows = [r for r in rows if r.since_build <= build]
+    return max(rows, key=lambda r: r.since_build).value
+
+
+def rule_names() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(r.rule for r in RULES))

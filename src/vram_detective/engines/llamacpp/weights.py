@@ -1,0 +1,153 @@
+"""Per-buffer model weights as llama.cpp's load_tensors prints them ("CUDA0 model buffer size = X MiB").
+
+Rules (src/llama-model.cpp llama_model::load_tensors, 0.3.16 tree = build ~6150; same in 0.3.8):
+- the input layer (token_embd, ...) always stays on the CPU;
+- -ngl N: repeating layers il >= n_layer - N go to GPU, the output layer counts as one more
+  (act_gpu_layers = min(N, n_layer + 1)); a GPU layer's device is upper_bound(split points,
+  (il - i_gpu_start) / act_gpu_layers), split points from --tensor-split or each device's free memory;
+- a model without output.weight duplicates token_embd as the output (on the output device);
+- -ot / --n-cpu-moe move matching tensors (experts) to CPU;
+- CUDA buffers: per tensor, quantized rows padded to MATRIX_ROW_PADDING 512 elements (ggml-cuda.cu
+  get_alloc_size), each tensor at 128-byte alignment; CPU/CUDA_Host buffers align tensors to 32 bytes;
+  with mmap the CPU side is one CPU_Mapped buffer spanning the file range of its tensors.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from .ggml_types import is_quantized, row_size, tensor_nbytes
+
+CUDA_ALIGNMENT = 128
+HOST_ALIGNMENT = 32
+MATRIX_ROW_PADDING = 512
+_LAYER = re.compile(r"^blk\.(\d+)\.")
+_EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_exps\.")
+
+
+@dataclass(frozen=True)
+class GgufTensor:
+    name: str
+    type_name: str  # GGML type name ("Q4_K")
+    ne: tuple[int, ...]  # ggml order: ne[0] is the row
+    offset: int = 0  # absolute file offset of the data (for the mmap span)
+
+    @property
+    def nbytes(self) -> int:
+        return tensor_nbytes(self.type_name, self.ne)
+
+
+@dataclass(frozen=True)
+class Placement:
+    n_layer: int
+    n_gpu_layers: int
+    devices: tuple[str, ...] = ("CUDA0",)
+    split: tuple[float, ...] = ()  # --tensor-split or free memory per device; () = equal
+    mmap: bool = True
+    cpu_overrides: tuple[str, ...] = ()  # -ot regexes sent to CPU
+    n_cpu_moe: int = 0  # experts of layers [0, n_cpu_moe) stay on CPU
+
+
+def split_points(devices: int, split: tuple[float, ...]) -> list[float]:
+    weights = list(split) if split and any(split) else [1.0] * devices
+    total, points, running = sum(weights), [], 0.0
+    for w in weights:
+        running += w
+        points.append(running / total)
+    return points
+
+
+def layer_devices(p: Placement) -> dict[int, str]:
+    """Device of every offloaded layer index (n_layer = the output layer); layers absent stay on CPU."""
+    i_gpu_start = max(p.n_layer - p.n_gpu_layers, 0)
+    act = min(p.n_gpu_layers, p.n_layer + 1) if p.devices else 0
+    points = split_points(len(p.devices), p.split)
+    out = {}
+    for il in range(p.n_layer + 1):
+        if il < i_gpu_start or il - i_gpu_start >= act:
+            continue
+        idx = bisect.bisect_right(points, (il - i_gpu_start) / act)
+        out[il] = p.devices[min(idx, len(p.devices) - 1)]
+    return out
+
+
+def tensor_layer(name: str, n_layer: int) -> int | None:
+    """Layer index; n_layer for the output layer; None for the input layer."""
+    m = _LAYER.match(name)
+    if m:
+        return int(m.group(1))
+    return n_layer if name.startswith("output") else None
+
+
+def cuda_alloc_size(t: GgufTensor) -> int:
+    size = t.nbytes
+    if is_quantized(t.type_name) and t.ne[0] % MATRIX_ROW_PADDING:
+        size += row_size(t.type_name, MATRIX_ROW_PADDING - t.ne[0] % MATRIX_ROW_PADDING)
+    return size
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def _on_cpu_by_override(t: GgufTensor, p: Placement) -> bool:
+    if any(re.search(rx, t.name) for rx in p.cpu_overrides):
+        return True
+    layer = _LAYER.match(t.name)
+    return bool(layer and int(layer.group(1)) < p.n_cpu_moe and _EXPERTS.search(t.name))
+
+
+def assign(tensors: list[GgufTensor], p: Placement) -> list[tuple[GgufTensor, str]]:
+    """(tensor, buffer) pairs: a device name, 'CPU' (input layer / overrides) or 'HOST' (CPU-side layers)."""
+    devices = layer_devices(p)
+    pairs = []
+    for t in tensors:
+        layer = tensor_layer(t.name, p.n_layer)
+        if layer is None:
+            pairs.append((t, "CPU"))
+        elif layer in devices and not _on_cpu_by_override(t, p):
+            pairs.append((t, devices[layer]))
+        else:
+            pairs.append((t, "CPU" if layer in devices else "HOST"))
+    names = {t.name for t in tensors}
+    if "output.weight" not in names and p.n_layer in devices:
+        embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
+        if embd is not None:  # TENSOR_DUPLICATED: a second copy for the output device
+            pairs.append((embd, devices[p.n_layer]))
+    return pairs
+
+
+def model_buffers(tensors: list[GgufTensor], p: Placement) -> dict[str, int]:
+    """Bytes per printed buffer name: 'CUDA0', ..., 'CPU_Mapped' (mmap) or 'CPU' / 'CUDA_Host' (no mmap)."""
+    out: dict[str, int] = {}
+    host: list[GgufTensor] = []
+    for t, where in assign(tensors, p):
+        if where in ("CPU", "HOST"):
+            if p.mmap:
+                host.append(t)
+                continue
+            # without mmap, CPU-side layers prefer pinned CUDA_Host memory; input and overrides use CPU
+            name = "CUDA_Host" if where == "HOST" and p.devices and p.n_gpu_layers > 0 else "CPU"
+            out[name] = out.get(name, 0) + _align(t.nbytes, HOST_ALIGNMENT)
+        else:
+            out[where] = out.get(where, 0) + _align(cuda_alloc_size(t), CUDA_ALIGNMENT)
+    if host:
+        out["CPU_Mapped"] = max(t.offset + t.nbytes for t in host) - min(t.offset for t in host)
+    return out
+
+
+def read_gguf_tensors(path: str) -> tuple[dict, list[GgufTensor]]:
+    """Metadata (scalars only) and tensor table of a local GGUF, via the gguf package's reader."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(path)
+    meta = {}
+    for field in reader.fields.values():
+        if len(field.data) == 1 and not field.name.startswith("tokenizer."):
+            value = field.parts[field.data[0]]
+            meta[field.name] = value.tobytes().decode() if field.types and field.types[0].name == "STRING" \
+                else value.tolist()[0]
+    tensors = [GgufTensor(t.name, t.tensor_type.name, tuple(int(x) for x in t.shape), int(t.data_offset))
+               for t in reader.tensors]
+    return meta, tensors

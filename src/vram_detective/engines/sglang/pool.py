@@ -50,6 +50,14 @@ def cell_size(spec: ModelSpec, tp_size: int, kv_cache_dtype: str = "auto") -> Ce
     return CellSize(2 * k, k, False)  # v_head_dim == head_dim for MHA models
 
 
+def cell_with_draft(cell_bytes: int, kv_layer_count: int, draft_layers: int, r: Rules) -> int:
+    """Bytes per token once an EAGLE / STANDALONE / MTP draft's KV layers share the pool (0.5.14+): the draft
+    pool holds as many tokens as the target's, so the cell grows by draft_layers / layers."""
+    if not r["draft_kv_in_cell"] or draft_layers <= 0 or kv_layer_count <= 0:
+        return cell_bytes
+    return int(cell_bytes * (1 + draft_layers / kv_layer_count))
+
+
 def rest_gib(avail_before_gib: float, avail_after_gib: float, mem_fraction_static: float) -> float:
     return avail_after_gib - avail_before_gib * (1 - mem_fraction_static)
 
@@ -142,6 +150,11 @@ def max_running_requests(tokens: int, context: int, r: Rules, user_value: int | 
                          mamba_slots: int | None = None) -> int:
     """The scheduler's max_running_requests: min(tokens // 2 or the user's value / dp, the request pool)."""
     wanted = tokens // 2 if user_value is None else user_value // dp_size
+    if user_value is not None and r["user_requests_cap"] == "half_tokens":  # 0.5.14+
+        wanted = min(wanted, tokens // 2)
+        if mamba_slots is not None:
+            wanted = min(wanted, mamba_slots // r["mamba_requests_per_slot"])
+        return wanted
     return min(wanted, req_pool_size(tokens, context, r, mamba_slots))
 
 

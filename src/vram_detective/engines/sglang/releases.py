@@ -3,7 +3,10 @@
 Each row says: from this release on, this rule has this value. A release's rules are the last value of
 every rule at or before it. Sources are the released wheels (`shared/tools/engine-src sglang VERSION`);
 "since X" means present in the X wheel and absent in the previous wheel inspected. Wheels read: 0.4.0-0.4.10,
-0.5.1-0.5.11 (0.5.0 was never published). All paths are under python/sglang/srt/.
+0.5.1-0.5.23 (0.5.0 was never published). All paths are under python/sglang/srt/. Where the memory defaults live:
+server_args.py _handle_gpu_memory_settings up to 0.5.18, arg_groups/memory_hook.py handle_gpu_memory_settings from
+0.5.19; pool sizing: model_executor/model_runner_kv_cache_mixin.py + pool_configurator.py up to 0.5.15,
+mem_cache/kv_cache_configurator.py + model_executor/pool_configurator.py from 0.5.16.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from ...units import format_version, parse_version
 Version = tuple[int, int, int]
 
 OLDEST_SUPPORTED: Version = (0, 4, 0)
-NEWEST_KNOWN: Version = (0, 5, 11)
+NEWEST_KNOWN: Version = (0, 5, 23)
 INF = float("inf")
 
 
@@ -54,17 +57,34 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.5.2"), "reserved_speculative_mib", (2048, 6144, 2048), "0.5.2: STANDALONE draft +6 GiB"),
     RuleChange(_v("0.5.3"), "reserved_speculative_mib", (2048, 6144, 0), "0.5.3 _handle_gpu_memory_settings: NGRAM reserves nothing"),
     RuleChange(_v("0.5.10"), "reserved_speculative_mib", (4096, 6144, 0), "0.5.10: EAGLE draft and graphs +4 GiB"),
+    RuleChange(_v("0.5.14"), "reserved_speculative_mib", (0, 0, 0),
+               "0.5.14 _handle_gpu_memory_settings: no speculative reserve; the draft's KV rides in the cell (draft_kv_in_cell)"),
     RuleChange(_v("0.4.0"), "piecewise_graph_reserve", "none", "no piecewise CUDA graphs"),
     RuleChange(_v("0.5.8"), "piecewise_graph_reserve", "opt_in", "0.5.8: +8 MiB per piecewise size with --enable-piecewise-cuda-graph"),
     RuleChange(_v("0.5.10"), "piecewise_graph_reserve", "default_on", "0.5.10: on unless --disable-piecewise-cuda-graph; MLA +1.5 GiB"),
     RuleChange(_v("0.4.8"), "mfs_multimodal_adjust", False, "0.4.8: no VLM adjustment"),
     RuleChange(_v("0.4.10"), "mfs_multimodal_adjust", True, "0.4.10 adjust_mem_fraction_for_vlm: x 0.95 x ViT-size factor"),
+    # the decode-graph term bs*2 (and the DP-attention padding) is skipped when decode graphs are off
+    RuleChange(_v("0.4.0"), "graph_reserve_skips_disabled", False, "bs*2 reserved even with --disable-cuda-graph"),
+    RuleChange(_v("0.5.15"), "graph_reserve_skips_disabled", True,
+               "0.5.15 _handle_gpu_memory_settings: only when the decode backend is not disabled (and not PD prefill)"),
+    # piecewise prefill graph sizes stop at --context-length when it is given
+    RuleChange(_v("0.4.0"), "piecewise_tokens_context_clamp", False, "no clamp"),
+    RuleChange(_v("0.5.13"), "piecewise_tokens_context_clamp", True, "0.5.13 server_args.py: max tokens = min(., context_length)"),
+    RuleChange(_v("0.5.17"), "piecewise_tokens_context_clamp", False, "0.5.17 server_args.py: clamp removed"),
+    # SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1 (off by default in every release read): pool sized after graph capture,
+    # reserve = base + tp*pp/8 GiB (not modelled: the env flag is not a setting)
+    RuleChange(_v("0.4.0"), "post_capture_reserve_base_mib", None, "no post-capture KV sizing"),
+    RuleChange(_v("0.5.16"), "post_capture_reserve_base_mib", 512, "0.5.16 server_args.py post_capture_kv_sizing_planned (env opt-in)"),
+    RuleChange(_v("0.5.18"), "post_capture_reserve_base_mib", 1536, "0.5.18 _handle_gpu_memory_settings: 1536 + tp*pp/8 GiB"),
 
     # --- chunked_prefill_size default (server_args.py) ---
     RuleChange(_v("0.4.0"), "chunked_prefill_tiers", ((25_000, 2048), (INF, 8192)), "server_args.py 0.4.0: gpu_mem < 25000 MB -> 2048"),
     RuleChange(_v("0.4.8"), "chunked_prefill_tiers", ((35 * 1024, 2048), (160 * 1024, 8192), (INF, 16384)), "0.4.8: 35 GiB / 160 GiB tiers"),
     RuleChange(_v("0.5.3"), "chunked_prefill_tiers", ((35 * 1024, 2048), (60 * 1024, 4096), (160 * 1024, 8192), (INF, 16384)),
                "0.5.3 _handle_gpu_memory_settings: A100-40G / L40 tier of 4096"),
+    RuleChange(_v("0.5.20"), "chunked_prefill_tiers", ((20 * 1024, 2048), (60 * 1024, 4096), (160 * 1024, 8192), (INF, 16384)),
+               "0.5.20 arg_groups/memory_hook.py: 20-35 GiB (RTX 5090 / 4090) tier 2048 -> 4096"),
     RuleChange(_v("0.4.0"), "chunked_prefill_disaggregation", None, "no PD disaggregation"),
     RuleChange(_v("0.4.6"), "chunked_prefill_disaggregation", 16384, "0.4.6.post2: 16384 with --disaggregation-mode above 25000 MB"),
     RuleChange(_v("0.4.8"), "chunked_prefill_disaggregation", None, "0.4.8: the tier decides"),
@@ -80,6 +100,12 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.5.5"), "cuda_graph_max_bs_tiers", (
         (20 * 1024, 8, 8), (35 * 1024, 24, 80), (60 * 1024, 32, 160), (90 * 1024, 256, 512), (160 * 1024, 256, 512),
         (INF, 512, 512)), "0.5.5: 24 for tp < 4 on 20-35 GiB"),
+    RuleChange(_v("0.5.20"), "cuda_graph_max_bs_tiers", (
+        (20 * 1024, 8, 8), (35 * 1024, 48, 160), (60 * 1024, 32, 160), (90 * 1024, 256, 512), (160 * 1024, 256, 512),
+        (INF, 512, 512)), "0.5.20 arg_groups/memory_hook.py: 48 / 160 on 20-35 GiB"),
+    RuleChange(_v("0.4.0"), "graph_bs_capped_by_requests", False, "default max bs independent of --max-running-requests"),
+    RuleChange(_v("0.5.22"), "graph_bs_capped_by_requests", True,
+               "0.5.22 arg_groups/memory_hook.py: a default decode max_bs above --max-running-requests drops to it"),
     # cuda_graph_runner.get_batch_sizes_to_capture when server_args leaves it None (0.4.6-0.5.2): 160,
     # 256 above 90 GiB, 512 above 160,000 MiB
     RuleChange(_v("0.4.0"), "cuda_graph_runner_max_bs", ((90 * 1024 + 1, 160), (160_000 + 1, 256), (INF, 512)),
@@ -91,6 +117,16 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.0"), "avail_all_reduce_min", True, "utils.py get_available_gpu_memory(distributed=tp>1): MIN over ranks"),
     RuleChange(_v("0.4.0"), "mha_cell", "kv_heads_x_head_dim_x2", "model_runner.py 0.4.0: heads/tp * head_dim * layers * 2 * dtype"),
     RuleChange(_v("0.5.3"), "mha_cell", "head_dim_plus_v_head_dim", "0.5.3: heads/attn_tp * (head_dim + v_head_dim) * layers * dtype"),
+    # EAGLE / STANDALONE (and MTP, an EAGLE variant): the draft's KV layers share the target's token count
+    RuleChange(_v("0.4.0"), "draft_kv_in_cell", False, "draft KV paid from the speculative reserve in the fraction"),
+    RuleChange(_v("0.5.14"), "draft_kv_in_cell", True,
+               "0.5.14 pool_configurator.py DefaultPoolConfigurator: cell x (1 + draft_layers / layers)"),
+    RuleChange(_v("0.4.0"), "dsv4_compressed_pool", False, "no DeepSeek-V4 pool"),
+    RuleChange(_v("0.5.12"), "dsv4_compressed_pool", True,
+               "0.5.12 pool_configurator.py DSV4PoolConfigurator: full/swa/c4/c128 split (not modelled)"),
+    RuleChange(_v("0.4.0"), "swa_chunk_cap_pool", False, "SWA pool = ratio x full pool"),
+    RuleChange(_v("0.5.14"), "swa_chunk_cap_pool", True, "0.5.14 SWAChunkCapPoolConfigurator: with --max-running-requests and "
+               "--disable-radix-cache the SWA pool is sized per request, the rest goes to full (not modelled)"),
     RuleChange(_v("0.4.0"), "mla_cell", "latent", "(kv_lora_rank + qk_rope_head_dim) * layers * dtype, every release"),
     RuleChange(_v("0.4.0"), "tokens_page_aligned", False, "no paged allocator"),
     RuleChange(_v("0.4.4"), "tokens_page_aligned", True, "0.4.4: max_total_num_tokens // page_size * page_size"),
@@ -106,12 +142,19 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     # max_running_requests: req pool = clamp(tokens / context_len * 512, 2048, 4096); logged min(tokens // 2, pool)
     RuleChange(_v("0.4.0"), "req_pool_plus_one", True, "model_runner.py 0.4.0-0.4.6: ReqToTokenPool(size=max_num_reqs + 1)"),
     RuleChange(_v("0.4.7"), "req_pool_plus_one", False, "0.4.7: ReqToTokenPool(size=max_num_reqs)"),
+    # --max-running-requests given: capped by the request-pool estimate, from 0.5.14 by tokens // 2
+    RuleChange(_v("0.4.0"), "user_requests_cap", "req_pool", "model_runner.py: min(user // dp, clamp(tokens/ctx*512))"),
+    RuleChange(_v("0.5.14"), "user_requests_cap", "half_tokens",
+               "0.5.14 model_runner_kv_cache_mixin.py _resolve_max_num_reqs: min(user // dp, tokens // 2)"),
     RuleChange(_v("0.4.0"), "req_pool_bounds", (2048, 4096, 512), "model_runner.py init_memory_pool: (floor, cap, x per context)"),
     # hybrid linear-attention (Mamba / GDN) models
     RuleChange(_v("0.4.0"), "mamba_requests_per_slot", 1, "0.5.2: max_num_reqs <= max_mamba_cache_size"),
     RuleChange(_v("0.5.4"), "mamba_requests_per_slot", 3, "0.5.4 MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3"),
     RuleChange(_v("0.4.0"), "mamba_full_memory_ratio", None, "no ratio split"),
     RuleChange(_v("0.5.4"), "mamba_full_memory_ratio", 0.9, "0.5.4 handle_max_mamba_cache: mamba : KV = 0.9 : 1 of rest"),
+    RuleChange(_v("0.4.0"), "mamba_spec_intermediate", "minus_requests", "0.5.4: rest -= per_req * max_running_requests * draft_tokens"),
+    RuleChange(_v("0.5.13"), "mamba_spec_intermediate", "joint_solve",
+               "0.5.13 handle_max_mamba_cache: slots = budget // (per_req * (1 + D / ratio))"),
     RuleChange(_v("0.4.10"), "swa_full_tokens_ratio", 0.8, "0.4.10 server_args swa_full_tokens_ratio = 0.8"),
     # context_len: first of these config keys, x rope factor unless llama3 / original_max_position_embeddings
     RuleChange(_v("0.4.0"), "context_length_keys",
@@ -122,15 +165,25 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.0"), "log_kv_line", "none", "memory_pool.py 0.4.0: no KV line"),
     RuleChange(_v("0.4.1"), "log_kv_line", "sizes", "0.4.1: 'KV Cache is allocated. K size: X GB, V size: Y GB.'"),
     RuleChange(_v("0.4.4"), "log_kv_line", "tokens", "0.4.4: 'KV Cache is allocated. #tokens: N, K size: ..., V size: ...'"),
+    RuleChange(_v("0.5.13"), "log_kv_line", "dtype_tokens",
+               "0.5.13 memory_pool.py: 'KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: ..., V size: ...'"),
+    RuleChange(_v("0.4.0"), "log_kv_swa_labels", False, "the two SWA pools print the same 'KV Cache is allocated' line"),
+    RuleChange(_v("0.5.18"), "log_kv_swa_labels", True, "0.5.18 swa_memory_pool.py: 'Full KV Cache is allocated', 'SWA KV Cache ...'"),
     RuleChange(_v("0.4.0"), "log_load_end", "avail", "0.4.0: 'Load weight end. type=T, dtype=D, avail mem=X GB'"),
     RuleChange(_v("0.4.4"), "log_load_end", "avail_usage", "0.4.4: '..., avail mem=X GB, mem usage=Y GB.'"),
     RuleChange(_v("0.5.9"), "log_load_end", "elapsed", "0.5.9: 'Load weight end. elapsed=T s, type=..., avail mem=..., mem usage=...'"),
+    RuleChange(_v("0.5.10"), "log_load_end", "elapsed_quant",
+               "0.5.10 model_runner.py: dtype= dropped; 'type=T, [quant=Q, fmt=F, ]avail mem=..., mem usage=...'"),
     RuleChange(_v("0.4.0"), "log_init_dist", "none", "no line"),
     RuleChange(_v("0.4.4"), "log_init_dist", "usage", "0.4.4: 'Init torch distributed ends. mem usage=X GB'"),
     RuleChange(_v("0.5.9"), "log_init_dist", "elapsed", "0.5.9: 'Init torch distributed ends. elapsed=T s, mem usage=X GB'"),
     RuleChange(_v("0.4.0"), "log_graph_end", "elapsed", "cuda_graph_runner.py 0.4.0: 'Capture cuda graph end. Time elapsed: T s'"),
     RuleChange(_v("0.4.4"), "log_graph_end", "avail_usage", "0.4.4: '... T s. avail mem=A GB. mem usage=U GB.'"),
     RuleChange(_v("0.4.6"), "log_graph_end", "usage_avail", "0.4.6.post2: '... T s. mem usage=U GB. avail mem=A GB.'"),
+    RuleChange(_v("0.5.14"), "log_graph_end", "phase_backend", "0.5.14 model_runner.py: 'Capture target decode CUDA graph end. "
+               "elapsed=T s, mem usage=U GB, avail mem=A GB.' (begin: 'backend=full, num_tokens_per_bs=1, bs=[..], avail mem=')"),
+    RuleChange(_v("0.5.16"), "log_graph_end", "phase_backend_per_req",
+               "0.5.16 cuda_graph_setup.py: begin line says num_tokens_per_req= (was num_tokens_per_bs=)"),
     RuleChange(_v("0.4.0"), "log_graph_begin_avail", False, "'Capture cuda graph begin. This can take up to several minutes.'"),
     RuleChange(_v("0.4.4"), "log_graph_begin_avail", True, "0.4.4: '... several minutes. avail mem=X GB'"),
     RuleChange(_v("0.4.0"), "log_scheduler_chunked", False, "scheduler 0.4.0-0.4.1: no chunked_prefill_size"),
@@ -139,6 +192,9 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.7"), "log_scheduler_available", True, "scheduler.py 0.4.7: ', available_gpu_mem=X GB'"),
     RuleChange(_v("0.4.0"), "refusal", "Not enough memory. Please try to increase --mem-fraction-static.",
                "model_runner.py init_memory_pool when max_total_num_tokens <= 0"),
+    RuleChange(_v("0.4.0"), "refusal_no_rest", None, "rest <= 0 ends in the 'Not enough memory' refusal"),
+    RuleChange(_v("0.5.14"), "refusal_no_rest", "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}.",
+               "0.5.14 model_runner_kv_cache_mixin.py _profile_available_bytes: ValueError when rest <= 0"),
 )
 # fmt: on
 

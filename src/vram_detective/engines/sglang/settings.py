@@ -89,6 +89,13 @@ def piecewise_enabled(s: SGLangSettings, r: Rules) -> bool:
     return scheme == "default_on" and not s.disable_piecewise_cuda_graph and not s.disable_cuda_graph
 
 
+def _piecewise_max_tokens(s: SGLangSettings, r: Rules, use_mla: bool) -> int:
+    tokens = s.chunked_prefill_size if not use_mla else 2048
+    if r["piecewise_tokens_context_clamp"] and s.context_length is not None:
+        tokens = min(tokens, s.context_length)  # 0.5.13-0.5.16
+    return tokens
+
+
 def reserved_mib(s: SGLangSettings, r: Rules, gpu_mem: float, use_mla: bool = False) -> float:
     """The MiB the default fraction leaves for activations and graphs (0.4.8+ schemes)."""
     if r["mfs_scheme"] == "reserved_tiers":
@@ -96,7 +103,9 @@ def reserved_mib(s: SGLangSettings, r: Rules, gpu_mem: float, use_mla: bool = Fa
         reserved = (base + s.tp_size * s.pp_size * per_rank) * 1024
         return reserved + (4096 if s.enable_dp_attention else 0) + _speculative_reserve(s, r)
     prefill = s.chunked_prefill_size if s.chunked_prefill_size and s.chunked_prefill_size > 0 else s.max_prefill_tokens
-    reserved = 512 + max(prefill, 2048) * 1.5 + s.cuda_graph_max_bs * 2 + s.tp_size * s.pp_size / 8 * 1024
+    decode_graphs = not (r["graph_reserve_skips_disabled"] and s.disable_cuda_graph)
+    graphs = s.cuda_graph_max_bs * 2 if decode_graphs else 0
+    reserved = 512 + max(prefill, 2048) * 1.5 + graphs + s.tp_size * s.pp_size / 8 * 1024
     if s.enable_dp_attention:
         reserved += s.cuda_graph_max_bs * s.dp_size * 3
         if s.cuda_graph_max_bs > 300:
@@ -105,7 +114,7 @@ def reserved_mib(s: SGLangSettings, r: Rules, gpu_mem: float, use_mla: bool = Fa
         if use_mla and r["piecewise_graph_reserve"] == "default_on":
             reserved += 1.5 * 1024
         else:
-            reserved += len(piecewise_graph_tokens(s.chunked_prefill_size if not use_mla else 2048)) * 8
+            reserved += len(piecewise_graph_tokens(_piecewise_max_tokens(s, r, use_mla))) * 8
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, r["reserved_floor_mib"])
     return reserved + _speculative_reserve(s, r)
@@ -121,7 +130,10 @@ def _chunked_prefill(s: SGLangSettings, r: Rules, gpu_mem: float) -> int:
 def _cuda_graph_max_bs(s: SGLangSettings, r: Rules, gpu_mem: float) -> int:
     small_tp, large_tp = tier_value(r["cuda_graph_max_bs_tiers"], gpu_mem)
     value = small_tp if s.tp_size < 4 else large_tp
-    return value if value is not None else tier_value(r["cuda_graph_runner_max_bs"], gpu_mem)
+    value = value if value is not None else tier_value(r["cuda_graph_runner_max_bs"], gpu_mem)
+    if r["graph_bs_capped_by_requests"] and s.max_running_requests is not None:
+        value = min(value, s.max_running_requests)  # 0.5.22+
+    return value
 
 
 def _page_size(s: SGLangSettings, r: Rules) -> int:

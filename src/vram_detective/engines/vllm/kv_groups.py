@@ -9,8 +9,13 @@ hybrid manager disabled) and whether the startup check "one full request must fi
 
 `attention_layers_from_config` builds the layer list from a config.json per family (Gemma 2/3,
 gpt-oss, Mistral/Llama/Phi-3 windows, Qwen2 `use_sliding_window`/`max_window_layers`, Llama 4
-chunked attention, MLA), and `sliding_window_max_len_cap` says when a release disables interleaved
-sliding windows and caps max_model_len to the window instead.
+chunked attention, MLA; `kv_sharing_targets`: Gemma 3n / Gemma 4 layers reusing an earlier layer's KV),
+and `sliding_window_max_len_cap` says when a release disables interleaved sliding windows and caps
+max_model_len to the window instead.
+
+Pages of different sizes are brought to the largest (unify_kv_cache_spec_page_size): a divisor by raising
+its block size, otherwise padded where the release pads that kind (`_to_page`). A KV-shared layer takes
+no page; it is listed with its target's group.
 
 Everything is a pure function of plain values. The release boundaries live in releases.RULE_CHANGES
 (section "KV-cache groups"; one row per change, with the wheel it was read from).
@@ -421,6 +426,8 @@ def plan_kv_groups(
     "mamba" layers: V1 from 0.10.1 raises the attention block size to hold one Mamba state per page and pads
     the state to the attention page (mamba_block_sizing); each Mamba group takes one block per request.
     V0 sizes only the attention layers: the Mamba state lives in MambaCacheManager, outside the blocks.
+    A layer with a kv_sharing_target is dropped before grouping (V1 0.9.1+) and returned in its target's
+    group (KvGroup.shared_layer_indices); attention_backend (an option) decides padding in 0.24-0.28.
     """
     del max_num_seqs  # no KV rule depends on it
     if engine not in ("v0", "v1"):

@@ -442,3 +442,102 @@ def test_rule_table_rows_are_ordered_by_release():
     assert rule((0, 9, 0), "hybrid_allocator") is False and rule((0, 9, 1), "hybrid_allocator") is True
     # the 0.20.1 wheel already logs int(concurrency x L) (kv_cache_utils.py); 0.20.0 the blocks // groups form
     assert rule((0, 20, 0), "kv_tokens_rule") == "blocks-per-group" and rule((0, 20, 1), "kv_tokens_rule") == "concurrency"
+
+
+# --- pages that do not divide the largest one (unify_kv_cache_spec_page_size) -------------------------------
+
+# full attention of 2 KV heads x 64 (16 KiB at fp32) next to a sliding layer of 2 x 96 (24 KiB): 3:2
+HEAD64, HEAD96 = AttentionLayer("full", 16_384), AttentionLayer("sliding", 24_576, 1)
+
+
+@pytest.mark.parametrize(("version", "backend", "padded"), [
+    ((0, 19, 0), None, False), ((0, 23, 0), None, False),  # NotImplementedError (0.23.0 wheel)
+    ((0, 24, 0), None, True), ((0, 28, 0), "FLASHINFER", True),  # CUDA backends index KV by block stride
+    ((0, 24, 0), "ROCM_ATTN", False), ((0, 28, 0), "CPU_ATTN", False),
+    ((0, 29, 0), "ROCM_ATTN", True), ((0, 33, 0), None, True)])  # any backend from 0.29
+def test_non_divisible_page_padding_by_release_and_backend(version, backend, padded):
+    args = ([HEAD64, HEAD96], 1 << 20)
+    if not padded:
+        with pytest.raises(NotImplementedError, match="not divisible"):
+            plan(*args, L=16, version=version, attention_backend=backend)
+        return
+    p = plan(*args, L=16, version=version, attention_backend=backend)
+    # the 16 KiB page padded to 24 KiB, both blocks stay 16 tokens: 1 MiB // 24 KiB
+    assert (p.num_blocks, p.block_bytes, [g.block_size for g in p.groups]) == (42, 24_576, [16, 16])
+
+
+def test_mla_page_is_padded_until_0_28_only():
+    # a 576-wide latent (18,432 B per block at bf16) next to a 24 KiB sliding draft page
+    layers = [AttentionLayer("mla", 18_432), AttentionLayer("sliding", 24_576, 1024)]
+    assert plan(layers, 1 << 20, L=16, version=(0, 28, 0)).block_bytes == 24_576
+    with pytest.raises(NotImplementedError, match="non-MLA"):
+        plan(layers, 1 << 20, L=16, version=(0, 29, 0))
+
+
+def test_mamba_page_padded_to_a_larger_draft_page_from_0_26():
+    # Mamba state 16 KiB, the model's attention 16 KiB, a draft layer of 32 KiB (vLLM issue 43626)
+    layers = [AttentionLayer("mamba", 16_384), AttentionLayer("full", 16_384), AttentionLayer("full", 32_768)]
+    with pytest.raises(NotImplementedError, match="0.26"):
+        plan(layers, 1 << 30, L=4096, version=(0, 25, 0))
+    p = plan(layers, 1 << 30, L=4096, version=(0, 26, 0))
+    # three groups of one layer, each a 32 KiB page: the model's attention re-blocked to 32 tokens
+    assert p.block_bytes == 32_768 and p.num_blocks == (1 << 30) // 32_768
+    assert [g.block_size for g in p.groups][1:] == [32, 16]
+
+
+# --- KV-shared layers (kv_sharing_target_layer_name) ----------------------------------------------------------
+
+# Gemma 4 E2B-shaped text model: 35 layers, every fifth full, the last 20 reuse the KV of layer 13 (sliding)
+# or 14 (full); 1 KV head, head_dim 256 sliding / 512 full, bf16: pages 16 KiB and 32 KiB at block 16
+E2B_TEXT = {"model_type": "gemma4_text", "num_hidden_layers": 35, "num_attention_heads": 8,
+            "num_key_value_heads": 1, "head_dim": 256, "sliding_window": 512, "num_kv_shared_layers": 20,
+            "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(35)]}
+
+
+def _e2b_layers(shared: bool) -> list[AttentionLayer]:
+    from vram_detective.engines.vllm.kv_groups import kv_sharing_targets
+
+    targets = kv_sharing_targets(E2B_TEXT) if shared else [None] * 35
+    return [AttentionLayer("full", 32_768, None, targets[i]) if i % 5 == 4
+            else AttentionLayer("sliding", 16_384, 512, targets[i]) for i in range(35)]
+
+
+def test_gemma4_kv_sharing_targets():
+    from vram_detective.engines.vllm.kv_groups import kv_sharing_targets
+
+    targets = kv_sharing_targets(E2B_TEXT)
+    assert targets[:15] == [None] * 15
+    assert targets[15:] == [14 if i % 5 == 4 else 13 for i in range(15, 35)]
+    # Gemma 3n: full -> the layer before the shared ones, sliding -> two before
+    gemma3n = {**E2B_TEXT, "model_type": "gemma3n_text", "num_kv_shared_layers": 10}
+    assert kv_sharing_targets(gemma3n)[25:] == [23, 23, 23, 23, 24, 23, 23, 23, 23, 24]
+    layers = attention_layers_from_config(E2B_TEXT, 1, 16, 2)
+    assert [layer.kv_sharing_target for layer in layers] == targets
+
+
+def test_gemma4_e2b_shared_layers_take_no_page():
+    # own layers: 12 sliding + 3 full -> group size 3, sliding re-blocked to 32 (32 KiB): 4 + 1 groups,
+    # 3 x 32 KiB per block; without sharing 28 + 7 -> 7 x 32 KiB per block
+    shared = plan(_e2b_layers(True), 1 << 30, L=8192, version=(0, 33, 0))
+    unshared = plan(_e2b_layers(False), 1 << 30, L=8192, version=(0, 33, 0))
+    assert (shared.block_bytes, shared.num_blocks) == (98_304, 10_922)
+    assert (unshared.block_bytes, unshared.num_blocks) == (229_376, 4_681)
+    assert sum(g.layers for g in shared.groups) == 15
+    by_target = {g.layer_indices: g.shared_layer_indices for g in shared.groups}
+    assert by_target[(4, 9, 14)] == (19, 24, 29, 34)
+    assert by_target[(3, 8, 13)] == tuple(i for i in range(15, 35) if i % 5 != 4)
+    assert any("KV-shared layers: 20" in note for note in shared.notes)
+
+
+def test_kv_sharing_refused_where_vllm_refuses():
+    layers = [AttentionLayer("full", 32_768), AttentionLayer("full", 32_768, None, 0)]
+    with pytest.raises(NotImplementedError, match="V0"):
+        plan(layers, 1 << 30, L=4096, version=(0, 10, 1), engine="v0")
+    with pytest.raises(NotImplementedError):
+        plan(layers, 1 << 30, L=4096, version=(0, 9, 0))
+    # pipeline stages: the target must live on the same stage
+    with pytest.raises(ValueError, match="not a valid Attention layer"):
+        plan(layers, [1 << 30] * 2, L=4096, version=(0, 33, 0), worker_layers=[(0,), (1,)])
+    with pytest.raises(ValueError, match="same type"):
+        plan([AttentionLayer("full", 32_768), AttentionLayer("cross", 32_768, 1500, 0)], 1 << 30, L=4096,
+             version=(0, 33, 0))

@@ -6,8 +6,10 @@ their signatures change, this module is the one place to adapt.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+import pytest
 
 from vram_detective.engines.vllm.kv_groups import AttentionLayer, KvGroupPlan, plan_kv_groups
 
@@ -40,6 +42,7 @@ class Spec:
     block_size: int = 16
     sliding_window: int | None = None
     mamba_state_bytes: int = 0  # MambaSpec: sum of prod(shape) x dtype over its state tensors
+    shares: str | None = None  # kv_sharing_target_layer_name: the layer whose KV cache this one reads
 
     @property
     def page_bytes(self) -> int:
@@ -66,8 +69,10 @@ def mamba(shapes=((2, 512), (3, 32, 32)), dtype_bytes: int = 4) -> Spec:
     return Spec("mamba", mamba_state_bytes=state)
 
 
-def layer(spec: Spec) -> AttentionLayer:
-    return AttentionLayer(spec.kind, spec.page_bytes, spec.sliding_window)
+def layer(spec: Spec, index: Mapping[str, int]) -> AttentionLayer:
+    # a target name that is no layer of the model becomes -1, an index no layer has
+    target = None if spec.shares is None else index.get(spec.shares, -1)
+    return AttentionLayer(spec.kind, spec.page_bytes, spec.sliding_window, target)
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,8 @@ class Result:
 
     def groups(self) -> list[list[str]]:
         """Worker 0's groups as lists of layer names (empty for a group it holds no layer of)."""
-        return [[self.names[i] for i in group.layer_indices] for group in self.plan.groups]
+        return [[self.names[i] for i in group.layer_indices + group.shared_layer_indices]
+                for group in self.plan.groups]
 
 
 def plan(workers: Mapping[str, Spec] | Sequence[Mapping[str, Spec]], memory: int | Sequence[int], *,
@@ -100,7 +106,7 @@ def plan(workers: Mapping[str, Spec] | Sequence[Mapping[str, Spec]], memory: int
     index = {name: i for i, name in enumerate(names)}
     worker_layers = [[index[name] for name in worker] for worker in workers]
     result = plan_kv_groups(
-        [layer(specs[name]) for name in names], budgets, block_sizes.pop(), max_model_len, max_num_batched_tokens,
+        [layer(specs[name], index) for name in names], budgets, block_sizes.pop(), max_model_len, max_num_batched_tokens,
         256, version, "v1", worker_layers=worker_layers, async_scheduling=False,
         mamba_speculative_blocks=mamba_speculative_blocks, **kw)
     return Result(result, tuple(names))
@@ -114,3 +120,32 @@ def estimate_max_model_len(specs: Mapping[str, Spec], memory: int, *, version: V
     held_back = memory - first.fit_available_bytes
     return plan(specs, memory + held_back, version=version, max_model_len=max_model_len,
                 **kw).plan.estimated_max_model_len
+
+
+@dataclass(frozen=True)
+class Case:
+    """One expectation of an engine test, checked at each release whose suite asserts it."""
+
+    engine_test: str
+    part: str
+    releases: tuple[Version, ...]
+    check: Callable[[Version], None]
+    xfail: str | None = None  # the reason, when the project is known to disagree
+
+
+def registrar(cases: list[Case]):
+    """A decorator factory adding checks to `cases`: @case(engine_test, part, releases[, xfail])."""
+    def case(engine_test: str, part: str, releases, xfail: str | None = None):
+        def register(check):
+            cases.append(Case(engine_test, part, tuple(releases), check, xfail))
+            return check
+        return register
+    return case
+
+
+def params(cases: Sequence[Case]):
+    """pytest params with ids `<engine test>[<part>]@vllm-<release>` (benchmarks/conformance.py reads them)."""
+    for c in cases:
+        for version in c.releases:
+            marks = [pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else []
+            yield pytest.param(c, version, id=f"{c.engine_test}[{c.part}]@{label(version)}", marks=marks)

@@ -7,9 +7,6 @@ NOT_TRANSLATED.md.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import pytest
 
 from . import _adapter as a
@@ -19,28 +16,13 @@ GIB = 1 << 30
 PAGE = full().page_bytes  # 16 x 2 x 64 x 4 x 2 = 16 KiB: the tests' mem_per_block_per_layer
 NULL_BLOCK = (0, 29, 0)  # from here the startup check and auto-fit keep one block out (BlockPool's null block)
 STRIDED = (0, 11, 0)  # groups are layers[i::n] from here (consecutive runs before)
-PAD_NON_DIVISIBLE = ("unify_kv_cache_spec_page_size pads a page that does not divide the largest one "
-                     "(0.24-0.28 for backends indexing KV by block stride, every attention layer from 0.29); "
-                     "plan_kv_groups raises NotImplementedError instead")
+PADDED = (0, 24, 0)  # non-divisible attention pages padded (backends indexing KV by block stride until 0.28)
+ANY_BACKEND_PADS = (0, 29, 0)  # every non-MLA attention page padded, whatever the backend
+MAMBA_PADDED = (0, 26, 0)  # Mamba pages padded to a larger page
+NO_BLOCK_STRIDE = "ROCM_ATTN"  # a backend whose spec has indexes_kv_by_block_stride False (0.24-0.28)
 
-
-@dataclass(frozen=True)
-class Case:
-    engine_test: str
-    part: str
-    releases: tuple[a.Version, ...]
-    check: Callable[[a.Version], None]
-    xfail: str | None = None  # the reason, when the project is known to disagree
-
-
-CASES: list[Case] = []
-
-
-def case(engine_test: str, part: str, releases, xfail: str | None = None):
-    def register(check):
-        CASES.append(Case(engine_test, part, tuple(releases), check, xfail))
-        return check
-    return register
+CASES: list[a.Case] = []
+case = a.registrar(CASES)
 
 
 # --- test_estimate_max_model_len: Qwen1.5-7B shaped, 32 layers x 32 KV heads x 128, fp16, 8 GiB ------------
@@ -174,10 +156,11 @@ def _(version):
         _one({"layer_1": full(head_size=64), "layer_2": sliding(head_size=96)}, PAGE * 2 * 32, version)
 
 
-@case("test_get_kv_cache_config_one_worker", "head64+head96-padded", a.since((0, 24, 0)), xfail=PAD_NON_DIVISIBLE)
+@case("test_get_kv_cache_config_one_worker", "head64+head96-padded", a.since(PADDED))
 def _(version):
     r = _one({"layer_1": full(head_size=64), "layer_2": sliding(head_size=96)}, PAGE * 2 * 32, version)
     assert r.plan.num_blocks == 42  # 1 MiB // the 24 KiB padded page
+    assert [g.block_size for g in r.plan.groups] == [16, 16]  # padded, not re-blocked
 
 
 @case("test_get_kv_cache_config_one_worker", "num_gpu_blocks_override", a.RELEASES)
@@ -186,13 +169,88 @@ def _(version):
     assert r.plan.num_blocks == 16
 
 
+MIMO_TARGET = full(num_kv_heads=1, head_size=192, dtype_bytes=2)  # 12 KiB page
+MIMO_DRAFT = sliding(1024, num_kv_heads=1, head_size=128, dtype_bytes=2)  # 8 KiB page, 3:2
+
+
 @case("test_unify_kv_cache_page_size_uses_padding_for_non_divisible_sizes", "head192+head128",
-      a.since((0, 24, 0)), xfail=PAD_NON_DIVISIBLE)
+      a.since(PADDED))
 def _(version):
-    target = full(num_kv_heads=1, head_size=192, dtype_bytes=2)
-    r = _one({"target_attn": target, "draft_attn": sliding(1024, num_kv_heads=1, head_size=128, dtype_bytes=2)},
-             target.page_bytes * 64, version)
-    assert [g.block_size for g in r.plan.groups] == [16, 16] and r.plan.num_blocks == 32
+    # the draft keeps its block size, its page becomes the target's
+    r = _one({"target_attn": MIMO_TARGET, "draft_attn": MIMO_DRAFT}, MIMO_TARGET.page_bytes * 64, version)
+    assert [g.block_size for g in r.plan.groups] == [16, 16]
+    assert r.plan.block_bytes == MIMO_TARGET.page_bytes
+
+
+@case("test_unify_kv_cache_page_size_padding_requires_backend_support", "draft-backend-declines",
+      a.since(PADDED, (0, 28, 0)))
+def _(version):
+    # the engine test marks the draft's spec indexes_kv_by_block_stride=False; here the backend says so
+    with pytest.raises(NotImplementedError):
+        _one({"target_attn": MIMO_TARGET, "draft_attn": MIMO_DRAFT}, MIMO_TARGET.page_bytes * 64, version,
+             attention_backend=NO_BLOCK_STRIDE)
+
+
+# --- test_unify_kv_cache_spec_page_size_mamba (0.26+; vLLM issue 43626) -------------------------------------
+# new_mamba_spec(): a 16 KiB state; a draft layer of 4 KV heads has a 32 KiB page. The tool sizes the Mamba
+# block itself (the platform step) from the first attention layer; mamba_cache_mode "align" keeps the
+# MambaSpec block at the attention block (16), as the engine helper's spec has it.
+
+DRAFT_32K = full(num_kv_heads=4)
+
+
+def _mamba(specs, version):
+    return a.plan(specs, DRAFT_32K.page_bytes * 64, version=version, max_model_len=16, mamba_cache_mode="align")
+
+
+@case("test_unify_kv_cache_spec_page_size_mamba", "main+draft", a.since(MAMBA_PADDED))
+def _(version):
+    r = _mamba({"mamba_layer": mamba(), "main_attn_layer": full(), "draft_attn_layer": DRAFT_32K}, version)
+    by_layer = {names[0]: g for names, g in zip(r.groups(), r.plan.groups)}
+    assert r.plan.block_bytes == 32768  # one padded Mamba page, one re-blocked main page, the draft's
+    assert by_layer["mamba_layer"].block_size == 16  # padded, block unchanged
+    assert by_layer["main_attn_layer"].block_size == 32  # 2 x 16 KiB by block size
+    assert by_layer["draft_attn_layer"].block_size == 16
+
+
+@case("test_unify_kv_cache_spec_page_size_mamba", "prepadded-mamba", a.since(MAMBA_PADDED))
+def _(version):
+    r = _mamba({"mamba_layer": mamba(shapes=((2, 256), (3, 32, 32))), "draft_attn_layer": DRAFT_32K}, version)
+    assert r.plan.block_bytes == 32768
+
+
+@case("test_unify_kv_cache_spec_page_size_mamba", "odd-mamba", a.since(MAMBA_PADDED))
+def _(version):
+    r = _mamba({"mamba_layer": mamba(shapes=((6144,),)), "draft_attn_layer": DRAFT_32K}, version)
+    assert r.plan.block_bytes == 32768  # 24 KiB state padded though 32 KiB is no multiple of it
+
+
+# part 4 calls unify_kv_cache_spec_page_size on two full-attention specs, which get_kv_cache_configs would put in
+# one uniform-type group without unifying; here the 32 KiB draft layer slides, so the pages are unified.
+# new_kv_cache_spec(block_size=24) is a 24 KiB page; 3 KV heads at block 16 give the same page.
+ATTN_24K = full(num_kv_heads=3)
+DRAFT_32K_SLIDING = sliding(1024, num_kv_heads=4)
+
+
+@case("test_unify_kv_cache_spec_page_size_mamba", "attention-24k+32k-raises", a.since(MAMBA_PADDED, (0, 28, 0)))
+def _(version):
+    # the helper's spec has indexes_kv_by_block_stride False until 0.28
+    with pytest.raises(NotImplementedError):
+        _one({"attn_layer": ATTN_24K, "draft_attn_layer": DRAFT_32K_SLIDING}, DRAFT_32K.page_bytes * 64, version,
+             attention_backend=NO_BLOCK_STRIDE)
+
+
+@case("test_unify_kv_cache_spec_page_size_mamba", "attention-24k+32k-padded", a.since(ANY_BACKEND_PADS))
+def _(version):
+    r = _one({"attn_layer": ATTN_24K, "draft_attn_layer": DRAFT_32K_SLIDING}, DRAFT_32K.page_bytes * 64, version,
+             attention_backend=NO_BLOCK_STRIDE)
+    assert r.plan.block_bytes == 32768 and [g.block_size for g in r.plan.groups] == [16, 16]
+
+
+@case("test_unify_kv_cache_spec_page_size_mamba", "uniform", a.since(MAMBA_PADDED))
+def _(version):
+    r = _mamba({"mamba_layer": mamba(), "attn_layer": full()}, version)
+    assert r.plan.block_bytes == 16384 and [g.block_size for g in r.plan.groups] == [16, 16]
 
 
 # --- test_get_kv_cache_configs_multiple_workers (0.11+): max_model_len 16, 10 blocks ------------------------
@@ -313,13 +371,6 @@ def _(version):
     assert a.plan({"layer1": full()}, PAGE * 33, version=version, max_model_len=512).plan.fits
 
 
-def _params():
-    for c in CASES:
-        for version in c.releases:
-            marks = [pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else []
-            yield pytest.param(c, version, id=f"{c.engine_test}[{c.part}]@{a.label(version)}", marks=marks)
-
-
-@pytest.mark.parametrize(("engine_case", "version"), list(_params()))
-def test_vllm_expectation(engine_case: Case, version):
+@pytest.mark.parametrize(("engine_case", "version"), list(a.params(CASES)))
+def test_vllm_expectation(engine_case: a.Case, version):
     engine_case.check(version)

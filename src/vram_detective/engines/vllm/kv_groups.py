@@ -9,8 +9,13 @@ hybrid manager disabled) and whether the startup check "one full request must fi
 
 `attention_layers_from_config` builds the layer list from a config.json per family (Gemma 2/3,
 gpt-oss, Mistral/Llama/Phi-3 windows, Qwen2 `use_sliding_window`/`max_window_layers`, Llama 4
-chunked attention, MLA), and `sliding_window_max_len_cap` says when a release disables interleaved
-sliding windows and caps max_model_len to the window instead.
+chunked attention, MLA; `kv_sharing_targets`: Gemma 3n / Gemma 4 layers reusing an earlier layer's KV),
+and `sliding_window_max_len_cap` says when a release disables interleaved sliding windows and caps
+max_model_len to the window instead.
+
+Pages of different sizes are brought to the largest (unify_kv_cache_spec_page_size): a divisor by raising
+its block size, otherwise padded where the release pads that kind (`_to_page`). A KV-shared layer takes
+no page; it is listed with its target's group.
 
 Everything is a pure function of plain values. The release boundaries live in releases.RULE_CHANGES
 (section "KV-cache groups"; one row per change, with the wheel it was read from).
@@ -57,11 +62,14 @@ class AttentionLayer:
         for "mamba" the unpadded state (sum of prod(shape) x dtype over its tensors), independent of block size.
     sliding_window: the window (sliding) or the chunk (chunked_local) in tokens; for "cross" the encoder
         tokens one request caches (max_num_encoder_input_tokens, Whisper's max_source_positions); None otherwise.
+    kv_sharing_target: index (in the same layer list) of an earlier layer whose KV cache this one reads
+        (kv_sharing_target_layer_name: Gemma 3n, Gemma 4 E2B / E4B); such a layer takes no page.
     """
 
     kind: str
     page_bytes: int
     sliding_window: int | None = None
+    kv_sharing_target: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -90,6 +98,7 @@ class KvGroup:
     padding_layers: int  # empty slots: group size minus this worker's layers in the group
     block_size: int  # tokens per block of this group (raised for smaller pages, 0.12+)
     blocks_per_request: int  # blocks one max_model_len request takes from the shared pool
+    shared_layer_indices: tuple[int, ...] = ()  # this worker's layers reading a member's cache (no page)
 
     @property
     def layers(self) -> int:
@@ -171,7 +180,8 @@ class _Grouping:
     log_lines: tuple[str, ...]
 
 
-def _group(specs: Sequence[KvSpec], indices: Sequence[int], version: Version) -> _Grouping:
+def _group(specs: Sequence[KvSpec], indices: Sequence[int], version: Version,
+           backend: str | None = None) -> _Grouping:
     """get_kv_cache_groups over the layers `indices` (all of them, or one worker's before 0.11)."""
     chosen = [specs[i] for i in indices]
     if len(set(chosen)) == 1:
@@ -185,19 +195,7 @@ def _group(specs: Sequence[KvSpec], indices: Sequence[int], version: Version) ->
     by_type: dict[KvSpec, list[int]] = {}
     for i in indices:
         by_type.setdefault(specs[i], []).append(i)
-    pages = {spec.page_bytes for spec in by_type}
-    if len(pages) > 1:
-        if not rule(version, "unified_page_block_size"):
-            raise NotImplementedError("hybrid layers with different page sizes are not supported by this release")
-        largest = max(pages)
-        unified: dict[KvSpec, list[int]] = {}
-        for spec, members in by_type.items():
-            if largest % spec.page_bytes:
-                raise NotImplementedError("The page size of the layer is not divisible by the maximum page size. "
-                                          "Cannot unify by adjusting block_size.")
-            ratio = largest // spec.page_bytes
-            unified.setdefault(spec.resized(largest, spec.block_size * ratio), []).extend(members)
-        by_type = unified
+    by_type = _unify_pages(by_type, version, backend)
     counts = [len(members) for members in by_type.values()]
     group_size = min(counts)
     factor = rule(version, "group_size_factor")
@@ -216,6 +214,54 @@ def _group(specs: Sequence[KvSpec], indices: Sequence[int], version: Version) ->
             chunk = members[i::count] if strided else members[i * group_size:(i + 1) * group_size]
             groups.append((spec, tuple(chunk)))
     return _Grouping(tuple(groups), group_size, False, tuple(lines))
+
+
+def _unify_pages(by_type: dict[KvSpec, list[int]], version: Version,
+                 backend: str | None) -> dict[KvSpec, list[int]]:
+    """unify_kv_cache_spec_page_size: every page brought to the largest one (0.12+)."""
+    pages = {spec.page_bytes for spec in by_type}
+    if len(pages) <= 1:
+        return by_type
+    if not rule(version, "unified_page_block_size"):
+        raise NotImplementedError("hybrid layers with different page sizes are not supported by this release")
+    largest = max(pages)
+    unified: dict[KvSpec, list[int]] = {}
+    for spec, members in by_type.items():
+        unified.setdefault(_to_page(spec, largest, version, backend), []).extend(members)
+    return unified
+
+
+def _to_page(spec: KvSpec, largest: int, version: Version, backend: str | None) -> KvSpec:
+    """One spec at the largest page: a divisor raises its block size; otherwise the page is padded (the
+    block size stays) where the release pads that kind, else NotImplementedError as vLLM raises it."""
+    if spec.page_bytes == largest:
+        return spec
+    if spec.recurrent:  # a Mamba page does not scale with the block size
+        if not rule(version, "mamba_page_padding"):
+            raise NotImplementedError("a Mamba page smaller than another layer's page is not padded before 0.26 "
+                                      f"(AssertionError in unify_kv_cache_spec_page_size; "
+                                      f"{rule_source(version, 'mamba_page_padding')})")
+        return spec.resized(largest, spec.block_size)
+    if largest % spec.page_bytes == 0:
+        return spec.resized(largest, spec.block_size * (largest // spec.page_bytes))
+    if _pads_page(spec, version, backend):
+        return spec.resized(largest, spec.block_size)
+    if isinstance(spec, MLA) and rule(version, "kv_page_padding") == "non-mla":
+        raise NotImplementedError("Padding is only supported for non-MLA attention layers (vLLM then tries "
+                                  "allocating sliding layers as full attention; not modelled)")
+    raise NotImplementedError("The page size of the layer is not divisible by the maximum page size. "
+                              "Cannot unify by adjusting block_size.")
+
+
+def _pads_page(spec: KvSpec, version: Version, backend: str | None) -> bool:
+    """Whether the release pads a non-divisible attention page: 0.24-0.28 when the backend indexes KV by
+    block stride (None = a CUDA default backend, which all do), every non-MLA layer from 0.29."""
+    mode = rule(version, "kv_page_padding")
+    if mode == "non-mla":
+        return not isinstance(spec, MLA)
+    if mode == "block-stride-backends":
+        return backend is None or backend.upper() in rule(version, "kv_block_stride_backends")  # type: ignore[operator]
+    return False
 
 
 def _block_bytes(grouping: _Grouping, worker: Sequence[int], specs_by_index: Sequence[KvSpec]) -> tuple[int, int]:
@@ -286,15 +332,15 @@ def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_le
         raise NotImplementedError("Mamba layers with different state sizes are not sized")
     per_token = None
     if attention:
-        if len({layer.page_bytes for layer in attention}) > 1:
-            raise NotImplementedError("attention layers of different page sizes next to Mamba layers are not sized")
+        # the platform sizes from the model's own attention (the first layers; a draft model's come last);
+        # other pages are unified with it later (_unify_pages)
         per_token = attention[0].page_bytes // block_size
     sizing = mamba_block_sizing(per_token, mamba_pages.pop(), block_size, max_model_len, version,
                                 mla=any(issubclass(layer.spec_type, MLA) for layer in attention),
                                 cutlass_mla=cutlass_mla,
                                 mamba_cache_mode=mamba_cache_mode, mamba_chunk_size=mamba_chunk_size)
     out = [replace(layer, page_bytes=sizing.padded_page_bytes) if layer.spec_type.recurrent
-           else replace(layer, page_bytes=sizing.attention_page_bytes) for layer in layers]
+           else replace(layer, page_bytes=layer.page_bytes // block_size * sizing.block_size) for layer in layers]
     return out, sizing
 
 
@@ -353,6 +399,7 @@ class KvPlanInputs:
     mamba_speculative_blocks: int = 0
     mamba_chunk_size: int | None = None
     cutlass_mla: bool = False
+    attention_backend: str | None = None  # None: a CUDA default backend (FLASH_ATTN, FlashInfer, an MLA one)
 
 
 def plan_kv_groups(
@@ -379,6 +426,8 @@ def plan_kv_groups(
     "mamba" layers: V1 from 0.10.1 raises the attention block size to hold one Mamba state per page and pads
     the state to the attention page (mamba_block_sizing); each Mamba group takes one block per request.
     V0 sizes only the attention layers: the Mamba state lives in MambaCacheManager, outside the blocks.
+    A layer with a kv_sharing_target is dropped before grouping (V1 0.9.1+) and returned in its target's
+    group (KvGroup.shared_layer_indices); attention_backend (an option) decides padding in 0.24-0.28.
     """
     del max_num_seqs  # no KV rule depends on it
     if engine not in ("v0", "v1"):
@@ -394,10 +443,58 @@ def plan_kv_groups(
         workers = [tuple(w) for w in worker_layers]
         if len(workers) != len(budgets):
             raise ValueError("worker_layers and available_bytes must list the same workers")
+    shared = _kv_shared_layers(layers, workers, tuple(version), engine)  # type: ignore[arg-type]
+    owning = [i for i in range(len(layers)) if i not in shared]
+    if shared:
+        position = {old: new for new, old in enumerate(owning)}
+        layers = [layers[i] for i in owning]
+        workers = [tuple(position[i] for i in w if i in position) for w in workers]
     inputs = KvPlanInputs(tuple(layers), tuple(budgets), tuple(workers), block_size, max_model_len,
                           max_num_batched_tokens, tuple(version), engine,  # type: ignore[arg-type]
                           disable_hybrid_kv_cache_manager, num_gpu_blocks_override, **options)
-    return plan_v0(inputs) if engine == "v0" else plan_v1(inputs)
+    plan = plan_v0(inputs) if engine == "v0" else plan_v1(inputs)
+    return _with_shared_layers(plan, owning, shared, worker_layers) if shared else plan
+
+
+def _kv_shared_layers(layers: Sequence[AttentionLayer], workers: Sequence[tuple[int, ...]], version: Version,
+                      engine: str) -> dict[int, int]:
+    """layer -> the layer whose KV cache it reads, checked as vLLM's validate_kv_sharing_target does."""
+    shared = {i: layer.kv_sharing_target for i, layer in enumerate(layers) if layer.kv_sharing_target is not None}
+    if not shared:
+        return {}
+    if not rule(version, "kv_sharing", engine):
+        raise NotImplementedError(f"KV sharing is not supported here ({rule_source(version, 'kv_sharing', engine)})")
+    for i, target in shared.items():
+        why = f"Specified KV sharing target layer for layer {i} is not valid: target layer {target} "
+        if target == i:
+            raise ValueError(why + "cannot be the same as the current layer.")
+        if target > i:
+            raise ValueError(why + "must come before the current layer.")
+        if target < 0 or layers[target].spec_type.recurrent \
+                or any(i in w and target not in w for w in workers):
+            raise ValueError(why + "is not a valid Attention layer in the model.")
+        if (layers[target].kind == "cross") != (layers[i].kind == "cross"):
+            raise ValueError(why + "must be the same type as the current layer.")
+    for i, target in shared.items():  # a target that shares in turn: the cache is its target's
+        while target in shared:
+            target = shared[target]
+        shared[i] = target
+    return shared
+
+
+def _with_shared_layers(plan: KvGroupPlan, owning: Sequence[int], shared: dict[int, int],
+                        worker_layers: Sequence[Sequence[int]] | None) -> KvGroupPlan:
+    """The plan in the caller's layer indices, each KV-shared layer listed with its target's group (the
+    runner adds it there after allocation; add_kv_sharing_layers_to_kv_cache_groups)."""
+    mine = set(worker_layers[0]) if worker_layers is not None else set(range(len(owning) + len(shared)))
+    groups = []
+    for group in plan.groups:
+        members = tuple(owning[i] for i in group.layer_indices)
+        readers = tuple(i for i, target in sorted(shared.items()) if target in members and i in mine)
+        groups.append(replace(group, layer_indices=members, shared_layer_indices=readers))
+    note = (f"KV-shared layers: {len(shared)} read an earlier layer's KV cache (kv_sharing_target_layer_name) "
+            "and take no page")
+    return replace(plan, groups=tuple(groups), notes=plan.notes + (note,))
 
 
 def plan_v0(inputs: KvPlanInputs) -> KvGroupPlan:
@@ -434,9 +531,9 @@ def plan_v1(inputs: KvPlanInputs) -> KvGroupPlan:
     version, workers = inputs.version, list(inputs.workers)
     if rule(version, "global_groups"):  # groups from all workers' layers (0.11+), else per worker
         all_indices = sorted({i for w in workers for i in w})
-        groupings = [_group(specs.grouped, all_indices, version)] * len(workers)
+        groupings = [_group(specs.grouped, all_indices, version, inputs.attention_backend)] * len(workers)
     else:
-        groupings = [_group(specs.grouped, w, version) for w in workers]
+        groupings = [_group(specs.grouped, w, version, inputs.attention_backend) for w in workers]
     lines, notes = list(specs.lines) + list(groupings[0].log_lines), list(specs.notes)
     worker_bytes, own_blocks, sizes = _worker_blocks(groupings, workers, inputs.budgets, specs.grouped, version)
     blocks_each, fit_budgets = _apply_override(inputs, own_blocks, worker_bytes, lines, notes)
@@ -808,6 +905,7 @@ def attention_layers_from_config(config: dict, tp: int, block_size: int, dtype_b
     """
     cfg = text_config(config)
     kinds = layer_kinds(config, version=version, disable_sliding_window=disable_sliding_window)
+    targets = kv_sharing_targets(config)
     if cfg.get("kv_lora_rank"):
         latent = int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim", 0))
         page = block_size * latent * dtype_bytes
@@ -816,7 +914,29 @@ def attention_layers_from_config(config: dict, tp: int, block_size: int, dtype_b
         kv_heads = int(cfg.get("num_key_value_heads") or heads)
         head_dim = int(cfg.get("head_dim") or int(cfg.get("hidden_size") or cfg.get("n_embd")) // heads)
         page = 2 * block_size * max(1, kv_heads // tp) * head_dim * dtype_bytes
-    return [AttentionLayer(kind, page, window) for kind, window in kinds]
+    return [AttentionLayer(kind, page, window, target) for (kind, window), target in zip(kinds, targets)]
+
+
+def kv_sharing_targets(config: dict) -> list[int | None]:
+    """For each layer, the earlier layer whose KV cache it reads (None: its own): the last
+    num_kv_shared_layers layers share. Gemma 3n (gemma3n.py, 0.33.0 read): the layer just before them for
+    a full layer, the one two before for a sliding layer; Gemma 4 (gemma4.py 0.19.0-0.33.0): the last
+    non-shared layer of the same type."""
+    cfg = text_config(config)
+    n = int(cfg.get("num_hidden_layers") or cfg.get("n_layer") or cfg.get("num_layers"))
+    first = n - int(cfg.get("num_kv_shared_layers") or 0)
+    targets: list[int | None] = [None] * n
+    if first >= n:
+        return targets
+    kinds = [kind for kind, _ in layer_kinds(config)]
+    for i in range(first, n):
+        if cfg.get("model_type", "").startswith("gemma3n"):
+            target = first - (2 if kinds[i] == "sliding" else 1)
+        else:
+            earlier = [j for j in range(first) if kinds[j] == kinds[i]]
+            target = earlier[-1] if earlier else -1
+        targets[i] = target if target >= 0 else None
+    return targets
 
 
 # --- max_model_len capped to the window -----------------------------------------------------------------

@@ -368,6 +368,17 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.12.0"), None, "unified_page_block_size", True, "unify_kv_cache_spec_page_size raises block_size of smaller pages (0.12.0)"),
     RuleChange(_v("0.0.0"), None, "uniform_type_group", False, "same type, different shapes: not one group (<= 0.10.2)"),
     RuleChange(_v("0.11.0"), None, "uniform_type_group", True, "UniformTypeKVCacheSpecs: one group, block = sum of pages (0.11.0)"),
+    # A page that does not divide the largest one (unify_kv_cache_spec_page_size): padded to it, or refused.
+    RuleChange(_v("0.0.0"), None, "kv_page_padding", None, "non-divisible pages: NotImplementedError 'Cannot unify by adjusting block_size' (0.12-0.23; absent in the 0.23.0 wheel)"),
+    RuleChange(_v("0.24.0"), None, "kv_page_padding", "block-stride-backends", "page_size_padded for attention layers whose backend indexes_kv_by_block_stride (kv_cache_utils.py, v1/attention/backend.py 0.24.0-0.28.0)"),
+    RuleChange(_v("0.29.0"), None, "kv_page_padding", "non-mla", "every non-MLA attention layer is padded; MLA still raises (kv_cache_utils.py 0.29.0)"),
+    RuleChange(_v("0.0.0"), None, "kv_block_stride_backends", ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "FLASH_ATTN_MLA", "FLASHMLA", "CUTLASS_MLA", "TRITON_MLA", "FLASHINFER_MLA"),
+               "backends whose layered get_kv_cache_stride_order puts num_blocks first (0.24.0-0.28.0); ROCm, CPU and TurboQuant backends do not"),
+    RuleChange(_v("0.0.0"), None, "mamba_page_padding", False, "a Mamba page below a larger attention page: block_size scaled, page unchanged, AssertionError (vLLM issue 43626; 0.25.0)"),
+    RuleChange(_v("0.26.0"), None, "mamba_page_padding", True, "MambaSpec page_size_padded to the largest page (unify_kv_cache_spec_page_size 0.26.0; absent in 0.25.0)"),
+    # Layers that reuse an earlier layer's KV cache (kv_sharing_target_layer_name; Gemma 3n, Gemma 4 E2B / E4B).
+    RuleChange(_v("0.0.0"), None, "kv_sharing", False, "no kv_sharing_target_layer_name before 0.9.1 (0.9.0 wheel); V0 backends: 'KV sharing is not supported in V0.'"),
+    RuleChange(_v("0.9.1"), "v1", "kv_sharing", True, "get_kv_cache_spec skips layers with a kv_sharing_target_layer_name; the runner adds them to their target's group (gpu_model_runner.py 0.9.1)"),
     # How many tokens a sliding / chunked request holds.
     RuleChange(_v("0.0.0"), None, "in_flight_tokens", False, "X = max_num_batched_tokens (SlidingWindowSpec.max_memory_usage_bytes 0.8.3-0.25.0)"),
     RuleChange(_v("0.26.0"), None, "in_flight_tokens", True, "X = VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (0.26.0; absent in 0.25.0)"),

@@ -242,9 +242,11 @@ def weights_whatif(inventory: Inventory, dtype: str) -> tuple[Component, ...]:
                       "(e.g. an FP8/INT8 checkpoint that does not list them in its ignore list)"),)
 
 
-def _budget_bytes(total: int, utilization: float, release: Release) -> int:
+def budget_bytes(total: int, utilization: float, release: Release, ceil=math.ceil, trunc=int) -> int:
+    """requested_memory = total x utilization, rounded up from the release that rounds it (request_memory_ceil);
+    the advisor's sweep passes numpy's ceil and trunc for arrays."""
     product = total * utilization
-    return math.ceil(product) if release["request_memory_ceil"] else int(product)
+    return ceil(product) if release["request_memory_ceil"] else trunc(product)
 
 
 def _engine_rope_rows(spec: ModelSpec, settings: EngineSettings) -> ModelSpec:
@@ -295,7 +297,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     dtype_bytes = DTYPE_BYTES[dtype]
     weights_plan = plan_weights(spec, settings, gpu, release)
     total = gpu.cuda_total_bytes
-    budget = _budget_bytes(total, settings.gpu_memory_utilization, release)
+    budget = budget_bytes(total, settings.gpu_memory_utilization, release)
     notes: list[str] = []
 
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
@@ -386,8 +388,9 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
                               non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, kv,
                               (mamba_cache0, mamba_reason0))
     outside = _outside_budget(non_torch_outside, graphs, graph_budgeted)
-    smi_mib = _nvidia_smi_used_mib(total, settings, rank0.weights_bytes + mamba_cache0, non_torch_inside, pool_bytes,
-                                   outside, graphs.bytes if graph_budgeted else 0, peak.activation_peak_bytes)
+    smi_mib = nvidia_smi_used_mib(total, settings.engine, rank0.weights_bytes + mamba_cache0 + non_torch_inside
+                                  + pool_bytes + outside.bytes + (graphs.bytes if graph_budgeted else 0),
+                                  peak.activation_peak_bytes)
     # vLLM's profiled "activation peak" holds the V0 Mamba state cache (allocated inside the profile run)
     logged_peak = peak.activation_peak_bytes + mamba_cache0
 
@@ -497,15 +500,18 @@ def _outside_budget(non_torch_outside: int, graphs, graph_budgeted: bool) -> Com
                      "what nvidia-smi shows beyond the budget", children=tuple(children))
 
 
-def _nvidia_smi_used_mib(total: int, settings: EngineSettings, weights: int, non_torch_inside: int, pool: int,
-                         outside: Component, budgeted_graphs: int, activation: int) -> int:
-    """What nvidia-smi shows right after startup (§10): everything resident. V1's sampler warm-up after
-    graph capture re-reserves the activation buffers; V0 empties the cache after profiling and its
-    decode-only warm-up stays small (#7553: eager 21,395 MiB = u x T - peak + context)."""
-    resident = weights + non_torch_inside + pool + outside.bytes + budgeted_graphs
-    if settings.engine == "v1":
-        resident += activation
-    return int(round(min(resident, total) / MIB))
+def _round(value) -> int:
+    return int(round(value))
+
+
+def nvidia_smi_used_mib(total: int, engine: str, resident: int, activation: int, minimum=min, rint=_round) -> int:
+    """What nvidia-smi shows right after startup (§10): everything resident (weights, non-torch, the KV pool,
+    context and graphs). V1's sampler warm-up after graph capture re-reserves the activation buffers; V0 empties
+    the cache after profiling and its decode-only warm-up stays small (#7553: eager 21,395 MiB = u x T - peak +
+    context). The advisor's sweep passes numpy's minimum and rint for arrays."""
+    if engine == "v1":
+        resident = resident + activation
+    return rint(minimum(resident, total) / MIB)
 
 
 def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release,

@@ -325,25 +325,48 @@ class SmiExplanation:
 
 def explain_nvidia_smi(observed: dict, inference: Inference, prediction, smi=None, run=None) -> SmiExplanation | None:
     """used = weights + KV pool + non-torch + CUDA graphs + CUDA context (+ NCCL) + other processes + the rest."""
-    from ..engines import get_engine
-
-    used = observed.get("nvidia_smi_used_mib")
-    total = observed.get("nvidia_smi_total_mib")
-    gpu_name = "GPU 0" if smi is None else "the GPU quoted in the log"
-    others_mib = 0
-    vllm_process = None
-    if smi is not None and smi.gpus:
-        gpu = smi.gpu(0)
-        used = gpu.used_mib if gpu.used_mib is not None else used
-        total = gpu.total_mib or total
-        where = f"GPU {gpu.index}" if gpu.index is not None else "the GPU quoted in the log"
-        gpu_name = f"{where} ({gpu.name})" if gpu.name else where
-        procs = [p for p in smi.processes_on(gpu.index) if p.used_mib]
-        if procs:
-            vllm_process = max(procs, key=lambda p: (("python" in p.name or "vllm" in p.name.lower()), p.used_mib))
-            others_mib = sum(p.used_mib for p in procs if p is not vllm_process)
+    used, total, gpu_name, others_mib = _smi_reading(observed, smi)
     if used is None:
         return None
+    parts = _smi_parts(observed, prediction, others_mib)
+    accounted = sum(round(gib, 2) for _, gib, _ in parts)
+    remaining = round(used / 1024, 2) - accounted
+    peak = observed.get("activation_peak_gib")
+    if peak is None and prediction is not None:
+        peak = prediction.activation_peak_bytes / GIB
+    verdict = _smi_verdict(remaining, peak or 0.0)
+    core = sum(gib for what, gib, _ in parts if what in ("model weights", "KV cache pool"))
+    overhead = used / 1024 - core
+    summary = (f"weights + KV cache = {core:.2f} GiB of the {used / 1024:.2f} GiB; the other {overhead:.2f} GiB is "
+               "runtime overhead (non-torch memory, CUDA graphs, CUDA context, activation workspace"
+               + (", other processes" if others_mib else "") + ")")
+    return SmiExplanation(gpu_name, int(used), total, parts, remaining, verdict, summary)
+
+
+def _smi_reading(observed: dict, smi) -> tuple:
+    """(used MiB, total MiB, which GPU, MiB of other processes): a pasted nvidia-smi table wins over the log's
+    figures; vLLM's process is the largest python/vllm one, the others are counted apart."""
+    used = observed.get("nvidia_smi_used_mib")
+    total = observed.get("nvidia_smi_total_mib")
+    if smi is None or not smi.gpus:
+        return used, total, "GPU 0" if smi is None else "the GPU quoted in the log", 0
+    gpu = smi.gpu(0)
+    used = gpu.used_mib if gpu.used_mib is not None else used
+    total = gpu.total_mib or total
+    where = f"GPU {gpu.index}" if gpu.index is not None else "the GPU quoted in the log"
+    gpu_name = f"{where} ({gpu.name})" if gpu.name else where
+    others_mib = 0
+    procs = [p for p in smi.processes_on(gpu.index) if p.used_mib]
+    if procs:
+        vllm_process = max(procs, key=lambda p: (("python" in p.name or "vllm" in p.name.lower()), p.used_mib))
+        others_mib = sum(p.used_mib for p in procs if p is not vllm_process)
+    return used, total, gpu_name, others_mib
+
+
+def _smi_parts(observed: dict, prediction, others_mib: int) -> list[tuple[str, float, str]]:
+    """(part, GiB, basis) of what nvidia-smi counts: logged figures where the log has them, else predicted."""
+    from ..engines import get_engine
+
     parts = []
 
     def add(what, value_gib, basis):
@@ -381,28 +404,20 @@ def explain_nvidia_smi(observed: dict, inference: Inference, prediction, smi=Non
     add("CUDA context (+ NCCL outside the budget)", context, "estimate")
     if others_mib:
         add("other processes", others_mib / 1024, "nvidia-smi process list")
-    accounted = sum(round(gib, 2) for _, gib, _ in parts)
-    remaining = round(used / 1024, 2) - accounted
-    peak = observed.get("activation_peak_gib")
-    if peak is None and prediction is not None:
-        peak = prediction.activation_peak_bytes / GIB
-    peak = peak or 0.0
+    return parts
+
+
+def _smi_verdict(remaining: float, peak: float) -> str:
+    """What the GiB nvidia-smi shows beyond the parts most likely are."""
     if remaining < -0.3:
-        verdict = (f"{-remaining:.2f} GiB less than the parts: the reading was taken before everything was allocated, "
-                   "or the context/graphs are smaller than estimated")
-    elif remaining <= peak + 0.3:
-        verdict = (f"the remaining {remaining:.2f} GiB is the activation workspace re-reserved after profiling (the "
-                   f"profile peaked at {peak:.2f} GiB) plus allocator rounding: nvidia-smi can grow by up to "
-                   f"{max(0.0, peak - remaining):.2f} GiB more under large batches")
-    else:
-        verdict = (f"{remaining - peak:.2f} GiB beyond the parts and the full activation peak: fragmentation, sampler "
-                   "or attention workspaces, or memory outside vLLM")
-    core = sum(gib for what, gib, _ in parts if what in ("model weights", "KV cache pool"))
-    overhead = used / 1024 - core
-    summary = (f"weights + KV cache = {core:.2f} GiB of the {used / 1024:.2f} GiB; the other {overhead:.2f} GiB is "
-               "runtime overhead (non-torch memory, CUDA graphs, CUDA context, activation workspace"
-               + (", other processes" if others_mib else "") + ")")
-    return SmiExplanation(gpu_name, int(used), total, parts, remaining, verdict, summary)
+        return (f"{-remaining:.2f} GiB less than the parts: the reading was taken before everything was allocated, "
+                "or the context/graphs are smaller than estimated")
+    if remaining <= peak + 0.3:
+        return (f"the remaining {remaining:.2f} GiB is the activation workspace re-reserved after profiling (the "
+                f"profile peaked at {peak:.2f} GiB) plus allocator rounding: nvidia-smi can grow by up to "
+                f"{max(0.0, peak - remaining):.2f} GiB more under large batches")
+    return (f"{remaining - peak:.2f} GiB beyond the parts and the full activation peak: fragmentation, sampler "
+            "or attention workspaces, or memory outside vLLM")
 
 
 # --- anomalies -------------------------------------------------------------------------------------------------

@@ -307,6 +307,21 @@ def _parse(config: dict, name: str) -> ModelSpec:
         return _parse_multimodal(config, name, architecture)
     if architecture == "WhisperForConditionalGeneration":
         return _parse_whisper(config, name, architecture)
+    family = _text_family(config, architecture)
+    if family == "chatglm":
+        return _parse_chatglm(config, name, architecture)
+    if family == "opt":
+        return _parse_opt(config, name, architecture)
+    spec = _parse_text(config, name, architecture, family)
+    if family in ("bamba", "qwen3_next", "jamba", "granitemoehybrid", "falcon_h1", "minimax_text_01", "nemotron_h"):
+        spec = replace(spec, **_hybrid_fields(config))
+    if family == "gemma4":
+        spec = replace(spec, **_gemma4_fields(config))
+    return spec
+
+
+def _text_family(config: dict, architecture: str) -> str:
+    """The family of a text model: by architecture, else by model_type for the common ones."""
     family = _ARCHITECTURE_FAMILY.get(architecture)
     if family is None:
         model_type = config.get("model_type", "")
@@ -315,14 +330,27 @@ def _parse(config: dict, name: str) -> ModelSpec:
             raise UnsupportedArchitectureError(
                 f"unsupported architecture {architecture or model_type or '(none given)'!r}"
             )
-    if family == "chatglm":
-        return _parse_chatglm(config, name, architecture)
-    if family == "opt":
-        return _parse_opt(config, name, architecture)
+    return family
 
+
+def _sliding_window(config: dict, family: str) -> tuple[int | None, str]:
+    """(window, pattern of sliding layers) - (None, "") when every layer is full attention."""
+    sliding_window = config.get("sliding_window")
+    pattern = ""
+    if family in ("gemma2", "gpt_oss"):
+        pattern = "alternate"  # (gpt-oss: layer_types sliding_attention / full_attention)
+    elif family == "gemma3":
+        pattern = f"{config.get('sliding_window_pattern', 6) - 1}:1"
+    elif family in ("llama", "phi3", "mixtral") and sliding_window:
+        pattern = "all"
+    # (Qwen2/Qwen3 configs carry a window they do not use unless use_sliding_window: no pattern either way)
+    return (sliding_window if pattern else None), pattern
+
+
+def _parse_text(config: dict, name: str, architecture: str, family: str) -> ModelSpec:
+    """A decoder-only text model of a known family."""
     hidden = _require(config, "hidden_size", "n_embd", "d_model")
     heads = _require(config, "num_attention_heads", "n_head")
-    kv_heads = config.get("num_key_value_heads") or heads
     head_dim = config.get("head_dim") or hidden // heads
     layers = _require(config, "num_hidden_layers", "n_layer", "num_layers")
     # (an all-MoE text config may name only the experts' width: Qwen3_5MoeTextConfig has no intermediate_size)
@@ -331,43 +359,29 @@ def _parse(config: dict, name: str) -> ModelSpec:
         # intermediate_size is one expert's (and the shared expert's); dense layers use intermediate_size_mlp
         intermediate = int(config.get("intermediate_size_mlp") or _LLAMA4_TEXT_DEFAULTS["intermediate_size_mlp"])
     vocab = _require(config, "vocab_size")
-    # Gemma ties embeddings unless told otherwise; everyone else defaults to untied in HF.
-    tie = bool(config.get("tie_word_embeddings", family.startswith("gemma")))
     # (GLM-4.5's model code defaults partial_rotary_factor to 0.5: glm4_moe.py getattr(config, ..., 0.5))
     partial = float(config.get("partial_rotary_factor", 0.5 if family == "glm4_moe" else 1.0) or 1.0)
     rotary_dim = int(head_dim * partial)
-    sliding_window = config.get("sliding_window")
-    pattern = ""
-    if family == "gemma2":
-        pattern = "alternate"
-    elif family == "gemma3":
-        pattern = f"{config.get('sliding_window_pattern', 6) - 1}:1"
-    elif family == "qwen2" and not config.get("use_sliding_window", False):
-        sliding_window = None  # Qwen2 configs carry a window they do not use
-    elif family in ("qwen3", "qwen2_moe", "qwen3_moe") and not config.get("use_sliding_window", False):
-        sliding_window = None
-    elif family in ("llama", "phi3", "mixtral") and sliding_window:
-        pattern = "all"
+    sliding_window, pattern = _sliding_window(config, family)
     bias = bool(config.get("attention_bias", False)) or bool(config.get("bias", False))
     moe = _moe(config, family, layers)
     mla = _mla(config) if family == "deepseek_v2" else None
     if mla is not None:
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
         rotary_dim = mla.qk_rope_head_dim
-    if family == "gpt_oss":
-        pattern = "alternate"  # layer_types: sliding_attention / full_attention
-    spec = ModelSpec(
+    return ModelSpec(
         name=name,
         architecture=architecture,
         family=family,
         hidden_size=hidden,
         num_layers=layers,
         num_attention_heads=heads,
-        num_kv_heads=kv_heads,
+        num_kv_heads=config.get("num_key_value_heads") or heads,
         head_dim=head_dim,
         intermediate_size=intermediate,
         vocab_size=vocab,
-        tie_word_embeddings=tie,
+        # Gemma ties embeddings unless told otherwise; everyone else defaults to untied in HF.
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", family.startswith("gemma"))),
         torch_dtype=_dtype_name(config.get("torch_dtype") or config.get("dtype") or "float32"),
         max_position_embeddings=int(config.get("max_position_embeddings") or 2048),
         rotary_dim=rotary_dim,
@@ -377,7 +391,7 @@ def _parse(config: dict, name: str) -> ModelSpec:
         mlp_bias=bool(config.get("mlp_bias", False)),
         qk_norm=family in ("qwen3", "qwen3_moe", "gemma3", "qwen3_next") or family == "glm4_moe" and bool(config.get("use_qk_norm")),
         norms_per_layer=4 if family in ("gemma2", "gemma3") else 2,
-        sliding_window=sliding_window if pattern else None,
+        sliding_window=sliding_window,
         sliding_window_pattern=pattern,
         max_len_keys=_max_len_keys(config),
         forbids_fp16=config.get("model_type") in _FP16_FORBIDDEN or family in ("gemma2", "gemma3"),
@@ -387,11 +401,6 @@ def _parse(config: dict, name: str) -> ModelSpec:
         attention_sinks=family == "gpt_oss",
         rotary_dtype="float32" if family == "gpt_oss" else None,  # gpt_oss.py get_rope(dtype=torch.float32)
     )
-    if family in ("bamba", "qwen3_next", "jamba", "granitemoehybrid", "falcon_h1", "minimax_text_01", "nemotron_h"):
-        spec = replace(spec, **_hybrid_fields(config))
-    if family == "gemma4":
-        spec = replace(spec, **_gemma4_fields(config))
-    return spec
 
 
 def _hybrid_fields(config: dict) -> dict:

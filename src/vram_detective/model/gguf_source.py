@@ -81,88 +81,101 @@ _COUNT_ONLY = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml
                "tokenizer.ggml.added_tokens")
 
 
-def parse_prefix(data: bytes, source: str, file_size: int | None = None) -> GGUFHeader:
-    """Parse metadata and tensor infos from the first bytes of a GGUF file; NeedMoreBytes when short."""
-    view = memoryview(data)
-    offset = 0
+class _Cursor:
+    """Reads GGUF values from the bytes of a file's start; NeedMoreBytes when they run out before the file does."""
 
-    def take(count: int) -> memoryview:
-        nonlocal offset
+    def __init__(self, data: bytes, source: str, file_size: int | None):
+        self.view = memoryview(data)
+        self.source = source
+        self.file_size = file_size
+        self.offset = 0
+
+    def take(self, count: int) -> memoryview:
+        offset, source = self.offset, self.source
         if count < 0 or offset + count > MAX_GGUF_HEADER_BYTES:
             raise GGUFError(f"{source}: GGUF header larger than {MAX_GGUF_HEADER_BYTES:,} bytes: corrupt file?")
-        if offset + count > len(view):
-            if file_size is not None and offset + count > file_size:
+        if offset + count > len(self.view):
+            if self.file_size is not None and offset + count > self.file_size:
                 raise GGUFError(f"{source}: truncated GGUF file (header runs past the end of the file)")
             raise NeedMoreBytes(offset + count)
-        chunk = view[offset:offset + count]
-        offset += count
-        return chunk
+        self.offset = offset + count
+        return self.view[offset:offset + count]
 
-    def unpack(fmt: str):
-        return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+    def unpack(self, fmt: str):
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
-    def string() -> str:
-        length = unpack("<Q")
+    def string(self) -> str:
+        length = self.unpack("<Q")
         if length > MAX_GGUF_HEADER_BYTES:
-            raise GGUFError(f"{source}: GGUF string of {length:,} bytes: corrupt file?")
-        return bytes(take(length)).decode("utf-8", errors="replace")
+            raise GGUFError(f"{self.source}: GGUF string of {length:,} bytes: corrupt file?")
+        return bytes(self.take(length)).decode("utf-8", errors="replace")
 
-    def value(type_id: int, keep: bool = True):
+    def value(self, type_id: int, keep: bool = True):
+        """One metadata value; with keep=False an array is skipped and only its length returned."""
         if type_id in _SCALARS:
-            return unpack(_SCALARS[type_id])
+            return self.unpack(_SCALARS[type_id])
         if type_id == _STRING:
-            return string()
+            return self.string()
         if type_id == _ARRAY:
-            item_type, count = unpack("<I"), unpack("<Q")
-            if count > MAX_ARRAY_ITEMS:
-                raise GGUFError(f"{source}: GGUF array of {count:,} items: corrupt file?")
-            if item_type in _SCALARS and not keep:
-                take(struct.calcsize(_SCALARS[item_type]) * count)
-                return count
-            started = offset
-            items = []
-            for index in range(count):
-                try:
-                    items.append(value(item_type, keep))
-                except NeedMoreBytes as more:
-                    if index == 0:
-                        raise
-                    # ask for the rest of the array at once, at the average item size seen so far
-                    estimate = offset + (offset - started) * (count - index) // index
-                    raise NeedMoreBytes(max(more.needed, estimate)) from None
-            return items if keep else count
-        raise GGUFError(f"{source}: unknown GGUF metadata value type {type_id}")
+            return self.array(keep)
+        raise GGUFError(f"{self.source}: unknown GGUF metadata value type {type_id}")
 
-    if bytes(take(4)) != GGUF_MAGIC:
+    def array(self, keep: bool):
+        item_type, count = self.unpack("<I"), self.unpack("<Q")
+        if count > MAX_ARRAY_ITEMS:
+            raise GGUFError(f"{self.source}: GGUF array of {count:,} items: corrupt file?")
+        if item_type in _SCALARS and not keep:
+            self.take(struct.calcsize(_SCALARS[item_type]) * count)
+            return count
+        started = self.offset
+        items = []
+        for index in range(count):
+            try:
+                items.append(self.value(item_type, keep))
+            except NeedMoreBytes as more:
+                if index == 0:
+                    raise
+                # ask for the rest of the array at once, at the average item size seen so far
+                estimate = self.offset + (self.offset - started) * (count - index) // index
+                raise NeedMoreBytes(max(more.needed, estimate)) from None
+        return items if keep else count
+
+    def tensor(self) -> CheckpointTensor:
+        """One tensor info: name, dims (GGUF lists them innermost first), type, data offset."""
+        name = self.string()
+        n_dims = self.unpack("<I")
+        if n_dims > 8:
+            raise GGUFError(f"{self.source}: tensor {name!r} has {n_dims} dimensions: corrupt file?")
+        dims = [self.unpack("<Q") for _ in range(n_dims)]
+        type_id = self.unpack("<I")
+        self.unpack("<Q")  # data offset
+        numel = 1
+        for dim in dims:
+            numel *= dim
+        type_name, nbytes = tensor_bytes(type_id, numel, name, self.source)
+        return CheckpointTensor(name, tuple(reversed(dims)), type_name, nbytes, self.source)
+
+
+def parse_prefix(data: bytes, source: str, file_size: int | None = None) -> GGUFHeader:
+    """Parse metadata and tensor infos from the first bytes of a GGUF file; NeedMoreBytes when short."""
+    cursor = _Cursor(data, source, file_size)
+    if bytes(cursor.take(4)) != GGUF_MAGIC:
         raise GGUFError(f"{source}: not a GGUF file (bad magic)")
-    version = unpack("<I")
+    version = cursor.unpack("<I")
     if version not in (2, 3):
         raise GGUFError(f"{source}: GGUF version {version} is not supported (2 and 3 are)")
-    tensor_count, kv_count = unpack("<Q"), unpack("<Q")
+    tensor_count, kv_count = cursor.unpack("<Q"), cursor.unpack("<Q")
     if tensor_count > MAX_TENSORS or kv_count > MAX_ARRAY_ITEMS:
         raise GGUFError(f"{source}: GGUF header claims {tensor_count:,} tensors and {kv_count:,} keys: corrupt file?")
     metadata: dict = {}
     for _ in range(kv_count):
-        key = string()
-        type_id = unpack("<I")
-        metadata[key] = value(type_id, keep=key not in _COUNT_ONLY)
-    tensors = []
-    for _ in range(tensor_count):
-        name = string()
-        n_dims = unpack("<I")
-        if n_dims > 8:
-            raise GGUFError(f"{source}: tensor {name!r} has {n_dims} dimensions: corrupt file?")
-        dims = [unpack("<Q") for _ in range(n_dims)]
-        type_id = unpack("<I")
-        unpack("<Q")  # data offset
-        numel = 1
-        for dim in dims:
-            numel *= dim
-        type_name, nbytes = tensor_bytes(type_id, numel, name, source)
-        tensors.append(CheckpointTensor(name, tuple(reversed(dims)), type_name, nbytes, source))
+        key = cursor.string()
+        type_id = cursor.unpack("<I")
+        metadata[key] = cursor.value(type_id, keep=key not in _COUNT_ONLY)
+    tensors = tuple(cursor.tensor() for _ in range(tensor_count))
     alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT) or DEFAULT_ALIGNMENT)
-    end = -(-offset // alignment) * alignment
-    return GGUFHeader(source, version, metadata, tuple(tensors), end)
+    end = -(-cursor.offset // alignment) * alignment
+    return GGUFHeader(source, version, metadata, tensors, end)
 
 
 def read_local(path: str | os.PathLike) -> GGUFHeader:
@@ -294,21 +307,9 @@ def gguf_config(metadata: dict, tensors: tuple[CheckpointTensor, ...], source: s
             f"{source}: GGUF architecture {arch!r} is not sized yet (known: {', '.join(GGUF_ARCHITECTURES)})"
         )
     architecture, model_type = GGUF_ARCHITECTURES[arch]
-
-    def get(key: str, default=None):
-        value = metadata.get(f"{arch}.{key}", default)
-        if isinstance(value, list):  # per-layer values (head_count_kv, feed_forward_length): the largest
-            value = max(value) if value else default
-        return value
-
-    required = {"block_count": "num_hidden_layers", "embedding_length": "hidden_size",
-                "attention.head_count": "num_attention_heads"}
+    get = _arch_getter(metadata, arch)
+    _check_required(get, arch, source)
     names = {t.name: t for t in tensors}
-    if get("feed_forward_length") is None and not get("expert_count"):
-        required["feed_forward_length"] = "intermediate_size"
-    missing = [f"{arch}.{key}" for key in required if get(key) is None]
-    if missing:
-        raise ConfigError(f"{source}: GGUF metadata lacks {', '.join(missing)}: cannot size the model")
     hidden = int(get("embedding_length"))
     heads = int(get("attention.head_count"))
     config: dict = {
@@ -322,6 +323,50 @@ def gguf_config(metadata: dict, tensors: tuple[CheckpointTensor, ...], source: s
     }
     if get("feed_forward_length") is not None:
         config["intermediate_size"] = int(get("feed_forward_length"))
+    config.update(_attention_keys(get, hidden, heads))
+    embedding = names.get("token_embd.weight")
+    vocab = get("vocab_size") or (embedding.shape[0] if embedding else None) or metadata.get("tokenizer.ggml.tokens")
+    if not vocab:
+        raise ConfigError(f"{source}: GGUF metadata lacks {arch}.vocab_size and there is no token_embd.weight")
+    config["vocab_size"] = int(vocab)
+    # a GGUF without output.weight ties lm_head to the embedding (llama.cpp and vLLM's loader alike)
+    config["tie_word_embeddings"] = "output.weight" not in names
+    if get("expert_count"):
+        config.update(_expert_keys(get, config.get("intermediate_size")))
+    if arch not in ("qwen2", "qwen2moe") and "blk.0.attn_q.bias" in names:
+        config["attention_bias"] = True  # (Qwen2 has q/k/v biases by family)
+    # no torch_dtype: vLLM reads GGUF configs through transformers, which leaves it unset (vLLM treats it as
+    # float32 and picks its default half dtype); the file's type is kept for reference
+    if metadata.get("general.file_type") is not None:
+        config["gguf_file_type"] = metadata["general.file_type"]
+    return config
+
+
+def _arch_getter(metadata: dict, arch: str):
+    """get(key, default): metadata "<arch>.<key>"; per-layer lists (head_count_kv, feed_forward_length) give
+    their largest value."""
+    def get(key: str, default=None):
+        value = metadata.get(f"{arch}.{key}", default)
+        if isinstance(value, list):
+            value = max(value) if value else default
+        return value
+
+    return get
+
+
+def _check_required(get, arch: str, source: str) -> None:
+    required = {"block_count": "num_hidden_layers", "embedding_length": "hidden_size",
+                "attention.head_count": "num_attention_heads"}
+    if get("feed_forward_length") is None and not get("expert_count"):
+        required["feed_forward_length"] = "intermediate_size"
+    missing = [f"{arch}.{key}" for key in required if get(key) is None]
+    if missing:
+        raise ConfigError(f"{source}: GGUF metadata lacks {', '.join(missing)}: cannot size the model")
+
+
+def _attention_keys(get, hidden: int, heads: int) -> dict:
+    """head_dim, partial rotary factor, RoPE base and scaling, RMS norm epsilon, sliding window - those given."""
+    config: dict = {}
     head_dim = get("attention.key_length")
     if head_dim is not None:
         config["head_dim"] = int(head_dim)
@@ -340,27 +385,18 @@ def gguf_config(metadata: dict, tensors: tuple[CheckpointTensor, ...], source: s
         config["rope_scaling"] = {"rope_type": scaling, "factor": float(get("rope.scaling.factor", 1.0))}
         if get("rope.scaling.original_context_length"):
             config["rope_scaling"]["original_max_position_embeddings"] = int(get("rope.scaling.original_context_length"))
-    embedding = names.get("token_embd.weight")
-    vocab = get("vocab_size") or (embedding.shape[0] if embedding else None) or metadata.get("tokenizer.ggml.tokens")
-    if not vocab:
-        raise ConfigError(f"{source}: GGUF metadata lacks {arch}.vocab_size and there is no token_embd.weight")
-    config["vocab_size"] = int(vocab)
-    # a GGUF without output.weight ties lm_head to the embedding (llama.cpp and vLLM's loader alike)
-    config["tie_word_embeddings"] = "output.weight" not in names
-    if get("expert_count"):
-        config["num_experts"] = int(get("expert_count"))
-        config["num_experts_per_tok"] = int(get("expert_used_count", 2))
-        if get("expert_feed_forward_length"):
-            config["moe_intermediate_size"] = int(get("expert_feed_forward_length"))
-        config.setdefault("intermediate_size", config.get("moe_intermediate_size", 0))
-        if get("expert_shared_feed_forward_length"):
-            config["shared_expert_intermediate_size"] = int(get("expert_shared_feed_forward_length"))
-    if arch not in ("qwen2", "qwen2moe") and "blk.0.attn_q.bias" in names:
-        config["attention_bias"] = True  # (Qwen2 has q/k/v biases by family)
-    # no torch_dtype: vLLM reads GGUF configs through transformers, which leaves it unset (vLLM treats it as
-    # float32 and picks its default half dtype); the file's type is kept for reference
-    if metadata.get("general.file_type") is not None:
-        config["gguf_file_type"] = metadata["general.file_type"]
+    return config
+
+
+def _expert_keys(get, intermediate_size: int | None) -> dict:
+    """The MoE keys; intermediate_size falls back to the experts' width when the file names no dense one."""
+    config = {"num_experts": int(get("expert_count")), "num_experts_per_tok": int(get("expert_used_count", 2))}
+    if get("expert_feed_forward_length"):
+        config["moe_intermediate_size"] = int(get("expert_feed_forward_length"))
+    if intermediate_size is None:
+        config["intermediate_size"] = config.get("moe_intermediate_size", 0)
+    if get("expert_shared_feed_forward_length"):
+        config["shared_expert_intermediate_size"] = int(get("expert_shared_feed_forward_length"))
     return config
 
 

@@ -152,94 +152,118 @@ def parse_quantization_config(raw: dict | None) -> QuantConfig | None:
         # a ModelOpt hf_quant_config.json as a whole: {"producer": ..., "quantization": {...}}
         raw = {"quant_method": "modelopt", **raw["quantization"]}
     method = str(raw.get("quant_method") or raw.get("quant_algo") or "").lower()
-    if method == "awq":
+    parser = _PARSERS.get(method)
+    if parser is None:
+        raise QuantizationError(f"quantization method {method or '(none)'!r} is not sized yet")
+    return parser(raw, method)
+
+
+def _awq(raw: dict, method: str) -> QuantConfig:
+    return QuantConfig(
+        method="awq",
+        bits=int(raw.get("bits", raw.get("w_bit", 4))),
+        group_size=int(raw.get("group_size", raw.get("q_group_size", 128))),
+        zero_point=bool(raw.get("zero_point", True)),
+        not_converted=tuple(raw.get("modules_to_not_convert") or ()),
+    )
+
+
+def _gptq(raw: dict, method: str) -> QuantConfig:
+    return QuantConfig(
+        method="gptq",
+        bits=int(raw.get("bits", 4)),
+        group_size=int(raw.get("group_size", 128)),
+        zero_point=not bool(raw.get("sym", True)),
+        desc_act=bool(raw.get("desc_act", False)),
+        lm_head_quantized=bool(raw.get("lm_head", False)),
+        not_converted=tuple(raw.get("modules_to_not_convert") or ()),
+    )
+
+
+def _fp8(raw: dict, method: str) -> QuantConfig:
+    block = raw.get("weight_block_size")
+    return QuantConfig(
+        method="fp8",
+        bits=8,
+        group_size=-1,
+        weight_block=(int(block[0]), int(block[1])) if block else None,
+        static_input_scale=raw.get("activation_scheme") == "static",
+        not_converted=tuple(raw.get("ignored_layers") or raw.get("modules_to_not_convert") or ()),
+        lm_head_quantized=False,
+    )
+
+
+def _modelopt(raw: dict, method: str) -> QuantConfig:
+    algo = str(raw.get("quant_algo") or ("NVFP4" if "fp4" in method else "FP8")).upper()
+    kv_scales = str(raw.get("kv_cache_quant_algo") or "").upper() == "FP8"
+    if algo == "FP8":
         return QuantConfig(
-            method="awq",
-            bits=int(raw.get("bits", raw.get("w_bit", 4))),
-            group_size=int(raw.get("group_size", raw.get("q_group_size", 128))),
-            zero_point=bool(raw.get("zero_point", True)),
-            not_converted=tuple(raw.get("modules_to_not_convert") or ()),
-        )
-    if method == "gptq":
-        return QuantConfig(
-            method="gptq",
-            bits=int(raw.get("bits", 4)),
-            group_size=int(raw.get("group_size", 128)),
-            zero_point=not bool(raw.get("sym", True)),
-            desc_act=bool(raw.get("desc_act", False)),
-            lm_head_quantized=bool(raw.get("lm_head", False)),
-            not_converted=tuple(raw.get("modules_to_not_convert") or ()),
-        )
-    if method == "fp8":
-        block = raw.get("weight_block_size")
-        return QuantConfig(
-            method="fp8",
+            method="modelopt-fp8",
             bits=8,
             group_size=-1,
-            weight_block=(int(block[0]), int(block[1])) if block else None,
-            static_input_scale=raw.get("activation_scheme") == "static",
-            not_converted=tuple(raw.get("ignored_layers") or raw.get("modules_to_not_convert") or ()),
-            lm_head_quantized=False,
+            static_input_scale=True,  # ModelOpt FP8 stores static input scales (modelopt.py)
+            not_converted=tuple(raw.get("exclude_modules") or ()),
+            kv_cache_scales=kv_scales,
         )
-    if method in ("modelopt", "modelopt-fp8", "modelopt_fp4", "modelopt-fp4"):
-        algo = str(raw.get("quant_algo") or ("NVFP4" if "fp4" in method else "FP8")).upper()
-        kv_scales = str(raw.get("kv_cache_quant_algo") or "").upper() == "FP8"
-        if algo == "FP8":
-            return QuantConfig(
-                method="modelopt-fp8",
-                bits=8,
-                group_size=-1,
-                static_input_scale=True,  # ModelOpt FP8 stores static input scales (modelopt.py)
-                not_converted=tuple(raw.get("exclude_modules") or ()),
-                kv_cache_scales=kv_scales,
-            )
-        if algo == "NVFP4":
-            # ModelOptNvFp4Config.from_config (modelopt.py 0.8+): group_size 16, exclude_modules
-            return QuantConfig(
-                method="modelopt-fp4",
-                bits=4,
-                group_size=int(raw.get("group_size") or 16),
-                static_input_scale=True,
-                not_converted=tuple(raw.get("exclude_modules") or ()),
-                ignore_style="modelopt",
-                kv_cache_scales=kv_scales,
-            )
-        raise QuantizationError(f"ModelOpt {algo} checkpoints are not sized yet (FP8 and NVFP4 only)")
-    if method == "compressed-tensors":
-        return _parse_compressed_tensors(raw)
-    if method == "bitsandbytes":
-        # BitsAndBytesConfig.from_config (bitsandbytes.py): defaults load_in_4bit, quant type fp4,
-        # no double quantization, blocksize 64 (bitsandbytes.functional.quantize_4bit)
-        eight_bit = bool(raw.get("load_in_8bit") or raw.get("_load_in_8bit"))
+    if algo == "NVFP4":
+        # ModelOptNvFp4Config.from_config (modelopt.py 0.8+): group_size 16, exclude_modules
         return QuantConfig(
-            method="bitsandbytes",
-            bits=8 if eight_bit else 4,
-            group_size=-1 if eight_bit else 64,
-            scheme="int8" if eight_bit else str(raw.get("bnb_4bit_quant_type") or "fp4").lower(),
-            double_quant=bool(raw.get("bnb_4bit_use_double_quant", False)) and not eight_bit,
-            not_converted=tuple(raw.get("llm_int8_skip_modules") or ()),
-            ignore_style="bnb",
-        )
-    if method == "mxfp4":
-        # Mxfp4Config (mxfp4.py 0.10.1+): experts in MXFP4 (fp4 e2m1 + e8m0 scale per 32 values)
-        return QuantConfig(
-            method="mxfp4",
+            method="modelopt-fp4",
             bits=4,
-            group_size=32,
-            not_converted=tuple(raw.get("modules_to_not_convert") or ()),
+            group_size=int(raw.get("group_size") or 16),
+            static_input_scale=True,
+            not_converted=tuple(raw.get("exclude_modules") or ()),
             ignore_style="modelopt",
-            experts_only=True,
+            kv_cache_scales=kv_scales,
         )
-    if method == "fbgemm_fp8":
-        # FBGEMMFp8Config (fbgemm_fp8.py): fp8 weights, per-channel fp32 scales, modules_to_not_convert
-        return QuantConfig(
-            method="fbgemm-fp8",
-            bits=8,
-            group_size=-1,
-            not_converted=tuple(raw.get("modules_to_not_convert") or ()),
-            ignore_style="exact",
-        )
-    raise QuantizationError(f"quantization method {method or '(none)'!r} is not sized yet")
+    raise QuantizationError(f"ModelOpt {algo} checkpoints are not sized yet (FP8 and NVFP4 only)")
+
+
+def _bitsandbytes(raw: dict, method: str) -> QuantConfig:
+    # BitsAndBytesConfig.from_config (bitsandbytes.py): defaults load_in_4bit, quant type fp4,
+    # no double quantization, blocksize 64 (bitsandbytes.functional.quantize_4bit)
+    eight_bit = bool(raw.get("load_in_8bit") or raw.get("_load_in_8bit"))
+    return QuantConfig(
+        method="bitsandbytes",
+        bits=8 if eight_bit else 4,
+        group_size=-1 if eight_bit else 64,
+        scheme="int8" if eight_bit else str(raw.get("bnb_4bit_quant_type") or "fp4").lower(),
+        double_quant=bool(raw.get("bnb_4bit_use_double_quant", False)) and not eight_bit,
+        not_converted=tuple(raw.get("llm_int8_skip_modules") or ()),
+        ignore_style="bnb",
+    )
+
+
+def _mxfp4(raw: dict, method: str) -> QuantConfig:
+    # Mxfp4Config (mxfp4.py 0.10.1+): experts in MXFP4 (fp4 e2m1 + e8m0 scale per 32 values)
+    return QuantConfig(
+        method="mxfp4",
+        bits=4,
+        group_size=32,
+        not_converted=tuple(raw.get("modules_to_not_convert") or ()),
+        ignore_style="modelopt",
+        experts_only=True,
+    )
+
+
+def _fbgemm_fp8(raw: dict, method: str) -> QuantConfig:
+    # FBGEMMFp8Config (fbgemm_fp8.py): fp8 weights, per-channel fp32 scales, modules_to_not_convert
+    return QuantConfig(
+        method="fbgemm-fp8",
+        bits=8,
+        group_size=-1,
+        not_converted=tuple(raw.get("modules_to_not_convert") or ()),
+        ignore_style="exact",
+    )
+
+
+# quant_method (or ModelOpt's quant_algo) as the checkpoint writes it -> its parser
+_PARSERS = {
+    "awq": _awq, "gptq": _gptq, "fp8": _fp8,
+    "modelopt": _modelopt, "modelopt-fp8": _modelopt, "modelopt_fp4": _modelopt, "modelopt-fp4": _modelopt,
+    "compressed-tensors": lambda raw, method: _parse_compressed_tensors(raw),
+    "bitsandbytes": _bitsandbytes, "mxfp4": _mxfp4, "fbgemm_fp8": _fbgemm_fp8,
+}
 
 
 def _parse_compressed_tensors(raw: dict) -> QuantConfig:
@@ -310,3 +334,4 @@ class StoredTensor:
     dtype: str
     bytes: int
     role: str  # "weight" or "quantization metadata"
+

@@ -92,28 +92,6 @@ def num_blocks(available_bytes: int, layout: KvLayout) -> int:
     return int(available_bytes // layout.block_bytes)
 
 
-@dataclass(frozen=True)
-class KvCapacity:
-    num_gpu_blocks: int
-    kv_cache_tokens: int  # as the release logs it
-    max_concurrency: float  # as the release computes it (rounded only when printed)
-    blocks_per_request: int
-
-
-def capacity(blocks: int, layout: KvLayout, max_model_len: int, release: Release) -> KvCapacity:
-    blocks_per_request = ceil_div(max_model_len, layout.block_size)
-    rule = release["kv_tokens_rule"]
-    if release.engine == "v0" or rule == "blocks":
-        # V0 (and V1 0.8.x-0.9.0): tokens = blocks x block_size, concurrency = tokens / max_model_len
-        tokens = blocks * layout.block_size
-        concurrency = tokens / max_model_len
-    else:
-        # 0.9.1+: concurrency = blocks / blocks needed by one full-length request
-        concurrency = blocks / blocks_per_request
-        tokens = blocks * layout.block_size if rule == "blocks-per-group" else int(concurrency * max_model_len)
-    return KvCapacity(blocks, tokens, concurrency, blocks_per_request)
-
-
 def largest_fitting_max_model_len(available_bytes: int, layout: KvLayout) -> int:
     """estimate_max_model_len for one full-attention group: whole blocks times the block size."""
     return max(0, num_blocks(available_bytes, layout)) * layout.block_size

@@ -242,9 +242,11 @@ def weights_whatif(inventory: Inventory, dtype: str) -> tuple[Component, ...]:
                       "(e.g. an FP8/INT8 checkpoint that does not list them in its ignore list)"),)
 
 
-def _budget_bytes(total: int, utilization: float, release: Release) -> int:
+def budget_bytes(total: int, utilization: float, release: Release, ceil=math.ceil, trunc=int) -> int:
+    """requested_memory = total x utilization, rounded up from the release that rounds it (request_memory_ceil);
+    the advisor's sweep passes numpy's ceil and trunc for arrays."""
     product = total * utilization
-    return math.ceil(product) if release["request_memory_ceil"] else int(product)
+    return ceil(product) if release["request_memory_ceil"] else trunc(product)
 
 
 def _engine_rope_rows(spec: ModelSpec, settings: EngineSettings) -> ModelSpec:
@@ -288,138 +290,172 @@ def batched_token_weight_bytes(spec: ModelSpec, settings: EngineSettings, stage:
     return per_token
 
 
+@dataclass(frozen=True)
+class _Stage:
+    """One pipeline stage's rank as plan() sizes it."""
+    inventory: Inventory
+    weights_plan: WeightsPlan
+    figures: RankFigures
+    peak: profile.ProfileEstimate
+    graphs: profile.GraphEstimate
+    allocator_bytes: int
+    offloaded: int
+    mamba_cache: tuple[int, str]  # V0's Mamba state cache inside the profiled peak (bytes, reason)
+
+
 def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoint=None) -> Breakdown:
     settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
     spec = _engine_rope_rows(spec, settings)
-    dtype = settings.dtype
-    dtype_bytes = DTYPE_BYTES[dtype]
-    weights_plan = plan_weights(spec, settings, gpu, release)
     total = gpu.cuda_total_bytes
-    budget = _budget_bytes(total, settings.gpu_memory_utilization, release)
-    notes: list[str] = []
-
-    tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
-    to_last = bool(release["pp_remainder_to_last"])
-    layer_counts = pipeline_layer_counts(spec.num_layers, pp, to_last)
+    budget = budget_bytes(total, settings.gpu_memory_utilization, release)
+    layer_counts = pipeline_layer_counts(spec.num_layers, settings.pipeline_parallel_size,
+                                         bool(release["pp_remainder_to_last"]))
     attention, workers = attention_layers(spec, settings, release, layer_counts)
     non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release)
-    lora = _lora_slots(settings, release)
-    ranks: list[RankFigures] = []
-    stage_data = []
-    for stage in range(pp):
-        shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
-        # the drafter is loaded inside the same "Model loading took" (§4): part of W
-        inventory = _loaded_inventory(spec, settings, release, gpu, weights_plan, lora, shard)
-        if gguf_checkpoint is not None:
-            inventory = gguf_inventory(inventory, gguf_checkpoint, spec, dtype, shard, layer_counts[stage])
-            weights_plan = replace(weights_plan, stored_format="gguf",
-                                   reason="GGUF blocks as stored in the file (embedding included); "
-                                          "norms and plain tensors in the model dtype")
-        weights, allocator_bytes, offloaded = resident_weights(inventory, settings, release)
-        staged = allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0
-        peak, graphs = stage_profile(spec, settings, release, dtype_bytes, shard.is_last_stage, layer_counts[stage],
-                                     staged)
-        graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
-        mamba_cache, mamba_reason = v0_mamba_cache(spec, settings, release, sum(layer_counts[:stage]),
-                                                   layer_counts[stage])
-        if stage == 0:
-            mamba_cache0, mamba_reason0 = mamba_cache, mamba_reason
-        if settings.kv_cache_memory_bytes is not None:
-            available = settings.kv_cache_memory_bytes
-        else:
-            available = budget - weights - peak.activation_peak_bytes - mamba_cache - non_torch_inside - graph_subtracted
-        ranks.append(RankFigures(stage * tp, stage, weights, peak.activation_peak_bytes, non_torch_inside,
-                                 graphs.bytes, available, layer_counts[stage], 0, 0))
-        stage_data.append((inventory, peak, graphs, available, allocator_bytes, offloaded))
-
-    budgets = [rank.kv_cache_bytes for rank in ranks]
-    kv = plan_kv(attention, workers, budgets, settings, release)
-    auto_fit_line = None
-    if settings.auto_fit_max_model_len:
-        # kv_cache_utils.py _auto_fit_max_model_len (0.15+): the longest request the smallest pool holds
-        fitting = kv.estimated_max_model_len
-        if 0 < fitting < settings.max_model_len:
-            auto_fit_line = (f"Auto-fit max_model_len: reduced from {settings.max_model_len} to {fitting} to fit in "
-                             f"available GPU memory ({format_gib(min(budgets))} GiB available for KV cache)")
-            settings = replace(settings, max_model_len=fitting)
-            kv = plan_kv(attention, workers, budgets, settings, release)
-        elif fitting > 0:
-            auto_fit_line = (f"Auto-fit max_model_len: full model context length {settings.max_model_len} fits in "
-                             "available GPU memory")
-    blocks = kv.num_blocks
+    stages = _stages(spec, gpu, settings, release, layer_counts, budget, non_torch_inside, gguf_checkpoint)
+    budgets = [stage.figures.kv_cache_bytes for stage in stages]
+    kv, settings, auto_fit_line = _kv_plan(attention, workers, budgets, settings, release)
     # the block size the attention groups really use (raised for Mamba hybrids, forced for MLA backends)
     block_size = max((group.block_size for group in kv.groups if group.kind != "mamba"), default=settings.block_size)
-    own_blocks = kv.worker_num_blocks or (blocks,) * len(ranks)
-    ranks = [replace(rank, kv_bytes_per_block=kv.worker_block_bytes[i] if kv.worker_block_bytes else kv.block_bytes,
-                     num_blocks_own=own_blocks[i]) for i, rank in enumerate(ranks)]
-    inventory, peak, graphs, available, allocator_bytes, offloaded = stage_data[0]
-    rank0 = ranks[0]
-    min_available = min(budgets)
+    own_blocks = kv.worker_num_blocks or (kv.num_blocks,) * len(stages)
+    ranks = [replace(stage.figures, kv_bytes_per_block=kv.worker_block_bytes[i] if kv.worker_block_bytes else kv.block_bytes,
+                     num_blocks_own=own_blocks[i]) for i, stage in enumerate(stages)]
+    first = stages[0]
+    rank0, peak, graphs, available = ranks[0], first.peak, first.graphs, first.figures.kv_cache_bytes
     cpu_blocks = int(settings.swap_space_gib * GIB // kv.block_bytes) if settings.engine == "v0" else 0
-    notes.extend(kv.notes)
-
-    failure_message = None
-    largest = kv.estimated_max_model_len
-    if max(rank.weights_bytes for rank in ranks) > total:
-        failure_message = (
-            f"CUDA out of memory while loading the weights: {max(r.weights_bytes for r in ranks) / GIB:.2f} GiB per GPU "
-            f"do not fit in {total / GIB:.2f} GiB. Use more GPUs (tensor/pipeline parallel) or a quantized checkpoint."
-        )
-    elif settings.auto_fit_max_model_len and auto_fit_line is None:
-        failure_message = ("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
-                           "token. Try increasing `gpu_memory_utilization`.")
-    elif settings.engine == "v0":
-        layout = kv_cache.kv_layout(spec, tp, layer_counts[0], settings.block_size, settings.kv_cache_dtype_bytes, release)
-        failure_message = kv_cache.fit_failure(min_available, blocks, layout, settings.max_model_len, release)
-        largest = blocks * settings.block_size
-    elif min_available <= 0:
-        failure_message = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-                           "initializing the engine.")
-    elif not kv.fits:
-        failure_message = kv_cache.v1_fit_message(str(release["kv_fit_message"]), settings.max_model_len,
-                                                  kv.fit_needed_bytes, kv.fit_available_bytes, kv.estimated_max_model_len)
-    failure = StartupFailure(failure_message, largest or None) if failure_message else None
+    failure = _startup_failure(spec, settings, release, kv, ranks, total, layer_counts[0], auto_fit_line)
 
     graph_budgeted = bool(release["cuda_graph_subtracted"])
     pool_bytes = kv.pool_bytes if available > 0 else 0
-    components = _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, offloaded, peak,
-                              non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, kv,
-                              (mamba_cache0, mamba_reason0))
+    components = _budget_tree(total, budget, settings, release, spec, first.inventory, first.weights_plan,
+                              first.allocator_bytes, first.offloaded, peak, non_torch_inside, non_torch_reason, graphs,
+                              graph_budgeted, pool_bytes, kv, first.mamba_cache)
     outside = _outside_budget(non_torch_outside, graphs, graph_budgeted)
-    smi_mib = _nvidia_smi_used_mib(total, settings, rank0.weights_bytes + mamba_cache0, non_torch_inside, pool_bytes,
-                                   outside, graphs.bytes if graph_budgeted else 0, peak.activation_peak_bytes)
+    smi_mib = nvidia_smi_used_mib(total, settings.engine, rank0.weights_bytes + first.mamba_cache[0] + non_torch_inside
+                                  + pool_bytes + outside.bytes + (graphs.bytes if graph_budgeted else 0),
+                                  peak.activation_peak_bytes)
     # vLLM's profiled "activation peak" holds the V0 Mamba state cache (allocated inside the profile run)
-    logged_peak = peak.activation_peak_bytes + mamba_cache0
-
+    logged_peak = peak.activation_peak_bytes + first.mamba_cache[0]
     figures = LogFigures(
         total_bytes=total, utilization=settings.gpu_memory_utilization, weights_bytes=rank0.weights_bytes,
         activation_bytes=logged_peak, non_torch_bytes=non_torch_inside,
-        context_bytes=profile.CUDA_CONTEXT, kv_bytes=available, num_gpu_blocks=blocks,
+        context_bytes=profile.CUDA_CONTEXT, kv_bytes=available, num_gpu_blocks=kv.num_blocks,
         num_cpu_blocks=cpu_blocks, kv_tokens=kv.kv_cache_tokens, max_concurrency=kv.max_concurrency,
         max_model_len=settings.max_model_len, graph_bytes=graphs.bytes, graph_estimate_bytes=graphs.bytes,
         graphs_captured=not settings.enforce_eager,
     )
-    lines = log_lines(release, figures)
-    for extra in kv.log_lines + ((auto_fit_line,) if auto_fit_line else ()):
-        lines = _insert_before(lines, "GPU KV cache size", extra)
-    if failure is not None:
-        loaded = max(rank.weights_bytes for rank in ranks) <= total
-        error_type = "ValueError" if loaded else "torch.OutOfMemoryError"
-        lines = _lines_before_failure(lines, release, loaded) + (f"{error_type}: {failure.message}",)
-    figures = _engine_figures(release, logged_peak, non_torch_inside, graphs.bytes, graph_budgeted, budget, blocks,
-                              cpu_blocks, block_size)
+    lines = _startup_lines(release, figures, kv.log_lines + ((auto_fit_line,) if auto_fit_line else ()), failure,
+                           max(rank.weights_bytes for rank in ranks) <= total)
     return Breakdown(
         model=spec.name, gpu_name=gpu.name, total_gpu_bytes=total, engine_name="vllm", engine_label="vLLM",
         engine_version=release.label, engine_variant=release.engine.upper(),
         settings=settings.as_settings(), components=components, weights_bytes=rank0.weights_bytes,
         kv_cache_bytes=available, kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
         max_concurrency=kv.max_concurrency, max_model_len=settings.max_model_len,
-        nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines, engine_figures=figures,
-        weights_explained=explain_weights(inventory, weights_plan, dtype, allocator_bytes, offloaded),
-        weights_whatif=weights_whatif(inventory, dtype), notes=tuple(notes), failure=failure,
+        nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
+        engine_figures=_engine_figures(release, logged_peak, non_torch_inside, graphs.bytes, graph_budgeted, budget,
+                                       kv.num_blocks, cpu_blocks, block_size),
+        weights_explained=explain_weights(first.inventory, first.weights_plan, settings.dtype, first.allocator_bytes,
+                                          first.offloaded),
+        weights_whatif=weights_whatif(first.inventory, settings.dtype), notes=tuple(kv.notes), failure=failure,
         per_rank=tuple(ranks) if len(ranks) > 1 else (),
     )
 
+
+def _stages(spec: ModelSpec, gpu: Gpu, settings: EngineSettings, release: Release, layer_counts: tuple[int, ...],
+            budget: int, non_torch_inside: int, gguf_checkpoint=None) -> list[_Stage]:
+    """Each pipeline stage's rank: what it loads (the drafter inside the same "Model loading took", §4), its profiled
+    peak and graphs, and the KV budget left (or --kv-cache-memory-bytes)."""
+    weights_plan = plan_weights(spec, settings, gpu, release)
+    lora = _lora_slots(settings, release)
+    tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    to_last = bool(release["pp_remainder_to_last"])
+    stages = []
+    for stage in range(pp):
+        shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
+        inventory = _loaded_inventory(spec, settings, release, gpu, weights_plan, lora, shard)
+        if gguf_checkpoint is not None:
+            inventory = gguf_inventory(inventory, gguf_checkpoint, spec, settings.dtype, shard, layer_counts[stage])
+            weights_plan = replace(weights_plan, stored_format="gguf",
+                                   reason="GGUF blocks as stored in the file (embedding included); "
+                                          "norms and plain tensors in the model dtype")
+        weights, allocator_bytes, offloaded = resident_weights(inventory, settings, release)
+        staged = allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0
+        peak, graphs = stage_profile(spec, settings, release, DTYPE_BYTES[settings.dtype], shard.is_last_stage,
+                                     layer_counts[stage], staged)
+        graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
+        mamba_cache = v0_mamba_cache(spec, settings, release, sum(layer_counts[:stage]), layer_counts[stage])
+        if settings.kv_cache_memory_bytes is not None:
+            available = settings.kv_cache_memory_bytes
+        else:
+            available = (budget - weights - peak.activation_peak_bytes - mamba_cache[0] - non_torch_inside
+                         - graph_subtracted)
+        figures = RankFigures(stage * tp, stage, weights, peak.activation_peak_bytes, non_torch_inside,
+                              graphs.bytes, available, layer_counts[stage], 0, 0)
+        stages.append(_Stage(inventory, weights_plan, figures, peak, graphs, allocator_bytes, offloaded, mamba_cache))
+    return stages
+
+
+def _kv_plan(attention, workers, budgets: list[int], settings: EngineSettings,
+             release: Release) -> tuple[kv_groups.KvGroupPlan, EngineSettings, str | None]:
+    """(the KV plan, the settings it was planned for, the auto-fit line): with --max-model-len -1 (0.15+,
+    kv_cache_utils.py _auto_fit_max_model_len) the longest request the smallest pool holds."""
+    kv = plan_kv(attention, workers, budgets, settings, release)
+    if not settings.auto_fit_max_model_len:
+        return kv, settings, None
+    fitting = kv.estimated_max_model_len
+    if 0 < fitting < settings.max_model_len:
+        line = (f"Auto-fit max_model_len: reduced from {settings.max_model_len} to {fitting} to fit in "
+                f"available GPU memory ({format_gib(min(budgets))} GiB available for KV cache)")
+        settings = replace(settings, max_model_len=fitting)
+        return plan_kv(attention, workers, budgets, settings, release), settings, line
+    if fitting > 0:
+        return kv, settings, (f"Auto-fit max_model_len: full model context length {settings.max_model_len} fits in "
+                              "available GPU memory")
+    return kv, settings, None
+
+
+def _startup_failure(spec: ModelSpec, settings: EngineSettings, release: Release, kv: kv_groups.KvGroupPlan,
+                     ranks: list[RankFigures], total: int, first_stage_layers: int,
+                     auto_fit_line: str | None) -> StartupFailure | None:
+    """The error vLLM stops with, in the order it meets them: weights out of memory, auto-fit finding no room,
+    the KV pool's checks (V0's raise_if_cache_size_invalid, V1's check_enough_kv_cache_memory)."""
+    message = None
+    largest = kv.estimated_max_model_len
+    min_available = min(rank.kv_cache_bytes for rank in ranks)
+    heaviest = max(rank.weights_bytes for rank in ranks)
+    if heaviest > total:
+        message = (
+            f"CUDA out of memory while loading the weights: {heaviest / GIB:.2f} GiB per GPU "
+            f"do not fit in {total / GIB:.2f} GiB. Use more GPUs (tensor/pipeline parallel) or a quantized checkpoint."
+        )
+    elif settings.auto_fit_max_model_len and auto_fit_line is None:
+        message = ("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
+                   "token. Try increasing `gpu_memory_utilization`.")
+    elif settings.engine == "v0":
+        layout = kv_cache.kv_layout(spec, settings.tensor_parallel_size, first_stage_layers, settings.block_size,
+                                    settings.kv_cache_dtype_bytes, release)
+        message = kv_cache.fit_failure(min_available, kv.num_blocks, layout, settings.max_model_len, release)
+        largest = kv.num_blocks * settings.block_size
+    elif min_available <= 0:
+        message = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                   "initializing the engine.")
+    elif not kv.fits:
+        message = kv_cache.v1_fit_message(str(release["kv_fit_message"]), settings.max_model_len,
+                                          kv.fit_needed_bytes, kv.fit_available_bytes, kv.estimated_max_model_len)
+    return StartupFailure(message, largest or None) if message else None
+
+
+def _startup_lines(release: Release, figures: LogFigures, extra: tuple[str, ...], failure: StartupFailure | None,
+                   loaded: bool) -> tuple[str, ...]:
+    """The release's startup lines, the KV plan's own lines before the KV size, and the error that stops it."""
+    lines = log_lines(release, figures)
+    for line in extra:
+        lines = _insert_before(lines, "GPU KV cache size", line)
+    if failure is None:
+        return lines
+    error_type = "ValueError" if loaded else "torch.OutOfMemoryError"
+    return _lines_before_failure(lines, release, loaded) + (f"{error_type}: {failure.message}",)
 
 
 def _engine_figures(release: Release, peak: int, non_torch: int, graphs: int, graph_budgeted: bool, budget: int,
@@ -497,15 +533,18 @@ def _outside_budget(non_torch_outside: int, graphs, graph_budgeted: bool) -> Com
                      "what nvidia-smi shows beyond the budget", children=tuple(children))
 
 
-def _nvidia_smi_used_mib(total: int, settings: EngineSettings, weights: int, non_torch_inside: int, pool: int,
-                         outside: Component, budgeted_graphs: int, activation: int) -> int:
-    """What nvidia-smi shows right after startup (§10): everything resident. V1's sampler warm-up after
-    graph capture re-reserves the activation buffers; V0 empties the cache after profiling and its
-    decode-only warm-up stays small (#7553: eager 21,395 MiB = u x T - peak + context)."""
-    resident = weights + non_torch_inside + pool + outside.bytes + budgeted_graphs
-    if settings.engine == "v1":
-        resident += activation
-    return int(round(min(resident, total) / MIB))
+def _round(value) -> int:
+    return int(round(value))
+
+
+def nvidia_smi_used_mib(total: int, engine: str, resident: int, activation: int, minimum=min, rint=_round) -> int:
+    """What nvidia-smi shows right after startup (§10): everything resident (weights, non-torch, the KV pool,
+    context and graphs). V1's sampler warm-up after graph capture re-reserves the activation buffers; V0 empties
+    the cache after profiling and its decode-only warm-up stays small (#7553: eager 21,395 MiB = u x T - peak +
+    context). The advisor's sweep passes numpy's minimum and rint for arrays."""
+    if engine == "v1":
+        resident = resident + activation
+    return rint(minimum(resident, total) / MIB)
 
 
 def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release,

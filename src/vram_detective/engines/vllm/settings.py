@@ -184,182 +184,34 @@ def batch_defaults(release: Release, engine: str, gpu: Gpu, entrypoint: str, max
 
 
 def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version) -> tuple[EngineSettings, Release]:
-    """`user`: snake_case vLLM settings that were given. `release_for(version, engine)` builds rules."""
+    """`user`: snake_case vLLM settings that were given. `release_for(version, engine)` builds rules.
+    The checks run in the order vLLM meets them, so the first refusal is the one vLLM raises."""
     given = {key for key, value in user.items() if value is not None}
     reasons: dict[str, str] = {}
-    default_release = release_for(version, None)
-    engine, reasons["engine"] = pick_engine(default_release, gpu, user.get("engine"))
-    release = release_for(version, engine)
-    newer = first_release_serving(spec.architecture, release.version)
-    if newer is not None:
-        raise StartupRefusal(f"Model architectures ['{spec.architecture}'] are not supported for now "
-                             f"({newer[1]} first appears in vLLM {newer[0].label})")
-    if spec.vision is not None and spec.vision.kind == "mllama":
-        # Mllama is SupportsV0Only (mllama.py up to 0.10.2) and gone from 0.11 (registry _PREVIOUSLY_SUPPORTED_MODELS
-        # "MllamaForConditionalGeneration": "0.10.2"); V1 defaults fall back to V0 for it (_is_v1_supported_oracle)
-        if not release["serves_mllama"]:
-            raise StartupRefusal(f"{spec.architecture} was supported in vLLM until 0.10.2 (removed in 0.11)")
-        if engine == "v1":
-            if "engine" in given:
-                raise StartupRefusal(f"{spec.architecture} is V0-only (SupportsV0Only): the V1 engine refuses it")
-            engine, reasons["engine"] = "v0", f"{spec.architecture} is V0-only: V1 falls back to V0"
-            release = release_for(version, engine)
-    if spec.encoder is not None:
-        # Whisper: model_executor/models/whisper.py from 0.7.0; SupportsV0Only until 0.10.1, so a V1 default
-        # falls back to V0 and VLLM_USE_V1=1 raises (engine/arg_utils.py _raise_or_fallback); V1 from 0.10.2
-        if not release["serves_whisper"]:
-            raise StartupRefusal(f"Model architectures ['{spec.architecture}'] are not supported for now "
-                                 "(whisper.py first appears in vLLM 0.7.0)")
-        if engine == "v1" and not release["whisper_on_v1"]:
-            if "engine" in given:
-                raise StartupRefusal(f"VLLM_USE_V1=1 is not supported with ['{spec.architecture}'].")
-            engine, reasons["engine"] = "v0", f"{spec.architecture} is V0-only before 0.10.2: V1 falls back to V0"
-            release = release_for(version, engine)
-    speculative = _speculative(user)
-    if speculative is not None:
-        from .speculative import check, falls_back_to_v0
-
-        if engine == "v1" and "engine" not in given and falls_back_to_v0(speculative, release.version):
-            engine, reasons["engine"] = "v0", "a speculative draft model is not supported by V1 here: falls back to V0"
-            release = release_for(version, engine)
-        problem = check(speculative, spec, engine, release.version)
-        if problem:
-            raise StartupRefusal(problem)
-        reasons["speculative_config"] = speculative.describe()
-
-    tp = int(user.get("tensor_parallel_size") or 1)
-    pp = int(user.get("pipeline_parallel_size") or 1)
-    if tp < 1 or pp < 1:
-        raise SettingsError("tensor/pipeline parallel sizes must be at least 1")
-    if spec.num_attention_heads % tp:
-        raise StartupRefusal(
-            f"Total number of attention heads ({spec.num_attention_heads}) must be divisible by tensor parallel size ({tp})."
-        )
-    if pp > spec.num_layers:
-        raise SettingsError(f"pipeline_parallel_size {pp} exceeds the model's {spec.num_layers} layers")
-    dcp = int(user.get("decode_context_parallel_size") or 1)
-    if dcp > 1:
-        # arg_utils.py: --decode-context-parallel-size / -dcp from 0.10.2; it splits the TP group (no extra GPUs)
-        if not release["decode_context_parallel_flag"]:
-            raise SettingsError(f"--decode-context-parallel-size does not exist before vLLM 0.10.2 (this is {release.label})")
-        if tp % dcp:
-            raise StartupRefusal(f"tp_size={tp} must be divisible bydcp_size={dcp}.")  # arg_utils assert, verbatim
-
-    utilization = user.get("gpu_memory_utilization")
-    if utilization is None:
-        utilization = float(release["default_gpu_memory_utilization"])
-        reasons["gpu_memory_utilization"] = f"default of vLLM {release.label}"
-    utilization = float(utilization)
-    if not 0 < utilization <= 1:
-        raise SettingsError(f"gpu_memory_utilization must be in (0, 1], got {utilization}")
-
-    requested_dtype = str(user.get("dtype") or "auto").lower()
-    if requested_dtype not in DTYPE_ALIASES:
-        raise SettingsError(f"unknown dtype {requested_dtype!r} (auto, half, float16, bfloat16, float, float32)")
-    dtype, reasons["dtype"] = resolve_dtype(requested_dtype, spec, gpu, release)
-
-    derived, reasons["max_model_len"] = derive_max_model_len(spec, release)
-    if spec.source_config:
-        from .kv_groups import sliding_window_max_len_cap
-
-        # V0's default attention backend is xFormers below sm80, FlashAttention above (selector.py)
-        backend = "XFORMERS" if engine == "v0" and gpu.compute_capability < (8, 0) else "FLASH_ATTN"
-        cap, warning = sliding_window_max_len_cap(spec.source_config, release.version, engine, backend)
-        if cap and cap < derived:
-            derived = cap
-            reasons["max_model_len"] += f"; capped to the sliding window: {warning}"
-    max_model_len = user.get("max_model_len")
-    auto_fit = max_model_len == -1
-    if auto_fit and not release["max_model_len_auto_fit"]:
-        raise SettingsError(f"--max-model-len -1 (auto-fit) needs vLLM 0.15 or newer on V1 (this is {release.label})")
-    if max_model_len is None or auto_fit:
-        max_model_len = derived
-        if auto_fit:
-            reasons["max_model_len"] = "-1: auto-fit to the KV pool, at most " + reasons["max_model_len"]
-    elif int(max_model_len) > derived:
-        raise StartupRefusal(
-            f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
-            f"(max_position_embeddings={derived} or model_max_length=None in model's config.json). "
-            "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
-        )
-    max_model_len = int(max_model_len)
-
-    entrypoint = str(user.get("entrypoint") or "serve").lower()
-    if entrypoint not in ("serve", "llm"):
-        raise SettingsError(f"entrypoint must be serve or llm, got {entrypoint!r}")
-
-    chunked = user.get("enable_chunked_prefill")
-    if engine == "v1":
-        chunked = True  # V1 always chunks prefills (_set_default_args_v1)
-    elif chunked is None:
-        # V0 turns chunked prefill on for contexts > 32K without sliding window (arg_utils.py 0.5-0.10)
-        chunked = max_model_len > 32768 and not spec.sliding_window and bool(release["v0_auto_chunked_prefill"])
-        reasons["enable_chunked_prefill"] = "V0: on automatically above 32K context" if chunked else "V0 default off"
-    tokens_default, seqs_default, batch_reason = batch_defaults(release, engine, gpu, entrypoint, max_model_len, bool(chunked))
-    max_num_seqs = user.get("max_num_seqs")
-    if max_num_seqs is None:
-        max_num_seqs = seqs_default
-        reasons["max_num_seqs"] = batch_reason
-    max_num_batched_tokens = user.get("max_num_batched_tokens")
-    if max_num_batched_tokens is None:
-        max_num_batched_tokens = tokens_default
-        reasons["max_num_batched_tokens"] = batch_reason
-        if release["batched_tokens_capped_by_seqs"]:
-            # 0.11+ (V1): never more than max_num_seqs * max_model_len
-            max_num_batched_tokens = min(max_num_batched_tokens, int(max_num_seqs) * max_model_len)
-    max_num_seqs, max_num_batched_tokens = int(max_num_seqs), int(max_num_batched_tokens)
-    if engine == "v0" and not chunked and max_num_batched_tokens < max_model_len:
+    engine, release, speculative = _engine_and_release(user, spec, gpu, release_for, version, given, reasons)
+    tp, pp, dcp = _parallel_sizes(user, spec, release)
+    utilization = _utilization(user.get("gpu_memory_utilization"), release, reasons)
+    dtype = _dtype(user.get("dtype"), spec, gpu, release, reasons)
+    derived, max_model_len, auto_fit = _max_model_len(user.get("max_model_len"), spec, gpu, release, engine, reasons)
+    entrypoint = _entrypoint(user.get("entrypoint"))
+    chunked, chunked_reason = chunked_prefill(engine, user.get("enable_chunked_prefill"), spec, release, max_model_len)
+    if chunked_reason:
+        reasons["enable_chunked_prefill"] = chunked_reason
+    max_num_seqs, max_num_batched_tokens = _batch_sizes(user, release, engine, gpu, entrypoint, max_model_len, chunked,
+                                                        reasons)
+    if v0_batch_limits_length(engine, chunked, max_num_batched_tokens, max_model_len):
         raise StartupRefusal(
             f"max_num_batched_tokens ({max_num_batched_tokens}) is smaller than max_model_len ({max_model_len}). "
             "This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM "
             "reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len."
         )
-
     resolved_kv, forced_block = _kv_cache_dtype(str(user.get("kv_cache_dtype") or "auto").lower(), user, spec, gpu,
                                                 release, engine, dtype, reasons)
-
-    swap = user.get("swap_space")
-    if swap is None:
-        swap = float(release["swap_space_gib"])
-        reasons["swap_space"] = "V0 default 4 GiB per GPU" if engine == "v0" else "V1 keeps no CPU swap blocks"
-    elif engine == "v1":
-        reasons["swap_space"] = "ignored by V1 (no CPU swap blocks)"
-        swap = 0.0
-
-    disable_hybrid = bool(user.get("disable_hybrid_kv_cache_manager"))
-    if disable_hybrid and not release["disable_hybrid_kv_cache_manager_flag"]:
-        # the flag arrives with the hybrid allocator (engine/arg_utils.py 0.9.1, V1 only)
-        raise SettingsError(f"--disable-hybrid-kv-cache-manager needs vLLM 0.9.1 or newer on V1 (this is "
-                            f"{release.label} {engine.upper()})")
-    max_loras = int(user.get("max_loras") or 1)  # LoRAConfig defaults
-    max_cpu_loras = user.get("max_cpu_loras")
-    if max_cpu_loras is not None and int(max_cpu_loras) < max_loras:
-        # LoRAConfig.__post_init__ (every release with --max-cpu-loras): the CPU cache holds the GPU slots' adapters
-        raise StartupRefusal(f"max_cpu_loras ({max_cpu_loras}) must be >= max_loras ({max_loras})")
-    if max_cpu_loras is not None:
-        reasons["max_loras"] = f"--max-cpu-loras {max_cpu_loras}: adapters cached in CPU memory, none on the GPU"
-
-    kv_bytes = user.get("kv_cache_memory_bytes")
-    if kv_bytes is not None and not release["kv_cache_memory_bytes_flag"]:
-        raise SettingsError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer on V1 (this is {release.label} {engine.upper()})")
-
-    block_size = int(user.get("block_size") or DEFAULT_BLOCK_SIZE)
-    if block_size <= 0 or block_size % 8 and block_size not in (1, 2, 4):
-        raise SettingsError(f"block_size must be a positive multiple of 8 (or 1, 2, 4), got {block_size}")
-    if forced_block and forced_block != block_size:
-        block_size = forced_block
-        reasons["block_size"] = (f"raised to {forced_block}: the model-dtype boundary layers' page against the packed "
-                                 "one (platforms/interface.py _align_heterogeneous_kv_block_size, 0.25+)")
-    if spec.mla is not None and spec.mla.indexer_topk:
-        # platforms/cuda.py check_and_update_config (0.11.0+): "Forcing kv cache block size to 64 for FlashMLASparse"
-        block_size = 64
-        reasons["block_size"] = "forced to 64 by the FlashMLA sparse backend (DeepSeek-V3.2)"
-    elif spec.mla is not None:
-        forced = release["mla_block_size_sm100"] if gpu.compute_capability[0] >= 10 else (
-            release["mla_block_size_sm90"] if gpu.compute_capability == (9, 0) else None)
-        if forced:
-            block_size = int(forced)
-            reasons["block_size"] = f"forced to {forced} by the MLA attention backend on this GPU"
+    swap = _swap_space(user.get("swap_space"), release, engine, reasons)
+    disable_hybrid = _disable_hybrid(user.get("disable_hybrid_kv_cache_manager"), release, engine)
+    max_loras = _max_loras(user.get("max_loras"), user.get("max_cpu_loras"), reasons)
+    kv_bytes = _kv_cache_memory_bytes(user.get("kv_cache_memory_bytes"), release, engine)
+    block_size = _block_size(user.get("block_size"), forced_block, spec, gpu, release, reasons)
 
     return EngineSettings(
         engine=engine,
@@ -396,6 +248,241 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         decode_context_parallel_size=dcp,
         disable_hybrid_kv_cache_manager=disable_hybrid,
     ), release
+
+
+# --- the engine and its rules ---------------------------------------------------------------------------
+
+
+def _engine_and_release(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version, given: set,
+                        reasons: dict) -> tuple[str, Release, object]:
+    """(engine, its release rules, the speculative config): the release default, then the model's and the
+    drafter's fallbacks to V0; refuses architectures the release does not serve."""
+    engine, reasons["engine"] = pick_engine(release_for(version, None), gpu, user.get("engine"))
+    release = release_for(version, engine)
+    newer = first_release_serving(spec.architecture, release.version)
+    if newer is not None:
+        raise StartupRefusal(f"Model architectures ['{spec.architecture}'] are not supported for now "
+                             f"({newer[1]} first appears in vLLM {newer[0].label})")
+    for fallback_of in (_mllama_fallback, _whisper_fallback):
+        fallback = fallback_of(spec, release, engine, given)
+        if fallback:
+            engine, reasons["engine"] = "v0", fallback
+            release = release_for(version, engine)
+    speculative = _speculative(user)
+    if speculative is not None:
+        from .speculative import check, falls_back_to_v0
+
+        if engine == "v1" and "engine" not in given and falls_back_to_v0(speculative, release.version):
+            engine, reasons["engine"] = "v0", "a speculative draft model is not supported by V1 here: falls back to V0"
+            release = release_for(version, engine)
+        problem = check(speculative, spec, engine, release.version)
+        if problem:
+            raise StartupRefusal(problem)
+        reasons["speculative_config"] = speculative.describe()
+    return engine, release, speculative
+
+
+def _mllama_fallback(spec: ModelSpec, release: Release, engine: str, given: set) -> str | None:
+    """Why a V1 default falls back to V0 for Mllama (None: it does not); refusals where it cannot.
+    Mllama is SupportsV0Only (mllama.py up to 0.10.2) and gone from 0.11 (registry _PREVIOUSLY_SUPPORTED_MODELS
+    "MllamaForConditionalGeneration": "0.10.2"); V1 defaults fall back to V0 for it (_is_v1_supported_oracle)."""
+    if spec.vision is None or spec.vision.kind != "mllama":
+        return None
+    if not release["serves_mllama"]:
+        raise StartupRefusal(f"{spec.architecture} was supported in vLLM until 0.10.2 (removed in 0.11)")
+    if engine != "v1":
+        return None
+    if "engine" in given:
+        raise StartupRefusal(f"{spec.architecture} is V0-only (SupportsV0Only): the V1 engine refuses it")
+    return f"{spec.architecture} is V0-only: V1 falls back to V0"
+
+
+def _whisper_fallback(spec: ModelSpec, release: Release, engine: str, given: set) -> str | None:
+    """The same for Whisper: model_executor/models/whisper.py from 0.7.0; SupportsV0Only until 0.10.1, so a V1
+    default falls back to V0 and VLLM_USE_V1=1 raises (engine/arg_utils.py _raise_or_fallback); V1 from 0.10.2."""
+    if spec.encoder is None:
+        return None
+    if not release["serves_whisper"]:
+        raise StartupRefusal(f"Model architectures ['{spec.architecture}'] are not supported for now "
+                             "(whisper.py first appears in vLLM 0.7.0)")
+    if engine != "v1" or release["whisper_on_v1"]:
+        return None
+    if "engine" in given:
+        raise StartupRefusal(f"VLLM_USE_V1=1 is not supported with ['{spec.architecture}'].")
+    return f"{spec.architecture} is V0-only before 0.10.2: V1 falls back to V0"
+
+
+# --- one setting each -----------------------------------------------------------------------------------
+
+
+def _parallel_sizes(user: dict, spec: ModelSpec, release: Release) -> tuple[int, int, int]:
+    """(tensor, pipeline, decode-context) parallel sizes, checked against the model and the release."""
+    tp = int(user.get("tensor_parallel_size") or 1)
+    pp = int(user.get("pipeline_parallel_size") or 1)
+    if tp < 1 or pp < 1:
+        raise SettingsError("tensor/pipeline parallel sizes must be at least 1")
+    if spec.num_attention_heads % tp:
+        raise StartupRefusal(
+            f"Total number of attention heads ({spec.num_attention_heads}) must be divisible by tensor parallel size ({tp})."
+        )
+    if pp > spec.num_layers:
+        raise SettingsError(f"pipeline_parallel_size {pp} exceeds the model's {spec.num_layers} layers")
+    dcp = int(user.get("decode_context_parallel_size") or 1)
+    if dcp > 1:
+        # arg_utils.py: --decode-context-parallel-size / -dcp from 0.10.2; it splits the TP group (no extra GPUs)
+        if not release["decode_context_parallel_flag"]:
+            raise SettingsError(f"--decode-context-parallel-size does not exist before vLLM 0.10.2 (this is {release.label})")
+        if tp % dcp:
+            raise StartupRefusal(f"tp_size={tp} must be divisible bydcp_size={dcp}.")  # arg_utils assert, verbatim
+    return tp, pp, dcp
+
+
+def _utilization(given, release: Release, reasons: dict) -> float:
+    if given is None:
+        given = float(release["default_gpu_memory_utilization"])
+        reasons["gpu_memory_utilization"] = f"default of vLLM {release.label}"
+    utilization = float(given)
+    if not 0 < utilization <= 1:
+        raise SettingsError(f"gpu_memory_utilization must be in (0, 1], got {utilization}")
+    return utilization
+
+
+def _dtype(given, spec: ModelSpec, gpu: Gpu, release: Release, reasons: dict) -> str:
+    requested = str(given or "auto").lower()
+    if requested not in DTYPE_ALIASES:
+        raise SettingsError(f"unknown dtype {requested!r} (auto, half, float16, bfloat16, float, float32)")
+    dtype, reasons["dtype"] = resolve_dtype(requested, spec, gpu, release)
+    return dtype
+
+
+def _max_model_len(given, spec: ModelSpec, gpu: Gpu, release: Release, engine: str,
+                   reasons: dict) -> tuple[int, int, bool]:
+    """(derived max_model_len, the one served, auto-fit): the config's length, capped by a sliding window the
+    backend cannot serve, then the user's value checked against it (-1: auto-fit, 0.15+)."""
+    derived, reasons["max_model_len"] = derive_max_model_len(spec, release)
+    if spec.source_config:
+        from .kv_groups import sliding_window_max_len_cap
+
+        # V0's default attention backend is xFormers below sm80, FlashAttention above (selector.py)
+        backend = "XFORMERS" if engine == "v0" and gpu.compute_capability < (8, 0) else "FLASH_ATTN"
+        cap, warning = sliding_window_max_len_cap(spec.source_config, release.version, engine, backend)
+        if cap and cap < derived:
+            derived = cap
+            reasons["max_model_len"] += f"; capped to the sliding window: {warning}"
+    auto_fit = given == -1
+    if auto_fit and not release["max_model_len_auto_fit"]:
+        raise SettingsError(f"--max-model-len -1 (auto-fit) needs vLLM 0.15 or newer on V1 (this is {release.label})")
+    if given is None or auto_fit:
+        if auto_fit:
+            reasons["max_model_len"] = "-1: auto-fit to the KV pool, at most " + reasons["max_model_len"]
+        return derived, derived, auto_fit
+    if int(given) > derived:
+        raise StartupRefusal(
+            f"User-specified max_model_len ({given}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={derived} or model_max_length=None in model's config.json). "
+            "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+        )
+    return derived, int(given), False
+
+
+def _entrypoint(given) -> str:
+    entrypoint = str(given or "serve").lower()
+    if entrypoint not in ("serve", "llm"):
+        raise SettingsError(f"entrypoint must be serve or llm, got {entrypoint!r}")
+    return entrypoint
+
+
+def chunked_prefill(engine: str, given, spec: ModelSpec, release: Release, max_model_len: int) -> tuple[bool, str]:
+    """(chunked prefill on, the reason when it was not given). V1 always chunks prefills
+    (_set_default_args_v1); V0 turns it on for contexts > 32K without sliding window (arg_utils.py 0.5-0.10).
+    The advisor's sweep asks this per max_model_len."""
+    if engine == "v1":
+        return True, ""
+    if given is not None:
+        return bool(given), ""
+    chunked = max_model_len > 32768 and not spec.sliding_window and bool(release["v0_auto_chunked_prefill"])
+    return chunked, "V0: on automatically above 32K context" if chunked else "V0 default off"
+
+
+def v0_batch_limits_length(engine: str, chunked: bool, max_num_batched_tokens: int, max_model_len: int) -> bool:
+    """V0 without chunked prefill refuses a batch smaller than one max_model_len prompt (arg_utils / SchedulerConfig
+    _verify_args); the sweep marks such points invalid."""
+    return engine == "v0" and not chunked and max_num_batched_tokens < max_model_len
+
+
+def _batch_sizes(user: dict, release: Release, engine: str, gpu: Gpu, entrypoint: str, max_model_len: int,
+                 chunked: bool, reasons: dict) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens): given values, else the release's defaults for this GPU."""
+    tokens_default, seqs_default, batch_reason = batch_defaults(release, engine, gpu, entrypoint, max_model_len, chunked)
+    max_num_seqs = user.get("max_num_seqs")
+    if max_num_seqs is None:
+        max_num_seqs = seqs_default
+        reasons["max_num_seqs"] = batch_reason
+    max_num_batched_tokens = user.get("max_num_batched_tokens")
+    if max_num_batched_tokens is None:
+        max_num_batched_tokens = tokens_default
+        reasons["max_num_batched_tokens"] = batch_reason
+        if release["batched_tokens_capped_by_seqs"]:
+            # 0.11+ (V1): never more than max_num_seqs * max_model_len
+            max_num_batched_tokens = min(max_num_batched_tokens, int(max_num_seqs) * max_model_len)
+    return int(max_num_seqs), int(max_num_batched_tokens)
+
+
+def _swap_space(given, release: Release, engine: str, reasons: dict) -> float:
+    if given is None:
+        reasons["swap_space"] = "V0 default 4 GiB per GPU" if engine == "v0" else "V1 keeps no CPU swap blocks"
+        return float(release["swap_space_gib"])
+    if engine == "v1":
+        reasons["swap_space"] = "ignored by V1 (no CPU swap blocks)"
+        return 0.0
+    return given
+
+
+def _disable_hybrid(given, release: Release, engine: str) -> bool:
+    disable_hybrid = bool(given)
+    if disable_hybrid and not release["disable_hybrid_kv_cache_manager_flag"]:
+        # the flag arrives with the hybrid allocator (engine/arg_utils.py 0.9.1, V1 only)
+        raise SettingsError(f"--disable-hybrid-kv-cache-manager needs vLLM 0.9.1 or newer on V1 (this is "
+                            f"{release.label} {engine.upper()})")
+    return disable_hybrid
+
+
+def _max_loras(given, max_cpu_loras, reasons: dict) -> int:
+    max_loras = int(given or 1)  # LoRAConfig defaults
+    if max_cpu_loras is not None and int(max_cpu_loras) < max_loras:
+        # LoRAConfig.__post_init__ (every release with --max-cpu-loras): the CPU cache holds the GPU slots' adapters
+        raise StartupRefusal(f"max_cpu_loras ({max_cpu_loras}) must be >= max_loras ({max_loras})")
+    if max_cpu_loras is not None:
+        reasons["max_loras"] = f"--max-cpu-loras {max_cpu_loras}: adapters cached in CPU memory, none on the GPU"
+    return max_loras
+
+
+def _kv_cache_memory_bytes(given, release: Release, engine: str):
+    if given is not None and not release["kv_cache_memory_bytes_flag"]:
+        raise SettingsError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer on V1 (this is {release.label} {engine.upper()})")
+    return given
+
+
+def _block_size(given, forced_block: int | None, spec: ModelSpec, gpu: Gpu, release: Release, reasons: dict) -> int:
+    """The given block size (16 by default), raised for a packed KV format and forced by MLA backends."""
+    block_size = int(given or DEFAULT_BLOCK_SIZE)
+    if block_size <= 0 or block_size % 8 and block_size not in (1, 2, 4):
+        raise SettingsError(f"block_size must be a positive multiple of 8 (or 1, 2, 4), got {block_size}")
+    if forced_block and forced_block != block_size:
+        block_size = forced_block
+        reasons["block_size"] = (f"raised to {forced_block}: the model-dtype boundary layers' page against the packed "
+                                 "one (platforms/interface.py _align_heterogeneous_kv_block_size, 0.25+)")
+    if spec.mla is not None and spec.mla.indexer_topk:
+        # platforms/cuda.py check_and_update_config (0.11.0+): "Forcing kv cache block size to 64 for FlashMLASparse"
+        reasons["block_size"] = "forced to 64 by the FlashMLA sparse backend (DeepSeek-V3.2)"
+        return 64
+    if spec.mla is not None:
+        forced = release["mla_block_size_sm100"] if gpu.compute_capability[0] >= 10 else (
+            release["mla_block_size_sm90"] if gpu.compute_capability == (9, 0) else None)
+        if forced:
+            reasons["block_size"] = f"forced to {forced} by the MLA attention backend on this GPU"
+            return int(forced)
+    return block_size
 
 
 def _kv_cache_dtype(kv_dtype: str, user: dict, spec: ModelSpec, gpu: Gpu, release: Release, engine: str, dtype: str,

@@ -188,43 +188,56 @@ def draft_weights(config: SpeculativeConfig | None, spec: ModelSpec, dtype: str,
     if config is None or config.method in ("ngram", "suffix"):
         return Inventory((), 0)
     v1 = engine == "v1"
-    hidden = spec.hidden_size
     if config.method == "draft_model":
-        draft = config.draft_spec
         draft_tp = config.draft_tensor_parallel_size or tp if not v1 else tp
-        inventory = build_inventory(draft, dtype, Shard(draft_tp), draft_quant, draft_kernel)
-        groups = _as_draft(inventory.groups, "draft", lambda group: True)
-        return Inventory(tuple(groups), inventory.parameters)
+        inventory = build_inventory(config.draft_spec, dtype, Shard(draft_tp), draft_quant, draft_kernel)
+        return Inventory(tuple(_as_draft(inventory.groups, "draft", lambda group: True)), inventory.parameters)
     if config.method == "medusa":
-        source = (config.draft_spec.source_config if config.draft_spec else None) or {}
-        heads = int(source.get("num_heads") or config.num_speculative_tokens or 1)
-        blocks = int(source.get("num_hidden_layers") or 1)
-        lm_heads = 1 if source.get("original_lm_head") else heads
-        groups = [_dense("medusa.blocks.{0..%d}.layers.*.weight" % (heads - 1), heads * blocks, (hidden, hidden), dtype),
-                  _dense("medusa.blocks.{0..%d}.layers.*.bias" % (heads - 1), heads * blocks, (hidden,), dtype),
-                  _dense("medusa.lm_heads.*.weight", lm_heads, (spec.padded_vocab_size // tp, hidden), dtype)]
-        parameters = heads * blocks * (hidden * hidden + hidden) + lm_heads * spec.vocab_size * hidden // tp
-        return Inventory(tuple(groups), parameters)
+        return _medusa_weights(config, spec, dtype, tp)
     if config.method == "mtp":
-        layers = mtp_layer_count(spec)
-        moe = replace(spec.moe, dense_layers=()) if spec.moe is not None else None
-        mtp_spec = replace(spec, num_layers=layers, moe=moe, tie_word_embeddings=False, vision=None)
-        inventory = build_inventory(mtp_spec, dtype, Shard(tp), quant, kernel)
-        # V1 shares the target's embedding (eagle.py load_model, PP == 1); shared_head.head stays
-        shares_embedding = v1 and pp == 1
-        groups = _as_draft(inventory.groups, "mtp", lambda group: group.role != "rotary cache" and not (
-            shares_embedding and group.name.startswith("model.embed_tokens")))
-        groups += [_dense("mtp.layers.*.{enorm,hnorm}.weight", 2 * layers, (hidden,), dtype),
-                   _dense("mtp.layers.*.eh_proj.weight", layers, (hidden, 2 * hidden), dtype)]
-        embedding_parameters = spec.vocab_size * hidden // tp if shares_embedding else 0
-        parameters = inventory.parameters - embedding_parameters + layers * (2 * hidden + 2 * hidden * hidden)
-        return Inventory(tuple(groups), parameters)
-    # eagle / eagle3
+        return _mtp_weights(spec, dtype, tp, v1 and pp == 1, quant, kernel)
+    return _eagle_weights(config, spec, dtype, tp, pp, v1)
+
+
+def _medusa_weights(config: SpeculativeConfig, spec: ModelSpec, dtype: str, tp: int) -> Inventory:
+    """Medusa: num_heads residual blocks of [H, H] layers and one lm_head per head (or the original one)."""
+    hidden = spec.hidden_size
+    source = (config.draft_spec.source_config if config.draft_spec else None) or {}
+    heads = int(source.get("num_heads") or config.num_speculative_tokens or 1)
+    blocks = int(source.get("num_hidden_layers") or 1)
+    lm_heads = 1 if source.get("original_lm_head") else heads
+    groups = [_dense("medusa.blocks.{0..%d}.layers.*.weight" % (heads - 1), heads * blocks, (hidden, hidden), dtype),
+              _dense("medusa.blocks.{0..%d}.layers.*.bias" % (heads - 1), heads * blocks, (hidden,), dtype),
+              _dense("medusa.lm_heads.*.weight", lm_heads, (spec.padded_vocab_size // tp, hidden), dtype)]
+    parameters = heads * blocks * (hidden * hidden + hidden) + lm_heads * spec.vocab_size * hidden // tp
+    return Inventory(tuple(groups), parameters)
+
+
+def _mtp_weights(spec: ModelSpec, dtype: str, tp: int, shares_embedding: bool, quant, kernel) -> Inventory:
+    """MTP layers: decoder layers like the target's (quantized like it) plus enorm/hnorm and eh_proj; V1 shares the
+    target's embedding (eagle.py load_model, PP == 1), shared_head.head stays."""
+    hidden = spec.hidden_size
+    layers = mtp_layer_count(spec)
+    moe = replace(spec.moe, dense_layers=()) if spec.moe is not None else None
+    mtp_spec = replace(spec, num_layers=layers, moe=moe, tie_word_embeddings=False, vision=None)
+    inventory = build_inventory(mtp_spec, dtype, Shard(tp), quant, kernel)
+    groups = _as_draft(inventory.groups, "mtp", lambda group: group.role != "rotary cache" and not (
+        shares_embedding and group.name.startswith("model.embed_tokens")))
+    groups += [_dense("mtp.layers.*.{enorm,hnorm}.weight", 2 * layers, (hidden,), dtype),
+               _dense("mtp.layers.*.eh_proj.weight", layers, (hidden, 2 * hidden), dtype)]
+    embedding_parameters = spec.vocab_size * hidden // tp if shares_embedding else 0
+    parameters = inventory.parameters - embedding_parameters + layers * (2 * hidden + 2 * hidden * hidden)
+    return Inventory(tuple(groups), parameters)
+
+
+def _eagle_weights(config: SpeculativeConfig, spec: ModelSpec, dtype: str, tp: int, pp: int, v1: bool) -> Inventory:
+    """EAGLE / EAGLE-3 heads: the head's decoder layer, less the embedding and lm_head it shares with the target,
+    plus the method's own tensors."""
     head = _head_spec(config, spec)
     eagle3 = config.method == "eagle3"
-    shares_embedding = v1 and pp == 1 and head.vocab_size == spec.vocab_size and head.hidden_size == hidden
+    shares_embedding = v1 and pp == 1 and head.vocab_size == spec.vocab_size and head.hidden_size == spec.hidden_size
     draft_vocab = _draft_vocab(config, spec)
-    shares_lm_head = v1 and (not eagle3 or (draft_vocab == spec.vocab_size and head.hidden_size == hidden))
+    shares_lm_head = v1 and (not eagle3 or (draft_vocab == spec.vocab_size and head.hidden_size == spec.hidden_size))
     inventory = build_inventory(replace(head, vocab_size=draft_vocab) if eagle3 else head, dtype, Shard(tp))
     h = head.hidden_size
 
@@ -246,33 +259,48 @@ def draft_weights(config: SpeculativeConfig | None, spec: ModelSpec, dtype: str,
     if shares_lm_head:
         parameters -= draft_vocab * h // tp
     if eagle3:
-        if not shares_embedding:
-            groups.append(_dense("eagle.model.embed_tokens.weight", 1, (spec.padded_vocab_size // tp, h), dtype))
-            parameters += spec.vocab_size * h // tp
-        # qkv_proj reads [embeds, hidden] (2H): one more H of input columns; hidden_norm; fc [3H -> H];
-        # d2t (int64 [draft_vocab]) when the draft vocabulary is smaller
-        q_kv = (head.num_attention_heads // tp + 2 * max(1, head.num_kv_heads // tp)) * head.head_dim
-        groups += [_dense("eagle.model.layers.0.self_attn.qkv_proj.weight[embeds half]", 1, (q_kv, h), dtype),
-                   _dense("eagle.model.layers.0.hidden_norm.weight", 1, (h,), dtype),
-                   _dense("eagle.model.fc.weight", 1, (h, 3 * hidden), dtype)]
-        parameters += q_kv * h + h + 3 * hidden * h
-        if draft_vocab != spec.vocab_size:
-            groups.append(replace(_dense("eagle.draft_id_to_target_id", 1, (draft_vocab,), "float32"),
-                                  bytes_each=8 * draft_vocab, dtype="int64"))
+        extra, extra_parameters = _eagle3_extras(spec, head, dtype, tp, draft_vocab, shares_embedding)
     else:
-        # EAGLE-1: layer 0 has no input_layernorm (disable_input_layernorm) in V1; fc [2H -> H]
-        if v1:
-            groups = [group if not group.name.endswith("*_layernorm.weight") else
-                      replace(group, count=group.count - 1) for group in groups]
-            parameters -= h
-        groups.append(_dense("eagle.model.fc.weight", 1, (h, 2 * hidden), dtype))
-        parameters += 2 * hidden * h
-        if not v1:
-            # V0 (models/eagle.py): the head is a whole *ForCausalLM (embedding + its lm_head) and EAGLE
-            # adds its own ParallelLMHead on top
-            groups.append(_dense("eagle.lm_head.weight", 1, (spec.padded_vocab_size // tp, h), dtype))
-            parameters += spec.vocab_size * h // tp
-    return Inventory(tuple(group for group in groups if group.count), parameters)
+        groups, extra, extra_parameters = _eagle1_extras(groups, spec, h, dtype, tp, v1)
+    return Inventory(tuple(group for group in groups + extra if group.count), parameters + extra_parameters)
+
+
+def _eagle3_extras(spec: ModelSpec, head: ModelSpec, dtype: str, tp: int, draft_vocab: int,
+                   shares_embedding: bool) -> tuple[list[TensorGroup], int]:
+    """EAGLE-3's own tensors: its embedding unless shared; qkv_proj reads [embeds, hidden] (2H): one more H of input
+    columns; hidden_norm; fc [3H -> H]; d2t (int64 [draft_vocab]) when the draft vocabulary is smaller."""
+    h, hidden = head.hidden_size, spec.hidden_size
+    groups, parameters = [], 0
+    if not shares_embedding:
+        groups.append(_dense("eagle.model.embed_tokens.weight", 1, (spec.padded_vocab_size // tp, h), dtype))
+        parameters += spec.vocab_size * h // tp
+    q_kv = (head.num_attention_heads // tp + 2 * max(1, head.num_kv_heads // tp)) * head.head_dim
+    groups += [_dense("eagle.model.layers.0.self_attn.qkv_proj.weight[embeds half]", 1, (q_kv, h), dtype),
+               _dense("eagle.model.layers.0.hidden_norm.weight", 1, (h,), dtype),
+               _dense("eagle.model.fc.weight", 1, (h, 3 * hidden), dtype)]
+    parameters += q_kv * h + h + 3 * hidden * h
+    if draft_vocab != spec.vocab_size:
+        groups.append(replace(_dense("eagle.draft_id_to_target_id", 1, (draft_vocab,), "float32"),
+                              bytes_each=8 * draft_vocab, dtype="int64"))
+    return groups, parameters
+
+
+def _eagle1_extras(groups: list[TensorGroup], spec: ModelSpec, h: int, dtype: str, tp: int,
+                   v1: bool) -> tuple[list[TensorGroup], list[TensorGroup], int]:
+    """(the head's groups, EAGLE-1's own tensors, their parameters): layer 0 has no input_layernorm
+    (disable_input_layernorm) in V1; fc [2H -> H]; V0 (models/eagle.py) keeps the head a whole *ForCausalLM
+    (embedding + its lm_head) and EAGLE adds its own ParallelLMHead on top."""
+    parameters = 0
+    if v1:
+        groups = [group if not group.name.endswith("*_layernorm.weight") else
+                  replace(group, count=group.count - 1) for group in groups]
+        parameters -= h
+    extra = [_dense("eagle.model.fc.weight", 1, (h, 2 * spec.hidden_size), dtype)]
+    parameters += 2 * spec.hidden_size * h
+    if not v1:
+        extra.append(_dense("eagle.lm_head.weight", 1, (spec.padded_vocab_size // tp, h), dtype))
+        parameters += spec.vocab_size * h // tp
+    return groups, extra, parameters
 
 
 def draft_kv_layers(config: SpeculativeConfig | None, spec: ModelSpec, tp: int) -> tuple[ModelSpec, int] | None:

@@ -23,7 +23,7 @@ import itertools
 import math
 from dataclasses import dataclass, replace
 
-from ...units import GIB, MIB
+from ...units import GIB
 
 SWEPT = ("gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens")
 FIGURES = ("budget_bytes", "kv_cache_bytes", "num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "starts",
@@ -100,92 +100,115 @@ _IDENTITY_NUMBERS = itertools.count()
 _KV_CACHE_LIMIT = 20000
 
 
+def _spec_and_gpu(model: str, gpu, spec, options: dict):
+    """The model spec (given, or from its source) and the GPU (a Gpu, or a name from the catalog)."""
+    from ... import api
+    from ...hardware import Gpu
+
+    if spec is None:
+        spec = api.model_spec(model, options.get("source"), options.get("revision"), options.get("hf_token"),
+                              options.get("gguf_file"))
+    return spec, gpu if isinstance(gpu, Gpu) else api.resolve_gpu(gpu, None)
+
+
+def _fixed_settings(settings: dict | None) -> dict:
+    """The family's settings: every given one but the four swept knobs."""
+    fixed = {key: value for key, value in (settings or {}).items() if value is not None and key not in SWEPT}
+    if fixed.get("num_gpu_blocks_override"):
+        raise FastPathUnsupported("num_gpu_blocks_override is not swept (use api.explain)")
+    if fixed.get("max_model_len") == -1:
+        raise FastPathUnsupported("auto-fit max_model_len (-1) is not swept")
+    return fixed
+
+
+def _kv_log_and_fit_rules(kv_groups, version, engine: str) -> tuple[str, bool, bool, bool]:
+    """(tokens rule, log after the minimum over workers, fit check against the smallest budget, null block out of
+    the fit check): the kv_groups rules _combine applies elementwise (plan_v1's _logged_figures and _fit_check)."""
+    v1 = engine == "v1"
+    tokens_rule = str(kv_groups.rule(version, "kv_tokens_rule")) if v1 else "blocks"
+    log_after_min = bool(kv_groups.rule(version, "log_after_min")) if v1 else True
+    fit_global_min = (kv_groups.rule(version, "fit_check") != "per-layer"
+                      and not kv_groups.rule(version, "fit_per_worker_groups"))
+    return tokens_rule, log_after_min, fit_global_min, bool(kv_groups.rule(version, "null_block_in_fit_check"))
+
+
+def _kv_identity(layers, workers, block_size: int, version, engine: str, pipeline_parallel_size: int) -> int:
+    """A number for everything plan.plan_kv reads besides the swept knobs: the same identity shares KV pieces."""
+    identity = (tuple(layers), tuple(workers), block_size, version, engine, pipeline_parallel_size)
+    if identity not in _IDENTITIES:
+        _IDENTITIES[identity] = next(_IDENTITY_NUMBERS)
+    return _IDENTITIES[identity]
+
+
 class FastPath:
     """One family of settings; `grid()` and `points()` evaluate the four swept knobs."""
 
     def __init__(self, model: str, gpu, *, vllm_version: str | None = None, settings: dict | None = None,
                  kv_budget_bytes: int | None = None, spec=None, source_options: dict | None = None):
-        from ... import api
-        from ...hardware import Gpu
-        from . import allocator, kv_groups, profile
+        from . import kv_groups, profile
         from . import plan as plan_module
+        from . import settings as settings_module
         from .releases import release as release_rules, resolve_version
-        from .settings import resolve_settings
         from .weights import pipeline_layer_counts
 
-        options = source_options or {}
+        self._profile, self._plan_module, self._kv_groups = profile, plan_module, kv_groups
+        self._settings_module = settings_module
         self.model = model
-        self.spec = spec if spec is not None else api.model_spec(
-            model, options.get("source"), options.get("revision"), options.get("hf_token"), options.get("gguf_file"))
-        self.gpu = gpu if isinstance(gpu, Gpu) else api.resolve_gpu(gpu, None)
+        self.spec, self.gpu = _spec_and_gpu(model, gpu, spec, source_options or {})
         self.version = resolve_version(vllm_version)
         self.vllm_version = vllm_version
-        fixed = {key: value for key, value in (settings or {}).items() if value is not None and key not in SWEPT}
-        if fixed.get("num_gpu_blocks_override"):
-            raise FastPathUnsupported("num_gpu_blocks_override is not swept (use api.explain)")
-        if fixed.get("max_model_len") == -1:
-            raise FastPathUnsupported("auto-fit max_model_len (-1) is not swept")
-        self.fixed = fixed
-        probe = dict(fixed, max_num_seqs=1, max_num_batched_tokens=_PROBE_TOKENS)
-        settings_, release = resolve_settings(probe, self.spec, self.gpu, release_rules, self.version)
+        self.fixed = _fixed_settings(settings)
+        self._probe = dict(self.fixed, max_num_seqs=1, max_num_batched_tokens=_PROBE_TOKENS)
+        settings_, release = settings_module.resolve_settings(self._probe, self.spec, self.gpu, release_rules,
+                                                              self.version)
         self.settings, self.release = settings_, release
         self.engine = settings_.engine
         self.derived_max_model_len = settings_.derived_max_model_len
         self.block_size = settings_.block_size
         self.total = self.gpu.cuda_total_bytes
-        self.ceil_budget = bool(release["request_memory_ceil"])
         self.default_utilization = float(release["default_gpu_memory_utilization"])
         tp, pp = settings_.tensor_parallel_size, settings_.pipeline_parallel_size
         self.tensor_parallel_size, self.pipeline_parallel_size = tp, pp
-        to_last = bool(release["pp_remainder_to_last"])
-        self.layer_counts = pipeline_layer_counts(self.spec.num_layers, pp, to_last)
-
-        # weights per stage, as plan.plan() loads them (the inventories plan.rank_inventories builds)
-        self.weights: list[int] = []
-        self.staged: list[int] = []
-        self.inventories = []
-        # (buffers sized by max_num_batched_tokens are left out here and added per point: _weights_at)
-        self._token_sized = any(plan_module.batched_token_weight_bytes(self.spec, settings_, stage) for stage in range(pp))
-        self._weights_by_tokens: dict[int, tuple[int, ...]] = {}
-        self._weights_shift = [0] * pp
-        self._probe = probe
-        for _, inventory in plan_module.rank_inventories(self.spec, self.gpu, probe, self.version, batched_tokens=0):
-            weights, _, offloaded = plan_module.resident_weights(inventory, settings_, release)
-            self.weights.append(weights)
-            self.staged.append(allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0)
-            self.inventories.append(inventory)
+        self.layer_counts = pipeline_layer_counts(self.spec.num_layers, pp, bool(release["pp_remainder_to_last"]))
+        self._load_weights()
         self.non_torch_inside, self.non_torch_outside, _ = profile.non_torch(self.gpu, settings_, release)
         self.graph_subtracted = bool(release["cuda_graph_subtracted"])
         self.layers, self.workers = plan_module.attention_layers(self.spec, settings_, release, self.layer_counts)
         self._cross_follows_tokens = (self.spec.encoder is not None and settings_.engine == "v1"
                                       and not release["encdec_encoder_tokens_override"])
-        self.kv_fixed = settings_.kv_cache_memory_bytes
-        if kv_budget_bytes is not None:
-            self.kv_fixed = int(kv_budget_bytes)
-        version = release.version
-        v1 = self.engine == "v1"
-        self.tokens_rule = str(kv_groups.rule(version, "kv_tokens_rule")) if v1 else "blocks"
-        self.log_after_min = bool(kv_groups.rule(version, "log_after_min")) if v1 else True
-        fit_mode = kv_groups.rule(version, "fit_check")
-        self.fit_global_min = fit_mode != "per-layer" and not kv_groups.rule(version, "fit_per_worker_groups")
-        self.fit_null_block = bool(kv_groups.rule(version, "null_block_in_fit_check"))
+        self.kv_fixed = int(kv_budget_bytes) if kv_budget_bytes is not None else settings_.kv_cache_memory_bytes
+        (self.tokens_rule, self.log_after_min, self.fit_global_min,
+         self.fit_null_block) = _kv_log_and_fit_rules(kv_groups, release.version, self.engine)
         self.sliding = any(layer.kind in ("sliding", "chunked_local") for layer in self.layers)
         self.swap_space_gib = settings_.swap_space_gib
-        self._chunked_given = fixed.get("enable_chunked_prefill")
-        self._chunked_auto = (not self.spec.sliding_window) and bool(release["v0_auto_chunked_prefill"])
-        # everything plan.plan_kv reads besides the swept knobs: the same identity shares the KV pieces
-        identity = (tuple(self.layers), tuple(self.workers), settings_.block_size, self.version, self.engine, pp)
-        if identity not in _IDENTITIES:
-            _IDENTITIES[identity] = next(_IDENTITY_NUMBERS)
-        self._kv_identity = _IDENTITIES[identity]
-        self._profile, self._plan_module, self._kv_groups = profile, plan_module, kv_groups
+        self._chunked_given = self.fixed.get("enable_chunked_prefill")
+        self._kv_identity = _kv_identity(self.layers, self.workers, settings_.block_size, self.version, self.engine, pp)
         self._dtype_bytes = plan_module.DTYPE_BYTES[settings_.dtype]
         self._st_cache: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
         first = self._kv_pieces(min(self.derived_max_model_len, self.block_size), 2048)
         self.worker_block_bytes = first.worker_block_bytes
         self.groups = first.groups
         self.min_block_size = first.min_block_size
-        self.num_cpu_blocks = int(self.swap_space_gib * GIB // self.worker_block_bytes[0]) if not v1 else 0
+        self.num_cpu_blocks = int(self.swap_space_gib * GIB // self.worker_block_bytes[0]) if self.engine == "v0" else 0
+
+    def _load_weights(self) -> None:
+        """Weights per stage, as plan.plan() loads them (the inventories plan.rank_inventories builds); buffers
+        sized by max_num_batched_tokens are left out here and added per point (_weights_at)."""
+        from . import allocator
+
+        plan_module, settings, release = self._plan_module, self.settings, self.release
+        self.weights: list[int] = []
+        self.staged: list[int] = []
+        self.inventories = []
+        self._token_sized = any(plan_module.batched_token_weight_bytes(self.spec, settings, stage)
+                                for stage in range(self.pipeline_parallel_size))
+        self._weights_by_tokens: dict[int, tuple[int, ...]] = {}
+        self._weights_shift = [0] * self.pipeline_parallel_size
+        for _, inventory in plan_module.rank_inventories(self.spec, self.gpu, self._probe, self.version, batched_tokens=0):
+            weights, _, offloaded = plan_module.resident_weights(inventory, settings, release)
+            self.weights.append(weights)
+            self.staged.append(allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0)
+            self.inventories.append(inventory)
 
     # --- pieces from the engine code ------------------------------------------------------------------
 
@@ -275,12 +298,9 @@ class FastPath:
         """Settings vLLM accepts at configuration time (resolve_settings' refusals that depend on the knobs)."""
         if not 1 <= max_model_len <= self.derived_max_model_len or tokens < 1:
             return False
-        if self.engine == "v0":
-            chunked = self._chunked_given if self._chunked_given is not None else (
-                max_model_len > 32768 and self._chunked_auto)
-            if not chunked and tokens < max_model_len:
-                return False
-        return True
+        rules = self._settings_module
+        chunked, _ = rules.chunked_prefill(self.engine, self._chunked_given, self.spec, self.release, max_model_len)
+        return not rules.v0_batch_limits_length(self.engine, chunked, tokens, max_model_len)
 
     # --- the combination (plan.plan's arithmetic, elementwise) -------------------------------------------
 
@@ -288,8 +308,7 @@ class FastPath:
                  min_block_size) -> dict:
         """`min_block_size`: the smallest group block of the point's KV plan (a Mamba group's block follows
         max_model_len), for the 0.9.1-0.20 'blocks // groups x block' token figure."""
-        product = self.total * utilization
-        budget = ops.ceil(product) if self.ceil_budget else ops.trunc(product)
+        budget = self._plan_module.budget_bytes(self.total, utilization, self.release, ops.ceil, ops.trunc)
         wb = self.worker_block_bytes
         stages = self.pipeline_parallel_size
         avails = []
@@ -333,10 +352,9 @@ class FastPath:
             starts = weights_ok & (min_avail > 0) & fits
         pool = ops.where(avails[0] > 0, blocks * wb[0], 0)
         graphs0 = graphs[0]
-        resident = weights[0] + self.non_torch_inside + pool + self.non_torch_outside + graphs0
-        if self.engine == "v1":
-            resident = resident + peaks[0]
-        smi = ops.rint(ops.minimum(resident, self.total) / MIB)
+        smi = self._plan_module.nvidia_smi_used_mib(
+            self.total, self.engine, weights[0] + self.non_torch_inside + pool + self.non_torch_outside + graphs0,
+            peaks[0], ops.minimum, ops.rint)
         return {"budget_bytes": budget, "kv_cache_bytes": avails[0], "num_gpu_blocks": blocks,
                 "kv_cache_tokens": tokens, "max_concurrency": concurrency, "starts": starts,
                 "nvidia_smi_used_mib": smi, "activation_peak_bytes": peaks[0], "cuda_graph_bytes": graphs0,

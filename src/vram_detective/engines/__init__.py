@@ -8,6 +8,7 @@ from importlib import import_module
 # name -> "module:attribute" of the object implementing engines/base.py's Engine
 ENGINES = {
     "vllm": "vram_detective.engines.vllm.engine:ENGINE",
+    "llamacpp": "vram_detective.engines.llamacpp.engine:ENGINE",
 }
 
 DEFAULT_ENGINE = "vllm"

@@ -81,6 +81,13 @@ RULES: tuple[RuleChange, ...] = (
                "iSWA: n_swa x n_seq_max when unified, n_swa per stream otherwise (0.3.16 tree)"),
     RuleChange(0, "fit.params", False, "no automatic fitting"),
     RuleChange(7400, "fit.params", True, "common_params_fit / memory breakdown print (2026 logs)", True),
+    RuleChange(0, "ctx.default", 0, "common.h n_ctx = 0: the model's n_ctx_train (0.2.90 tree)"),
+    RuleChange(3900, "ctx.default", 4096, "common.h n_ctx = 4096 (0.3.8 and 0.3.16 trees)", True),
+    RuleChange(0, "server.n_parallel_default", 1, "common.h n_parallel = 1 (0.2.90..0.3.16)"),
+    RuleChange(6700, "server.n_parallel_default", 4,
+               "llama-server -np auto: 'setting n_parallel = 4 and kv_unified = true' (b7342 log)", True),
+    RuleChange(0, "mla.fa_needs_equal_heads", True,
+               "ggml-cuda fattn.cu: K and V head sizes must match (MLA 576/512 excepted), else FA auto -> off"),
     RuleChange(0, "moe.n_cpu_moe", False, "expert placement only by -ot"),
     RuleChange(6200, "moe.n_cpu_moe", True, "--n-cpu-moe N keeps the experts of the first N layers on CPU", True),
 )
@@ -98,3 +105,52 @@ def rule(name: str, build: int | None):
 
 def rule_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(r.rule for r in RULES))
+
+
+# --- the Releases part of engines/base.py ------------------------------------------------------------------
+KNOWN_BUILDS: tuple[str, ...] = ("b3600", "b4400", "b5274", "b5622", "b6150", "b7342")
+OLDEST_BUILD = 3000  # the mid-2024 log formats are the oldest modelled
+NEWEST_BUILD = 7342  # the newest build a dev log prints
+
+
+def resolve_build(text: str | None) -> tuple[int]:
+    """'b5274' / '5274' / 'latest' / None -> (5274,); ValueError when older than the modelled builds."""
+    if text is None or str(text).strip().lower() in ("", "latest", "newest"):
+        return (NEWEST_BUILD,)
+    raw = str(text).strip().lower().removeprefix("b")
+    if not raw.isdigit():
+        raise ValueError(f"llama.cpp build {text!r}: expected a build number like b5274")
+    build = int(raw)
+    if build < OLDEST_BUILD:
+        raise ValueError(f"llama.cpp build b{build} is older than the oldest modelled build (b{OLDEST_BUILD})")
+    return (build,)
+
+
+def rules_at(version, path=None) -> dict:
+    """Every rule's value at that build (path: unused, the Releases signature)."""
+    return {name: rule(name, version[0]) for name in rule_names()}
+
+
+_MISSING = object()
+
+
+def rule_at(version, name: str, path=None, default=_MISSING):
+    try:
+        return rule(name, version[0])
+    except KeyError:
+        if default is _MISSING:
+            raise
+        return default
+
+
+def first_release(test):
+    """The oldest anchored build whose rules pass test(rules), as (build,); None when none does."""
+    for text in KNOWN_BUILDS:
+        version = resolve_build(text)
+        if test(rules_at(version)):
+            return version
+    return None
+
+
+def is_modelled(version) -> bool:
+    return version[0] >= OLDEST_BUILD

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...breakdown import Breakdown, Component, EngineFigure, Setting
 from .log_lines import log_lines
 from .plan import HOST_MODEL_BUFFERS, Layout
+from .releases import rule
 
 MIB = 1024 * 1024
 _SOURCE = "llama.cpp src/llama-model.cpp load_tensors, llama-kv-cache*.cpp, llama-context.cpp (build {build})"
@@ -18,8 +19,11 @@ def _mib(n: int) -> float:
 def figures(lay: Layout) -> dict:
     """The figures the build prints for this layout, keyed and rounded as its log lines show them (MiB)."""
     out: dict = {"offloaded_layers": lay.offloaded, "total_layers": lay.total_layers}
+    mapped = rule("log.mapped_buffer_name", lay.settings.build)
     for name, value in lay.model.items():
-        out[f"{_HOST_KEYS.get(name, name.lower())}_model_buffer_mib"] = _mib(value)
+        name = mapped if name == "CPU_Mapped" else name
+        key = f"{_HOST_KEYS.get(name, name.lower())}_model_buffer_mib"
+        out[key] = round(out.get(key, 0) + _mib(value), 2)
     for name, value in lay.kv_by_device.items():
         out[f"{name.lower()}_kv_buffer_mib"] = _mib(value)
     kv = lay.kv

@@ -9,6 +9,7 @@ from importlib import import_module
 ENGINES = {
     "vllm": "vram_detective.engines.vllm.engine:ENGINE",
     "llamacpp": "vram_detective.engines.llamacpp.engine:ENGINE",
+    "ollama": "vram_detective.engines.ollama.engine:ENGINE",
 }
 
 DEFAULT_ENGINE = "vllm"

@@ -73,7 +73,8 @@ def placement(spec, s: LlamaCppSettings) -> Placement:
         devices = tuple(f"CUDA{i}" for i in range(s.num_gpus))
         split = s.tensor_split or tuple(float(x) for x in s.device_free_mib)
     return Placement(n_layer, min(s.n_gpu_layers, n_layer + 1), devices, split, s.mmap, s.cpu_overrides,
-                     min(s.n_cpu_moe, n_layer))
+                     min(s.n_cpu_moe, n_layer), rule("ngl.output_first", s.build),
+                     rule("input.pinned_no_mmap", s.build))
 
 
 def swa_layer_set(spec) -> frozenset[int]:

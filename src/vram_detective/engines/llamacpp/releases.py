@@ -74,6 +74,15 @@ RULES: tuple[RuleChange, ...] = (
                "enabled', b7342 log)", True),
     RuleChange(0, "ngl.output_layer_counted", True,
                "llama-model.cpp load_tensors: act_gpu_layers = min(ngl, n_layer + 1); output on GPU iff ngl > n_layer"),
+    RuleChange(0, "ngl.output_first", False,
+               "llama-model.cpp load_tensors: i_gpu_start = n_layer - ngl (0.2.90, 0.3.8, 0.3.16 trees)"),
+    RuleChange(6700, "ngl.output_first", True,
+               "i_gpu_start = n_layer + 1 - ngl: the output layer takes the first of N (Windows ollama log, "
+               "-ngl 26 of 37: KV of 25 layers on CUDA0)", True),
+    RuleChange(0, "input.pinned_no_mmap", False, "input layer (token_embd) in the CPU buffer without mmap"),
+    RuleChange(6700, "input.pinned_no_mmap", True,
+               "without mmap the input layer takes the GPU's host buffer type first in make_cpu_buft_list "
+               "(Windows ollama log: CUDA_Host 934.54 MiB holds token_embd with the CPU layers)", True),
     RuleChange(0, "ngl.minus_one", "none", "-ngl -1 offloads 0 layers (early-2025 log: 'offloaded 0/65')"),
     RuleChange(6500, "ngl.minus_one", "all", "-ngl -1 / auto / all = every layer (late 2025)", True),
     RuleChange(0, "ngl.default", 0, "llama_model_default_params n_gpu_layers = 0 (0.3.16 tree)"),

@@ -41,6 +41,17 @@ RULES: tuple[OllamaRule, ...] = (
                "llm/memory.go adds kv[i] to each layer's size before summing memory.weights (dev T4 log: "
                "weights.total 4.7 GiB for a 4.33 GiB file with 1.0 GiB KV)"),
     OllamaRule((0, 0, 0), "n_batch", 512, "api/types.go NumBatch 512"),
+    OllamaRule((0, 0, 0), "embeddings", True, "runner started with --embedding (dev T4 log: output buffer "
+               "2.02 MiB = (n_vocab + n_embd) x 4 seqs x 4 B)"),
+    OllamaRule((0, 32, 0), "embeddings", False, "llama-server without --embedding (dev 0.32.13 log)", True),
+    OllamaRule((0, 0, 0), "no_mmap_on_windows_cuda", True,
+               "llm/server.go: Windows + CUDA runs --no-mmap (dev Windows logs: CUDA_Host model buffer)"),
+    # the llama.cpp build each Ollama line vendors (its log formats and rules follow that build)
+    OllamaRule((0, 0, 0), "llamacpp_build", 3600, "ollama 0.3.x vendors llama.cpp 1e6f655 (Aug 2024)", True),
+    OllamaRule((0, 5, 0), "llamacpp_build", 4400, "ollama 0.5.x (Dec 2024) llama.cpp sync", True),
+    OllamaRule((0, 6, 0), "llamacpp_build", 4880, "ollama 0.6.x (spring 2025) llama.cpp sync", True),
+    OllamaRule((0, 12, 0), "llamacpp_build", 6700, "llama_kv_cache era (dev Windows logs, late 2025)", True),
+    OllamaRule((0, 32, 0), "llamacpp_build", 7342, "llama-server with sched_reserve lines (dev 0.32.13 log)", True),
 )
 NEWEST: Version = (0, 32, 13)
 KNOWN = ("0.3.8", "0.5.7", "0.6.8", "0.12.0", "0.32.13")
@@ -79,3 +90,26 @@ def default_num_ctx(version: Version, vram_bytes: int) -> int:
 def default_num_parallel(version: Version, fits_four: bool = True) -> int:
     value = rule("num_parallel", version)
     return (4 if fits_four else 1) if value == "auto" else int(value)
+
+
+_MISSING = object()
+
+
+def rule_at(version: Version, name: str, path=None, default=_MISSING):
+    try:
+        return rule(name, version)
+    except KeyError:
+        if default is _MISSING:
+            raise
+        return default
+
+
+def first_release(test):
+    for text in KNOWN:
+        if test(rules_at(parse_version(text))):
+            return parse_version(text)
+    return None
+
+
+def is_modelled(version: Version) -> bool:
+    return tuple(version) >= (0, 3, 0)

@@ -42,6 +42,9 @@ def _kv_lines(build: int, figures: dict) -> list[str]:
     tk, tv = figures.get("type_k", "f16"), figures.get("type_v", "f16")
     style = rule("log.kv_size_line", build)
     if style == "KV self size":
+        if kv != "llama_kv_cache_init" and "kv_cells" in figures:
+            out.insert(0, f"{kv}: kv_size = {figures['kv_cells']}, type_k = '{tk}', type_v = '{tv}', "
+                          f"n_layer = {figures.get('kv_layers', 0)}, can_shift = 1, padding = {figures.get('kv_padding', 32)}")
         ctx = rule("log.context", build)
         ctx = ctx if ctx == "llama_new_context_with_model" else kv  # printed by the KV cache after the refactor
         out.append(f"{ctx}: KV self size  = {size:7.2f} MiB, K ({tk}): {k:7.2f} MiB, V ({tv}): {v:7.2f} MiB")

@@ -30,6 +30,9 @@ def figures(lay: Layout) -> dict:
     out.update(kv_size_mib=_mib(kv.total_bytes), k_mib=_mib(kv.k_bytes), v_mib=_mib(kv.v_bytes), kv_cells=kv.cells,
                kv_layers=kv.layers, kv_streams=kv.streams, n_seq_max=lay.settings.n_parallel,
                type_k=lay.settings.type_k, type_v=lay.settings.type_v)
+    out["kv_padding"] = 256 if lay.flash_attn else rule("kv.padding_no_fa", lay.settings.build)
+    if rule("log.kv_cache", lay.settings.build) == "llama_kv_cache_init":
+        del out["kv_cells"], out["kv_layers"]  # that era prints neither
     for name, value in lay.compute.items():
         out[f"{_HOST_KEYS.get(name, name.lower())}_compute_buffer_mib"] = _mib(value)
     out[f"{_HOST_KEYS[lay.output[0]]}_output_buffer_mib"] = _mib(lay.output[1])

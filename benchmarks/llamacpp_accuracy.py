@@ -1,21 +1,26 @@
-"""llama.cpp dev cases: predicted vs printed model buffer (quant_mix, stock rules), KV buffer, compute buffer.
+"""llama.cpp / Ollama dev cases end to end through the engines: every printed figure vs the plan.
 
     PYTHONPATH=src python3 benchmarks/llamacpp_accuracy.py
-Model shapes are the public config.json values of the models the cases name (written out below).
+
+Per case: model buffer per device, KV buffer per device (exact), compute buffer per device, VRAM per device
+(llama.cpp's own buffers on that GPU: model + KV + compute, the figures a log prints) and host RAM (host model
+buffer + CPU KV + CUDA_Host compute + output buffer), where the log prints every part. Cases whose model has no
+stock llama.cpp mix (Unsloth UD, ik_llama forks, unnamed files) or whose shape is not a llama-style decoder
+are listed as not planned, with the reason. Model shapes are the public config.json values of the named models.
 """
 from __future__ import annotations
 
 import json
+import re
+import statistics
 from pathlib import Path
 
-from vram_detective.engines.llamacpp.compute import GraphShape, gpu_compute_bytes, host_compute_bytes
-from vram_detective.engines.llamacpp.kv_cache import KvSettings, kv_cache, uniform_layers
-from vram_detective.engines.llamacpp.quant_mix import quantized_tensors
-from vram_detective.engines.llamacpp.weights import Placement, model_buffers
+from vram_detective.engines import get_engine
+from vram_detective.hardware import custom_gpu
 from vram_detective.model.config import parse_config
 
 MIB = 1024 * 1024
-CASES = Path("/work/shared/groundtruth/dev-llamacpp.jsonl")
+CASES = Path(__file__).resolve().parents[1] / "groundtruth" / "dev-llamacpp.jsonl"
 
 
 def _cfg(arch, h, layers, heads, kv, ff, vocab, tie=False, head_dim=None, **extra):
@@ -30,84 +35,132 @@ def _cfg(arch, h, layers, heads, kv, ff, vocab, tie=False, head_dim=None, **extr
 
 QWEN3_MOE = dict(num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768, decoder_sparse_step=1,
                  norm_topk_prob=True)
-# case id -> (spec, ftype, placement, kv settings, n_ff active for compute, flash_attn, n_ubatch)
-PLAN = {
-    "llamacpp-dsr1-distill-qwen32b-q4km-4x3090-ngl65": (
-        _cfg("Qwen2ForCausalLM", 5120, 64, 40, 8, 27648, 152064), "Q4_K_M",
-        Placement(64, 65, ("CUDA0", "CUDA1", "CUDA2", "CUDA3"), (23982, 23982, 23982, 23923)), None),
+LLAMA31_8B = ("LlamaForCausalLM", 4096, 32, 32, 8, 14336, 128256)
+QWEN25_32B = ("Qwen2ForCausalLM", 5120, 64, 40, 8, 27648, 152064)
+QWEN3_4B = dict(args=("Qwen3ForCausalLM", 2560, 36, 32, 8, 9728, 151936), tie=True, head_dim=128)
+QWEN3_30B = dict(args=("Qwen3MoeForCausalLM", 2048, 48, 32, 4, 6144, 151936), head_dim=128, **QWEN3_MOE)
+
+# case id -> (engine, version, model shape, settings in the engine's names)
+PLANS = {
     "llamacpp-ollama-runpod-llama31-8b-lora-ctx8192-4seq": (
-        _cfg("LlamaForCausalLM", 4096, 32, 32, 8, 14336, 128256), "Q4_K_M", Placement(32, 33, mmap=False),
-        KvSettings(8192, n_seq_max=4, build=3600)),
+        "ollama", "0.3.8", dict(args=LLAMA31_8B), {"gguf_type": "Q4_K_M", "gpu_free_mib": [23818]}),
     "llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4": (
-        _cfg("LlamaForCausalLM", 4096, 32, 32, 8, 14336, 128256), "Q4_0", Placement(32, 33, mmap=False),
-        KvSettings(8192, n_seq_max=4, build=3600)),
+        "ollama", "0.3.8", dict(args=LLAMA31_8B), {"gguf_type": "Q4_0", "gpu_free_mib": [14992]}),
+    "llamacpp-dsr1-distill-qwen32b-q4km-4x3090-ngl65": (
+        "llamacpp", "b4500", dict(args=QWEN25_32B),
+        {"gguf_type": "Q4_K_M", "n_gpu_layers": 65, "n_ctx": 8192, "num_gpus": 4,
+         "device_free_mib": (23982, 23982, 23982, 23923)}),
+    "llamacpp-dsr1-distill-qwen32b-q4km-4x3090-ngl-minus1-zero": (
+        "llamacpp", "b4500", dict(args=QWEN25_32B),
+        {"gguf_type": "Q4_K_M", "n_gpu_layers": -1, "n_ctx": 8192, "num_gpus": 4}),
     "llamacpp-pyllama-mistral7b-q4km-4060laptop-ngl20-768": (
-        _cfg("MistralForCausalLM", 4096, 32, 32, 8, 14336, 32000), "Q4_K_M", Placement(32, 20),
-        KvSettings(768, flash_attn=True, n_ubatch=256, build=6150)),
+        "llamacpp", "b6150", dict(args=("MistralForCausalLM", 4096, 32, 32, 8, 14336, 32000)),
+        {"gguf_type": "Q4_K_M", "n_gpu_layers": 20, "n_ctx": 768, "n_batch": 256, "n_ubatch": 256, "flash_attn": "on"}),
     "llamacpp-b7342-qwen3-coder-30b-a3b-q8-a100-40g-64k-np4": (
-        _cfg("Qwen3MoeForCausalLM", 2048, 48, 32, 4, 6144, 151936, head_dim=128, **QWEN3_MOE), "Q8_0",
-        Placement(48, 49), KvSettings(65536, n_seq_max=4, kv_unified=True, flash_attn=True, build=7342)),
-    "llamacpp-ollama-qwen3-4b-q4km-4g-full-fa-q8kv": (
-        _cfg("Qwen3ForCausalLM", 2560, 36, 32, 8, 9728, 151936, tie=True, head_dim=128), "Q4_K_M",
-        Placement(36, 37), KvSettings(4096, type_k="q8_0", type_v="q8_0", flash_attn=True, build=7500)),
+        "llamacpp", "b7342", QWEN3_30B, {"gguf_type": "Q8_0", "n_ctx": 65536}),
+    "llamacpp-b5622-qwen3-30b-a3b-q4km-4090-5090-experts-cpu": (
+        "llamacpp", "b5622", QWEN3_30B,
+        {"gguf_type": "Q4_K_M", "n_gpu_layers": 99, "n_ctx": 16384, "flash_attn": "off", "num_gpus": 2,
+         "override_tensor": ("exps=CPU",), "device_free_mib": (9862, 31518)}),
     "llamacpp-phi3-mini-4k-q4km-3070-tgwebui-4k": (
-        _cfg("Phi3ForCausalLM", 3072, 32, 32, 32, 8192, 32064), "Q4_K_M", Placement(32, 33),
-        KvSettings(4096, n_ubatch=256, build=5800)),
+        "llamacpp", "b5800", dict(args=("Phi3ForCausalLM", 3072, 32, 32, 32, 8192, 32064)),
+        {"gguf_type": "Q4_K_M", "n_gpu_layers": 33, "n_ctx": 4096, "n_batch": 256, "n_ubatch": 256}),
+    "llamacpp-ollama-qwen3-4b-q4km-4g-full-fa-q8kv": (
+        "ollama", "0.12.0", QWEN3_4B, {"gguf_type": "Q4_K_M", "num_ctx": 4096, "flash_attention": True,
+                                       "kv_cache_type": "q8_0", "os": "windows", "gpu_free_mib": [3801]}),
+    "llamacpp-ollama-qwen3-4b-q4km-4g-partial26-f16kv": (
+        "ollama", "0.12.0", QWEN3_4B, {"gguf_type": "Q4_K_M", "num_ctx": 4096, "flash_attention": False,
+                                       "os": "windows", "num_gpu": 26, "gpu_free_mib": [3801]}),
 }
-# compute-buffer shapes for full-offload cases: (n_embd, n_head, n_ff active, n_vocab, n_kv, n_ubatch, FA)
-COMPUTE = {
-    "llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4": (4096, 32, 14336, 128256, 8192, 512, False),
-    "llamacpp-phi3-mini-4k-q4km-3070-tgwebui-4k": (3072, 32, 8192, 32064, 4096, 256, False),
-    "llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa": (6144, 48, 23040, 151552, 32768, 512, True),
-    "llamacpp-b7342-qwen3-coder-30b-a3b-q8-a100-40g-64k-np4": (2048, 32, 6144, 151936, 65536, 512, True),
-    "llamacpp-ollama-runpod-llama31-8b-lora-ctx8192-4seq": (4096, 32, 14336, 128256, 8192, 512, False),
-    "llamacpp-b5622-qwen3-30b-a3b-q4km-4090-5090-experts-cpu": (2048, 32, 6144, 151936, 16384, 512, False),
-    "llamacpp-dsv3-0324-udq2kxl-5090-2x4090-a6000-16k": (7168, 128, 18432, 129280, 16384, 1024, True),
-    "llamacpp-ollama-0.32-dscoder-v2-lite-q5km-16g-ctx8192": (2048, 16, 10944, 102400, 8192, 512, False),
+NOT_PLANNED = {
+    "llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa": "GLM-4 layout (post norms, fused projections) not in quant_mix",
+    "llamacpp-qwen36-27b-udq4kxl-5090-131k-q8kv": "Unsloth UD mix and a hybrid (recurrent) model",
+    "llamacpp-ik-dsr1-mla3-q8kv-16k-3gpu-draft": "ik_llama.cpp fork",
+    "llamacpp-ik259-dsr1-mla-q8kv-32k-8470mib-compute": "ik_llama.cpp fork",
+    "llamacpp-dsv3-0324-udq2kxl-5090-2x4090-a6000-16k": "Unsloth UD mix (no stock tensor types)",
+    "llamacpp-llamasharp-gemma3-4b-q6k-4080s-131k-ngl20": "only KV figures; Gemma 3 layout not in quant_mix",
+    "llamacpp-ollama-0.32-dscoder-v2-lite-q5km-16g-ctx8192": "DeepSeek-V2 MLA layout not in quant_mix",
+    "llamacpp-gemma4-12b-qat-5070laptop-swa-np-sweep": "file not quoted (QAT mix)",
+    "llamacpp-fit-qwen36-35b-a3b-udq4km-5060ti-16g": "Unsloth UD mix, hybrid model",
+    "llamacpp-fork-qwen38-27b-q5km-5060ti-3060-262k-np2-um": "unnamed fork, UD mix, hybrid model",
 }
+_HOST_KEYS = ("cpu_mapped_model_buffer_mib", "cpu_model_buffer_mib", "cuda_host_model_buffer_mib", "cpu_kv_buffer_mib",
+              "cuda_host_compute_buffer_mib", "cuda_host_output_buffer_mib", "cpu_output_buffer_mib")
 
 
-def _row(case: dict) -> list[str]:
-    obs, cells = case["observed"], [case["id"][9:57]]
-    plan = PLAN.get(case["id"])
-    if plan:
-        spec, ftype, placement, kv = plan
-        bufs = model_buffers(quantized_tensors(spec, ftype), placement)
-        got, want = bufs.get("CUDA0", 0) / MIB, obs.get("cuda0_model_buffer_mib")
-        cells.append(f"{got:9.2f} vs {want} ({(got - want) / want:+.1%})" if want else "-")
-        if kv and "cuda0_kv_buffer_mib" in obs:
-            on_gpu = {il: "CUDA0" for il in range(spec.num_layers) if il >= spec.num_layers - placement.n_gpu_layers}
-            layers = uniform_layers(spec.num_layers, spec.num_kv_heads, spec.head_dim)
-            devs = [on_gpu.get(il, "CPU") for il in range(spec.num_layers)]
-            pred = dict(kv_cache(layers, devs, kv).per_device).get("CUDA0", 0) / MIB
-            cells.append("exact" if pred == obs["cuda0_kv_buffer_mib"] else f"{pred} vs {obs['cuda0_kv_buffer_mib']}")
-        else:
-            cells.append("-")
-    else:
-        cells += ["(no stock mix)", "tests"]
-    cells.append(_compute(case["id"], obs))
-    return cells
+def _spec(shape: dict):
+    args = shape["args"]
+    return _cfg(*args, **{k: v for k, v in shape.items() if k != "args"})
 
 
-def _compute(case_id: str, obs: dict) -> str:
-    shape = COMPUTE.get(case_id)
-    if not shape or "cuda0_compute_buffer_mib" not in obs:
-        return "-"
-    n_embd, n_head, n_ff, vocab, n_kv, n_ub, fa = shape
-    gpu = gpu_compute_bytes(GraphShape(n_embd, n_head, n_ff, vocab), n_kv, n_ub, fa) / MIB
-    host = host_compute_bytes(n_kv, n_ub, n_embd) / MIB
-    want, want_host = obs["cuda0_compute_buffer_mib"], obs.get("cuda_host_compute_buffer_mib")
-    text = f"{gpu:.1f} vs {want} ({(gpu - want) / want:+.1%})"
-    if want_host:
-        text += f"; host {host:.2f} vs {want_host}"
-    return text
+def predict(case_id: str) -> dict:
+    """The figures the engine's plan prints for this case (SCHEMA.md keys, MiB), plus vram_/host_ totals."""
+    engine_name, version, shape, settings = PLANS[case_id]
+    engine = get_engine(engine_name)
+    gpu = custom_gpu(48 * 2**30)
+    b = engine.plan(_spec(shape), gpu, dict(settings), engine.releases.resolve(version))
+    out = {f.key: f.value for f in b.engine_figures if f.schema}
+    out["vram_with_context_cuda0_mib"] = b.figure("vram_cuda0_bytes", 0) / MIB
+    return out
+
+
+def _devices(figures: dict) -> list[str]:
+    return sorted({m.group(1) for k in figures if (m := re.match(r"(cuda\d+)_model_buffer_mib$", k))})
+
+
+def compare(case: dict) -> list[tuple[str, str, float, float]]:
+    """(kind, figure, predicted, observed) for each figure the log prints and the plan has."""
+    obs, pred = case["observed"], predict(case["id"])
+    rows = []
+    for key, value in obs.items():
+        m = re.match(r"(cuda\d+|cpu_mapped|cpu|cuda_host)_(model|kv|compute|output)_buffer_mib$", key)
+        if m and key in pred:
+            rows.append((m.group(2), key, pred[key], value))
+    for dev in _devices(obs):
+        parts = [f"{dev}_{k}_buffer_mib" for k in ("model", "kv", "compute")]
+        if all(p in obs for p in parts):
+            rows.append(("vram", f"{dev} VRAM", sum(pred.get(p, 0) for p in parts), sum(obs[p] for p in parts)))
+    host = [k for k in _HOST_KEYS if k in obs]
+    if any("model" in k for k in host) and "cuda_host_compute_buffer_mib" in obs:
+        rows.append(("host", "host RAM", sum(pred.get(k, 0) for k in host), sum(obs[k] for k in host)))
+    return rows
+
+
+def _cases() -> list[dict]:
+    return [json.loads(line) for line in CASES.read_text().splitlines() if line.strip()]
+
+
+def table() -> tuple[list[tuple], dict]:
+    rows, errors = [], {}
+    for case in _cases():
+        if case["id"] not in PLANS:
+            continue
+        for kind, figure, got, want in compare(case):
+            err = (got - want) / want if want else 0.0
+            rows.append((case["id"][9:], figure, got, want, err))
+            errors.setdefault(kind, []).append(abs(err))
+    return rows, errors
+
+
+def summary(errors: dict) -> dict:
+    out = {}
+    for kind, errs in errors.items():
+        ordered = sorted(errs)
+        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        out[kind] = (len(errs), statistics.median(errs), p90, sum(e == 0 for e in errs))
+    return out
 
 
 def main() -> None:
-    cases = [json.loads(line) for line in CASES.read_text().splitlines() if line.strip()]
-    print(f"{'case':48} | {'CUDA0 model MiB (pred vs log)':34} | KV CUDA0 | compute CUDA0 (pred vs log)")
-    for case in cases:
-        print(" | ".join(_row(case)))
+    rows, errors = table()
+    print(f"{'case':52} {'figure':30} {'pred MiB':>10} {'log MiB':>10} {'err':>7}")
+    for case, figure, got, want, err in rows:
+        print(f"{case[:52]:52} {figure:30} {got:10.2f} {want:10.2f} {err:+7.2%}")
+    print(f"\n{'kind':8} {'n':>3} {'median':>8} {'p90':>8} exact")
+    for kind, (n, med, p90, exact) in summary(errors).items():
+        print(f"{kind:8} {n:3d} {med:8.2%} {p90:8.2%} {exact}")
+    for case_id, why in NOT_PLANNED.items():
+        print(f"not planned: {case_id}: {why}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from vram_detective.model.checkpoint import gguf_weight_bytes  # noqa: E402
 from vram_detective.model.config import UnsupportedArchitectureError, parse_config  # noqa: E402
 from vram_detective.model.gguf_source import (  # noqa: E402
     GGML_TYPES, AmbiguousGGUFError, GGUFError, NeedMoreBytes, _read_prefix_from_file, gguf_config, parse_prefix,
-    read_local,
+    read_local, tensor_bytes,
 )
 from vram_detective.model.sources import load_model  # noqa: E402
 
@@ -31,10 +31,20 @@ def test_block_sizes_match_the_gguf_package():
     for type_id, (name, block, size) in GGML_TYPES.items():
         qtype = gguf.GGMLQuantizationType(type_id)
         assert qtype.name == name
-        assert gguf.GGML_QUANT_SIZES[qtype] == (block, size), name
+        if name != "Q8_1":  # gguf-py's table keeps the old f32 d/s layout (4 + 4 + 32); ggml's is below
+            assert gguf.GGML_QUANT_SIZES[qtype] == (block, size), name
     expected = {"Q4_0": (32, 18), "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210), "Q8_0": (32, 34),
                 "F16": (1, 2), "BF16": (1, 2), "F32": (1, 4)}
     assert {name: (block, size) for name, block, size in GGML_TYPES.values() if name in expected} == expected
+
+
+def test_q8_1_block_is_two_halves_and_32_int8():
+    # ggml-common.h: block_q8_1 = {ggml_half d, ggml_half s; int8_t qs[32]}, static_assert(... == 2*2 + 32);
+    # gguf-py still says (32, 40) (vendored llama.cpp b6150 gguf-py/gguf/constants.py), so the reader must not
+    # take the package's table for it
+    assert GGML_TYPES[9] == ("Q8_1", 32, 36)
+    assert tensor_bytes(9, 64 * 32, "blk.0.x.weight", "t.gguf") == ("Q8_1", 64 * 36)
+    assert gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.Q8_1] == (32, 40)  # the package's stale figure
 
 
 def test_tensor_table_from_both_readers(tmp_path):

@@ -28,7 +28,7 @@ _TABLE = (
     ("IQ1_M", 29, 256, 56), ("BF16", 30, 1, 2), ("TQ1_0", 34, 256, 54), ("TQ2_0", 35, 256, 66),
     ("MXFP4", 39, 32, 17),
 )
-# block_q8_1 holds two fp16 (d, s) + 32 int8 = 36 bytes (ggml-common.h); the project's GGUF reader says 40.
+# block_q8_1 holds two fp16 (d, s) + 32 int8 = 36 bytes (ggml-common.h).
 
 BY_NAME: dict[str, GgmlType] = {row[0]: GgmlType(*row) for row in _TABLE}
 BY_ID: dict[int, GgmlType] = {t.type_id: t for t in BY_NAME.values()}

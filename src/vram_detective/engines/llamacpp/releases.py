@@ -28,6 +28,9 @@ RULES: tuple[RuleChange, ...] = (
                "src/llama-model.cpp llama_model::load_tensors (0.3.8 tree; absent in 0.3.2)", True),
     RuleChange(0, "log.model_buffer_word", "buffer", "'CUDA0 buffer size' (ollama 0.3.x, commit 1e6f655)"),
     RuleChange(3700, "log.model_buffer_word", "model buffer", "'CUDA0 model buffer size' (0.3.2 tree)", True),
+    RuleChange(0, "log.mapped_buffer_name", "CPU", "mmap'd host buffer printed as 'CPU' (0.2.90 tree; ollama 0.3 logs)"),
+    RuleChange(4000, "log.mapped_buffer_name", "CPU_Mapped",
+               "ggml-backend.cpp ggml_backend_cpu_buffer_from_ptr named CPU_Mapped (0.3.2 tree)", True),
     RuleChange(0, "log.kv_cache", "llama_kv_cache_init", "src/llama.cpp llama_kv_cache_init (0.2.90 tree)"),
     RuleChange(4880, "log.kv_cache", "llama_kv_cache_unified",
                "src/llama-kv-cache.cpp llama_kv_cache_unified (llama_context refactor; b5274 log)", True),
@@ -71,6 +74,15 @@ RULES: tuple[RuleChange, ...] = (
                "enabled', b7342 log)", True),
     RuleChange(0, "ngl.output_layer_counted", True,
                "llama-model.cpp load_tensors: act_gpu_layers = min(ngl, n_layer + 1); output on GPU iff ngl > n_layer"),
+    RuleChange(0, "ngl.output_first", False,
+               "llama-model.cpp load_tensors: i_gpu_start = n_layer - ngl (0.2.90, 0.3.8, 0.3.16 trees)"),
+    RuleChange(6700, "ngl.output_first", True,
+               "i_gpu_start = n_layer + 1 - ngl: the output layer takes the first of N (Windows ollama log, "
+               "-ngl 26 of 37: KV of 25 layers on CUDA0)", True),
+    RuleChange(0, "input.pinned_no_mmap", False, "input layer (token_embd) in the CPU buffer without mmap"),
+    RuleChange(6700, "input.pinned_no_mmap", True,
+               "without mmap the input layer takes the GPU's host buffer type first in make_cpu_buft_list "
+               "(Windows ollama log: CUDA_Host 934.54 MiB holds token_embd with the CPU layers)", True),
     RuleChange(0, "ngl.minus_one", "none", "-ngl -1 offloads 0 layers (early-2025 log: 'offloaded 0/65')"),
     RuleChange(6500, "ngl.minus_one", "all", "-ngl -1 / auto / all = every layer (late 2025)", True),
     RuleChange(0, "ngl.default", 0, "llama_model_default_params n_gpu_layers = 0 (0.3.16 tree)"),
@@ -81,6 +93,13 @@ RULES: tuple[RuleChange, ...] = (
                "iSWA: n_swa x n_seq_max when unified, n_swa per stream otherwise (0.3.16 tree)"),
     RuleChange(0, "fit.params", False, "no automatic fitting"),
     RuleChange(7400, "fit.params", True, "common_params_fit / memory breakdown print (2026 logs)", True),
+    RuleChange(0, "ctx.default", 0, "common.h n_ctx = 0: the model's n_ctx_train (0.2.90 tree)"),
+    RuleChange(3900, "ctx.default", 4096, "common.h n_ctx = 4096 (0.3.8 and 0.3.16 trees)", True),
+    RuleChange(0, "server.n_parallel_default", 1, "common.h n_parallel = 1 (0.2.90..0.3.16)"),
+    RuleChange(6700, "server.n_parallel_default", 4,
+               "llama-server -np auto: 'setting n_parallel = 4 and kv_unified = true' (b7342 log)", True),
+    RuleChange(0, "mla.fa_needs_equal_heads", True,
+               "ggml-cuda fattn.cu: K and V head sizes must match (MLA 576/512 excepted), else FA auto -> off"),
     RuleChange(0, "moe.n_cpu_moe", False, "expert placement only by -ot"),
     RuleChange(6200, "moe.n_cpu_moe", True, "--n-cpu-moe N keeps the experts of the first N layers on CPU", True),
 )
@@ -98,3 +117,52 @@ def rule(name: str, build: int | None):
 
 def rule_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(r.rule for r in RULES))
+
+
+# --- the Releases part of engines/base.py ------------------------------------------------------------------
+KNOWN_BUILDS: tuple[str, ...] = ("b3600", "b4400", "b5274", "b5622", "b6150", "b7342")
+OLDEST_BUILD = 3000  # the mid-2024 log formats are the oldest modelled
+NEWEST_BUILD = 7342  # the newest build a dev log prints
+
+
+def resolve_build(text: str | None) -> tuple[int]:
+    """'b5274' / '5274' / 'latest' / None -> (5274,); ValueError when older than the modelled builds."""
+    if text is None or str(text).strip().lower() in ("", "latest", "newest"):
+        return (NEWEST_BUILD,)
+    raw = str(text).strip().lower().removeprefix("b")
+    if not raw.isdigit():
+        raise ValueError(f"llama.cpp build {text!r}: expected a build number like b5274")
+    build = int(raw)
+    if build < OLDEST_BUILD:
+        raise ValueError(f"llama.cpp build b{build} is older than the oldest modelled build (b{OLDEST_BUILD})")
+    return (build,)
+
+
+def rules_at(version, path=None) -> dict:
+    """Every rule's value at that build (path: unused, the Releases signature)."""
+    return {name: rule(name, version[0]) for name in rule_names()}
+
+
+_MISSING = object()
+
+
+def rule_at(version, name: str, path=None, default=_MISSING):
+    try:
+        return rule(name, version[0])
+    except KeyError:
+        if default is _MISSING:
+            raise
+        return default
+
+
+def first_release(test):
+    """The oldest anchored build whose rules pass test(rules), as (build,); None when none does."""
+    for text in KNOWN_BUILDS:
+        version = resolve_build(text)
+        if test(rules_at(version)):
+            return version
+    return None
+
+
+def is_modelled(version) -> bool:
+    return version[0] >= OLDEST_BUILD

@@ -47,6 +47,8 @@ class Placement:
     mmap: bool = True
     cpu_overrides: tuple[str, ...] = ()  # -ot regexes sent to CPU
     n_cpu_moe: int = 0  # experts of layers [0, n_cpu_moe) stay on CPU
+    output_first: bool = False  # newer builds: i_gpu_start = n_layer + 1 - N (releases ngl.output_first)
+    input_pinned: bool = False  # without mmap, the input layer in CUDA_Host too (releases input.pinned_no_mmap)
 
 
 def split_points(devices: int, split: tuple[float, ...]) -> list[float]:
@@ -60,7 +62,7 @@ def split_points(devices: int, split: tuple[float, ...]) -> list[float]:
 
 def layer_devices(p: Placement) -> dict[int, str]:
     """Device of every offloaded layer index (n_layer = the output layer); layers absent stay on CPU."""
-    i_gpu_start = max(p.n_layer - p.n_gpu_layers, 0)
+    i_gpu_start = max(p.n_layer + (1 if p.output_first else 0) - p.n_gpu_layers, 0)
     act = min(p.n_gpu_layers, p.n_layer + 1) if p.devices else 0
     points = split_points(len(p.devices), p.split)
     out = {}
@@ -128,7 +130,8 @@ def model_buffers(tensors: list[GgufTensor], p: Placement) -> dict[str, int]:
                 host.append(t)
                 continue
             # without mmap, CPU-side layers prefer pinned CUDA_Host memory; input and overrides use CPU
-            name = "CUDA_Host" if where == "HOST" and p.devices and p.n_gpu_layers > 0 else "CPU"
+            pinned = where == "HOST" or (p.input_pinned and tensor_layer(t.name, p.n_layer) is None)
+            name = "CUDA_Host" if pinned and p.devices and p.n_gpu_layers > 0 else "CPU"
             out[name] = out.get(name, 0) + _align(t.nbytes, HOST_ALIGNMENT)
         else:
             out[where] = out.get(where, 0) + _align(cuda_alloc_size(t), CUDA_ALIGNMENT)

@@ -1,0 +1,139 @@
+"""llama.cpp behind engines/base.py's interface (llama-server, llama-cli, llama-cpp-python). Releases are
+build numbers ("b5274"); the plan is per device (VRAM per GPU, host RAM) from plan.py."""
+from __future__ import annotations
+
+from functools import cached_property
+
+from ..base import LaunchLine, Levers, LogFormats, Releases
+
+
+class FastPathUnsupported(Exception):
+    """llama.cpp has no vectorized sweep: the advisor evaluates each point with plan()."""
+
+
+class NoFastPath:
+    def __init__(self, *args, **kwargs):
+        raise FastPathUnsupported("llama.cpp points are planned one by one (engines/llamacpp/fit.py solves its levers)")
+
+
+# the settings whatif / fit vary, and their llama-server flags
+LEVERS = {"n_gpu_layers": "-ngl", "n_ctx": "-c", "n_parallel": "-np", "type_k": "-ctk", "type_v": "-ctv",
+          "flash_attn": "-fa", "n_ubatch": "-ub", "n_cpu_moe": "--n-cpu-moe", "gguf_type": "(file: another quant)"}
+
+
+def _flag_names() -> dict[str, str]:
+    from .launch import FLAGS
+
+    names = {flag.setting: flag.names[0] for flag in FLAGS}
+    names.update({k: v for k, v in LEVERS.items() if not v.startswith("(")})
+    return names
+
+
+def is_llamacpp_log(text: str) -> bool:
+    """llama.cpp's loader and context lines in any era (load_tensors, llama_kv_cache, llama_context...)."""
+    markers = ("load_tensors:", "llama_kv_cache", "llama_new_context_with_model", "llama_context:",
+               "llama_model_loader:", "print_info:", "llm_load_print_meta")
+    return any(marker in text for marker in markers)
+
+
+class LlamaCppEngine:
+    name = "llamacpp"
+    label = "llama.cpp"
+
+    @cached_property
+    def releases(self) -> Releases:
+        from . import releases as r
+
+        return Releases(r.KNOWN_BUILDS, f"b{r.OLDEST_BUILD}", f"b{r.NEWEST_BUILD}", r.resolve_build, r.rules_at,
+                        r.rule_at, r.first_release, r.is_modelled)
+
+    @cached_property
+    def launch(self) -> LaunchLine:
+        from . import launch
+
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
+
+    def is_launch_line(self, words) -> bool:
+        from .launch import is_launch_line
+
+        return is_launch_line(words)
+
+    @cached_property
+    def logs(self) -> LogFormats:
+        from .log_lines import log_lines
+        from .log_parser import parse
+
+        return LogFormats(log_lines, parse, is_llamacpp_log)
+
+    @cached_property
+    def levers(self) -> Levers:
+        return Levers(tuple(LEVERS), NoFastPath, FastPathUnsupported, lambda: None, _flag_names,
+                      lambda spec, gpu, version, settings: None)
+
+    @cached_property
+    def refusals(self) -> tuple[type[Exception], ...]:
+        from .settings import StartupRefusal
+
+        return (StartupRefusal,)
+
+    @cached_property
+    def settings_error(self) -> type[Exception]:
+        from .settings import SettingsError
+
+        return SettingsError
+
+    def resolve_settings(self, user: dict, spec, gpu, version):
+        from .releases import rules_at
+        from .settings import resolve
+
+        return resolve(user, version[0]), rules_at(version)
+
+    def layout(self, spec, gpu, settings: dict, version, *, gguf_checkpoint=None):
+        """The pure per-device numbers (plan.Layout)."""
+        from .plan import layout
+        from .settings import resolve
+
+        return layout(spec, resolve(settings, version[0]), gguf_checkpoint)
+
+    def plan(self, spec, gpu, settings: dict, version, *, gguf_checkpoint=None):
+        from ...breakdown import Setting
+        from .report import to_breakdown
+
+        lay = self.layout(spec, gpu, settings, version, gguf_checkpoint=gguf_checkpoint)
+        shown = (("n_gpu_layers", lay.offloaded), ("n_ctx", lay.n_ctx), ("n_parallel", lay.settings.n_parallel),
+                 ("type_k", lay.settings.type_k), ("type_v", lay.settings.type_v),
+                 ("flash_attn", "on" if lay.flash_attn else "off"), ("n_ubatch", lay.n_ubatch),
+                 ("mmap", lay.settings.mmap))
+        rows = tuple(Setting(k, v, k in settings) for k, v in shown)
+        return to_breakdown(spec, gpu, lay, f"b{version[0]}", self.label, self.name, settings=rows)
+
+    def kv_plan_for_budget(self, spec, gpu, settings: dict, version, kv_budget_bytes: int):
+        """The largest context whose KV fits `kv_budget_bytes` (fit.py)."""
+        from .fit import largest_context_for_kv
+
+        return largest_context_for_kv(spec, settings, version[0], kv_budget_bytes)
+
+    def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
+        from .plan import model_tensors
+        from .settings import resolve
+
+        tensors, _ = model_tensors(spec, resolve(settings, version[0]))
+        return [(0, tensors)]
+
+    def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
+        lay = self.layout(spec, gpu, settings, version, gguf_checkpoint=checkpoint)
+        return lay.model
+
+    def first_release_serving(self, architecture: str, version):
+        return None  # architectures by build are not tabled yet: every modelled build is taken to serve it
+
+    def unsized_reason(self, speculative_config, spec) -> str | None:
+        return "llama.cpp draft models are not sized yet" if speculative_config else None
+
+    def cuda_context_bytes(self) -> int:
+        from .calibration import CUDA_CONTEXT_BYTES
+
+        return CUDA_CONTEXT_BYTES
+
+
+ENGINE = LlamaCppEngine()

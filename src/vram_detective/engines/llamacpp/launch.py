@@ -1,0 +1,163 @@
+"""llama.cpp launch lines: llama-server / llama-cli flags (common/arg.cpp) and llama-cpp-python's server
+(llama_cpp/server/settings.py ModelSettings, `python -m llama_cpp.server --n_gpu_layers ...`).
+
+A pasted line becomes (model, settings) in the names settings.py resolves.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from typing import Callable
+
+_BINARIES = ("llama-server", "llama-cli", "llama-bench", "llama-sweep-bench", "llama-run", "server", "main")
+
+
+class LaunchLineError(ValueError):
+    pass
+
+
+def _int_or_word(text: str):
+    return text.lower() if text.lower() in ("auto", "all") else int(text)
+
+
+def _on_off(text: str) -> str:
+    value = text.lower()
+    if value in ("on", "off", "auto", "1", "0", "true", "false", "enabled", "disabled"):
+        return {"1": "on", "true": "on", "enabled": "on", "0": "off", "false": "off", "disabled": "off"}.get(value, value)
+    raise ValueError(f"expected on, off or auto, not {text!r}")
+
+
+def _split(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.replace("/", ",").split(",") if x.strip())
+
+
+def _bool_word(text: str) -> bool:
+    return text.lower() in ("1", "true", "yes", "on")
+
+
+_PY_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 20: "iq4_nl", 30: "bf16"}
+
+
+def _py_type(text: str) -> str:
+    """llama-cpp-python's --type_k / --type_v take the ggml type id."""
+    return _PY_TYPES[int(text)] if text.isdigit() else text.lower()
+
+
+@dataclass(frozen=True)
+class Flag:
+    names: tuple[str, ...]
+    setting: str
+    parse: Callable[[str], object] | None  # None: a switch without a value
+    help: str
+    value: object = True  # what a switch sets
+    optional_value: bool = False  # -fa: bare in old builds, on|off|auto in newer
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag(("-m", "--model"), "model", str, "GGUF file"),
+    Flag(("-ngl", "--n-gpu-layers", "--gpu-layers", "--n_gpu_layers"), "n_gpu_layers", _int_or_word,
+         "layers on the GPU (the output layer counts as one; all / auto / -1 per build)"),
+    Flag(("-c", "--ctx-size", "--n_ctx"), "n_ctx", int, "context size (0 = the model's)"),
+    Flag(("-np", "--parallel"), "n_parallel", _int_or_word, "parallel sequences (slots)"),
+    Flag(("-b", "--batch-size", "--n_batch"), "n_batch", int, "logical batch"),
+    Flag(("-ub", "--ubatch-size", "--n_ubatch"), "n_ubatch", int, "physical batch (compute buffer size)"),
+    Flag(("-ctk", "--cache-type-k"), "type_k", str.lower, "K cache type"),
+    Flag(("-ctv", "--cache-type-v"), "type_v", str.lower, "V cache type (quantized needs flash attention)"),
+    Flag(("--type_k",), "type_k", _py_type, "K cache type (llama-cpp-python: ggml type id)"),
+    Flag(("--type_v",), "type_v", _py_type, "V cache type (llama-cpp-python: ggml type id)"),
+    Flag(("-fa", "--flash-attn", "--flash_attn"), "flash_attn", _on_off, "flash attention on|off|auto",
+         value="on", optional_value=True),
+    Flag(("-ts", "--tensor-split", "--tensor_split"), "tensor_split", _split, "layer split per GPU, e.g. 3,1"),
+    Flag(("-sm", "--split-mode", "--split_mode"), "split_mode", lambda t: {"0": "none", "1": "layer", "2": "row"}.get(t, t),
+         "none | layer | row"),
+    Flag(("-mg", "--main-gpu", "--main_gpu"), "main_gpu", int, "main GPU"),
+    Flag(("-ot", "--override-tensor"), "override_tensor", lambda t: tuple(t.split(",")),
+         "regex=BUFFER (e.g. exps=CPU)"),
+    Flag(("--n-cpu-moe", "-ncmoe"), "n_cpu_moe", int, "keep the experts of the first N layers on the CPU"),
+    Flag(("--cpu-moe", "-cmoe"), "cpu_moe", None, "keep every expert on the CPU"),
+    Flag(("--no-mmap",), "mmap", None, "read the file into memory instead of mapping it", value=False),
+    Flag(("--use_mmap",), "mmap", _bool_word, "llama-cpp-python: mmap on/off"),
+    Flag(("--kv-unified", "-kvu"), "kv_unified", None, "one KV stream for all sequences"),
+    Flag(("--no-kv-unified",), "kv_unified", None, "a KV stream per sequence", value=False),
+    Flag(("--swa-full",), "swa_full", None, "full-size SWA cache"),
+    Flag(("--no-kv-offload", "-nkvo"), "kv_offload", None, "keep the KV cache on the CPU", value=False),
+    Flag(("--offload_kqv",), "kv_offload", _bool_word, "llama-cpp-python: KV on the GPU"),
+    Flag(("--embedding", "--embeddings"), "embeddings", None, "embeddings output"),
+)
+_BY_NAME = {name: flag for flag in FLAGS for name in flag.names}
+
+
+@dataclass(frozen=True)
+class ParsedLaunch:
+    model: str | None
+    settings: dict
+    binary: str
+    ignored: tuple[str, ...] = ()
+
+
+def parse_flag_value(flag: Flag, raw: str) -> object:
+    if flag.parse is None:
+        return flag.value
+    return flag.parse(raw)
+
+
+def _start(words: list[str]) -> tuple[int, str]:
+    """(index after the program, its name): llama-server ..., ./build/bin/llama-cli ..., python -m llama_cpp.server."""
+    for i, word in enumerate(words[:4]):
+        base = os.path.basename(word)
+        if base in _BINARIES or base.removesuffix(".exe") in _BINARIES:
+            return i + 1, base.removesuffix(".exe")
+        if word == "llama_cpp.server" and i > 0 and words[i - 1] == "-m":
+            return i + 1, "llama_cpp.server"
+    return -1, ""
+
+
+def is_launch_line(words: list[str] | str) -> bool:
+    """Do these words start a llama.cpp program (llama-server, llama-cli, python -m llama_cpp.server)?"""
+    if isinstance(words, str):
+        words = shlex.split(words)
+    return _start(words)[0] >= 0
+
+
+def _value(words: list[str], i: int, flag: Flag, inline: str | None) -> tuple[object, int]:
+    if flag.parse is None:
+        return flag.value, i + 1
+    if inline is not None:
+        return flag.parse(inline), i + 1
+    nxt = words[i + 1] if i + 1 < len(words) else None
+    if flag.optional_value and (nxt is None or nxt.startswith("-") or nxt.lower() not in
+                                ("on", "off", "auto", "1", "0", "true", "false")):
+        return flag.value, i + 1
+    if nxt is None:
+        raise LaunchLineError(f"{words[i]} needs a value")
+    return flag.parse(nxt), i + 2
+
+
+def parse_launch_line(words: list[str] | str) -> ParsedLaunch:
+    """The model and settings of a pasted llama.cpp line; unknown flags are listed in `ignored`."""
+    if isinstance(words, str):
+        words = shlex.split(words)
+    start, binary = _start(words)
+    if start < 0:
+        raise LaunchLineError("not a llama.cpp launch line (llama-server, llama-cli or python -m llama_cpp.server)")
+    settings: dict = {}
+    ignored: list[str] = []
+    i = start
+    while i < len(words):
+        word = words[i]
+        name, inline = (word.split("=", 1) + [None])[:2] if word.startswith("--") and "=" in word else (word, None)
+        flag = _BY_NAME.get(name)
+        if flag is None:
+            ignored.append(word)
+            i += 1
+            continue
+        try:
+            value, i = _value(words, i, flag, inline)
+        except (ValueError, KeyError) as error:
+            raise LaunchLineError(f"{word}: {error}") from None
+        if flag.setting == "override_tensor":
+            value = settings.get("override_tensor", ()) + value
+        settings[flag.setting] = value
+    model = settings.pop("model", None)
+    return ParsedLaunch(model, settings, binary, tuple(ignored))

@@ -1,0 +1,171 @@
+"""The whole llama.cpp startup prediction, per device: model buffers (weights.py), KV buffers (kv_cache.py),
+compute buffers (compute.py), the CUDA_Host output buffer, the per-GPU CUDA context (calibration.py), and the
+totals: VRAM per GPU and host RAM. `layout()` is the pure numbers; `breakdown()` dresses them for renderers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import compute as cmp
+from .calibration import CUDA_CONTEXT_BYTES
+from .kv_cache import KvCache, KvSettings, kv_cache, mla_layers, uniform_layers
+from .quant_mix import quantized_tensors
+from .releases import rule
+from .settings import ALL_LAYERS, LlamaCppSettings, check, flash_attention
+from .weights import GgufTensor, Placement, assign, layer_devices, model_buffers
+
+MIB = 1024 * 1024
+HOST_MODEL_BUFFERS = ("CPU_Mapped", "CPU", "CUDA_Host")
+OP_OFFLOAD_MIN_BATCH = 32  # ggml-cuda.cu offload_op: batches this large run CPU-weight matmuls on the GPU
+
+
+@dataclass(frozen=True)
+class Layout:
+    settings: LlamaCppSettings
+    flash_attn: bool
+    n_ctx: int  # as requested (0 resolved to the model's), before padding
+    n_ubatch: int
+    offloaded: int  # layers on GPUs, the output layer counted (llama.cpp's "offloaded N/M")
+    total_layers: int  # n_layer + 1
+    devices: tuple[str, ...]
+    model: dict  # buffer name -> bytes ("CUDA0", "CPU_Mapped", "CPU", "CUDA_Host")
+    kv: KvCache
+    kv_by_device: dict  # "CUDA0" / "CPU" -> bytes
+    compute: dict  # "CUDA0" ... -> bytes; "CUDA_Host" or "CPU" for the host side
+    output: tuple[str, int]  # (buffer, bytes)
+    context: dict  # device -> CUDA context bytes
+    source: str  # where the tensor table came from
+
+    def vram(self, device: str) -> int:
+        return (self.model.get(device, 0) + self.kv_by_device.get(device, 0) + self.compute.get(device, 0)
+                + self.context.get(device, 0))
+
+    @property
+    def host(self) -> int:
+        return (sum(self.model.get(name, 0) for name in HOST_MODEL_BUFFERS) + self.kv_by_device.get("CPU", 0)
+                + sum(v for k, v in self.compute.items() if not k.startswith("CUDA") or k == "CUDA_Host")
+                + self.output[1])
+
+
+def tensors_from_checkpoint(table) -> list[GgufTensor]:
+    """A CheckpointTable (model/gguf_source.py, HF-order shapes) as ggml tensors with file offsets laid end to
+    end at the GGUF alignment (the mmap span only needs their relative positions)."""
+    out, offset = [], 0
+    for t in table.tensors:
+        tensor = GgufTensor(t.name, t.dtype, tuple(reversed(t.shape)) or (1,), offset)
+        out.append(tensor)
+        offset += -(-tensor.nbytes // 32) * 32
+    return out
+
+
+def model_tensors(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> tuple[list[GgufTensor], str]:
+    if gguf_checkpoint is not None:
+        return tensors_from_checkpoint(gguf_checkpoint), "GGUF header"
+    return quantized_tensors(spec, s.gguf_type), f"llama-quant.cpp stock {s.gguf_type} mix (no file)"
+
+
+def placement(spec, s: LlamaCppSettings) -> Placement:
+    n_layer = spec.num_layers
+    if s.split_mode == "none" or s.num_gpus <= 1:
+        devices = (f"CUDA{s.main_gpu if s.split_mode == 'none' else 0}",)
+        split: tuple = ()
+    else:
+        devices = tuple(f"CUDA{i}" for i in range(s.num_gpus))
+        split = s.tensor_split or tuple(float(x) for x in s.device_free_mib)
+    return Placement(n_layer, min(s.n_gpu_layers, n_layer + 1), devices, split, s.mmap, s.cpu_overrides,
+                     min(s.n_cpu_moe, n_layer), rule("ngl.output_first", s.build),
+                     rule("input.pinned_no_mmap", s.build))
+
+
+def swa_layer_set(spec) -> frozenset[int]:
+    """Sliding-window layers by the family's pattern (Gemma 2 alternates, Gemma 3 keeps every 6th global)."""
+    pattern, n = spec.sliding_window_pattern, spec.num_layers
+    if not spec.sliding_window or not pattern:
+        return frozenset()
+    if pattern == "all":
+        return frozenset(range(n))
+    if pattern == "alternate":
+        return frozenset(il for il in range(n) if il % 2 == 0)
+    if ":" in pattern:
+        local, glob = (int(x) for x in pattern.split(":"))
+        return frozenset(il for il in range(n) if (il + 1) % (local + glob))
+    return frozenset()
+
+
+def kv_layers(spec, build: int):
+    if spec.mla is not None:
+        m = spec.mla
+        return mla_layers(spec.num_layers, m.kv_lora_rank, m.qk_rope_head_dim, spec.num_attention_heads,
+                          m.qk_nope_head_dim, m.v_head_dim, build)
+    return uniform_layers(spec.num_layers, spec.num_kv_heads, spec.head_dim, swa_layers=swa_layer_set(spec))
+
+
+def kv_settings(spec, s: LlamaCppSettings, fa: bool, n_ctx: int) -> KvSettings:
+    return KvSettings(n_ctx, s.n_parallel, s.kv_unified, s.type_k, s.type_v, fa, s.n_ubatch,
+                      spec.sliding_window or 0, s.swa_full, s.build)
+
+
+def graph_shape(spec) -> cmp.GraphShape:
+    moe = spec.moe
+    n_ff = spec.intermediate_size if moe is None else (
+        moe.expert_intermediate * moe.experts_per_token + moe.shared_intermediate)
+    return cmp.GraphShape(spec.hidden_size, spec.num_attention_heads, n_ff, spec.vocab_size)
+
+
+def _compute(spec, lay_devices: dict, p: Placement, pairs, n_kv: int, n_ubatch: int, fa: bool) -> dict:
+    """Per backend: every GPU holding layers runs the attention step; the output's GPU also the logits step.
+    Without the output on a GPU, the main GPU runs the offloaded logits matmul on a copy of the host-side
+    output weight (op offload, n_ubatch >= 32; fitted on the 4060-laptop -ngl 20 case)."""
+    g = graph_shape(spec)
+    out: dict = {}
+    act = n_ubatch * (g.n_embd + g.n_ff) * 4
+    attention = (0 if fa else g.n_head * n_kv * n_ubatch * 4) + act
+    logits = g.n_vocab * n_ubatch * 4 + act
+    output_device = lay_devices.get(p.n_layer)
+    for device in dict.fromkeys(lay_devices.values()):
+        out[device] = max(attention, logits) if device == output_device else attention
+    if p.devices and output_device is None and n_ubatch >= OP_OFFLOAD_MIN_BATCH:
+        host_out = max((t.nbytes for t, where in pairs if where in ("HOST", "CPU") and t.name != "token_embd.weight"
+                        and len(t.ne) > 1), default=0)
+        main = p.devices[0]
+        out[main] = max(out.get(main, 0), host_out + g.n_vocab * n_ubatch * 4)
+    host = "CUDA_Host" if p.devices else "CPU"
+    out[host] = cmp.host_compute_bytes(n_kv, n_ubatch, g.n_embd)
+    if not lay_devices:  # CPU only: the whole graph on the CPU backend
+        out["CPU"] = out.get("CPU", 0) + max(attention, logits)
+    return out
+
+
+def layout(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> Layout:
+    check(s, spec)
+    fa = flash_attention(s, spec)
+    tensors, source = model_tensors(spec, s, gguf_checkpoint)
+    p = placement(spec, s)
+    lay = layer_devices(p) if s.n_gpu_layers > 0 else {}
+    n_ctx = s.n_ctx or spec.max_position_embeddings
+    kvs = kv_settings(spec, s, fa, n_ctx)
+    devices_kv = [lay.get(il, "CPU") if s.kv_offload else "CPU" for il in range(spec.num_layers)]
+    kv = kv_cache(kv_layers(spec, s.build), devices_kv, kvs)
+    n_ubatch = min(s.n_ubatch, s.n_batch, n_ctx)
+    pairs = assign(tensors, p)
+    compute = _compute(spec, lay, p, pairs, kv.cells, n_ubatch, fa)
+    vocab = spec.vocab_size
+    out_bytes = cmp.output_buffer_bytes(vocab, s.n_parallel, spec.hidden_size, s.embeddings)
+    output = ("CUDA_Host" if p.devices and lay else "CPU", out_bytes)
+    used = dict.fromkeys([*lay.values()] + list(p.devices[:1]))
+    return Layout(s, fa, n_ctx, n_ubatch, len(lay), spec.num_layers + 1, p.devices,
+                  model_buffers(tensors, p) if lay else _cpu_only(tensors, p), kv, dict(kv.per_device), compute,
+                  output, {d: CUDA_CONTEXT_BYTES for d in used}, source)
+
+
+def _cpu_only(tensors, p: Placement) -> dict:
+    """-ngl 0: every tensor on the host (one CPU_Mapped span with mmap)."""
+    return model_buffers(tensors, Placement(p.n_layer, 0, (), mmap=p.mmap))
+
+
+def n_gpu_layers_text(s: LlamaCppSettings, n_layer: int) -> str:
+    return "all" if s.n_gpu_layers >= min(ALL_LAYERS, n_layer + 1) else str(s.n_gpu_layers)
+
+
+def kv_prefix(build: int) -> str:
+    return rule("log.kv_cache", build)

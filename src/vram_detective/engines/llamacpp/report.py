@@ -1,0 +1,88 @@
+"""A llama.cpp Layout (plan.py) as the engine-neutral Breakdown: one tree per GPU (model, KV, compute,
+CUDA context) plus the host tree, and every printed figure as an EngineFigure under its SCHEMA.md name."""
+from __future__ import annotations
+
+from ...breakdown import Breakdown, Component, EngineFigure, Setting
+from .log_lines import log_lines
+from .plan import HOST_MODEL_BUFFERS, Layout
+from .releases import rule
+
+MIB = 1024 * 1024
+_SOURCE = "llama.cpp src/llama-model.cpp load_tensors, llama-kv-cache*.cpp, llama-context.cpp (build {build})"
+_HOST_KEYS = {"CPU_Mapped": "cpu_mapped", "CPU": "cpu", "CUDA_Host": "cuda_host"}
+
+
+def _mib(n: int) -> float:
+    return round(n / MIB, 2)
+
+
+def figures(lay: Layout) -> dict:
+    """The figures the build prints for this layout, keyed and rounded as its log lines show them (MiB)."""
+    out: dict = {"offloaded_layers": lay.offloaded, "total_layers": lay.total_layers}
+    mapped = rule("log.mapped_buffer_name", lay.settings.build)
+    for name, value in lay.model.items():
+        name = mapped if name == "CPU_Mapped" else name
+        key = f"{_HOST_KEYS.get(name, name.lower())}_model_buffer_mib"
+        out[key] = round(out.get(key, 0) + _mib(value), 2)
+    for name, value in lay.kv_by_device.items():
+        out[f"{name.lower()}_kv_buffer_mib"] = _mib(value)
+    kv = lay.kv
+    out.update(kv_size_mib=_mib(kv.total_bytes), k_mib=_mib(kv.k_bytes), v_mib=_mib(kv.v_bytes), kv_cells=kv.cells,
+               kv_layers=kv.layers, kv_streams=kv.streams, n_seq_max=lay.settings.n_parallel,
+               type_k=lay.settings.type_k, type_v=lay.settings.type_v)
+    out["kv_padding"] = 256 if lay.flash_attn else rule("kv.padding_no_fa", lay.settings.build)
+    if rule("log.kv_cache", lay.settings.build) == "llama_kv_cache_init":
+        del out["kv_cells"], out["kv_layers"]  # that era prints neither
+    for name, value in lay.compute.items():
+        out[f"{_HOST_KEYS.get(name, name.lower())}_compute_buffer_mib"] = _mib(value)
+    out[f"{_HOST_KEYS[lay.output[0]]}_output_buffer_mib"] = _mib(lay.output[1])
+    return out
+
+
+def _device_tree(lay: Layout, device: str, source: str) -> Component:
+    parts = (("model", "model buffer", lay.model.get(device, 0), "weights of the layers placed here"),
+             ("kv", "KV buffer", lay.kv_by_device.get(device, 0), f"{lay.kv.cells} cells x this GPU's layers"),
+             ("compute", "compute buffer", lay.compute.get(device, 0), f"worst-case graph, n_ubatch {lay.n_ubatch}"),
+             ("context", "CUDA context + cuBLAS", lay.context.get(device, 0), "fitted (calibration.py)"))
+    children = tuple(Component(f"{device}.{key}", label, n, reason, source) for key, label, n, reason in parts if n)
+    return Component(device, f"{device} VRAM", lay.vram(device), "", source, children)
+
+
+def _host_tree(lay: Layout, source: str) -> Component:
+    rows = [(f"host.model.{n}", f"{n} model buffer", lay.model[n]) for n in HOST_MODEL_BUFFERS if n in lay.model]
+    rows += [("host.kv", "CPU KV buffer", lay.kv_by_device.get("CPU", 0))]
+    rows += [(f"host.compute.{k}", f"{k} compute buffer", v) for k, v in lay.compute.items()
+             if not k.startswith("CUDA") or k == "CUDA_Host"]
+    rows += [("host.output", f"{lay.output[0]} output buffer", lay.output[1])]
+    children = tuple(Component(key, label, n, "", source) for key, label, n in rows if n)
+    return Component("host", "host RAM (mapped file pages included)", lay.host, "", source, children)
+
+
+def _engine_figures(lay: Layout) -> tuple[EngineFigure, ...]:
+    out = [EngineFigure(f"vram_{d.lower()}_bytes", lay.vram(d), f"VRAM {d}", f"{lay.vram(d) / MIB:,.0f} MiB")
+           for d in lay.devices]
+    out.append(EngineFigure("host_ram_bytes", lay.host, "host RAM", f"{lay.host / MIB:,.0f} MiB"))
+    out.append(EngineFigure("flash_attn", lay.flash_attn, "flash attention", "on" if lay.flash_attn else "off"))
+    for key, value in figures(lay).items():
+        if key.endswith("_mib") or key in ("offloaded_layers", "total_layers", "kv_cells", "kv_layers"):
+            out.append(EngineFigure(key, value, "", "", (key,)))
+    return tuple(out)
+
+
+def to_breakdown(spec, gpu, lay: Layout, version_text: str, label: str = "llama.cpp", name: str = "llamacpp",
+                 notes: tuple[str, ...] = (), settings: tuple[Setting, ...] = ()) -> Breakdown:
+    s = lay.settings
+    source = _SOURCE.format(build=s.build)
+    devices = tuple(_device_tree(lay, d, source) for d in lay.devices)
+    tree = Component("vram", "VRAM on the GPUs", sum(d.bytes for d in devices), "", source, devices)
+    first = lay.devices[0] if lay.devices else "CUDA0"
+    kv_tokens = lay.kv.cells * lay.kv.streams
+    return Breakdown(
+        model=spec.name, gpu_name=gpu.name, total_gpu_bytes=gpu.cuda_total_bytes, engine_name=name,
+        engine_label=label, engine_version=version_text, engine_variant="", settings=settings,
+        components=tree, weights_bytes=sum(lay.model.get(d, 0) for d in lay.devices),
+        kv_cache_bytes=lay.kv.total_bytes, kv_bytes_per_token=lay.kv.total_bytes // max(kv_tokens, 1),
+        kv_cache_tokens=kv_tokens, max_concurrency=kv_tokens / max(lay.n_ctx, 1), max_model_len=lay.n_ctx,
+        nvidia_smi_used_mib=round(lay.vram(first) / MIB), outside_budget=_host_tree(lay, source),
+        log_lines=log_lines((s.build,), figures(lay)), engine_figures=_engine_figures(lay),
+        notes=(f"model buffers from the {lay.source}",) + notes)

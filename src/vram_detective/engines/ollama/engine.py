@@ -1,0 +1,162 @@
+"""Ollama behind engines/base.py's interface: Ollama's defaults by version pick num_ctx, num_parallel, flash
+attention and the KV type; its own estimate (estimate.py) picks how many layers go to the GPU; llama.cpp's
+rules (engines/llamacpp) then allocate, at the llama.cpp build that Ollama version vendors."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..base import LaunchLine, Levers, LogFormats, Releases
+
+MIB = 1024 * 1024
+
+
+class OllamaSettingsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class OllamaRun:
+    """What Ollama decided: the estimate, the llama.cpp settings it passes, the layout llama.cpp makes."""
+
+    version: tuple
+    num_ctx: int
+    num_parallel: int
+    estimate: object  # estimate.OllamaEstimate
+    llamacpp_settings: dict
+    layout: object  # llamacpp.plan.Layout
+
+
+KNOWN = {"num_ctx", "num_parallel", "num_gpu", "num_batch", "flash_attention", "kv_cache_type", "os",
+         "gpu_free_mib", "gguf_type", "use_mmap", "num_gpus"}
+
+
+def _flash(user: dict, version) -> bool:
+    from .releases import rule
+
+    value = user.get("flash_attention", rule("flash_attn", version))
+    return value not in (False, "off", "0", "false")
+
+
+def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
+    """Ollama's choices for this model on this GPU, and llama.cpp's allocation for them."""
+    from ..llamacpp.plan import layout, model_tensors
+    from ..llamacpp.settings import resolve
+    from . import releases as r
+    from .estimate import estimate, shape_of
+
+    unknown = set(user) - KNOWN
+    if unknown:
+        raise OllamaSettingsError(f"unknown Ollama setting(s): {', '.join(sorted(unknown))}")
+    build = r.rule("llamacpp_build", version)
+    num_ctx = int(user.get("num_ctx") or r.default_num_ctx(version, gpu.cuda_total_bytes))
+    parallel = int(user.get("num_parallel") or r.default_num_parallel(version))
+    fa = _flash(user, version)
+    kv_type = user.get("kv_cache_type", "f16") if fa and r.rule("kv_cache_type", version) else "f16"
+    free = [int(x) * MIB for x in user.get("gpu_free_mib", ())] or [gpu.cuda_total_bytes] * int(user.get("num_gpus", 1))
+    tensors, _ = model_tensors(spec, resolve({"gguf_type": user.get("gguf_type", "Q4_K_M")}, build), gguf_checkpoint)
+    est = estimate(tensors, shape_of(spec), free, num_ctx * parallel, int(user.get("num_batch", r.rule("n_batch", version))),
+                   kv_type, int(user.get("num_gpu", -1)), r.rule("minimum_memory_mib", version) * MIB)
+    mmap = user.get("use_mmap", not (user.get("os") == "windows" and r.rule("no_mmap_on_windows_cuda", version)))
+    cpp = {"n_gpu_layers": est.layers_offload, "n_ctx": num_ctx * parallel, "n_parallel": parallel,
+           "n_batch": int(user.get("num_batch", r.rule("n_batch", version))), "n_ubatch": 512,
+           "type_k": kv_type, "type_v": kv_type, "flash_attn": "on" if fa else "off", "mmap": bool(mmap),
+           "embeddings": r.rule("embeddings", version), "num_gpus": len(free), "kv_unified": True,
+           "gguf_type": user.get("gguf_type", "Q4_K_M"),
+           "device_free_mib": tuple(f // MIB for f in free) if len(free) > 1 else ()}
+    lay = layout(spec, resolve(cpp, build), gguf_checkpoint)
+    return OllamaRun(tuple(version), num_ctx, parallel, est, cpp, lay)
+
+
+class OllamaEngine:
+    name = "ollama"
+    label = "Ollama"
+
+    @cached_property
+    def releases(self) -> Releases:
+        from . import releases as r
+
+        return Releases(r.KNOWN, r.KNOWN[0], ".".join(map(str, r.NEWEST)), r.parse_version, r.rules_at, r.rule_at,
+                        r.first_release, r.is_modelled)
+
+    @cached_property
+    def launch(self) -> LaunchLine:
+        from ..llamacpp.engine import ENGINE
+
+        return ENGINE.launch  # Ollama starts llama.cpp runners; its own CLI takes no memory flags
+
+    @cached_property
+    def logs(self) -> LogFormats:
+        from ..llamacpp.log_lines import log_lines
+        from .log_parser import is_ollama_log, parse
+
+        return LogFormats(log_lines, parse, is_ollama_log)
+
+    @cached_property
+    def levers(self) -> Levers:
+        from ..llamacpp.engine import FastPathUnsupported, NoFastPath
+
+        flags = {"num_ctx": "PARAMETER num_ctx", "num_parallel": "OLLAMA_NUM_PARALLEL", "num_gpu": "PARAMETER num_gpu",
+                 "kv_cache_type": "OLLAMA_KV_CACHE_TYPE", "flash_attention": "OLLAMA_FLASH_ATTENTION"}
+        return Levers(tuple(flags), NoFastPath, FastPathUnsupported, lambda: None, lambda: dict(flags),
+                      lambda spec, gpu, version, settings: None)
+
+    @cached_property
+    def refusals(self) -> tuple[type[Exception], ...]:
+        from ..llamacpp.settings import StartupRefusal
+
+        return (StartupRefusal,)
+
+    @cached_property
+    def settings_error(self) -> type[Exception]:
+        return OllamaSettingsError
+
+    def resolve_settings(self, user: dict, spec, gpu, version):
+        from .releases import rules_at
+
+        return dict(user), rules_at(version)
+
+    def decide(self, spec, gpu, settings: dict, version, *, gguf_checkpoint=None) -> OllamaRun:
+        return decide(spec, gpu, settings, version, gguf_checkpoint)
+
+    def plan(self, spec, gpu, settings: dict, version, *, gguf_checkpoint=None):
+        from ...breakdown import Setting
+        from ..llamacpp.report import to_breakdown
+        from .estimate import log_line
+
+        run = decide(spec, gpu, settings, version, gguf_checkpoint)
+        rows = (Setting("num_ctx", run.num_ctx, "num_ctx" in settings), Setting("num_parallel", run.num_parallel,
+                "num_parallel" in settings), Setting("num_gpu", run.estimate.layers_offload, "num_gpu" in settings),
+                Setting("kv_cache_type", run.llamacpp_settings["type_k"], "kv_cache_type" in settings),
+                Setting("flash_attention", run.llamacpp_settings["flash_attn"], "flash_attention" in settings))
+        est = run.estimate
+        notes = (f"Ollama's estimate: {est.layers_offload}/{est.layers_model} layers on the GPU, "
+                 f"{est.required_partial / MIB:,.0f} MiB on the GPU(s) by its count", log_line(est))
+        version_text = ".".join(map(str, version))
+        return to_breakdown(spec, gpu, run.layout, version_text, self.label, self.name, notes, rows)
+
+    def kv_plan_for_budget(self, spec, gpu, settings: dict, version, kv_budget_bytes: int):
+        from ..llamacpp.engine import ENGINE
+        from .releases import rule
+
+        return ENGINE.kv_plan_for_budget(spec, gpu, {}, (rule("llamacpp_build", version),), kv_budget_bytes)
+
+    def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
+        return [(0, decide(spec, gpu, settings, version).layout.model)]
+
+    def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
+        return decide(spec, gpu, settings, version, checkpoint).layout.model
+
+    def first_release_serving(self, architecture: str, version):
+        return None
+
+    def unsized_reason(self, speculative_config, spec) -> str | None:
+        return None
+
+    def cuda_context_bytes(self) -> int:
+        from ..llamacpp.calibration import CUDA_CONTEXT_BYTES
+
+        return CUDA_CONTEXT_BYTES
+
+
+ENGINE = OllamaEngine()

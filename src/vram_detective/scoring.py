@@ -394,6 +394,33 @@ def _weights_by_format(entries: list[dict]) -> dict:
 
 
 def format_summary(report: dict) -> str:
+    """The vLLM tables (when the file has vLLM cases), then one block per other engine."""
+    blocks = [_format_vllm(report)] if "figures" in report else []
+    from .engines import ENGINES
+
+    for name, section in report.items():
+        if name in ENGINES and name != "vllm":
+            blocks.append(_format_engine(get_engine(name).label, section))
+    return "\n\n".join(blocks)
+
+
+def _format_engine(label: str, section: dict) -> str:
+    lines = [f"{label}: cases: {section['cases']}, scored: {section['scored']}, skipped: {len(section['skipped'])}", ""]
+    for title, key in (("scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)", "figures"),
+                       ("cases tagged non-nvidia / approximate / shared-gpu", "figures_separate_tags")):
+        lines.append(f"{label} {title}")
+        lines.append(f"  {'figure':<32} {'n':>4} {'median':>9} {'p90':>9} {'max':>9}")
+        for figure, stats in section.get(key, {}).items():
+            lines.append(f"  {figure:<32} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
+                         f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}")
+        lines.append("")
+    agreement = section.get("startup_failed_agreement", {"agree": 0, "n": 0})
+    lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
+    lines.append("skipped: " + "; ".join(f"{skip['id']}: {skip['reason']}" for skip in section["skipped"]))
+    return "\n".join(lines)
+
+
+def _format_vllm(report: dict) -> str:
     lines = [f"cases: {report['cases']}, scored: {report['scored']}, skipped: {len(report['skipped'])}", ""]
     for title, figures in (("scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)", report["figures"]),
                            ("cases tagged non-nvidia / approximate / shared-gpu", report["figures_separate_tags"])):

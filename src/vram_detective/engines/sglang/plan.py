@@ -174,6 +174,19 @@ def _components(st: Startup) -> tuple[Component, Component]:
     return budget, outside
 
 
+def _weights_explained(st: Startup) -> tuple[Component, ...]:
+    """From the tensors to the logged 'mem usage' (first and last rows absolute, the steps between signed)."""
+    return (
+        Component("weights.tensors", "tensors one rank holds", st.weights_tensors,
+                  "vLLM's inventory: fused qkv/gate_up, vocabulary padded to 64, TP/PP shards", "sglang layers/linear.py"),
+        Component("weights.segments", "+ caching-allocator segments", st.segments,
+                  "mem usage is a free-memory delta: whole reserved segments count", "sglang utils.py get_available_gpu_memory"),
+        Component("weights.load_overhead", "+ load overhead (calibration)", calibration.LOAD_OVERHEAD.bytes,
+                  calibration.LOAD_OVERHEAD.models, "engines/sglang/calibration.py"),
+        Component("weights.mem_usage", "= Load weight end. mem usage", st.weights, "", _SOURCE + " load_model"),
+    )
+
+
 def _figures(st: Startup) -> tuple[EngineFigure, ...]:
     s, p = st.settings, st.pool
     return (
@@ -218,5 +231,5 @@ def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
         components=budget, weights_bytes=st.weights, kv_cache_bytes=max(st.pool_bytes, 0), kv_bytes_per_token=cell,
         kv_cache_tokens=tokens, max_concurrency=tokens / p.context_len, max_model_len=p.context_len,
         nvidia_smi_used_mib=smi, outside_budget=outside, log_lines=tuple(lines), engine_figures=_figures(st),
-        notes=notes, failure=_failure(st),
+        weights_explained=_weights_explained(st), notes=notes, failure=_failure(st),
     )

@@ -77,6 +77,18 @@ class SGLangEngine:
 
         return SettingsError
 
+    def log_settings(self, text: str) -> dict:
+        """The settings a `server_args=ServerArgs(...)` dump shows (SGLang's names)."""
+        from .log_parser import parse_server_args
+
+        return parse_server_args(text)
+
+    def log_version(self, text: str):
+        """The oldest release whose line formats this log prints (None when no line tells)."""
+        from .log_parser import infer_version
+
+        return infer_version(text)
+
     def resolve_settings(self, user: dict, spec, gpu, version):
         from .plan import resolve_settings
 

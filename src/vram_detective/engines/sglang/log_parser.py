@@ -111,6 +111,8 @@ def _nvidia_smi(text: str, out: dict) -> None:
 def parse_server_args(text: str) -> dict:
     """Settings from a `server_args=ServerArgs(...)` dump (or an author's 'server_args ... k=v' excerpt)."""
     found: dict = {}
+    # only the dump's own lines: the scheduler line also prints chunked_prefill_size=... (figures, not settings)
+    text = "\n".join(line for line in text.splitlines() if "server_args" in line.lower())
     for key in _SERVER_ARGS_KEYS:
         match = re.search(r"\b" + key + r"=('[^']*'|[^,\s)]+)", text)
         if not match:

@@ -21,6 +21,8 @@ EXAMPLES = """examples:
   vram-detective explain meta-llama/Llama-3.1-70B-Instruct --gpu H100 -tp 4 --vllm-version 0.8.5
   vram-detective explain --gpu 4090 -- vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.8 --max-num-seqs 64
   vram-detective explain Qwen/Qwen3-8B            # no --gpu: how it fares on the common GPUs
+  vram-detective explain --gpu H100 -- python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2
+  vram-detective compare Qwen/Qwen3-8B --gpu 4090 --context 32k
   vram-detective score groundtruth/dev.jsonl --json
 """
 
@@ -143,6 +145,7 @@ PLUGIN_COMMANDS = {
     "logs": "vram_detective.forensics.command",
     "fit": "vram_detective.advisor.command",
     "whatif": "vram_detective.advisor.command",
+    "compare": "vram_detective.compare",
 }
 
 

@@ -75,7 +75,8 @@ def tokens_from_logged(breakdown, spec, observed: dict, version: str) -> dict:
     max_total = next((s.value for s in breakdown.settings if s.name == "max_total_tokens"), None)
     cell = cell_size(spec, tp, breakdown.setting("kv_cache_dtype")).bytes_per_token
     out = {}
-    if "load_end_avail_mem_gb" in observed:
+    if "load_end_avail_mem_gb" in observed and "load_begin_avail_mem_gb" in observed:
+        # both printed (to 0.01 GiB): exact up to that rounding; a start rebuilt as end + usage is not
         found = tokens_from_logged_memory(begin, observed["load_end_avail_mem_gb"], mfs, cell, version, page, max_total)
         exact = logged in found
         out["tokens_from_logged_memory"] = {"observed": logged, "predicted": logged if exact else found.estimate,

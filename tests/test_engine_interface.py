@@ -23,7 +23,7 @@ SEED_LOGGED_WEIGHTS_GIB = 5.2048  # dev.jsonl seed-int4-7b-rtx4090: "Loading mod
 
 
 def test_registry_lists_vllm_and_it_implements_the_interface():
-    assert {"vllm", "llamacpp", "ollama"} <= set(ENGINES) and list(ENGINES)[0] == "vllm"
+    assert list(ENGINES) == ["vllm", "sglang", "llamacpp", "ollama"]
     engine = get_engine("vllm")
     assert isinstance(engine, Engine) and engine.name == "vllm" and engine.label == "vLLM"
     assert engine.releases.resolve("0.6.3") == (0, 6, 3)
@@ -35,8 +35,19 @@ def test_registry_lists_vllm_and_it_implements_the_interface():
 
 
 def test_unknown_engine_is_a_lookup_error_naming_the_known_ones():
-    with pytest.raises(UnknownEngineError, match="unknown engine 'sglang' .known: vllm."):
-        get_engine("sglang")
+    with pytest.raises(UnknownEngineError, match="unknown engine 'tgi' .known: vllm, sglang, llamacpp, ollama."):
+        get_engine("tgi")
+
+
+def test_sglang_implements_the_interface():
+    engine = get_engine("sglang")
+    assert isinstance(engine, Engine) and engine.label == "SGLang"
+    assert engine.releases.resolve("0.4.6.post2") == (0, 4, 6) and engine.releases.oldest == "0.4.0"
+    line = engine.launch.parse(["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "2"])
+    assert line.model == "Qwen/Qwen3-8B" and line.settings == {"tp_size": 2}
+    assert engine.logs.is_mine("[2025-05-01 10:00:00] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, "
+                               "avail mem=13.91 GB, mem usage=1.25 GB.")
+    assert not engine.logs.is_mine("INFO 11-02 10:00:00 worker.py:232] Loading model weights took 5.2048 GB")
 
 
 def test_explain_through_the_registry_equals_the_vllm_version_path():
@@ -76,10 +87,10 @@ def test_cli_engine_flags_old_and_new_spellings_agree(capsys):
 
 def test_cli_unknown_engine_is_one_line_exit_2(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["explain", SEED["model"], "--gpu", SEED["gpu"], "--engine", "sglang"])
+        main(["explain", SEED["model"], "--gpu", SEED["gpu"], "--engine", "tgi"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
-    assert err.count("\n") == 1 and "invalid choice: 'sglang'" in err
+    assert err.count("\n") == 1 and "invalid choice: 'tgi'" in err
 
 
 def test_help_does_not_import_the_planners():

@@ -21,6 +21,8 @@ EXAMPLES = """examples:
   vram-detective explain meta-llama/Llama-3.1-70B-Instruct --gpu H100 -tp 4 --vllm-version 0.8.5
   vram-detective explain --gpu 4090 -- vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.8 --max-num-seqs 64
   vram-detective explain Qwen/Qwen3-8B            # no --gpu: how it fares on the common GPUs
+  vram-detective explain --gpu H100 -- python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2
+  vram-detective compare Qwen/Qwen3-8B --gpu 4090 --context 32k
   vram-detective score groundtruth/dev.jsonl --json
 """
 
@@ -37,13 +39,30 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
+    """Each engine's own flags (vLLM's first); a flag name an earlier engine took is that engine's (vLLM's
+    --tensor-parallel-size, --dtype, --kv-cache-dtype, --quantization also set SGLang's settings)."""
     from .engines import get_engine
 
-    launch = get_engine("vllm").launch
-    parse_flag_value = launch.parse_value
-    group = parser.add_argument_group("vLLM settings (vLLM's own flag names)")
-    for flag in launch.flags:
-        if flag.parse.__name__ == "_bool":
+    for name in ENGINES:
+        engine = get_engine(name)
+        flags = [flag for flag in engine.launch.flags
+                 if not any(option in parser._option_string_actions for option in flag.names)]
+        _add_engine_flags(parser.add_argument_group(f"{engine.label} settings ({engine.label}'s own flag names)"),
+                          flags, engine.launch.parse_value)
+
+
+def _add_engine_flags(group, flags, parse_flag_value) -> None:
+    for flag in flags:
+        if flag.setting == "model":
+            continue  # the model is the positional argument (llama.cpp's -m)
+        if getattr(flag, "optional_value", False):  # llama.cpp's -fa: bare in old builds, on|off|auto later
+            group.add_argument(*flag.names, dest=flag.setting, nargs="?", const=flag.value, default=None,
+                               metavar="VALUE", help=flag.help,
+                               type=lambda raw, flag=flag: _parse_or_bad(flag, raw, parse_flag_value))
+        elif flag.parse is None:  # a switch that sets its own value (llama.cpp's --no-mmap sets mmap=False)
+            group.add_argument(*flag.names, dest=flag.setting, action="store_const", const=flag.value, default=None,
+                               help=flag.help)
+        elif flag.parse.__name__ in ("_bool", "_switch"):
             group.add_argument(*flag.names, dest=flag.setting, action="store_true", default=None, help=flag.help)
             if flag.setting == "enable_prefix_caching":
                 group.add_argument("--no-enable-prefix-caching", dest=flag.setting, action="store_false",
@@ -135,6 +154,7 @@ PLUGIN_COMMANDS = {
     "logs": "vram_detective.forensics.command",
     "fit": "vram_detective.advisor.command",
     "whatif": "vram_detective.advisor.command",
+    "compare": "vram_detective.compare",
 }
 
 
@@ -173,14 +193,35 @@ def normalize_engine_args(args: argparse.Namespace) -> None:
             raise BadInput(f"two vLLM engine paths given: --engine {name} and --vllm-engine {args.engine}")
         args.engine, args.engine_name = name, None
     if hasattr(args, "engine_name"):
+        args.engine_given = args.engine_name is not None
         args.engine_name = args.engine_name or "vllm"
+
+
+def _launch_engine(args: argparse.Namespace, words: list[str]) -> str:
+    """The engine a pasted line belongs to: the one --engine names, else the first other engine whose
+    parser reads it (`python -m sglang.launch_server ...`, `sglang serve ...`), else vLLM."""
+    from .engines import get_engine
+
+    if getattr(args, "engine_given", False):
+        return args.engine_name
+    for name in ENGINES:
+        if name == "vllm":
+            continue
+        launch = get_engine(name).launch
+        try:
+            launch.parse(words)
+            return name
+        except launch.error:
+            continue
+    return args.engine_name
 
 
 def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
     from .engines import get_engine
 
     settings = dict(launch_settings)
-    for flag in get_engine(args.engine_name).launch.flags:
+    names = [args.engine_name] + [name for name in ENGINES if name != args.engine_name]
+    for flag in (flag for name in names for flag in get_engine(name).launch.flags if flag.setting != "model"):
         value = getattr(args, flag.setting, None)
         if value is not None:
             settings[flag.setting] = value  # the tool's own flags win over the pasted line
@@ -226,6 +267,7 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     launch_settings: dict = {}
     model = args.model
     if launch_words:
+        args.engine_name = _launch_engine(args, launch_words)
         line = get_engine(args.engine_name).launch.parse(launch_words)
         launch_settings = line.settings
         if line.model and model and line.model != model:
@@ -258,8 +300,8 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     try:
         breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, settings),
                                 **_source_options(args))
-    except api.REFUSALS as error:
-        print(f"vLLM would refuse to start: {error}", file=sys.stderr)
+    except (*api.REFUSALS, *get_engine(args.engine_name).refusals) as error:
+        print(f"{get_engine(args.engine_name).label} would refuse to start: {error}", file=sys.stderr)
         return EXIT_REFUSED
     stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings, _source_options(args),
                            engine=args.engine_name) if args.tensors else []
@@ -301,7 +343,7 @@ def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_vers
     spec = api.model_spec(model, options.get("source"), options.get("revision"), options.get("hf_token"),
                           options.get("gguf_file"))
     device = api.resolve_gpu(gpu, gpu_memory)
-    tp = int(settings.get("tensor_parallel_size") or 1)
+    tp = int(settings.get("tensor_parallel_size") or settings.get("tp_size") or 1)
     return [(stage, stage * tp, list(inventory.groups))
             for stage, inventory in runner.rank_inventories(spec, device, dict(settings),
                                                             runner.releases.resolve(vllm_version))]

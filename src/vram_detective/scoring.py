@@ -21,6 +21,12 @@ FIGURES = (
 )
 # Figures derived from the case's own logged KV budget (isolates the KV arithmetic).
 FROM_LOGGED_BUDGET = ("blocks_from_logged_budget", "tokens_from_logged_budget", "concurrency_from_logged_budget")
+# SGLang's figures (SCHEMA.md's SGLang keys), then #tokens from the log's own free memory
+SGLANG_FIGURES = (
+    "weights_mem_usage_gb", "kv_cache_tokens", "k_size_gb", "max_running_requests",
+    "context_len", "load_begin_avail_mem_gb", "load_end_avail_mem_gb", "cuda_graph_mem_usage_gb",
+    "available_gpu_mem_gb", "nvidia_smi_used_mib", "tokens_from_logged_memory", "tokens_from_logged_start",
+)
 # Architecture tags reported in their own tables (issue 4).
 ARCHITECTURE_TAGS = ("moe", "mla", "hybrid", "multimodal", "lora", "speculative")
 # Tags SCHEMA.md asks to report apart.
@@ -194,7 +200,97 @@ def _from_logged_budget(case: dict, inputs, breakdown) -> dict:
 
 
 def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
-    """Score every case; with `from_logs`, each case's figures are re-read from its raw `log` text by the
+    """Score every case, each with the engine its `engine` field names (vLLM when absent). The vLLM cases
+    make the report's top level; every other engine's cases make a section under its name."""
+    by_engine: dict[str, list[dict]] = {}
+    for case in cases:
+        by_engine.setdefault(str(case.get("engine") or "vllm").lower(), []).append(case)
+    vllm_cases = by_engine.pop("vllm", [])
+    if not by_engine:
+        return _score_vllm_cases(vllm_cases, from_logs)
+    report = _score_vllm_cases(vllm_cases, from_logs) if vllm_cases else {"cases": 0}
+    for name, engine_cases in sorted(by_engine.items()):
+        report[name] = score_engine_cases(name, engine_cases, from_logs)
+    return report
+
+
+def score_engine_cases(name: str, cases: list[dict], from_logs: bool = False) -> dict:
+    """One non-vLLM engine's cases, figure by figure (SGLang today); an engine without a scorer is listed."""
+    if name != "sglang":
+        return {"cases": len(cases), "scored": 0, "skipped": [{"id": c.get("id"), "reason": f"no scorer for {name}"}
+                                                            for c in cases]}
+    if from_logs:
+        parse = get_engine(name).logs.parse
+        cases = [dict(case, observed=parse(case.get("log", ""))) for case in cases]
+    per_case, skipped = [], []
+    for case in cases:
+        entry, reason = _score_sglang_case(case)
+        if entry is None:
+            skipped.append({"id": case.get("id"), "reason": reason})
+        else:
+            per_case.append(entry)
+    return {"cases": len(cases), "scored": len(per_case), "skipped": skipped,
+            "figures": _summaries([c for c in per_case if not c["separate"]], SGLANG_FIGURES),
+            "figures_separate_tags": _summaries([c for c in per_case if c["separate"]], SGLANG_FIGURES),
+            "startup_failed_agreement": _agreement(per_case), "per_case": per_case}
+
+
+def _score_sglang_case(case: dict) -> tuple[dict | None, str]:
+    from .api import explain, model_spec
+    from .engines.sglang import accuracy
+    from .hardware import UnknownGpuError, custom_gpu, find_gpu
+
+    why = accuracy.unmodelled(case)
+    if why or not case.get("model"):
+        return None, why or "model not named in the case"
+    try:
+        spec = model_spec(case["model"])
+    except LookupError:
+        return None, f"{case['model']} not in the catalog"
+    except ValueError as error:
+        return None, str(error)
+    try:
+        gpu = find_gpu(case["gpu"]) if case.get("gpu") else None
+    except UnknownGpuError:
+        gpu = None
+    engine = get_engine("sglang")
+    version, basis = case.get("engine_version"), case.get("engine_version_basis") or ""
+    if not version:
+        from .engines.sglang.log_parser import infer_version
+
+        inferred = infer_version(case.get("log", ""))
+        version = ".".join(map(str, inferred)) if inferred else None
+        basis = "inferred by the scorer from the log format" if inferred else "newest modelled release (the case does not say)"
+    version = engine.releases.resolve(version)
+    device = gpu or custom_gpu(80 * GIB, name=accuracy.NOMINAL_GPU, compute_capability=(9, 0))
+    try:
+        breakdown = explain(spec.name, device, engine="sglang", engine_version=".".join(map(str, version)),
+                            **accuracy.user_settings(case))
+    except (ValueError, *engine.refusals) as error:
+        return None, f"cannot predict: {error}"
+    observed = case.get("observed") or {}
+    tags = list(case.get("tags", []))
+    entry = {"id": case["id"], "engine_version": breakdown.engine_version, "version_basis": basis, "tags": tags,
+             "separate": any(tag in SEPARATE_TAGS for tag in tags), "figures": {}}
+    if gpu is None:
+        entry["partial"] = accuracy.NOMINAL_GPU
+    logged = dict(observed, weights_mem_usage_gb=accuracy.logged_weights(observed))
+    if "kv_cache_tokens" not in logged and "max_total_num_tokens" in logged:
+        logged["kv_cache_tokens"] = logged["max_total_num_tokens"]  # releases before the '#tokens' line
+    for key, value in accuracy.predicted_figures(breakdown, observed, gpu is not None).items():
+        if logged.get(key) is not None and value is not None:
+            entry["figures"][key] = {"observed": logged[key], "predicted": round(value, 4),
+                                     "rel_err": _relative_error(value, logged[key])}
+    if gpu is not None or (case.get("settings") or {}).get("mem_fraction_static") \
+            or engine.releases.rule_at(version, "mfs_scheme") == "tp_table":
+        entry["figures"].update(accuracy.tokens_from_logged(breakdown, spec, observed, breakdown.engine_version))
+    if "startup_failed" in observed and gpu is not None:
+        entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
+    return entry, ""
+
+
+def _score_vllm_cases(cases: list[dict], from_logs: bool = False) -> dict:
+    """Score every vLLM case; with `from_logs`, each case's figures are re-read from its raw `log` text by the
     log parser (the first run of the log) instead of taken from its `observed` object."""
     per_case = []
     skipped = []
@@ -254,13 +350,13 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[index]
 
 
-def _summaries(entries: list[dict]) -> dict:
+def _summaries(entries: list[dict], keys: tuple[str, ...] = FIGURES + FROM_LOGGED_BUDGET) -> dict:
     errors: dict[str, list[float]] = {}
     for entry in entries:
         for key, figure in entry["figures"].items():
             errors.setdefault(key, []).append(figure["rel_err"])
     summary = {}
-    for key in FIGURES + FROM_LOGGED_BUDGET:
+    for key in keys:
         values = errors.get(key)
         if values:
             summary[key] = {"n": len(values), "median_abs_rel_err": round(_percentile(values, 0.5), 5),
@@ -298,6 +394,33 @@ def _weights_by_format(entries: list[dict]) -> dict:
 
 
 def format_summary(report: dict) -> str:
+    """The vLLM tables (when the file has vLLM cases), then one block per other engine."""
+    blocks = [_format_vllm(report)] if "figures" in report else []
+    from .engines import ENGINES
+
+    for name, section in report.items():
+        if name in ENGINES and name != "vllm":
+            blocks.append(_format_engine(get_engine(name).label, section))
+    return "\n\n".join(blocks)
+
+
+def _format_engine(label: str, section: dict) -> str:
+    lines = [f"{label}: cases: {section['cases']}, scored: {section['scored']}, skipped: {len(section['skipped'])}", ""]
+    for title, key in (("scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)", "figures"),
+                       ("cases tagged non-nvidia / approximate / shared-gpu", "figures_separate_tags")):
+        lines.append(f"{label} {title}")
+        lines.append(f"  {'figure':<32} {'n':>4} {'median':>9} {'p90':>9} {'max':>9}")
+        for figure, stats in section.get(key, {}).items():
+            lines.append(f"  {figure:<32} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
+                         f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}")
+        lines.append("")
+    agreement = section.get("startup_failed_agreement", {"agree": 0, "n": 0})
+    lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
+    lines.append("skipped: " + "; ".join(f"{skip['id']}: {skip['reason']}" for skip in section["skipped"]))
+    return "\n".join(lines)
+
+
+def _format_vllm(report: dict) -> str:
     lines = [f"cases: {report['cases']}, scored: {report['scored']}, skipped: {len(report['skipped'])}", ""]
     for title, figures in (("scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)", report["figures"]),
                            ("cases tagged non-nvidia / approximate / shared-gpu", report["figures_separate_tags"])):

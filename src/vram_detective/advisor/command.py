@@ -124,6 +124,8 @@ def run(args) -> int:
     from .. import api
 
     try:
+        if getattr(args, "engine_name", "vllm") != "vllm":
+            return _run_engine_advisor(args, json)
         if args.command == "whatif":
             return _run_whatif(args, json)
         return _run_fit(args, json)
@@ -183,3 +185,28 @@ def _run_fit(args, json) -> int:
     else:
         print(fit_text(result))
     return 0 if result.feasible else EXIT_INFEASIBLE
+
+
+def _run_engine_advisor(args, json) -> int:
+    """whatif / fit for an engine without the vectorized sweep: a loop over its plan (engine_advisor.py)."""
+    from ..hardware import parse_memory_size
+    from ..units import parse_token_count
+    from . import engine_advisor
+
+    settings = _settings(args)
+    settings.pop("engine", None)
+    gpu, sources = _gpu(args), _sources(args)
+    if args.command == "whatif":
+        rows = engine_advisor.whatif(args.model, gpu, args.vllm_version, settings, sources)
+        print(json.dumps([row.to_dict() for row in rows], indent=2, default=str) if args.json
+              else engine_advisor.whatif_text(rows))
+        return 0 if rows[0].breakdown.failure is None else EXIT_INFEASIBLE
+    context = parse_token_count(args.context) if args.context else None
+    ceiling = parse_memory_size(args.max_gpu_memory) if args.max_gpu_memory else None
+    rows = engine_advisor.fit(args.model, gpu, args.vllm_version, settings, sources, context=context,
+                              concurrency=args.concurrency, ceiling=ceiling, gpus=args.gpus)[: args.top]
+    target = (f"{args.concurrency or 1:g} x {args.context or 'the model context'} tokens"
+              + (f" under {args.max_gpu_memory} per GPU" if args.max_gpu_memory else ""))
+    print(json.dumps({"target": target, "candidates": [row.to_dict() for row in rows]}, indent=2, default=str)
+          if args.json else engine_advisor.fit_text(rows, target))
+    return 0 if rows else EXIT_INFEASIBLE

@@ -8,6 +8,7 @@ from importlib import import_module
 # name -> "module:attribute" of the object implementing engines/base.py's Engine
 ENGINES = {
     "vllm": "vram_detective.engines.vllm.engine:ENGINE",
+    "sglang": "vram_detective.engines.sglang.engine:ENGINE",
     "llamacpp": "vram_detective.engines.llamacpp.engine:ENGINE",
     "ollama": "vram_detective.engines.ollama.engine:ENGINE",
 }

@@ -17,7 +17,7 @@ EXAMPLES = """examples:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "logs", help="read a real vLLM log (and nvidia-smi): who took the memory, and why",
+        "logs", help="read a real vLLM or SGLang log (and nvidia-smi): who took the memory, and why",
         description="Parse a vLLM startup log of any release (0.2 - 0.33): the figures each rank printed, the "
                     "settings and release it implies, the catalog models consistent with it, observed vs predicted "
                     "with the likely cause of each gap, what nvidia-smi's number is made of, and which flags would "
@@ -31,8 +31,8 @@ def register(subparsers) -> None:
     parser.add_argument("--model", dest="logs_model", metavar="MODEL",
                         help="the model that ran, when the log does not name it (catalog repo id or local directory)")
     parser.add_argument("--gpu", dest="logs_gpu", metavar="GPU", help='the GPU it ran on ("RTX 4090", "H100", ...)')
-    parser.add_argument("--vllm-version", dest="logs_vllm_version", metavar="VERSION",
-                        help="the vLLM release, when the log does not show it")
+    parser.add_argument("--engine-version", "--vllm-version", dest="logs_vllm_version", metavar="VERSION",
+                        help="the engine's release, when the log does not show it (--vllm-version: the old name)")
     parser.add_argument("--json", action="store_true", help="machine-readable output (SCHEMA.md key names)")
 
 
@@ -103,16 +103,26 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         from .. import api
 
         api.model_spec(model)  # an unknown or unsupported model is bad input too
-    if log == "-":
-        parsed = parse_stream((stdin or sys.stdin).buffer if hasattr(stdin or sys.stdin, "buffer") else stdin,
-                              "standard input")
-    else:
-        parsed = parse_file(log)
     smi = None
     if nvidia_smi == "-":
         smi = parse_nvidia_smi(sys.stdin.read())
     elif nvidia_smi:
         smi = parse_smi_file(nvidia_smi)
+    if log == "-":
+        stream = (stdin or sys.stdin).buffer if hasattr(stdin or sys.stdin, "buffer") else stdin
+        text = stream.read()
+        text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        engine = _other_engine(text, log, model, gpu, vllm_version, smi)
+        if engine is not None:
+            return engine
+        import io
+
+        parsed = parse_stream(io.BytesIO(text.encode("utf-8")), "standard input")
+    else:
+        engine = _other_engine(_read_text(log), log, model, gpu, vllm_version, smi)
+        if engine is not None:
+            return engine
+        parsed = parse_file(log)
     last = len(parsed.runs) - 1
     runs = [analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=vllm_version,
                         smi=smi if index == last else None) if index > last - DEEP_RUNS else summarize_run(run)
@@ -128,6 +138,22 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
     }
 
 
+def _read_text(path: str) -> str:
+    with open(path, "rb") as handle:
+        return handle.read().decode("utf-8", "replace")
+
+
+def _other_engine(text: str, log: str, model, gpu, version, smi) -> dict | None:
+    """The report of an engine other than vLLM when that engine wrote the log (engine_logs.py), else None."""
+    from .engine_logs import build_engine_report, detect_engine
+
+    name = detect_engine(text)
+    if name == "vllm":
+        return None
+    return build_engine_report(text, name, log="standard input" if log == "-" else log, model=model, gpu=gpu,
+                               version=version, smi=smi)
+
+
 DEEP_RUNS = 8  # runs analysed in full (the last ones); earlier restarts are listed with their figures
 
 
@@ -141,13 +167,64 @@ def summarize_run(run) -> dict:
 
 
 def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=None, search: bool = True) -> dict:
-    from .infer import STRONG, infer_run, infer_utilization
+    from .infer import infer_run
     from .nvidia_smi import reading_from_log_items
     from .observed import FIELDS, build_observed
-    from .reconcile import anomalies, explain_nvidia_smi, reconcile, what_ifs
+    from .reconcile import anomalies, explain_nvidia_smi, reconcile
 
-    observed = run.observed()
+    observed = _observed_with_smi(run, smi)
     extras = run.extras()
+    smi_reading = smi or reading_from_log_items(run.smi_gpus, run.smi_processes)
+    inference = infer_run(run, observed, log_markers=parsed.markers, model=model, gpu=gpu, vllm_version=vllm_version,
+                          smi=smi, search_candidates=search)
+    chosen_model, model_basis, source, candidate_tp = _choose_model(observed, inference)
+    reconciliation = None
+    prediction = None
+    if chosen_model and not any("older than the oldest" in note for note in inference.notes):
+        reconciliation = reconcile(observed, inference, chosen_model, source, run, candidate_tp)
+        prediction = reconciliation.prediction
+    _default_settings(observed, inference, prediction)
+    smi_explanation = explain_nvidia_smi(observed, inference, prediction, smi_reading, run)
+    flags = anomalies(observed, extras, inference, prediction, smi_explanation, smi_reading, run)
+    shrink = _shrink(observed, inference, prediction, reconciliation, chosen_model, source)
+    build = build_observed(observed, model=chosen_model, gpu_name=inference.gpu.value.name if inference.gpu else None,
+                           vllm_version=inference.version.value if inference.version else None,
+                           engine=inference.engine.value if inference.engine else None,
+                           settings=inference.setting_values(), per_rank=run.per_rank(),
+                           failure_message=run.failure_message())
+    return {
+        "run": run.index + 1,
+        "lines": [run.first_line, run.last_line],
+        "observed": observed,
+        "per_rank": run.per_rank(),
+        "other_figures": extras,
+        "startup": {"failed": observed.get("startup_failed"), "message": run.failure_message(),
+                    "success_markers": [text for _, text in run.successes][:3]},
+        "vllm_version": inference.version.to_dict() if inference.version else None,
+        "engine": inference.engine.to_dict() if inference.engine else None,
+        "gpu": inference.gpu.to_dict() if inference.gpu else None,
+        "model": inference.model.to_dict() if inference.model else None,
+        "model_used_for_prediction": {"model": chosen_model, "why": model_basis} if chosen_model else None,
+        "settings": {name: item.value for name, item in inference.settings.items()},
+        "settings_basis": {name: {"basis": item.basis, "confidence": item.confidence}
+                           for name, item in inference.settings.items()},
+        "candidates": [candidate.to_dict() for candidate in inference.candidates],
+        "candidates_searched": inference.candidates_searched,
+        "kv_pool": _kv_pool(observed, prediction, chosen_model),
+        "reconciliation": reconciliation.to_dict() if reconciliation else None,
+        "nvidia_smi_breakdown": smi_explanation.to_dict() if smi_explanation else None,
+        "anomalies": flags,
+        "what_if": shrink,
+        "log_notes": [text for _, text in run.notes],
+        "notes": inference.notes,
+        "breakdown_fields": dict({name: getattr(build, name) for name, _, _ in FIELDS},
+                                 kv_bytes_per_token=build.kv_bytes_per_token),
+    }
+
+
+def _observed_with_smi(run, smi) -> dict:
+    """The run's figures, with nvidia-smi's used / total for GPU 0 when a reading was given."""
+    observed = run.observed()
     if smi is not None and smi.gpus:
         first = smi.gpu(0)
         if first.used_mib is not None:
@@ -155,9 +232,12 @@ def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=Non
         if first.total_mib is not None:
             observed["nvidia_smi_total_mib"] = first.total_mib
         observed = {key: observed[key] for key in _ordered(observed)}
-    smi_reading = smi or reading_from_log_items(run.smi_gpus, run.smi_processes)
-    inference = infer_run(run, observed, log_markers=parsed.markers, model=model, gpu=gpu, vllm_version=vllm_version,
-                          smi=smi, search_candidates=search)
+    return observed
+
+
+def _choose_model(observed: dict, inference) -> tuple:
+    """(model to predict with, why, its source, TP of the best candidate): the named model, else the best
+    catalog candidate (whose TP and precision become inferred settings / notes)."""
     chosen_model, model_basis, source, candidate_tp = None, None, "catalog", None
     if inference.model is not None:
         chosen_model = inference.model.value
@@ -182,81 +262,55 @@ def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=Non
             inference.settings["quantization"] = quantization
         elif quantization is not None:
             inference.notes.append(f"quantization: {quantization.basis}")
-    reconciliation = None
-    prediction = None
-    if chosen_model and not any("older than the oldest" in note for note in inference.notes):
-        reconciliation = reconcile(observed, inference, chosen_model, source, run, candidate_tp)
-        prediction = reconciliation.prediction
+    return chosen_model, model_basis, source, candidate_tp
+
+
+def _default_settings(observed: dict, inference, prediction) -> None:
+    """gpu_memory_utilization and max_model_len the log does not state: inferred, else the release's defaults."""
+    from .infer import Inferred, infer_utilization
+
     if "gpu_memory_utilization" not in inference.settings:
         util = infer_utilization(observed, prediction, inference)
         if util is not None:
             inference.settings["gpu_memory_utilization"] = util
         elif prediction is not None:
-            from .infer import Inferred
-
             inference.settings["gpu_memory_utilization"] = Inferred(
                 prediction.setting("gpu_memory_utilization"), f"vLLM {prediction.vllm_version}'s default", "default")
     if "max_model_len" not in inference.settings and prediction is not None:
-        from .infer import Inferred
-
         inference.settings["max_model_len"] = Inferred(prediction.max_model_len, "the model's own context length "
                                                        "(vLLM's default)", "default")
-    smi_explanation = explain_nvidia_smi(observed, inference, prediction, smi_reading, run)
-    flags = anomalies(observed, extras, inference, prediction, smi_explanation, smi_reading, run)
-    shrink = {}
-    if prediction is not None and inference.gpu is not None:
-        settings = dict(reconciliation.settings)
-        util = inference.settings.get("gpu_memory_utilization")
-        current_u = float(util.value) if util is not None else None
-        shrink = what_ifs(chosen_model, inference.gpu.value, inference.version.value if inference.version else None,
-                          settings, current_u, source, observed.get("nvidia_smi_used_mib"))
-        if shrink and util is not None and util.confidence not in STRONG:
-            for row in reconciliation.rows:
-                if row.key == "nvidia_smi_used_mib" and not row.agrees:
-                    at_u = shrink["baseline"]["predicted_nvidia_smi_mib"]
-                    row.cause = (f"predicted at the default gpu_memory_utilization "
-                                 f"{prediction.setting('gpu_memory_utilization'):g}; at the inferred {util.value:g} the "
-                                 f"prediction is {at_u:,} MiB ({(at_u - row.observed) / row.observed:+.1%}); "
-                                 "see the nvidia-smi breakdown")
-    kv_pool = None
-    if observed.get("num_gpu_blocks") is not None and prediction is not None and prediction.kv_bytes_per_token:
-        block_bytes = prediction.kv_bytes_per_token * prediction.block_size
-        kv_pool = {"num_gpu_blocks": observed["num_gpu_blocks"], "bytes_per_block": block_bytes,
-                   "block_size": prediction.block_size, "gib": round(observed["num_gpu_blocks"] * block_bytes / 2**30, 3),
-                   "model": chosen_model}
-    build = build_observed(observed, model=chosen_model, gpu_name=inference.gpu.value.name if inference.gpu else None,
-                           vllm_version=inference.version.value if inference.version else None,
-                           engine=inference.engine.value if inference.engine else None,
-                           settings=inference.setting_values(), per_rank=run.per_rank(),
-                           failure_message=run.failure_message())
-    return {
-        "run": run.index + 1,
-        "lines": [run.first_line, run.last_line],
-        "observed": observed,
-        "per_rank": run.per_rank(),
-        "other_figures": extras,
-        "startup": {"failed": observed.get("startup_failed"), "message": run.failure_message(),
-                    "success_markers": [text for _, text in run.successes][:3]},
-        "vllm_version": inference.version.to_dict() if inference.version else None,
-        "engine": inference.engine.to_dict() if inference.engine else None,
-        "gpu": inference.gpu.to_dict() if inference.gpu else None,
-        "model": inference.model.to_dict() if inference.model else None,
-        "model_used_for_prediction": {"model": chosen_model, "why": model_basis} if chosen_model else None,
-        "settings": {name: item.value for name, item in inference.settings.items()},
-        "settings_basis": {name: {"basis": item.basis, "confidence": item.confidence}
-                           for name, item in inference.settings.items()},
-        "candidates": [candidate.to_dict() for candidate in inference.candidates],
-        "candidates_searched": inference.candidates_searched,
-        "kv_pool": kv_pool,
-        "reconciliation": reconciliation.to_dict() if reconciliation else None,
-        "nvidia_smi_breakdown": smi_explanation.to_dict() if smi_explanation else None,
-        "anomalies": flags,
-        "what_if": shrink,
-        "log_notes": [text for _, text in run.notes],
-        "notes": inference.notes,
-        "breakdown_fields": dict({name: getattr(build, name) for name, _, _ in FIELDS},
-                                 kv_bytes_per_token=build.kv_bytes_per_token),
-    }
+
+
+def _shrink(observed: dict, inference, prediction, reconciliation, chosen_model, source) -> dict:
+    """The flags that would shrink the footprint; an nvidia-smi gap at a guessed utilization says so."""
+    from .infer import STRONG
+    from .reconcile import what_ifs
+
+    if prediction is None or inference.gpu is None:
+        return {}
+    settings = dict(reconciliation.settings)
+    util = inference.settings.get("gpu_memory_utilization")
+    current_u = float(util.value) if util is not None else None
+    shrink = what_ifs(chosen_model, inference.gpu.value, inference.version.value if inference.version else None,
+                      settings, current_u, source, observed.get("nvidia_smi_used_mib"))
+    if shrink and util is not None and util.confidence not in STRONG:
+        for row in reconciliation.rows:
+            if row.key == "nvidia_smi_used_mib" and not row.agrees:
+                at_u = shrink["baseline"]["predicted_nvidia_smi_mib"]
+                row.cause = (f"predicted at the default gpu_memory_utilization "
+                             f"{prediction.setting('gpu_memory_utilization'):g}; at the inferred {util.value:g} the "
+                             f"prediction is {at_u:,} MiB ({(at_u - row.observed) / row.observed:+.1%}); "
+                             "see the nvidia-smi breakdown")
+    return shrink
+
+
+def _kv_pool(observed: dict, prediction, chosen_model) -> dict | None:
+    if observed.get("num_gpu_blocks") is None or prediction is None or not prediction.kv_bytes_per_token:
+        return None
+    block_bytes = prediction.kv_bytes_per_token * prediction.block_size
+    return {"num_gpu_blocks": observed["num_gpu_blocks"], "bytes_per_block": block_bytes,
+            "block_size": prediction.block_size, "gib": round(observed["num_gpu_blocks"] * block_bytes / 2**30, 3),
+            "model": chosen_model}
 
 
 def _ordered(observed: dict) -> list[str]:
@@ -293,108 +347,134 @@ def _table(rows: list[tuple], indent: str = "    ") -> list[str]:
 
 
 def render_text(report: dict) -> str:
-    from .observed import LABELS
+    if report.get("engine") not in (None, "vllm"):
+        from .engine_logs import render_engine_report
 
+        return render_engine_report(report)
     lines = [f"vLLM log: {report['log']} ({report['lines_read']:,} lines, {report['lines_with_figures']:,} with vLLM "
              f"figures, {len(report['runs'])} run{'s' if len(report['runs']) != 1 else ''})"]
     if report.get("lines_cut"):
         lines.append(f"  ({report['lines_cut']} over-long lines were cut at 1 MiB)")
     for run in report["runs"]:
         lines.append("")
-        failed = run["startup"]["failed"]
-        outcome = ("FAILED: " + (run["startup"]["message"] or "") if failed else
-                   "started" if failed is False else "outcome not in the log")
-        lines.append(f"Run {run['run']} (lines {run['lines'][0]}-{run['lines'][1]}): {outcome[:160]}")
-        if run.get("summary_only"):
-            text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in run["observed"].items())
-            lines.append(f"  {text} (an earlier start: the last {DEEP_RUNS} runs are analysed in full)")
-            continue
-        ident = []
-        for title, key in (("Release", "vllm_version"), ("Engine", "engine"), ("GPU", "gpu"), ("Model", "model")):
-            item = run.get(key)
-            if item:
-                ident.append((title, str(item["value"]), f"({item['confidence']})", item["basis"]))
-        if run.get("model") is None:
-            ident.append(("Model", "not named in the log", "", "see the consistent catalog models below"
-                          if run["candidates"] else "no catalog model matches the logged figures"))
-        lines += _table(ident, "  ")
-
-        lines.append("")
-        lines.append("  What the log printed (rank 0 where the rank shows)")
-        rows = [(LABELS.get(key, key), _value(key, value), "") for key, value in run["observed"].items()]
-        lines += _table(rows)
-        others = {rank: figures for rank, figures in run["per_rank"].items() if rank != "rank 0"}
-        if others:
-            lines.append("  Other ranks:")
-            for rank, figures in list(others.items())[:8]:
-                text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in figures.items())
-                lines.append(f"    {rank}: {text}")
-        if run["kv_pool"]:
-            pool = run["kv_pool"]
-            lines.append(f"  KV pool: {pool['num_gpu_blocks']:,} blocks x {pool['bytes_per_block']:,} B "
-                         f"({pool['block_size']} tokens per block of {pool['model']}) = {pool['gib']:.2f} GiB")
-
-        if run["settings"]:
-            lines.append("")
-            lines.append("  Settings (vLLM's names)")
-            rows = [(name, _value(name, value), run["settings_basis"][name]["confidence"],
-                     run["settings_basis"][name]["basis"]) for name, value in run["settings"].items()]
-            lines += _table(rows)
-
-        if run["candidates"]:
-            lines.append("")
-            lines.append(f"  Catalog models consistent with the logged weights and KV figures "
-                         f"({run['candidates_searched']} sizings):")
-            rows = []
-            for c in run["candidates"]:
-                kv = ("KV checks pass" if c["kv_consistent"] else "KV not checkable" if c["kv_consistent"] is None
-                      else "KV mismatch")
-                pool = f", pool {c['kv_pool_gib']:.2f} GiB" if c.get("kv_pool_gib") is not None else ""
-                rows.append((c["model"], f"TP{c['tensor_parallel_size']}", c["precision"],
-                             f"{c['weights_gib']:.4f} GiB ({c['weights_error']:+.2%})",
-                             f"{c['kv_bytes_per_token'] // 1024} KiB/token{pool}; {kv}"))
-            lines += _table(rows)
-
-        rec = run["reconciliation"]
-        if rec:
-            lines.append("")
-            why = run["model_used_for_prediction"]["why"]
-            lines.append(f"  Observed vs predicted: {rec['model']} ({why}) on {rec['gpu']}, vLLM {rec['vllm_version']} "
-                         f"{rec['engine'].upper()}")
-            rows = [("figure", "observed", "predicted", "gap", "likely cause")]
-            for row in rec["figures"]:
-                gap = "" if row.get("relative_gap") is None else f"{row['relative_gap']:+.1%}"
-                rows.append((LABELS.get(row["key"], row["key"]), _value(row["key"], row["observed"]),
-                             _value(row["key"], row["predicted"]), gap, row["cause"]))
-            lines += _table(rows)
-            for note in rec["notes"]:
-                lines.append(f"    note: {note}")
-
-        smi = run["nvidia_smi_breakdown"]
-        if smi:
-            lines.append("")
-            total = f" of {smi['total_mib']:,} MiB" if smi.get("total_mib") else ""
-            lines.append(f"  nvidia-smi {smi['gpu']}: {smi['used_mib']:,} MiB used{total}, made of")
-            rows = [(part["what"], f"{part['gib']:.2f} GiB", part["basis"]) for part in smi["parts"]]
-            rows.append(("remaining", f"{smi['remaining_gib']:.2f} GiB", smi["verdict"]))
-            lines += _table(rows)
-            lines.append(f"    {smi['summary']}")
-
-        if run["anomalies"]:
-            lines.append("")
-            lines.append("  Anomalies")
-            lines += [f"    - {text}" for text in run["anomalies"]]
-
-        shrink = run["what_if"]
-        if shrink and shrink.get("scenarios"):
-            base = shrink["baseline"]
-            lines.append("")
-            lines.append(f"  Flags that would shrink the footprint (each at the least gpu_memory_utilization that still "
-                         f"serves one {base['max_model_len']:,}-token request; now ~{base['current_nvidia_smi_mib']:,} "
-                         "MiB)")
-            rows = [(s["flags"], f"-{s['saving_mib'] / 1024:.1f} GiB", f"-> ~{s['projected_nvidia_smi_mib']:,} MiB",
-                     f"KV {s['kv_cache_tokens']:,} tokens ({s['max_concurrency']:g}x)") for s in shrink["scenarios"]]
-            lines += _table(rows)
-        for note in run["log_notes"][:6] + run["notes"]:
-            lines.append(f"  note: {note}")
+        lines += _render_run(run)
     return "\n".join(lines)
+
+
+def _render_run(run: dict) -> list[str]:
+    from .observed import LABELS
+
+    failed = run["startup"]["failed"]
+    outcome = ("FAILED: " + (run["startup"]["message"] or "") if failed else
+               "started" if failed is False else "outcome not in the log")
+    lines = [f"Run {run['run']} (lines {run['lines'][0]}-{run['lines'][1]}): {outcome[:160]}"]
+    if run.get("summary_only"):
+        text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in run["observed"].items())
+        lines.append(f"  {text} (an earlier start: the last {DEEP_RUNS} runs are analysed in full)")
+        return lines
+    for part in (_render_identity, _render_observed, _render_settings, _render_candidates, _render_reconciliation,
+                 _render_smi, _render_what_if):
+        lines += part(run)
+    for note in run["log_notes"][:6] + run["notes"]:
+        lines.append(f"  note: {note}")
+    return lines
+
+
+def _render_identity(run: dict) -> list[str]:
+    ident = []
+    for title, key in (("Release", "vllm_version"), ("Engine", "engine"), ("GPU", "gpu"), ("Model", "model")):
+        item = run.get(key)
+        if item:
+            ident.append((title, str(item["value"]), f"({item['confidence']})", item["basis"]))
+    if run.get("model") is None:
+        ident.append(("Model", "not named in the log", "", "see the consistent catalog models below"
+                      if run["candidates"] else "no catalog model matches the logged figures"))
+    return _table(ident, "  ")
+
+
+def _render_observed(run: dict) -> list[str]:
+    from .observed import LABELS
+
+    lines = ["", "  What the log printed (rank 0 where the rank shows)"]
+    lines += _table([(LABELS.get(key, key), _value(key, value), "") for key, value in run["observed"].items()])
+    others = {rank: figures for rank, figures in run["per_rank"].items() if rank != "rank 0"}
+    if others:
+        lines.append("  Other ranks:")
+        for rank, figures in list(others.items())[:8]:
+            text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in figures.items())
+            lines.append(f"    {rank}: {text}")
+    if run["kv_pool"]:
+        pool = run["kv_pool"]
+        lines.append(f"  KV pool: {pool['num_gpu_blocks']:,} blocks x {pool['bytes_per_block']:,} B "
+                     f"({pool['block_size']} tokens per block of {pool['model']}) = {pool['gib']:.2f} GiB")
+    return lines
+
+
+def _render_settings(run: dict) -> list[str]:
+    if not run["settings"]:
+        return []
+    rows = [(name, _value(name, value), run["settings_basis"][name]["confidence"],
+             run["settings_basis"][name]["basis"]) for name, value in run["settings"].items()]
+    return ["", "  Settings (vLLM's names)"] + _table(rows)
+
+
+def _render_candidates(run: dict) -> list[str]:
+    if not run["candidates"]:
+        return []
+    lines = ["", f"  Catalog models consistent with the logged weights and KV figures "
+                 f"({run['candidates_searched']} sizings):"]
+    rows = []
+    for c in run["candidates"]:
+        kv = ("KV checks pass" if c["kv_consistent"] else "KV not checkable" if c["kv_consistent"] is None
+              else "KV mismatch")
+        pool = f", pool {c['kv_pool_gib']:.2f} GiB" if c.get("kv_pool_gib") is not None else ""
+        rows.append((c["model"], f"TP{c['tensor_parallel_size']}", c["precision"],
+                     f"{c['weights_gib']:.4f} GiB ({c['weights_error']:+.2%})",
+                     f"{c['kv_bytes_per_token'] // 1024} KiB/token{pool}; {kv}"))
+    return lines + _table(rows)
+
+
+def _render_reconciliation(run: dict) -> list[str]:
+    from .observed import LABELS
+
+    rec = run["reconciliation"]
+    if not rec:
+        return []
+    why = run["model_used_for_prediction"]["why"]
+    lines = ["", f"  Observed vs predicted: {rec['model']} ({why}) on {rec['gpu']}, vLLM {rec['vllm_version']} "
+                 f"{rec['engine'].upper()}"]
+    rows = [("figure", "observed", "predicted", "gap", "likely cause")]
+    for row in rec["figures"]:
+        gap = "" if row.get("relative_gap") is None else f"{row['relative_gap']:+.1%}"
+        rows.append((LABELS.get(row["key"], row["key"]), _value(row["key"], row["observed"]),
+                     _value(row["key"], row["predicted"]), gap, row["cause"]))
+    lines += _table(rows)
+    return lines + [f"    note: {note}" for note in rec["notes"]]
+
+
+def _render_smi(run: dict) -> list[str]:
+    smi = run["nvidia_smi_breakdown"]
+    if not smi:
+        return []
+    total = f" of {smi['total_mib']:,} MiB" if smi.get("total_mib") else ""
+    lines = ["", f"  nvidia-smi {smi['gpu']}: {smi['used_mib']:,} MiB used{total}, made of"]
+    rows = [(part["what"], f"{part['gib']:.2f} GiB", part["basis"]) for part in smi["parts"]]
+    rows.append(("remaining", f"{smi['remaining_gib']:.2f} GiB", smi["verdict"]))
+    return lines + _table(rows) + [f"    {smi['summary']}"]
+
+
+def _render_what_if(run: dict) -> list[str]:
+    lines = []
+    if run["anomalies"]:
+        lines += ["", "  Anomalies"] + [f"    - {text}" for text in run["anomalies"]]
+    shrink = run["what_if"]
+    if shrink and shrink.get("scenarios"):
+        base = shrink["baseline"]
+        lines.append("")
+        lines.append(f"  Flags that would shrink the footprint (each at the least gpu_memory_utilization that still "
+                     f"serves one {base['max_model_len']:,}-token request; now ~{base['current_nvidia_smi_mib']:,} "
+                     "MiB)")
+        rows = [(s["flags"], f"-{s['saving_mib'] / 1024:.1f} GiB", f"-> ~{s['projected_nvidia_smi_mib']:,} MiB",
+                 f"KV {s['kv_cache_tokens']:,} tokens ({s['max_concurrency']:g}x)") for s in shrink["scenarios"]]
+        lines += _table(rows)
+    return lines

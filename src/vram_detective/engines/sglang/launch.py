@@ -22,7 +22,7 @@ _ALIASES = {
     "--page-size": "page_size", "--kv-cache-dtype": "kv_cache_dtype", "--dtype": "dtype",
     "--attention-backend": "attention_backend", "--speculative-algorithm": "speculative_algorithm",
     "--speculative-algo": "speculative_algorithm", "--disaggregation-mode": "disaggregation_mode",
-    "--max-mamba-cache-size": "max_mamba_cache_size",
+    "--max-mamba-cache-size": "max_mamba_cache_size", "--quantization": "quantization",
 }
 _FLAGS = {"--enable-dp-attention": "enable_dp_attention", "--disable-cuda-graph": "disable_cuda_graph",
           "--enable-piecewise-cuda-graph": "enable_piecewise_cuda_graph",
@@ -74,3 +74,73 @@ def parse_launch(command: str) -> SGLangLaunch:
             unknown.append(flag)
         index += 1
     return SGLangLaunch(entrypoint, from_values(values), tuple(unknown))
+
+
+class LaunchLineError(ValueError):
+    """A pasted line that is not an SGLang launch line, or a flag value SGLang would reject."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    setting: str
+    names: tuple[str, ...]
+    parse: object  # callable str -> value
+    help: str
+
+
+def _switch(_: str) -> bool:
+    return True
+
+
+def _parser_for(setting: str):
+    if setting in _INTS:
+        return int
+    return float if setting == "mem_fraction_static" else str
+
+
+def _flags() -> tuple[Flag, ...]:
+    by_setting: dict[str, list[str]] = {}
+    for name, setting in _ALIASES.items():
+        by_setting.setdefault(setting, []).append(name)
+    out = [Flag(setting, tuple(names), _parser_for(setting), f"SGLang's {names[0]}")
+           for setting, names in by_setting.items() if setting != "model_path"]
+    out += [Flag(setting, (name,), _switch, f"SGLang's {name}") for name, setting in _FLAGS.items()]
+    return tuple(out)
+
+
+FLAGS = _flags()
+
+
+def parse_flag_value(flag: Flag, raw: str):
+    try:
+        return flag.parse(raw)
+    except ValueError:
+        raise LaunchLineError(f"{flag.names[0]}: not a valid value: {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class ParsedLine:
+    """What the CLI needs from a pasted line: the model and the settings given (snake_case names)."""
+
+    model: str | None
+    settings: dict
+    entrypoint: str
+    unknown_flags: tuple[str, ...]
+
+
+def is_sglang_line(words: list[str]) -> bool:
+    try:
+        _entrypoint(list(words))
+        return True
+    except ValueError:
+        return False
+
+
+def parse_launch_words(words: list[str]) -> ParsedLine:
+    try:
+        launch = parse_launch(shlex.join(words))
+    except ValueError as error:
+        raise LaunchLineError(str(error)) from None
+    values = {name: getattr(launch.settings, name) for name in launch.settings.given}
+    model = values.pop("model_path", None)
+    return ParsedLine(model, values, launch.entrypoint, launch.unknown_flags)

@@ -1,8 +1,36 @@
 """The memory lines SGLang would print for a prediction, in the format of the chosen release (releases.py)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .pool import PoolPrediction
 from .releases import rules
+
+
+@dataclass(frozen=True)
+class LogInputs:
+    """What the lines print besides the pool (all GiB); None: the line is left out."""
+
+    architecture: str = "Model"
+    dtype: str = "torch.bfloat16"
+    mla: bool = False
+    chunked_prefill_size: int = 8192
+    max_prefill_tokens: int = 16384
+    init_dist_usage_gib: float | None = None
+    graph_begin_avail_gib: float | None = None
+    graph_usage_gib: float | None = None
+    available_gpu_mem_gib: float | None = None
+
+    @classmethod
+    def of(cls, spec, st) -> "LogInputs":
+        """From a plan's Startup (plan.py)."""
+        from ...units import GIB
+
+        graph_begin = st.pool.mem_pool_end_avail_gib - st.backend_init / GIB
+        dtype = "torch.float16" if st.settings.dtype in ("float16", "half") else f"torch.{spec.torch_dtype}"
+        graphs = None if st.settings.disable_cuda_graph else st.decode_graphs / GIB
+        return cls(spec.architecture, dtype, spec.mla is not None, st.settings.chunked_prefill_size,
+                   st.settings.max_prefill_tokens, None, graph_begin, graphs, st.available_after_graphs / GIB)
 
 
 def _load_end(r, p: PoolPrediction, architecture: str, dtype: str) -> str:
@@ -30,14 +58,42 @@ def _kv_line(r, p: PoolPrediction, mla: bool, kv_dtype: str = "torch.bfloat16") 
     return f"KV Cache is allocated. #tokens: {p.max_total_num_tokens}, {sizes}"
 
 
-def _scheduler_line(r, p: PoolPrediction, chunked_prefill_size: int, max_prefill_tokens: int) -> str:
+def _init_dist_line(r, inputs: LogInputs) -> str | None:
+    if r["log_init_dist"] == "none" or inputs.init_dist_usage_gib is None:
+        return None
+    elapsed = "elapsed=T s, " if r["log_init_dist"] == "elapsed" else ""
+    return f"Init torch distributed ends. {elapsed}mem usage={inputs.init_dist_usage_gib:.2f} GB"
+
+
+def _graph_lines(r, inputs: LogInputs) -> list[str]:
+    if inputs.graph_usage_gib is None or inputs.graph_begin_avail_gib is None:
+        return []
+    begin = "Capture cuda graph begin. This can take up to several minutes."
+    if r["log_graph_begin_avail"]:
+        begin += f" avail mem={inputs.graph_begin_avail_gib:.2f} GB"
+    after = inputs.graph_begin_avail_gib - inputs.graph_usage_gib
+    if str(r["log_graph_end"]).startswith("phase_backend"):  # 0.5.14+: one pair per captured phase
+        per = "num_tokens_per_req" if r["log_graph_end"] == "phase_backend_per_req" else "num_tokens_per_bs"
+        return [f"Capture target decode CUDA graph begin. backend=full, {per}=1, "
+                f"avail mem={inputs.graph_begin_avail_gib:.2f} GB",
+                f"Capture target decode CUDA graph end. elapsed=T s, mem usage={inputs.graph_usage_gib:.2f} GB, "
+                f"avail mem={after:.2f} GB."]
+    end = {"elapsed": "Capture cuda graph end. Time elapsed: T s",
+           "avail_usage": f"Capture cuda graph end. Time elapsed: T s. avail mem={after:.2f} GB. "
+                          f"mem usage={inputs.graph_usage_gib:.2f} GB.",
+           "usage_avail": f"Capture cuda graph end. Time elapsed: T s. mem usage={inputs.graph_usage_gib:.2f} GB. "
+                          f"avail mem={after:.2f} GB."}[str(r["log_graph_end"])]
+    return [begin, end]
+
+
+def _scheduler_line(r, p: PoolPrediction, inputs: LogInputs) -> str:
     parts = [f"max_total_num_tokens={p.max_total_num_tokens}"]
     if r["log_scheduler_chunked"]:
-        parts.append(f"chunked_prefill_size={chunked_prefill_size}")
-    parts += [f"max_prefill_tokens={max_prefill_tokens}", f"max_running_requests={p.max_running_requests}",
+        parts.append(f"chunked_prefill_size={inputs.chunked_prefill_size}")
+    parts += [f"max_prefill_tokens={inputs.max_prefill_tokens}", f"max_running_requests={p.max_running_requests}",
               f"context_len={p.context_len}"]
-    if r["log_scheduler_available"]:
-        parts.append("available_gpu_mem=? GB")  # after graphs: not predicted here
+    if r["log_scheduler_available"] and inputs.available_gpu_mem_gib is not None:
+        parts.append(f"available_gpu_mem={inputs.available_gpu_mem_gib:.2f} GB")
     return ", ".join(parts)
 
 
@@ -49,14 +105,15 @@ def _refusal(r, p: PoolPrediction) -> str:
     return "ValueError: " + r["refusal_no_rest"].format(mfs=round(mfs, 3))
 
 
-def log_lines(p: PoolPrediction, version=None, *, architecture: str = "Model", dtype: str = "torch.bfloat16",
-              mla: bool = False, chunked_prefill_size: int = 8192, max_prefill_tokens: int = 16384) -> list[str]:
-    """Rank 0's memory lines for a prediction (no timestamps, figures the prediction does not hold omitted)."""
+def log_lines(p: PoolPrediction, version=None, inputs: LogInputs | None = None, **figures) -> list[str]:
+    """Rank 0's memory lines for a prediction (no timestamps; 'T' for times). `figures` are LogInputs' fields."""
     r = rules(version)
+    inputs = inputs or LogInputs(**figures)
+    head = [_init_dist_line(r, inputs), f"Load weight begin. avail mem={p.avail_before_weights_gib:.2f} GB",
+            _load_end(r, p, inputs.architecture, inputs.dtype)]
     if p.max_total_num_tokens <= 0:
-        return [f"Load weight begin. avail mem={p.avail_before_weights_gib:.2f} GB",
-                _load_end(r, p, architecture, dtype), _refusal(r, p)]
-    lines = [f"Load weight begin. avail mem={p.avail_before_weights_gib:.2f} GB", _load_end(r, p, architecture, dtype),
-             _kv_line(r, p, mla, dtype), f"Memory pool end. avail mem={p.mem_pool_end_avail_gib:.2f} GB",
-             _scheduler_line(r, p, chunked_prefill_size, max_prefill_tokens)]
+        lines = head + [_refusal(r, p)]
+    else:
+        lines = head + [_kv_line(r, p, inputs.mla, inputs.dtype), f"Memory pool end. avail mem={p.mem_pool_end_avail_gib:.2f} GB",
+                        *_graph_lines(r, inputs), _scheduler_line(r, p, inputs)]
     return [line for line in lines if line is not None]

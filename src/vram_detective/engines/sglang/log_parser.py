@@ -111,6 +111,8 @@ def _nvidia_smi(text: str, out: dict) -> None:
 def parse_server_args(text: str) -> dict:
     """Settings from a `server_args=ServerArgs(...)` dump (or an author's 'server_args ... k=v' excerpt)."""
     found: dict = {}
+    # only the dump's own lines: the scheduler line also prints chunked_prefill_size=... (figures, not settings)
+    text = "\n".join(line for line in text.splitlines() if "server_args" in line.lower())
     for key in _SERVER_ARGS_KEYS:
         match = re.search(r"\b" + key + r"=('[^']*'|[^,\s)]+)", text)
         if not match:
@@ -152,3 +154,26 @@ def parse_log(text: str) -> dict:
             out["startup_failed"] = True
     _nvidia_smi(text, out)
     return out
+
+
+# (a line format the log shows, the rule and value that release table gives it)
+_FORMAT_RULES = (
+    (r"Load weight end\. elapsed=", "log_load_end", "elapsed"),
+    (r"Load weight end\. type=.*mem usage=", "log_load_end", "avail_usage"),
+    (r"KV Cache is allocated\. #tokens:", "log_kv_line", "tokens"),
+    (r"KV Cache is allocated\. K size:", "log_kv_line", "sizes"),
+    (r"available_gpu_mem=", "log_scheduler_available", True),
+    (r"max_total_num_tokens=\d+, chunked_prefill_size=", "log_scheduler_chunked", True),
+    (r"Capture cuda graph end\. Time elapsed: [\d.]+ s\. mem usage=", "log_graph_end", "usage_avail"),
+    (r"Capture cuda graph end\. Time elapsed: [\d.]+ s\. avail mem=", "log_graph_end", "avail_usage"),
+)
+
+
+def infer_version(text: str):
+    """The oldest release (releases.py) whose line formats are the ones this log prints; None when no line tells."""
+    from .releases import first_release
+
+    shown = [(rule, value) for pattern, rule, value in _FORMAT_RULES if re.search(pattern, text)]
+    if not shown:
+        return None
+    return first_release(lambda r: all(r[rule] == value for rule, value in shown))

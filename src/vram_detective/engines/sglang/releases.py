@@ -161,6 +161,22 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
                ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"),
                "hf_transformers_utils.py CONTEXT_LENGTH_KEYS"),
 
+    # --- CUDA graphs (cuda_graph_runner.py get_batch_sizes_to_capture; server_args.py from 0.5.3) ---
+    # batch sizes captured by default: (first sizes, (start, stop, step) ranges); bigger GPUs add ranges
+    RuleChange(_v("0.4.0"), "capture_bs_list", ((1, 2, 4), ((8, 161, 8),)), "cuda_graph_runner.py 0.4.0: [1, 2, 4] + [8 .. 160 step 8]"),
+    RuleChange(_v("0.4.6"), "capture_bs_list", ((1, 2, 4, 8), ((16, 161, 8),)), "0.4.6.post2: [1, 2, 4, 8] + range(16, 161, 8)"),
+    RuleChange(_v("0.5.3"), "capture_bs_list", ((1, 2, 4, 8, 12), ((16, 257, 8), (272, 512, 16), (512, 4097, 32))),
+               "server_args.py 0.5.3 _generate_cuda_graph_batch_sizes (0.5.10: same list)"),
+    # (GPU MiB above which, range) added by the runner when cuda_graph_bs is unset (0.4.6-0.5.2)
+    RuleChange(_v("0.4.0"), "capture_bs_big_gpu", (), "no extra sizes"),
+    RuleChange(_v("0.4.6"), "capture_bs_big_gpu", ((90 * 1024, (160, 257, 8)), (160_000, (256, 513, 16))),
+               "cuda_graph_runner.py 0.4.6.post2: H200-class + range(160, 257, 8), B200-class + range(256, 513, 16)"),
+    RuleChange(_v("0.5.3"), "capture_bs_big_gpu", (), "0.5.3: the list runs up to cuda_graph_max_bs itself"),
+    # weights: SGLang's layers are ports of vLLM's (layers/linear.py QKVParallelLinear and MergedColumnParallelLinear
+    # fuse q/k/v and gate/up; layers/vocab_parallel_embedding.py pads the vocabulary to 64 and shards it by TP), so one
+    # rank holds what vLLM's inventory of this release lists for the same model and TP/PP
+    RuleChange(_v("0.4.0"), "weights_layout_vllm", "0.8.5", "layers/linear.py, vocab_parallel_embedding.py 0.4.0-0.5.11"),
+
     # --- Log formats ---
     RuleChange(_v("0.4.0"), "log_kv_line", "none", "memory_pool.py 0.4.0: no KV line"),
     RuleChange(_v("0.4.1"), "log_kv_line", "sizes", "0.4.1: 'KV Cache is allocated. K size: X GB, V size: Y GB.'"),
@@ -228,6 +244,30 @@ class Rules:
 
 class UnsupportedReleaseError(ValueError):
     pass
+
+
+# the releases people run most, oldest first (the CLI lists them)
+NOTABLE_RELEASES = ("0.4.0", "0.4.3", "0.4.6.post2", "0.4.10", "0.5.2", "0.5.5", "0.5.8", "0.5.10", "0.5.11")
+
+
+def is_modelled(version: Version) -> bool:
+    return tuple(version) >= OLDEST_SUPPORTED
+
+
+def rule_at(version, rule: str, path=None, default=None):
+    """One rule's value at a release (`path` is vLLM's V0/V1 and means nothing here)."""
+    try:
+        return rules(version)[rule]
+    except KeyError:
+        return default
+
+
+def first_release(test) -> Version | None:
+    """The oldest release (of those a rule row starts at) whose rules pass test(rules)."""
+    for since in sorted({change.since for change in RULE_CHANGES}):
+        if test(rules(since)):
+            return since
+    return None
 
 
 def resolve_version(text: str | Version | None) -> Version:

@@ -28,6 +28,7 @@ class SGLangSettings:
     context_length: int | None = None
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"
+    quantization: str | None = None
     attention_backend: str | None = None
     disable_cuda_graph: bool = False
     enable_piecewise_cuda_graph: bool = False  # 0.5.8-0.5.9 opt-in

@@ -1,0 +1,150 @@
+"""`whatif` and `fit` for engines without a vectorized sweep (SGLang today): a plain loop over plan().
+
+Every figure is `explain`'s; the launch line is the engine's own (SGLang: python -m sglang.launch_server ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..units import GIB
+
+# SGLang's levers: (label, settings change as a function of the baseline's resolved settings)
+SGLANG_LEVERS = (
+    ("mem_fraction_static +0.05", lambda s: {"mem_fraction_static": round(min(s["mem_fraction_static"] + 0.05, 0.99), 3)}),
+    ("mem_fraction_static -0.05", lambda s: {"mem_fraction_static": round(s["mem_fraction_static"] - 0.05, 3)}),
+    ("max_running_requests halved", lambda s: {"max_running_requests": max(s["max_running_requests"] // 2, 1)}),
+    ("chunked_prefill_size halved", lambda s: {"chunked_prefill_size": max(s["chunked_prefill_size"] // 2, 512)}),
+    ("cuda_graph_max_bs halved", lambda s: {"cuda_graph_max_bs": max(s["cuda_graph_max_bs"] // 2, 1)}),
+    ("fp8 KV cache", lambda s: {"kv_cache_dtype": "fp8_e4m3"}),
+    ("page_size 64", lambda s: {"page_size": 64}),
+    ("tp x2", lambda s: {"tp_size": s["tp_size"] * 2}),
+)
+# setting -> SGLang flag; a True switch prints the flag alone
+SGLANG_FLAGS = {"tp_size": "--tp", "mem_fraction_static": "--mem-fraction-static",
+                "max_running_requests": "--max-running-requests", "chunked_prefill_size": "--chunked-prefill-size",
+                "cuda_graph_max_bs": "--cuda-graph-max-bs", "kv_cache_dtype": "--kv-cache-dtype",
+                "page_size": "--page-size", "context_length": "--context-length", "pp_size": "--pp"}
+
+
+def launch_line(model: str, settings: dict) -> str:
+    """The exact `python -m sglang.launch_server` line for these settings (given ones only)."""
+    from ..engines import get_engine
+
+    names = get_engine("sglang").levers.flag_names()
+    words = ["python -m sglang.launch_server", "--model-path", model]
+    for name, value in settings.items():
+        flag = SGLANG_FLAGS.get(name) or names.get(name)
+        if flag is None or value is None or value is False:
+            continue
+        words += [flag] if value is True else [flag, str(value)]
+    return " ".join(words)
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    settings: dict
+    breakdown: object
+
+    def to_dict(self) -> dict:
+        b = self.breakdown
+        return {"lever": self.label, "settings": self.settings, "starts": b.failure is None,
+                "weights_gib": round(b.weights_bytes / GIB, 3), "kv_cache_gib": round(b.kv_cache_bytes / GIB, 3),
+                "kv_cache_tokens": b.kv_cache_tokens, "max_concurrency": round(b.max_concurrency, 3),
+                "max_running_requests": b.figure("max_running_requests"),
+                "nvidia_smi_used_mib": b.nvidia_smi_used_mib, "command": launch_line(b.model, self.settings)}
+
+
+def _explain(model: str, gpu, version, settings: dict, sources: dict):
+    from .. import api
+
+    return api.explain(model, gpu, engine="sglang", engine_version=version, **settings, **sources)
+
+
+def whatif(model: str, gpu, version, settings: dict, sources: dict) -> list[Row]:
+    """The baseline, then each lever alone on top of the given settings."""
+    base = _explain(model, gpu, version, settings, sources)
+    resolved = {s.name: s.value for s in base.settings}
+    resolved["max_running_requests"] = base.figure("max_running_requests")
+    rows = [Row("baseline", dict(settings), base)]
+    for label, change in SGLANG_LEVERS:
+        changed = dict(settings, **change(resolved))
+        try:
+            rows.append(Row(label, changed, _explain(model, gpu, version, changed, sources)))
+        except ValueError:
+            continue
+    return rows
+
+
+def whatif_text(rows: list[Row]) -> str:
+    base = rows[0].breakdown
+    out = [f"{base.model} on {base.gpu_name}: {base.engine_label} {base.engine_version}",
+           f"  {'lever':<30} {'weights':>9} {'KV pool':>9} {'tokens':>10} {'conc.':>7} {'smi MiB':>9}  launch line"]
+    for row in rows:
+        b = row.breakdown
+        status = "" if b.failure is None else "  (would not start)"
+        out.append(f"  {row.label:<30} {b.weights_bytes / GIB:9.2f} {b.kv_cache_bytes / GIB:9.2f} "
+                   f"{b.kv_cache_tokens:>10,} {b.max_concurrency:7.2f} {b.nvidia_smi_used_mib:>9,}  "
+                   f"{launch_line(b.model, row.settings)}{status}")
+    return "\n".join(out)
+
+
+def _meets(b, context: int | None, concurrency: float, ceiling: int | None) -> bool:
+    if b.failure is not None or (ceiling is not None and b.nvidia_smi_used_mib * 2**20 > ceiling):
+        return False
+    need = (context or b.max_model_len) * concurrency
+    return b.kv_cache_tokens >= need and b.figure("max_running_requests") >= concurrency
+
+
+def fit(model: str, gpu, version, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
+        gpus: int = 1) -> list[Row]:
+    """Configurations meeting the target, best first: fewer GPUs, auto KV before fp8, the largest
+    mem_fraction_static (from the release's default down in 0.01 steps) that keeps nvidia-smi under the ceiling."""
+    concurrency = concurrency or 1.0
+    found = []
+    tps = [tp for tp in (1, 2, 4, 8) if tp <= gpus] if "tp_size" not in pins else [pins["tp_size"]]
+    dtypes = ["auto", "fp8_e4m3"] if "kv_cache_dtype" not in pins else [pins["kv_cache_dtype"]]
+    for tp in tps:
+        for dtype in dtypes:
+            settings = dict(pins, tp_size=tp, **({"kv_cache_dtype": dtype} if dtype != "auto" else {}))
+            if context:
+                settings["context_length"] = context
+            row = _best_fraction(model, gpu, version, settings, sources, context, concurrency, ceiling)
+            if row is not None:
+                found.append(row)
+    return found
+
+
+def _best_fraction(model, gpu, version, settings, sources, context, concurrency, ceiling) -> Row | None:
+    try:
+        b = _explain(model, gpu, version, settings, sources)
+    except ValueError:
+        return None
+    if _meets(b, context, concurrency, ceiling):
+        return Row("release defaults", settings, b)
+    if "mem_fraction_static" in settings:
+        return None
+    fraction = b.figure("mem_fraction_static")
+    for step in range(1, 60):
+        changed = dict(settings, mem_fraction_static=round(fraction - 0.01 * step, 3))
+        if changed["mem_fraction_static"] <= 0.05:
+            break
+        candidate = _explain(model, gpu, version, changed, sources)
+        if _meets(candidate, context, concurrency, ceiling):
+            return Row("lower mem_fraction_static", changed, candidate)
+        if candidate.failure is not None:
+            break
+    return None
+
+
+def fit_text(rows: list[Row], target: str) -> str:
+    if not rows:
+        return f"no SGLang configuration meets {target}"
+    out = [f"SGLang configurations meeting {target}, best first:"]
+    for row in rows:
+        b = row.breakdown
+        out.append(f"  TP {b.setting('tp_size')}, mem_fraction_static {b.figure('mem_fraction_static')}, KV "
+                   f"{b.setting('kv_cache_dtype')}: {b.kv_cache_tokens:,} tokens, {b.max_concurrency:.2f}x at "
+                   f"{b.max_model_len:,}, nvidia-smi {b.nvidia_smi_used_mib:,} MiB")
+    out += ["", "  " + launch_line(rows[0].breakdown.model, rows[0].settings)]
+    return "\n".join(out)

@@ -1,0 +1,88 @@
+"""SGLang's figures for a ground-truth case (shared/groundtruth/SCHEMA.md's SGLang `observed` keys), for
+scoring.py: the prediction end to end, and the pool arithmetic from the memory the log printed."""
+from __future__ import annotations
+
+from ...units import GIB
+
+# case settings that change memory in ways not modelled for SGLang yet -> why
+UNMODELLED = {"enable_dp_attention": "DP attention (attention weights replicated per DP rank)", "kt_kernel": "ktransformers (experts on the CPU)", "kt_method": "ktransformers (experts on the CPU)",
+              "device": "a non-CUDA device", "speculative_algorithm": "speculative decoding"}
+PASSED = ("tp_size", "pp_size", "dp_size", "enable_dp_attention", "mem_fraction_static", "chunked_prefill_size",
+          "max_prefill_tokens", "cuda_graph_max_bs", "max_running_requests", "max_total_tokens", "page_size",
+          "context_length", "kv_cache_dtype", "dtype", "attention_backend", "disable_cuda_graph",
+          "disable_piecewise_cuda_graph", "quantization", "disaggregation_mode", "max_mamba_cache_size")
+NOMINAL_GPU = "GPU not stated (nominal 80 GiB, sm90): weights and the pool from the logged memory only"
+
+
+def user_settings(case: dict) -> dict:
+    settings = case.get("settings") or {}
+    return {key: settings[key] for key in PASSED if settings.get(key) not in (None, "auto")}
+
+
+def unmodelled(case: dict) -> str | None:
+    settings = case.get("settings") or {}
+    return next((f"{why} not modelled for SGLang yet" for key, why in UNMODELLED.items() if settings.get(key)), None)
+
+
+def logged_free_before(observed: dict) -> float | None:
+    """Free GiB before weights: 'Load weight begin', else 'Load weight end' avail + its mem usage."""
+    if "load_begin_avail_mem_gb" in observed:
+        return observed["load_begin_avail_mem_gb"]
+    if "load_end_avail_mem_gb" in observed and "weights_mem_usage_gb" in observed:
+        return observed["load_end_avail_mem_gb"] + observed["weights_mem_usage_gb"]
+    return None
+
+
+def logged_weights(observed: dict) -> float | None:
+    if "weights_mem_usage_gb" in observed:
+        return observed["weights_mem_usage_gb"]
+    if "load_begin_avail_mem_gb" in observed and "load_end_avail_mem_gb" in observed:
+        return round(observed["load_begin_avail_mem_gb"] - observed["load_end_avail_mem_gb"], 2)
+    return None
+
+
+def predicted_figures(breakdown, observed: dict, gpu_known: bool) -> dict:
+    """observed key -> predicted value, for the keys a case has (end-to-end ones only on a named GPU)."""
+    out = {"weights_mem_usage_gb": breakdown.weights_bytes / GIB}
+    if not gpu_known:
+        return out
+    figure = breakdown.figure
+    out.update({
+        "kv_cache_tokens": breakdown.kv_cache_tokens,
+        "max_running_requests": figure("max_running_requests"), "context_len": breakdown.max_model_len,
+        "load_begin_avail_mem_gb": figure("load_begin_avail_bytes") / GIB,
+        "load_end_avail_mem_gb": figure("load_end_avail_bytes") / GIB,
+        "cuda_graph_mem_usage_gb": figure("cuda_graph_bytes") / GIB,
+        "available_gpu_mem_gb": figure("available_gpu_mem_bytes") / GIB,
+        "nvidia_smi_used_mib": breakdown.nvidia_smi_used_mib,
+    })
+    if breakdown.kv_cache_tokens > 0:
+        out["k_size_gb"] = breakdown.kv_cache_bytes / GIB / 2
+    return out
+
+
+def tokens_from_logged(breakdown, spec, observed: dict, version: str) -> dict:
+    """#tokens from the log's own free memory: with its logged weights too ('from_logged_memory', exact up to the
+    0.01 GiB printing), and with the predicted weights ('from_logged_start')."""
+    from .pool import cell_size, tokens_from_logged_memory
+
+    begin = logged_free_before(observed)
+    logged = observed.get("kv_cache_tokens", observed.get("max_total_num_tokens"))
+    if begin is None or logged is None:
+        return {}
+    mfs, page = breakdown.figure("mem_fraction_static"), breakdown.figure("page_size")
+    tp = breakdown.setting("tp_size")
+    max_total = next((s.value for s in breakdown.settings if s.name == "max_total_tokens"), None)
+    cell = cell_size(spec, tp, breakdown.setting("kv_cache_dtype")).bytes_per_token
+    out = {}
+    if "load_end_avail_mem_gb" in observed and "load_begin_avail_mem_gb" in observed:
+        # both printed (to 0.01 GiB): exact up to that rounding; a start rebuilt as end + usage is not
+        found = tokens_from_logged_memory(begin, observed["load_end_avail_mem_gb"], mfs, cell, version, page, max_total)
+        exact = logged in found
+        out["tokens_from_logged_memory"] = {"observed": logged, "predicted": logged if exact else found.estimate,
+                                            "interval": [found.low, found.high],
+                                            "rel_err": 0.0 if exact else abs(found.estimate / logged - 1)}
+    start = tokens_from_logged_memory(begin, begin - breakdown.weights_bytes / GIB, mfs, cell, version, page, max_total)
+    out["tokens_from_logged_start"] = {"observed": logged, "predicted": start.estimate,
+                                       "rel_err": abs(start.estimate / logged - 1)}
+    return out

@@ -1,0 +1,141 @@
+"""SGLang behind engines/base.py's interface: every part delegates to the SGLang modules beside this one.
+Parts are built on first use, so importing this module is light."""
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+from ..base import LaunchLine, Levers, LogFormats, Releases
+
+# lines only SGLang prints (model_runner.py, memory_pool.py, scheduler.py), any release
+_SGLANG_LINES = re.compile(r"Load weight (?:begin|end)\. .*avail mem=|KV Cache is allocated\.|Memory pool end\. avail mem="
+                           r"|max_total_num_tokens=\d+|sglang\.launch_server|server_args=ServerArgs\(")
+
+
+def _is_sglang_log(text: str) -> bool:
+    return _SGLANG_LINES.search(text) is not None
+
+
+def _observed(text: str) -> dict:
+    from .log_parser import parse_log
+
+    return parse_log(text)
+
+
+def _lines(version, prediction, inputs=None, **figures) -> tuple[str, ...]:
+    from .log_lines import log_lines
+
+    return tuple(log_lines(prediction, version, inputs, **figures))
+
+
+def _flag_names() -> dict[str, str]:
+    from .launch import FLAGS
+
+    return {flag.setting: flag.names[0] for flag in FLAGS}
+
+
+class _NoFastPath(Exception):
+    """SGLang has no vectorized sweep: the advisor loops over plan()."""
+
+
+class SGLangEngine:
+    name = "sglang"
+    label = "SGLang"
+
+    @cached_property
+    def releases(self) -> Releases:
+        from ...units import format_version
+        from . import releases
+
+        return Releases(releases.NOTABLE_RELEASES, format_version(releases.OLDEST_SUPPORTED),
+                        format_version(releases.NEWEST_KNOWN), releases.resolve_version, releases.rules,
+                        releases.rule_at, releases.first_release, releases.is_modelled)
+
+    @cached_property
+    def launch(self) -> LaunchLine:
+        from . import launch
+
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_words, launch.LaunchLineError)
+
+    @cached_property
+    def logs(self) -> LogFormats:
+        return LogFormats(_lines, _observed, _is_sglang_log)
+
+    @cached_property
+    def levers(self) -> Levers:
+        return Levers((), type(None), _NoFastPath, lambda: None, _flag_names, lambda *args: None)
+
+    @cached_property
+    def refusals(self) -> tuple[type[Exception], ...]:
+        from .plan import StartupRefusal
+
+        return (StartupRefusal,)
+
+    @cached_property
+    def settings_error(self) -> type[Exception]:
+        from .plan import SettingsError
+
+        return SettingsError
+
+    def log_settings(self, text: str) -> dict:
+        """The settings a `server_args=ServerArgs(...)` dump shows (SGLang's names)."""
+        from .log_parser import parse_server_args
+
+        return parse_server_args(text)
+
+    def log_version(self, text: str):
+        """The oldest release whose line formats this log prints (None when no line tells)."""
+        from .log_parser import infer_version
+
+        return infer_version(text)
+
+    def resolve_settings(self, user: dict, spec, gpu, version):
+        from .plan import resolve_settings
+
+        return resolve_settings(user, spec, gpu, version)
+
+    def plan(self, spec, gpu, settings: dict, version, *, gguf_checkpoint=None):
+        from .plan import plan
+
+        if gguf_checkpoint is not None:
+            from .plan import SettingsError
+
+            raise SettingsError("GGUF checkpoints are not sized for SGLang yet")
+        return plan(spec, gpu, settings, version)
+
+    def kv_plan_for_budget(self, spec, gpu, settings: dict, version, kv_budget_bytes: int):
+        """max_total_num_tokens for a given rest (bytes) as the pool sizes it."""
+        from .pool import align_tokens, cell_size
+        from .plan import resolve_settings
+
+        s, r = resolve_settings(settings, spec, gpu, version)
+        cell = cell_size(spec, s.tp_size, s.kv_cache_dtype).bytes_per_token
+        return align_tokens(kv_budget_bytes // cell, s.page_size, r, s.max_total_tokens)
+
+    def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
+        from .plan import rank_inventories, resolve_settings
+
+        s, r = resolve_settings(settings, spec, gpu, version)
+        return rank_inventories(spec, gpu, s, r)
+
+    def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
+        from .plan import _vllm_layout, resolve_settings
+
+        s, r = resolve_settings(settings, spec, gpu, version)
+        vllm, layout = _vllm_layout(spec, r)
+        return vllm.checkpoint_report(spec, gpu, {"tensor_parallel_size": s.tp_size,
+                                                  "pipeline_parallel_size": s.pp_size}, layout, checkpoint)
+
+    def first_release_serving(self, architecture: str, version):
+        return None  # no per-architecture table for SGLang yet
+
+    def unsized_reason(self, speculative_config, spec) -> str | None:
+        return "speculative decoding is not sized for SGLang yet" if speculative_config else None
+
+    def cuda_context_bytes(self) -> int:
+        from .calibration import CUDA_CONTEXT
+
+        return CUDA_CONTEXT.bytes
+
+
+ENGINE = SGLangEngine()

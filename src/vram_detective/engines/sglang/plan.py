@@ -1,0 +1,235 @@
+"""SGLang's startup, chained into a Breakdown (model_runner.py, 0.4.0-0.5.11):
+
+  CUDA context + distributed init  -> "Load weight begin. avail mem" (free before weights)
+  load_model                       -> "Load weight end. mem usage" (the weights one rank holds)
+  init_memory_pool                 -> rest = avail after weights - free before x (1 - mem_fraction_static)
+                                      -> max_total_num_tokens = rest // cell size (paged), K/V buffers, req pool
+  init_cublas + attention backend  -> "Capture cuda graph begin. avail mem"
+  CUDA graphs                      -> captured out of the slack; "available_gpu_mem" is what is left.
+The pool is never reduced for the graphs: mem_fraction_static is the only reserve.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ...breakdown import Breakdown, Component, EngineFigure, Setting, StartupFailure
+from ...hardware import Gpu
+from ...model.config import ModelSpec
+from ...units import GIB, MIB, parse_version
+from . import allocator, calibration, graphs
+from .log_lines import LogInputs, log_lines
+from .pool import PoolPrediction, cell_size, predict_pool, req_pool_size
+from .releases import Rules, rules
+from .settings import SETTING_NAMES, SGLangSettings, from_values, resolve
+
+_SOURCE = "sglang model_runner.py"
+# other engines' names for SGLang's settings (api.explain and `compare` pass them through)
+ALIASES = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size", "data_parallel_size": "dp_size",
+           "max_model_len": "context_length", "max_num_seqs": "max_running_requests"}
+
+
+class SettingsError(ValueError):
+    """A setting SGLang does not have or rejects."""
+
+
+class StartupRefusal(RuntimeError):
+    """SGLang would not start (the message is the one it prints)."""
+
+
+def gpu_memory_mib(gpu: Gpu) -> float:
+    """What SGLang's default tiers compare against: nvidia-smi's memory.total in MiB (utils.py get_nvgpu_memory_capacity)."""
+    return gpu.nvidia_smi_total_mib or gpu.cuda_total_bytes / MIB
+
+
+def user_settings(values: dict) -> SGLangSettings:
+    """Settings from SGLang's snake_case names (or the aliases above); an unknown name is bad input."""
+    named = {ALIASES.get(key, key): value for key, value in values.items()}
+    unknown = sorted(key for key in named if key not in SETTING_NAMES)
+    if unknown:
+        raise SettingsError(f"SGLang has no setting {', '.join(unknown)} (its settings: {', '.join(SETTING_NAMES)})")
+    return from_values(named)
+
+
+def resolve_settings(values: dict, spec: ModelSpec, gpu: Gpu, version) -> tuple[SGLangSettings, Rules]:
+    s = resolve(user_settings(values), version, gpu_memory_mib(gpu), use_mla=spec.mla is not None)
+    if not 0 < s.mem_fraction_static < 1:
+        raise SettingsError(f"mem_fraction_static must be in (0, 1), got {s.mem_fraction_static}")
+    return s, rules(version)
+
+
+def _vllm_layout(spec: ModelSpec, r: Rules):
+    """(vLLM engine, the vLLM release whose layout one SGLang rank shares: releases.py weights_layout_vllm,
+    raised to the first vLLM release that serves the architecture)."""
+    from .. import get_engine
+
+    vllm = get_engine("vllm")
+    version = parse_version(str(r["weights_layout_vllm"]))
+    newer = vllm.first_release_serving(spec.architecture, version)
+    return vllm, tuple(newer) if newer is not None else version
+
+
+def rank_inventories(spec: ModelSpec, gpu: Gpu, s: SGLangSettings, r: Rules) -> list:
+    """(pipeline stage, inventory of one rank): TP shards fused qkv/gate_up and the padded vocabulary as vLLM does."""
+    vllm, version = _vllm_layout(spec, r)
+    user = {"tensor_parallel_size": s.tp_size, "pipeline_parallel_size": s.pp_size}
+    if s.dtype not in ("auto", None):
+        user["dtype"] = s.dtype
+    if s.quantization:
+        user["quantization"] = s.quantization
+    return vllm.rank_inventories(spec, gpu, user, version)
+
+
+@dataclass(frozen=True)
+class Startup:
+    """Every figure of one rank's startup, in bytes unless named otherwise."""
+
+    settings: SGLangSettings
+    rules: Rules
+    weights_tensors: int
+    segments: int  # caching-allocator segments beyond the tensors (allocator.py)
+    weights: int  # "Load weight end. mem usage"
+    context: int  # CUDA context + distributed init before weights
+    pool: PoolPrediction
+    backend_init: int
+    graph_batch_sizes: tuple[int, ...]
+    decode_graphs: int
+    piecewise_sizes: int
+    piecewise_graphs: int
+    total: int
+
+    @property
+    def graphs(self) -> int:
+        return self.decode_graphs + self.piecewise_graphs
+
+    @property
+    def pool_bytes(self) -> int:
+        return int(round((self.pool.k_size_gib + self.pool.v_size_gib) * GIB))
+
+    @property
+    def req_to_token(self) -> int:
+        return int(round(self.pool.req_to_token_gib * GIB))
+
+    @property
+    def available_after_graphs(self) -> int:
+        return int(self.pool.mem_pool_end_avail_gib * GIB) - self.backend_init - self.graphs
+
+    @property
+    def static_budget(self) -> int:
+        return int(self.settings.mem_fraction_static * self.pool.avail_before_weights_gib * GIB)
+
+
+def startup(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Startup:
+    s, r = resolve_settings(values, spec, gpu, version)
+    _, inventory = rank_inventories(spec, gpu, s, r)[0]
+    segments = allocator.segment_overhead(inventory.allocations)
+    weights = inventory.total_bytes + segments + calibration.LOAD_OVERHEAD.bytes
+    context = calibration.CUDA_CONTEXT.bytes
+    pool = predict_pool(gpu.cuda_total_bytes - context, weights, spec, s, version)
+    sizes = graphs.capture_batch_sizes(s, r, gpu_memory_mib(gpu), req_pool_size(max(pool.max_total_num_tokens, 1),
+                                                                                 pool.context_len, r))
+    layers = spec.num_layers // s.pp_size
+    piecewise_sizes, piecewise = graphs.piecewise_graph_bytes(s, r, spec.mla is not None)
+    return Startup(s, r, inventory.total_bytes, segments, weights, context, pool, calibration.BACKEND_INIT.bytes, tuple(sizes),
+                   graphs.decode_graph_bytes(sizes, layers), piecewise_sizes, piecewise, gpu.cuda_total_bytes)
+
+
+def _settings(s: SGLangSettings) -> tuple[Setting, ...]:
+    out = []
+    for f in fields(SGLangSettings):
+        if f.name in ("given", "model_path"):
+            continue
+        value = getattr(s, f.name)
+        if value is None or (value is False and not s.is_given(f.name)):
+            continue
+        out.append(Setting(f.name, value, s.is_given(f.name), "" if s.is_given(f.name) else "this release's default"))
+    return tuple(out)
+
+
+def _components(st: Startup) -> tuple[Component, Component]:
+    mfs = st.settings.mem_fraction_static
+    tokens = st.pool.max_total_num_tokens
+    kv = Component("kv_cache", f"KV pool: max_total_num_tokens {max(tokens, 0):,} x cell", max(st.pool_bytes, 0),
+                   "rest = avail after weights - free before x (1 - mem_fraction_static), // cell size, paged",
+                   "sglang mem_cache/memory_pool.py")
+    weights = Component("weights", "model weights (Load weight end. mem usage)", st.weights,
+                        f"{st.weights_tensors / GIB:.2f} GiB of tensors on one rank + load overhead (calibration)",
+                        _SOURCE + " load_model")
+    budget = Component("budget", f"mem_fraction_static {mfs} x free before weights", st.static_budget,
+                       "SGLang's static memory: weights + KV pool", _SOURCE + " profile_max_num_token",
+                       (weights, kv))
+    slack = st.total - st.context - st.static_budget
+    left = max(slack - st.req_to_token - st.backend_init - st.graphs, 0)
+    outside = Component("outside_budget", "outside mem_fraction_static", st.context + slack, "", "", (
+        Component("outside.cuda_context", "CUDA context + distributed init", st.context,
+                  "before 'Load weight begin' (calibration)", _SOURCE + " init_torch_distributed"),
+        Component("outside.req_to_token", "req_to_token pool", st.req_to_token,
+                  "int32 [requests, context_len + 4]", "sglang mem_cache/memory_pool.py ReqToTokenPool"),
+        Component("outside.backend", "cuBLAS + attention backend workspace", st.backend_init,
+                  "init_cublas, init_attention_backend (calibration)", _SOURCE),
+        Component("outside.cuda_graphs", f"CUDA graphs ({len(st.graph_batch_sizes)} batch sizes"
+                  + (f", {st.piecewise_sizes} piecewise" if st.piecewise_sizes else "") + ")", st.graphs,
+                  "captured after the pool, out of the slack (calibration)", "sglang cuda_graph_runner.py"),
+        Component("outside.activations", "left for activations", left, "available_gpu_mem", "sglang scheduler.py"),
+    ))
+    return budget, outside
+
+
+def _weights_explained(st: Startup) -> tuple[Component, ...]:
+    """From the tensors to the logged 'mem usage' (first and last rows absolute, the steps between signed)."""
+    return (
+        Component("weights.tensors", "tensors one rank holds", st.weights_tensors,
+                  "vLLM's inventory: fused qkv/gate_up, vocabulary padded to 64, TP/PP shards", "sglang layers/linear.py"),
+        Component("weights.segments", "+ caching-allocator segments", st.segments,
+                  "mem usage is a free-memory delta: whole reserved segments count", "sglang utils.py get_available_gpu_memory"),
+        Component("weights.load_overhead", "+ load overhead (calibration)", calibration.LOAD_OVERHEAD.bytes,
+                  calibration.LOAD_OVERHEAD.models, "engines/sglang/calibration.py"),
+        Component("weights.mem_usage", "= Load weight end. mem usage", st.weights, "", _SOURCE + " load_model"),
+    )
+
+
+def _figures(st: Startup) -> tuple[EngineFigure, ...]:
+    s, p = st.settings, st.pool
+    return (
+        EngineFigure("mem_fraction_static", s.mem_fraction_static, "mem_fraction_static", f"{s.mem_fraction_static}"),
+        EngineFigure("max_total_num_tokens", p.max_total_num_tokens, schema=("max_total_num_tokens", "kv_cache_tokens")),
+        EngineFigure("max_running_requests", p.max_running_requests, "max_running_requests",
+                     f"{p.max_running_requests:,}", ("max_running_requests",)),
+        EngineFigure("page_size", s.page_size, "page size", f"{s.page_size} tokens"),
+        EngineFigure("chunked_prefill_size", s.chunked_prefill_size, schema=("chunked_prefill_size",)),
+        EngineFigure("cuda_graph_max_bs", s.cuda_graph_max_bs, "cuda_graph_max_bs", f"{s.cuda_graph_max_bs}"),
+        EngineFigure("load_begin_avail_bytes", int(p.avail_before_weights_gib * GIB), schema=("load_begin_avail_mem_gb",)),
+        EngineFigure("load_end_avail_bytes", int(p.avail_after_weights_gib * GIB), schema=("load_end_avail_mem_gb",)),
+        EngineFigure("mem_pool_end_avail_bytes", int(p.mem_pool_end_avail_gib * GIB), schema=("mem_pool_end_avail_mem_gb",)),
+        EngineFigure("cuda_graph_bytes", st.graphs, schema=("cuda_graph_mem_usage_gb",)),
+        EngineFigure("available_gpu_mem_bytes", st.available_after_graphs, schema=("available_gpu_mem_gb",)),
+    )
+
+
+def _failure(st: Startup) -> StartupFailure | None:
+    if st.pool.max_total_num_tokens <= 0:
+        return StartupFailure(str(st.rules["refusal"]))
+    if st.available_after_graphs < 0:
+        return StartupFailure(f"Capture cuda graph failed: CUDA out of memory ({st.graphs / GIB:.2f} GiB of graphs, "
+                              f"{(st.available_after_graphs + st.graphs) / GIB:.2f} GiB left after the pool). "
+                              "Lower --mem-fraction-static or --cuda-graph-max-bs, or --disable-cuda-graph.")
+    return None
+
+
+def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
+    st = startup(spec, gpu, values, version)
+    p = st.pool
+    budget, outside = _components(st)
+    cell = cell_size(spec, st.settings.tp_size, st.settings.kv_cache_dtype).bytes_per_token
+    tokens = max(p.max_total_num_tokens, 0)
+    smi = int(round((st.total - max(st.available_after_graphs, 0)) / MIB))
+    lines = log_lines(p, st.rules.version, LogInputs.of(spec, st))
+    notes = ("weights: vLLM's tensor inventory for the same model and TP (SGLang's layers are ports of vLLM's); "
+             "quantized kernels' repacking is vLLM's",)
+    return Breakdown(
+        model=spec.name, gpu_name=gpu.name, total_gpu_bytes=gpu.cuda_total_bytes, engine_name="sglang",
+        engine_label="SGLang", engine_version=st.rules.label, engine_variant="", settings=_settings(st.settings),
+        components=budget, weights_bytes=st.weights, kv_cache_bytes=max(st.pool_bytes, 0), kv_bytes_per_token=cell,
+        kv_cache_tokens=tokens, max_concurrency=tokens / p.context_len, max_model_len=p.context_len,
+        nvidia_smi_used_mib=smi, outside_budget=outside, log_lines=tuple(lines), engine_figures=_figures(st),
+        weights_explained=_weights_explained(st), notes=notes, failure=_failure(st),
+    )

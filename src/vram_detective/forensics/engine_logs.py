@@ -1,0 +1,109 @@
+"""`logs` for an engine other than vLLM (SGLang today): which engine wrote the log, the figures it printed,
+its settings and release, and (with the model and GPU) each figure against the prediction.
+
+vLLM's own logs keep their deeper analysis (command.py, parser.py, infer.py, reconcile.py)."""
+from __future__ import annotations
+
+from ..units import GIB
+
+
+def detect_engine(text: str) -> str:
+    """The engine whose log formats match; every other engine is asked before vLLM (the default)."""
+    from ..engines import ENGINES, get_engine
+
+    for name in ENGINES:
+        if name != "vllm" and get_engine(name).logs.is_mine(text):
+            return name
+    return "vllm"
+
+
+def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gpu=None, version=None,
+                        smi=None) -> dict:
+    from ..engines import get_engine
+
+    engine = get_engine(engine_name)
+    observed = engine.logs.parse(text)
+    if smi is not None and smi.gpus and smi.gpu(0).used_mib is not None:
+        observed["nvidia_smi_used_mib"] = smi.gpu(0).used_mib
+    settings, version_basis = _settings_and_version(engine, text, version)
+    model = model or settings.pop("model_path", None)
+    report = {"log": log, "engine": engine_name, "engine_label": engine.label,
+              "lines_read": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
+              "observed": observed, "settings": settings, "engine_version": version_basis[0],
+              "version_basis": version_basis[1], "model": model, "gpu": gpu, "comparison": None, "notes": []}
+    if model and gpu:
+        report["comparison"] = _compare(engine, model, gpu, version_basis[0], settings, observed, report["notes"])
+    elif not gpu:
+        report["notes"].append("give --gpu (and --model when the log does not name it) to compare with the prediction")
+    return report
+
+
+def _settings_and_version(engine, text: str, version: str | None) -> tuple[dict, tuple]:
+    """The settings a log's server-args dump shows and the release (given, else the engine's inference)."""
+    from ..units import format_version
+
+    settings = engine.log_settings(text) if hasattr(engine, "log_settings") else {}
+    if version:
+        return settings, (version, "given")
+    inferred = engine.log_version(text) if hasattr(engine, "log_version") else None
+    if inferred is None:
+        return settings, (None, "not shown by the log: the newest modelled release is assumed")
+    return settings, (format_version(inferred), "the oldest release printing these line formats")
+
+
+# SGLang's figures the comparison shows: observed key -> (label, how to read the prediction)
+_FIGURES = (
+    ("load_begin_avail_mem_gb", "free before weights (GiB)", lambda b: b.figure("load_begin_avail_bytes") / GIB),
+    ("weights_mem_usage_gb", "weights: mem usage (GiB)", lambda b: b.weights_bytes / GIB),
+    ("load_end_avail_mem_gb", "free after weights (GiB)", lambda b: b.figure("load_end_avail_bytes") / GIB),
+    ("kv_cache_tokens", "#tokens", lambda b: b.kv_cache_tokens),
+    ("k_size_gb", "K size (GiB)", lambda b: b.kv_cache_bytes / 2 / GIB),
+    ("mem_pool_end_avail_mem_gb", "Memory pool end avail (GiB)", lambda b: b.figure("mem_pool_end_avail_bytes") / GIB),
+    ("cuda_graph_mem_usage_gb", "CUDA graphs (GiB)", lambda b: b.figure("cuda_graph_bytes") / GIB),
+    ("max_running_requests", "max_running_requests", lambda b: b.figure("max_running_requests")),
+    ("context_len", "context_len", lambda b: b.max_model_len),
+    ("available_gpu_mem_gb", "available_gpu_mem (GiB)", lambda b: b.figure("available_gpu_mem_bytes") / GIB),
+    ("nvidia_smi_used_mib", "nvidia-smi used (MiB)", lambda b: b.nvidia_smi_used_mib),
+)
+
+
+def _compare(engine, model: str, gpu: str, version, settings: dict, observed: dict, notes: list) -> list[dict]:
+    from .. import api
+
+    names = {flag.setting for flag in engine.launch.flags}
+    user = {key: value for key, value in settings.items() if key in names and value not in (None, "auto")
+            and not str(value).startswith("torch.")}  # "dtype=torch.bfloat16" of the load line is no setting
+    breakdown = api.explain(model, gpu, engine=engine.name, engine_version=version, **user)
+    notes.append(f"predicted with {engine.label} {breakdown.engine_version} on {breakdown.gpu_name}, "
+                 f"mem_fraction_static {breakdown.figure('mem_fraction_static')}")
+    if "kv_cache_tokens" not in observed and "max_total_num_tokens" in observed:
+        observed = dict(observed, kv_cache_tokens=observed["max_total_num_tokens"])
+    rows = []
+    for key, label, read in _FIGURES:
+        if observed.get(key) is None:
+            continue
+        predicted = read(breakdown)
+        gap = (predicted - observed[key]) / observed[key] if observed[key] else None
+        rows.append({"key": key, "label": label, "observed": observed[key], "predicted": round(predicted, 4),
+                     "relative_gap": gap})
+    return rows
+
+
+def render_engine_report(report: dict) -> str:
+    label = report["engine_label"]
+    lines = [f"{label} log: {report['log']} ({report['lines_read']:,} lines)",
+             f"  Release  {report['engine_version'] or '?'}  ({report['version_basis']})"]
+    if report["model"]:
+        lines.append(f"  Model    {report['model']}")
+    lines += ["", "  What the log printed (rank 0)"]
+    lines += [f"    {key:<34} {value}" for key, value in report["observed"].items()]
+    if report["settings"]:
+        lines += ["", f"  Settings ({label}'s names)"] + [f"    {k:<34} {v}" for k, v in report["settings"].items()]
+    if report["comparison"]:
+        lines += ["", "  Observed vs predicted", f"    {'figure':<30} {'observed':>12} {'predicted':>12} {'gap':>8}"]
+        for row in report["comparison"]:
+            gap = "" if row["relative_gap"] is None else f"{row['relative_gap']:+.1%}"
+            predicted = f"{row['predicted']:,}" if isinstance(row["observed"], int) else f"{row['predicted']:,.2f}"
+            lines.append(f"    {row['label']:<30} {row['observed']:>12,} {predicted:>12} {gap:>8}")
+    lines += [f"  note: {note}" for note in report["notes"]]
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""SGLang end to end: the plan on the dev cases (targets from issue 12), its rules' worked examples, the CLI."""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from vram_detective.api import explain
+from vram_detective.cli import main
+from vram_detective.engines.sglang import allocator, graphs
+from vram_detective.engines.sglang.releases import rules
+from vram_detective.engines.sglang.settings import from_values, resolve
+from vram_detective.scoring import load_cases, score_cases
+
+CASES_PATH = Path(__file__).resolve().parents[1] / "groundtruth" / "dev-sglang.jsonl"
+REPORT = score_cases(load_cases(str(CASES_PATH)))["sglang"]
+BY_ID = {entry["id"]: entry for entry in REPORT["per_case"]}
+SCORED = [entry for entry in REPORT["per_case"] if not entry["separate"]]
+
+
+def _errors(key: str) -> list[float]:
+    return [entry["figures"][key]["rel_err"] for entry in SCORED if key in entry["figures"]]
+
+
+def _p90(values: list[float]) -> float:
+    return sorted(values)[max(0, -(-9 * len(values) // 10) - 1)]
+
+
+def test_weights_within_targets():
+    errors = _errors("weights_mem_usage_gb")
+    assert len(errors) == 7
+    assert statistics.median(errors) <= 0.005 and _p90(errors) <= 0.02
+
+
+def test_tokens_end_to_end_within_targets():
+    errors = _errors("kv_cache_tokens")
+    assert len(errors) == 4
+    assert statistics.median(errors) <= 0.03 and _p90(errors) <= 0.10
+
+
+def test_tokens_from_the_logged_memory_are_exact():
+    assert sum("tokens_from_logged_memory" in entry["figures"] for entry in REPORT["per_case"]) == 5
+    for entry in REPORT["per_case"]:
+        figure = entry["figures"].get("tokens_from_logged_memory")
+        if figure is None:
+            continue
+        low, high = figure["interval"]
+        assert low <= figure["observed"] <= high and figure["rel_err"] == 0, entry["id"]
+
+
+@pytest.mark.parametrize("case_id,expected", [
+    ("sglang-qwq32b-4xl4-g6-tp4", 46611), ("sglang-qwen3-06b-rtx5080-mineru", 104273),
+    ("sglang-qwen3-14b-4x4090-tp4-mfs080", 298447),
+])
+def test_tokens_end_to_end_per_case(case_id, expected):
+    figure = BY_ID[case_id]["figures"]["kv_cache_tokens"]
+    assert figure["observed"] == expected and figure["rel_err"] <= 0.03
+
+
+@pytest.mark.xfail(strict=True, reason="WSL: 0.82 GiB taken before 'Load weight begin' (22.76 GiB free of 23.58) "
+                   "vs the 0.52 GiB CUDA context; predicted 111005 tokens vs 105531 logged (+5.2 %)")
+def test_tokens_end_to_end_on_wsl():
+    assert BY_ID["sglang-dsr1-distill-qwen7b-rtx3090-wsl"]["figures"]["kv_cache_tokens"]["rel_err"] <= 0.03
+
+
+def test_reserved_segments_worked_example():
+    # QwQ-32B at TP4, one layer: qkv 17.5 MiB -> an 18 MiB segment, o_proj 12.5 -> 14, gate_up 135 -> 136, down
+    # 67.5 -> 68: 3.5 MiB a layer stays reserved beyond the tensors (c10 rounds segments above 10 MiB to 2 MiB)
+    mib = 2**20
+    layer = (int(17.5 * mib), int(12.5 * mib), 135 * mib, int(67.5 * mib))
+    assert allocator.reserved_bytes(layer) - sum(layer) == int(3.5 * mib)
+    # below 10 MiB a request carves a 20 MiB segment; the next one takes the rest
+    assert allocator.reserved_bytes((8 * mib, 8 * mib)) == 20 * mib
+
+
+def test_capture_batch_sizes_by_release():
+    # 0.4.3: [1, 2, 4] + 8..160 step 8, cut at cuda_graph_max_bs 80: 13 sizes (the L4 case)
+    s = resolve(from_values({"tp_size": 4}), "0.4.3", 23034)
+    assert graphs.capture_batch_sizes(s, rules("0.4.3"), 23034, 2049) == [1, 2, 4] + list(range(8, 81, 8))
+    # 0.5.10 B200: [1, 2, 4, 8, 12] + 16..256/8 + 272..496/16 + 512 = 52 sizes (the B200 note)
+    s = resolve(from_values({}), "0.5.10", 183359)
+    assert len(graphs.capture_batch_sizes(s, rules("0.5.10"), 183359, 4096)) == 52
+    # piecewise token counts for a 16384-token chunk: 74 (the B200 note)
+    assert graphs.piecewise_graph_bytes(s, rules("0.5.10"), False)[0] == 74
+
+
+def test_not_enough_memory_refusal():
+    b = explain("Qwen/Qwen3-32B", "RTX 4090", engine="sglang", engine_version="0.4.10")
+    assert b.failure.message == "Not enough memory. Please try to increase --mem-fraction-static."
+    assert b.kv_cache_tokens == 0 and b.log_lines[-1].startswith("RuntimeError: Not enough memory")
+
+
+def test_explain_names_sglang_parts():
+    b = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine="sglang", engine_version="0.4.4")
+    assert b.engine_label == "SGLang" and b.components.label.startswith("mem_fraction_static 0.88")
+    assert b.figure("max_running_requests") == 2049 and b.max_model_len == 131072
+    assert any(line.startswith("KV Cache is allocated. #tokens: ") for line in b.log_lines)
+
+
+def test_cli_engine_sglang(capsys):
+    assert main(["explain", "Qwen/Qwen3-8B", "--gpu", "4090", "--engine", "sglang", "--engine-version", "0.4.10",
+                 "--mem-fraction-static", "0.8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine_name"] == "sglang" and out["settings"]["mem_fraction_static"]["value"] == 0.8
+
+
+def test_cli_pasted_sglang_line(capsys):
+    assert main(["explain", "--gpu", "H100", "--json", "--", "python", "-m", "sglang.launch_server", "--model-path",
+                 "Qwen/Qwen3-8B", "--tp", "2", "--mem-fraction-static", "0.85"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine_name"] == "sglang" and out["settings"]["tp_size"]["value"] == 2
+    assert main(["explain", "--gpu", "H100", "--", "sglang", "serve", "--model-path", "Qwen/Qwen3-8B"]) == 0
+    assert "SGLang 0.5.23" in capsys.readouterr().out  # the newest modelled release
+
+
+def test_cli_logs_on_an_sglang_log(tmp_path, capsys):
+    case = next(c for c in load_cases(str(CASES_PATH)) if c["id"] == "sglang-qwen3-06b-rtx5080-mineru")
+    log = tmp_path / "sglang.log"
+    log.write_text(case["log"])
+    assert main(["logs", str(log), "--gpu", "5080", "--model", "Qwen/Qwen3-0.6B", "--engine-version", "0.4.10",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["engine"] == "sglang" and report["observed"]["kv_cache_tokens"] == 104273
+    tokens = next(row for row in report["comparison"] if row["key"] == "kv_cache_tokens")
+    assert abs(tokens["relative_gap"]) < 0.02
+
+
+def test_cli_compare(capsys):
+    assert main(["compare", "Qwen/Qwen3-8B", "--gpu", "4090", "--context", "32k"]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM 0.33.0" in out and "SGLang 0.5.23" in out and "mem_fraction_static" in out
+    assert "gpu_memory_utilization" in out and "at 32,768" in out
+
+
+def test_cli_whatif_and_fit_print_sglang_lines(capsys):
+    assert main(["whatif", "Qwen/Qwen3-8B", "--gpu", "4090", "--engine", "sglang", "--engine-version", "0.5.11"]) == 0
+    assert "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --kv-cache-dtype fp8_e4m3" in capsys.readouterr().out
+    assert main(["fit", "Qwen/Qwen3-8B", "--gpu", "4090", "--engine", "sglang", "--engine-version", "0.5.11", "--context", "32k",
+                 "--concurrency", "4", "--gpus", "2"]) == 0
+    assert "--tp 2 --context-length 32768" in capsys.readouterr().out
+
+
+def test_score_prints_a_table_per_engine(tmp_path, capsys):
+    mixed = tmp_path / "mixed.jsonl"
+    vllm_case = (Path(__file__).resolve().parents[1] / "groundtruth" / "dev.jsonl").read_text().splitlines()[0]
+    mixed.write_text(vllm_case + "\n" + CASES_PATH.read_text())
+    assert main(["score", str(mixed)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cases: 1, ") and "SGLang: cases: 20, scored: 10" in out

@@ -6,6 +6,7 @@ pid, name, used MiB). Memory in nvidia-smi is MiB (2^20 bytes).
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -110,7 +111,7 @@ def parse_file(path: str) -> SmiReading:
     from ..units import open_regular_file
 
     with open_regular_file(path, "the nvidia-smi file") as stream:
-        data = stream.read(MAX_SMI_BYTES + 1)
+        data = stream.read(min(os.fstat(stream.fileno()).st_size, MAX_SMI_BYTES) + 1)
     if len(data) > MAX_SMI_BYTES:
         raise SmiInputError(f"{path} is larger than 16 MiB: not nvidia-smi output")
     if b"\x00" in data[:8192]:

@@ -292,7 +292,12 @@ def _check_spec(spec: "ModelSpec", name: str) -> None:
     for field_name, (low, high) in _SPEC_LIMITS.items():
         value = getattr(spec, field_name)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise ConfigError(f"{name}: config.json gives {field_name} = {value!r}, not a count from {low} to {high:,}")
+            raise ConfigError(f"{name}: config.json gives {field_name} = {_short(value)}, not a count from {low} to {high:,}")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} characters)"
 
 
 def _check_numbers(config: dict, name: str) -> None:
@@ -307,10 +312,12 @@ def _check_numbers(config: dict, name: str) -> None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                     isinstance(value, float) and not (math.isfinite(value) and value == int(value))):
-                raise ConfigError(f"{name}: config.json gives {key} = {value!r}, not a whole number")
+                raise ConfigError(f"{name}: config.json gives {key} = {_short(value)}, not a whole number")
+            if key in ("num_hidden_layers", "hidden_size", "num_attention_heads") and value < 1:
+                raise ConfigError(f"{name}: config.json gives {key} = {_short(value)}, not a count of at least 1")
         for key in ("torch_dtype", "dtype"):
             if scope.get(key) is not None and not isinstance(scope[key], str):
-                raise ConfigError(f"{name}: config.json gives {key} = {scope[key]!r}, not a dtype name")
+                raise ConfigError(f"{name}: config.json gives {key} = {_short(scope[key])}, not a dtype name")
 
 
 def parse_config(config: dict, name: str = "model") -> ModelSpec:

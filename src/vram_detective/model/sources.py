@@ -73,7 +73,8 @@ def read_json_file(path: Path, label: str | None = None, limit: int = MAX_CONFIG
     from ..units import open_regular_file
 
     with open_regular_file(path, "the JSON file") as handle:
-        data = handle.read(limit + 1)
+        size = os.fstat(handle.fileno()).st_size
+        data = handle.read(min(size, limit) + 1)  # (read(limit) would allocate the whole limit up front)
     return parse_json_object(data, label or str(path), limit)
 
 
@@ -201,10 +202,10 @@ def _is_gguf_path(path: Path) -> bool:
     return path.is_dir() and not (path / "config.json").is_file() and any(path.glob("*.gguf"))
 
 
-def _from_hub(reference: str, revision, token, gguf_file) -> ModelSource:
+def _from_hub(reference: str, revision, token, gguf_file, deadline: float | None = None) -> ModelSource:
     from .hub import fetch
 
-    return fetch(reference, revision=revision, token=token, gguf_file=gguf_file)
+    return fetch(reference, revision=revision, token=token, gguf_file=gguf_file, deadline=deadline)
 
 
 def _hub_available() -> bool:
@@ -214,12 +215,12 @@ def _hub_available() -> bool:
 
 
 def load_model(reference: str, source: str | None = None, revision: str | None = None, token: str | None = None,
-               gguf_file: str | None = None) -> ModelSource:
+               gguf_file: str | None = None, hub_deadline: float | None = None) -> ModelSource:
     """A local checkpoint (directory with config.json and safetensors, a .gguf file or a directory of them),
     then the built-in catalog (case-insensitive), then the Hugging Face Hub.
 
     `source` forces one of "local", "catalog", "hub", "gguf"; `revision`, `token` and `gguf_file` are for
-    the Hub and GGUF sources."""
+    the Hub and GGUF sources; `hub_deadline` bounds the seconds all Hub calls may take (hub.py)."""
     if source not in (None, "local", "catalog", "hub", "gguf"):
         raise UnknownModelError(f"unknown source {source!r} (local, catalog, hub or gguf)")
     try:
@@ -239,7 +240,7 @@ def load_model(reference: str, source: str | None = None, revision: str | None =
     if source == "local":
         raise UnknownModelError(f"{reference}: no such local directory or file")
     if source in ("hub", "gguf"):
-        return _from_hub(reference.strip(), revision, token, gguf_file)
+        return _from_hub(reference.strip(), revision, token, gguf_file, hub_deadline)
     files = _catalog_files()
     found = files.get(reference.strip().lower())
     if found is not None and not (revision or gguf_file):
@@ -252,7 +253,7 @@ def load_model(reference: str, source: str | None = None, revision: str | None =
 
     if looks_like_repo_id(reference.strip()) and "/" in reference and _hub_available():
         try:
-            return _from_hub(reference.strip(), revision, token, gguf_file)
+            return _from_hub(reference.strip(), revision, token, gguf_file, hub_deadline)
         except UnknownModelError as error:
             if found is not None:
                 raise

@@ -1,7 +1,9 @@
 """Units and the small parsers every layer shares (sizes, token counts, versions)."""
 from __future__ import annotations
 
+import os
 import re
+import stat
 
 GIB = 1 << 30  # every size vLLM logs is divided by 2**30, even the lines that say "GB"
 MIB = 1 << 20
@@ -54,3 +56,25 @@ def format_version(version: tuple[int, int, int]) -> str:
 
 def thousands(value: int) -> str:
     return f"{value:,}"
+
+
+class NotARegularFileError(ValueError):
+    """A path that names a FIFO, a device, a socket or a directory where a file's bytes were expected."""
+
+
+def open_regular_file(path: str | os.PathLike, what: str = "file"):
+    """A binary reader on `path`, refused unless it is a regular file: opening a FIFO without a writer (or a
+    device such as /dev/zero) would block or never end. The open itself cannot block (O_NONBLOCK); the mode is
+    checked on the opened descriptor, so a file swapped for a FIFO between check and open is still caught."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise NotARegularFileError(f"{path}: {what} is {kind}, not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

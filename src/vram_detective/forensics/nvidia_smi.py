@@ -6,6 +6,7 @@ pid, name, used MiB). Memory in nvidia-smi is MiB (2^20 bytes).
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -14,6 +15,10 @@ MAX_SMI_BYTES = 16 << 20
 
 class SmiInputError(ValueError):
     """Not nvidia-smi output in a format this reader knows."""
+
+
+class SmiValueError(SmiInputError):
+    """A reading no GPU can show: negative memory, or more used than the GPU has."""
 
 
 @dataclass(frozen=True)
@@ -65,17 +70,27 @@ def _mib(text: str | None) -> int | None:
     if text is None:
         return None
     text = text.strip()
-    match = re.match(r"(\d[\d,]*)(?:\.\d+)?\s*(MiB|GiB|KiB|MB|GB)?$", text)
+    match = re.match(r"(-?)(\d[\d,]{0,15})(?:\.\d{1,9})?\s*(MiB|GiB|KiB|MB|GB)?$", text)
     if match is None:
         return None
-    value = int(match.group(1).replace(",", ""))
-    unit = match.group(2) or "MiB"
+    if match.group(1):
+        raise SmiValueError(f"nvidia-smi shows a negative memory figure ({text}): not a reading a GPU gives")
+    value = int(match.group(2).replace(",", ""))
+    unit = match.group(3) or "MiB"
     return {"MiB": value, "MB": value, "GiB": value * 1024, "GB": value * 1024, "KiB": value // 1024}[unit]
 
 
 # --- whole outputs ------------------------------------------------------------------------------------------------
 
 def parse_nvidia_smi(text: str) -> SmiReading:
+    """One reading from nvidia-smi output in any of its formats; refused (SmiValueError, one line) when a GPU
+    shows a negative figure or more memory used than it has."""
+    reading = _parse_any(text)
+    _checked_gpus(list(reading.gpus))
+    return reading
+
+
+def _parse_any(text: str) -> SmiReading:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     stripped = text.strip()
     if not stripped:
@@ -84,7 +99,7 @@ def parse_nvidia_smi(text: str) -> SmiReading:
         return _parse_xml(stripped)
     if "FB Memory Usage" in text:
         return _parse_query_text(text)
-    if re.search(r"\d+\s*MiB\s*/\s*\d+\s*MiB", text) or "NVIDIA-SMI" in text:
+    if _TABLE_MEM.search(text) or "NVIDIA-SMI" in text:
         return _parse_table(text)
     first = stripped.splitlines()[0]
     if "," in first:
@@ -93,8 +108,10 @@ def parse_nvidia_smi(text: str) -> SmiReading:
 
 
 def parse_file(path: str) -> SmiReading:
-    with open(path, "rb") as stream:
-        data = stream.read(MAX_SMI_BYTES + 1)
+    from ..units import open_regular_file
+
+    with open_regular_file(path, "the nvidia-smi file") as stream:
+        data = stream.read(min(os.fstat(stream.fileno()).st_size, MAX_SMI_BYTES) + 1)
     if len(data) > MAX_SMI_BYTES:
         raise SmiInputError(f"{path} is larger than 16 MiB: not nvidia-smi output")
     if b"\x00" in data[:8192]:
@@ -105,10 +122,12 @@ def parse_file(path: str) -> SmiReading:
         raise SmiInputError(f"{path}: {error}") from None
 
 
-_TABLE_GPU = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f:.]+)?")
-_TABLE_MEM = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+_TABLE_GPU = re.compile(r"^\|\s+(\d{1,9})\s+(.+?)(?<=\S)\s+(On|Off)\s*\|\s*([0-9A-Fa-f:.]+)?")
+# (?<!\d): a digit run is tried from its start only (linear time); the sign is read so that it can be refused
+_TABLE_MEM = re.compile(r"(?<!\d)(-?\d{1,12})\s*MiB\s*/\s*(-?\d{1,12})\s*MiB")
 _TABLE_PROC = re.compile(
-    r"^\|\s+(\d+|N/A)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(C\+G|M\+C|C|G|M)\s+(.+?)\s+(\d+|N/A)\s*(MiB)?\s*\|$")
+    r"^\|\s+(\d{1,9}|N/A)\s+(?:(?:N/A|\d{1,9})\s+(?:N/A|\d{1,9})\s+)?(\d{1,12})\s+(C\+G|M\+C|C|G|M)\s+(.+?)(?<=\S)\s+"
+    r"(\d{1,12}|N/A)\s*(MiB)?\s*\|$")
 
 
 def _parse_table(text: str) -> SmiReading:
@@ -136,12 +155,36 @@ def _parse_table(text: str) -> SmiReading:
         memory = _TABLE_MEM.search(line)
         if memory:
             index, name, bus = pending if pending else (len(gpus), None, None)
-            gpus.append(SmiGpu(index, name, int(memory.group(1)), int(memory.group(2)), bus_id=bus))
+            used, total = _checked(int(memory.group(1)), int(memory.group(2)), index)
+            gpus.append(SmiGpu(index, name, used, total, bus_id=bus))
             pending = None
     if not gpus:
         raise SmiInputError("an nvidia-smi table without a memory row ('used MiB / total MiB')")
     return SmiReading("table", tuple(gpus), tuple(processes), driver.group(1) if driver else None,
                       cuda.group(1) if cuda else None)
+
+
+def _checked(used: int | None, total: int | None, index) -> tuple[int | None, int | None]:
+    """(used, total) of one GPU, refused when no GPU could show them."""
+    for value in (used, total):
+        if value is not None and value < 0:
+            raise SmiValueError(f"nvidia-smi shows GPU {index} with {value:,} MiB: a negative memory figure is no reading")
+    if used is not None and total is not None and used > total:
+        raise SmiValueError(f"nvidia-smi shows GPU {index} using {used:,} MiB of {total:,} MiB: more than it has")
+    return used, total
+
+
+def _checked_gpus(gpus: list[SmiGpu]) -> list[SmiGpu]:
+    for gpu in gpus:
+        _checked(gpu.used_mib, gpu.total_mib, gpu.index)
+    return gpus
+
+
+def _unit_suffix_cut(field: str) -> str:
+    """'memory.used [MiB]' -> 'memory.used': a trailing bracketed unit cut off (string tests, linear time)."""
+    if field.endswith("]") and "[" in field:
+        return field[:field.index("[")].rstrip()
+    return field
 
 
 def _split_csv(line: str) -> list[str]:
@@ -151,11 +194,11 @@ def _split_csv(line: str) -> list[str]:
 def _parse_csv(text: str) -> SmiReading:
     lines = [line for line in text.splitlines() if line.strip()]
     header = _split_csv(lines[0])
-    has_header = any(re.match(r"[a-z_]+(\.[a-z_]+)*(\s*\[.*\])?$", field) and not re.match(r"\d", field)
+    has_header = any(re.match(r"[a-z_]+(\.[a-z_]+)*$", _unit_suffix_cut(field)) and not re.match(r"\d", field)
                      for field in header) and not any(re.match(r"^\d+(\s*MiB)?$", field) for field in header)
     if not has_header:
         return _parse_csv_without_header(lines)
-    names = [re.sub(r"\s*\[.*\]$", "", field).strip().lower() for field in header]
+    names = [_unit_suffix_cut(field).strip().lower() for field in header]
     gpus, processes = [], []
     for line in lines[1:]:
         fields = _split_csv(line)
@@ -258,11 +301,11 @@ def _parse_query_text(text: str) -> SmiReading:
             continue
         if current is None:
             continue
-        key_value = re.match(r"^(\s*)([^:]+?)\s*:\s*(.*)$", line)
-        if not key_value:
+        before, colon, after = line.partition(":")  # (a regex here was quadratic on long blank lines)
+        if not colon or not before:
             section = line.strip()
             continue
-        key, value = key_value.group(2).strip(), key_value.group(3).strip()
+        key, value = before.strip(), after.strip()
         if key == "Product Name":
             current["name"] = value
         elif key == "Minor Number":
@@ -290,9 +333,10 @@ def _parse_query_text(text: str) -> SmiReading:
 
 # --- readings quoted inside a log ---------------------------------------------------------------------------------
 
-_PROSE_USED = re.compile(r"\((\d[\d,]*)\s*MiB used\)")
-_PROCESS_BARE = re.compile(r"^\s*(\S*(?:python|vllm|VLLM|/)\S*)\s+(\d+)\s*MiB\s*$")
-_NAME_TOTAL = re.compile(r"(?:^|\b(?P<index>\d+):\s*)?(?P<name>(?:NVIDIA|Tesla|Quadro)\b[\w .()-]*?)[,\s]+"
+_PROSE_USED = re.compile(r"\((\d[\d,]{0,15})\s*MiB used\)")
+_PROCESS_BARE = re.compile(r"^\s*(\S+)\s+(\d{1,12})\s*MiB\s*$")  # the name must hold python, vllm, VLLM or /
+_PROCESS_NAME = re.compile(r"python|vllm|VLLM|/")
+_NAME_TOTAL = re.compile(r"(?:^|\b(?P<index>\d{1,9}):\s*)?(?P<name>(?:NVIDIA|Tesla|Quadro)\b[\w .()-]*?)(?<![,\s])[,\s]+"
                          r"(?P<total>\d{1,3}(?:,\d{3})+|\d{4,6})\s?MiB\b(?!\s*/)")
 IDLE_MIB = 100  # a reading below this was taken while vLLM was not running
 
@@ -325,7 +369,7 @@ class LineScanner:
                     return found
             self._csv_names = None
         if "," in stripped and ("memory.used" in stripped or "memory.total" in stripped):
-            self._csv_names = [re.sub(r"\s*\[.*\]$", "", f).strip().lower() for f in _split_csv(stripped)]
+            self._csv_names = [_unit_suffix_cut(f).strip().lower() for f in _split_csv(stripped)]
             return found
         table_gpu = _TABLE_GPU.match(stripped)
         if table_gpu and "MiB" not in stripped:
@@ -342,6 +386,8 @@ class LineScanner:
         if memories:
             for number, memory in enumerate(memories):
                 index, name = self._gpu_row if (self._gpu_row and number == 0) else (None, None)
+                if int(memory.group(1)) < 0 or not 0 <= int(memory.group(1)) <= int(memory.group(2)):
+                    continue  # no GPU shows this (a negative figure, or more used than it has): not a reading
                 found.append({"type": "gpu", "index": index, "name": name, "used_mib": int(memory.group(1)),
                               "total_mib": int(memory.group(2)), "basis": "'used MiB / total MiB'"})
             self._gpu_row = None
@@ -352,7 +398,7 @@ class LineScanner:
                           "total_mib": None, "basis": "'(N MiB used)'"})
             return found
         bare = _PROCESS_BARE.match(line)
-        if bare:
+        if bare and _PROCESS_NAME.search(bare.group(1)):
             found.append({"type": "process", "gpu_index": None, "pid": None, "name": bare.group(1),
                           "used_mib": int(bare.group(2)), "basis": "process list entry"})
             return found

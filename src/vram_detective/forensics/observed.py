@@ -8,6 +8,7 @@ the printed GiB; `printed` keeps the figures exactly as printed (with their roun
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..breakdown import Setting, StartupFailure
@@ -91,8 +92,20 @@ class ObservedBreakdown:
         raise KeyError(name)
 
 
-def _bytes(value) -> int | None:
-    return None if value is None else int(round(float(value) * GIB))
+class ObservedValueError(ValueError):
+    """An observed figure that is no size (NaN, infinite, not a number)."""
+
+
+def _bytes(value, key: str = "figure") -> int | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ObservedValueError(f"observed {key} = {str(value)[:40]!r} is not a number") from None
+    if not math.isfinite(number) or abs(number) > 1 << 40:
+        raise ObservedValueError(f"observed {key} = {number} is not a finite size in GiB")
+    return int(round(number * GIB))
 
 
 def build_observed(observed: dict, *, model: str | None = None, gpu_name: str | None = None,
@@ -104,26 +117,26 @@ def build_observed(observed: dict, *, model: str | None = None, gpu_name: str | 
     settings = settings or {}
     tokens = observed.get("kv_cache_tokens")
     kv = observed.get("kv_cache_gib")
-    if kv_bytes_per_token is None and tokens and kv and kv > 0:
+    if kv_bytes_per_token is None and tokens and kv and isinstance(kv, (int, float)) and 0 < kv < 1 << 40:
         kv_bytes_per_token = int(round(kv * GIB / tokens))
     failed = observed.get("startup_failed")
     failure = StartupFailure(failure_message or "the log shows a failed start") if failed else None
     return ObservedBreakdown(
-        model=model, gpu_name=gpu_name, total_gpu_bytes=_bytes(observed.get("total_gpu_memory_gib")),
+        model=model, gpu_name=gpu_name, total_gpu_bytes=_bytes(observed.get("total_gpu_memory_gib"), "total_gpu_memory_gib"),
         vllm_version=vllm_version, engine=engine,
         settings=tuple(Setting(name, value, True, "") for name, value in settings.items()),
-        weights_bytes=_bytes(observed.get("weights_gib")),
-        activation_peak_bytes=_bytes(observed.get("activation_peak_gib")),
-        non_torch_bytes=_bytes(observed.get("non_torch_gib")),
-        cuda_graph_bytes=_bytes(observed.get("cuda_graph_gib")), cuda_graph_budgeted=cuda_graph_budgeted,
-        budget_bytes=_bytes(observed.get("requested_memory_gib")), kv_cache_bytes=_bytes(kv),
+        weights_bytes=_bytes(observed.get("weights_gib"), "weights_gib"),
+        activation_peak_bytes=_bytes(observed.get("activation_peak_gib"), "activation_peak_gib"),
+        non_torch_bytes=_bytes(observed.get("non_torch_gib"), "non_torch_gib"),
+        cuda_graph_bytes=_bytes(observed.get("cuda_graph_gib"), "cuda_graph_gib"), cuda_graph_budgeted=cuda_graph_budgeted,
+        budget_bytes=_bytes(observed.get("requested_memory_gib"), "requested_memory_gib"), kv_cache_bytes=_bytes(kv, "kv_cache_gib"),
         num_gpu_blocks=observed.get("num_gpu_blocks"), num_cpu_blocks=observed.get("num_cpu_blocks"),
         block_size=block_size, kv_bytes_per_token=kv_bytes_per_token, kv_cache_tokens=tokens,
         max_concurrency=observed.get("max_concurrency"),
         max_model_len=observed.get("max_concurrency_tokens", settings.get("max_model_len")),
         nvidia_smi_used_mib=observed.get("nvidia_smi_used_mib"), failure=failure,
         per_rank=tuple(ObservedRank(rank, figures) for rank, figures in (per_rank or {}).items()),
-        cuda_graph_estimate_bytes=_bytes(observed.get("cuda_graph_estimate_gib")),
+        cuda_graph_estimate_bytes=_bytes(observed.get("cuda_graph_estimate_gib"), "cuda_graph_estimate_gib"),
         nvidia_smi_total_mib=observed.get("nvidia_smi_total_mib"), startup_failed=failed, printed=dict(observed),
     )
 

@@ -35,7 +35,12 @@ SETTING_KEYS = (
 )
 
 CHUNK_BYTES = 1 << 20
-MAX_LINE_CHARS = 1 << 20  # longer lines are cut (a 1 GB file without newlines is still streamed)
+# Lines longer than this are cut to their first MAX_LINE_CHARS characters (and counted in `truncated_lines`):
+# vLLM's longest records (the engine config line, non-default args) are a few KiB, and a cap keeps the work
+# per line bounded (a 1 GB file without newlines is still streamed). Every pattern below runs in time linear
+# in the line (numbers are bounded: at most 15 integer and 20 fraction digits), so a cut line costs at most a
+# few milliseconds whatever it holds (benchmarks/hostile.py).
+MAX_LINE_CHARS = 64 * 1024
 SNIFF_BYTES = 8192
 
 
@@ -228,8 +233,9 @@ class ParsedLog:
 # --- line cleaning and record splitting ----------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]")
-_PREFIX = re.compile(r"\((?P<label>[A-Za-z][^()]*?)\s+pid=(?P<pid>\d+)(?:,\s*ip=(?P<ip>[^()\s]+))?\)")
+# (?<!\s) and (?<=\S): a whitespace run is tried from its start only (linear time on long blank runs)
+_REPEATED = re.compile(r"(?<!\s)\s*\[repeated \d{1,12}x across cluster\]")
+_PREFIX = re.compile(r"\((?P<label>[A-Za-z][^()]*?)(?<=\S)\s+pid=(?P<pid>\d{1,12})(?:,\s*ip=(?P<ip>[^()\s]+))?\)")
 _LEVEL_TIME = re.compile(r"\b(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:[.,]\d+)?")
 _HEADER = re.compile(
     r"\b(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:\d\d-\d\d\s+\d\d:\d\d:\d\d(?:[.,]\d+)?\s+)?"
@@ -306,10 +312,10 @@ def _source_of(record: _Record) -> SourceInfo:
     label = record.prefix.group("label").strip()
     pid = record.prefix.group("pid")
     ip = record.prefix.group("ip")
-    tp = _int(re.search(r"TP(\d+)", label))
-    pp = _int(re.search(r"PP(\d+)", label))
-    dp = _int(re.search(r"DP(\d+)|EngineCore_(\d+)", label))
-    rank = _int(re.search(r"rank[= ](\d+)", label))
+    tp = _int(re.search(r"TP(\d{1,9})", label))
+    pp = _int(re.search(r"PP(\d{1,9})", label))
+    dp = _int(re.search(r"DP(\d{1,9})|EngineCore_(\d{1,9})", label))
+    rank = _int(re.search(r"rank[= ](\d{1,9})", label))
     lowered = label.lower()
     if lowered.startswith("apiserver") or lowered.startswith("api_server"):
         return SourceInfo(label, "rank 0", "api", True, pids={pid})
@@ -345,9 +351,11 @@ def _int(match: re.Match | None) -> int | None:
 
 # --- figure patterns -----------------------------------------------------------------------------------------
 
-_N = r"(-?\d+(?:\.\d+)?)"
-_COUNT = r"(\d+)(?![\d.])"
-_TOKENS = r"(\d{1,3}(?:,\d{3})+|\d+)(?![\d.])"
+# Numbers start where a digit run starts ((?<!\d): tried once per run, not at every digit) and have bounded
+# lengths; a longer run is no figure at all
+_N = r"(?<!\d)(-?\d{1,15}(?:\.\d{1,20})?)"
+_COUNT = r"(?<!\d)(\d{1,15})(?![\d.])"
+_TOKENS = r"(?<!\d)(\d{1,3}(?:,\d{3}){1,5}|\d{1,15})(?![\d.])"
 
 
 def _float(text: str) -> float:
@@ -408,11 +416,11 @@ _PATTERNS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"" + _N + r" GiB for non-torch memory"), "suggest_non_torch"),
     (re.compile(r"" + _N + r" GiB for CUDAGraph memory"), "suggest_graphs"),
     (re.compile(r"Current kv cache memory in use is " + _N + r" ?(GiB|bytes)"), "kv_in_use"),
-    (re.compile(r"--kv-cache-memory=(\d+)`?(?: \(" + _N + r" GiB\))? to fit into requested memory"), "suggest_fit"),
-    (re.compile(r"--kv-cache-memory=(\d+)`?(?: \(" + _N + r" GiB\))? to fully utilize"), "suggest_full"),
+    (re.compile(r"--kv-cache-memory=(\d{1,15})`?(?: \(" + _N + r" GiB\))? to fit into requested memory"), "suggest_fit"),
+    (re.compile(r"--kv-cache-memory=(\d{1,15})`?(?: \(" + _N + r" GiB\))? to fully utilize"), "suggest_full"),
     # blocks, tokens, concurrency
     (re.compile(r"(?:#\s*)?(?:GPU|CUDA|cuda|gpu) blocks: " + _COUNT + r"(?:, # CPU blocks: " + _COUNT + r")?"), "blocks"),
-    (re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)"), "blocks_override"),
+    (re.compile(r"Overriding num_gpu_blocks=(\d{1,15}) with num_gpu_blocks_override=(\d{1,15})"), "blocks_override"),
     (re.compile(r"GPU KV cache size: " + _TOKENS + r" tokens"), "kv_tokens"),
     (re.compile(r"Maximum concurrency for " + _TOKENS + r" tokens per request: " + _N + r"x"), "concurrency"),
     # CUDA graphs
@@ -425,12 +433,12 @@ _PATTERNS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"default since v0\.21\.0"), "graph_hint_021"),
     # errors
     (re.compile(r"No available memory for the cache blocks"), "no_kv_error"),
-    (re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache "
-                r"\((\d+)\)"), "v0_fit_error"),
-    (re.compile(r"To serve at least one request with the models?'s? max seq len \((\d+)\),? \(?" + _N
+    (re.compile(r"max seq len \((\d{1,15})\) is larger than the maximum number of tokens that can be stored in KV cache "
+                r"\((\d{1,15})\)"), "v0_fit_error"),
+    (re.compile(r"To serve at least one request with the models?'s? max seq len \((\d{1,15})\),? \(?" + _N
                 + r" ?(GiB|GB) KV cache is needed, which is larger than the available KV cache memory \(" + _N
                 + r" ?(GiB|GB)\)"), "v1_fit_error"),
-    (re.compile(r"estimated maximum model length is (\d+)"), "estimated_max_len"),
+    (re.compile(r"estimated maximum model length is (\d{1,15})"), "estimated_max_len"),
     (re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"), "oom"),
     (re.compile(r"Tried to allocate " + _N + r" ?(GiB|MiB)"), "oom_allocate"),
     (re.compile(r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception|"
@@ -438,26 +446,26 @@ _PATTERNS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"init engine \(profile, create kv cache, warmup model\) took|Application startup complete|"
                 r"Starting vLLM API server|Uvicorn running on|Available routes are"), "success"),
     (re.compile(r"Starting to load model (?P<model>\S+?)(?:\.\.\.)?$"), "starting_model"),
-    (re.compile(r"Using max model len (\d+)"), "max_model_len_line"),
-    (re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"), "chunked_prefill"),
+    (re.compile(r"Using max model len (\d{1,15})"), "max_model_len_line"),
+    (re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d{1,15})"), "chunked_prefill"),
     (re.compile(r"(?:Forcing kv cache block size to|Setting attention block size to|Setting kv cache block size to) "
-                r"(\d+)"), "block_size_line"),
+                r"(\d{1,15})"), "block_size_line"),
     (re.compile(r"device_name=(NVIDIA_[\w-]+?)(?:,|\.json|$)"), "device_name"),
     (re.compile(r"local_reader_ranks=\[([\d, ]+)\]"), "reader_ranks"),
     (re.compile(r"GPU type:\s*(.+?)\s*$"), "gpu_type"),
     (re.compile(r"\benable_lora=True|Using PunicaWrapper"), "lora_on"),
-    (re.compile(r"\bmax_loras=(\d+)"), "max_loras"),
-    (re.compile(r"\bmax_lora_rank=(\d+)"), "max_lora_rank"),
+    (re.compile(r"\bmax_loras=(\d{1,15})"), "max_loras"),
+    (re.compile(r"\bmax_lora_rank=(\d{1,15})"), "max_lora_rank"),
     (re.compile(r"Detected MTP model|Loading drafter model|speculative_config=(?!None)\S"), "speculative_on"),
-    (re.compile(r"Encoder cache will be initialized with a budget of (\d+) tokens"), "encoder_cache"),
-    (re.compile(r"Add (\d+) padding layers"), "padding_layers"),
+    (re.compile(r"Encoder cache will be initialized with a budget of (\d{1,15}) tokens"), "encoder_cache"),
+    (re.compile(r"Add (\d{1,15}) padding layers"), "padding_layers"),
     (re.compile(r"Using (\S+) attention backend|Using (\S+) backend\b"), "backend"),
     (re.compile(r"Using FP8 KV cache|fp8_ds_mla KV cache format"), "fp8_kv"),
 ]
 
 
 _ERROR_WORDS = re.compile(r"error|exception|fail|out of memory", re.IGNORECASE)
-_EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception):\s")
+_EXCEPTION_LINE = re.compile(r"(?:\w*\.)*[A-Z]\w*(?:Error|Exception):\s")  # (\w*\.)*: one way to split dots
 
 # A literal each pattern needs (any of several): a substring test is far cheaper than a regex search.
 _KEYWORDS = {
@@ -578,6 +586,9 @@ class LogParser:
 
     def feed(self, raw: str) -> None:
         self.lines_read += 1
+        if len(raw) > MAX_LINE_CHARS:  # LineReader has cut these already; parse_text / parse_lines have not
+            raw = raw[:MAX_LINE_CHARS]
+            self.truncated_lines += 1
         self._builder.line_no = self.lines_read
         line = _clean(raw)
         if self._command is not None:
@@ -684,7 +695,7 @@ class LogParser:
 
     def _on_profiling_results(self, m, source, message, record):
         body = m.group("body")
-        values = dict((k, v) for k, v in re.findall(r"(\w+)=(-?\d+(?:\.\d+)?)", body))
+        values = dict((k, v) for k, v in re.findall(r"(?<!\w)(\w+)=" + _N, body))
         if not values:
             return False
         self._builder._kind("profiling summary", source)
@@ -956,7 +967,7 @@ class LogParser:
         self._builder.run.gpu_names.append((m.group(1).replace("_", " "), "fused-MoE config file name", self.lines_read))
 
     def _on_reader_ranks(self, m, source, message, record):
-        ranks = [int(x) for x in re.findall(r"\d+", m.group(1))]
+        ranks = [int(x) for x in re.findall(r"\d+", m.group(1)) if len(x) <= 6]
         self._builder.run.world_size = max(ranks) + 1 if ranks else None
 
     def _on_gpu_type(self, m, source, message, record):
@@ -1071,10 +1082,10 @@ def _merge_into(target: Run, extra: Run) -> None:
 
 _CONFIG_FIELDS = (
     ("dtype", r"\bdtype=(?:torch\.)?(\w+)", str),
-    ("max_model_len", r"\bmax_seq_len=(\d+)", int),
-    ("tensor_parallel_size", r"\btensor_parallel_size=(\d+)", int),
-    ("pipeline_parallel_size", r"\bpipeline_parallel_size=(\d+)", int),
-    ("data_parallel_size", r"\bdata_parallel_size=(\d+)", int),
+    ("max_model_len", r"\bmax_seq_len=(\d{1,15})", int),
+    ("tensor_parallel_size", r"\btensor_parallel_size=(\d{1,15})", int),
+    ("pipeline_parallel_size", r"\bpipeline_parallel_size=(\d{1,15})", int),
+    ("data_parallel_size", r"\bdata_parallel_size=(\d{1,15})", int),
     ("quantization", r"\bquantization=([\w-]+)", str),
     ("enforce_eager", r"\benforce_eager=(True|False)", bool),
     ("kv_cache_dtype", r"\bkv_cache_dtype=(\w+)", str),
@@ -1102,10 +1113,23 @@ def _config_settings(body: str) -> dict:
     return out
 
 
+# the keys whose values a non-default-args line is read for; only these are scanned and evaluated, each over at
+# most _MAX_VALUE_CHARS, at most _MAX_VALUES times (bounded work on a hostile line)
+_DICT_KEYS = frozenset(SETTING_KEYS) | {"model", "model_tag"}
+_MAX_VALUE_CHARS = 4096
+_MAX_VALUES = 64
+
+
 def _python_dict_items(body: str) -> dict:
-    """Key/value pairs of a printed Python dict, tolerating '...' elisions and a cut end."""
+    """Key/value pairs of a printed Python dict, tolerating '...' elisions and a cut end (the keys in _DICT_KEYS)."""
     out = {}
+    budget = _MAX_VALUES
     for match in re.finditer(r"'(\w+)':\s*", body):
+        if match.group(1) not in _DICT_KEYS:
+            continue
+        budget -= 1
+        if budget < 0:
+            break
         start = match.end()
         value_text = _literal_prefix(body, start)
         if value_text is None:
@@ -1120,6 +1144,8 @@ def _python_dict_items(body: str) -> dict:
 def _literal_prefix(text: str, start: int) -> str | None:
     """The Python literal starting at text[start] (balanced brackets and quotes), or None."""
     depth, index, quote = 0, start, None
+    cut = len(text) > start + _MAX_VALUE_CHARS  # a value this long is no setting: not read
+    text = text[:start + _MAX_VALUE_CHARS]
     while index < len(text):
         char = text[index]
         if quote:
@@ -1143,7 +1169,7 @@ def _literal_prefix(text: str, start: int) -> str | None:
         elif char == "," and depth == 0:
             return text[start:index].strip() or None
         index += 1
-    return text[start:].strip() or None if depth == 0 and not quote else None
+    return text[start:].strip() or None if depth == 0 and not quote and not cut else None
 
 
 # --- input -----------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Hugging Face config.json -> ModelSpec. Every family's key names are normalized here, once."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from .quantization import QuantConfig, parse_quantization_config
@@ -280,11 +281,58 @@ def _rope_scaling(config: dict) -> RopeScaling | None:
     )
 
 
+# The structural numbers of a model, as (lowest, highest): beyond these no model exists, and a corrupt value
+# (num_hidden_layers 2^32 - 1, Infinity) would otherwise size lists of billions of layers or overflow
+_SPEC_LIMITS = {"hidden_size": (1, 1 << 24), "num_layers": (1, 100_000), "num_attention_heads": (1, 1 << 16),
+                "num_kv_heads": (0, 1 << 16), "head_dim": (1, 1 << 16), "intermediate_size": (0, 1 << 26),
+                "vocab_size": (1, 1 << 26), "max_position_embeddings": (1, 1 << 34)}
+
+
+def _check_spec(spec: "ModelSpec", name: str) -> None:
+    for field_name, (low, high) in _SPEC_LIMITS.items():
+        value = getattr(spec, field_name)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ConfigError(f"{name}: config.json gives {field_name} = {_short(value)}, not a count from {low} to {high:,}")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} characters)"
+
+
+def _check_numbers(config: dict, name: str) -> None:
+    """Numbers JSON can carry but no config has (Infinity, NaN, booleans or lists for counts)."""
+    for scope in (config, config.get("text_config"), config.get("llm_config")):
+        if not isinstance(scope, dict):
+            continue
+        for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
+                    "intermediate_size", "head_dim", "max_position_embeddings"):
+            value = scope.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                    isinstance(value, float) and not (math.isfinite(value) and value == int(value))):
+                raise ConfigError(f"{name}: config.json gives {key} = {_short(value)}, not a whole number")
+            if key in ("num_hidden_layers", "hidden_size", "num_attention_heads") and value < 1:
+                raise ConfigError(f"{name}: config.json gives {key} = {_short(value)}, not a count of at least 1")
+        for key in ("torch_dtype", "dtype"):
+            if scope.get(key) is not None and not isinstance(scope[key], str):
+                raise ConfigError(f"{name}: config.json gives {key} = {_short(scope[key])}, not a dtype name")
+
+
 def parse_config(config: dict, name: str = "model") -> ModelSpec:
-    """Normalize one config.json. Raises ConfigError / UnsupportedArchitectureError."""
+    """Normalize one config.json. Raises ConfigError / UnsupportedArchitectureError (one line, whatever the
+    file holds: a value of the wrong JSON type or an absurd size is a ConfigError too)."""
     if not isinstance(config, dict):
         raise ConfigError("config.json is not a JSON object")
-    spec = _parse(config, name)
+    _check_numbers(config, name)
+    try:
+        spec = _parse(config, name)
+    except (TypeError, OverflowError, ZeroDivisionError, AttributeError, IndexError, RecursionError) as error:
+        # a value of the wrong type or size where the family's reader expects a number, list or object
+        raise ConfigError(f"{name}: config.json has a value this tool cannot read ({type(error).__name__}: "
+                          f"{str(error).splitlines()[0] if str(error) else 'no detail'})") from None
+    _check_spec(spec, name)
     if spec.vision is not None and spec.vision.kind in ("clip", "clip_anyres"):
         # LLaVA: engine rules read the text_config; give them the defaults it leaves to transformers
         config = {**config, "text_config": _llava_text_config(config)}

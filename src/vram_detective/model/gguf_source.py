@@ -1,15 +1,17 @@
 """GGUF files: metadata and tensor table (never the tensor data), mapped to a Hugging Face-style config.
 
-Local files are read with the `gguf` package's GGUFReader when it is installed (it memory-maps the file;
-the tensor data pages are never touched); otherwise, and for the Hub (where only a prefix of the file is
-fetched by range reads), with the small parser below, which works on a bytes prefix and says how many
-more bytes it needs. Both give the same table (tests/test_sources_gguf.py).
+Local files and the Hub (where only a prefix of the file is fetched by range reads) are read with the small
+parser below, which works on a bytes prefix and says how many more bytes it needs. Every count and length
+it reads is checked against the bytes that remain before anything is allocated, so a 300-byte file that
+claims 2^40 tokens fails at once (the `gguf` package's GGUFReader would try to build them; it is used only
+by the tests, to check this parser's table).
 
 vLLM keeps GGUF weights quantized in their block formats on the GPU (embedding included), so every
 tensor's bytes are its stored bytes: blocks of `block` elements take `type_size` bytes each.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import struct
@@ -24,6 +26,9 @@ DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT (ggml gguf.h) when general.alig
 MAX_GGUF_HEADER_BYTES = 512 * 1024 * 1024  # metadata + tensor infos; tokenizers take a few MB
 MAX_ARRAY_ITEMS = 50_000_000
 MAX_TENSORS = 10_000_000
+MAX_KEPT_ITEMS = 1 << 16  # longer arrays are only counted (per-layer arrays are what a config needs)
+MAX_ARRAY_DEPTH = 2  # an array of arrays at most (ggml's gguf.cpp reads no deeper)
+MAX_DIMS = 8
 
 # ggml type id -> (name, elements per block, bytes per block)   (ggml/include/ggml.h, gguf-py constants.py)
 GGML_TYPES: dict[int, tuple[str, int, int]] = {
@@ -110,20 +115,33 @@ class _Cursor:
             raise GGUFError(f"{self.source}: GGUF string of {length:,} bytes: corrupt file?")
         return bytes(self.take(length)).decode("utf-8", errors="replace")
 
-    def value(self, type_id: int, keep: bool = True):
+    def fits(self, count: int, each: int, what: str) -> None:
+        """`count` items of at least `each` bytes must fit in what the file (or the header limit) still holds."""
+        room = (self.file_size if self.file_size is not None else MAX_GGUF_HEADER_BYTES) - self.offset
+        if count * each > room:
+            raise GGUFError(f"{self.source}: GGUF {what} claims {count:,} items, more than the {max(room, 0):,} "
+                            "bytes left can hold: corrupt file?")
+
+    def value(self, type_id: int, keep: bool = True, depth: int = 0):
         """One metadata value; with keep=False an array is skipped and only its length returned."""
         if type_id in _SCALARS:
             return self.unpack(_SCALARS[type_id])
         if type_id == _STRING:
             return self.string()
         if type_id == _ARRAY:
-            return self.array(keep)
+            return self.array(keep, depth)
         raise GGUFError(f"{self.source}: unknown GGUF metadata value type {type_id}")
 
-    def array(self, keep: bool):
+    def array(self, keep: bool, depth: int = 0):
+        if depth >= MAX_ARRAY_DEPTH:
+            raise GGUFError(f"{self.source}: GGUF arrays nested over {MAX_ARRAY_DEPTH} deep: corrupt file?")
         item_type, count = self.unpack("<I"), self.unpack("<Q")
         if count > MAX_ARRAY_ITEMS:
             raise GGUFError(f"{self.source}: GGUF array of {count:,} items: corrupt file?")
+        if item_type not in _SCALARS and item_type not in (_STRING, _ARRAY):
+            raise GGUFError(f"{self.source}: unknown GGUF metadata value type {item_type}")
+        self.fits(count, struct.calcsize(_SCALARS[item_type]) if item_type in _SCALARS else 8, "array")
+        keep = keep and count <= MAX_KEPT_ITEMS
         if item_type in _SCALARS and not keep:
             self.take(struct.calcsize(_SCALARS[item_type]) * count)
             return count
@@ -131,7 +149,7 @@ class _Cursor:
         items = []
         for index in range(count):
             try:
-                items.append(self.value(item_type, keep))
+                items.append(self.value(item_type, keep, depth + 1))
             except NeedMoreBytes as more:
                 if index == 0:
                     raise
@@ -140,20 +158,20 @@ class _Cursor:
                 raise NeedMoreBytes(max(more.needed, estimate)) from None
         return items if keep else count
 
-    def tensor(self) -> CheckpointTensor:
-        """One tensor info: name, dims (GGUF lists them innermost first), type, data offset."""
+    def tensor(self) -> tuple[CheckpointTensor, int]:
+        """One tensor info: name, dims (GGUF lists them innermost first), type; and where its data ends."""
         name = self.string()
         n_dims = self.unpack("<I")
-        if n_dims > 8:
-            raise GGUFError(f"{self.source}: tensor {name!r} has {n_dims} dimensions: corrupt file?")
+        if not 1 <= n_dims <= MAX_DIMS:
+            raise GGUFError(f"{self.source}: tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS}): corrupt file?")
         dims = [self.unpack("<Q") for _ in range(n_dims)]
         type_id = self.unpack("<I")
-        self.unpack("<Q")  # data offset
+        data_offset = self.unpack("<Q")
         numel = 1
         for dim in dims:
             numel *= dim
         type_name, nbytes = tensor_bytes(type_id, numel, name, self.source)
-        return CheckpointTensor(name, tuple(reversed(dims)), type_name, nbytes, self.source)
+        return CheckpointTensor(name, tuple(reversed(dims)), type_name, nbytes, self.source), data_offset + nbytes
 
 
 def parse_prefix(data: bytes, source: str, file_size: int | None = None) -> GGUFHeader:
@@ -167,31 +185,37 @@ def parse_prefix(data: bytes, source: str, file_size: int | None = None) -> GGUF
     tensor_count, kv_count = cursor.unpack("<Q"), cursor.unpack("<Q")
     if tensor_count > MAX_TENSORS or kv_count > MAX_ARRAY_ITEMS:
         raise GGUFError(f"{source}: GGUF header claims {tensor_count:,} tensors and {kv_count:,} keys: corrupt file?")
+    cursor.fits(kv_count, 12, "key list")  # a key: its length (8 bytes), its value type (4)
+    cursor.fits(tensor_count, 24, "tensor list")  # a tensor info: name length, dimension count, type, offset
     metadata: dict = {}
     for _ in range(kv_count):
         key = cursor.string()
         type_id = cursor.unpack("<I")
         metadata[key] = cursor.value(type_id, keep=key not in _COUNT_ONLY)
-    tensors = tuple(cursor.tensor() for _ in range(tensor_count))
-    alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT) or DEFAULT_ALIGNMENT)
+    infos = [cursor.tensor() for _ in range(tensor_count)]
+    tensors = tuple(tensor for tensor, _ in infos)
+    data_end = max((end for _, end in infos), default=0)
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT) or DEFAULT_ALIGNMENT
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or not 1 <= alignment <= 1 << 20:
+        raise GGUFError(f"{source}: GGUF general.alignment {alignment!r} is not a byte count: corrupt file?")
     end = -(-cursor.offset // alignment) * alignment
+    if file_size is not None and end + data_end > file_size:
+        raise GGUFError(f"{source}: truncated GGUF file: its tensors end at byte {end + data_end:,} but the file has "
+                        f"{file_size:,}")
     return GGUFHeader(source, version, metadata, tensors, end)
 
 
 def read_local(path: str | os.PathLike) -> GGUFHeader:
-    """Metadata + tensor table of a local .gguf file (GGUFReader when the gguf package is installed)."""
-    path = Path(path)
-    try:
-        import gguf  # noqa: F401
-    except ImportError:
-        return _read_prefix_from_file(path)
-    return _read_with_gguf(path)
+    """Metadata + tensor table of a local .gguf file: the prefix parser over growing reads (never the data)."""
+    return _read_prefix_from_file(Path(path))
 
 
 def _read_prefix_from_file(path: Path) -> GGUFHeader:
-    size = path.stat().st_size
-    want = min(size, 1 << 20)
-    with open(path, "rb") as handle:
+    from ..units import open_regular_file
+
+    with open_regular_file(path, "the GGUF file") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        want = min(size, 1 << 20)
         data = handle.read(want)
         while True:
             try:
@@ -199,41 +223,8 @@ def _read_prefix_from_file(path: Path) -> GGUFHeader:
             except NeedMoreBytes as more:
                 want = min(size, max(more.needed, 2 * len(data)))
                 data += handle.read(want - len(data))
-
-
-def _read_with_gguf(path: Path) -> GGUFHeader:
-    from gguf import GGUFReader, GGUFValueType
-
-    try:
-        reader = GGUFReader(str(path))
-    except (ValueError, KeyError, IndexError, struct.error) as error:
-        raise GGUFError(f"{path}: not a readable GGUF file ({error})") from None
-    metadata: dict = {}
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF."):
-            continue
-        types = field.types
-        if not types:
-            continue
-        if types[0] == GGUFValueType.ARRAY:
-            if key in _COUNT_ONLY:
-                metadata[key] = len(field.data)
-            elif len(types) > 1 and types[1] == GGUFValueType.STRING:
-                metadata[key] = [bytes(field.parts[i]).decode("utf-8", errors="replace") for i in field.data]
-            else:
-                metadata[key] = [field.parts[i][0].item() for i in field.data]
-        elif types[0] == GGUFValueType.STRING:
-            metadata[key] = bytes(field.parts[field.data[0]]).decode("utf-8", errors="replace")
-        else:
-            metadata[key] = field.parts[field.data[0]][0].item()
-    tensors = []
-    for tensor in reader.tensors:
-        numel = int(tensor.n_elements)
-        type_name, nbytes = tensor_bytes(int(tensor.tensor_type), numel, tensor.name, str(path))
-        tensors.append(CheckpointTensor(tensor.name, tuple(int(d) for d in reversed(tensor.shape.tolist())), type_name,
-                                        nbytes, str(path)))
-    version = int(reader.fields["GGUF.version"].parts[-1][0])
-    return GGUFHeader(str(path), version, metadata, tuple(tensors), int(reader.data_offset))
+                if len(data) < want:  # the file shrank while it was read
+                    raise GGUFError(f"{path}: truncated GGUF file") from None
 
 
 # --- split files ----------------------------------------------------------------------------------------
@@ -302,12 +293,12 @@ GGUF_ARCHITECTURES = {
 def gguf_config(metadata: dict, tensors: tuple[CheckpointTensor, ...], source: str) -> dict:
     """An HF-style config.json from GGUF metadata, so that parse_config can size the model."""
     arch = metadata.get("general.architecture")
-    if arch not in GGUF_ARCHITECTURES:
+    if not isinstance(arch, str) or arch not in GGUF_ARCHITECTURES:
         raise UnsupportedArchitectureError(
             f"{source}: GGUF architecture {arch!r} is not sized yet (known: {', '.join(GGUF_ARCHITECTURES)})"
         )
     architecture, model_type = GGUF_ARCHITECTURES[arch]
-    get = _arch_getter(metadata, arch)
+    get = _arch_getter(metadata, arch, source)
     _check_required(get, arch, source)
     names = {t.name: t for t in tensors}
     hidden = int(get("embedding_length"))
@@ -342,13 +333,19 @@ def gguf_config(metadata: dict, tensors: tuple[CheckpointTensor, ...], source: s
     return config
 
 
-def _arch_getter(metadata: dict, arch: str):
+def _arch_getter(metadata: dict, arch: str, source: str):
     """get(key, default): metadata "<arch>.<key>"; per-layer lists (head_count_kv, feed_forward_length) give
     their largest value."""
     def get(key: str, default=None):
         value = metadata.get(f"{arch}.{key}", default)
         if isinstance(value, list):
+            if not all(isinstance(item, (int, float)) and not isinstance(item, bool) for item in value):
+                raise ConfigError(f"{source}: GGUF {arch}.{key} is an array of non-numbers: corrupt file?")
             value = max(value) if value else default
+        if value is not None and value is not default and not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{source}: GGUF {arch}.{key} has a value of the wrong type: corrupt file?")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{source}: GGUF {arch}.{key} is {value}: corrupt file?")
         return value
 
     return get
@@ -362,6 +359,18 @@ def _check_required(get, arch: str, source: str) -> None:
     missing = [f"{arch}.{key}" for key in required if get(key) is None]
     if missing:
         raise ConfigError(f"{source}: GGUF metadata lacks {', '.join(missing)}: cannot size the model")
+    for key, (low, high) in _GGUF_COUNTS.items():
+        value = get(key)
+        if value is not None and (isinstance(value, str) or not low <= value <= high):
+            raise ConfigError(f"{source}: GGUF {arch}.{key} is {value!r} (a count from {low} to {high:,}): corrupt file?")
+
+
+# counts a model's metadata gives, as (lowest, highest): the upper bounds are far beyond any model (a bound
+# keeps a corrupt 2^32 - 1 from sizing per-layer lists of four billion entries); dense models may write 0 experts
+_GGUF_COUNTS = {"block_count": (1, 100_000), "embedding_length": (1, 1 << 24), "attention.head_count": (1, 1 << 16),
+                "attention.head_count_kv": (1, 1 << 16), "feed_forward_length": (1, 1 << 26),
+                "context_length": (1, 1 << 34), "attention.key_length": (1, 1 << 16), "vocab_size": (1, 1 << 26),
+                "expert_count": (0, 1 << 16), "expert_used_count": (0, 1 << 16)}
 
 
 def _attention_keys(get, hidden: int, heads: int) -> dict:

@@ -11,6 +11,13 @@ huggingface_hub's own HfApi.get_safetensors_metadata reads the first 100 kB of e
 typical shard header, and mostly tensor data for small headers); reading the exact length keeps the bytes
 transferred at the header size (benchmarks/fetch.py).
 
+Time is bounded per command: every Hub call of one fetch shares one deadline (DEFAULT_DEADLINE seconds,
+VRAM_DETECTIVE_HUB_DEADLINE in the environment, or fetch(deadline=...)); a server that answers slowly,
+trickles bytes or stalls makes the fetch stop there with one line (HubDeadlineError), whatever the
+per-request timeout. Retries are quiet (huggingface_hub's "Trying to resume download" warnings are held back
+during a fetch). A Hub answer is trusted only as far as it is checked: the commit id must be 40 hex digits
+before it names a cache directory, and config files are refused over MAX_CONFIG_BYTES.
+
 The header table of a revision is kept, once complete, under the HF assets cache
 ($HF_HOME/assets/vram-detective/, written to a temporary file and renamed), keyed by commit, so that
 HF_HUB_OFFLINE=1 answers from it.
@@ -30,7 +37,8 @@ from pathlib import Path
 
 from .checkpoint import CheckpointTable, CheckpointTensor, table_from_safetensors
 from .safetensors_headers import TruncatedHeaderError, header_length, parse_header
-from .sources import MalformedConfigError, ModelSource, UnknownModelError
+from .sources import (MAX_CONFIG_BYTES, MAX_INDEX_BYTES, MalformedConfigError, ModelSource, UnknownModelError,
+                      index_shards, read_json_file)
 
 SMALL_CONFIG_FILES = ("config.json", "quantize_config.json", "quant_config.json", "hf_quant_config.json")
 INDEX_FILE = "model.safetensors.index.json"
@@ -38,6 +46,8 @@ SINGLE_FILE = "model.safetensors"
 GGUF_FIRST_READ = 256 * 1024
 GGUF_MARGIN = 64 * 1024
 MAX_WORKERS = 16
+DEFAULT_DEADLINE = 120.0  # seconds for all the Hub calls of one command (VRAM_DETECTIVE_HUB_DEADLINE)
+COMMIT = re.compile(r"[0-9a-f]{40}")
 CACHE_FORMAT = 1
 LOGIN_HINT = "log in with `huggingface-cli login` (or `hf auth login`), or set HF_TOKEN, or pass --hf-token"
 
@@ -74,6 +84,14 @@ class HubOfflineCacheMissError(UnknownModelError):
     pass
 
 
+class HubDeadlineError(HubUnreachableError):
+    """The command's Hub deadline passed before the answers were in."""
+
+
+class HubAnswerError(HubError):
+    """The server answered something no Hub answers (a commit id that is not one, a redirect loop)."""
+
+
 @dataclass(frozen=True)
 class HubSettings:
     endpoint: str
@@ -83,9 +101,23 @@ class HubSettings:
     token: str | None
     timeout: float
     tries: int = 2
+    deadline: float = DEFAULT_DEADLINE  # seconds for the whole fetch
+    expires: float = float("inf")  # time.monotonic() at which the fetch gives up
+
+    def left(self) -> float:
+        """Seconds until the deadline; HubDeadlineError once it has passed."""
+        left = self.expires - time.monotonic()
+        if left <= 0:
+            raise HubDeadlineError(f"{self.endpoint} did not give its answers within the {self.deadline:g} s deadline "
+                                   "(VRAM_DETECTIVE_HUB_DEADLINE); check the network, or set HF_HUB_OFFLINE=1 to use the "
+                                   "local cache")
+        return left
+
+    def request_timeout(self) -> float:
+        return max(0.05, min(self.timeout, self.left()))
 
     @classmethod
-    def from_environment(cls, token: str | None = None) -> "HubSettings":
+    def from_environment(cls, token: str | None = None, deadline: float | None = None) -> "HubSettings":
         """Read at call time (huggingface_hub.constants are frozen when it is first imported)."""
         hf_home = os.environ.get("HF_HOME")
         _hub()
@@ -95,12 +127,30 @@ class HubSettings:
         assets = os.environ.get("HF_ASSETS_CACHE") or (os.path.join(hf_home, "assets") if hf_home else constants.HF_ASSETS_CACHE)
         endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
         token = token or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
-        timeout = float(os.environ.get("VRAM_DETECTIVE_HUB_TIMEOUT") or os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or 10)
+        timeout = _seconds(os.environ.get("VRAM_DETECTIVE_HUB_TIMEOUT") or os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT"),
+                           "VRAM_DETECTIVE_HUB_TIMEOUT", 10.0)
         offline = _truthy(os.environ.get("HF_HUB_OFFLINE"))
         # huggingface_hub froze HF_HUB_OFFLINE when it was first imported; its download functions consult the
         # module constant, so keep it in step with the environment of this call
         constants.HF_HUB_OFFLINE = offline
-        return cls(endpoint, cache, assets, offline, token, timeout)
+        if deadline is None:
+            deadline = _seconds(os.environ.get("VRAM_DETECTIVE_HUB_DEADLINE"), "VRAM_DETECTIVE_HUB_DEADLINE", DEFAULT_DEADLINE)
+        if not (isinstance(deadline, (int, float)) and 0 < deadline < float("inf")):
+            raise HubError(f"Hub deadline {deadline!r}: give a positive number of seconds")
+        return cls(endpoint, cache, assets, offline, token, timeout, deadline=float(deadline),
+                   expires=time.monotonic() + float(deadline))
+
+
+def _seconds(text: str | None, name: str, default: float) -> float:
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise HubError(f"{name}={text!r}: give a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise HubError(f"{name}={text!r}: give a positive number of seconds")
+    return value
 
 
 def _truthy(value: str | None) -> bool:
@@ -129,7 +179,9 @@ def looks_like_repo_id(reference: str) -> bool:
 _TIMEOUTS = {"TimeoutException", "Timeout", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout",
              "TimeoutError", "ReadTimeoutError", "ConnectTimeoutError"}
 _NETWORK = {"ConnectError", "ConnectionError", "NetworkError", "RemoteProtocolError", "ProxyError", "ReadError",
-            "ProtocolError", "TransportError", "OfflineModeIsEnabled", "MaxRetryError", "NewConnectionError"}
+            "ProtocolError", "TransportError", "OfflineModeIsEnabled", "MaxRetryError", "NewConnectionError",
+            "DecodingError", "InvalidURL", "UnsupportedProtocol", "LocalProtocolError"}
+_REDIRECTS = {"TooManyRedirects"}
 
 
 def _names(error: BaseException) -> set[str]:
@@ -161,6 +213,8 @@ def _translate(error: BaseException, repo_id: str, revision: str | None, filenam
                                    "(check the network, or HF_ENDPOINT)")
     if "EntryNotFoundError" in names:
         return HubFileNotFoundError(f"{where}: no file {filename!r} in the repository")
+    if names & _REDIRECTS:
+        return HubAnswerError(f"{where}: {settings.endpoint} redirects in a loop ({_first_line(error)})")
     if names & _TIMEOUTS:
         return HubUnreachableError(f"{where}: {settings.endpoint} did not answer within {settings.timeout:g} s "
                                    f"({settings.tries} tries); check the network, or set HF_HUB_OFFLINE=1 to use the local cache")
@@ -172,7 +226,11 @@ def _translate(error: BaseException, repo_id: str, revision: str | None, filenam
         if status == 401:
             return GatedRepoTokenError(f"{where}: the Hub refused access (HTTP 401); {LOGIN_HINT}")
         return HubUnreachableError(f"{where}: {settings.endpoint} answered HTTP {status} for {filename or 'the repository'}")
-    return error if isinstance(error, Exception) else RuntimeError(str(error))
+    if isinstance(error, (ValueError, LookupError, OSError)):  # one line already (the CLI prints the first)
+        return error
+    # anything else from the HTTP stack is an answer this tool cannot read: one line, not a traceback
+    return HubAnswerError(f"{where}: {settings.endpoint} gave an answer this tool cannot read "
+                          f"({type(error).__name__}: {_first_line(error)})")
 
 
 def _first_line(error: BaseException) -> str:
@@ -181,18 +239,44 @@ def _first_line(error: BaseException) -> str:
 
 
 def _call(settings: HubSettings, what, repo_id: str, revision: str | None, filename: str | None):
-    """Run one Hub call; retry a timeout (settings.tries in all); translate errors into ours."""
+    """Run one Hub call within the deadline; retry a timeout (settings.tries in all) while time is left;
+    translate errors into ours."""
     for attempt in range(settings.tries):
         try:
-            return what()
+            return _before_deadline(settings, what)
         except Exception as error:  # huggingface_hub / httpx / requests exceptions, classified by name
             if type(error).__module__.startswith("vram_detective."):
-                raise  # ours (header errors, ...) are already one clear line
-            if _is_timeout(error) and attempt + 1 < settings.tries:
+                raise  # ours (header errors, the deadline, ...) are already one clear line
+            if _is_timeout(error) and attempt + 1 < settings.tries and settings.left() > 0.2 * (attempt + 1):
                 time.sleep(0.2 * (attempt + 1))
                 continue
             raise _translate(error, repo_id, revision, filename, settings) from None
     raise AssertionError("unreachable")
+
+
+def _before_deadline(settings: HubSettings, what):
+    """what() in a daemon thread, waited for until the deadline: huggingface_hub's own calls (model info, file
+    downloads) retry and resume inside, where no per-request timeout bounds a server that trickles bytes. At
+    the deadline the thread is left to end on its own (a daemon: it never holds the process open)."""
+    if settings.expires == float("inf"):
+        return what()
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = what()
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, name="vram-detective-hub", daemon=True)
+    worker.start()
+    worker.join(settings.left())
+    if worker.is_alive():
+        settings.left()  # raises HubDeadlineError once the time is up
+        worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 # --- range reads ----------------------------------------------------------------------------------------
@@ -215,7 +299,8 @@ def _content_range_total(value: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def range_get(url: str, headers: dict, start: int, end: int, timeout: float, counter: _Counter | None = None) -> tuple[bytes, int | None]:
+def range_get(url: str, headers: dict, start: int, end: int, timeout: float, counter: _Counter | None = None,
+              settings: HubSettings | None = None) -> tuple[bytes, int | None]:
     """Bytes start..end (inclusive) of a Hub file and the file's size, through huggingface_hub's session.
     A server that ignores Range is read only as far as needed, then the connection is dropped."""
     _hub()
@@ -226,15 +311,17 @@ def range_get(url: str, headers: dict, start: int, end: int, timeout: float, cou
     session = get_session()
     if callable(getattr(session, "stream", None)):  # httpx-based huggingface_hub (>= 1.0; requests has a bool)
         with session.stream("GET", url, headers=request_headers, timeout=timeout) as response:
-            return _consume(response, response.iter_bytes, start, want, counter, hf_raise_for_status)
+            return _consume(response, response.iter_bytes, start, want, counter, hf_raise_for_status, settings)
     response = session.get(url, headers=request_headers, timeout=timeout, stream=True)  # requests (< 1.0)
     try:
-        return _consume(response, lambda: response.iter_content(65536), start, want, counter, hf_raise_for_status)
+        return _consume(response, lambda: response.iter_content(65536), start, want, counter, hf_raise_for_status,
+                        settings)
     finally:
         response.close()
 
 
-def _consume(response, chunks, start: int, want: int, counter, raise_for_status) -> tuple[bytes, int | None]:
+def _consume(response, chunks, start: int, want: int, counter, raise_for_status,
+             settings: HubSettings | None = None) -> tuple[bytes, int | None]:
     if response.status_code == 416:
         raise TruncatedHeaderError(f"{response.url}: file shorter than the {start + want} bytes its header needs")
     if response.status_code >= 400:
@@ -247,6 +334,8 @@ def _consume(response, chunks, start: int, want: int, counter, raise_for_status)
     received = bytearray()
     for chunk in chunks():
         received += chunk
+        if settings is not None:
+            settings.left()  # a server trickling bytes stops here at the deadline
         # a 206 body is exactly what was asked: read to its end so the connection goes back to the pool;
         # a 200 (Range ignored) is cut as soon as the bytes needed are in
         if len(received) >= skip + want and (skip or len(received) > want):
@@ -267,7 +356,8 @@ def read_remote_header(url: str, headers: dict, source: str, timeout: float, cou
     def get(start: int, end: int):
         if settings is None:
             return range_get(url, headers, start, end, timeout, counter)
-        return _call(settings, lambda: range_get(url, headers, start, end, timeout, counter), repo_id, None, filename)
+        return _call(settings, lambda: range_get(url, headers, start, end, settings.request_timeout(), counter, settings),
+                     repo_id, None, filename)
 
     prefix, size = get(0, 7)
     length = header_length(prefix, source, size)
@@ -284,7 +374,8 @@ def read_remote_gguf(url: str, headers: dict, source: str, timeout: float, count
     def get(start: int, end: int):
         if settings is None:
             return range_get(url, headers, start, end, timeout, counter)
-        return _call(settings, lambda: range_get(url, headers, start, end, timeout, counter), repo_id, None, filename)
+        return _call(settings, lambda: range_get(url, headers, start, end, settings.request_timeout(), counter, settings),
+                     repo_id, None, filename)
 
     data, size = get(0, GGUF_FIRST_READ - 1)
     while True:
@@ -361,6 +452,8 @@ def _concurrently(items: list[str], work, label: str):
 
 
 def _repo_folder(repo_id: str) -> str:
+    if not REPO_ID.match(repo_id) or ".." in repo_id:
+        raise HubError(f"{repo_id!r} is not a Hub repository id (org/name)")
     return "models--" + repo_id.replace("/", "--")
 
 
@@ -383,7 +476,9 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def save_cached(settings: HubSettings, repo_id: str, revision: str | None, commit: str, entry: dict) -> None:
+def save_cached(settings: HubSettings, repo_id: str, revision: str | None, commit: str | None, entry: dict) -> None:
+    if not commit or not COMMIT.fullmatch(commit):
+        return  # only a checked commit id names a cache directory
     root = _cache_root(settings, repo_id)
     try:
         _atomic_write(root / commit / "table.json", json.dumps({"version": CACHE_FORMAT, **entry}))
@@ -393,10 +488,15 @@ def save_cached(settings: HubSettings, repo_id: str, revision: str | None, commi
 
 
 def _ref_name(revision: str | None) -> str:
-    return (revision or "main").replace("/", "%2F")
+    from urllib.parse import quote
+
+    name = quote(revision or "main", safe="")  # '/' and '..' can never leave refs/
+    return "%2E" + name[1:] if name.startswith(".") else name
 
 
-def load_cached(settings: HubSettings, repo_id: str, commit: str) -> dict | None:
+def load_cached(settings: HubSettings, repo_id: str, commit: str | None) -> dict | None:
+    if not commit or not COMMIT.fullmatch(commit):
+        return None
     path = _cache_root(settings, repo_id) / commit / "table.json"
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
@@ -406,12 +506,13 @@ def load_cached(settings: HubSettings, repo_id: str, commit: str) -> dict | None
 
 
 def cached_commit(settings: HubSettings, repo_id: str, revision: str | None) -> str | None:
-    if revision and re.fullmatch(r"[0-9a-f]{40}", revision):
+    if revision and COMMIT.fullmatch(revision):
         return revision
     try:
-        return (_cache_root(settings, repo_id) / "refs" / _ref_name(revision)).read_text().strip() or None
+        commit = (_cache_root(settings, repo_id) / "refs" / _ref_name(revision)).read_text().strip()
     except OSError:
         return None
+    return commit if COMMIT.fullmatch(commit) else None
 
 
 def _table_to_json(table: CheckpointTable) -> dict:
@@ -441,38 +542,49 @@ class FetchStats:
 
 
 def fetch(repo_id: str, revision: str | None = None, token: str | None = None, gguf_file: str | None = None,
-          stats: FetchStats | None = None) -> ModelSource:
+          stats: FetchStats | None = None, deadline: float | None = None) -> ModelSource:
     """A ModelSource for a Hub repository: config from the small config files (or GGUF metadata) and the
-    checkpoint table from the headers of every shard."""
+    checkpoint table from the headers of every shard, all within `deadline` seconds (default: the
+    VRAM_DETECTIVE_HUB_DEADLINE environment variable, else DEFAULT_DEADLINE)."""
     hub = _hub()
-    settings = HubSettings.from_environment(token)
+    settings = HubSettings.from_environment(token, deadline)
+    _repo_folder(repo_id)  # a repository id, before it names anything
     started = time.monotonic()
     stats = stats if stats is not None else FetchStats()
-    if settings.offline:
-        source = _fetch_offline(hub, settings, repo_id, revision, gguf_file, stats)
-    else:
-        source = _fetch_online(hub, settings, repo_id, revision, gguf_file, stats)
+    with _quiet_hub_logs():
+        if settings.offline:
+            source = _fetch_offline(hub, settings, repo_id, revision, gguf_file, stats)
+        else:
+            source = _fetch_online(hub, settings, repo_id, revision, gguf_file, stats)
     stats.seconds = time.monotonic() - started
     return source
+
+
+class _quiet_hub_logs:
+    """huggingface_hub logs every retry ("Trying to resume download..."); the fetch reports one line itself."""
+
+    def __enter__(self):
+        import logging
+
+        self.logger = logging.getLogger("huggingface_hub")
+        self.level = self.logger.level
+        self.logger.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc):
+        self.logger.setLevel(self.level)
 
 
 def _download(hub, settings: HubSettings, repo_id: str, filename: str, revision: str | None, offline: bool) -> str:
     def run():
         return hub.hf_hub_download(repo_id, filename, revision=revision, cache_dir=settings.cache_dir,
                                    endpoint=settings.endpoint, token=settings.token, local_files_only=offline,
-                                   etag_timeout=settings.timeout)
+                                   etag_timeout=settings.request_timeout())
 
     return _call(settings, run, repo_id, revision, filename)
 
 
-def _read_json(path: str, label: str) -> dict:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise MalformedConfigError(f"{label}: not valid JSON ({error.msg} at line {error.lineno})") from None
-    if not isinstance(data, dict):
-        raise MalformedConfigError(f"{label}: not a JSON object")
-    return data
+def _read_json(path: str, label: str, limit: int = MAX_CONFIG_BYTES) -> dict:
+    return read_json_file(Path(path), label, limit)
 
 
 def _merge_quant_files(config: dict, extra: dict[str, dict]) -> dict:
@@ -484,10 +596,13 @@ def _merge_quant_files(config: dict, extra: dict[str, dict]) -> dict:
 def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None, gguf_file: str | None,
                   stats: FetchStats) -> ModelSource:
     api = hub.HfApi(endpoint=settings.endpoint, token=settings.token)
-    info = _call(settings, lambda: api.model_info(repo_id, revision=revision, timeout=settings.timeout), repo_id,
-                 revision, None)
-    commit = info.sha or revision or "main"
-    files = [sibling.rfilename for sibling in (info.siblings or [])]
+    info = _call(settings, lambda: api.model_info(repo_id, revision=revision, timeout=settings.request_timeout()),
+                 repo_id, revision, None)
+    if info.sha is not None and not (isinstance(info.sha, str) and COMMIT.fullmatch(info.sha)):
+        raise HubAnswerError(f"{repo_id}: {settings.endpoint} answered commit {str(info.sha)[:60]!r}, which is not a "
+                             "40-hex commit id")
+    commit = info.sha or revision or "main"  # without a checked commit nothing is cached (save_cached)
+    files = [sibling.rfilename for sibling in (info.siblings or []) if isinstance(sibling.rfilename, str)]
     label = f"{repo_id}@{commit[:12]}"
     from huggingface_hub.utils import build_hf_headers
 
@@ -510,8 +625,9 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
         stats.from_cache = True
     else:
         if INDEX_FILE in files:
-            index = _read_json(_download(hub, settings, repo_id, INDEX_FILE, revision, False), f"{repo_id}/{INDEX_FILE}")
-            shards = sorted(set((index.get("weight_map") or {}).values()))
+            index = _read_json(_download(hub, settings, repo_id, INDEX_FILE, revision, False), f"{repo_id}/{INDEX_FILE}",
+                               MAX_INDEX_BYTES)
+            shards = index_shards(index, f"{repo_id}/{INDEX_FILE}")
             missing = [shard for shard in shards if shard not in files]
             if missing:
                 raise HubFileNotFoundError(f"{label}: {INDEX_FILE} names {missing[0]}, which the repository lacks")

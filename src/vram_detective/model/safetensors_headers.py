@@ -110,10 +110,19 @@ def header_length(prefix: bytes, source: str, file_size: int | None = None, limi
     return length
 
 
+def _whole(value) -> int:
+    """A JSON integer as the safetensors format has them (the Rust reader takes usize: no floats, no bools)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(value)
+    return value
+
+
 def parse_header(blob: bytes, source: str, file_size: int | None = None) -> SafetensorsHeader:
     """The JSON part (without the 8-byte prefix). `file_size` (whole file) checks the data offsets."""
     try:
         raw = json.loads(blob.decode("utf-8").rstrip(" \x00"))
+    except RecursionError:
+        raise InvalidHeaderError(f"{source}: safetensors header is JSON nested too deeply") from None
     except UnicodeDecodeError:
         raise InvalidHeaderError(f"{source}: safetensors header is not UTF-8 text") from None
     except json.JSONDecodeError as error:
@@ -128,10 +137,12 @@ def parse_header(blob: bytes, source: str, file_size: int | None = None) -> Safe
             raise InvalidHeaderError(f"{source}: tensor {name!r} has no dtype/shape/data_offsets object")
         try:
             stored = entry["dtype"]
-            shape = tuple(int(dim) for dim in entry["shape"])
-            begin, end = (int(offset) for offset in entry["data_offsets"])
+            shape = tuple(_whole(dim) for dim in entry["shape"])
+            begin, end = (_whole(offset) for offset in entry["data_offsets"])
         except (KeyError, TypeError, ValueError):
             raise InvalidHeaderError(f"{source}: tensor {name!r} lacks a valid dtype, shape or data_offsets") from None
+        if not isinstance(stored, str) or len(shape) > 16:
+            raise InvalidHeaderError(f"{source}: tensor {name!r} has a dtype that is not a name, or over 16 dimensions")
         if stored not in SAFETENSORS_DTYPES:
             raise UnknownDtypeError(
                 f"{source}: tensor {name!r} has dtype {stored!r}, which this tool does not know "
@@ -162,8 +173,10 @@ def parse_header(blob: bytes, source: str, file_size: int | None = None) -> Safe
 
 def read_header(path: str | os.PathLike, limit: int = MAX_HEADER_BYTES) -> SafetensorsHeader:
     """Read the header of a local .safetensors file: 8 + N bytes, never the tensor data."""
+    from ..units import open_regular_file
+
     path = Path(path)
-    with open(path, "rb") as handle:
+    with open_regular_file(path, "the safetensors file") as handle:
         size = os.fstat(handle.fileno()).st_size
         length = header_length(handle.read(8), str(path), size, limit)
         blob = handle.read(length)

@@ -25,6 +25,59 @@ class MalformedConfigError(ValueError):
     pass
 
 
+class UnsafeShardPathError(MalformedConfigError):
+    """An index that names a file outside the model directory (an absolute path, '..', a link out)."""
+
+
+# Size limits on the JSON files read beside a checkpoint (configs are kilobytes; the largest indexes, with
+# ~100k tensors, are ~10 MB) and on their nesting (real files nest a few levels).
+MAX_CONFIG_BYTES = 8 << 20
+MAX_INDEX_BYTES = 64 << 20
+MAX_JSON_DEPTH = 64
+
+
+def parse_json_object(data: bytes, label: str, limit: int = MAX_CONFIG_BYTES) -> dict:
+    """A JSON object from `data`, or one line (MalformedConfigError): over `limit` bytes, not UTF-8 JSON,
+    nested deeper than MAX_JSON_DEPTH, or not an object."""
+    if len(data) > limit:
+        raise MalformedConfigError(f"{label}: {len(data):,} bytes, over the {limit:,}-byte limit for this file")
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise MalformedConfigError(f"{label}: not UTF-8 text") from None
+    except json.JSONDecodeError as error:
+        raise MalformedConfigError(f"{label}: not valid JSON ({error.msg} at line {error.lineno})") from None
+    except RecursionError:
+        raise MalformedConfigError(f"{label}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    if not isinstance(parsed, dict):
+        raise MalformedConfigError(f"{label}: not a JSON object")
+    if _depth(parsed) > MAX_JSON_DEPTH:
+        raise MalformedConfigError(f"{label}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return parsed
+
+
+def _depth(value) -> int:
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            if level <= MAX_JSON_DEPTH:
+                stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def read_json_file(path: Path, label: str | None = None, limit: int = MAX_CONFIG_BYTES) -> dict:
+    """A local JSON object file, read only when it is a regular file and at most `limit` bytes."""
+    from ..units import open_regular_file
+
+    with open_regular_file(path, "the JSON file") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        data = handle.read(min(size, limit) + 1)  # (read(limit) would allocate the whole limit up front)
+    return parse_json_object(data, label or str(path), limit)
+
+
 @dataclass(frozen=True)
 class ModelSource:
     repo_id: str
@@ -80,25 +133,38 @@ def merge_quant_files(config: dict, extra: dict[str, dict]) -> dict:
 
 
 def _read_json_file(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise MalformedConfigError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
-    if not isinstance(data, dict):
-        raise MalformedConfigError(f"{path}: not a JSON object")
-    return data
+    return read_json_file(path)
+
+
+def index_shards(index: dict, label: str) -> list[str]:
+    """The shard names an index's weight_map gives (checked: an object of tensor name -> file name)."""
+    weight_map = index.get("weight_map") or {}
+    if not isinstance(weight_map, dict) or not all(isinstance(name, str) and name for name in weight_map.values()):
+        raise MalformedConfigError(f"{label}: weight_map is not an object of tensor name -> shard file name")
+    return sorted(set(weight_map.values()))
+
+
+def _inside(directory: Path, shard: str, label: str) -> Path:
+    """directory/shard, refused unless it stays inside the directory once every link is resolved."""
+    if "\x00" in shard or Path(shard).is_absolute() or ".." in Path(shard).parts:
+        raise UnsafeShardPathError(f"{label}: names {shard!r}, which is outside the model directory")
+    root = directory.resolve()
+    path = (directory / shard).resolve()
+    if root != path and root not in path.parents:
+        raise UnsafeShardPathError(f"{label}: names {shard!r}, which links outside the model directory ({path})")
+    return directory / shard
 
 
 def _safetensors_files(directory: Path) -> list[Path]:
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        weight_map = _read_json_file(index).get("weight_map") or {}
-        shards = sorted(set(weight_map.values()))
-        for shard in shards:
-            if not (directory / shard).is_file():
+        shards = index_shards(read_json_file(index, limit=MAX_INDEX_BYTES), str(index))
+        paths = [_inside(directory, shard, str(index)) for shard in shards]
+        for shard, path in zip(shards, paths):
+            if not path.is_file():
                 raise UnknownModelError(f"{index}: names {shard}, which is not in {directory}")
-        return [directory / shard for shard in shards]
-    return sorted(directory.glob("*.safetensors"))
+        return paths
+    return sorted(path for path in directory.glob("*.safetensors") if _inside(directory, path.name, str(directory)))
 
 
 def _read_local(directory: Path) -> ModelSource:
@@ -136,10 +202,10 @@ def _is_gguf_path(path: Path) -> bool:
     return path.is_dir() and not (path / "config.json").is_file() and any(path.glob("*.gguf"))
 
 
-def _from_hub(reference: str, revision, token, gguf_file) -> ModelSource:
+def _from_hub(reference: str, revision, token, gguf_file, deadline: float | None = None) -> ModelSource:
     from .hub import fetch
 
-    return fetch(reference, revision=revision, token=token, gguf_file=gguf_file)
+    return fetch(reference, revision=revision, token=token, gguf_file=gguf_file, deadline=deadline)
 
 
 def _hub_available() -> bool:
@@ -149,15 +215,18 @@ def _hub_available() -> bool:
 
 
 def load_model(reference: str, source: str | None = None, revision: str | None = None, token: str | None = None,
-               gguf_file: str | None = None) -> ModelSource:
+               gguf_file: str | None = None, hub_deadline: float | None = None) -> ModelSource:
     """A local checkpoint (directory with config.json and safetensors, a .gguf file or a directory of them),
     then the built-in catalog (case-insensitive), then the Hugging Face Hub.
 
     `source` forces one of "local", "catalog", "hub", "gguf"; `revision`, `token` and `gguf_file` are for
-    the Hub and GGUF sources."""
+    the Hub and GGUF sources; `hub_deadline` bounds the seconds all Hub calls may take (hub.py)."""
     if source not in (None, "local", "catalog", "hub", "gguf"):
         raise UnknownModelError(f"unknown source {source!r} (local, catalog, hub or gguf)")
-    path = Path(reference).expanduser()
+    try:
+        path = Path(reference).expanduser()
+    except RuntimeError:  # '~nouser/x': no such user, so no such path
+        path = Path(reference)
     if source in (None, "local", "gguf") and path.exists():
         if source == "gguf" or (gguf_file and path.is_dir()) or _is_gguf_path(path):
             return _read_gguf(path, gguf_file)
@@ -171,7 +240,7 @@ def load_model(reference: str, source: str | None = None, revision: str | None =
     if source == "local":
         raise UnknownModelError(f"{reference}: no such local directory or file")
     if source in ("hub", "gguf"):
-        return _from_hub(reference.strip(), revision, token, gguf_file)
+        return _from_hub(reference.strip(), revision, token, gguf_file, hub_deadline)
     files = _catalog_files()
     found = files.get(reference.strip().lower())
     if found is not None and not (revision or gguf_file):
@@ -184,7 +253,7 @@ def load_model(reference: str, source: str | None = None, revision: str | None =
 
     if looks_like_repo_id(reference.strip()) and "/" in reference and _hub_available():
         try:
-            return _from_hub(reference.strip(), revision, token, gguf_file)
+            return _from_hub(reference.strip(), revision, token, gguf_file, hub_deadline)
         except UnknownModelError as error:
             if found is not None:
                 raise

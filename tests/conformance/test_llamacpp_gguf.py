@@ -69,7 +69,7 @@ def test_tensor_type_sizes(release, type_id):
     assert header.header_bytes == len(data) and len(data) % DEFAULT_ALIGNMENT == 0
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", RELEASES, ids=[f"test_gguf[ggml_row_size]@llamacpp-{r}" for r in RELEASES])
 def test_ggml_row_size_of_every_type(release):
     """ggml_row_size (engines/llamacpp/ggml_types.row_size) of 3 blocks of each type the release knows."""
     assert {name: row_size(name, 3 * block) for name, block, _ in types_of(release).values()} == \
@@ -88,7 +88,8 @@ def test_tensor_offsets(release, alignment, tmp_path):
     tensors before it; the alignment is 32 unless general.alignment says otherwise (1 in the custom case)."""
     ids = [tid for tid, (name, _, _) in types_of(release).items() if name != "Q8_1"]  # see Q8_1_GAP
     tensors = tuple(_tensor(i, tid, rows=1 + i % 3, blocks=1 + i % 5) for i, tid in enumerate(ids))
-    kvs = (kv_string("general.architecture", "llama"),) + ((kv_u32("general.alignment", alignment),) if alignment else ())
+    kvs = (kv_string("general.architecture", "llama"),)
+    kvs += (kv_u32("general.alignment", alignment),) if alignment else ()
     step = alignment or DEFAULT_ALIGNMENT
     data = gguf_file(tensors, kvs, alignment=step, with_data=True)
     path = tmp_path / "handcrafted.gguf"
@@ -135,9 +136,11 @@ REFUSED = {
     "KV_BAD_KEY_SIZE": (lambda r: gguf_file(kvs=(b"\xff" * 8 + b"general.alignment",)), None),
     "KV_BAD_TYPE": (lambda r: gguf_file(kvs=(kv_typed("my_key_0", GGUF_TYPE_COUNT, b"\0" * 8),)), None),
     "KV_BAD_ALIGN": (lambda r: gguf_file(kvs=BAD_ALIGN, alignment=13),
-                     "general.alignment 13 (not a power of two) taken as given: observed header_bytes 65 (57 padded to 13)"),
+                     "general.alignment 13 (not a power of two) taken as given: observed header_bytes 65 "
+                     "(57 padded to 13)"),
     "TENSORS_BAD_N_DIMS": (lambda r: gguf_file((Tensor("my_tensor_0", 0, (1, 1, 1, 1, 1)),)),
-                           "5 dimensions (GGML_MAX_DIMS is 4) accepted, observed shape (1, 1, 1, 1, 1): the reader allows up to 8"),
+                           "5 dimensions (GGML_MAX_DIMS is 4) accepted, observed shape (1, 1, 1, 1, 1): the "
+                           "reader allows up to 8"),
     "TENSORS_BAD_SHAPE": (lambda r: gguf_file((Tensor("my_tensor_0", 0, (-1,)),)),
                           "ne0 = -1 read as unsigned: observed shape (18446744073709551615,), nbytes 2**66 - 4"),
     "TENSORS_NE_TOO_BIG": (lambda r: gguf_file((Tensor("my_tensor_0", 0, (4 * (2**31 - 1),) * 2),)),

@@ -2,8 +2,14 @@
 import pytest
 
 from vram_detective.engines.vllm.kv_groups import AttentionLayer, mamba_block_sizing, plan_kv_groups, rule
-from vram_detective.engines.vllm.mamba_state import mamba_state, v0_mamba_cache_bytes
-from vram_detective.model.hybrid import hybrid_layout, is_hybrid
+from vram_detective.engines.vllm.mamba_state import mamba_state as _mamba_state
+from vram_detective.engines.vllm.mamba_state import v0_mamba_cache_bytes
+from vram_detective.model.hybrid import hybrid_layout, is_hybrid, mixer_facts
+
+
+def mamba_state(config: dict, *args, **kw):
+    """The engine reads the ModelSpec's mixer facts; these tests write config.json dicts."""
+    return _mamba_state(mixer_facts(config), *args, **kw)
 
 GIB = 1 << 30
 
@@ -148,7 +154,7 @@ def test_other_families():
 def test_hybrid_attention_layers_from_config():
     from vram_detective.engines.vllm.kv_groups import hybrid_attention_layers
 
-    layers, per_layer = hybrid_attention_layers(QWEN35, 1, 16, 2, "bfloat16")
+    layers, per_layer = hybrid_attention_layers(mixer_facts(QWEN35), 1, 16, 2, "bfloat16")
     assert len(layers) == 64 and per_layer[3] == (3,)
     assert layers[3] == AttentionLayer("full", 65536) and layers[0] == AttentionLayer("mamba", 3207168)
     plan = plan_kv_groups(layers, 1487 * 784 * 4096 * 16, 16, 32768, 16384, 16, (0, 19, 0), "v1")
@@ -157,7 +163,7 @@ def test_hybrid_attention_layers_from_config():
               "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "mamba_n_heads": 16,
               "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 1,
               "mamba_d_ssm": 1024}
-    layers, per_layer = hybrid_attention_layers(falcon, 1, 16, 2, "bfloat16")
+    layers, per_layer = hybrid_attention_layers(mixer_facts(falcon), 1, 16, 2, "bfloat16")
     assert per_layer == [(0, 1), (2, 3)] and [layer.kind for layer in layers] == ["full", "mamba"] * 2
     # Mamba2: conv (3, 1024 + 2 x 128) bf16 + ssm (16, 64, 128) bf16
     assert layers[1].page_bytes == (3 * 1280 + 16 * 64 * 128) * 2

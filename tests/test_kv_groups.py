@@ -12,14 +12,32 @@ from conftest import GIB, MODELS
 from vram_detective.engines.vllm.kv_groups import (
     AttentionLayer,
     SlidingWindowRefusal,
-    attention_layers_from_config,
+    attention_layers_from_facts,
     in_flight_tokens,
-    layer_kinds,
     plan_kv_groups,
     rule,
-    sliding_window_max_len_cap,
 )
+from vram_detective.engines.vllm.kv_groups import layer_kinds as _layer_kinds
+from vram_detective.engines.vllm.kv_groups import sliding_window_max_len_cap as _max_len_cap
 from vram_detective.engines.vllm.releases import release
+from vram_detective.model.attention import attention_facts
+
+
+# the engine reads the ModelSpec's attention facts; these tests write config.json dicts
+def attention_layers_from_config(config: dict, *args, **kw):
+    return attention_layers_from_facts(attention_facts(config), *args, **kw)
+
+
+def layer_kinds(config: dict, **kw):
+    return _layer_kinds(attention_facts(config), **kw)
+
+
+def sliding_window_max_len_cap(config: dict, *args, **kw):
+    return _max_len_cap(attention_facts(config), *args, **kw)
+
+
+def kv_sharing_targets(config: dict) -> list:
+    return list(attention_facts(config).kv_sharing_targets)
 
 
 def config_of(repo_dir: str) -> dict:
@@ -495,16 +513,12 @@ E2B_TEXT = {"model_type": "gemma4_text", "num_hidden_layers": 35, "num_attention
 
 
 def _e2b_layers(shared: bool) -> list[AttentionLayer]:
-    from vram_detective.engines.vllm.kv_groups import kv_sharing_targets
-
     targets = kv_sharing_targets(E2B_TEXT) if shared else [None] * 35
     return [AttentionLayer("full", 32_768, None, targets[i]) if i % 5 == 4
             else AttentionLayer("sliding", 16_384, 512, targets[i]) for i in range(35)]
 
 
 def test_gemma4_kv_sharing_targets():
-    from vram_detective.engines.vllm.kv_groups import kv_sharing_targets
-
     targets = kv_sharing_targets(E2B_TEXT)
     assert targets[:15] == [None] * 15
     assert targets[15:] == [14 if i % 5 == 4 else 13 for i in range(15, 35)]

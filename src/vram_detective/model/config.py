@@ -4,6 +4,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from .attention import AttentionFacts, attention_facts
+from .draft import DraftFacts, draft_facts
+from .hybrid import MixerFacts, mixer_facts
 from .quantization import QuantConfig, parse_quantization_config
 
 
@@ -166,8 +169,11 @@ class ModelSpec:
     encoder: EncoderSpec | None = None  # encoder-decoder models (Whisper): the decoder is the text model
     hybrid: object | None = None  # model/hybrid.py HybridLayout: Mamba / linear-attention layers (Bamba)
     mamba_chunk_size: int | None = None  # hybrids: mamba_chunk_size, else chunk_size, as config.json gives it
+    attention_facts: AttentionFacts | None = None  # model/attention.py: windows, chunks, MLA, KV sharing per layer
+    mixer: MixerFacts | None = None  # model/hybrid.py: a hybrid's Mamba / linear-attention mixer sizes
+    draft: DraftFacts | None = None  # model/draft.py: MTP layers, EAGLE / Medusa head sizes
     notes: tuple[str, ...] = field(default_factory=tuple)
-    # the config as read: engine rules that depend on raw keys (layer_types, windows) read it
+    # the config as read (the facts above are read from it; SGLang's pool still reads raw keys)
     source_config: dict | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -341,7 +347,14 @@ def parse_config(config: dict, name: str = "model") -> ModelSpec:
     elif spec.vision is not None and spec.vision.kind == "llama4":
         config = spec.source_config  # the text_config with Llama4TextConfig's defaults filled in
     chunk = (config.get("mamba_chunk_size") or config.get("chunk_size")) if spec.hybrid is not None else None
-    return replace(spec, source_config=config, mamba_chunk_size=int(chunk) if chunk else None)
+    return replace(spec, source_config=config, mamba_chunk_size=int(chunk) if chunk else None, **_facts(spec, config))
+
+
+def _facts(spec: ModelSpec, config: dict) -> dict:
+    """What engines read beyond the sizes above, each family's keys normalized once (model/attention.py,
+    model/hybrid.py, model/draft.py) from the config as stored in source_config."""
+    return {"attention_facts": attention_facts(config), "draft": draft_facts(config),
+            "mixer": mixer_facts(config) if spec.hybrid is not None else None}
 
 
 def _parse(config: dict, name: str) -> ModelSpec:

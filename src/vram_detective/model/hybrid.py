@@ -22,7 +22,7 @@ Everything here is a pure function of the config dict.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 # architecture -> (family, mixer)
@@ -143,3 +143,108 @@ def attention_shape(config: dict) -> tuple[int, int]:
     return kv_heads, head_dim
 
 
+
+
+@dataclass(frozen=True)
+class MixerFacts:
+    """A hybrid's recurrent mixer and softmax-attention sizes as its config.json states them, each family's
+    key names normalized (Mamba1: mamba_*; Mamba2: mamba_n_* / Nemotron-H's mamba_num_heads, ssm_state_size,
+    n_groups, conv_kernel; GatedDeltaNet: linear_*; MiniMax: the attention heads). Engines shard and size
+    them; `problem` says what a required key lacks (the engine raises it when it needs the state)."""
+
+    family: str
+    kind: str  # HybridLayout.mixer: "mamba1", "mamba2", "gated_delta_net", "linear_attention"
+    layers: tuple[str, ...]  # HybridLayout.layers
+    hidden_size: int | None = None
+    attention_shape: tuple[int, int] | None = None  # (KV heads, head_dim) of the softmax-attention layers
+    conv_kernel: int | None = None
+    heads: int | None = None  # Mamba2 heads / linear-attention heads
+    head_dim: int | None = None
+    d_state: int | None = None
+    n_groups: int | None = None
+    intermediate: int | None = None  # the mixer's inner width (expand x hidden, mamba_d_ssm, heads x head_dim)
+    dt_rank: int | None = None  # Mamba1 (JambaConfig "auto": ceil(hidden / 16))
+    proj_bias: bool = False
+    conv_bias: bool = True
+    rms_norm: bool = True  # the gated RMSNorm over the inner width (Falcon-H1: only with mamba_rms_norm)
+    key_heads: int | None = None  # GatedDeltaNet
+    value_heads: int | None = None
+    key_head_dim: int | None = None
+    value_head_dim: int | None = None
+    ssm_dtype: str | None = None  # the config's own SSM-state dtype (Nemotron-H mamba_ssm_cache_dtype, Qwen3.5 mamba_ssm_dtype)
+    attn_output_gate: bool = True  # Qwen3-Next / Qwen3.5: gated attention output (qkv_proj's extra query rows)
+    override_pattern: str = ""  # Nemotron-H hybrid_override_pattern (M mamba, * attention, - MLP, E MoE)
+    mlp_sizes: tuple[int, ...] = ()  # Nemotron-H MLP widths: one, or one per "-" layer
+    problem: str | None = None
+
+
+def _mamba2_sizes(family: str, cfg: dict, hidden: int) -> dict:
+    if family == "nemotron_h":
+        heads, head_dim = int(_need(cfg, "mamba_num_heads")), int(_need(cfg, "mamba_head_dim"))
+        return {"heads": heads, "head_dim": head_dim, "intermediate": heads * head_dim,
+                "n_groups": int(_need(cfg, "n_groups")), "d_state": int(_need(cfg, "ssm_state_size")),
+                "conv_kernel": int(_need(cfg, "conv_kernel")), "proj_bias": bool(cfg.get("use_bias", False)),
+                "conv_bias": bool(cfg.get("use_conv_bias", True))}
+    heads, head_dim = int(_need(cfg, "mamba_n_heads")), int(_need(cfg, "mamba_d_head"))
+    if family == "falcon_h1" and cfg.get("mamba_d_ssm") is not None:
+        intermediate = int(cfg["mamba_d_ssm"])  # falcon_h1.py: mamba_d_ssm overrides expand x hidden
+    else:
+        intermediate = int(float(_need(cfg, "mamba_expand")) * hidden)
+    return {"heads": heads, "head_dim": head_dim, "intermediate": intermediate,
+            "n_groups": int(_need(cfg, "mamba_n_groups")), "d_state": int(_need(cfg, "mamba_d_state")),
+            "conv_kernel": int(_need(cfg, "mamba_d_conv")), "proj_bias": bool(cfg.get("mamba_proj_bias", False)),
+            "conv_bias": bool(cfg.get("mamba_conv_bias", True)),
+            "rms_norm": family != "falcon_h1" or bool(cfg.get("mamba_rms_norm", False))}
+
+
+def _mixer_sizes(family: str, mixer: str, cfg: dict, hidden: int) -> dict:
+    if mixer == "mamba1":
+        dt_rank = cfg.get("mamba_dt_rank", "auto")
+        return {"intermediate": int(cfg.get("mamba_expand", 2)) * hidden, "conv_kernel": int(cfg.get("mamba_d_conv", 4)),
+                "d_state": int(cfg.get("mamba_d_state", 16)),
+                "dt_rank": -(-hidden // 16) if dt_rank in (None, "auto") else int(dt_rank),
+                "proj_bias": bool(cfg.get("mamba_proj_bias", False)), "conv_bias": bool(cfg.get("mamba_conv_bias", True))}
+    if mixer == "mamba2":
+        return _mamba2_sizes(family, cfg, hidden)
+    if mixer == "gated_delta_net":
+        return {"key_heads": int(_need(cfg, "linear_num_key_heads")), "value_heads": int(_need(cfg, "linear_num_value_heads")),
+                "key_head_dim": int(_need(cfg, "linear_key_head_dim")),
+                "value_head_dim": int(_need(cfg, "linear_value_head_dim")),
+                "conv_kernel": int(cfg.get("linear_conv_kernel_dim", 4))}
+    heads = int(_need(cfg, "num_attention_heads"))  # MiniMax lightning attention
+    return {"heads": heads, "head_dim": int(cfg.get("head_dim") or hidden // heads)}
+
+
+def _mlp_sizes(cfg: dict) -> tuple[int, ...]:
+    sizes = cfg.get("intermediate_size")
+    if isinstance(sizes, list):
+        return tuple(int(size) for size in sizes)
+    return (int(sizes),) if sizes is not None else ()
+
+
+def mixer_facts(config: dict) -> MixerFacts | None:
+    """The mixer facts of a hybrid config (None when the config is not one of the sized hybrids)."""
+    architecture = architecture_of(config)
+    if architecture is None:
+        return None
+    family, mixer = HYBRID_ARCHITECTURES[architecture]
+    cfg = _text(config)
+    facts = MixerFacts(family, mixer, hybrid_layout(config).layers, ssm_dtype=_ssm_dtype(family, cfg),
+                       attn_output_gate=bool(cfg.get("attn_output_gate", True)),
+                       override_pattern=str(cfg.get("hybrid_override_pattern") or ""),
+                       mlp_sizes=_mlp_sizes(cfg) if family == "nemotron_h" else ())
+    try:  # in the order vLLM's state-shape hooks read them, so the first missing key is named
+        shape = attention_shape(config)
+        hidden = int(_need(cfg, "hidden_size"))
+        sizes = _mixer_sizes(family, mixer, cfg, hidden)
+    except HybridConfigError as error:
+        return replace(facts, problem=str(error))
+    return replace(facts, hidden_size=hidden, attention_shape=shape, **sizes)
+
+
+def _ssm_dtype(family: str, cfg: dict) -> str | None:
+    if family == "nemotron_h":
+        return cfg.get("mamba_ssm_cache_dtype")
+    if family == "qwen3_next":
+        return cfg.get("mamba_ssm_dtype")
+    return None

@@ -7,9 +7,9 @@ the number of blocks, how many blocks one `max_model_len` request needs, "GPU KV
 "Maximum concurrency for L tokens per request: X.XXx", the extra lines it prints (padding layers,
 hybrid manager disabled) and whether the startup check "one full request must fit" passes.
 
-`attention_layers_from_config` builds the layer list from a config.json per family (Gemma 2/3,
-gpt-oss, Mistral/Llama/Phi-3 windows, Qwen2 `use_sliding_window`/`max_window_layers`, Llama 4
-chunked attention, MLA; `kv_sharing_targets`: Gemma 3n / Gemma 4 layers reusing an earlier layer's KV),
+`attention_layers_from_facts` builds the layer list from the ModelSpec's attention facts (model/attention.py
+reads each family's keys: Gemma 2/3, gpt-oss, Mistral/Llama/Phi-3 windows, Llama 4 chunked attention, MLA,
+Gemma 3n / Gemma 4 KV sharing) with this release's reading of Qwen2 `use_sliding_window`/`max_window_layers`,
 and `sliding_window_max_len_cap` says when a release disables interleaved sliding windows and caps
 max_model_len to the window instead.
 
@@ -26,13 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from ...model.attention import AttentionFacts
+from ...model.hybrid import MixerFacts
 from ...units import ceil_div
 from .kv_specs import KINDS, MLA, SPEC_TYPES, ChunkedLocal, FullAttention, KvSpec, RequestBound, SlidingWindow
 from .releases import NEWEST_KNOWN, release
 
 Version = tuple[int, int, int]
-
-
 
 
 @lru_cache(maxsize=256)
@@ -789,98 +789,32 @@ def _estimate_max_len(needed_for, available: int, max_model_len: int) -> int:
     return best
 
 
-# --- layers from a config.json ------------------------------------------------------------------------
-
-# HF Gemma3TextConfig / Gemma2Config defaults (Gemma 3 multimodal configs list only what differs).
-_GEMMA3_TEXT_DEFAULTS = {"num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-                         "sliding_window": 4096, "sliding_window_pattern": 6}
-_GEMMA2_DEFAULTS = {"num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-                    "sliding_window": 4096}
-_QWEN_WINDOW_FAMILIES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl_text", "qwen2_5_vl_text")
+# --- layers from the ModelSpec's attention facts (model/attention.py) --------------------------------------
 
 
 class SlidingWindowRefusal(ValueError):
     """vLLM refuses this sliding-window layout (message as that release words it)."""
 
 
-def text_config(config: dict) -> dict:
-    """The language-model part of a config (text_config of multimodal wrappers), with family defaults."""
-    inner = config.get("text_config")
-    merged = dict(inner) if isinstance(inner, dict) else dict(config)
-    model_type = merged.get("model_type") or config.get("model_type", "")
-    if model_type in ("gemma3", "gemma3_text"):
-        merged = {**_GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in merged.items() if v is not None}}
-        merged["model_type"] = "gemma3_text"
-    elif model_type == "gemma2":
-        merged = {**_GEMMA2_DEFAULTS, **{k: v for k, v in merged.items() if v is not None}}
-    elif model_type in ("llama4", "llama4_text"):
-        merged["model_type"] = "llama4_text"
-    return merged
-
-
-def layer_kinds(config: dict, *, version: Version | None = None,
+def layer_kinds(attention: AttentionFacts, *, version: Version | None = None,
                 disable_sliding_window: bool = False) -> list[tuple[str, int | None]]:
-    """(kind, window) per layer as vLLM's model code builds its attention layers."""
-    cfg = text_config(config)
-    model_type = cfg.get("model_type", "")
-    n = int(cfg.get("num_hidden_layers") or cfg.get("n_layer") or cfg.get("num_layers"))
-    if cfg.get("kv_lora_rank"):
+    """(kind, window) per layer as vLLM's model code builds its attention layers: the checkpoint's own
+    layout, except Qwen2-style windows, which each release reads its own way (_qwen_layers)."""
+    n = attention.num_layers
+    if attention.mla_latent is not None:
         return [("mla", None)] * n
-    window = cfg.get("sliding_window")
-    if window is None and isinstance(cfg.get("interleaved_sliding_window"), int):
-        window = cfg["interleaved_sliding_window"]  # configs rewritten by vLLM 0.6.5-0.9.x
     if disable_sliding_window:
         return [("full", None)] * n
-    layer_types = cfg.get("layer_types")
-
-    if model_type == "llama4_text":
-        chunk = cfg.get("attention_chunk_size")
-        if not chunk:
-            return [("full", None)] * n
-        no_rope = cfg.get("no_rope_layers")
-        if not no_rope:  # HF default: every no_rope_layer_interval-th layer is NoPE (global)
-            interval = int(cfg.get("no_rope_layer_interval", 4))
-            no_rope = [int((i + 1) % interval != 0) for i in range(n)]
-        # llama4.py: NoPE layers (0) are full attention, RoPE layers (1) chunked local
-        return [("chunked_local", int(chunk)) if no_rope[i] else ("full", None) for i in range(n)]
-
-    if layer_types and model_type not in _QWEN_WINDOW_FAMILIES:
-        out = []
-        for kind in layer_types[:n]:
-            if kind == "sliding_attention" and window:
-                out.append(("sliding", int(window)))
-            elif kind == "chunked_attention" and cfg.get("attention_chunk_size"):
-                out.append(("chunked_local", int(cfg["attention_chunk_size"])))
-            else:
-                out.append(("full", None))
-        return out
-
-    if model_type == "gemma2":
-        # gemma2.py: even layers slide (layer_idx % 2 == 0)
-        return [("sliding", int(window)) if window and i % 2 == 0 else ("full", None) for i in range(n)]
-    if model_type == "gemma3_text":
-        pattern = int(cfg.get("sliding_window_pattern") or 6)
-        # gemma3.py: sliding unless (layer_idx + 1) % pattern == 0
-        return [("sliding", int(window)) if window and (i + 1) % pattern else ("full", None) for i in range(n)]
-    if model_type == "gpt_oss":
-        # gpt_oss.py: sliding window on every other layer, layer 0 first
-        return [("sliding", int(window)) if window and i % 2 == 0 else ("full", None) for i in range(n)]
-    if isinstance(window, list):
-        # llama.py interleaved_sliding_window lists: layer i uses window[i % len]
-        return [("sliding", int(window[i % len(window)])) if window[i % len(window)] else ("full", None)
-                for i in range(n)]
-    if model_type in _QWEN_WINDOW_FAMILIES or "use_sliding_window" in cfg:
-        return _qwen_layers(cfg, n, window, version)
-    if window:
-        # Mistral-7B-v0.1, Phi-3 (2047 / 262144), ...: one window for every layer (cache_config.sliding_window)
-        return [("sliding", int(window))] * n
-    return [("full", None)] * n
+    if attention.max_window_layers_rule:
+        return _qwen_layers(attention, version)
+    return list(attention.layers)
 
 
-def _qwen_layers(cfg: dict, n: int, window, version: Version | None) -> list[tuple[str, int | None]]:
-    if not cfg.get("use_sliding_window") or not window:
+def _qwen_layers(attention: AttentionFacts, version: Version | None) -> list[tuple[str, int | None]]:
+    n, window = attention.num_layers, attention.window
+    if not attention.use_sliding_window or not window:
         return [("full", None)] * n  # the config carries a window it does not use
-    mwl = int(cfg.get("max_window_layers", n))
+    mwl = attention.max_window_layers if attention.max_window_layers is not None else n
     layers_rule = rule(version, "qwen2_max_window_layers")
     if layers_rule == "first-layers":
         return [("sliding", int(window)) if i < mwl else ("full", None) for i in range(n)]
@@ -894,55 +828,29 @@ def _qwen_layers(cfg: dict, n: int, window, version: Version | None) -> list[tup
     return [("sliding", int(window))] * n
 
 
-def attention_layers_from_config(config: dict, tp: int, block_size: int, dtype_bytes: int, *,
-                                 version: Version | None = None,
-                                 disable_sliding_window: bool = False) -> list[AttentionLayer]:
-    """The attention layers of a config.json on one tensor-parallel rank, with their page bytes.
+def attention_layers_from_facts(attention: AttentionFacts, tp: int, block_size: int, dtype_bytes: int, *,
+                                version: Version | None = None,
+                                disable_sliding_window: bool = False) -> list[AttentionLayer]:
+    """The attention layers on one tensor-parallel rank, with their page bytes.
 
     Page = 2 (K and V) x block_size x KV heads per rank x head_dim x dtype_bytes, KV heads per rank =
     max(1, kv_heads // tp); MLA: one latent of kv_lora_rank + qk_rope_head_dim, the same on every rank.
     `version` picks release-specific Qwen2 rules (None = the newest); SlidingWindowRefusal when vLLM refuses.
     """
-    cfg = text_config(config)
-    kinds = layer_kinds(config, version=version, disable_sliding_window=disable_sliding_window)
-    targets = kv_sharing_targets(config)
-    if cfg.get("kv_lora_rank"):
-        latent = int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim", 0))
-        page = block_size * latent * dtype_bytes
+    kinds = layer_kinds(attention, version=version, disable_sliding_window=disable_sliding_window)
+    if attention.mla_latent is not None:
+        page = block_size * attention.mla_latent * dtype_bytes
     else:
-        heads = int(cfg.get("num_attention_heads") or cfg.get("n_head"))
-        kv_heads = int(cfg.get("num_key_value_heads") or heads)
-        head_dim = int(cfg.get("head_dim") or int(cfg.get("hidden_size") or cfg.get("n_embd")) // heads)
-        page = 2 * block_size * max(1, kv_heads // tp) * head_dim * dtype_bytes
-    return [AttentionLayer(kind, page, window, target) for (kind, window), target in zip(kinds, targets)]
-
-
-def kv_sharing_targets(config: dict) -> list[int | None]:
-    """For each layer, the earlier layer whose KV cache it reads (None: its own): the last
-    num_kv_shared_layers layers share. Gemma 3n (gemma3n.py, 0.33.0 read): the layer just before them for
-    a full layer, the one two before for a sliding layer; Gemma 4 (gemma4.py 0.19.0-0.33.0): the last
-    non-shared layer of the same type."""
-    cfg = text_config(config)
-    n = int(cfg.get("num_hidden_layers") or cfg.get("n_layer") or cfg.get("num_layers"))
-    first = n - int(cfg.get("num_kv_shared_layers") or 0)
-    targets: list[int | None] = [None] * n
-    if first >= n:
-        return targets
-    kinds = [kind for kind, _ in layer_kinds(config)]
-    for i in range(first, n):
-        if cfg.get("model_type", "").startswith("gemma3n"):
-            target = first - (2 if kinds[i] == "sliding" else 1)
-        else:
-            earlier = [j for j in range(first) if kinds[j] == kinds[i]]
-            target = earlier[-1] if earlier else -1
-        targets[i] = target if target >= 0 else None
-    return targets
+        page = 2 * block_size * max(1, attention.kv_heads // tp) * attention.head_dim * dtype_bytes
+    return [AttentionLayer(kind, page, window, target)
+            for (kind, window), target in zip(kinds, attention.kv_sharing_targets)]
 
 
 # --- max_model_len capped to the window -----------------------------------------------------------------
 
 
-def sliding_window_max_len_cap(config: dict, version: Version, engine: str, attention_backend: str | None = None,
+def sliding_window_max_len_cap(attention: AttentionFacts, version: Version, engine: str,
+                               attention_backend: str | None = None,
                                disable_sliding_window: bool = False) -> tuple[int | None, str | None]:
     """(cap, warning) when the release disables interleaved sliding windows and caps max_model_len to the
     window (ModelConfig.__init__ -> _get_and_verify_max_len), else (None, None).
@@ -951,14 +859,10 @@ def sliding_window_max_len_cap(config: dict, version: Version, engine: str, atte
     VLLM_ATTENTION_BACKEND=XFORMERS, 0.7.2-0.10.x with XFORMERS or FLASHINFER (V0 only from 0.10.1);
     --disable-sliding-window caps in every release.
     """
-    cfg = text_config(config)
-    model_type = cfg.get("model_type", "")
-    window = cfg.get("sliding_window")
-    if window is None and isinstance(cfg.get("interleaved_sliding_window"), int):
-        window = cfg["interleaved_sliding_window"]
-    if not window:
+    model_type = attention.model_type
+    smallest = attention.smallest_window
+    if smallest is None:
         return None, None
-    smallest = min(w for w in window if w) if isinstance(window, list) else int(window)
     if disable_sliding_window:
         return smallest, None
     mode = rule(version, "interleaved_window_cap", engine)
@@ -971,7 +875,7 @@ def sliding_window_max_len_cap(config: dict, version: Version, engine: str, atte
         return smallest, ("Gemma 2 uses sliding window attention for every odd layer, which is currently not "
                           "supported by vLLM. Disabling sliding window and capping the max length to the sliding "
                           f"window size ({smallest}).")
-    if not _interleaved(cfg, window, version):
+    if not _interleaved(attention, version):
         return None, None
     if mode == "always":
         return smallest, (f"{model_type} has interleaved attention, which is currently not supported by vLLM. "
@@ -984,21 +888,21 @@ def sliding_window_max_len_cap(config: dict, version: Version, engine: str, atte
                       f"({smallest}).")
 
 
-def _interleaved(cfg: dict, window, version: Version) -> bool:
+def _interleaved(attention: AttentionFacts, version: Version) -> bool:
     """Whether the release counts this model's sliding windows as interleaved with full attention."""
-    model_type = cfg.get("model_type", "")
+    model_type = attention.model_type
     detection = rule(version, "interleaved_window_detection")
     if detection == "layer-types":
-        layer_types = cfg.get("layer_types") or ()
-        return {"full_attention", "sliding_attention"} <= set(layer_types) or model_type in ("gemma2", "gemma3_text")
+        return ({"full_attention", "sliding_attention"} <= set(attention.layer_types)
+                or model_type in ("gemma2", "gemma3_text"))
     types = rule(version, "interleaved_window_types")
-    interleaved = isinstance(window, list) or model_type in types  # type: ignore[operator]
+    interleaved = isinstance(attention.window, tuple) or model_type in types  # type: ignore[operator]
     if detection == "pattern":
-        interleaved = interleaved or cfg.get("sliding_window_pattern") is not None or model_type == "gemma2"
+        interleaved = interleaved or attention.sliding_window_pattern is not None or model_type == "gemma2"
     return interleaved
 
 
-# --- Mamba / linear-attention hybrids from a config.json ---------------------------------------------------
+# --- Mamba / linear-attention hybrids from the ModelSpec's mixer facts ------------------------------------
 
 
 def default_mamba_cache_mode(architecture: str, version: Version, enable_prefix_caching: bool | None = None) -> str:
@@ -1022,7 +926,7 @@ def default_mamba_cache_mode(architecture: str, version: Version, enable_prefix_
     return if_supported if supported else otherwise
 
 
-def hybrid_attention_layers(config: dict, tp: int, block_size: int, kv_dtype_bytes: int, model_dtype: str, *,
+def hybrid_attention_layers(mixer: MixerFacts, tp: int, block_size: int, kv_dtype_bytes: int, model_dtype: str, *,
                             mamba_cache_dtype: str = "auto", mamba_ssm_cache_dtype: str = "auto",
                             num_speculative_tokens: int = 0,
                             ) -> tuple[list[AttentionLayer], list[tuple[int, ...]]]:
@@ -1032,18 +936,19 @@ def hybrid_attention_layers(config: dict, tp: int, block_size: int, kv_dtype_byt
 
     Attention pages at `block_size` (2 x KV heads per rank x head_dim x kv_dtype_bytes per token); Mamba pages
     unpadded (mamba_state.py); plan_kv_groups raises the block size and pads them per release."""
-    from ...model import hybrid
+    from ...model.hybrid import HybridConfigError
     from .mamba_state import mamba_state
 
-    layout = hybrid.hybrid_layout(config)
-    kv_heads, head_dim = hybrid.attention_shape(config)
+    if mixer.attention_shape is None:
+        raise HybridConfigError(mixer.problem or "hybrid config without an attention shape")
+    kv_heads, head_dim = mixer.attention_shape
     attention_page = 2 * block_size * max(1, kv_heads // tp) * head_dim * kv_dtype_bytes
-    state = mamba_state(config, tp, model_dtype, mamba_cache_dtype=mamba_cache_dtype,
-                               mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
-                               num_speculative_tokens=num_speculative_tokens)
+    state = mamba_state(mixer, tp, model_dtype, mamba_cache_dtype=mamba_cache_dtype,
+                        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+                        num_speculative_tokens=num_speculative_tokens)
     layers: list[AttentionLayer] = []
     per_decoder_layer: list[tuple[int, ...]] = []
-    for kind in layout.layers:
+    for kind in mixer.layers:
         mine = []
         if "attention" in kind:
             mine.append(len(layers))

@@ -18,7 +18,8 @@ dtype), except where vLLM's per-model config hook overrides "auto": Nemotron-H t
 `mamba_ssm_cache_dtype` (default float16), Qwen3.5 its `mamba_ssm_dtype` (NemotronHForCausalLMConfig /
 Qwen3_5ForConditionalGenerationConfig in models/config.py, seen in 0.18).
 
-Everything here is a pure function of the config dict.
+The sizes come from the ModelSpec's mixer facts (model/hybrid.py reads each family's keys); the sharding,
+the dtypes and the speculative conv rows are this engine's.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from math import prod
 
 from ...model.dtypes import DTYPE_BYTES
-from ...model.hybrid import HYBRID_ARCHITECTURES, HybridConfigError, _need, _text, architecture_of
+from ...model.hybrid import HybridConfigError, MixerFacts
 from .releases import rule_at
 
 # the mamba cache dtypes accepted (model dtypes and vLLM's fp8 cache-dtype names)
@@ -66,60 +67,42 @@ def _divide(value: int, tp: int, what: str) -> int:
     return value // tp
 
 
-def mamba_state(config: dict, tp: int, model_dtype: str, *, mamba_cache_dtype: str = "auto",
+def mamba_state(mixer: MixerFacts, tp: int, model_dtype: str, *, mamba_cache_dtype: str = "auto",
                 mamba_ssm_cache_dtype: str = "auto", num_speculative_tokens: int = 0) -> MambaState:
-    """The per-layer state of one Mamba / linear-attention layer on one rank (shapes and dtypes)."""
-    architecture = architecture_of(config)
-    if architecture is None:
-        raise HybridConfigError("not a Mamba / linear-attention hybrid")
-    family, mixer = HYBRID_ARCHITECTURES[architecture]
-    cfg = _text(config)
+    """The per-layer state of one Mamba / linear-attention layer on one rank (shapes and dtypes), from the
+    ModelSpec's mixer facts (model/hybrid.py)."""
+    if mixer.problem:
+        raise HybridConfigError(mixer.problem)
     conv_dtype = _dtype(mamba_cache_dtype, model_dtype)
     if mamba_ssm_cache_dtype in (None, "auto"):
-        if family == "nemotron_h":
-            ssm_dtype = _dtype(cfg.get("mamba_ssm_cache_dtype") or "float16", model_dtype)
-        elif family == "qwen3_next" and cfg.get("mamba_ssm_dtype"):
-            ssm_dtype = _dtype(cfg["mamba_ssm_dtype"], model_dtype)
+        if mixer.family == "nemotron_h":  # NemotronHForCausalLMConfig: the config's dtype, float16 by default
+            ssm_dtype = _dtype(mixer.ssm_dtype or "float16", model_dtype)
+        elif mixer.family == "qwen3_next" and mixer.ssm_dtype:
+            ssm_dtype = _dtype(mixer.ssm_dtype, model_dtype)
         else:
             ssm_dtype = conv_dtype
     else:
         ssm_dtype = _dtype(mamba_ssm_cache_dtype, model_dtype)
-    hidden = int(_need(cfg, "hidden_size"))
     spec = int(num_speculative_tokens)
-
-    if mixer == "mamba1":
-        intermediate = int(cfg.get("mamba_expand", 2)) * hidden
-        per_rank = _divide(intermediate, tp, "mamba intermediate size")
-        conv = (int(cfg.get("mamba_d_conv", 4)) - 1, per_rank)
-        ssm = (per_rank, int(cfg.get("mamba_d_state", 16)))
-        return MambaState(mixer, (conv, ssm), (conv_dtype, ssm_dtype))
-    if mixer == "mamba2":
-        if family == "nemotron_h":
-            heads, head_dim = int(_need(cfg, "mamba_num_heads")), int(_need(cfg, "mamba_head_dim"))
-            intermediate = heads * head_dim
-            n_groups, state, kernel = int(_need(cfg, "n_groups")), int(_need(cfg, "ssm_state_size")), int(_need(cfg, "conv_kernel"))
-        else:
-            heads, head_dim = int(_need(cfg, "mamba_n_heads")), int(_need(cfg, "mamba_d_head"))
-            if family == "falcon_h1" and cfg.get("mamba_d_ssm") is not None:
-                intermediate = int(cfg["mamba_d_ssm"])
-            else:
-                intermediate = int(float(_need(cfg, "mamba_expand")) * hidden)
-            n_groups, state, kernel = int(_need(cfg, "mamba_n_groups")), int(_need(cfg, "mamba_d_state")), int(_need(cfg, "mamba_d_conv"))
-        groups = n_groups + _extra_groups(n_groups, tp)
-        conv = (kernel - 1 + spec, _divide(intermediate + 2 * groups * state, tp, "mamba conv dim"))
-        ssm = (_divide(heads, tp, "mamba heads"), head_dim, state)
-        return MambaState(mixer, (conv, ssm), (conv_dtype, ssm_dtype))
-    if mixer == "gated_delta_net":
-        k_heads, v_heads = int(_need(cfg, "linear_num_key_heads")), int(_need(cfg, "linear_num_value_heads"))
-        k_dim, v_dim = int(_need(cfg, "linear_key_head_dim")), int(_need(cfg, "linear_value_head_dim"))
-        kernel = int(cfg.get("linear_conv_kernel_dim", 4))
-        conv = (kernel - 1 + spec, _divide(2 * k_heads * k_dim + v_heads * v_dim, tp, "GatedDeltaNet conv dim"))
+    kind = mixer.kind
+    if kind == "mamba1":
+        per_rank = _divide(mixer.intermediate, tp, "mamba intermediate size")
+        conv = (mixer.conv_kernel - 1, per_rank)
+        ssm = (per_rank, mixer.d_state)
+        return MambaState(kind, (conv, ssm), (conv_dtype, ssm_dtype))
+    if kind == "mamba2":
+        groups = mixer.n_groups + _extra_groups(mixer.n_groups, tp)
+        conv = (mixer.conv_kernel - 1 + spec,
+                _divide(mixer.intermediate + 2 * groups * mixer.d_state, tp, "mamba conv dim"))
+        ssm = (_divide(mixer.heads, tp, "mamba heads"), mixer.head_dim, mixer.d_state)
+        return MambaState(kind, (conv, ssm), (conv_dtype, ssm_dtype))
+    if kind == "gated_delta_net":
+        k_heads, v_heads, k_dim, v_dim = mixer.key_heads, mixer.value_heads, mixer.key_head_dim, mixer.value_head_dim
+        conv = (mixer.conv_kernel - 1 + spec, _divide(2 * k_heads * k_dim + v_heads * v_dim, tp, "GatedDeltaNet conv dim"))
         ssm = (_divide(v_heads, tp, "linear value heads"), v_dim, k_dim)
-        return MambaState(mixer, (conv, ssm), (conv_dtype, ssm_dtype))
+        return MambaState(kind, (conv, ssm), (conv_dtype, ssm_dtype))
     # linear attention (MiniMax): one state tensor in the conv dtype
-    heads = int(_need(cfg, "num_attention_heads"))
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
-    return MambaState(mixer, ((heads // tp, head_dim, head_dim),), (conv_dtype,))
+    return MambaState(kind, ((mixer.heads // tp, mixer.head_dim, mixer.head_dim),), (conv_dtype,))
 
 
 def _graph_batch(batch: int) -> int:

@@ -550,7 +550,7 @@ def nvidia_smi_used_mib(total: int, engine: str, resident: int, activation: int,
 def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release,
                      layer_counts: tuple[int, ...]) -> tuple[list[kv_groups.AttentionLayer], list[tuple[int, ...]]]:
     """The model's attention layers with this rank's page size, and each pipeline stage's layer indices."""
-    if spec.hybrid is not None and spec.source_config:
+    if spec.hybrid is not None and spec.mixer is not None:
         # Mamba / linear-attention hybrids: attention layers plus one "mamba" state layer per mixer
         from ...model.config import UnsupportedArchitectureError
 
@@ -561,7 +561,7 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
         # V0: the Mamba layers' states live in the model's own MambaCacheManager (v0_mamba_cache below),
         # outside the KV blocks; plan_kv_groups counts the attention layers only
         layers, per_layer = kv_groups.hybrid_attention_layers(
-            spec.source_config, settings.tensor_parallel_size, settings.block_size, settings.kv_cache_dtype_bytes,
+            spec.mixer, settings.tensor_parallel_size, settings.block_size, settings.kv_cache_dtype_bytes,
             settings.dtype)
         workers, start = [], 0
         for count in layer_counts:
@@ -573,7 +573,7 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
     if spec.encoder is not None:
         return _encoder_decoder_layers(spec, settings, release, layout.page_bytes, layer_counts)
     try:
-        kinds = (kv_groups.layer_kinds(spec.source_config, version=release.version) if spec.source_config
+        kinds = (kv_groups.layer_kinds(spec.attention_facts, version=release.version) if spec.attention_facts
                  else [("full", None)] * spec.num_layers)
     except kv_groups.SlidingWindowRefusal as error:
         raise StartupRefusal(str(error)) from None
@@ -644,14 +644,14 @@ def v0_mamba_cache(spec: ModelSpec, settings: EngineSettings, release: Release, 
     conv and ssm states [mamba_layers, batch, *shape] in the model dtype (the model passes
     lm_head.weight.dtype, 0.6-0.10), built by the first forward - the profile run - and kept, so it sits in the
     profiled peak and comes out of the KV budget. (0, "") for non-hybrids and V1."""
-    if settings.engine != "v0" or spec.hybrid is None or not spec.source_config:
+    if settings.engine != "v0" or spec.hybrid is None or spec.mixer is None:
         return 0, ""
     from .mamba_state import mamba_state, v0_mamba_batch, v0_mamba_cache_bytes
 
     mamba_layers = sum(1 for kind in spec.hybrid.layers[first_layer:first_layer + count] if "mamba" in kind)
     if not mamba_layers:
         return 0, ""
-    state = mamba_state(spec.source_config, settings.tensor_parallel_size, settings.dtype,
+    state = mamba_state(spec.mixer, settings.tensor_parallel_size, settings.dtype,
                         mamba_cache_dtype=settings.dtype, mamba_ssm_cache_dtype=settings.dtype)
     batch = v0_mamba_batch(settings.max_num_seqs, settings.enforce_eager, release.version)
     cache = v0_mamba_cache_bytes(state, mamba_layers, settings.max_num_seqs, batch)

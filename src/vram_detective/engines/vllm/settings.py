@@ -360,12 +360,12 @@ def _max_model_len(given, spec: ModelSpec, gpu: Gpu, release: Release, engine: s
     """(derived max_model_len, the one served, auto-fit): the config's length, capped by a sliding window the
     backend cannot serve, then the user's value checked against it (-1: auto-fit, 0.15+)."""
     derived, reasons["max_model_len"] = derive_max_model_len(spec, release)
-    if spec.source_config:
+    if spec.attention_facts is not None:
         from .kv_groups import sliding_window_max_len_cap
 
         # V0's default attention backend is xFormers below sm80, FlashAttention above (selector.py)
         backend = "XFORMERS" if engine == "v0" and gpu.compute_capability < (8, 0) else "FLASH_ATTN"
-        cap, warning = sliding_window_max_len_cap(spec.source_config, release.version, engine, backend)
+        cap, warning = sliding_window_max_len_cap(spec.attention_facts, release.version, engine, backend)
         if cap and cap < derived:
             derived = cap
             reasons["max_model_len"] += f"; capped to the sliding window: {warning}"
@@ -519,12 +519,12 @@ def _kv_cache_dtype(kv_dtype: str, user: dict, spec: ModelSpec, gpu: Gpu, releas
 
 
 def _layer_kinds(spec: ModelSpec, release: Release) -> list[tuple[str, int | None]]:
-    if not spec.source_config:
+    if spec.attention_facts is None:
         return []
     from .kv_groups import SlidingWindowRefusal, layer_kinds
 
     try:
-        return layer_kinds(spec.source_config, version=release.version)
+        return layer_kinds(spec.attention_facts, version=release.version)
     except SlidingWindowRefusal:
         return []
 

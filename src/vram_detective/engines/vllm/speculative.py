@@ -35,6 +35,7 @@ import json
 from dataclasses import dataclass, replace
 
 from ...model.config import ModelSpec
+from ...model.draft import DraftFacts
 from ...model.dtypes import DTYPE_BYTES
 from .releases import rule_at
 from .weights import Inventory, Shard, TensorGroup, build_inventory
@@ -47,8 +48,6 @@ _ALIASES = {
     "mtp": "mtp", "deepseek_mtp": "mtp", "qwen3_next_mtp": "mtp", "mimo_mtp": "mtp", "glm4_moe_mtp": "mtp",
     "ernie_mtp": "mtp", "longcat_flash_mtp": "mtp", "qwen3_5_mtp": "mtp",
 }
-# config keys that give the number of MTP layers a checkpoint ships
-_MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
 
 
 class SpeculativeConfigError(ValueError):
@@ -118,12 +117,7 @@ def parse_speculative_config(value, model: str | None = None, num_tokens=None,
 
 
 def mtp_layer_count(spec: ModelSpec) -> int:
-    config = spec.source_config or {}
-    for source in (config, config.get("text_config") or {}):
-        for key in _MTP_LAYER_KEYS:
-            if source.get(key):
-                return int(source[key])
-    return 0
+    return spec.draft.mtp_layers if spec.draft is not None else 0
 
 
 def with_draft_spec(config: SpeculativeConfig, lookup) -> SpeculativeConfig:
@@ -166,8 +160,14 @@ def _head_spec(config: SpeculativeConfig, spec: ModelSpec) -> ModelSpec:
 
 
 def _draft_vocab(config: SpeculativeConfig, spec: ModelSpec) -> int:
-    source = (config.draft_spec.source_config if config.draft_spec else None) or {}
-    return int(source.get("draft_vocab_size") or (config.draft_spec or spec).vocab_size)
+    facts = _draft_facts(config)
+    return int(facts.draft_vocab_size or (config.draft_spec or spec).vocab_size)
+
+
+def _draft_facts(config: SpeculativeConfig) -> DraftFacts:
+    """The draft checkpoint's own facts (model/draft.py); none known without its config."""
+    facts = config.draft_spec.draft if config.draft_spec else None
+    return facts or DraftFacts()
 
 
 def _dense(name: str, count: int, shape: tuple[int, ...], dtype: str) -> TensorGroup:
@@ -202,10 +202,10 @@ def draft_weights(config: SpeculativeConfig | None, spec: ModelSpec, dtype: str,
 def _medusa_weights(config: SpeculativeConfig, spec: ModelSpec, dtype: str, tp: int) -> Inventory:
     """Medusa: num_heads residual blocks of [H, H] layers and one lm_head per head (or the original one)."""
     hidden = spec.hidden_size
-    source = (config.draft_spec.source_config if config.draft_spec else None) or {}
-    heads = int(source.get("num_heads") or config.num_speculative_tokens or 1)
-    blocks = int(source.get("num_hidden_layers") or 1)
-    lm_heads = 1 if source.get("original_lm_head") else heads
+    facts = _draft_facts(config)
+    heads = int(facts.medusa_heads or config.num_speculative_tokens or 1)
+    blocks = int(facts.medusa_blocks or 1)
+    lm_heads = 1 if facts.medusa_original_lm_head else heads
     groups = [_dense("medusa.blocks.{0..%d}.layers.*.weight" % (heads - 1), heads * blocks, (hidden, hidden), dtype),
               _dense("medusa.blocks.{0..%d}.layers.*.bias" % (heads - 1), heads * blocks, (hidden,), dtype),
               _dense("medusa.lm_heads.*.weight", lm_heads, (spec.padded_vocab_size // tp, hidden), dtype)]

@@ -490,7 +490,7 @@ def _mamba_mixers(spec: ModelSpec, tp: int, dtype: str, first_layer: int, layers
     (+ bias), A (float32), D, dt_bias [heads / tp], gated RMSNorm [intermediate / tp], out_proj
     [intermediate / tp -> hidden]; groups' = n_groups extended to a multiple of tp when it does not divide.
     Returns the parameter count."""
-    config = spec.source_config or {}
+    mixer = spec.mixer
     mine = [i for i in range(first_layer, first_layer + layers) if "mamba" in spec.hybrid.layers[i]]
     count = len(mine)
     if not count:
@@ -501,37 +501,25 @@ def _mamba_mixers(spec: ModelSpec, tp: int, dtype: str, first_layer: int, layers
         return _mamba1(spec, tp, dtype, mine, linear, groups, allocations)
     if spec.hybrid.mixer == "linear_attention":
         return _lightning_attention(spec, tp, dtype, mine, linear, groups, allocations)
-    pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.mamba"
+    # NemotronHMambaDecoderLayer names the module "mixer" (MambaMixer2 of mamba_num_heads x mamba_head_dim)
+    module = "mixer" if spec.family == "nemotron_h" else "mamba"
+    pattern = "model.layers.{" + ",".join(map(str, mine)) + "}." + module
     hidden = spec.hidden_size
-    if spec.family == "nemotron_h":
-        # NemotronHMambaDecoderLayer: MambaMixer2(intermediate = mamba_num_heads x mamba_head_dim,
-        # use_bias on in/out_proj, use_conv_bias), module name "mixer"
-        pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.mixer"
-        config = {"mamba_n_heads": config["mamba_num_heads"], "mamba_d_state": config["ssm_state_size"],
-                  "mamba_n_groups": config["n_groups"], "mamba_d_conv": config["conv_kernel"],
-                  "mamba_expand": int(config["mamba_num_heads"]) * int(config["mamba_head_dim"]) / hidden,
-                  "mamba_proj_bias": bool(config.get("use_bias", False)),
-                  "mamba_conv_bias": bool(config.get("use_conv_bias", True))}
-    heads, state = int(config["mamba_n_heads"]), int(config["mamba_d_state"])
-    n_groups, kernel = int(config["mamba_n_groups"]), int(config["mamba_d_conv"])
-    intermediate = int(config.get("mamba_expand", 2) * hidden)
-    if spec.family == "nemotron_h":
-        intermediate = int(spec.source_config["mamba_num_heads"]) * int(spec.source_config["mamba_head_dim"])
-    if spec.family == "falcon_h1" and config.get("mamba_d_ssm") is not None:
-        intermediate = int(config["mamba_d_ssm"])  # falcon_h1.py: mamba_d_ssm overrides expand x hidden
+    heads, state, n_groups, kernel = mixer.heads, mixer.d_state, mixer.n_groups, mixer.conv_kernel
+    intermediate = mixer.intermediate
     groups_rank = n_groups + (0 if n_groups % tp == 0 else tp - n_groups)
     conv_dim = intermediate + 2 * groups_rank * state
-    proj_bias = bool(config.get("mamba_proj_bias", False))
+    proj_bias = mixer.proj_bias
     linear("in_proj", hidden, (intermediate + conv_dim + heads) // tp, 5, "attention", proj_bias, False, hidden,
            count=count, pattern=pattern)
     linear("out_proj", intermediate // tp, hidden, 1, "attention", proj_bias, True, intermediate,
            count=count, pattern=pattern)
     parameters = 0
     dense = [("conv1d.weight", (conv_dim // tp, kernel), dtype)]
-    if config.get("mamba_conv_bias", True):
+    if mixer.conv_bias:
         dense.append(("conv1d.bias", (conv_dim // tp,), dtype))
     dense += [("A", (heads // tp,), "float32"), ("D", (heads // tp,), dtype), ("dt_bias", (heads // tp,), dtype)]
-    if spec.family != "falcon_h1" or config.get("mamba_rms_norm", False):
+    if mixer.rms_norm:
         # Mixer2RMSNormGated registers its weight only with use_rms_norm (Falcon-H1: config.mamba_rms_norm)
         dense.append(("norm.weight", (intermediate // tp,), dtype))
     parameters += _add_dense(groups, allocations, pattern, count, dense, "attention")
@@ -544,18 +532,16 @@ def _nemotron_h_mlps(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, k
     up_proj [hidden -> I / tp] + down_proj [I / tp -> hidden] (relu2, no gate; bias = mlp_bias), I =
     intermediate_size or its mlp_index-th entry when it is a list. Returns the parameters `linear` does not
     count itself."""
-    config = spec.source_config or {}
-    pattern = str(config.get("hybrid_override_pattern") or "")
+    pattern = spec.mixer.override_pattern
     tp = shard.tensor_parallel_size
     hidden = spec.hidden_size
-    sizes = config.get("intermediate_size")
+    sizes = spec.mixer.mlp_sizes
     bias = spec.mlp_bias
     by_size: dict[int, list[int]] = {}
     for index in range(first_layer, first_layer + layers):
         if pattern[index] == "-":
             mlp_index = pattern[: index + 1].count("-") - 1
-            size = int(sizes[mlp_index] if isinstance(sizes, list) and len(sizes) > 1 else
-                       sizes[0] if isinstance(sizes, list) else sizes)
+            size = sizes[mlp_index] if len(sizes) > 1 else sizes[0]
             by_size.setdefault(size, []).append(index)
     for size, mine in by_size.items():
         names = "model.layers.{" + ",".join(map(str, mine)) + "}.mixer"
@@ -595,17 +581,13 @@ def _mamba1(spec: ModelSpec, tp: int, dtype: str, mine: list[int], linear, group
     intermediate / tp] + bias, A float32 [intermediate / tp, d_state], D [intermediate / tp], out_proj
     [intermediate / tp -> hidden], RMSNorms on dt (dt_rank), B and C (d_state). Returns the parameters not
     counted by `linear`."""
-    from ...model.hybrid import _text
-
-    config = _text(spec.source_config or {})
+    mixer = spec.mixer
     count = len(mine)
     pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.mamba"
     hidden = spec.hidden_size
-    intermediate = int(config.get("mamba_expand", 2)) * hidden
-    state, kernel = int(config.get("mamba_d_state", 16)), int(config.get("mamba_d_conv", 4))
-    dt_rank = config.get("mamba_dt_rank", "auto")
-    dt_rank = -(-hidden // 16) if dt_rank in (None, "auto") else int(dt_rank)  # JambaConfig: ceil(hidden / 16)
-    proj_bias = bool(config.get("mamba_proj_bias", False))
+    intermediate = mixer.intermediate
+    state, kernel, dt_rank = mixer.d_state, mixer.conv_kernel, mixer.dt_rank
+    proj_bias = mixer.proj_bias
     rank = intermediate // tp
     linear("in_proj", hidden, 2 * rank, 2, "attention", proj_bias, False, hidden, count=count, pattern=pattern,
            quantizable=False)
@@ -616,7 +598,7 @@ def _mamba1(spec: ModelSpec, tp: int, dtype: str, mine: list[int], linear, group
     linear("out_proj", rank, hidden, 1, "attention", proj_bias, True, intermediate, count=count, pattern=pattern,
            quantizable=False)
     dense = [("conv1d.weight", (rank, 1, kernel), dtype)]
-    if config.get("mamba_conv_bias", True):
+    if mixer.conv_bias:
         dense.append(("conv1d.bias", (rank,), dtype))
     dense += [("A", (rank, state), "float32"), ("D", (rank,), dtype), ("dt_layernorm.weight", (dt_rank,), dtype),
               ("b_layernorm.weight", (state,), dtype), ("c_layernorm.weight", (state,), dtype)]
@@ -647,9 +629,7 @@ def _gated_attention(spec: ModelSpec) -> bool:
     gates the output; attn_output_gate, default True in qwen3_next.py)."""
     if spec.family != "qwen3_next":
         return False
-    from ...model.hybrid import _text
-
-    return bool(_text(spec.source_config or {}).get("attn_output_gate", True))
+    return spec.mixer.attn_output_gate if spec.mixer is not None else True
 
 
 def _gated_delta_net(spec: ModelSpec, tp: int, dtype: str, mine: list[int], linear, groups: list,
@@ -659,15 +639,13 @@ def _gated_delta_net(spec: ModelSpec, tp: int, dtype: str, mine: list[int], line
     conv1d [conv_dim / tp, 1, kernel] without bias (conv_dim = 2 key + value), dt_bias [v_heads / tp],
     A_log float32 [v_heads / tp], gated RMSNorm [head_v_dim] (replicated), out_proj [value / tp -> hidden];
     key = k_heads x k_dim, value = v_heads x v_dim. Returns the parameters not counted by `linear`."""
-    from ...model.hybrid import _text
-
-    config = _text(spec.source_config or {})
+    mixer = spec.mixer
     count = len(mine)
     pattern = "model.layers.{" + ",".join(map(str, mine)) + "}.linear_attn"
     hidden = spec.hidden_size
-    k_heads, v_heads = int(config["linear_num_key_heads"]), int(config["linear_num_value_heads"])
-    k_dim, v_dim = int(config["linear_key_head_dim"]), int(config["linear_value_head_dim"])
-    kernel = int(config.get("linear_conv_kernel_dim", 4))
+    k_heads, v_heads = mixer.key_heads, mixer.value_heads
+    k_dim, v_dim = mixer.key_head_dim, mixer.value_head_dim
+    kernel = mixer.conv_kernel
     key, value = k_heads * k_dim, v_heads * v_dim
     conv_dim = 2 * key + value
     linear("in_proj_qkvz", hidden, (2 * key + 2 * value) // tp, 4, "attention", False, False, hidden,

@@ -28,7 +28,8 @@ MAX_ARRAY_ITEMS = 50_000_000
 MAX_TENSORS = 10_000_000
 MAX_KEPT_ITEMS = 1 << 16  # longer arrays are only counted (per-layer arrays are what a config needs)
 MAX_ARRAY_DEPTH = 2  # an array of arrays at most (ggml's gguf.cpp reads no deeper)
-MAX_DIMS = 8
+MAX_DIMS = 4  # GGML_MAX_DIMS (ggml.h): gguf_init_from_file refuses more
+MAX_ELEMENTS = (1 << 63) - 1  # INT64_MAX: gguf.cpp refuses shapes whose element count overflows int64
 
 # ggml type id -> (name, elements per block, bytes per block)   (ggml/include/ggml.h, gguf-py constants.py)
 GGML_TYPES: dict[int, tuple[str, int, int]] = {
@@ -170,8 +171,11 @@ class _Cursor:
         numel = 1
         for dim in dims:
             numel *= dim
+            if dim > MAX_ELEMENTS or numel > MAX_ELEMENTS:
+                raise GGUFError(f"{self.source}: tensor {name!r} has shape {dims}: more elements than int64 holds, "
+                                "corrupt file?")
         type_name, nbytes = tensor_bytes(type_id, numel, name, self.source)
-        return CheckpointTensor(name, tuple(reversed(dims)), type_name, nbytes, self.source), data_offset + nbytes
+        return CheckpointTensor(name, tuple(reversed(dims)), type_name, nbytes, self.source), data_offset
 
 
 def parse_prefix(data: bytes, source: str, file_size: int | None = None) -> GGUFHeader:
@@ -194,15 +198,28 @@ def parse_prefix(data: bytes, source: str, file_size: int | None = None) -> GGUF
         metadata[key] = cursor.value(type_id, keep=key not in _COUNT_ONLY)
     infos = [cursor.tensor() for _ in range(tensor_count)]
     tensors = tuple(tensor for tensor, _ in infos)
-    data_end = max((end for _, end in infos), default=0)
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT) or DEFAULT_ALIGNMENT
-    if not isinstance(alignment, int) or isinstance(alignment, bool) or not 1 <= alignment <= 1 << 20:
-        raise GGUFError(f"{source}: GGUF general.alignment {alignment!r} is not a byte count: corrupt file?")
+    if (not isinstance(alignment, int) or isinstance(alignment, bool) or not 1 <= alignment <= 1 << 20
+            or alignment & (alignment - 1)):
+        raise GGUFError(f"{source}: GGUF general.alignment {alignment!r} is not a power of two: corrupt file?")
+    data_end = _check_offsets(infos, alignment, source)
     end = -(-cursor.offset // alignment) * alignment
     if file_size is not None and end + data_end > file_size:
         raise GGUFError(f"{source}: truncated GGUF file: its tensors end at byte {end + data_end:,} but the file has "
                         f"{file_size:,}")
     return GGUFHeader(source, version, metadata, tensors, end)
+
+
+def _check_offsets(infos: list, alignment: int, source: str) -> int:
+    """gguf.cpp's rule: each tensor's data starts where the previous ones end, each padded to the alignment.
+    Returns where the tensor data ends (relative to its start)."""
+    running = 0
+    for tensor, offset in infos:
+        if offset != running:
+            raise GGUFError(f"{source}: tensor {tensor.key_name!r} starts at data offset {offset:,}, expected "
+                            f"{running:,}: corrupt file?")
+        running += -(-tensor.nbytes // alignment) * alignment
+    return running
 
 
 def read_local(path: str | os.PathLike) -> GGUFHeader:

@@ -24,6 +24,11 @@ def simulate(pool: PoolSpec, workload: Workload, engine_rules: EngineRules | Non
              cost: CostModel | None = None, buckets: int = 240) -> SimulationResult:
     """Run `workload` against `pool` under the engine's rules (default: the pool's release, rules.py)."""
     rules = engine_rules or rules_for(pool)
+    notes = ["memory, not latency: step times come from a simple per-token cost model (simulate/cost.py)"]
+    if pool.engine == "sglang" and pool.block_size < SGLANG_GRAIN:
+        # a token-granular pool tracked in 16-token pages: at most 15 tokens per live request over
+        pool = coarse_pool(pool, SGLANG_GRAIN)
+        notes.append(f"SGLang's token pool tracked in pages of {SGLANG_GRAIN} tokens")
     if workload.max_model_len != pool.max_model_len and pool.max_model_len:
         workload = replace(workload, max_model_len=pool.max_model_len)
     cost = cost or CostModel()
@@ -31,10 +36,17 @@ def simulate(pool: PoolSpec, workload: Workload, engine_rules: EngineRules | Non
     arrivals = Arrivals(workload, seed)
     simulator = _simulator(pool.engine)(pool, rules, cost, arrivals, rec)
     end = simulator.run()
-    notes = ["memory, not latency: step times come from a simple per-token cost model (simulate/cost.py)"]
     if getattr(simulator, "rejected", 0):
         notes.append(f"{simulator.rejected} request(s) larger than the whole pool were refused")
     return rec.result(pool.engine, pool, end, tuple(notes))
+
+
+SGLANG_GRAIN = 16
+
+
+def coarse_pool(pool: PoolSpec, grain: int) -> PoolSpec:
+    scale = grain // pool.block_size
+    return replace(pool, num_blocks=pool.num_blocks // scale, block_size=grain, block_bytes=pool.block_bytes * scale)
 
 
 def _simulator(engine: str):

@@ -234,6 +234,7 @@ class VllmSim:
             hit = len(hits[0]) * self.bs if hits else 0
             n = r.tokens - hit
             if not self.chunked and n > budget:
+                self.blocked = n > self.pool.max_num_batched_tokens  # never fits one step
                 break
             n = min(n, budget)
             if not self._allocate(r, hit + n, hits, self.watermark):

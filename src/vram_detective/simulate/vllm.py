@@ -143,6 +143,7 @@ class VllmSim:
 
     def _start_decode(self, r: _Live) -> None:
         r.c0, r.d0 = r.computed, self.dstep
+        self._skip_window(r, r.computed)  # vLLM: at the next step's allocate_slots, before any other allocation
         r.decoding = True
         self.decoding += 1
         self._next_event(r)

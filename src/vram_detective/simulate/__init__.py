@@ -29,7 +29,8 @@ def simulate(pool: PoolSpec, workload: Workload, engine_rules: EngineRules | Non
         # a token-granular pool tracked in 16-token pages: at most 15 tokens per live request over
         pool = coarse_pool(pool, SGLANG_GRAIN)
         notes.append(f"SGLang's token pool tracked in pages of {SGLANG_GRAIN} tokens")
-    if workload.max_model_len != pool.max_model_len and pool.max_model_len:
+    # llama.cpp shifts a full slot's context instead of bounding requests by it
+    if workload.max_model_len != pool.max_model_len and pool.max_model_len and pool.engine != "llamacpp":
         workload = replace(workload, max_model_len=pool.max_model_len)
     cost = cost or CostModel()
     rec = Recorder(pool.num_blocks, buckets, max(workload.duration, 1.0) / buckets)

@@ -60,16 +60,19 @@ class VllmSim:
         self.blocked = False  # the waiting head failed to allocate; retried after a free
 
     # --- allocation -------------------------------------------------------------------------------
-    def _keys(self, r: _Live, count: int) -> list:
+    def _keys(self, r: _Live, start: int, stop: int):
+        """Block i's hash stands for its whole prefix: the shared system prefix's id while the block lies
+        inside it, else the session's (whose later turns re-send these tokens) or the request's own."""
         req, bs = r.req, self.bs
-        return [(req.prefix_id, i) if (i + 1) * bs <= req.prefix_tokens else (req.session or r.n, i) for i in range(count)]
+        own = req.session or r.n
+        return ((req.prefix_id, i) if (i + 1) * bs <= req.prefix_tokens else (own, i) for i in range(start, stop))
 
     def _hits(self, r: _Live) -> list[list[int]]:
         """The longest run of cached blocks at the start of the request (all groups), at most tokens - 1."""
         if not self.blocks.caching:
             return []
         hits: list[list[int]] = [[] for _ in self.pool.groups]
-        for i, key in enumerate(self._keys(r, (r.tokens - 1) // self.bs)):
+        for key in self._keys(r, 0, (r.tokens - 1) // self.bs):
             found = [self.blocks.lookup((g, key)) for g in range(len(hits))]
             if None in found:
                 break
@@ -113,11 +116,10 @@ class VllmSim:
         full = min(computed // self.bs, len(r.blocks[0]))
         if full <= r.keys:
             return
-        keys = self._keys(r, full)
-        for g, group in enumerate(r.blocks):
-            for i in range(r.keys, full):
+        for i, key in enumerate(self._keys(r, r.keys, full), r.keys):
+            for g, group in enumerate(r.blocks):
                 if group[i] is not None:
-                    self.blocks.cache(group[i], (g, keys[i]))
+                    self.blocks.cache(group[i], (g, key))
         r.keys = full
 
     def _free(self, r: _Live) -> None:

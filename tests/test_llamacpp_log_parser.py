@@ -6,8 +6,7 @@ from pathlib import Path
 
 from vram_detective.engines.llamacpp.log_parser import parse
 
-CASES = Path(__file__).resolve().parents[1] / ".." / "shared" / "groundtruth" / "dev-llamacpp.jsonl"
-CASES = CASES if CASES.exists() else Path("/work/shared/groundtruth/dev-llamacpp.jsonl")
+CASES = Path(__file__).resolve().parents[1] / "groundtruth" / "dev-llamacpp.jsonl"
 
 # figures that are not in a llama.cpp/Ollama log line of the excerpt
 NOT_IN_LINES = re.compile(r"^(nvidia_smi_.*|held_mib_.*|kv_mib_G\d+|ctx\d+_.*|gpu_usable_mib|gpu_total_mib_approx|"

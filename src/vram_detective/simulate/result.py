@@ -1,0 +1,138 @@
+"""What a simulation reports, and the bookkeeping every engine's simulator shares (Recorder)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, field
+
+from .series import Histogram, Series
+
+MAX_LISTED_PREEMPTIONS = 200
+
+
+@dataclass(frozen=True)
+class Preemption:
+    time_s: float
+    request: int  # the request's number in arrival order
+    cause: str  # e.g. "decode of request 7 needed a block; no free block"
+    mode: str  # "recompute", "swap", "retract", "context shift"
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    engine: str
+    pool_blocks: int
+    block_size: int
+    block_bytes: int
+    duration_s: float
+    requests: int
+    finished: int
+    peak_blocks: int  # blocks held by requests (cached free blocks are free, as the engine counts them)
+    p99_blocks: int  # time-weighted
+    mean_blocks: float
+    peak_running: int
+    peak_waiting: int
+    preemptions: int
+    preempted_requests: int
+    preemption_log: tuple[Preemption, ...]
+    prefix_hit_tokens: int
+    prompt_tokens: int
+    swap_out_bytes: int
+    swap_in_bytes: int
+    request_steps: int
+    occupancy: tuple[tuple[float, float, float], ...]  # (bucket start s, max blocks, mean blocks)
+    running_series: tuple[tuple[float, float, float], ...]
+    waiting_series: tuple[tuple[float, float, float], ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        return self.prefix_hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def preempted_fraction(self) -> float:
+        return self.preempted_requests / self.requests if self.requests else 0.0
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.peak_blocks * self.block_bytes
+
+    @property
+    def p99_bytes(self) -> int:
+        return self.p99_blocks * self.block_bytes
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.update(prefix_hit_rate=round(self.prefix_hit_rate, 4), preempted_fraction=round(self.preempted_fraction, 4),
+                   peak_bytes=self.peak_bytes, p99_bytes=self.p99_bytes, pool_bytes=self.pool_blocks * self.block_bytes)
+        return out
+
+
+def to_json(result: SimulationResult) -> str:
+    return json.dumps(result.to_dict(), indent=1)
+
+
+def to_csv(result: SimulationResult) -> str:
+    """The downsampled series, one row a bucket."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["time_s", "blocks_max", "blocks_mean", "bytes_max", "running_max", "waiting_max"])
+    for i, (t, peak, mean) in enumerate(result.occupancy):
+        running = result.running_series[i][1] if i < len(result.running_series) else 0
+        waiting = result.waiting_series[i][1] if i < len(result.waiting_series) else 0
+        writer.writerow([round(t, 3), int(peak), round(mean, 2), int(peak) * result.block_bytes, int(running), int(waiting)])
+    return out.getvalue()
+
+
+class Recorder:
+    """Counters and bounded series, updated by a simulator as its state changes."""
+
+    def __init__(self, capacity: int, buckets: int = 512, bucket_s: float = 1.0):
+        self.hist = Histogram(capacity)
+        self.blocks = Series(buckets, bucket_s)
+        self.running = Series(buckets, bucket_s)
+        self.waiting = Series(buckets, bucket_s)
+        self.last = (-1, -1, -1)
+        self.preemptions: list[Preemption] = []
+        self.preemption_count = 0
+        self.preempted: set[int] = set()
+        self.hit_tokens = self.prompt_tokens = self.swap_out = self.swap_in = 0
+        self.request_steps = self.arrived = self.finished = 0
+        self.peak_running = self.peak_waiting = 0
+
+    def state(self, t: float, used: int, running: int, waiting: int) -> None:
+        if (used, running, waiting) == self.last:
+            return
+        if used != self.last[0]:
+            self.hist.set(t, used)
+            self.blocks.record(t, used)
+        if running != self.last[1]:
+            self.running.record(t, running)
+            self.peak_running = max(self.peak_running, running)
+        if waiting != self.last[2]:
+            self.waiting.record(t, waiting)
+            self.peak_waiting = max(self.peak_waiting, waiting)
+        self.last = (used, running, waiting)
+
+    def preempt(self, t: float, request: int, cause: str, mode: str) -> None:
+        self.preemption_count += 1
+        self.preempted.add(request)
+        if len(self.preemptions) < MAX_LISTED_PREEMPTIONS:
+            self.preemptions.append(Preemption(round(t, 6), request, cause, mode))
+
+    def result(self, engine: str, pool, t: float, notes: tuple[str, ...] = ()) -> SimulationResult:
+        self.hist.set(t, self.hist.level)
+        occupancy = self.blocks.finish(t)
+        total = sum(self.hist.seconds)
+        mean = sum(level * s for level, s in enumerate(self.hist.seconds)) / total if total else 0.0
+        return SimulationResult(
+            engine=engine, pool_blocks=pool.num_blocks, block_size=pool.block_size, block_bytes=pool.block_bytes,
+            duration_s=t, requests=self.arrived, finished=self.finished, peak_blocks=self.hist.peak,
+            p99_blocks=self.hist.percentile(0.99), mean_blocks=mean, peak_running=self.peak_running,
+            peak_waiting=self.peak_waiting, preemptions=self.preemption_count, preempted_requests=len(self.preempted),
+            preemption_log=tuple(self.preemptions), prefix_hit_tokens=self.hit_tokens, prompt_tokens=self.prompt_tokens,
+            swap_out_bytes=self.swap_out, swap_in_bytes=self.swap_in, request_steps=self.request_steps,
+            occupancy=occupancy, running_series=self.running.finish(t), waiting_series=self.waiting.finish(t),
+            notes=notes,
+        )

@@ -1,0 +1,66 @@
+"""The verdict: the smallest pool that serves a workload with (almost) no preemption, found by
+re-simulating (bisection over the number of blocks), and the launch flags that give that pool."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..breakdown import Breakdown
+from . import simulate
+from .cost import CostModel
+from .pool import PoolSpec
+from .workloads import Workload
+
+
+@dataclass(frozen=True)
+class Verdict:
+    blocks: int  # the smallest pool found (None-like 0 when even `limit` blocks preempt too often)
+    bytes: int
+    preempted_fraction: float  # at that size
+    simulations: int
+    budget: float  # the preemption budget searched for (fraction of requests ever preempted)
+
+
+def smallest_pool(pool: PoolSpec, workload: Workload, seed: int = 0, budget: float = 0.01,
+                  cost: CostModel | None = None, limit: int | None = None) -> Verdict:
+    """Bisection on num_blocks: fewest blocks whose run preempts at most `budget` of the requests
+    (0.01: no preemption at the 99th percentile of requests). Searches up to `limit` (default 4x the pool)."""
+    runs = 0
+
+    def ok(blocks: int) -> tuple[bool, float]:
+        nonlocal runs
+        runs += 1
+        result = simulate(pool.with_blocks(blocks), workload, seed=seed, cost=cost)
+        return result.preempted_fraction <= budget and result.finished == result.requests, result.preempted_fraction
+
+    top = limit or pool.num_blocks * 4
+    low, high = 1, pool.num_blocks
+    good, fraction = ok(high)
+    while not good and high < top:
+        low, high = high, min(top, high * 2)
+        good, fraction = ok(high)
+    if not good:
+        return Verdict(0, 0, fraction, runs, budget)
+    while high - low > max(1, high // 200):  # to within 0.5%
+        mid = (low + high) // 2
+        good_mid, fraction_mid = ok(mid)
+        if good_mid:
+            high, fraction = mid, fraction_mid
+        else:
+            low = mid
+    return Verdict(high, high * pool.block_bytes, fraction, runs, budget)
+
+
+def flags_for_bytes(b: Breakdown, pool_bytes: int) -> dict[str, object]:
+    """Launch settings giving a KV pool of `pool_bytes` on the Breakdown's card and model:
+    vLLM --kv-cache-memory-bytes (exact) and --gpu-memory-utilization (the budget the other terms leave:
+    utilization x total = budget - kv pool + pool_bytes); SGLang --mem-fraction-static the same way."""
+    total = b.total_gpu_bytes
+    if b.engine_name == "vllm":
+        budget = int(b.figure("budget_bytes") or 0)
+        others = budget - b.kv_cache_bytes
+        util = (others + pool_bytes) / total
+        return {"kv_cache_memory_bytes": pool_bytes, "gpu_memory_utilization": round(min(1.0, util + 0.005), 2)}
+    if b.engine_name == "sglang":
+        static = b.weights_bytes + pool_bytes
+        return {"mem_fraction_static": round(min(1.0, static / total + 0.005), 3)}
+    return {"ctx_size_tokens": pool_bytes // max(1, b.kv_bytes_per_token)}

@@ -22,7 +22,8 @@ BY_ID = {case["id"]: case for case in CASES}
 # figures a case holds that the repo copy of its log does not print: taken from the notes, or from an author's
 # table that scripts/sync_groundtruth.py drops (it keeps only what programs printed)
 NOT_IN_LOG = {("sglang-qwen25-05b-pd-prefill-4070tis-mfs015", "nvidia_smi_used_mib_before"),
-              ("sglang-qwen3-14b-4x4090-tp4-mfs080", "nvidia_smi_used_mib")}
+              ("sglang-qwen3-14b-4x4090-tp4-mfs080", "nvidia_smi_used_mib"),
+              ("sglang-qwen3-14b-4x4090-tp4-mfs080", "nvidia_smi_total_mib")}
 
 
 def _spec(repo: str):

@@ -103,7 +103,7 @@ class LlamaCppEngine:
         shown = (("n_gpu_layers", lay.offloaded), ("n_ctx", lay.n_ctx), ("n_parallel", lay.settings.n_parallel),
                  ("type_k", lay.settings.type_k), ("type_v", lay.settings.type_v),
                  ("flash_attn", "on" if lay.flash_attn else "off"), ("n_ubatch", lay.n_ubatch),
-                 ("mmap", lay.settings.mmap))
+                 ("mmap", lay.settings.mmap)) + ((("gguf_type", lay.settings.gguf_type),) if gguf_checkpoint is None else ())
         rows = tuple(Setting(k, v, k in settings) for k, v in shown)
         return to_breakdown(spec, gpu, lay, f"b{version[0]}", self.label, self.name, settings=rows)
 
@@ -121,8 +121,17 @@ class LlamaCppEngine:
         return [(0, tensors)]
 
     def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
-        lay = self.layout(spec, gpu, settings, version, gguf_checkpoint=checkpoint)
-        return lay.model
+        """The GGUF header's tensors beside the model buffers they land in (None for a non-GGUF checkpoint,
+        which llama.cpp does not load)."""
+        from .report import GgufReport
+
+        if checkpoint.format != "gguf":
+            return None
+        return GgufReport(checkpoint, self.layout(spec, gpu, settings, version, gguf_checkpoint=checkpoint))
+
+    def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
+        """The common knobs in llama.cpp's names: -c, and the GPUs the layers are split over (-sm layer)."""
+        return {**({"n_ctx": context} if context else {}), **({"num_gpus": gpus} if gpus > 1 else {})}
 
     def first_release_serving(self, architecture: str, version):
         return None  # architectures by build are not tabled yet: every modelled build is taken to serve it

@@ -30,10 +30,26 @@ def _flag_names() -> dict[str, str]:
 
 
 def is_llamacpp_log(text: str) -> bool:
-    """llama.cpp's loader and context lines in any era (load_tensors, llama_kv_cache, llama_context...)."""
+    """llama.cpp's loader and context lines in any era (load_tensors, llama_kv_cache, llama_context...); an
+    Ollama server log carries them too and is Ollama's."""
+    from ..ollama.log_parser import is_ollama_log
+
     markers = ("load_tensors:", "llama_kv_cache", "llama_new_context_with_model", "llama_context:",
-               "llama_model_loader:", "print_info:", "llm_load_print_meta")
-    return any(marker in text for marker in markers)
+               "llama_model_loader:", "print_info:", "llm_load_print_meta", "ggml_cuda_init:",
+               "common_memory_breakdown_print:", "common_params_fit")
+    return any(marker in text for marker in markers) and not is_ollama_log(text)
+
+
+# the figures `logs` sets against the prediction: (observed key, label, read from the Breakdown); a figure the
+# prediction lacks (a device it does not use) is left out
+_BUFFERS = tuple(f"{device}_{kind}_buffer_mib" for kind in ("model", "kv", "compute")
+                 for device in ("cpu_mapped", "cpu", "cuda_host") + tuple(f"cuda{i}" for i in range(8)))
+LOG_FIGURES = tuple((key, key.removesuffix("_mib").replace("_", " ") + (" (MiB)" if key.endswith("_mib") else ""),
+                     lambda b, key=key: b.figure(key))
+                    for key in ("offloaded_layers", "total_layers") + _BUFFERS
+                    + ("cuda_host_output_buffer_mib", "cpu_output_buffer_mib", "kv_size_mib", "k_mib", "v_mib",
+                       "kv_cells")) + (
+    ("nvidia_smi_used_mib", "nvidia-smi used (MiB)", lambda b: b.nvidia_smi_used_mib),)
 
 
 class LlamaCppEngine:
@@ -64,6 +80,24 @@ class LlamaCppEngine:
         from .log_parser import parse
 
         return LogFormats(log_lines, parse, is_llamacpp_log)
+
+    log_figures = LOG_FIGURES
+    log_only_settings = ("gguf_type", "device_free_mib")
+    log_version_basis = "printed by the log (build: N)"
+
+    def log_settings(self, text: str) -> dict:
+        from .log_parser import log_settings
+
+        return log_settings(text)
+
+    def log_version(self, text: str):
+        from .log_parser import infer_build
+
+        build = infer_build(text)
+        return None if build is None else (build,)
+
+    def log_findings(self, observed: dict):
+        return None
 
     @cached_property
     def levers(self) -> Levers:

@@ -138,6 +138,32 @@ class OllamaEngine:
         return LogFormats(log_lines, parse, is_ollama_log)
 
     @cached_property
+    def log_figures(self) -> tuple:
+        from ..llamacpp.engine import LOG_FIGURES
+
+        return LOG_FIGURES
+
+    log_only_settings = ("gguf_type", "device_free_mib")
+    log_version_basis = "printed by the log (version=)"
+
+    def log_settings(self, text: str) -> dict:
+        from .log_parser import log_settings
+
+        return log_settings(text)
+
+    def log_version(self, text: str):
+        from .log_parser import parse
+
+        version = parse(text).get("ollama_version")
+        return None if version is None else self.releases.resolve(version)
+
+    def log_findings(self, observed: dict):
+        """Where Ollama's estimate and llama.cpp's allocation differ, and why (log_parser.reconcile)."""
+        from .log_parser import findings
+
+        return findings(observed)
+
+    @cached_property
     def levers(self) -> Levers:
         from ..llamacpp.engine import FastPathUnsupported, NoFastPath
 

@@ -163,6 +163,33 @@ class LlamaCppEngine:
             return None
         return GgufReport(checkpoint, self.layout(spec, gpu, settings, version, gguf_checkpoint=checkpoint))
 
+    def command_line(self, settings: dict, version, model: str = "model.gguf") -> str:
+        """The exact llama-server line for these settings (fit.command; the build's defaults left out)."""
+        from .fit import command
+        from .settings import resolve
+
+        return command(resolve(settings, version[0]), model)
+
+    def _budgets(self, gpu, settings: dict, ceiling: int | None) -> dict[str, int]:
+        count = int(settings.get("num_gpus") or len(settings.get("tensor_split") or ()) or 1)
+        return {f"CUDA{i}": ceiling or gpu.cuda_total_bytes for i in range(count)}
+
+    def fit_layers(self, spec, gpu, settings: dict, version, *, n_ctx: int, model: str = "model.gguf",
+                   gguf_checkpoint=None, ceiling: int | None = None):
+        """The most layers on the GPU(s) at context n_ctx (fit.most_gpu_layers), within `ceiling` per GPU."""
+        from .fit import most_gpu_layers
+
+        return most_gpu_layers(spec, settings, version[0], self._budgets(gpu, settings, ceiling), n_ctx, model,
+                               gguf_checkpoint)
+
+    def fit_context(self, spec, gpu, settings: dict, version, *, model: str = "model.gguf", gguf_checkpoint=None,
+                    ceiling: int | None = None):
+        """The largest context with every layer on the GPU(s) (fit.largest_context)."""
+        from .fit import largest_context
+
+        return largest_context(spec, settings, version[0], self._budgets(gpu, settings, ceiling), model,
+                               gguf_checkpoint)
+
     def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
         """The common knobs in llama.cpp's names: -c, and the GPUs the layers are split over (-sm layer)."""
         return {**({"n_ctx": context} if context else {}), **({"num_gpus": gpus} if gpus > 1 else {})}

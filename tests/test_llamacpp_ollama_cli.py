@@ -63,6 +63,7 @@ def test_explain_a_catalog_model_at_a_mix(capsys):
     assert q4["cuda0_kv_buffer_mib"] == q8["cuda0_kv_buffer_mib"] == 36 * 8 * 128 * 2 * 2 * 32768 / MIB
     assert 1.6 < q8["cuda0_model_buffer_mib"] / q4["cuda0_model_buffer_mib"] < 1.8  # 8.5 vs ~4.9 bits a weight
     assert main(["explain", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--gpu", "4090", "--gguf-type", "Q9_X"]) == 2
+    assert main(["explain", "Qwen/Qwen3-8B", "--gpu", "4090", "--gguf-type", "Q4_K_M"]) == 2  # not a vLLM setting
 
 
 @pytest.mark.parametrize("line, settings", [

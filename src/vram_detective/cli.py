@@ -228,6 +228,10 @@ def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
     if args.engine:
         settings["engine"] = args.engine
     if getattr(args, "gguf_type", None):
+        engine = get_engine(args.engine_name)
+        if not getattr(engine, "gguf_mixes", False):  # an engine that sizes llama.cpp's quantization mixes
+            raise BadInput(f"--gguf-type sizes a llama.cpp quantization mix: it goes with --engine llamacpp or "
+                           f"ollama, not {engine.label}")
         settings["gguf_type"] = args.gguf_type
     return settings
 

@@ -82,6 +82,7 @@ class LlamaCppEngine:
         return LogFormats(log_lines, parse, is_llamacpp_log)
 
     log_figures = LOG_FIGURES
+    gguf_mixes = True  # sizes a model at a llama.cpp quantization mix without the file (--gguf-type)
     log_only_settings = ("gguf_type", "device_free_mib")
     log_version_basis = "printed by the log (build: N)"
 

@@ -143,6 +143,7 @@ class OllamaEngine:
 
         return LOG_FIGURES
 
+    gguf_mixes = True  # sizes a model at a llama.cpp quantization mix without the file (--gguf-type)
     log_only_settings = ("gguf_type", "device_free_mib")
     log_version_basis = "printed by the log (version=)"
 

@@ -5,6 +5,7 @@ from functools import lru_cache
 
 from .breakdown import Breakdown
 from .engines import get_engine
+from .engines.base import resolve_model as engine_model
 from .hardware import Gpu, custom_gpu, find_gpu
 from .model.config import ConfigError, ModelSpec, parse_config
 from .model.sources import ModelSource, load_model
@@ -40,6 +41,17 @@ def model_spec(reference: str, source: str | None = None, revision: str | None =
                           f"{len(table.tensors)} tensors ({table.format})") from None
 
 
+def model_and_checkpoint(reference: str, engine: str = "vllm", source: str | None = None, revision: str | None = None,
+                         token: str | None = None, gguf_file: str | None = None):
+    """(ModelSpec, checkpoint table or None): through the engine's own names first (Ollama's store), else
+    the common sources."""
+    found = engine_model(get_engine(engine), reference) if source is None else None
+    if found is not None:
+        return found
+    return (model_spec(reference, source, revision, token, gguf_file),
+            model_source(reference, source, revision, token, gguf_file).checkpoint)
+
+
 def resolve_gpu(gpu: str | None, gpu_memory: int | None) -> Gpu:
     if gpu_memory is not None:
         base = find_gpu(gpu) if gpu else None
@@ -66,8 +78,7 @@ def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None 
     version = engine_version if engine_version is not None else vllm_version
     if engine_version is not None and vllm_version is not None and engine_version != vllm_version:
         raise ValueError(f"two versions given: engine_version={engine_version} and vllm_version={vllm_version}")
-    spec = model_spec(model, source, revision, hf_token, gguf_file)
+    spec, checkpoint = model_and_checkpoint(model, runner.name, source, revision, hf_token, gguf_file)
     device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
-    checkpoint = model_source(model, source, revision, hf_token, gguf_file).checkpoint
     gguf = checkpoint if checkpoint is not None and checkpoint.format == "gguf" else None
     return runner.plan(spec, device, settings, runner.releases.resolve(version), gguf_checkpoint=gguf)

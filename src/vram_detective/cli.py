@@ -96,6 +96,9 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_optional: bool = 
     sources.add_argument("--revision", default=None, help="Hub revision (branch, tag or commit)")
     sources.add_argument("--hf-token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
     sources.add_argument("--gguf-file", default=None, help="which .gguf file of a GGUF repository or directory")
+    sources.add_argument("--gguf-type", dest="gguf_type", type=str.upper, default=None, metavar="MIX",
+                         help="llama.cpp / Ollama without a GGUF file: size the model as llama.cpp's quantizer "
+                              "mixes it (Q4_K_M, Q5_K_M, Q6_K, Q8_0, IQ4_XS, ...)")
 
 
 def _parse_or_bad(flag, raw, parse_flag_value):
@@ -201,18 +204,13 @@ def _launch_engine(args: argparse.Namespace, words: list[str]) -> str:
     """The engine a pasted line belongs to: the one --engine names, else the first other engine whose
     parser reads it (`python -m sglang.launch_server ...`, `sglang serve ...`), else vLLM."""
     from .engines import get_engine
+    from .engines.base import is_launch_line
 
     if getattr(args, "engine_given", False):
         return args.engine_name
     for name in ENGINES:
-        if name == "vllm":
-            continue
-        launch = get_engine(name).launch
-        try:
-            launch.parse(words)
+        if name != "vllm" and is_launch_line(get_engine(name), words):
             return name
-        except launch.error:
-            continue
     return args.engine_name
 
 
@@ -229,6 +227,12 @@ def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
         settings["entrypoint"] = args.entrypoint
     if args.engine:
         settings["engine"] = args.engine
+    if getattr(args, "gguf_type", None):
+        engine = get_engine(args.engine_name)
+        if not getattr(engine, "gguf_mixes", False):  # an engine that sizes llama.cpp's quantization mixes
+            raise BadInput(f"--gguf-type sizes a llama.cpp quantization mix: it goes with --engine llamacpp or "
+                           f"ollama, not {engine.label}")
+        settings["gguf_type"] = args.gguf_type
     return settings
 
 
@@ -239,13 +243,13 @@ def _checkpoint_report(model: str, args: argparse.Namespace, gpu_memory: int | N
 
     engine = get_engine(args.engine_name)
     options = _source_options(args)
-    source = api.model_source(model, options["source"], options["revision"], options["hf_token"], options["gguf_file"])
-    if source.checkpoint is None:
+    spec, checkpoint = api.model_and_checkpoint(model, engine.name, options["source"], options["revision"],
+                                                options["hf_token"], options["gguf_file"])
+    if checkpoint is None:
         return None
-    spec = api.model_spec(model, options["source"], options["revision"], options["hf_token"], options["gguf_file"])
     device = api.resolve_gpu(args.gpu, gpu_memory)
     return engine.checkpoint_report(spec, device, dict(settings), engine.releases.resolve(args.vllm_version),
-                                    source.checkpoint)
+                                    checkpoint)
 
 
 def _engine_options(args: argparse.Namespace, settings: dict) -> dict:
@@ -319,7 +323,7 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     else:
         print(render_text(breakdown, sys.stdout))
         if report is not None:
-            print("\nCheckpoint (its real tensor headers) vs what vLLM holds on one GPU:")
+            print(f"\nCheckpoint (its real tensor headers) vs what {get_engine(args.engine_name).label} holds on one GPU:")
             print("\n".join(f"  {line}" for line in report.summary_lines()))
     if args.tensors and not args.json:
         from .render import render_tensors
@@ -340,8 +344,8 @@ def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_vers
 
     runner = get_engine(engine)
     options = source_options or {}
-    spec = api.model_spec(model, options.get("source"), options.get("revision"), options.get("hf_token"),
-                          options.get("gguf_file"))
+    spec, _ = api.model_and_checkpoint(model, runner.name, options.get("source"), options.get("revision"),
+                                       options.get("hf_token"), options.get("gguf_file"))
     device = api.resolve_gpu(gpu, gpu_memory)
     tp = int(settings.get("tensor_parallel_size") or settings.get("tp_size") or 1)
     return [(stage, stage * tp, list(inventory.groups))

@@ -12,24 +12,33 @@ import argparse
 from .units import GIB
 
 EXAMPLES = """examples:
-  vram-detective compare Qwen/Qwen3-8B --gpu 4090 --context 32k
+  vram-detective compare Qwen/Qwen3-8B --gpu 4090 --context 32k          # vLLM, SGLang, llama.cpp (Q4_K_M)
+  vram-detective compare Qwen/Qwen3-8B --gpu 4090 --context 32k --gguf-type Q8_0 --engines vllm,llamacpp,ollama
   vram-detective compare Qwen/Qwen3-235B-A22B-FP8 --gpu H100 -tp 4
   vram-detective compare Qwen/Qwen3-235B-A22B-FP8 --gpu H100 -tp 4 --version vllm=0.10.0 --version sglang=0.4.10 \\
       --mem-fraction-static 0.93
 """
 
+DEFAULT_ENGINES = ("vllm", "sglang", "llamacpp")
+DEFAULT_GGUF_TYPE = "Q4_K_M"  # what most llama.cpp users download; --gguf-type picks another mix
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "compare", help="the same model and GPU on each engine (vLLM, SGLang), side by side, and why they differ",
+        "compare", help="the same model and GPU on each engine (vLLM, SGLang, llama.cpp), side by side, and why they differ",
         description=__doc__.splitlines()[0], epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", help="catalog repo id or local model directory")
+    parser.add_argument("model", help="catalog repo id, local model directory or .gguf file")
     parser.add_argument("--gpu", required=True, help='GPU name or alias ("RTX 4090", "H100")')
     parser.add_argument("--context", help="tokens per request for the concurrency row (32k or 32768; default: "
                                           "each engine's own context length)")
-    parser.add_argument("-tp", "--tensor-parallel-size", dest="compare_tp", type=int, default=1, metavar="N")
+    parser.add_argument("-tp", "--tensor-parallel-size", dest="compare_tp", type=int, default=1, metavar="N",
+                        help="GPUs the model is split over (each engine in its own terms: TP, llama.cpp's layer split)")
+    parser.add_argument("--engines", dest="compare_engines", default=",".join(DEFAULT_ENGINES), metavar="LIST",
+                        help=f"engines to set side by side (default: {','.join(DEFAULT_ENGINES)}; ollama too)")
     parser.add_argument("--version", dest="compare_versions", action="append", default=[], metavar="ENGINE=VERSION",
                         help="an engine's release (default: each engine's newest); repeatable")
+    parser.add_argument("--gguf-type", dest="compare_gguf_type", type=str.upper, default=None, metavar="MIX",
+                        help=f"llama.cpp / Ollama without a GGUF file: the quantization mix (default {DEFAULT_GGUF_TYPE})")
     parser.add_argument("--gpu-memory-utilization", dest="compare_util", type=float, help="vLLM's budget fraction")
     parser.add_argument("--mem-fraction-static", dest="compare_mfs", type=float, help="SGLang's budget fraction")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -47,18 +56,35 @@ def _versions(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def compare(model: str, gpu: str, *, context: int | None = None, tp: int = 1, versions: dict | None = None,
-            settings: dict | None = None) -> list:
-    """One Breakdown per registered engine (vLLM's names; each engine reads them as its own)."""
-    from . import api
+def _engines(text: str) -> tuple[str, ...]:
     from .engines import ENGINES
 
+    names = tuple(dict.fromkeys(name.strip().lower() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in ENGINES]
+    if unknown or not names:
+        raise ValueError(f"--engines takes names among {', '.join(ENGINES)}: {text!r}")
+    return names
+
+
+def compare(model: str, gpu: str, *, context: int | None = None, tp: int = 1, versions: dict | None = None,
+            settings: dict | None = None, engines: tuple[str, ...] = DEFAULT_ENGINES,
+            skipped: list | None = None) -> list:
+    """One Breakdown per engine; each engine names the common knobs (context, GPUs) its own way
+    (engines.base.common_settings). An engine that cannot size this model goes to `skipped` (name, why)."""
+    from . import api
+    from .engines import get_engine
+    from .engines.base import common_settings
+
     out = []
-    for name in (name for name in ENGINES if name in ("vllm", "sglang")):  # engines that read vLLM's names
-        values = {"tensor_parallel_size": tp, **((settings or {}).get(name, {}))}
-        if context:
-            values["max_model_len"] = context
-        out.append(api.explain(model, gpu, engine=name, engine_version=(versions or {}).get(name), **values))
+    for name in engines:
+        engine = get_engine(name)
+        values = {**common_settings(engine, context=context, gpus=tp), **((settings or {}).get(name, {}))}
+        try:
+            out.append(api.explain(model, gpu, engine=name, engine_version=(versions or {}).get(name), **values))
+        except (ValueError, *engine.refusals) as error:
+            if skipped is None:
+                raise
+            skipped.append((engine.label, str(error).splitlines()[0]))
     return out
 
 
@@ -72,45 +98,72 @@ def rows(breakdowns: list, context: int | None) -> list[tuple[str, ...]]:
         length = context or b.max_model_len
         return f"{b.kv_cache_tokens / length:.2f}x at {length:,}"
 
+    def weights(b) -> str:
+        mix = next((s.value for s in b.settings if s.name == "gguf_type"), None)
+        split = any(child.key == "kv_cache" for child in b.components.children)
+        devices = 1 if split else len(b.components.children)  # a per-device sum: the whole model over its GPUs
+        return (_g(b.weights_bytes) + (f" over {devices} GPUs" if devices > 1 else "")
+                + (f" ({mix})" if mix else ""))
+
     graphs = [b.figure("cuda_graph_bytes") or 0 for b in breakdowns]
     return [
         ("", *(f"{b.engine_label} {b.engine_version}" for b in breakdowns)),
         ("budget", *(f"{_g(b.components.bytes)} ({b.components.label})" for b in breakdowns)),
-        ("weights per GPU", *(_g(b.weights_bytes) for b in breakdowns)),
+        ("weights per GPU", *(weights(b) for b in breakdowns)),
         ("KV pool", *(_g(b.kv_cache_bytes) for b in breakdowns)),
         ("KV bytes per token", *(f"{b.kv_bytes_per_token:,} B" for b in breakdowns)),
         ("KV tokens", *(f"{b.kv_cache_tokens:,}" for b in breakdowns)),
         ("concurrency", *(concurrency(b) for b in breakdowns)),
         ("CUDA graphs", *(_g(value) for value in graphs)),
+        ("host RAM", *(_g(b.figure("host_ram_bytes")) if b.figure("host_ram_bytes") is not None else "-"
+                       for b in breakdowns)),
         ("nvidia-smi used", *(f"{b.nvidia_smi_used_mib:,} MiB" for b in breakdowns)),
     ]
 
 
-def why(breakdowns: list) -> list[str]:
-    """The budget of each engine term by term, then what the differences come to."""
-    lines = []
-    for b in breakdowns:
-        lines.append(f"{b.engine_label}: {b.components.label} = {_g(b.components.bytes)}")
+def _budget_lines(b) -> list[str]:
+    """A budget split (vLLM, SGLang: budget - terms = KV pool) or a sum of per-device buffers (llama.cpp)."""
+    lines = [f"{b.engine_label}: {b.components.label} = {_g(b.components.bytes)}"]
+    split = any(child.key == "kv_cache" for child in b.components.children)
+    if split:
         lines += [f"    {'-' if child.key != 'kv_cache' else '='} {child.label}: {_g(child.bytes)}"
                   for child in b.components.children]
-        outside = ", ".join(f"{child.label} {_g(child.bytes)}" for child in b.outside_budget.children if child.bytes)
-        lines.append(f"    outside the budget: {outside}")
-    if len(breakdowns) < 2:
-        return lines
-    first, second = breakdowns[0], breakdowns[1]
+    for child in () if split else b.components.children:
+        lines.append(f"    + {child.label}: {_g(child.bytes)}"
+                     + "".join(f", {part.label} {_g(part.bytes)}" for part in child.children))
+    outside = ", ".join(f"{child.label} {_g(child.bytes)}" for child in b.outside_budget.children if child.bytes)
+    lines.append(f"    {'outside the budget' if split else b.outside_budget.label}: {outside}")
+    return lines
+
+
+def _weights_why(first, other) -> str:
+    mix = next((s.value for s in other.settings if s.name == "gguf_type"), None)
+    if mix:
+        return f"{other.engine_label} holds the {mix} mix, {first.engine_label} the checkpoint as stored"
+    return f"{other.engine_label} counts free memory, {first.engine_label} allocated bytes"
+
+
+def _pair_lines(first, other) -> list[str]:
+    """What one engine's figures come to against the first engine's."""
     inside = lambda b: b.components.bytes - b.weights_bytes - b.kv_cache_bytes  # noqa: E731
-    lines += [
+    return [
         "",
-        f"budget: {second.engine_label} {_g(second.components.bytes)} vs {first.engine_label} "
-        f"{_g(first.components.bytes)} ({(second.components.bytes - first.components.bytes) / GIB:+.2f} GiB)",
-        f"weights: {(second.weights_bytes - first.weights_bytes) / GIB:+.2f} GiB ({second.engine_label} counts free "
-        f"memory, {first.engine_label} allocated bytes)",
+        f"budget: {other.engine_label} {_g(other.components.bytes)} vs {first.engine_label} "
+        f"{_g(first.components.bytes)} ({(other.components.bytes - first.components.bytes) / GIB:+.2f} GiB)",
+        f"weights: {(other.weights_bytes - first.weights_bytes) / GIB:+.2f} GiB ({_weights_why(first, other)})",
         f"reserved inside the budget besides weights and KV: {first.engine_label} {_g(max(inside(first), 0))}, "
-        f"{second.engine_label} {_g(max(inside(second), 0))} (what one engine keeps out of its budget the other subtracts in it)",
-        f"KV bytes per token: {first.kv_bytes_per_token:,} vs {second.kv_bytes_per_token:,} B",
-        f"so the pool: {_g(first.kv_cache_bytes)} -> {_g(second.kv_cache_bytes)}, tokens {first.kv_cache_tokens:,} -> "
-        f"{second.kv_cache_tokens:,} ({second.kv_cache_tokens / max(first.kv_cache_tokens, 1):.2f}x)",
+        f"{other.engine_label} {_g(max(inside(other), 0))} (what one engine keeps out of its budget the other subtracts in it)",
+        f"KV bytes per token: {first.kv_bytes_per_token:,} vs {other.kv_bytes_per_token:,} B",
+        f"so the pool: {_g(first.kv_cache_bytes)} -> {_g(other.kv_cache_bytes)}, tokens {first.kv_cache_tokens:,} -> "
+        f"{other.kv_cache_tokens:,} ({other.kv_cache_tokens / max(first.kv_cache_tokens, 1):.2f}x)",
     ]
+
+
+def why(breakdowns: list) -> list[str]:
+    """The budget of each engine term by term, then what each engine's differences from the first come to."""
+    lines = [line for b in breakdowns for line in _budget_lines(b)]
+    for other in breakdowns[1:]:
+        lines += _pair_lines(breakdowns[0], other)
     return lines
 
 
@@ -121,19 +174,27 @@ def run(args) -> int:
     from .units import parse_token_count
 
     context = parse_token_count(args.context) if args.context else None
-    settings = {"vllm": {}, "sglang": {}}
-    if args.compare_util is not None:
+    engines = _engines(args.compare_engines)
+    settings: dict = {name: {} for name in engines}
+    if args.compare_util is not None and "vllm" in settings:
         settings["vllm"]["gpu_memory_utilization"] = args.compare_util
-    if args.compare_mfs is not None:
+    if args.compare_mfs is not None and "sglang" in settings:
         settings["sglang"]["mem_fraction_static"] = args.compare_mfs
+    for name in ("llamacpp", "ollama"):
+        if name in settings and not args.model.endswith(".gguf"):
+            settings[name]["gguf_type"] = args.compare_gguf_type or DEFAULT_GGUF_TYPE
+    skipped: list = []
     breakdowns = compare(args.model, args.gpu, context=context, tp=args.compare_tp,
-                         versions=_versions(args.compare_versions), settings=settings)
+                         versions=_versions(args.compare_versions), settings=settings, engines=engines, skipped=skipped)
+    if not breakdowns:
+        raise ValueError("no engine could size this model: " + "; ".join(f"{n}: {w}" for n, w in skipped))
     table = rows(breakdowns, context)
     if args.json:
         from .render import to_json
 
         print(json.dumps({"model": args.model, "gpu": breakdowns[0].gpu_name, "context": context,
-                          "engines": [to_json(b) for b in breakdowns], "why": why(breakdowns)}, indent=2, default=str))
+                          "engines": [to_json(b) for b in breakdowns], "why": why(breakdowns),
+                          "skipped": [{"engine": n, "why": w} for n, w in skipped]}, indent=2, default=str))
         return 0
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     print(f"{args.model} on {breakdowns[0].gpu_name}, TP {args.compare_tp}, each engine at its defaults")
@@ -141,6 +202,8 @@ def run(args) -> int:
         print("  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
     print("\nWhy they differ, term by term:")
     print("\n".join(f"  {line}" for line in why(breakdowns)))
+    for label, reason in skipped:
+        print(f"  {label}: not sized ({reason})")
     for b in breakdowns:
         if b.failure is not None:
             print(f"  {b.engine_label} would refuse to start: {b.failure.message}", file=sys.stderr)

@@ -151,10 +151,12 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
         out.append("")
     steps = [(step.label, f"{step.bytes / GIB:+8.3f}" if i not in (0, len(b.weights_explained) - 1) else f"{step.bytes / GIB:8.3f}",
               _truncate(step.reason, 80)) for i, step in enumerate(b.weights_explained)]
-    out += _table(("theory vs reality (weights)", "GiB", "why"), steps, "lrl")
+    if steps:  # an engine without a theory-vs-reality walk (llama.cpp: the header is the truth) shows none
+        out += _table(("theory vs reality (weights)", "GiB", "why"), steps, "lrl")
     for lever in b.weights_whatif:
         out.append(f"what if: {lever.label}: saves {-lever.bytes / GIB:.2f} GiB ({lever.reason})")
-    out.append("")
+    if steps or b.weights_whatif:
+        out.append("")
     out.append(style("What this release would print:", "1"))
     out += [f"  {line}" for line in b.log_lines]
     for note in b.notes:
@@ -179,7 +181,7 @@ def render_markdown(breakdown: Breakdown) -> str:
             f"| KV cache tokens | {b.kv_cache_tokens:,} |",
             f"| max concurrency at {b.max_model_len:,} | {b.max_concurrency:.2f}x |",
             f"| expected nvidia-smi used | {b.nvidia_smi_used_mib:,} MiB |", "",
-            "| theory vs reality | GiB |", "|---|---:|"]
+            *(["| theory vs reality | GiB |", "|---|---:|"] if b.weights_explained or b.weights_whatif else [])]
     out += [f"| {step.label} | {step.bytes / GIB:.4f} |" for step in b.weights_explained]
     out += [f"| what if: {lever.label} | {lever.bytes / GIB:+.4f} |" for lever in b.weights_whatif]
     out += ["", "```"] + list(b.log_lines) + ["```"]

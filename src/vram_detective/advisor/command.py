@@ -98,9 +98,14 @@ def _settings(args) -> dict:
     from ..engines import get_engine
 
     flags = get_engine(getattr(args, "engine_name", None)).launch.flags
-    out = {flag.setting: getattr(args, flag.setting) for flag in flags if getattr(args, flag.setting, None) is not None}
+    out = {flag.setting: getattr(args, flag.setting) for flag in flags
+           if flag.setting != "model" and getattr(args, flag.setting, None) is not None}  # the model is positional
     if args.engine:
         out["engine"] = args.engine
+    if getattr(args, "gguf_type", None):
+        if not getattr(get_engine(getattr(args, "engine_name", None)), "gguf_mixes", False):
+            raise ValueError("--gguf-type sizes a llama.cpp quantization mix: it goes with --engine llamacpp or ollama")
+        out["gguf_type"] = args.gguf_type  # llama.cpp / Ollama without a GGUF file
     return out
 
 
@@ -196,6 +201,8 @@ def _run_engine_advisor(args, json) -> int:
     settings = _settings(args)
     settings.pop("engine", None)
     gpu, sources = _gpu(args), _sources(args)
+    if args.engine_name in ("llamacpp", "ollama"):
+        return _run_gguf_advisor(args, json, gpu, settings, sources)
     if args.command == "whatif":
         rows = engine_advisor.whatif(args.model, gpu, args.vllm_version, settings, sources)
         print(json.dumps([row.to_dict() for row in rows], indent=2, default=str) if args.json
@@ -210,3 +217,28 @@ def _run_engine_advisor(args, json) -> int:
     print(json.dumps({"target": target, "candidates": [row.to_dict() for row in rows]}, indent=2, default=str)
           if args.json else engine_advisor.fit_text(rows, target))
     return 0 if rows else EXIT_INFEASIBLE
+
+
+def _run_gguf_advisor(args, json, gpu, settings: dict, sources: dict) -> int:
+    """whatif / fit for llama.cpp (and whatif for Ollama): gguf_advisor.py, each answer with its launch line."""
+    from ..hardware import parse_memory_size
+    from ..units import parse_token_count
+    from . import gguf_advisor
+
+    if args.command == "whatif":
+        rows = gguf_advisor.whatif(args.model, gpu, args.vllm_version, settings, sources, args.engine_name)
+        print(json.dumps([row.to_dict() for row in rows], indent=2, default=str) if args.json
+              else gguf_advisor.whatif_text(rows))
+        return 0 if rows[0].breakdown.failure is None else EXIT_INFEASIBLE
+    if args.engine_name == "ollama":
+        raise ValueError("fit --engine ollama: Ollama picks the layers itself (its estimate); use "
+                         "`whatif --engine ollama`, or `fit --engine llamacpp` for the llama-server line")
+    context = parse_token_count(args.context) if args.context else None
+    ceiling = parse_memory_size(args.max_gpu_memory) if args.max_gpu_memory else None
+    answers = gguf_advisor.fit(args.model, gpu, args.vllm_version, settings, sources, context=context,
+                               concurrency=args.concurrency, ceiling=ceiling, gpus=args.gpus)
+    target = f"{gpu.name}" + (f", {args.max_gpu_memory} per GPU" if args.max_gpu_memory else "") + (
+        f", {args.gpus} GPUs" if args.gpus > 1 else "")
+    print(json.dumps(gguf_advisor.fit_json(answers, target), indent=2, default=str) if args.json
+          else gguf_advisor.fit_text(args.model, answers, target))
+    return 0 if any(answer.layout is not None for _, answer in answers) else EXIT_INFEASIBLE

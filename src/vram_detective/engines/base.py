@@ -93,3 +93,35 @@ class Engine(Protocol):
 
     def cuda_context_bytes(self) -> int:
         """The CUDA context each process holds outside the engine's budget."""
+
+
+# --- optional hooks: an engine may define these methods; callers go through the functions below, which
+# give the default for an engine without one (vLLM and SGLang read each other's names, so the defaults are
+# vLLM's). Optional, so the Protocol above stays what every engine already implements.
+
+def resolve_model(engine, reference: str):
+    """(ModelSpec, checkpoint table or None) when the engine names models its own way (Ollama's
+    "qwen2.5:7b" through its local store); None when `reference` is for the common sources."""
+    hook = getattr(engine, "resolve_model", None)
+    return hook(reference) if hook is not None else None
+
+
+def is_launch_line(engine, words: list[str]) -> bool:
+    """Do these words start one of the engine's programs (its own test when it has one, else its parser)?"""
+    hook = getattr(engine, "is_launch_line", None)
+    if hook is not None:
+        return bool(hook(words))
+    try:
+        engine.launch.parse(words)
+        return True
+    except engine.launch.error:
+        return False
+
+
+def common_settings(engine, *, context: int | None = None, gpus: int = 1) -> dict:
+    """The knobs every engine has (context per request, GPUs the model is split over) in the engine's own
+    setting names; vLLM's names (max_model_len, tensor_parallel_size) for an engine without the hook."""
+    hook = getattr(engine, "common_settings", None)
+    if hook is not None:
+        return hook(context=context, gpus=gpus)
+    return {"tensor_parallel_size": gpus, **({"max_model_len": context} if context else {})}

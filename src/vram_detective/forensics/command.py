@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     parser.add_argument("--gpu", dest="logs_gpu", metavar="GPU", help='the GPU it ran on ("RTX 4090", "H100", ...)')
     parser.add_argument("--engine-version", "--vllm-version", dest="logs_vllm_version", metavar="VERSION",
                         help="the engine's release, when the log does not show it (--vllm-version: the old name)")
+    parser.add_argument("--ollama-ps", dest="ollama_ps", metavar="FILE",
+                        help="`ollama ps` output taken while the model ran (SIZE, PROCESSOR), read with an Ollama log")
     parser.add_argument("--json", action="store_true", help="machine-readable output (SCHEMA.md key names)")
 
 
@@ -42,7 +44,8 @@ def run(args) -> int:
     try:
         report = build_report(args.log, nvidia_smi=getattr(args, "nvidia_smi", None),
                               model=getattr(args, "logs_model", None), gpu=getattr(args, "logs_gpu", None),
-                              vllm_version=getattr(args, "logs_vllm_version", None))
+                              vllm_version=getattr(args, "logs_vllm_version", None),
+                              ollama_ps=getattr(args, "ollama_ps", None))
     except KeyboardInterrupt:
         print("vram-detective: error: interrupted", file=sys.stderr)
         return 2
@@ -82,7 +85,7 @@ def _one_line(error: BaseException) -> str:
 # --- the analysis ---------------------------------------------------------------------------------------------
 
 def build_report(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
-                 vllm_version: str | None = None, stdin=None) -> dict:
+                 vllm_version: str | None = None, stdin=None, ollama_ps: str | None = None) -> dict:
     import sys
 
     from .nvidia_smi import parse_file as parse_smi_file
@@ -99,10 +102,11 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         from ..engines import get_engine
 
         get_engine("vllm").releases.resolve(vllm_version)
-    if model:
+    if model and not _named_by_an_engine(model):
         from .. import api
 
         api.model_spec(model)  # an unknown or unsupported model is bad input too
+    extra = _read_text(ollama_ps) if ollama_ps else None
     smi = None
     if nvidia_smi == "-":
         smi = parse_nvidia_smi(sys.stdin.read())
@@ -112,14 +116,14 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         stream = (stdin or sys.stdin).buffer if hasattr(stdin or sys.stdin, "buffer") else stdin
         text = stream.read()
         text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-        engine = _other_engine(text, log, model, gpu, vllm_version, smi)
+        engine = _other_engine(text, log, model, gpu, vllm_version, smi, extra)
         if engine is not None:
             return engine
         import io
 
         parsed = parse_stream(io.BytesIO(text.encode("utf-8")), "standard input")
     else:
-        engine = _other_engine(_read_text(log), log, model, gpu, vllm_version, smi)
+        engine = _other_engine(_read_text(log), log, model, gpu, vllm_version, smi, extra)
         if engine is not None:
             return engine
         parsed = parse_file(log)
@@ -143,15 +147,26 @@ def _read_text(path: str) -> str:
         return handle.read().decode("utf-8", "replace")
 
 
-def _other_engine(text: str, log: str, model, gpu, version, smi) -> dict | None:
-    """The report of an engine other than vLLM when that engine wrote the log (engine_logs.py), else None."""
+def _other_engine(text: str, log: str, model, gpu, version, smi, extra: str | None = None) -> dict | None:
+    """The report of an engine other than vLLM when that engine wrote the log (engine_logs.py), else None.
+    `extra`: `ollama ps` output, which only goes with an Ollama log."""
     from .engine_logs import build_engine_report, detect_engine
 
     name = detect_engine(text)
+    if extra is not None and name != "ollama":
+        raise ValueError("--ollama-ps goes with an Ollama server log (this log is not Ollama's)")
     if name == "vllm":
         return None
     return build_engine_report(text, name, log="standard input" if log == "-" else log, model=model, gpu=gpu,
-                               version=version, smi=smi)
+                               version=version, smi=smi, extra=extra)
+
+
+def _named_by_an_engine(model: str) -> bool:
+    """Is `model` a name only an engine knows (a model in Ollama's local store)?"""
+    from ..engines import ENGINES, get_engine
+    from ..engines.base import resolve_model
+
+    return any(resolve_model(get_engine(name), model) is not None for name in ENGINES)
 
 
 DEEP_RUNS = 8  # runs analysed in full (the last ones); earlier restarts are listed with their figures

@@ -18,11 +18,14 @@ def detect_engine(text: str) -> str:
 
 
 def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gpu=None, version=None,
-                        smi=None) -> dict:
+                        smi=None, extra: str | None = None) -> dict:
+    """`extra`: more of the engine's own output read with the log (Ollama's `ollama ps`)."""
     from ..engines import get_engine
 
     engine = get_engine(engine_name)
     observed = engine.logs.parse(text)
+    if extra:
+        observed.update({key: value for key, value in engine.logs.parse(extra).items() if key not in observed})
     if smi is not None and smi.gpus and smi.gpu(0).used_mib is not None:
         observed["nvidia_smi_used_mib"] = smi.gpu(0).used_mib
     settings, version_basis = _settings_and_version(engine, text, version)
@@ -31,6 +34,8 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
               "lines_read": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
               "observed": observed, "settings": settings, "engine_version": version_basis[0],
               "version_basis": version_basis[1], "model": model, "gpu": gpu, "comparison": None, "notes": []}
+    findings = getattr(engine, "log_findings", None)
+    report["findings"] = findings(observed) if findings is not None else None
     if model and gpu:
         report["comparison"] = _compare(engine, model, gpu, version_basis[0], settings, observed, report["notes"])
     elif not gpu:
@@ -48,7 +53,8 @@ def _settings_and_version(engine, text: str, version: str | None) -> tuple[dict,
     inferred = engine.log_version(text) if hasattr(engine, "log_version") else None
     if inferred is None:
         return settings, (None, "not shown by the log: the newest modelled release is assumed")
-    return settings, (format_version(inferred), "the oldest release printing these line formats")
+    basis = getattr(engine, "log_version_basis", "the oldest release printing these line formats")
+    return settings, (format_version(inferred), basis)
 
 
 # SGLang's figures the comparison shows: observed key -> (label, how to read the prediction)
@@ -70,19 +76,28 @@ _FIGURES = (
 def _compare(engine, model: str, gpu: str, version, settings: dict, observed: dict, notes: list) -> list[dict]:
     from .. import api
 
-    names = {flag.setting for flag in engine.launch.flags}
+    # settings the engine reads from a log besides its flags (llama.cpp: the file's mix, free memory per GPU)
+    names = {flag.setting for flag in engine.launch.flags} | set(getattr(engine, "log_only_settings", ()))
     user = {key: value for key, value in settings.items() if key in names and value not in (None, "auto")
             and not str(value).startswith("torch.")}  # "dtype=torch.bfloat16" of the load line is no setting
-    breakdown = api.explain(model, gpu, engine=engine.name, engine_version=version, **user)
-    notes.append(f"predicted with {engine.label} {breakdown.engine_version} on {breakdown.gpu_name}, "
-                 f"mem_fraction_static {breakdown.figure('mem_fraction_static')}")
+    try:
+        breakdown = api.explain(model, gpu, engine=engine.name, engine_version=version, **user)
+    except (ValueError, *engine.refusals) as error:
+        notes.append(f"no prediction to compare: {str(error).splitlines()[0]}")
+        return None
+    fraction = breakdown.figure("mem_fraction_static")
+    notes.append(f"predicted with {engine.label} {breakdown.engine_version} on {breakdown.gpu_name}"
+                 + (f", mem_fraction_static {fraction}" if fraction is not None else "")
+                 + (f", {', '.join(f'{k}={v}' for k, v in user.items())}" if fraction is None and user else ""))
     if "kv_cache_tokens" not in observed and "max_total_num_tokens" in observed:
         observed = dict(observed, kv_cache_tokens=observed["max_total_num_tokens"])
     rows = []
-    for key, label, read in _FIGURES:
+    for key, label, read in getattr(engine, "log_figures", _FIGURES):
         if observed.get(key) is None:
             continue
         predicted = read(breakdown)
+        if predicted is None:
+            continue
         gap = (predicted - observed[key]) / observed[key] if observed[key] else None
         rows.append({"key": key, "label": label, "observed": observed[key], "predicted": round(predicted, 4),
                      "relative_gap": gap})
@@ -105,5 +120,13 @@ def render_engine_report(report: dict) -> str:
             gap = "" if row["relative_gap"] is None else f"{row['relative_gap']:+.1%}"
             predicted = f"{row['predicted']:,}" if isinstance(row["observed"], int) else f"{row['predicted']:,.2f}"
             lines.append(f"    {row['label']:<30} {row['observed']:>12,} {predicted:>12} {gap:>8}")
+    found = report.get("findings")
+    if found:
+        lines += ["", f"  {found['title']}",
+                  f"    {'figure':<22} " + " ".join(f"{c:>12}" for c in found["columns"]) + f" {'difference':>11}  why"]
+        for row in found["rows"]:
+            delta = "" if row["delta"] is None else f"{row['delta']:+,.1f}"
+            lines.append(f"    {row['figure']:<22} " + " ".join(f"{v:>12,.1f}" if v is not None else f"{'-':>12}" for v in row["values"])
+                         + f" {delta:>11}  {row['why']}")
     lines += [f"  note: {note}" for note in report["notes"]]
     return "\n".join(lines)

@@ -30,10 +30,26 @@ def _flag_names() -> dict[str, str]:
 
 
 def is_llamacpp_log(text: str) -> bool:
-    """llama.cpp's loader and context lines in any era (load_tensors, llama_kv_cache, llama_context...)."""
+    """llama.cpp's loader and context lines in any era (load_tensors, llama_kv_cache, llama_context...); an
+    Ollama server log carries them too and is Ollama's."""
+    from ..ollama.log_parser import is_ollama_log
+
     markers = ("load_tensors:", "llama_kv_cache", "llama_new_context_with_model", "llama_context:",
-               "llama_model_loader:", "print_info:", "llm_load_print_meta")
-    return any(marker in text for marker in markers)
+               "llama_model_loader:", "print_info:", "llm_load_print_meta", "ggml_cuda_init:",
+               "common_memory_breakdown_print:", "common_params_fit")
+    return any(marker in text for marker in markers) and not is_ollama_log(text)
+
+
+# the figures `logs` sets against the prediction: (observed key, label, read from the Breakdown); a figure the
+# prediction lacks (a device it does not use) is left out
+_BUFFERS = tuple(f"{device}_{kind}_buffer_mib" for kind in ("model", "kv", "compute")
+                 for device in ("cpu_mapped", "cpu", "cuda_host") + tuple(f"cuda{i}" for i in range(8)))
+LOG_FIGURES = tuple((key, key.removesuffix("_mib").replace("_", " ") + (" (MiB)" if key.endswith("_mib") else ""),
+                     lambda b, key=key: b.figure(key))
+                    for key in ("offloaded_layers", "total_layers") + _BUFFERS
+                    + ("cuda_host_output_buffer_mib", "cpu_output_buffer_mib", "kv_size_mib", "k_mib", "v_mib",
+                       "kv_cells")) + (
+    ("nvidia_smi_used_mib", "nvidia-smi used (MiB)", lambda b: b.nvidia_smi_used_mib),)
 
 
 class LlamaCppEngine:
@@ -64,6 +80,25 @@ class LlamaCppEngine:
         from .log_parser import parse
 
         return LogFormats(log_lines, parse, is_llamacpp_log)
+
+    log_figures = LOG_FIGURES
+    gguf_mixes = True  # sizes a model at a llama.cpp quantization mix without the file (--gguf-type)
+    log_only_settings = ("gguf_type", "device_free_mib")
+    log_version_basis = "printed by the log (build: N)"
+
+    def log_settings(self, text: str) -> dict:
+        from .log_parser import log_settings
+
+        return log_settings(text)
+
+    def log_version(self, text: str):
+        from .log_parser import infer_build
+
+        build = infer_build(text)
+        return None if build is None else (build,)
+
+    def log_findings(self, observed: dict):
+        return None
 
     @cached_property
     def levers(self) -> Levers:
@@ -103,7 +138,7 @@ class LlamaCppEngine:
         shown = (("n_gpu_layers", lay.offloaded), ("n_ctx", lay.n_ctx), ("n_parallel", lay.settings.n_parallel),
                  ("type_k", lay.settings.type_k), ("type_v", lay.settings.type_v),
                  ("flash_attn", "on" if lay.flash_attn else "off"), ("n_ubatch", lay.n_ubatch),
-                 ("mmap", lay.settings.mmap))
+                 ("mmap", lay.settings.mmap)) + ((("gguf_type", lay.settings.gguf_type),) if gguf_checkpoint is None else ())
         rows = tuple(Setting(k, v, k in settings) for k, v in shown)
         return to_breakdown(spec, gpu, lay, f"b{version[0]}", self.label, self.name, settings=rows)
 
@@ -121,8 +156,44 @@ class LlamaCppEngine:
         return [(0, tensors)]
 
     def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
-        lay = self.layout(spec, gpu, settings, version, gguf_checkpoint=checkpoint)
-        return lay.model
+        """The GGUF header's tensors beside the model buffers they land in (None for a non-GGUF checkpoint,
+        which llama.cpp does not load)."""
+        from .report import GgufReport
+
+        if checkpoint.format != "gguf":
+            return None
+        return GgufReport(checkpoint, self.layout(spec, gpu, settings, version, gguf_checkpoint=checkpoint))
+
+    def command_line(self, settings: dict, version, model: str = "model.gguf") -> str:
+        """The exact llama-server line for these settings (fit.command; the build's defaults left out)."""
+        from .fit import command
+        from .settings import resolve
+
+        return command(resolve(settings, version[0]), model)
+
+    def _budgets(self, gpu, settings: dict, ceiling: int | None) -> dict[str, int]:
+        count = int(settings.get("num_gpus") or len(settings.get("tensor_split") or ()) or 1)
+        return {f"CUDA{i}": ceiling or gpu.cuda_total_bytes for i in range(count)}
+
+    def fit_layers(self, spec, gpu, settings: dict, version, *, n_ctx: int, model: str = "model.gguf",
+                   gguf_checkpoint=None, ceiling: int | None = None):
+        """The most layers on the GPU(s) at context n_ctx (fit.most_gpu_layers), within `ceiling` per GPU."""
+        from .fit import most_gpu_layers
+
+        return most_gpu_layers(spec, settings, version[0], self._budgets(gpu, settings, ceiling), n_ctx, model,
+                               gguf_checkpoint)
+
+    def fit_context(self, spec, gpu, settings: dict, version, *, model: str = "model.gguf", gguf_checkpoint=None,
+                    ceiling: int | None = None):
+        """The largest context with every layer on the GPU(s) (fit.largest_context)."""
+        from .fit import largest_context
+
+        return largest_context(spec, settings, version[0], self._budgets(gpu, settings, ceiling), model,
+                               gguf_checkpoint)
+
+    def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
+        """The common knobs in llama.cpp's names: -c, and the GPUs the layers are split over (-sm layer)."""
+        return {**({"n_ctx": context} if context else {}), **({"num_gpus": gpus} if gpus > 1 else {})}
 
     def first_release_serving(self, architecture: str, version):
         return None  # architectures by build are not tabled yet: every modelled build is taken to serve it

@@ -35,6 +35,8 @@ def command(s: LlamaCppSettings, model: str = "model.gguf") -> str:
              "-c", str(s.n_ctx)]
     if s.n_parallel != 1:
         words += ["-np", str(s.n_parallel)]
+        if s.kv_unified:  # -np auto turns it on; an explicit -np takes the build's default, so say it
+            words.append("--kv-unified")
     if s.flash_attn != "auto":
         words += ["-fa", s.flash_attn]
     if s.type_k != "f16":

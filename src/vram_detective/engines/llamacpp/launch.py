@@ -69,6 +69,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("-fa", "--flash-attn", "--flash_attn"), "flash_attn", _on_off, "flash attention on|off|auto",
          value="on", optional_value=True),
     Flag(("-ts", "--tensor-split", "--tensor_split"), "tensor_split", _split, "layer split per GPU, e.g. 3,1"),
+    Flag(("-dev", "--device"), "num_gpus", lambda t: len([d for d in t.split(",") if d.strip()]),
+         "devices to use, e.g. CUDA0,CUDA1 (their count here)"),
     Flag(("-sm", "--split-mode", "--split_mode"), "split_mode", lambda t: {"0": "none", "1": "layer", "2": "row"}.get(t, t),
          "none | layer | row"),
     Flag(("-mg", "--main-gpu", "--main_gpu"), "main_gpu", int, "main GPU"),

@@ -148,3 +148,48 @@ def _ollama(line: str, out: dict) -> None:
             out["ollama_memory_available_gib" if unit == "GiB" else "ollama_memory_available_mib"] = float(value)
             continue
         out[f"ollama_{name.replace('.', '_')}_{unit.lower()}"] = float(value)
+
+
+# --- the settings and build a log shows (llama_context / llama_new_context_with_model lines, the KV init line,
+# print_info's file type, "build: N (commit)") in llama.cpp's setting names
+_BUILD = re.compile(r"^\s*(?:[\w|:. -]*\|\s*)?build: (\d+) \(")
+_CTX_LINE = re.compile(r"(?:llama_context|llama_new_context_with_model):\s+(n_ctx|n_batch|n_ubatch|n_seq_max|flash_attn)"
+                       r"\s*=\s*(\w+)")
+_KV_TYPES = re.compile(r"type_k = '(\w+)', type_v = '(\w+)'")
+_KV_TYPES_SIZE = re.compile(r"K \((\w+)\):.*V \((\w+)\):")
+_FTYPE = re.compile(r"(?:file type|model ftype)\s*=\s*(\w+)(?: - (Small|Medium|Large))?")
+_FLASH_WORDS = {"1": "on", "0": "off", "enabled": "on", "disabled": "off", "auto": "auto", "true": "on", "false": "off"}
+
+
+def infer_build(log: str) -> int | None:
+    """The build number llama.cpp prints at startup ("build: 5274 (d541533a) with ..."); None when absent."""
+    for line in log.splitlines():
+        if m := _BUILD.search(line):
+            return int(m.group(1))
+    return None
+
+
+def log_settings(log: str) -> dict:
+    """The settings the context and KV lines show, in llama.cpp's names (n_ctx, n_batch, n_ubatch, n_parallel,
+    flash_attn, type_k, type_v, n_gpu_layers from "offloaded N/M", gguf_type from the file type)."""
+    out: dict = {}
+    for line in log.splitlines():
+        if m := _CTX_LINE.search(line):
+            name, value = m.groups()
+            if name == "flash_attn":
+                out.setdefault("flash_attn", _FLASH_WORDS.get(value.lower(), value.lower()))
+            else:
+                out.setdefault("n_parallel" if name == "n_seq_max" else name, int(value))
+        if (m := _KV_TYPES.search(line)) or (m := _KV_TYPES_SIZE.search(line)):
+            out.setdefault("type_k", m.group(1).lower())
+            out.setdefault("type_v", m.group(2).lower())
+        if m := _OFFLOADED.search(line):
+            out.setdefault("n_gpu_layers", int(m.group(1)))
+        if m := _FTYPE.search(line):
+            mix = m.group(1).upper() + ("_" + m.group(2)[0] if m.group(2) else "")
+            out.setdefault("gguf_type", mix)
+    free = {device: mib for device, mib in ((m.group(1), int(m.group(2))) for m in map(_DEVICE.search, log.splitlines())
+                                             if m)}
+    if len(free) > 1:  # several devices: layers split by free memory unless -ts was given (not in the log)
+        out["num_gpus"], out["device_free_mib"] = len(free), tuple(free.values())
+    return out

@@ -58,9 +58,32 @@ def _host_tree(lay: Layout, source: str) -> Component:
     return Component("host", "host RAM (mapped file pages included)", lay.host, "", source, children)
 
 
-def _engine_figures(lay: Layout) -> tuple[EngineFigure, ...]:
-    out = [EngineFigure(f"vram_{d.lower()}_bytes", lay.vram(d), f"VRAM {d}", f"{lay.vram(d) / MIB:,.0f} MiB")
-           for d in lay.devices]
+def layer_split(spec, lay: Layout) -> dict[str, int]:
+    """Layers per device as -ngl / -ts place them (the output layer counted, as llama.cpp counts it)."""
+    from .plan import placement
+    from .weights import layer_devices
+
+    on_gpu = layer_devices(placement(spec, lay.settings)) if lay.offloaded else {}
+    out: dict[str, int] = {}
+    for device in on_gpu.values():
+        out[device] = out.get(device, 0) + 1
+    out["CPU"] = lay.total_layers - len(on_gpu)
+    return out
+
+
+def _split_text(spec, lay: Layout) -> str:
+    from .plan import n_gpu_layers_text
+
+    split = layer_split(spec, lay)
+    where = ", ".join(f"{d} {n}" for d, n in split.items() if n)
+    return f"{lay.offloaded}/{lay.total_layers} (-ngl {n_gpu_layers_text(lay.settings, spec.num_layers)}: {where})"
+
+
+def _engine_figures(spec, lay: Layout) -> tuple[EngineFigure, ...]:
+    out = [EngineFigure("layers_on_gpu", lay.offloaded, "layers on the GPU (output layer counted)",
+                        _split_text(spec, lay))]
+    out += [EngineFigure(f"vram_{d.lower()}_bytes", lay.vram(d), f"VRAM {d}", f"{lay.vram(d) / MIB:,.0f} MiB")
+            for d in lay.devices]
     out.append(EngineFigure("host_ram_bytes", lay.host, "host RAM", f"{lay.host / MIB:,.0f} MiB"))
     out.append(EngineFigure("flash_attn", lay.flash_attn, "flash attention", "on" if lay.flash_attn else "off"))
     for key, value in figures(lay).items():
@@ -84,5 +107,24 @@ def to_breakdown(spec, gpu, lay: Layout, version_text: str, label: str = "llama.
         kv_cache_bytes=lay.kv.total_bytes, kv_bytes_per_token=lay.kv.total_bytes // max(kv_tokens, 1),
         kv_cache_tokens=kv_tokens, max_concurrency=kv_tokens / max(lay.n_ctx, 1), max_model_len=lay.n_ctx,
         nvidia_smi_used_mib=round(lay.vram(first) / MIB), outside_budget=_host_tree(lay, source),
-        log_lines=log_lines((s.build,), figures(lay)), engine_figures=_engine_figures(lay),
+        log_lines=log_lines((s.build,), figures(lay)), engine_figures=_engine_figures(spec, lay),
         notes=(f"model buffers from the {lay.source}",) + notes)
+
+
+class GgufReport:
+    """A GGUF checkpoint's stored tensors (its header) beside the buffers llama.cpp places them in."""
+
+    def __init__(self, table, lay: Layout):
+        self.table, self.layout = table, lay
+
+    def to_dict(self) -> dict:
+        return {"format": self.table.format, "tensors": len(self.table.tensors),
+                "stored_mib": _mib(self.table.total_bytes),
+                "stored_by_type_mib": {k: _mib(v) for k, v in self.table.bytes_by_dtype().items()},
+                "model_buffers_mib": {k: _mib(v) for k, v in self.layout.model.items()}}
+
+    def summary_lines(self) -> list[str]:
+        types = ", ".join(f"{k} {v / MIB:,.0f} MiB" for k, v in self.table.bytes_by_dtype().items())
+        placed = ", ".join(f"{k} {v / MIB:,.2f} MiB" for k, v in self.layout.model.items())
+        return [f"GGUF header: {len(self.table.tensors)} tensors, {self.table.total_bytes / MIB:,.2f} MiB stored ({types})",
+                f"model buffers: {placed} (CUDA rows padded to 512 columns; token_embd kept on the host)"]

@@ -110,6 +110,8 @@ def resolve(user: dict, build: int) -> LlamaCppSettings:
     if kv_unified is None and user.get("n_parallel") in (None, "auto", -1) and n_parallel > 1:
         kv_unified = True  # llama-server -np auto sets kv_unified = true with n_parallel = 4
     n_ctx = user.get("n_ctx")
+    if "num_gpus" not in user and values["tensor_split"]:
+        values["num_gpus"] = len(values["tensor_split"])  # -ts 3,1 names two devices
     return LlamaCppSettings(
         build=build, n_gpu_layers=_ngl(user.get("n_gpu_layers"), build),
         n_ctx=int(rule("ctx.default", build) if n_ctx is None else n_ctx), n_parallel=int(n_parallel),

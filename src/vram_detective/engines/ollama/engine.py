@@ -4,7 +4,7 @@ rules (engines/llamacpp) then allocate, at the llama.cpp build that Ollama versi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from ..base import LaunchLine, Levers, LogFormats, Releases
 
@@ -31,6 +31,26 @@ KNOWN = {"num_ctx", "num_parallel", "num_gpu", "num_batch", "flash_attention", "
          "gpu_free_mib", "gguf_type", "use_mmap", "num_gpus"}
 
 
+# llama.cpp's names (a -c / -np / -ngl given to `explain --engine ollama`) -> the Ollama knob that sets them
+FROM_LLAMACPP = {"n_ctx": "num_ctx", "n_parallel": "num_parallel", "n_gpu_layers": "num_gpu", "n_batch": "num_batch",
+                 "type_k": "kv_cache_type", "type_v": "kv_cache_type", "flash_attn": "flash_attention", "mmap": "use_mmap"}
+
+
+def ollama_names(user: dict) -> dict:
+    """The settings in Ollama's names: llama.cpp's names translated; "auto" leaves the choice to Ollama."""
+    out = {}
+    for key, value in user.items():
+        name = FROM_LLAMACPP.get(key, key)
+        if value is None or (isinstance(value, str) and value.lower() == "auto"):
+            continue
+        if name == "num_gpu" and isinstance(value, str):
+            value = 999 if value.lower() == "all" else int(value)  # num_gpu 999: every layer (Ollama's idiom)
+        if name in out and out[name] != value:
+            raise OllamaSettingsError(f"{key}={value} and {name}={out[name]}: Ollama has one {name}")
+        out[name] = value
+    return out
+
+
 def _flash(user: dict, version) -> bool:
     from .releases import rule
 
@@ -45,6 +65,7 @@ def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
     from . import releases as r
     from .estimate import estimate, shape_of
 
+    user = ollama_names(user)
     unknown = set(user) - KNOWN
     if unknown:
         raise OllamaSettingsError(f"unknown Ollama setting(s): {', '.join(sorted(unknown))}")
@@ -81,9 +102,33 @@ class OllamaEngine:
 
     @cached_property
     def launch(self) -> LaunchLine:
-        from ..llamacpp.engine import ENGINE
+        from . import launch
 
-        return ENGINE.launch  # Ollama starts llama.cpp runners; its own CLI takes no memory flags
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
+
+    def is_launch_line(self, words) -> bool:
+        from .launch import is_launch_line
+
+        return is_launch_line(words)
+
+    def resolve_model(self, reference: str):
+        """(spec, GGUF table) of a model pulled into the local store ("qwen2.5:7b"); None for other references
+        (a catalog model is then sized with a stock mix); a name:tag missing from the store is an error."""
+        from .store import OllamaModelNotFound, looks_like_ollama_name, manifest_path
+
+        from pathlib import Path
+
+        if not looks_like_ollama_name(reference) or Path(reference).exists():
+            return None
+        if not manifest_path(reference).is_file():
+            if ":" in reference:
+                raise OllamaModelNotFound(f"{reference}: not in the Ollama store ({manifest_path(reference)} is "
+                                          "missing; `ollama pull` it, or set OLLAMA_MODELS)")
+            return None
+        return _stored(reference, str(manifest_path(reference)))
+
+    def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
+        return {**({"num_ctx": context} if context else {}), **({"num_gpus": gpus} if gpus > 1 else {})}
 
     @cached_property
     def logs(self) -> LogFormats:
@@ -91,6 +136,33 @@ class OllamaEngine:
         from .log_parser import is_ollama_log, parse
 
         return LogFormats(log_lines, parse, is_ollama_log)
+
+    @cached_property
+    def log_figures(self) -> tuple:
+        from ..llamacpp.engine import LOG_FIGURES
+
+        return LOG_FIGURES
+
+    gguf_mixes = True  # sizes a model at a llama.cpp quantization mix without the file (--gguf-type)
+    log_only_settings = ("gguf_type", "device_free_mib")
+    log_version_basis = "printed by the log (version=)"
+
+    def log_settings(self, text: str) -> dict:
+        from .log_parser import log_settings
+
+        return log_settings(text)
+
+    def log_version(self, text: str):
+        from .log_parser import parse
+
+        version = parse(text).get("ollama_version")
+        return None if version is None else self.releases.resolve(version)
+
+    def log_findings(self, observed: dict):
+        """Where Ollama's estimate and llama.cpp's allocation differ, and why (log_parser.reconcile)."""
+        from .log_parser import findings
+
+        return findings(observed)
 
     @cached_property
     def levers(self) -> Levers:
@@ -124,11 +196,14 @@ class OllamaEngine:
         from ..llamacpp.report import to_breakdown
         from .estimate import log_line
 
+        settings = ollama_names(settings)
         run = decide(spec, gpu, settings, version, gguf_checkpoint)
         rows = (Setting("num_ctx", run.num_ctx, "num_ctx" in settings), Setting("num_parallel", run.num_parallel,
                 "num_parallel" in settings), Setting("num_gpu", run.estimate.layers_offload, "num_gpu" in settings),
                 Setting("kv_cache_type", run.llamacpp_settings["type_k"], "kv_cache_type" in settings),
-                Setting("flash_attention", run.llamacpp_settings["flash_attn"], "flash_attention" in settings))
+                Setting("flash_attention", run.llamacpp_settings["flash_attn"], "flash_attention" in settings)) + (
+                (Setting("gguf_type", run.llamacpp_settings["gguf_type"], "gguf_type" in settings),)
+                if gguf_checkpoint is None else ())
         est = run.estimate
         notes = (f"Ollama's estimate: {est.layers_offload}/{est.layers_model} layers on the GPU, "
                  f"{est.required_partial / MIB:,.0f} MiB on the GPU(s) by its count", log_line(est))
@@ -145,7 +220,11 @@ class OllamaEngine:
         return [(0, decide(spec, gpu, settings, version).layout.model)]
 
     def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
-        return decide(spec, gpu, settings, version, checkpoint).layout.model
+        from ..llamacpp.report import GgufReport
+
+        if checkpoint.format != "gguf":
+            return None
+        return GgufReport(checkpoint, decide(spec, gpu, settings, version, checkpoint).layout)
 
     def first_release_serving(self, architecture: str, version):
         return None
@@ -157,6 +236,15 @@ class OllamaEngine:
         from ..llamacpp.calibration import CUDA_CONTEXT_BYTES
 
         return CUDA_CONTEXT_BYTES
+
+
+@lru_cache(maxsize=16)
+def _stored(reference: str, manifest: str):
+    """The stored model's spec and GGUF table, read once per process (keyed by the manifest's path)."""
+    from .store import load
+
+    spec, table, _ = load(reference)
+    return spec, table
 
 
 ENGINE = OllamaEngine()

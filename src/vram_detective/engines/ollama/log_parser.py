@@ -20,8 +20,28 @@ _RUNNER_FLAGS = {"--ctx-size": "n_ctx", "-c": "n_ctx", "--batch-size": "n_batch"
 _RUNNER_SWITCHES = {"--no-mmap": ("mmap", False), "--embedding": ("embeddings", True)}
 
 
+_PS_HEADER = re.compile(r"^\s*NAME\s+ID\s+SIZE\s+PROCESSOR\b", re.MULTILINE)
+
+
 def is_ollama_log(text: str) -> bool:
-    return "memory.required" in text or "ollama" in text.lower() or "offload to cuda" in text
+    """Ollama's server log (its estimate line, its paths), or `ollama ps` output."""
+    return ("memory.required" in text or "ollama" in text.lower() or "offload to cuda" in text
+            or _PS_HEADER.search(text) is not None)
+
+
+def ps_figures(text: str) -> dict:
+    """The first running model of `ollama ps` output as observed figures (SIZE in bytes as ps rounds it)."""
+    from .ps import parse_ps
+
+    rows = parse_ps(text)
+    if not rows:
+        return {}
+    row = rows[0]
+    out = {"ollama_ps_name": row.name, "ollama_ps_size_bytes": row.size_bytes, "ollama_ps_gpu_percent": row.gpu_percent,
+           "ollama_ps_gpu_bytes": row.gpu_bytes}
+    if row.context is not None:
+        out["ollama_ps_context"] = row.context
+    return out
 
 
 def runner_settings(cmd: str) -> dict:
@@ -41,8 +61,11 @@ def runner_settings(cmd: str) -> dict:
 
 
 def parse(log: str) -> dict:
-    """llama.cpp's figures plus Ollama's: ollama_* estimate keys (SCHEMA.md), layers.* and the runner's flags."""
+    """llama.cpp's figures plus Ollama's: ollama_* estimate keys (SCHEMA.md), layers.* and the runner's flags;
+    `ollama ps` output gives its ollama_ps_* figures."""
     out = parse_llamacpp(log)
+    if _PS_HEADER.search(log):
+        out.update(ps_figures(log))
     for line in log.splitlines():
         if "offload to" in line:
             for name, value in _LAYERS.findall(line):
@@ -105,3 +128,44 @@ def reconcile(parsed: dict) -> list[Difference]:
                               "Ollama adds 457 MiB of minimum CUDA memory and one layer as a buffer, and counts the "
                               "output layer that llama.cpp may keep in host memory"))
     return out
+
+
+def log_settings(log: str) -> dict:
+    """The settings the log shows, in Ollama's names: num_ctx per request (the runner's n_ctx over its
+    parallel slots), num_parallel, num_gpu when a layer count was requested, the KV type and flash attention,
+    and the file's quantization mix (gguf_type)."""
+    from ..llamacpp.log_parser import log_settings as llamacpp_settings
+
+    parsed = parse(log)
+    cpp = {**llamacpp_settings(log), **parsed.get("ollama_runner_settings", {})}
+    known = parsed.get("ollama_parallel") or cpp.get("n_parallel")
+    parallel = int(known or 1)
+    out: dict = {"num_parallel": parallel} if known else {}
+    if cpp.get("n_ctx"):
+        out["num_ctx"] = int(cpp["n_ctx"]) // parallel
+    if parsed.get("ollama_layers_requested", -1) >= 0:
+        out["num_gpu"] = parsed["ollama_layers_requested"]
+    if cpp.get("type_k") not in (None, "f16"):
+        out["kv_cache_type"] = cpp["type_k"]
+    if cpp.get("flash_attn") in ("on", "off"):
+        out["flash_attention"] = cpp["flash_attn"] == "on"
+    if cpp.get("gguf_type"):
+        out["gguf_type"] = cpp["gguf_type"]
+    return out
+
+
+def findings(parsed: dict) -> dict | None:
+    """reconcile() as a report section, with `ollama ps` beside the allocation when it was given."""
+    rows = [{"figure": d.figure, "values": [d.ollama_mib, d.llamacpp_mib], "delta": d.delta_mib, "why": d.why}
+            for d in reconcile(parsed)]
+    if "ollama_ps_size_bytes" in parsed:
+        allocated = sum(v for k, v in parsed.items() if re.fullmatch(r"\w+_(model|kv|compute|output)_buffer_mib", k))
+        size = parsed["ollama_ps_size_bytes"] / 2**20
+        rows.append({"figure": "ollama ps SIZE", "values": [round(size, 2), round(allocated, 2) if allocated else None],
+                     "delta": round(size - allocated, 2) if allocated else None,
+                     "why": "ps prints Ollama's estimate of the model's size (decimal GB, rounded), not the buffers "
+                            f"llama.cpp allocated; {parsed['ollama_ps_gpu_percent']}% of it on the GPU"})
+    if not rows:
+        return None
+    return {"title": "Ollama's estimate vs llama.cpp's allocation (MiB)", "columns": ["Ollama", "llama.cpp"],
+            "rows": rows}

@@ -6,6 +6,7 @@ from functools import lru_cache
 from .breakdown import Breakdown
 from .engines import get_engine
 from .hardware import Gpu, custom_gpu, find_gpu
+from .intervals import attach as attach_intervals
 from .model.config import ConfigError, ModelSpec, parse_config
 from .model.sources import ModelSource, load_model
 
@@ -70,4 +71,4 @@ def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None 
     device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
     checkpoint = model_source(model, source, revision, hf_token, gguf_file).checkpoint
     gguf = checkpoint if checkpoint is not None and checkpoint.format == "gguf" else None
-    return runner.plan(spec, device, settings, runner.releases.resolve(version), gguf_checkpoint=gguf)
+    return attach_intervals(runner.plan(spec, device, settings, runner.releases.resolve(version), gguf_checkpoint=gguf))

@@ -94,6 +94,23 @@ def vllm_era(version: str, path: str) -> str:
     return str(get_engine("vllm").releases.rule_at(parse_version(version), "budget_era", path or "v1", default="?"))
 
 
+def breakdown_era(breakdown) -> str:
+    """The era key of a prediction, as the scorer groups cases (vLLM's budget era; SGLang X.Y; llama.cpp's
+    thousand of builds; Ollama)."""
+    if breakdown.engine_name == "vllm":
+        return vllm_era(breakdown.engine_version, breakdown.engine_variant.lower())
+    if breakdown.engine_name == "sglang":
+        return "SGLang " + ".".join(breakdown.engine_version.split(".")[:2])
+    if breakdown.engine_name == "ollama":
+        return "Ollama"
+    return llamacpp_era(breakdown.engine_version)
+
+
+def llamacpp_era(version: str) -> str:
+    digits = re.sub(r"\D", "", str(version))
+    return f"llama.cpp b{digits[:1]}xxx" if digits else "llama.cpp"
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]

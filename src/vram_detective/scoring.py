@@ -211,11 +211,39 @@ def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
         by_engine.setdefault(str(case.get("engine") or "vllm").lower(), []).append(case)
     vllm_cases = by_engine.pop("vllm", [])
     if not by_engine:
-        return _score_vllm_cases(vllm_cases, from_logs)
-    report = _score_vllm_cases(vllm_cases, from_logs) if vllm_cases else {"cases": 0}
+        return _with_coverage(_score_vllm_cases(vllm_cases, from_logs), "vllm")
+    report = _with_coverage(_score_vllm_cases(vllm_cases, from_logs), "vllm") if vllm_cases else {"cases": 0}
     for name, engine_cases in sorted(by_engine.items()):
-        report[name] = score_engine_cases(name, engine_cases, from_logs)
+        report[name] = _with_coverage(score_engine_cases(name, engine_cases, from_logs), name)
     return report
+
+
+def _with_coverage(section: dict, engine: str) -> dict:
+    """Each scored prediction's shipped 90 % interval (intervals.py) and whether the logged figure is inside; the
+    section's `interval_coverage` per figure and overall (headline cases)."""
+    from . import intervals
+
+    if "per_case" not in section:
+        return section
+    hits: dict[str, list[bool]] = {}
+    for case in section["per_case"]:
+        for name, figure in case["figures"].items():
+            term = intervals.term_of(name)
+            if term in intervals.NOT_PREDICTIONS or figure.get("predicted") is None:
+                continue
+            found = intervals.bounds(engine, term, figure["predicted"], case.get("era", "?"), case.get("gpu_class", "?"))
+            if found is None or isinstance(figure["observed"], bool):
+                continue
+            figure["interval_90"] = [round(found[0], 4), round(found[1], 4)]
+            figure["inside"] = found[0] <= figure["observed"] <= found[1]
+            if not case.get("separate"):
+                hits.setdefault(term, []).append(figure["inside"])
+    every = [hit for values in hits.values() for hit in values]
+    section["interval_coverage"] = {
+        "overall": {"n": len(every), "inside": sum(every), "share": round(sum(every) / len(every), 4) if every else None},
+        **{term: {"n": len(values), "inside": sum(values), "share": round(sum(values) / len(values), 4)}
+           for term, values in sorted(hits.items())}}
+    return section
 
 
 def score_engine_cases(name: str, cases: list[dict], from_logs: bool = False) -> dict:
@@ -257,7 +285,7 @@ def _score_llamacpp_cases(cases: list[dict]) -> dict:
         tags = list(case.get("tags", []))
         entry = {"id": case["id"], "engine_version": f"{engine_name} {version}", "tags": tags,
                  "separate": any(tag in SEPARATE_TAGS for tag in tags), "figures": {},
-                 "era": "Ollama" if engine_name == "ollama" else f"llama.cpp b{version.lstrip('b')[:1]}xxx"}
+                 "era": "Ollama" if engine_name == "ollama" else fidelity.llamacpp_era(version)}
         try:
             total = find_gpu(str(case.get("gpu") or "").split(" + ")[0]).cuda_total_bytes if case.get("gpu") else None
         except UnknownGpuError:
@@ -533,6 +561,16 @@ def _verdict_lines(verdict: dict) -> list[str]:
     return lines
 
 
+def _coverage_lines(section: dict) -> list[str]:
+    coverage = section.get("interval_coverage", {})
+    overall = coverage.get("overall", {})
+    if not overall.get("n"):
+        return []
+    parts = ", ".join(f"{term} {stats['inside']}/{stats['n']}" for term, stats in coverage.items() if term != "overall")
+    return [f"observed figures inside their 90 % intervals: {overall['inside']}/{overall['n']} "
+            f"({overall['share']:.0%}; data/intervals.json): {parts}"]
+
+
 def _grouped_lines(title: str, groups: dict, keys: tuple[str, ...]) -> list[str]:
     lines = [title, f"  {'group / figure':<42} {'n':>4} {'median':>9} {'p90':>9} {'max':>9} {'|GiB| med':>10} "
                     f"{'|GiB| p90':>10}"]
@@ -556,6 +594,7 @@ def _format_engine(label: str, section: dict) -> str:
     agreement = section.get("startup_failed_agreement", {"agree": 0, "n": 0})
     lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
     lines += _verdict_lines(section.get("verdict", {}))
+    lines += _coverage_lines(section)
     lines.append("skipped: " + "; ".join(f"{skip['id']}: {skip['reason']}" for skip in section["skipped"]))
     return "\n".join(lines)
 
@@ -588,6 +627,7 @@ def _format_vllm(report: dict) -> str:
     agreement = report["startup_failed_agreement"]
     lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
     lines += _verdict_lines(report.get("verdict", {}))
+    lines += _coverage_lines(report)
     reasons: dict[str, int] = {}
     for skip in report["skipped"]:
         reason = skip["reason"]

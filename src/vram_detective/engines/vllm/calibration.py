@@ -138,3 +138,28 @@ FIT_CASES = frozenset(case for record in RECORDS for case in record.fitted_on)
 def held_out(case_ids) -> tuple[str, ...]:
     """The dev cases no record was fitted on, in the given order."""
     return tuple(case for case in case_ids if case not in FIT_CASES)
+
+
+def probe_readings(report: dict) -> dict[str, tuple[float, str, str]]:
+    """benchmarks/gpu_probe.py's JSON -> {record name: (measured value in the record's unit, unit, what)}: the
+    measured counterparts of the fitted records, for scripts/refit_calibration.py to set beside them."""
+    if report.get("format") != "vram-detective gpu_probe 1":
+        raise ValueError("not a gpu_probe report (format 'vram-detective gpu_probe 1')")
+    device, readings = report["device"], report["readings"]
+    hopper = tuple(int(part) for part in str(device.get("compute_capability", "0.0")).split(".")) >= (9, 0)
+    kernels = sum(readings[step]["non_torch_bytes"] for step in ("first_fp16_matmul", "first_bf16_linear_with_bias")
+                  if step in readings)
+    on = f"{device['name']}, driver {device['driver']}, torch {device['torch']}"
+    out = {"CUDA_CONTEXT": (readings["cuda_context_bytes"] / GIB, "GiB", f"CUDA context on {on}"),
+           ("NON_TORCH_HOPPER_PLUS" if hopper else "NON_TORCH_OTHER"): (
+               kernels / GIB, "GiB", f"non-torch growth of the first matmuls (kernels, cuBLAS/cuBLASLt) on {on}")}
+    pool = readings.get("graph_pool", {})
+    if pool.get("graphs"):
+        out["GRAPH_BYTES_PER_LAYER_V1_PIECEWISE"] = (
+            pool["bytes_per_graph_and_layer"] / MIB, "MiB",
+            f"{pool['graphs']} graphs of a {pool.get('decoder', {}).get('layers', '?')}-layer decoder, one pool, on {on}")
+    if readings.get("sampler"):
+        out["SAMPLER_BYTES_PER_LOGIT_FROM_0_28"] = (
+            max(row["bytes_per_logit"] for row in readings["sampler"]), "B/logit",
+            f"softmax + sort peak at the dummy sampler shapes on {on}")
+    return out

@@ -3,6 +3,7 @@
     python benchmarks/accuracy.py --summary            # the table for groundtruth/dev.jsonl
     python benchmarks/accuracy.py --cases FILE --json  # any case file, machine-readable
     python benchmarks/accuracy.py --per-case           # every scored figure of every case
+    python benchmarks/accuracy.py --markdown           # the end-to-end tables for docs/accuracy.md
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from vram_detective.fidelity import markdown  # noqa: E402
 from vram_detective.scoring import format_summary, load_cases, score_cases  # noqa: E402
 
 DEFAULT_CASES = ROOT / "groundtruth" / "dev.jsonl"  # the repo copy (scripts/sync_groundtruth.py)
@@ -26,6 +28,8 @@ def main() -> int:
     parser.add_argument("--summary", action="store_true", help="print the accuracy table (default)")
     parser.add_argument("--per-case", action="store_true", help="print every scored figure")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the end-to-end tables (headline, verdict confusion, era, GPU class) as Markdown")
     args = parser.parse_args()
     if not Path(args.cases).is_file():
         print(f"no case file at {args.cases}", file=sys.stderr)
@@ -35,6 +39,9 @@ def main() -> int:
     elapsed = time.perf_counter() - started
     if args.json:
         print(json.dumps(report, indent=2))
+        return 0
+    if args.markdown:
+        print(markdown(report))
         return 0
     if args.per_case:
         for case in report["per_case"]:

@@ -2,6 +2,8 @@
 
     PYTHONPATH=src python3 benchmarks/llamacpp_accuracy.py
 
+The plans and the comparison live in engines/llamacpp/accuracy.py, shared with `vram-detective score`.
+
 Per case: model buffer per device, KV buffer per device (exact), compute buffer per device, VRAM per device
 (llama.cpp's own buffers on that GPU: model + KV + compute, the figures a log prints) and host RAM (host model
 buffer + CPU KV + CUDA_Host compute + output buffer), where the log prints every part. Cases whose model has no
@@ -11,119 +13,13 @@ are listed as not planned, with the reason. Model shapes are the public config.j
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from pathlib import Path
 
-from vram_detective.engines import get_engine
-from vram_detective.hardware import custom_gpu
-from vram_detective.model.config import parse_config
+from vram_detective.engines.llamacpp.accuracy import (  # noqa: F401  (re-exported for the tests)
+    LLAMA31_8B, NOT_PLANNED, PLANS, QWEN3_30B, _spec, compare, predict)
 
-MIB = 1024 * 1024
 CASES = Path(__file__).resolve().parents[1] / "groundtruth" / "dev-llamacpp.jsonl"
-
-
-def _cfg(arch, h, layers, heads, kv, ff, vocab, tie=False, head_dim=None, **extra):
-    cfg = {"architectures": [arch], "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
-           "num_key_value_heads": kv, "intermediate_size": ff, "vocab_size": vocab, "tie_word_embeddings": tie,
-           "torch_dtype": "bfloat16", "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1e6}
-    if head_dim:
-        cfg["head_dim"] = head_dim
-    cfg.update(extra)
-    return parse_config(cfg, arch)
-
-
-QWEN3_MOE = dict(num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768, decoder_sparse_step=1,
-                 norm_topk_prob=True)
-LLAMA31_8B = ("LlamaForCausalLM", 4096, 32, 32, 8, 14336, 128256)
-QWEN25_32B = ("Qwen2ForCausalLM", 5120, 64, 40, 8, 27648, 152064)
-QWEN3_4B = dict(args=("Qwen3ForCausalLM", 2560, 36, 32, 8, 9728, 151936), tie=True, head_dim=128)
-QWEN3_30B = dict(args=("Qwen3MoeForCausalLM", 2048, 48, 32, 4, 6144, 151936), head_dim=128, **QWEN3_MOE)
-
-# case id -> (engine, version, model shape, settings in the engine's names)
-PLANS = {
-    "llamacpp-ollama-runpod-llama31-8b-lora-ctx8192-4seq": (
-        "ollama", "0.3.8", dict(args=LLAMA31_8B), {"gguf_type": "Q4_K_M", "gpu_free_mib": [23818]}),
-    "llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4": (
-        "ollama", "0.3.8", dict(args=LLAMA31_8B), {"gguf_type": "Q4_0", "gpu_free_mib": [14992]}),
-    "llamacpp-dsr1-distill-qwen32b-q4km-4x3090-ngl65": (
-        "llamacpp", "b4500", dict(args=QWEN25_32B),
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": 65, "n_ctx": 8192, "num_gpus": 4,
-         "device_free_mib": (23982, 23982, 23982, 23923)}),
-    "llamacpp-dsr1-distill-qwen32b-q4km-4x3090-ngl-minus1-zero": (
-        "llamacpp", "b4500", dict(args=QWEN25_32B),
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": -1, "n_ctx": 8192, "num_gpus": 4}),
-    "llamacpp-pyllama-mistral7b-q4km-4060laptop-ngl20-768": (
-        "llamacpp", "b6150", dict(args=("MistralForCausalLM", 4096, 32, 32, 8, 14336, 32000)),
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": 20, "n_ctx": 768, "n_batch": 256, "n_ubatch": 256, "flash_attn": "on"}),
-    "llamacpp-b7342-qwen3-coder-30b-a3b-q8-a100-40g-64k-np4": (
-        "llamacpp", "b7342", QWEN3_30B, {"gguf_type": "Q8_0", "n_ctx": 65536}),
-    "llamacpp-b5622-qwen3-30b-a3b-q4km-4090-5090-experts-cpu": (
-        "llamacpp", "b5622", QWEN3_30B,
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": 99, "n_ctx": 16384, "flash_attn": "off", "num_gpus": 2,
-         "override_tensor": ("exps=CPU",), "device_free_mib": (9862, 31518)}),
-    "llamacpp-phi3-mini-4k-q4km-3070-tgwebui-4k": (
-        "llamacpp", "b5800", dict(args=("Phi3ForCausalLM", 3072, 32, 32, 32, 8192, 32064)),
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": 33, "n_ctx": 4096, "n_batch": 256, "n_ubatch": 256}),
-    "llamacpp-ollama-qwen3-4b-q4km-4g-full-fa-q8kv": (
-        "ollama", "0.12.0", QWEN3_4B, {"gguf_type": "Q4_K_M", "num_ctx": 4096, "flash_attention": True,
-                                       "kv_cache_type": "q8_0", "os": "windows", "gpu_free_mib": [3801]}),
-    "llamacpp-ollama-qwen3-4b-q4km-4g-partial26-f16kv": (
-        "ollama", "0.12.0", QWEN3_4B, {"gguf_type": "Q4_K_M", "num_ctx": 4096, "flash_attention": False,
-                                       "os": "windows", "num_gpu": 26, "gpu_free_mib": [3801]}),
-}
-NOT_PLANNED = {
-    "llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa": "GLM-4 layout (post norms, fused projections) not in quant_mix",
-    "llamacpp-qwen36-27b-udq4kxl-5090-131k-q8kv": "Unsloth UD mix and a hybrid (recurrent) model",
-    "llamacpp-ik-dsr1-mla3-q8kv-16k-3gpu-draft": "ik_llama.cpp fork",
-    "llamacpp-ik259-dsr1-mla-q8kv-32k-8470mib-compute": "ik_llama.cpp fork",
-    "llamacpp-dsv3-0324-udq2kxl-5090-2x4090-a6000-16k": "Unsloth UD mix (no stock tensor types)",
-    "llamacpp-llamasharp-gemma3-4b-q6k-4080s-131k-ngl20": "only KV figures; Gemma 3 layout not in quant_mix",
-    "llamacpp-ollama-0.32-dscoder-v2-lite-q5km-16g-ctx8192": "DeepSeek-V2 MLA layout not in quant_mix",
-    "llamacpp-gemma4-12b-qat-5070laptop-swa-np-sweep": "file not quoted (QAT mix)",
-    "llamacpp-fit-qwen36-35b-a3b-udq4km-5060ti-16g": "Unsloth UD mix, hybrid model",
-    "llamacpp-fork-qwen38-27b-q5km-5060ti-3060-262k-np2-um": "unnamed fork, UD mix, hybrid model",
-}
-_HOST_KEYS = ("cpu_mapped_model_buffer_mib", "cpu_model_buffer_mib", "cuda_host_model_buffer_mib", "cpu_kv_buffer_mib",
-              "cuda_host_compute_buffer_mib", "cuda_host_output_buffer_mib", "cpu_output_buffer_mib")
-
-
-def _spec(shape: dict):
-    args = shape["args"]
-    return _cfg(*args, **{k: v for k, v in shape.items() if k != "args"})
-
-
-def predict(case_id: str) -> dict:
-    """The figures the engine's plan prints for this case (SCHEMA.md keys, MiB), plus vram_/host_ totals."""
-    engine_name, version, shape, settings = PLANS[case_id]
-    engine = get_engine(engine_name)
-    gpu = custom_gpu(48 * 2**30)
-    b = engine.plan(_spec(shape), gpu, dict(settings), engine.releases.resolve(version))
-    out = {f.key: f.value for f in b.engine_figures if f.schema}
-    out["vram_with_context_cuda0_mib"] = b.figure("vram_cuda0_bytes", 0) / MIB
-    return out
-
-
-def _devices(figures: dict) -> list[str]:
-    return sorted({m.group(1) for k in figures if (m := re.match(r"(cuda\d+)_model_buffer_mib$", k))})
-
-
-def compare(case: dict) -> list[tuple[str, str, float, float]]:
-    """(kind, figure, predicted, observed) for each figure the log prints and the plan has."""
-    obs, pred = case["observed"], predict(case["id"])
-    rows = []
-    for key, value in obs.items():
-        m = re.match(r"(cuda\d+|cpu_mapped|cpu|cuda_host)_(model|kv|compute|output)_buffer_mib$", key)
-        if m and key in pred:
-            rows.append((m.group(2), key, pred[key], value))
-    for dev in _devices(obs):
-        parts = [f"{dev}_{k}_buffer_mib" for k in ("model", "kv", "compute")]
-        if all(p in obs for p in parts):
-            rows.append(("vram", f"{dev} VRAM", sum(pred.get(p, 0) for p in parts), sum(obs[p] for p in parts)))
-    host = [k for k in _HOST_KEYS if k in obs]
-    if any("model" in k for k in host) and "cuda_host_compute_buffer_mib" in obs:
-        rows.append(("host", "host RAM", sum(pred.get(k, 0) for k in host), sum(obs[k] for k in host)))
-    return rows
 
 
 def _cases() -> list[dict]:

@@ -17,10 +17,9 @@ ROOT_DIR = Path(__file__).resolve().parents[1]
 DEV_FILES = ("dev.jsonl", "dev-vllm-more.jsonl")
 
 # Refits that differ from the shipped value today (the record's refit_note says why); values stay until rescored.
+# (GRAPH_BYTES_PER_LAYER_V0 0.14 and RESERVED_OVER_ALLOCATED_AT_PEAK 1.30 were rescored and adopted, issue 14.)
 KNOWN_DIFFERENCES = {
     "GLOBAL_ERA_PER_EXTRA_RANK": 0.73,
-    "GRAPH_BYTES_PER_LAYER_V0": 0.14,
-    "RESERVED_OVER_ALLOCATED_AT_PEAK": 1.30,
 }
 
 
@@ -114,5 +113,5 @@ def test_fit_leaves_the_constants_as_shipped(results):
     """The refit probes each constant at 0 and 1 unit and puts the shipped value back."""
     assert profile.NON_TORCH_HOPPER_PLUS == calibration.NON_TORCH_HOPPER_PLUS.bytes
     assert profile.GRAPH_BYTES_PER_LAYER["v0"] == calibration.GRAPH_BYTES_PER_LAYER_V0.bytes
-    assert profile.RESERVED_OVER_ALLOCATED_AT_PEAK == 1.25
+    assert profile.RESERVED_OVER_ALLOCATED_AT_PEAK == 1.30
     assert not math.isnan(results["NON_TORCH_OTHER"].value)

@@ -7,6 +7,7 @@ from .breakdown import Breakdown
 from .engines import get_engine
 from .engines.base import resolve_model as engine_model
 from .hardware import Gpu, custom_gpu, find_gpu
+from .intervals import attach as attach_intervals
 from .model.config import ConfigError, ModelSpec, parse_config
 from .model.sources import ModelSource, load_model
 
@@ -81,4 +82,4 @@ def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None 
     spec, checkpoint = model_and_checkpoint(model, runner.name, source, revision, hf_token, gguf_file)
     device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
     gguf = checkpoint if checkpoint is not None and checkpoint.format == "gguf" else None
-    return runner.plan(spec, device, settings, runner.releases.resolve(version), gguf_checkpoint=gguf)
+    return attach_intervals(runner.plan(spec, device, settings, runner.releases.resolve(version), gguf_checkpoint=gguf))

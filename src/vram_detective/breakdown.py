@@ -101,6 +101,22 @@ class _EnginePart:
 
 
 @dataclass(frozen=True)
+class Interval:
+    """A predicted figure's interval from the scored errors of its term (intervals.py, data/intervals.json)."""
+
+    key: str  # SCHEMA.md `observed` key, e.g. "kv_cache_gib"
+    value: float
+    low: float
+    high: float
+    level: float  # 0.9: the share of scored observations such an interval held
+    basis: str  # the group of scored cases it comes from
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "value": round(self.value, 4), "low": round(self.low, 4), "high": round(self.high, 4),
+                "level": self.level, "basis": self.basis}
+
+
+@dataclass(frozen=True)
 class Breakdown:
     """What every engine predicts, plus `engine_figures`: the figures only this engine has."""
 
@@ -128,6 +144,8 @@ class Breakdown:
     notes: tuple[str, ...] = ()
     failure: StartupFailure | None = None
     per_rank: tuple[RankFigures, ...] = field(default_factory=tuple)
+    intervals: tuple[Interval, ...] = ()  # one per predicted figure the scorer has errors for (intervals.py)
+    verdict_margin: str = ""  # "starts, 1.2 GiB to spare" / "borderline: ..." (intervals.py)
 
     # vLLM's figures under their old names (None on an engine without them)
     vllm_version = _EnginePart()

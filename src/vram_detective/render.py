@@ -57,6 +57,10 @@ def to_json(breakdown: Breakdown) -> dict:
         "startup_failed": breakdown.failure is not None,
         "notes": list(breakdown.notes),
     }
+    if breakdown.intervals:
+        out["intervals"] = [item.to_dict() for item in breakdown.intervals]
+    if breakdown.verdict_margin:
+        out["verdict_margin"] = breakdown.verdict_margin
     if breakdown.failure is not None:
         out["failure"] = {"message": breakdown.failure.message,
                           "largest_fitting_max_model_len": breakdown.failure.largest_fitting_max_model_len}
@@ -136,6 +140,7 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
     ]
     out += _table(("KV cache", "value"), kv_rows, "lr")
     out.append("")
+    out += _interval_lines(b)
     if b.per_rank:
         # every pipeline stage sizes its own pool; the engine keeps the smallest block count
         headers = ("per GPU",) + tuple(f"stage {r.pipeline_stage} (rank {r.rank}+)" for r in b.per_rank)
@@ -166,6 +171,23 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
         if b.failure.largest_fitting_max_model_len:
             out.append(f"largest max_model_len that fits: {b.failure.largest_fitting_max_model_len:,}")
     return "\n".join(out)
+
+
+def _interval_lines(b: Breakdown) -> list[str]:
+    """'KV cache 14.60 (90 %: 13.90-15.20)': each figure's interval from the scored errors of its term."""
+    if not b.intervals:
+        return []
+    from .forensics.observed import LABELS
+
+    out = [f"how sure ({b.intervals[0].level:.0%} intervals from the errors scored on real logs):"]
+    for item in b.intervals:
+        unit = "GiB" if item.key.endswith(("_gib", "_gb")) else ("MiB" if item.key.endswith("_mib") else "")
+        digits = 2 if unit == "GiB" or "concurrency" in item.key else 0
+        out.append(f"  {LABELS.get(item.key, item.key)} {item.value:,.{digits}f} {unit} ({item.level:.0%}: "
+                   f"{item.low:,.{digits}f}-{item.high:,.{digits}f})".replace("  (", " ("))
+    if b.verdict_margin:
+        out.append(f"  verdict: {b.verdict_margin}")
+    return out + [""]
 
 
 def render_markdown(breakdown: Breakdown) -> str:

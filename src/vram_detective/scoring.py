@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 
@@ -10,7 +9,8 @@ from pathlib import Path
 # the release and engine path a log's format shows live with the log parser (re-exported here)
 from .engines import get_engine
 from .forensics.formats import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: F401
-from .forensics.reconcile import predicted_figures
+from . import fidelity
+from .render import schema_figures
 from .units import GIB, parse_version
 
 # Figures compared when a case has them: observed key -> how to read the prediction.
@@ -21,6 +21,9 @@ FIGURES = (
 )
 # Figures derived from the case's own logged KV budget (isolates the KV arithmetic).
 FROM_LOGGED_BUDGET = ("blocks_from_logged_budget", "tokens_from_logged_budget", "concurrency_from_logged_budget")
+# requested_memory_gib is u x the logged total: scored against that total it checks arithmetic, not a prediction
+CONSISTENCY_FIGURES = ("requested_memory_gib",)
+HEADLINE_FIGURES = tuple(key for key in FIGURES if key not in CONSISTENCY_FIGURES) + FROM_LOGGED_BUDGET
 # SGLang's figures (SCHEMA.md's SGLang keys), then #tokens from the log's own free memory
 SGLANG_FIGURES = (
     "weights_mem_usage_gb", "kv_cache_tokens", "k_size_gb", "max_running_requests",
@@ -141,7 +144,7 @@ def _predict(case: dict):
             version = ahead
             return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial, (spec, gpu, user)), None
     except REFUSALS as error:
-        return ("refused", version, basis, str(error)), None
+        return ("refused", version, basis, str(error), (spec, gpu, user), partial), None
     except ValueError as error:
         return None, f"cannot predict: {error}"
 
@@ -207,15 +210,45 @@ def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
         by_engine.setdefault(str(case.get("engine") or "vllm").lower(), []).append(case)
     vllm_cases = by_engine.pop("vllm", [])
     if not by_engine:
-        return _score_vllm_cases(vllm_cases, from_logs)
-    report = _score_vllm_cases(vllm_cases, from_logs) if vllm_cases else {"cases": 0}
+        return _with_coverage(_score_vllm_cases(vllm_cases, from_logs), "vllm")
+    report = _with_coverage(_score_vllm_cases(vllm_cases, from_logs), "vllm") if vllm_cases else {"cases": 0}
     for name, engine_cases in sorted(by_engine.items()):
-        report[name] = score_engine_cases(name, engine_cases, from_logs)
+        report[name] = _with_coverage(score_engine_cases(name, engine_cases, from_logs), name)
     return report
 
 
+def _with_coverage(section: dict, engine: str) -> dict:
+    """Each scored prediction's shipped 90 % interval (intervals.py) and whether the logged figure is inside; the
+    section's `interval_coverage` per figure and overall (headline cases)."""
+    from . import intervals
+
+    if "per_case" not in section:
+        return section
+    hits: dict[str, list[bool]] = {}
+    for case in section["per_case"]:
+        for name, figure in case["figures"].items():
+            term = intervals.term_of(name)
+            if term in intervals.NOT_PREDICTIONS or figure.get("predicted") is None:
+                continue
+            found = intervals.bounds(engine, term, figure["predicted"], case.get("era", "?"), case.get("gpu_class", "?"))
+            if found is None or isinstance(figure["observed"], bool):
+                continue
+            figure["interval_90"] = [round(found[0], 4), round(found[1], 4)]
+            figure["inside"] = found[0] <= figure["observed"] <= found[1]
+            if not case.get("separate"):
+                hits.setdefault(term, []).append(figure["inside"])
+    every = [hit for values in hits.values() for hit in values]
+    section["interval_coverage"] = {
+        "overall": {"n": len(every), "inside": sum(every), "share": round(sum(every) / len(every), 4) if every else None},
+        **{term: {"n": len(values), "inside": sum(values), "share": round(sum(values) / len(values), 4)}
+           for term, values in sorted(hits.items())}}
+    return section
+
+
 def score_engine_cases(name: str, cases: list[dict], from_logs: bool = False) -> dict:
-    """One non-vLLM engine's cases, figure by figure (SGLang today); an engine without a scorer is listed."""
+    """One non-vLLM engine's cases, figure by figure (SGLang, llama.cpp); an engine without a scorer is listed."""
+    if name == "llamacpp":
+        return _score_llamacpp_cases(cases)
     if name != "sglang":
         return {"cases": len(cases), "scored": 0, "skipped": [{"id": c.get("id"), "reason": f"no scorer for {name}"}
                                                             for c in cases]}
@@ -229,10 +262,49 @@ def score_engine_cases(name: str, cases: list[dict], from_logs: bool = False) ->
             skipped.append({"id": case.get("id"), "reason": reason})
         else:
             per_case.append(entry)
+    return _engine_report(cases, per_case, skipped, SGLANG_FIGURES)
+
+
+# llama.cpp's buffers by kind (engines/llamacpp/accuracy.py compare): one table row per kind, over devices
+LLAMACPP_FIGURES = ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "output_buffer_mib", "vram_mib",
+                    "host_ram_mib")
+
+
+def _score_llamacpp_cases(cases: list[dict]) -> dict:
+    """The cases engines/llamacpp/accuracy.py plans (the rest listed with its reason), buffer by buffer."""
+    from .engines.llamacpp import accuracy
+    from .hardware import UnknownGpuError, find_gpu
+
+    per_case, skipped = [], []
+    for case in cases:
+        if case.get("id") not in accuracy.PLANS:
+            skipped.append({"id": case.get("id"), "reason": accuracy.NOT_PLANNED.get(case.get("id"), "no plan")})
+            continue
+        engine_name, version = accuracy.PLANS[case["id"]][:2]
+        tags = list(case.get("tags", []))
+        entry = {"id": case["id"], "engine_version": f"{engine_name} {version}", "tags": tags,
+                 "separate": any(tag in SEPARATE_TAGS for tag in tags), "figures": {},
+                 "era": "Ollama" if engine_name == "ollama" else fidelity.llamacpp_era(version)}
+        try:
+            total = find_gpu(str(case.get("gpu") or "").split(" + ")[0]).cuda_total_bytes if case.get("gpu") else None
+        except UnknownGpuError:
+            total = None
+        entry["gpu_class"] = fidelity.gpu_class(total)
+        for kind, figure, predicted, observed in accuracy.compare(case):
+            key = {"vram": "vram_mib", "host": "host_ram_mib"}.get(kind, f"{kind}_buffer_mib")
+            entry["figures"][f"{key}:{figure}"] = _figure(key, predicted, observed)
+        per_case.append(entry)
+    return _engine_report(cases, per_case, skipped, LLAMACPP_FIGURES)
+
+
+def _engine_report(cases: list[dict], per_case: list[dict], skipped: list[dict], keys: tuple[str, ...]) -> dict:
+    headline = [c for c in per_case if not c["separate"]]
     return {"cases": len(cases), "scored": len(per_case), "skipped": skipped,
-            "figures": _summaries([c for c in per_case if not c["separate"]], SGLANG_FIGURES),
-            "figures_separate_tags": _summaries([c for c in per_case if c["separate"]], SGLANG_FIGURES),
-            "startup_failed_agreement": _agreement(per_case), "per_case": per_case}
+            "figures": _summaries(headline, keys),
+            "figures_separate_tags": _summaries([c for c in per_case if c["separate"]], keys),
+            "startup_failed_agreement": _agreement(per_case), "verdict": fidelity.verdict_agreement(headline),
+            "by_era": fidelity.grouped(headline, keys, "era"),
+            "by_gpu_class": fidelity.grouped(headline, keys, "gpu_class"), "per_case": per_case}
 
 
 def _score_sglang_case(case: dict) -> tuple[dict | None, str]:
@@ -279,13 +351,16 @@ def _score_sglang_case(case: dict) -> tuple[dict | None, str]:
         logged["kv_cache_tokens"] = logged["max_total_num_tokens"]  # releases before the '#tokens' line
     for key, value in accuracy.predicted_figures(breakdown, observed, gpu is not None).items():
         if logged.get(key) is not None and value is not None:
-            entry["figures"][key] = {"observed": logged[key], "predicted": round(value, 4),
-                                     "rel_err": _relative_error(value, logged[key])}
+            entry["figures"][key] = _figure(key, value, logged[key])
     if gpu is not None or (case.get("settings") or {}).get("mem_fraction_static") \
             or engine.releases.rule_at(version, "mfs_scheme") == "tp_table":
         entry["figures"].update(accuracy.tokens_from_logged(breakdown, spec, observed, breakdown.engine_version))
     if "startup_failed" in observed and gpu is not None:
         entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
+        entry["verdict"] = {"observed": fidelity.observed_verdict(case),
+                            "predicted": fidelity.predicted_verdict(breakdown.failure and breakdown.failure.message)}
+    entry["gpu_class"] = fidelity.gpu_class(gpu.cuda_total_bytes if gpu is not None else None)
+    entry["era"] = "SGLang " + ".".join(breakdown.engine_version.split(".")[:2])
     return entry, ""
 
 
@@ -303,65 +378,121 @@ def _score_vllm_cases(cases: list[dict], from_logs: bool = False) -> dict:
         if prediction is None:
             skipped.append({"id": case.get("id"), "reason": reason})
             continue
-        observed = case.get("observed") or {}
-        entry = {"id": case["id"], "vllm_version": prediction[1], "version_basis": prediction[2],
-                 "tags": list(case.get("tags", [])),
-                 "separate": any(tag in SEPARATE_TAGS for tag in case.get("tags", [])), "figures": {}}
-        if prediction[0] == "refused":
-            entry["refused"] = prediction[3]
-            entry["startup_failed"] = {"observed": observed.get("startup_failed"), "predicted": True}
-            per_case.append(entry)
-            continue
-        breakdown, partial = prediction[0], prediction[3]
-        predicted = predicted_figures(breakdown, observed)
-        entry["weights_format"] = _weights_format(prediction[4][0], breakdown)
-        if partial:
-            entry["partial"] = partial
-        if breakdown.per_rank and "weights_gib" in observed:
-            # the log line does not say which pipeline stage printed it: compared with the closest stage
-            stages = [rank.weights_bytes / GIB for rank in breakdown.per_rank]
-            entry["weights_stage"] = min(range(len(stages)), key=lambda i: abs(stages[i] - observed["weights_gib"]))
-        for key in FIGURES:
-            if partial and key != "weights_gib":
-                continue
-            if key in observed and observed[key] is not None:
-                entry["figures"][key] = {"observed": observed[key], "predicted": round(predicted[key], 4),
-                                         "rel_err": _relative_error(predicted[key], observed[key])}
-        entry["figures"].update(_from_logged_budget(case, prediction[4], breakdown))
-        if "startup_failed" in observed and not partial:
-            entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
-        per_case.append(entry)
+        per_case.append(_vllm_entry(case, prediction))
+    headline = [c for c in per_case if not c["separate"]]
     return {
         "cases": len(cases),
         "scored": len(per_case),
         "skipped": skipped,
-        "figures": _summaries([c for c in per_case if not c["separate"]]),
+        "figures": _summaries(headline),
         "figures_separate_tags": _summaries([c for c in per_case if c["separate"]]),
+        "consistency_checks": fidelity.summaries(headline, CONSISTENCY_FIGURES),
         "startup_failed_agreement": _agreement(per_case),
-        "weights_by_format": _weights_by_format([c for c in per_case if not c["separate"]]),
+        "verdict": fidelity.verdict_agreement(headline),
+        "by_era": fidelity.grouped(headline, HEADLINE_FIGURES, "era"),
+        "by_gpu_class": fidelity.grouped(headline, HEADLINE_FIGURES, "gpu_class"),
+        "weights_by_format": _weights_by_format(headline),
         "by_tag": {tag: _summaries([c for c in per_case if tag in c.get("tags", ())]) for tag in ARCHITECTURE_TAGS},
         "per_case": per_case,
     }
 
 
+def _vllm_entry(case: dict, prediction: tuple) -> dict:
+    """One case's scored figures, verdict and table keys (era, GPU class)."""
+    observed = case.get("observed") or {}
+    entry = {"id": case["id"], "vllm_version": prediction[1], "version_basis": prediction[2],
+             "tags": list(case.get("tags", [])),
+             "separate": any(tag in SEPARATE_TAGS for tag in case.get("tags", [])), "figures": {}}
+    inputs = prediction[4]
+    partial = prediction[5] if prediction[0] == "refused" else prediction[3]
+    entry["gpu_class"] = fidelity.gpu_class(None if partial else inputs[1].cuda_total_bytes)
+    if prediction[0] == "refused":
+        entry["era"] = fidelity.vllm_era(prediction[1], inputs[2].get("engine", ""))
+        entry["refused"] = prediction[3]
+        entry["startup_failed"] = {"observed": observed.get("startup_failed"), "predicted": True}
+        entry["verdict"] = {"observed": fidelity.observed_verdict(case), "predicted": fidelity.REFUSED}
+        # a predicted refusal gives no figure: every size or count the log printed is a miss, not a gap
+        for key in FIGURES + ("kv_cache_tokens",):
+            if observed.get(key) is not None and key in HEADLINE_FIGURES + CONSISTENCY_FIGURES:
+                entry["figures"][key] = dict(_figure(key, 0.0, observed[key]), predicted=None, rel_err=1.0,
+                                             missed="predicted a refusal")
+        return entry
+    breakdown = prediction[0]
+    entry["era"] = fidelity.vllm_era(breakdown.vllm_version, breakdown.engine)
+    weights, unscored = None, {}
+    if breakdown.per_rank and "weights_gib" in observed:
+        stage = logged_stage(case.get("log", ""), observed["weights_gib"], _tp(breakdown))
+        if stage is None:
+            # not the closest stage (that flatters): a figure no stage is named for is listed, not scored
+            unscored["weights_gib"] = "pipeline stage not named by the log line"
+        else:
+            entry["weights_stage"] = min(stage, len(breakdown.per_rank) - 1)
+            weights = breakdown.per_rank[entry["weights_stage"]].weights_bytes
+    if unscored:
+        entry["unscored"] = unscored
+    predicted = schema_figures(breakdown, weights)
+    entry["weights_format"] = _weights_format(inputs[0], breakdown)
+    if partial:
+        entry["partial"] = partial
+    for key in FIGURES:
+        if (partial and key != "weights_gib") or key in unscored:
+            continue
+        if key in observed and observed[key] is not None:
+            entry["figures"][key] = _figure(key, predicted[key], observed[key])
+    entry["figures"].update(_from_logged_budget(case, inputs, breakdown))
+    if "startup_failed" in observed and not partial:
+        entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
+        entry["verdict"] = {"observed": fidelity.observed_verdict(case),
+                            "predicted": fidelity.predicted_verdict(breakdown.failure and breakdown.failure.message)}
+    return entry
+
+
+def _figure(key: str, predicted: float, observed: float) -> dict:
+    """One compared figure: relative error and, for a size, the absolute error in GiB."""
+    out = {"observed": observed, "predicted": round(predicted, 4), "rel_err": _relative_error(predicted, observed)}
+    gap = fidelity.abs_error_gib(key, predicted, observed)
+    if gap is not None:
+        out["abs_err_gib"] = round(gap, 4)
+    return out
+
+
+def _tp(breakdown) -> int:
+    try:
+        return int(breakdown.setting("tensor_parallel_size"))
+    except (KeyError, TypeError, ValueError):
+        return 1
+
+
+_STAGE_PREFIX = (
+    (re.compile(r"Worker_(?:TP\d+_)?PP(\d+)"), "stage"),  # V1 multiproc worker names (Worker_PP1, Worker_TP0_PP1)
+    (re.compile(r"\brank=(\d+)"), "rank"),  # (VllmWorker rank=5 pid=...)
+    (re.compile(r"\bPP rank (\d+)"), "stage"),
+)
+_UNNAMED_WORKER = re.compile(r"RayWorkerWrapper|VllmWorkerProcess|Worker pid|RayWorker")
+
+
+def logged_stage(log: str, weights_gib: float, tp: int) -> int | None:
+    """The pipeline stage whose line printed the logged weights: named by the worker prefix (a stage, or a rank
+    over TP), stage 0 for the driver's unprefixed line; None when the printing worker names no rank."""
+    figure = f"{weights_gib:.4f}".rstrip("0").rstrip(".")
+    for line in log.splitlines():
+        if "took" not in line or figure not in line:
+            continue
+        for pattern, kind in _STAGE_PREFIX:
+            found = pattern.search(line)
+            if found:
+                number = int(found.group(1))
+                return number if kind == "stage" else number // max(tp, 1)
+        return None if _UNNAMED_WORKER.search(line) else 0
+    return None
+
+
 def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    index = max(0, math.ceil(fraction * len(ordered)) - 1)
-    return ordered[index]
+    return fidelity.percentile(values, fraction)
 
 
-def _summaries(entries: list[dict], keys: tuple[str, ...] = FIGURES + FROM_LOGGED_BUDGET) -> dict:
-    errors: dict[str, list[float]] = {}
-    for entry in entries:
-        for key, figure in entry["figures"].items():
-            errors.setdefault(key, []).append(figure["rel_err"])
-    summary = {}
-    for key in keys:
-        values = errors.get(key)
-        if values:
-            summary[key] = {"n": len(values), "median_abs_rel_err": round(_percentile(values, 0.5), 5),
-                            "p90_abs_rel_err": round(_percentile(values, 0.9), 5), "max_abs_rel_err": round(max(values), 5)}
-    return summary
+def _summaries(entries: list[dict], keys: tuple[str, ...] | None = None) -> dict:
+    return fidelity.summaries(entries, HEADLINE_FIGURES if keys is None else keys)
 
 
 def _agreement(entries: list[dict]) -> dict:
@@ -404,32 +535,79 @@ def format_summary(report: dict) -> str:
     return "\n\n".join(blocks)
 
 
+_HEADER = f"  {'figure':<32} {'n':>4} {'median':>9} {'p90':>9} {'max':>9} {'|GiB| med':>10} {'|GiB| p90':>10}"
+
+
+def _row(name: str, stats: dict, width: int = 32) -> str:
+    gib = (f" {stats['median_abs_err_gib']:>10.3f} {stats['p90_abs_err_gib']:>10.3f}"
+           if "median_abs_err_gib" in stats else "")
+    return (f"  {name:<{width}} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
+            f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}{gib}")
+
+
+def _figure_table(title: str, figures: dict) -> list[str]:
+    return [title, _HEADER] + [_row(key, stats) for key, stats in figures.items()] + [""]
+
+
+def _verdict_lines(verdict: dict) -> list[str]:
+    """The start verdict's agreement and its confusion table (rows: the log; columns: the prediction)."""
+    if not verdict or not verdict.get("n"):
+        return ["start verdict: no case with a logged outcome"]
+    lines = [f"start verdict agrees with the log: {verdict['agree']}/{verdict['n']} ({verdict['rate']:.0%})",
+             f"  {'log / predicted':<28}" + "".join(f"{name:>20}" for name in fidelity.VERDICTS)]
+    for row, counts in verdict["confusion"].items():
+        lines.append(f"  {row:<28}" + "".join(f"{counts.get(name, 0):>20}" for name in fidelity.VERDICTS))
+    return lines
+
+
+def _coverage_lines(section: dict) -> list[str]:
+    coverage = section.get("interval_coverage", {})
+    overall = coverage.get("overall", {})
+    if not overall.get("n"):
+        return []
+    parts = ", ".join(f"{term} {stats['inside']}/{stats['n']}" for term, stats in coverage.items() if term != "overall")
+    return [f"observed figures inside their 90 % intervals: {overall['inside']}/{overall['n']} "
+            f"({overall['share']:.0%}; data/intervals.json): {parts}"]
+
+
+def _grouped_lines(title: str, groups: dict, keys: tuple[str, ...]) -> list[str]:
+    lines = [title, f"  {'group / figure':<42} {'n':>4} {'median':>9} {'p90':>9} {'max':>9} {'|GiB| med':>10} "
+                    f"{'|GiB| p90':>10}"]
+    for name, group in groups.items():
+        verdict = group["verdict"]
+        lines.append(f"  {name} ({group['cases']} cases; verdict {verdict['agree']}/{verdict['n']})")
+        lines += [_row("  " + key, group["figures"][key], 42) for key in keys if key in group["figures"]]
+    return lines + [""]
+
+
 def _format_engine(label: str, section: dict) -> str:
     lines = [f"{label}: cases: {section['cases']}, scored: {section['scored']}, skipped: {len(section['skipped'])}", ""]
-    for title, key in (("scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)", "figures"),
-                       ("cases tagged non-nvidia / approximate / shared-gpu", "figures_separate_tags")):
-        lines.append(f"{label} {title}")
-        lines.append(f"  {'figure':<32} {'n':>4} {'median':>9} {'p90':>9} {'max':>9}")
-        for figure, stats in section.get(key, {}).items():
-            lines.append(f"  {figure:<32} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
-                         f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}")
-        lines.append("")
+    lines += _figure_table(f"{label} scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)",
+                           section.get("figures", {}))
+    lines += _figure_table(f"{label} cases tagged non-nvidia / approximate / shared-gpu",
+                           section.get("figures_separate_tags", {}))
+    keys = tuple(section.get("figures", {}))
+    for title, field in (("by release era", "by_era"), ("by GPU class", "by_gpu_class")):
+        if section.get(field):
+            lines += _grouped_lines(f"{label} {title}", section[field], keys)
     agreement = section.get("startup_failed_agreement", {"agree": 0, "n": 0})
     lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
+    lines += _verdict_lines(section.get("verdict", {}))
+    lines += _coverage_lines(section)
     lines.append("skipped: " + "; ".join(f"{skip['id']}: {skip['reason']}" for skip in section["skipped"]))
     return "\n".join(lines)
 
 
 def _format_vllm(report: dict) -> str:
     lines = [f"cases: {report['cases']}, scored: {report['scored']}, skipped: {len(report['skipped'])}", ""]
-    for title, figures in (("scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)", report["figures"]),
-                           ("cases tagged non-nvidia / approximate / shared-gpu", report["figures_separate_tags"])):
-        lines.append(title)
-        lines.append(f"  {'figure':<32} {'n':>4} {'median':>9} {'p90':>9} {'max':>9}")
-        for key, stats in figures.items():
-            lines.append(f"  {key:<32} {stats['n']:>4} {stats['median_abs_rel_err']:>9.2%} "
-                         f"{stats['p90_abs_rel_err']:>9.2%} {stats['max_abs_rel_err']:>9.2%}")
-        lines.append("")
+    lines += _figure_table("scored cases (SCHEMA tags non-nvidia/approximate/shared-gpu excluded)", report["figures"])
+    lines += _figure_table("cases tagged non-nvidia / approximate / shared-gpu", report["figures_separate_tags"])
+    lines += _figure_table("consistency checks (not predictions: requested memory is u x the logged total)",
+                           report.get("consistency_checks", {}))
+    keys = ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "non_torch_gib", "activation_peak_gib", "cuda_graph_gib")
+    for title, field in (("by release era (vLLM budget era, engines/vllm/releases.py)", "by_era"),
+                         ("by GPU class", "by_gpu_class")):
+        lines += _grouped_lines(title, report.get(field, {}), keys)
     lines.append("weights by stored format (scored cases)")
     lines.append(f"  {'format':<32} {'n':>4} {'median':>9} {'p90':>9} {'max':>9}")
     for name, stats in report.get("weights_by_format", {}).items():
@@ -447,6 +625,8 @@ def _format_vllm(report: dict) -> str:
     lines.append("")
     agreement = report["startup_failed_agreement"]
     lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
+    lines += _verdict_lines(report.get("verdict", {}))
+    lines += _coverage_lines(report)
     reasons: dict[str, int] = {}
     for skip in report["skipped"]:
         reason = skip["reason"]

@@ -1,0 +1,63 @@
+"""90 % intervals from scored errors (intervals.py, data/intervals.json) and the verdict's margin."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vram_detective import intervals
+from vram_detective.api import explain
+from vram_detective.render import to_json
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rows(errors, era="V1-c", gpu="consumer (<= 32 GB)"):
+    return [{"id": f"c{i}", "engine": "vllm", "term": "kv_cache_gib", "era": era, "gpu_class": gpu,
+             "predicted": 10.0, "observed": 10.0 + error} for i, error in enumerate(errors)]
+
+
+def test_fit_takes_the_90th_percentile_of_the_error_relative_to_the_prediction():
+    data = intervals.fit(_rows([0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9, 5.0]))
+    group = data["groups"]["vllm"]["kv_cache_gib"]
+    assert group["V1-c | consumer (<= 32 GB)"] == {"n": 10, "p90_rel_to_predicted": 0.09}
+    low, high, basis = intervals.bounds("vllm", "kv_cache_gib", 20.0, "V1-c", "consumer (<= 32 GB)", data)
+    assert (low, high) == pytest.approx((18.2, 21.8)) and basis == "V1-c | consumer (<= 32 GB) (n=10)"
+    # fewer than 5 cases in an era: the GPU class across eras, then every case
+    assert intervals.bounds("vllm", "kv_cache_gib", 20.0, "V0-c", "consumer (<= 32 GB)", data)[2] == \
+        "* | consumer (<= 32 GB) (n=10)"
+    assert intervals.bounds("vllm", "non_torch_gib", 1.0, "V1-c", "consumer (<= 32 GB)", data) is None
+
+
+def test_coverage_counts_observed_figures_inside():
+    rows = _rows([0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9, 5.0])
+    covered = intervals.coverage(rows, intervals.fit(rows))
+    assert covered["overall"] == {"n": 10, "inside": 9, "share": 0.9}
+
+
+def test_a_prediction_carries_intervals_and_a_margin():
+    breakdown = explain("Qwen/Qwen3-8B", "H100", vllm_version="0.11.0")
+    keys = {item.key for item in breakdown.intervals}
+    assert {"weights_gib", "kv_cache_gib", "activation_peak_gib", "non_torch_gib", "cuda_graph_gib"} <= keys
+    pool = next(item for item in breakdown.intervals if item.key == "kv_cache_gib")
+    assert pool.low < pool.value < pool.high and pool.level == 0.9
+    assert breakdown.verdict_margin.startswith("starts, ") and "GiB to spare" in breakdown.verdict_margin
+    assert to_json(breakdown)["intervals"][0]["key"] == "weights_gib"
+
+
+def test_a_pool_that_barely_holds_one_request_is_borderline():
+    # 4.54 GiB of KV on a 4090 for one 32,768-token request of 4.5 GiB
+    breakdown = explain("Qwen/Qwen3-8B", "RTX 4090", vllm_version="0.11.0", max_model_len=32768)
+    assert breakdown.verdict_margin.startswith("borderline: +0.04 GiB")
+
+
+def test_the_shipped_data_is_what_the_refit_script_writes():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import refit_intervals
+
+    shipped = json.loads((ROOT / "src" / "vram_detective" / "data" / "intervals.json").read_text())
+    assert shipped["groups"] == intervals.fit(refit_intervals.rows())["groups"]
+    assert 0.85 <= shipped["coverage"]["two_fold_held_out"]["share"] <= 0.95

@@ -63,7 +63,8 @@ class Policy:
 
     def source_for(self, model: str, source: str | None) -> tuple[str, str | None]:
         """(model reference, source) a request may use: a catalog or Hub id, or a path under local_root."""
-        if source in ("local", "gguf") or _looks_like_path(model):
+        under_root = self.local_root is not None and model.strip() and (self.local_root / model.strip()).exists()
+        if source in ("local", "gguf") or under_root or _looks_like_path(model):
             if self.local_root is None:
                 raise Forbidden(f"{model}: this server reads no local paths (start it with --allow-local-models DIR)")
             path = (self.local_root / model.lstrip("/")).resolve() if not Path(model).is_absolute() else Path(model).resolve()

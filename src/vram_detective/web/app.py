@@ -121,7 +121,7 @@ def create_app(local_root: str | None = None, max_body: int = service.MAX_BODY_B
         request = service.read_request(params, policy)
         breakdown = service.explain(request)
         return report.explain_fragment(breakdown, service.explain_json(request, breakdown),
-                                       service.launch_line(request, breakdown))
+                                       service.launch_line(request, breakdown), page=True)
 
     def logs_api(params):
         return service.logs_json(str(params.get("log") or ""), params.get("nvidia_smi") or None, params.get("model"),

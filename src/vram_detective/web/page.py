@@ -32,7 +32,7 @@ def setup_form(params: dict) -> str:
     models = "".join(f'<option value="{escape(m)}">' for m in service.catalog_models())
     gpus = "".join(f'<option value="{escape(g["short_name"])}">{escape(g["name"])} ({g["cuda_total_gib"]} GiB)</option>'
                    for g in service.catalog_gpus())
-    return (f'<form id="setup" class="grid" role="search" aria-label="model, GPU and engine" onsubmit="return false">'
+    return (f'<form id="setup" class="grid" role="search" aria-label="model, GPU and engine">'
             + _input("model", "model (catalog id)", params.get("model"), extra='list="models" autocomplete="off" spellcheck="false"')
             + _input("gpu", "GPU", params.get("gpu"), extra='list="gpus" autocomplete="off"')
             + _input("gpu_memory", "or a custom size", params.get("gpu_memory"), extra='placeholder="e.g. 23.65GiB"')
@@ -66,7 +66,7 @@ def _control(spec: tuple, params: dict, resolved: dict) -> str:
 def levers_form(params: dict, resolved: dict) -> str:
     engine = params.get("engine") or "vllm"
     controls = "".join(_control(spec, params, resolved) for spec in service.CONTROLS.get(engine, ()))
-    return (f'<form id="levers" class="grid levers" aria-label="engine settings" onsubmit="return false">{controls}'
+    return (f'<form id="levers" class="grid levers" aria-label="engine settings">{controls}'
             f'<button type="button" id="reset-levers">back to the defaults</button></form>')
 
 
@@ -81,7 +81,7 @@ def explain_result(params: dict, policy: service.Policy) -> tuple[str, dict]:
         return f'<p class="error" role="alert">{escape(_one_line(error))}</p>', {}
     resolved = {s.name: s.value for s in breakdown.settings}
     figures = service.explain_json(request, breakdown)
-    return report.explain_fragment(breakdown, figures, service.launch_line(request, breakdown)), resolved
+    return report.explain_fragment(breakdown, figures, service.launch_line(request, breakdown), page=True), resolved
 
 
 def _one_line(error: BaseException) -> str:
@@ -103,7 +103,7 @@ def render(params: dict, policy: service.Policy) -> str:
         f'<section role="tabpanel" id="panel-explain" aria-labelledby="tab-explain"{"" if tab == "explain" else " hidden"}>'
         f'{levers_form(params, resolved)}<div id="explain-result" class="result" aria-live="polite">{result}</div></section>'
         f'<section role="tabpanel" id="panel-logs" aria-labelledby="tab-logs"{"" if tab == "logs" else " hidden"}>'
-        f'<form id="logs-form" onsubmit="return false" aria-label="a log to analyse">'
+        f'<form id="logs-form" aria-label="a log to analyse">'
         f'<label class="field wide"><span>engine log (pasted text stays in memory, up to '
         f'{service.MAX_BODY_BYTES // (1024 * 1024)} MiB)</span><textarea name="log" id="f-log" rows="10" spellcheck="false">'
         f'</textarea></label><label class="field wide"><span>nvidia-smi output (optional)</span>'
@@ -111,12 +111,12 @@ def render(params: dict, policy: service.Policy) -> str:
         f'<button type="button" id="analyse">Analyse the log</button></form>'
         f'<div id="logs-result" class="result" aria-live="polite"></div></section>'
         f'<section role="tabpanel" id="panel-fit" aria-labelledby="tab-fit"{"" if tab == "fit" else " hidden"}>'
-        f'<form id="fit-form" class="grid" onsubmit="return false" aria-label="the target">{fit_targets}'
+        f'<form id="fit-form" class="grid" aria-label="the target">{fit_targets}'
         f'<button type="button" id="find">Find configurations</button></form>'
         f'<div id="fit-result" class="result" aria-live="polite"></div></section>')
     return (f'<!doctype html><html lang="en"{f" data-theme={chr(34)}{theme}{chr(34)}" if theme else ""}><head>'
             f'<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>VRAM Detective</title><link rel="stylesheet" href="/static/app.css"></head><body>'
+            f'<title>VRAM Detective</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/static/app.css"></head><body>'
             f'<a class="skip" href="#panels">skip to the result</a><header><h1>VRAM Detective</h1>'
             f'<p>Where every GiB of GPU memory goes, before you launch.</p>'
             f'<button type="button" id="theme" aria-label="switch light or dark">light / dark</button></header>'

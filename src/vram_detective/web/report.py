@@ -140,7 +140,7 @@ def figures_html(figures: dict) -> str:
 
 def theory_svg(b: Breakdown) -> str:
     """Theory vs reality for the weights: the nominal figure, then each addition, up to what the engine logs."""
-    steps = list(b.weights_explained)
+    steps = [step for step in b.weights_explained if step.key != "reality"]  # the real figure is drawn below
     if not steps:
         return ""
     top = max(b.weights_bytes, sum(max(s.bytes, 0) for s in steps), 1)
@@ -194,9 +194,12 @@ def copy_line_html(line: str, label: str = "launch line") -> str:
             f'data-copy="{escape(line)}" aria-label="copy the {escape(label)}">copy</button></div>')
 
 
-def explain_fragment(b: Breakdown, figures: dict, launch: str = "") -> str:
-    """The explain result: verdict, nvidia-smi bar, figures, theory vs reality, KV pool, log lines, launch line."""
-    parts = [f'<p class="verdict{" failed" if b.failure else ""}">{escape(verdict(b))}</p>',
+def explain_fragment(b: Breakdown, figures: dict, launch: str = "", page: bool = False) -> str:
+    """The explain result: verdict, nvidia-smi bar, figures, theory vs reality, KV pool, log lines, launch line
+    (`page`: also the resolved settings, which the page's controls show when not set by hand)."""
+    resolved = {s.name: s.value for s in b.settings if isinstance(s.value, (int, float, str, bool))}
+    parts = [f'<div hidden id="resolved" data-settings="{escape(json.dumps(resolved))}"></div>' if page else "",
+             f'<p class="verdict{" failed" if b.failure else ""}">{escape(verdict(b))}</p>',
              f'<figure class="smi" data-used-mib="{b.nvidia_smi_used_mib}" data-total-bytes="{b.total_gpu_bytes}">'
              f'<figcaption>What nvidia-smi shows on each GPU: {escape(b.model)} on {escape(b.gpu_name)}</figcaption>'
              f'{bar_svg(b)}{legend_html(b)}</figure>',

@@ -75,9 +75,29 @@
     return div.innerHTML;
   }
 
+  function showResolved() {  // the controls not set by hand show what the release picked
+    const holder = $("#resolved");
+    if (!holder) return;
+    const resolved = JSON.parse(holder.dataset.settings);
+    for (const el of $$("#levers [name]")) {
+      if (el.dataset.set === "1" || !(el.name in resolved)) continue;
+      const value = resolved[el.name];
+      if (el.type === "checkbox") el.checked = value === true;
+      else {
+        if (el.tagName === "SELECT" && !Array.from(el.options).some((o) => o.value === String(value))) {
+          el.add(new Option(String(value), String(value)));
+        }
+        el.value = String(value);
+      }
+      const out = $("#o-" + el.name);
+      if (out) out.textContent = el.value;
+    }
+  }
+
   async function recompute() {
     remember();
     const ok = await fetchInto("/fragment/explain?" + state().toString(), $("#explain-result"));
+    if (ok) showResolved();
     if (ok && !baseline) baseline = figures();
     showDelta();
     document.body.dataset.updated = String(Date.now());
@@ -153,6 +173,7 @@
   }
 
   function start() {
+    document.addEventListener("submit", (event) => event.preventDefault());  // Enter recomputes, never reloads
     $("#levers").addEventListener("input", onLever);
     $("#levers").addEventListener("change", onLever);
     $("#setup").addEventListener("change", (event) => {

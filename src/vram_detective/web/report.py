@@ -276,9 +276,10 @@ def _show(value) -> str:
 
 def logs_fragment(report: dict) -> str:
     """A `logs --json` report: per run, the printed figures, what was inferred, predicted vs observed, what-ifs."""
-    if not report.get("runs"):
-        return f'<p class="verdict">Read {report.get("lines_read", 0)} lines; no startup figures found.</p>' + \
-            f'<pre class="raw">{escape(json.dumps(report, indent=1, default=str)[:4000])}</pre>'
+    if "runs" not in report:
+        return _engine_logs_fragment(report)
+    if not report["runs"]:
+        return f'<p class="verdict">Read {report.get("lines_read", 0):,} lines; no startup figures found.</p>'
     parts = [f'<p class="verdict">Read {report["lines_read"]:,} lines, {report["lines_with_figures"]:,} with figures, '
              f'{len(report["runs"])} startup run(s).</p>']
     for run in report["runs"][-3:]:
@@ -296,6 +297,23 @@ def logs_fragment(report: dict) -> str:
             parts.append(f"<p>{escape(scenario['flags'])}: nvidia-smi {scenario['predicted_nvidia_smi_mib']:,} MiB"
                          f" (saves {scenario['saving_mib']:,} MiB)</p>")
         parts.append("".join(f"<p class=note>{escape(a)}</p>" for a in run.get("anomalies", [])) + "</section>")
+    return "".join(parts)
+
+
+def _engine_logs_fragment(report: dict) -> str:
+    """Another engine's log report (forensics/engine_logs.py): what it printed, what it implies, the comparison."""
+    label = report.get("engine_label") or report.get("engine") or "engine"
+    implied = {key: report[key] for key in ("engine_version", "model", "gpu") if report.get(key) is not None}
+    implied.update({f"setting {k}": v for k, v in (report.get("settings") or {}).items()})
+    parts = [f'<p class="verdict">{escape(label)} log: read {report.get("lines_read", 0):,} lines.</p>',
+             '<section class="run"><div class="cols">', _dict_table("what the log printed", report.get("observed") or {}, "observed"),
+             _dict_table("inferred", implied, "inferred"), "</div>"]
+    comparison = report.get("comparison")
+    if isinstance(comparison, dict) and isinstance(comparison.get("figures"), list):
+        parts.append(f"<h4>Predicted vs observed</h4>{pair_bars_svg(comparison['figures'])}")
+    elif comparison:
+        parts.append(f'<pre>{escape(json.dumps(comparison, indent=1, default=str))}</pre>')
+    parts.append("".join(f"<p class=note>{escape(str(n))}</p>" for n in report.get("notes") or []) + "</section>")
     return "".join(parts)
 
 

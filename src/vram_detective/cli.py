@@ -158,6 +158,7 @@ PLUGIN_COMMANDS = {
     "fit": "vram_detective.advisor.command",
     "whatif": "vram_detective.advisor.command",
     "compare": "vram_detective.compare",
+    "serve": "vram_detective.web.command",
 }
 
 

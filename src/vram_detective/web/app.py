@@ -1,0 +1,228 @@
+"""The Starlette application behind `vram-detective serve`: the page, its fragments, and the JSON API
+(`/api/explain`, `/api/whatif`, `/api/fit`, `/api/logs` return exactly what the commands' `--json` prints).
+
+Errors are JSON `{"error": "one line"}`: 400 bad input, 403 a local path the server may not read, 413 a
+body over service.MAX_BODY_BYTES, 422 the engine would refuse to start, 500 anything else."""
+from __future__ import annotations
+
+import json
+import time
+from importlib.resources import files
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from . import page, report, service
+
+STATIC_TYPES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+# no third-party origin is ever needed: say so to the browser too
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is answered 413 (declared length or counted),
+    before the endpoint reads it."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            return await _too_large(self.limit)(scope, receive, send)
+        seen = 0
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge()
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await _too_large(self.limit)(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _too_large(limit: int) -> Response:
+    return JSONResponse({"error": f"request body over {limit:,} bytes (the limit for a pasted log and nvidia-smi "
+                                  f"output; send the startup part of the log)"}, status_code=413)
+
+
+def _error(error: BaseException) -> JSONResponse:
+    from .. import api
+
+    text = str(error).strip()
+    text = text.splitlines()[0] if text else type(error).__name__
+    if isinstance(error, service.Forbidden):
+        return JSONResponse({"error": text}, status_code=403)
+    if isinstance(error, api.REFUSALS):
+        return JSONResponse({"error": f"the engine would refuse to start: {text}", "refused": True}, status_code=422)
+    if isinstance(error, (ValueError, LookupError, OSError, NotImplementedError)):
+        if isinstance(error, KeyError):
+            text = f"missing field {error}"
+        return JSONResponse({"error": text}, status_code=400)
+    return JSONResponse({"error": f"internal error ({type(error).__name__}: {text})"}, status_code=500)
+
+
+async def _params(request: Request) -> dict:
+    """The query string, and for a POST its JSON object (or a plain-text body as `log`)."""
+    params = dict(request.query_params)
+    if request.method == "POST":
+        body = (await request.body()).decode("utf-8", "replace")
+        if body.strip():
+            if request.headers.get("content-type", "").startswith("application/json"):
+                try:
+                    data = json.loads(body)
+                except json.JSONDecodeError as error:
+                    raise service.RequestError(f"body is not JSON: {error}") from None
+                if not isinstance(data, dict):
+                    raise service.RequestError("body must be a JSON object")
+                params.update({key: value for key, value in data.items() if value is not None})
+            else:
+                params["log"] = body
+    return params
+
+
+# computations at once: the work is pure Python (one GIL), so more threads only interleave and stretch
+# each request; waiting requests queue instead (a long `fit` still leaves the others threads to run on)
+COMPUTE_THREADS = 4
+_LIMITER = None
+
+
+def _limiter():
+    global _LIMITER
+    if _LIMITER is None:
+        _LIMITER = anyio.CapacityLimiter(COMPUTE_THREADS)
+    return _LIMITER
+
+
+def _timed(work, params):
+    started = time.perf_counter()
+    result = work(params)
+    return result, time.perf_counter() - started
+
+
+def create_app(local_root: str | None = None, max_body: int = service.MAX_BODY_BYTES) -> Starlette:
+    """The application; `local_root` is --allow-local-models (None: no local path is ever read)."""
+    policy = service.Policy(Path(local_root).resolve() if local_root else None)
+    service.install_read_guard(policy)
+    static = {name: files("vram_detective.web").joinpath(f"static/{name}").read_bytes() for name in STATIC_TYPES}
+
+    def endpoint(work, kind: str = "json"):
+        async def handle(request: Request) -> Response:
+            try:
+                params = await _params(request)
+                result, seconds = await anyio.to_thread.run_sync(_timed, work, params, limiter=_limiter())
+            except Exception as error:  # noqa: BLE001 - every error is one JSON line with its status
+                return _error(error)
+            # the computation's own time (benchmarks/web.py reads it: the server-side latency)
+            headers = {"Server-Timing": f"app;dur={seconds * 1000:.2f}", "Cache-Control": "no-store"}
+            if kind == "html":
+                return HTMLResponse(result, headers=headers)
+            return Response(json.dumps(result, indent=2, default=str) + "\n", media_type="application/json",
+                            headers=headers)
+        return handle
+
+    def explain_api(params):
+        return service.explain_json(service.read_request(params, policy))
+
+    def explain_fragment(params):
+        request = service.read_request(params, policy)
+        breakdown = service.explain(request)
+        return report.explain_fragment(breakdown, service.explain_json(request, breakdown),
+                                       service.launch_line(request, breakdown), page=True)
+
+    def logs_api(params):
+        return service.logs_json(str(params.get("log") or ""), params.get("nvidia_smi") or None, params.get("model"),
+                                 params.get("gpu"), params.get("version"), policy)
+
+    def fit_api(params):
+        return service.fit_json(service.read_request(params, policy), params)
+
+    async def index(request: Request) -> Response:
+        html = await run_in_threadpool(page.render, dict(request.query_params), policy)
+        return HTMLResponse(html, headers={"Content-Security-Policy": CSP, "Cache-Control": "no-store"})
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in static:
+            return JSONResponse({"error": "no such file"}, status_code=404)
+        return Response(static[name], media_type=STATIC_TYPES[name])
+
+    async def describe(request: Request) -> Response:
+        return JSONResponse(api_description(max_body))
+
+    routes = [
+        Route("/", index), Route("/static/{name}", asset), Route("/api", describe),
+        Route("/api/explain", endpoint(explain_api), methods=["GET", "POST"]),
+        Route("/api/whatif", endpoint(lambda p: service.whatif_json(service.read_request(p, policy))), methods=["GET", "POST"]),
+        Route("/api/fit", endpoint(fit_api), methods=["GET", "POST"]),
+        Route("/api/logs", endpoint(logs_api), methods=["POST"]),
+        Route("/api/models", endpoint(lambda p: service.catalog_models())),
+        Route("/api/gpus", endpoint(lambda p: service.catalog_gpus())),
+        Route("/api/releases", endpoint(lambda p: service.releases())),
+        Route("/fragment/explain", endpoint(explain_fragment, "html")),
+        Route("/fragment/fit", endpoint(lambda p: report.fit_fragment(fit_api(p)), "html")),
+        Route("/fragment/logs", endpoint(lambda p: report.logs_fragment(logs_api(p)), "html"), methods=["POST"]),
+    ]
+    app = Starlette(routes=routes)
+    app.add_middleware(BodyLimit, limit=max_body)
+    return app
+
+
+def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
+    """An OpenAPI-style description of the JSON API (served at /api)."""
+    model_params = [
+        {"name": "model", "in": "query", "description": "catalog or Hub repo id (a local path only under "
+                                                         "--allow-local-models DIR)"},
+        {"name": "gpu", "in": "query", "description": 'GPU name or alias ("RTX 4090", "H100")'},
+        {"name": "gpu_memory", "in": "query", "description": "a custom GPU size instead, e.g. 23.65GiB"},
+        {"name": "engine", "in": "query", "description": "vllm (default), sglang, llamacpp or ollama"},
+        {"name": "version", "in": "query", "description": "the engine release (default: newest)"},
+        {"name": "line", "in": "query", "description": "a pasted launch line (its model and flags)"},
+        {"name": "<setting>", "in": "query", "description": "any engine setting by its snake_case name "
+                                                            "(max_model_len=32k, gpu_memory_utilization=0.8, enforce_eager=true)"},
+    ]
+    same = "exactly what `vram-detective {} --json` prints for the same inputs"
+    fit_params = [{"name": name, "in": "query", "description": text} for name, text in (
+        ("context", "tokens per request, e.g. 32k"), ("concurrency", "requests at once"),
+        ("max_gpu_memory", "nvidia-smi ceiling per GPU, e.g. 20GiB"), ("gpus", "GPUs available"),
+        ("top", "candidates to list"))]
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "vram-detective", "description": "GPU memory predictions as JSON. Errors: "
+                 "{\"error\": \"...\"} with 400 (bad input), 403 (a local path), 413 (body over "
+                 f"{max_body:,} bytes), 422 (the engine would refuse to start), 500."},
+        "paths": {
+            "/api/explain": {"get": {"summary": same.format("explain"), "parameters": model_params}},
+            "/api/whatif": {"get": {"summary": same.format("whatif"), "parameters": model_params}},
+            "/api/fit": {"get": {"summary": same.format("fit"), "parameters": model_params + fit_params}},
+            "/api/logs": {"post": {"summary": same.format("logs -") + " (the log read from the body, never "
+                                   "written to disk)", "requestBody": {"content": {
+                                       "application/json": {"schema": {"type": "object", "properties": {
+                                           "log": {"type": "string"}, "nvidia_smi": {"type": "string"},
+                                           "model": {"type": "string"}, "gpu": {"type": "string"},
+                                           "version": {"type": "string"}}, "required": ["log"]}},
+                                       "text/plain": {"schema": {"type": "string", "description": "the log"}}},
+                                       "description": f"at most {max_body:,} bytes"}}},
+            "/api/models": {"get": {"summary": "the catalog's model ids"}},
+            "/api/gpus": {"get": {"summary": "the GPU catalog"}},
+            "/api/releases": {"get": {"summary": "each engine's releases"}},
+        },
+    }

@@ -1,0 +1,56 @@
+"""`vram-detective serve [--host 127.0.0.1] [--port 8000] [--allow-local-models DIR]` (a plug-in command
+of cli.py). register() only declares arguments; run() imports Starlette and uvicorn (the `[web]` extra)."""
+from __future__ import annotations
+
+import argparse
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="a local web page: the memory bar, live levers, log forensics, fit (needs the [web] extra)",
+        description="Serve the page and the JSON API (/api) on this machine. Binds 127.0.0.1 unless --host says "
+                    "otherwise. Requests never make the server read a local path unless --allow-local-models DIR "
+                    "is given (then only under DIR).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--allow-local-models", metavar="DIR", default=None,
+                        help="let requests name model directories and GGUF files under DIR (default: none)")
+    parser.add_argument("--hub-deadline", type=float, default=None, metavar="SECONDS",
+                        help="seconds a Hub fetch may take in all (default 15)")
+
+
+def run(args) -> int:
+    import os
+    import sys
+    from pathlib import Path
+
+    from .service import HUB_DEADLINE_SECONDS
+
+    try:
+        import uvicorn
+
+        from .app import create_app
+    except ModuleNotFoundError as error:
+        print(f"vram-detective: error: serve needs {error.name}: pip install 'vram-detective[web]'", file=sys.stderr)
+        return 2
+    if args.allow_local_models and not Path(args.allow_local_models).is_dir():
+        print(f"vram-detective: error: --allow-local-models {args.allow_local_models}: not a directory", file=sys.stderr)
+        return 2
+    os.environ["VRAM_DETECTIVE_HUB_DEADLINE"] = str(args.hub_deadline or os.environ.get("VRAM_DETECTIVE_HUB_DEADLINE")
+                                                   or HUB_DEADLINE_SECONDS)
+    where = "this machine only" if args.host in LOOPBACK else "ALL machines that can reach this address"
+    local = (f"local models under {Path(args.allow_local_models).resolve()}" if args.allow_local_models
+             else "no local paths read")
+    print(f"vram-detective: serving http://{_url_host(args.host)}:{args.port}/ ({where}; {local}; "
+          f"API at /api). Ctrl+C stops it.", file=sys.stderr, flush=True)
+    config = uvicorn.Config(create_app(args.allow_local_models), host=args.host, port=args.port,
+                            log_level="warning", access_log=False)
+    uvicorn.Server(config).run()
+    return 0
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

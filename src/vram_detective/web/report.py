@@ -1,0 +1,339 @@
+"""Breakdowns (and `logs` / `fit` reports) as HTML with inline SVG: the fragments the page swaps in, and
+`html_report(breakdown)`, one self-contained file (`explain --html`). Pure functions; no I/O but reading the
+package's own stylesheet."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from html import escape
+from importlib.resources import files
+
+from ..breakdown import Breakdown, Component
+from ..units import GIB
+
+MIB = 1 << 20
+# segment kind -> CSS class (colours live in static/app.css, light and dark)
+KINDS = ("weights", "kv", "graphs", "overhead", "activation", "free", "other")
+# the figures the page lists under the bar, as `explain --json` names them
+FIGURES = (("nvidia_smi_used_mib", "nvidia-smi used", "MiB"), ("total_gpu_gib", "GPU total (CUDA)", "GiB"),
+           ("weights_gib", "weights", "GiB"), ("kv_cache_gib", "KV cache", "GiB"),
+           ("num_gpu_blocks", "KV blocks", ""), ("kv_cache_tokens", "KV tokens", ""),
+           ("max_concurrency", "requests at full context", "x"), ("max_model_len", "context", "tokens"),
+           ("activation_peak_gib", "activation peak (freed)", "GiB"), ("cuda_graph_gib", "CUDA graphs", "GiB"))
+
+
+@dataclass(frozen=True)
+class Segment:
+    key: str
+    label: str
+    bytes: int
+    kind: str
+    detail: str = ""
+
+
+def _kind(key: str) -> str:
+    key = key.lower()
+    for word, kind in (("activation", "activation"), ("weights", "weights"), ("model", "weights"),
+                       ("kv", "kv"), ("graph", "graphs")):
+        if word in key:
+            return kind
+    return "overhead"
+
+
+def _leaves(node: Component) -> list[Component]:
+    """The parts of a node the bar shows: weights by group, a device node by its buffers (first GPU only)."""
+    if not node.children:
+        return [node]
+    if node.key == "weights":
+        return list(node.children)
+    children = list(node.children)
+    if all(child.children for child in children):  # one child per GPU (llama.cpp's CUDA0, CUDA1...): GPU 0
+        children = children[:1]
+    return [leaf for child in children for leaf in _leaves(child)]
+
+
+def gpu_segments(b: Breakdown) -> list[Segment]:
+    """What one GPU holds, as nvidia-smi counts it, plus the activation peak as a ghost (freed before the
+    KV pool is sized). Host memory (llama.cpp's CPU buffers) is not on the bar."""
+    out = []
+    for tree in (b.components, b.outside_budget):
+        for node in (tree.children if tree.children else ()):
+            if node.key.startswith("host"):
+                continue
+            for leaf in _leaves(node):
+                detail = ", ".join(f"{c.label} {c.bytes / GIB:.2f} GiB" for c in leaf.children)
+                out.append(Segment(leaf.key, leaf.label, leaf.bytes, _kind(leaf.key), detail or leaf.reason))
+    counted = sum(s.bytes for s in out if s.kind != "activation")
+    gap = b.nvidia_smi_used_mib * MIB - counted
+    if gap > 8 * MIB:  # what nvidia-smi shows beyond the named parts (rounding, allocator slack)
+        out.append(Segment("other", "other (allocator, rounding)", gap, "other"))
+    return out
+
+
+def _g(num_bytes: float) -> str:
+    return f"{num_bytes / GIB:.2f} GiB"
+
+
+def bar_svg(b: Breakdown) -> str:
+    """The stacked bar of one GPU: real parts left to right, the free rest, the activation peak hatched
+    over the free part, and the engine's budget as a tick."""
+    total = max(b.total_gpu_bytes, 1)
+    width, height, x = 1000.0, 44.0, 0.0
+    parts, ghosts = [], [s for s in gpu_segments(b) if s.kind == "activation"]
+    for index, seg in enumerate(s for s in gpu_segments(b) if s.kind != "activation"):
+        w = width * max(seg.bytes, 0) / total
+        parts.append(_rect(seg, x, w, height).replace('class="seg weights"', f'class="seg weights w{index % 4}"', 1))
+        x += w
+    free = max(total - b.nvidia_smi_used_mib * MIB, 0)
+    parts.append(_rect(Segment("free", "free", free, "free"), x, width - x, height))
+    gx = x
+    for seg in ghosts:
+        w = min(width * seg.bytes / total, max(width - gx, 0))
+        parts.append(_rect(seg, gx, w, height, ghost=True))
+        gx += w
+    budget = b.figure("budget_bytes")
+    if budget:
+        bx = width * budget / total
+        parts.append(f'<line class="budget" x1="{bx:.1f}" x2="{bx:.1f}" y1="0" y2="{height + 8:.0f}">'
+                     f'<title>{escape(b.engine_label)} budget {_g(budget)}</title></line>')
+    title = (f"{b.nvidia_smi_used_mib:,} MiB of {total / MIB:,.0f} MiB used per GPU as nvidia-smi shows it "
+             f"(weights {_g(b.weights_bytes)}, KV cache {_g(b.kv_cache_bytes)})")
+    return (f'<svg class="bar" viewBox="0 0 {width:.0f} {height + 10:.0f}" role="img" aria-label="{escape(title)}" '
+            f'preserveAspectRatio="none"><title>{escape(title)}</title>{"".join(parts)}</svg>')
+
+
+def _rect(seg: Segment, x: float, w: float, h: float, ghost: bool = False) -> str:
+    label = f"{seg.label}: {_g(seg.bytes)}" + (f" ({seg.detail})" if seg.detail else "")
+    cls = f"seg {seg.kind}" + (" ghost" if ghost else "")
+    return (f'<rect class="{cls}" data-key="{escape(seg.key)}" data-bytes="{seg.bytes}" x="{x:.2f}" y="0" '
+            f'width="{max(w, 0):.2f}" height="{h:.0f}"><title>{escape(label)}</title></rect>')
+
+
+def legend_html(b: Breakdown) -> str:
+    """The bar's parts as a list (what a screen reader reads, and the figures in text)."""
+    rows, seen = [], {}
+    for seg in gpu_segments(b):
+        group = "weights" if seg.key.startswith("weights.") else seg.key
+        label = "model weights" if group == "weights" else seg.label
+        seen.setdefault(group, [label, 0, seg.kind])[1] += seg.bytes
+    free = max(b.total_gpu_bytes - b.nvidia_smi_used_mib * MIB, 0)
+    seen["free"] = ["free", free, "free"]
+    for key, (label, amount, kind) in seen.items():
+        note = " (peak during profiling, freed: not in nvidia-smi)" if kind == "activation" else ""
+        rows.append(f'<li data-key="{escape(key)}"><span class="swatch {kind}" aria-hidden="true"></span>'
+                    f'{escape(label)} <b>{_g(amount)}</b>{note}</li>')
+    return f'<ul class="legend">{"".join(rows)}</ul>'
+
+
+def figures_html(figures: dict) -> str:
+    """The headline figures exactly as `explain --json` gives them (data-value holds the JSON value)."""
+    items = []
+    for key, label, unit in FIGURES:
+        if figures.get(key) is None:
+            continue
+        value = figures[key]
+        text = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{value:,.2f}"
+        items.append(f'<div><dt>{escape(label)}</dt><dd data-figure="{key}" data-value="{escape(json.dumps(value))}">'
+                     f'{text}{" " + unit if unit else ""}</dd></div>')
+    return f'<dl class="figures">{"".join(items)}</dl>'
+
+
+def theory_svg(b: Breakdown) -> str:
+    """Theory vs reality for the weights: the nominal figure, then each addition, up to what the engine logs."""
+    steps = [step for step in b.weights_explained if step.key != "reality"]  # the real figure is drawn below
+    if not steps:
+        return ""
+    top = max(b.weights_bytes, sum(max(s.bytes, 0) for s in steps), 1)
+    width, rows = 1000.0, []
+    x = 0.0
+    for index, step in enumerate(steps):
+        w = width * max(step.bytes, 0) / top
+        cls = "theory" if index == 0 else "extra"
+        rows.append(f'<rect class="seg {cls}" x="{x:.2f}" y="0" width="{w:.2f}" height="26" data-key="{escape(step.key)}">'
+                    f'<title>{escape(step.label)}: {_g(step.bytes)}</title></rect>')
+        x += w
+    rows.append(f'<rect class="seg real" x="0" y="32" width="{width * b.weights_bytes / top:.2f}" height="14">'
+                f'<title>real weights: {_g(b.weights_bytes)}</title></rect>')
+    label = f"theory {_g(steps[0].bytes)} vs real {_g(b.weights_bytes)}"
+    table = "".join(f"<tr><td>{escape(s.label)}</td><td class=num>{('+' if i else '')}{s.bytes / GIB:.3f}</td></tr>"
+                    for i, s in enumerate(steps))
+    return (f'<svg class="bar theory-bar" viewBox="0 0 1000 46" preserveAspectRatio="none" role="img" '
+            f'aria-label="{escape(label)}"><title>{escape(label)}</title>{"".join(rows)}</svg>'
+            f'<table class="steps"><caption>{escape(label)}</caption><tr><th>step</th><th>GiB</th></tr>{table}'
+            f'<tr><td>real weights on this GPU</td><td class=num>{b.weights_bytes / GIB:.3f}</td></tr></table>')
+
+
+def verdict(b: Breakdown) -> str:
+    if b.failure is not None:
+        fix = (f" The longest context that fits: {b.failure.largest_fitting_max_model_len:,} tokens."
+               if b.failure.largest_fitting_max_model_len else "")
+        return f"{b.engine_label} {b.engine_version} would not start: {b.failure.message}.{fix}"
+    return (f"{b.engine_label} {b.engine_version} starts: nvidia-smi shows about {b.nvidia_smi_used_mib:,} MiB per GPU; "
+            f"the KV cache holds {b.kv_cache_tokens:,} tokens, {b.max_concurrency:.2f} requests of "
+            f"{b.max_model_len:,} tokens at once.")
+
+
+def kv_html(b: Breakdown) -> str:
+    rows = [(label, text) for label, text in
+            [("KV bytes per token", f"{b.kv_bytes_per_token:,} B"), ("KV cache", _g(b.kv_cache_bytes))]
+            + [(f.label, f.text or str(f.value)) for f in b.engine_figures if f.label]
+            + [("KV cache tokens", f"{b.kv_cache_tokens:,}"),
+               (f"max concurrency at {b.max_model_len:,} tokens", f"{b.max_concurrency:.2f}x")]]
+    body = "".join(f"<tr><th scope=row>{escape(label)}</th><td class=num>{escape(text)}</td></tr>" for label, text in rows)
+    return f'<table class="kv"><caption>KV pool</caption>{body}</table>'
+
+
+def log_lines_html(b: Breakdown) -> str:
+    lines = "\n".join(escape(line) for line in b.log_lines)
+    return (f'<figure class="log"><figcaption>What {escape(b.engine_label)} {escape(b.engine_version)} prints'
+            f'</figcaption><pre>{lines}</pre></figure>')
+
+
+def copy_line_html(line: str, label: str = "launch line") -> str:
+    return (f'<div class="launch"><code>{escape(line)}</code><button type="button" class="copy" '
+            f'data-copy="{escape(line)}" aria-label="copy the {escape(label)}">copy</button></div>')
+
+
+def explain_fragment(b: Breakdown, figures: dict, launch: str = "", page: bool = False) -> str:
+    """The explain result: verdict, nvidia-smi bar, figures, theory vs reality, KV pool, log lines, launch line
+    (`page`: also the resolved settings, which the page's controls show when not set by hand)."""
+    resolved = {s.name: s.value for s in b.settings if isinstance(s.value, (int, float, str, bool))}
+    parts = [f'<div hidden id="resolved" data-settings="{escape(json.dumps(resolved))}"></div>' if page else "",
+             f'<p class="verdict{" failed" if b.failure else ""}">{escape(verdict(b))}</p>',
+             f'<figure class="smi" data-used-mib="{b.nvidia_smi_used_mib}" data-total-bytes="{b.total_gpu_bytes}">'
+             f'<figcaption>What nvidia-smi shows on each GPU: {escape(b.model)} on {escape(b.gpu_name)}</figcaption>'
+             f'{bar_svg(b)}{legend_html(b)}</figure>',
+             f'<p class="delta" aria-live="polite"></p>', figures_html(figures)]
+    if launch:
+        parts.append(copy_line_html(launch))
+    parts.append('<div class="cols">')
+    parts.append(f'<section><h3>Theory vs reality (weights)</h3>{theory_svg(b) or "<p>no breakdown</p>"}</section>')
+    parts.append(f'<section><h3>KV pool</h3>{kv_html(b)}</section></div>')
+    parts.append(log_lines_html(b))
+    if b.notes:
+        parts.append("<ul class=notes>" + "".join(f"<li>{escape(n)}</li>" for n in b.notes) + "</ul>")
+    return "".join(parts)
+
+
+def stylesheet() -> str:
+    return files("vram_detective.web").joinpath("static/app.css").read_text(encoding="utf-8")
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            f'content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'
+            f'<style>{stylesheet()}</style></head><body><main class="report"><h1>{escape(title)}</h1>{body}'
+            f'<p class="small">Made by vram-detective. Figures per GPU, in GiB (2<sup>30</sup> bytes) unless '
+            f'marked MiB.</p></main></body></html>')
+
+
+def html_report(breakdown: Breakdown) -> str:
+    """One self-contained HTML file (inline CSS and SVG, no script, nothing fetched) for `explain --html`."""
+    from ..render import to_json
+
+    title = f"{breakdown.model} on {breakdown.gpu_name} ({breakdown.engine_label} {breakdown.engine_version})"
+    return _page(title, explain_fragment(breakdown, to_json(breakdown)))
+
+
+# --- logs and fit -----------------------------------------------------------------------------------------------
+
+def pair_bars_svg(figures: list[dict]) -> str:
+    """Observed vs predicted, one pair of bars per figure in GiB (reconciliation figures)."""
+    rows = [f for f in figures if isinstance(f.get("observed"), (int, float)) and isinstance(f.get("predicted"), (int, float))
+            and f["key"].endswith("_gib")]
+    if not rows:
+        return ""
+    top = max(max(f["observed"], f["predicted"]) for f in rows) or 1
+    out, y = [], 0
+    for f in rows:
+        name = escape(f["key"].removesuffix("_gib").replace("_", " "))
+        out.append(f'<text x="0" y="{y + 17}" class="lbl">{name}</text>')
+        for offset, which in ((0, "observed"), (13, "predicted")):
+            w = 640 * max(f[which], 0) / top
+            out.append(f'<rect class="seg {which}" data-key="{escape(f["key"])}" data-{which}="{f[which]}" '
+                       f'x="240" y="{y + 4 + offset}" width="{w:.1f}" height="11"><title>{which} {name}: '
+                       f'{f[which]:.2f} GiB</title></rect>'
+                       f'<text x="{246 + w:.1f}" y="{y + 13 + offset}" class="val">{f[which]:.2f}</text>')
+        y += 34
+    return (f'<svg class="pairs" viewBox="0 0 1000 {y}" role="img" aria-label="observed vs predicted, GiB">'
+            f'<title>observed (solid) vs predicted (light), GiB</title>{"".join(out)}</svg>')
+
+
+def _dict_table(caption: str, rows: dict, cls: str = "") -> str:
+    body = "".join(f'<tr><th scope=row>{escape(str(k))}</th><td class=num data-figure="{escape(str(k))}" '
+                   f'data-value="{escape(json.dumps(v, default=str))}">{escape(_show(v))}</td></tr>'
+                   for k, v in rows.items())
+    return f'<table class="{cls}"><caption>{escape(caption)}</caption>{body}</table>'
+
+
+def _show(value) -> str:
+    if isinstance(value, dict) and "value" in value:
+        return f"{value['value']} ({value.get('confidence', '')})"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return str(value)
+
+
+def logs_fragment(report: dict) -> str:
+    """A `logs --json` report: per run, the printed figures, what was inferred, predicted vs observed, what-ifs."""
+    if "runs" not in report:
+        return _engine_logs_fragment(report)
+    if not report["runs"]:
+        return f'<p class="verdict">Read {report.get("lines_read", 0):,} lines; no startup figures found.</p>'
+    parts = [f'<p class="verdict">Read {report["lines_read"]:,} lines, {report["lines_with_figures"]:,} with figures, '
+             f'{len(report["runs"])} startup run(s).</p>']
+    for run in report["runs"][-3:]:
+        parts.append(f'<section class="run" data-run="{run.get("run")}"><h3>Run {run.get("run")}</h3>')
+        parts.append('<div class="cols">' + _dict_table("what the log printed", run.get("observed", {}), "observed"))
+        inferred = {k: run[k] for k in ("vllm_version", "engine", "gpu", "model") if isinstance(run.get(k), dict)}
+        inferred.update({f"setting {k}": v for k, v in (run.get("settings") or {}).items()})
+        parts.append(_dict_table("inferred", inferred, "inferred") + "</div>")
+        figures = (run.get("reconciliation") or {}).get("figures") or []
+        if figures:
+            parts.append(f"<h4>Predicted vs observed</h4>{pair_bars_svg(figures)}")
+            parts.append("<ul class=causes>" + "".join(
+                f"<li><b>{escape(f['key'])}</b>: {escape(str(f.get('cause', '')))}</li>" for f in figures) + "</ul>")
+        for scenario in ((run.get("what_if") or {}).get("scenarios") or []):
+            parts.append(f"<p>{escape(scenario['flags'])}: nvidia-smi {scenario['predicted_nvidia_smi_mib']:,} MiB"
+                         f" (saves {scenario['saving_mib']:,} MiB)</p>")
+        parts.append("".join(f"<p class=note>{escape(a)}</p>" for a in run.get("anomalies", [])) + "</section>")
+    return "".join(parts)
+
+
+def _engine_logs_fragment(report: dict) -> str:
+    """Another engine's log report (forensics/engine_logs.py): what it printed, what it implies, the comparison."""
+    label = report.get("engine_label") or report.get("engine") or "engine"
+    implied = {key: report[key] for key in ("engine_version", "model", "gpu") if report.get(key) is not None}
+    implied.update({f"setting {k}": v for k, v in (report.get("settings") or {}).items()})
+    parts = [f'<p class="verdict">{escape(label)} log: read {report.get("lines_read", 0):,} lines.</p>',
+             '<section class="run"><div class="cols">', _dict_table("what the log printed", report.get("observed") or {}, "observed"),
+             _dict_table("inferred", implied, "inferred"), "</div>"]
+    comparison = report.get("comparison")
+    if isinstance(comparison, dict) and isinstance(comparison.get("figures"), list):
+        parts.append(f"<h4>Predicted vs observed</h4>{pair_bars_svg(comparison['figures'])}")
+    elif comparison:
+        parts.append(f'<pre>{escape(json.dumps(comparison, indent=1, default=str))}</pre>')
+    parts.append("".join(f"<p class=note>{escape(str(n))}</p>" for n in report.get("notes") or []) + "</section>")
+    return "".join(parts)
+
+
+def logs_html_report(report: dict) -> str:
+    """One self-contained HTML file for `logs --html`."""
+    return _page(f"vLLM log: {report.get('log', '')}", logs_fragment(report))
+
+
+def fit_fragment(result: dict) -> str:
+    """A `fit --json` result: the candidates with their launch lines."""
+    candidates = result.get("candidates") or []
+    if not candidates:
+        return f'<p class="verdict failed">No configuration meets the target.</p>'
+    head = "<tr><th>#</th><th>checkpoint</th><th>nvidia-smi MiB</th><th>KV tokens</th><th>concurrency</th><th>binds</th></tr>"
+    rows = []
+    for index, c in enumerate(candidates, 1):
+        rows.append(f'<tr data-rank="{index}"><td>{index}</td><td>{escape(str(c.get("checkpoint") or c.get("lever") or c.get("model", "")))}</td>'
+                    f'<td class=num>{c.get("nvidia_smi_used_mib", 0):,}</td><td class=num>{c.get("kv_cache_tokens", 0):,}</td>'
+                    f'<td class=num>{c.get("max_concurrency", 0):.2f}</td><td>{escape(str(c.get("binding_constraint", "")))}</td></tr>'
+                    f'<tr><td></td><td colspan=5>{copy_line_html(c.get("command", ""), f"launch line of candidate {index}")}</td></tr>')
+    feasible = result.get("feasible", True)
+    verdict_text = "Candidates that meet the target, best first." if feasible else "Nothing meets the target; the nearest:"
+    return f'<p class="verdict">{verdict_text}</p><table class="fit">{head}{"".join(rows)}</table>'

@@ -1,0 +1,385 @@
+"""Request parameters -> what the commands' `--json` prints (explain, whatif, fit, logs), and the server's
+rules on what a request may make it read. Pure functions over the library; no web framework here."""
+from __future__ import annotations
+
+import io
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+# a pasted log (and nvidia-smi output) may be this large; a larger request body is answered 413
+MAX_BODY_BYTES = 2 * 1024 * 1024
+# seconds all Hub calls of one model fetch may take (model/hub.py reads it from the environment)
+HUB_DEADLINE_SECONDS = 15.0
+
+# the levers the page shows as controls, per engine: (setting, kind, label, min, max, step)
+CONTROLS = {
+    "vllm": (("gpu_memory_utilization", "range", "GPU memory utilization", 0.05, 0.99, 0.01),
+             ("max_model_len", "range", "context (max_model_len)", 512, 131072, 512),
+             ("max_num_seqs", "range", "max_num_seqs", 1, 1024, 1),
+             ("max_num_batched_tokens", "number", "max_num_batched_tokens", 16, 1048576, 16),
+             ("tensor_parallel_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
+             ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8", "fp8_e5m2"), None, None),
+             ("enforce_eager", "checkbox", "eager (no CUDA graphs)", None, None, None)),
+    "sglang": (("mem_fraction_static", "range", "mem_fraction_static", 0.05, 0.99, 0.01),
+               ("context_length", "range", "context length", 512, 131072, 512),
+               ("max_running_requests", "range", "max_running_requests", 1, 1024, 1),
+               ("chunked_prefill_size", "number", "chunked_prefill_size", 64, 65536, 64),
+               ("tp_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
+               ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8_e5m2", "fp8_e4m3"), None, None),
+               ("disable_cuda_graph", "checkbox", "no CUDA graphs", None, None, None)),
+    "llamacpp": (("n_ctx", "range", "context (-c)", 512, 131072, 512),
+                 ("n_parallel", "range", "parallel slots (-np)", 1, 64, 1),
+                 ("n_gpu_layers", "number", "GPU layers (-ngl)", 0, 999, 1),
+                 ("type_k", "select", "K cache type", ("f16", "q8_0", "q4_0"), None, None),
+                 ("type_v", "select", "V cache type", ("f16", "q8_0", "q4_0"), None, None),
+                 ("flash_attn", "select", "flash attention", ("auto", "on", "off"), None, None)),
+    "ollama": (("num_ctx", "range", "context (num_ctx)", 512, 131072, 512),
+               ("num_parallel", "range", "parallel (OLLAMA_NUM_PARALLEL)", 1, 64, 1),
+               ("num_gpu", "number", "GPU layers (num_gpu)", 0, 999, 1),
+               ("kv_cache_type", "select", "KV cache type", ("f16", "q8_0", "q4_0"), None, None),
+               ("flash_attention", "checkbox", "flash attention", None, None, None)),
+}
+# the request keys that are not engine settings
+OWN_KEYS = ("model", "gpu", "gpu_memory", "engine", "version", "vllm_engine", "entrypoint", "source", "revision",
+            "gguf_file", "line", "tab", "theme", "context", "concurrency", "max_gpu_memory", "gpus", "top")
+TRUE_WORDS = ("1", "true", "on", "yes")
+
+
+class RequestError(ValueError):
+    """Bad input in a request (HTTP 400)."""
+
+
+class Forbidden(RequestError):
+    """A request asked for something this server does not do (HTTP 403): reading a local path."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What requests may make the server read: nothing local unless `local_root` is set, then only under it."""
+
+    local_root: Path | None = None
+
+    def source_for(self, model: str, source: str | None) -> tuple[str, str | None]:
+        """(model reference, source) a request may use: a catalog or Hub id, or a path under local_root."""
+        under_root = self.local_root is not None and model.strip() and (self.local_root / model.strip()).exists()
+        if source in ("local", "gguf") or under_root or _looks_like_path(model):
+            if self.local_root is None:
+                raise Forbidden(f"{model}: this server reads no local paths (start it with --allow-local-models DIR)")
+            path = (self.local_root / model.lstrip("/")).resolve() if not Path(model).is_absolute() else Path(model).resolve()
+            if not _inside(self.local_root, path):
+                raise Forbidden(f"{model}: outside the directory this server may read ({self.local_root})")
+            return str(path), source or "local"
+        return model, source if source in ("catalog", "hub") else None
+
+    def allows(self, path: Path) -> bool:
+        return self.local_root is not None and _inside(self.local_root, path)
+
+
+def _looks_like_path(reference: str) -> bool:
+    text = reference.strip()
+    return (text.startswith(("/", ".", "~", "\\")) or "\\" in text or ".." in text.split("/")
+            or text.lower().endswith(".gguf") or os.path.exists(text))
+
+
+def _inside(root: Path, path: Path) -> bool:
+    root = root.resolve()
+    resolved = path.resolve()
+    return resolved == root or root in resolved.parents
+
+
+def install_read_guard(policy: Policy) -> None:
+    """Every local model read goes through sources._read_local / _read_gguf (load_model's only two local
+    readers): wrap them so that a model name found in a pasted log cannot make the server read a path either."""
+    from ..model import sources
+
+    for name in ("_read_local", "_read_gguf"):
+        original = getattr(sources, name)
+        original = getattr(original, "__wrapped_reader__", original)
+
+        def guarded(path, *rest, _original=original):
+            if not policy.allows(Path(path)):
+                raise sources.UnknownModelError(f"{path}: this server reads no local paths outside "
+                                                f"{policy.local_root or '(none allowed)'}")
+            return _original(path, *rest)
+
+        guarded.__wrapped_reader__ = original
+        setattr(sources, name, guarded)
+
+
+# --- parameters -> library calls -------------------------------------------------------------------------------
+
+def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
+    """(model from a pasted launch line or None, the engine settings): the line first, then each setting
+    given by name (the named ones win, as the CLI's own flags win over a pasted line)."""
+    from ..engines import get_engine
+
+    engine = get_engine(engine_name)
+    model, settings = None, {}
+    line = (params.get("line") or "").strip()
+    if line:
+        words = shlex.split(line)
+        if words and words[0].startswith("-"):
+            words = _program_words(engine_name) + words
+        try:
+            parsed = engine.launch.parse(words)
+        except engine.launch.error as error:
+            raise RequestError(f"launch line: {error}") from None
+        model, settings = parsed.model, dict(parsed.settings)
+    for flag in engine.launch.flags:
+        raw = params.get(flag.setting)
+        if raw is None or raw == "" or flag.setting == "model":
+            continue
+        settings[flag.setting] = _flag_value(engine, flag, str(raw))
+    if params.get("entrypoint") and engine_name == "vllm":
+        settings["entrypoint"] = params["entrypoint"]
+    return model, settings
+
+
+def _program_words(engine_name: str) -> list[str]:
+    """A flags-only line is read as the engine's own program (with the model given elsewhere)."""
+    return {"vllm": ["vllm", "serve", "_"], "sglang": ["python", "-m", "sglang.launch_server", "--model-path", "_"],
+            }.get(engine_name, ["llama-server", "-m", "_"])
+
+
+def _flag_value(engine, flag, raw: str):
+    name = getattr(flag.parse, "__name__", "")
+    if name in ("_bool", "_switch"):
+        if raw.lower() in TRUE_WORDS:
+            return True
+        return False
+    if flag.parse is None:  # a switch that sets its own value
+        return flag.value if raw.lower() in TRUE_WORDS else None
+    try:
+        return engine.launch.parse_value(flag, raw)
+    except (ValueError, TypeError) as error:
+        raise RequestError(f"{flag.setting}: {error}") from None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One explain / whatif / fit request, checked."""
+
+    model: str
+    source: str | None
+    gpu: str | None
+    gpu_memory: int | None
+    engine: str
+    version: str | None
+    settings: dict
+
+    @property
+    def sources(self) -> dict:
+        return {"source": self.source, "revision": None, "hf_token": None, "gguf_file": None}
+
+    def device(self):
+        from .. import api
+
+        return api.resolve_gpu(self.gpu, self.gpu_memory)
+
+
+def read_request(params: dict, policy: Policy) -> Request:
+    from ..engines import ENGINES
+    from ..hardware import parse_memory_size
+
+    engine = (params.get("engine") or "vllm").lower()
+    if engine not in ENGINES:
+        raise RequestError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    line_model, settings = settings_from(params, engine)
+    model = (params.get("model") or line_model or "").strip()
+    if not model:
+        raise RequestError("no model given")
+    model, source = policy.source_for(model, params.get("source") or None)
+    gpu_memory = parse_memory_size(params["gpu_memory"]) if params.get("gpu_memory") else None
+    gpu = params.get("gpu") or None
+    if gpu is None and gpu_memory is None:
+        raise RequestError("no GPU given (gpu=NAME or gpu_memory=SIZE)")
+    if params.get("vllm_engine") and engine == "vllm":
+        settings["engine"] = params["vllm_engine"]
+    return Request(model, source, gpu, gpu_memory, engine, params.get("version") or None, settings)
+
+
+def explain(request: Request):
+    """The Breakdown api.explain gives for this request."""
+    from .. import api
+
+    options = {key: value for key, value in request.settings.items() if key != "engine"}
+    return api.explain(request.model, request.gpu, gpu_memory=request.gpu_memory, engine=request.engine,
+                       engine_version=request.version, vllm_engine=request.settings.get("engine"),
+                       source=request.source, **options)
+
+
+def explain_json(request: Request, breakdown=None) -> dict:
+    """What `explain --json` prints for the same model, GPU, engine, release and settings."""
+    from .. import api
+    from ..engines import get_engine
+    from ..render import to_json
+
+    breakdown = breakdown if breakdown is not None else explain(request)
+    out = to_json(breakdown)
+    found = api.model_source(request.model, request.source)
+    if found.checkpoint is not None:  # the checkpoint's real tensors (a local or Hub model), as the CLI adds them
+        engine = get_engine(request.engine)
+        spec = api.model_spec(request.model, request.source)
+        report = engine.checkpoint_report(spec, request.device(), dict(request.settings),
+                                          engine.releases.resolve(request.version), found.checkpoint)
+        out["checkpoint_vs_gpu"] = report.to_dict()
+    return out
+
+
+def whatif_json(request: Request) -> object:
+    """What `whatif --json` prints."""
+    if request.engine != "vllm":
+        from ..advisor import engine_advisor
+
+        settings = {key: value for key, value in request.settings.items() if key != "engine"}
+        rows = engine_advisor.whatif(request.model, request.device(), request.version, settings, request.sources)
+        return [row.to_dict() for row in rows]
+    from ..advisor.levers import whatif
+    from ..advisor.report import whatif_json as to_json
+
+    return to_json(whatif(request.model, request.device(), vllm_version=request.version,
+                          settings=dict(request.settings), source_options=request.sources))
+
+
+def fit_json(request: Request, params: dict) -> dict:
+    """What `fit --json` prints for the targets in `params` (context, concurrency, max_gpu_memory, gpus, top)."""
+    from ..hardware import parse_memory_size
+    from ..units import parse_token_count
+
+    context = parse_token_count(params["context"]) if params.get("context") else None
+    concurrency = float(params["concurrency"]) if params.get("concurrency") else None
+    ceiling = parse_memory_size(params["max_gpu_memory"]) if params.get("max_gpu_memory") else None
+    gpus, top = int(params.get("gpus") or 1), int(params.get("top") or 5)
+    if not 1 <= gpus <= 64 or not 1 <= top <= 50:
+        raise RequestError("gpus must be 1..64 and top 1..50")
+    pins = dict(request.settings)
+    if request.engine != "vllm":
+        from ..advisor import engine_advisor
+
+        pins.pop("engine", None)
+        rows = engine_advisor.fit(request.model, request.device(), request.version, pins, request.sources,
+                                  context=context, concurrency=concurrency, ceiling=ceiling, gpus=gpus)[:top]
+        target = (f"{concurrency or 1:g} x {params.get('context') or 'the model context'} tokens"
+                  + (f" under {params['max_gpu_memory']} per GPU" if ceiling else ""))
+        return {"target": target, "candidates": [row.to_dict() for row in rows]}
+    from ..advisor.report import fit_json as to_json
+    from ..advisor.search import Target, fit
+
+    engine = pins.pop("engine", None)
+    entrypoint = pins.pop("entrypoint", None) or "serve"
+    target = Target(context=context, concurrency=concurrency, max_gpu_memory=ceiling, gpus=gpus)
+    return to_json(fit(request.model, request.device(), target, vllm_version=request.version, pins=pins,
+                       entrypoint=entrypoint, engine=engine, top=top, source_options=request.sources))
+
+
+def logs_json(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
+              version: str | None = None, policy: Policy | None = None) -> dict:
+    """What `logs - --json` prints for this log text (read from memory: a pasted log never touches disk)."""
+    from ..forensics import command
+
+    if not log.strip():
+        raise RequestError("no log given")
+    if model:
+        (policy or Policy()).source_for(model, None)
+    if not nvidia_smi:
+        return command.build_report("-", model=model or None, gpu=gpu or None, vllm_version=version or None,
+                                    stdin=io.BytesIO(log.encode("utf-8")))
+    return _logs_with_smi(log, nvidia_smi, model or None, gpu or None, version or None)
+
+
+def _logs_with_smi(log: str, smi_text: str, model, gpu, version) -> dict:
+    """build_report's steps for a log and nvidia-smi output both held in memory (build_report reads the
+    nvidia-smi output from a path or standard input only)."""
+    from ..forensics import command
+    from ..forensics.nvidia_smi import parse_nvidia_smi
+    from ..forensics.parser import parse_stream
+
+    _check_log_options(model, gpu, version)
+    smi = parse_nvidia_smi(smi_text)
+    engine = command._other_engine(log, "-", model, gpu, version, smi)
+    if engine is not None:
+        return engine
+    parsed = parse_stream(io.BytesIO(log.encode("utf-8")), "standard input")
+    last = len(parsed.runs) - 1
+    runs = [command.analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=version,
+                                smi=smi if index == last else None)
+            if index > last - command.DEEP_RUNS else command.summarize_run(run)
+            for index, run in enumerate(parsed.runs)]
+    return {"log": "standard input", "lines_read": parsed.lines_read, "lines_with_figures": parsed.lines_matched,
+            "bytes_read": parsed.bytes_read, "lines_cut": parsed.truncated_lines, "nvidia_smi": smi.to_dict(),
+            "runs": runs}
+
+
+def _check_log_options(model, gpu, version) -> None:
+    """build_report's checks of the options (bad input before any work)."""
+    from .. import api
+    from ..engines import get_engine
+    from ..hardware import find_gpu
+
+    if gpu:
+        find_gpu(gpu)
+    if version:
+        get_engine("vllm").releases.resolve(version)
+    if model:
+        api.model_spec(model)
+
+
+# --- catalogs for autocomplete ---------------------------------------------------------------------------------
+
+def catalog_models() -> list[str]:
+    from ..model.sources import catalog_entries
+
+    return sorted(source.repo_id for source in catalog_entries())
+
+
+def catalog_gpus() -> list[dict]:
+    from ..hardware import all_gpus
+
+    return [{"name": gpu.name, "short_name": gpu.short_name, "cuda_total_gib": round(gpu.cuda_total_gib, 2)}
+            for gpu in all_gpus()]
+
+
+def releases() -> dict:
+    from ..engines import ENGINES, get_engine
+
+    return {name: {"label": get_engine(name).label, "known": list(get_engine(name).releases.known),
+                   "newest": get_engine(name).releases.newest} for name in ENGINES}
+
+
+# --- the launch line of the current state ---------------------------------------------------------------------
+
+def launch_line(request: Request, breakdown=None) -> str:
+    """The line that starts the engine with the request's settings (those given; the rest are the
+    release's own defaults), for the page's copy button."""
+    settings = {key: value for key, value in request.settings.items() if value is not None}
+    if request.engine == "vllm":
+        from ..advisor.launch_command import serve_command
+
+        env = None
+        if "engine" in settings:
+            env = "VLLM_USE_V1=" + ("1" if settings["engine"] == "v1" else "0")
+        return serve_command(request.model, settings, engine_env=env)
+    if request.engine == "sglang":
+        from ..advisor.engine_advisor import launch_line as sglang_line
+
+        return sglang_line(request.model, settings)
+    return _llama_line(request.engine, request.model, settings)
+
+
+def _llama_line(engine_name: str, model: str, settings: dict) -> str:
+    """llama-server's line (Ollama starts the same server, with its options mapped onto these flags)."""
+    from ..engines import get_engine
+
+    words = ["llama-server", "-m", shlex.quote(model)]
+    for setting, value in settings.items():
+        flags = [flag for flag in get_engine(engine_name).launch.flags if flag.setting == setting]
+        switch = next((flag for flag in flags if flag.parse is None and flag.value == value), None)
+        if switch is not None:
+            words.append(switch.names[0])
+        elif flags and flags[0].parse is not None:
+            words += [flags[0].names[0], shlex.quote(str(value))]
+        else:
+            words.append(f"# {setting}={value}")
+    return " ".join(words)

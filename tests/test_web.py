@@ -1,0 +1,158 @@
+"""`vram-detective serve`'s JSON API against the commands' own --json output (a real server on loopback),
+its safety rules, and the self-contained HTML report."""
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import DEV, MODELS, read_jsonl
+from web_server import cli_json, running_server
+
+SEED = {"model": "Qwen/Qwen2.5-7B-Instruct-AWQ", "gpu": "RTX 4090", "version": "0.6.3", "max_model_len": "32k"}
+SEED_ARGS = ("Qwen/Qwen2.5-7B-Instruct-AWQ", "--gpu", "RTX 4090", "--vllm-version", "0.6.3", "--max-model-len", "32k")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as (base, _):
+        yield base
+
+
+def get(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def query(**params) -> str:
+    return urllib.parse.urlencode(params)
+
+
+def test_explain_api_is_byte_for_byte_explain_json(server):
+    status, body = get(f"{server}/api/explain?{query(**SEED)}")
+    assert status == 200
+    assert body == cli_json("explain", *SEED_ARGS)
+    figures = json.loads(body)
+    assert (figures["nvidia_smi_used_mib"], figures["num_gpu_blocks"], figures["kv_cache_tokens"]) == (16950, 12733, 203728)
+
+
+@pytest.mark.parametrize("params, args", [
+    ({"model": "Qwen/Qwen3-8B", "gpu": "H100", "engine": "sglang", "context_length": "32768"},
+     ("Qwen/Qwen3-8B", "--gpu", "H100", "--engine", "sglang", "--context-length", "32768")),
+    ({"model": "Qwen/Qwen3-8B", "gpu": "RTX 4090", "engine": "llamacpp", "n_ctx": "16384", "flash_attn": "on"},
+     ("Qwen/Qwen3-8B", "--gpu", "RTX 4090", "--engine", "llamacpp", "-c", "16384", "-fa", "on")),
+    ({"model": "Qwen/Qwen3-8B", "gpu_memory": "20GiB", "gpu_memory_utilization": "0.8", "enforce_eager": "true",
+      "kv_cache_dtype": "fp8"},
+     ("Qwen/Qwen3-8B", "--gpu-memory", "20GiB", "--gpu-memory-utilization", "0.8", "--enforce-eager",
+      "--kv-cache-dtype", "fp8")),
+    ({"line": "vllm serve Qwen/Qwen3-8B --max-model-len 16k -tp 2", "gpu": "L4", "version": "0.8.5"},
+     ("--gpu", "L4", "--vllm-version", "0.8.5", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "16k", "-tp", "2")),
+])
+def test_explain_api_other_engines_and_flags(server, params, args):
+    status, body = get(f"{server}/api/explain?{query(**params)}")
+    assert status == 200, body
+    assert body == cli_json("explain", *args)
+
+
+def test_whatif_and_fit_api_equal_the_commands(server):
+    status, body = get(f"{server}/api/whatif?{query(**SEED)}")
+    assert status == 200
+    assert body == cli_json("whatif", *SEED_ARGS)
+    params = dict(SEED, context="32k", concurrency="4", max_gpu_memory="20GiB", top="3")
+    params.pop("max_model_len")
+    status, body = get(f"{server}/api/fit?{query(**params)}")
+    expected = json.loads(cli_json("fit", *SEED_ARGS[:5], "--context", "32k", "--concurrency", "4",
+                                   "--max-gpu-memory", "20GiB", "--top", "3"))
+    result = json.loads(body)
+    result.pop("seconds"), expected.pop("seconds")  # the search's own wall time
+    assert status == 200 and result == expected
+    assert result["candidates"][0]["command"].startswith("vllm serve Qwen/Qwen2.5-7B-Instruct-AWQ")
+
+
+def test_logs_api_equals_logs_from_standard_input(server):
+    case = next(row for row in read_jsonl(DEV) if row["id"] == "vllm-pr10511-llama3-8b-h100-tp1")
+    status, body = get(f"{server}/api/logs", json.dumps({"log": case["log"]}).encode(),
+                       {"Content-Type": "application/json"})
+    assert status == 200
+    assert body == cli_json("logs", "-", stdin=case["log"])
+    assert json.loads(body)["runs"][0]["observed"]["kv_cache_gib"] == case["observed"]["kv_cache_gib"] == 53.29
+    status, plain = get(f"{server}/api/logs", case["log"].encode(), {"Content-Type": "text/plain"})
+    assert (status, plain) == (200, body)
+
+
+def test_logs_api_with_nvidia_smi_equals_the_command(server, tmp_path):
+    case = next(row for row in read_jsonl(DEV) if row["id"] == "vllm-pr10511-llama3-8b-h100-tp1")
+    smi = "index, name, memory.used [MiB], memory.total [MiB]\n0, NVIDIA H100 80GB HBM3, 74000 MiB, 81559 MiB\n"
+    (tmp_path / "smi.csv").write_text(smi)
+    status, body = get(f"{server}/api/logs", json.dumps({"log": case["log"], "nvidia_smi": smi}).encode(),
+                       {"Content-Type": "application/json"})
+    assert status == 200, body
+    assert body == cli_json("logs", "-", "--nvidia-smi", str(tmp_path / "smi.csv"), stdin=case["log"])
+    assert json.loads(body)["nvidia_smi"]["gpus"][0]["used_mib"] == 74000
+
+
+def test_errors_are_one_json_line_with_their_status(server):
+    status, body = get(f"{server}/api/explain?{query(model='Qwen/Qwen3-8B', gpu='no such gpu')}")
+    assert status == 400 and "no such gpu" in json.loads(body)["error"].lower()
+    status, body = get(f"{server}/api/explain?{query(model='Qwen/Qwen3-8B')}")
+    assert (status, json.loads(body)["error"]) == (400, "no GPU given (gpu=NAME or gpu_memory=SIZE)")
+
+
+def test_a_request_cannot_make_the_server_read_a_local_path(server):
+    for model in ("/etc", str(MODELS / "Qwen--Qwen2.5-7B-Instruct"), "../groundtruth/models/x", "x.gguf"):
+        status, body = get(f"{server}/api/explain?{query(model=model, gpu='4090')}")
+        assert status == 403, (model, body)
+        assert "reads no local paths" in json.loads(body)["error"]
+    # a path a pasted log names is not read either (the guard sits under every local model read)
+    log = f"$ vllm serve {MODELS / 'Qwen--Qwen2.5-7B-Instruct'}\n" + next(
+        row for row in read_jsonl(DEV) if row["id"] == "vllm-pr10511-llama3-8b-h100-tp1")["log"].split("\n", 1)[1]
+    status, body = get(f"{server}/api/logs", log.encode(), {"Content-Type": "text/plain"})
+    assert status == 200
+    assert "Qwen2.5-7B-Instruct" not in json.dumps(json.loads(body)["runs"][0].get("model_used_for_prediction"))
+
+
+def test_allow_local_models_reads_only_under_its_directory():
+    with running_server("--allow-local-models", str(MODELS)) as (base, _):
+        status, body = get(f"{base}/api/explain?{query(model='Qwen--Qwen2.5-7B-Instruct', gpu='H100')}")
+        assert status == 200, body
+        assert json.loads(body)["weights_gib"] > 14
+        status, body = get(f"{base}/api/explain?{query(model='/etc', gpu='H100')}")
+        assert status == 403 and "outside the directory" in json.loads(body)["error"]
+
+
+def test_a_body_over_the_limit_is_a_clear_413(server):
+    from vram_detective.web.service import MAX_BODY_BYTES
+
+    status, body = get(f"{server}/api/logs", b"x" * (MAX_BODY_BYTES + 1), {"Content-Type": "text/plain"})
+    assert status == 413
+    assert json.loads(body)["error"].startswith(f"request body over {MAX_BODY_BYTES:,} bytes")
+
+
+def test_api_description_and_page(server):
+    status, body = get(f"{server}/api")
+    described = json.loads(body)
+    assert status == 200 and {"/api/explain", "/api/whatif", "/api/fit", "/api/logs"} <= set(described["paths"])
+    status, html = get(f"{server}/?{query(**SEED)}")
+    assert status == 200
+    assert 'data-figure="nvidia_smi_used_mib" data-value="16950"' in html  # rendered before any script runs
+    # nothing on the page comes from another origin
+    assert not re.findall(r'(?:src|href)="(?:https?:)?//', html)
+
+
+def test_html_report_is_self_contained():
+    from vram_detective import api
+    from vram_detective.web.report import html_report
+
+    html = html_report(api.explain("Qwen/Qwen2.5-7B-Instruct-AWQ", "RTX 4090", engine_version="0.6.3", max_model_len=32768))
+    assert html.startswith("<!doctype html>") and "<svg" in html and "<style>" in html
+    assert "<script" not in html and not re.findall(r'(?:src|href)="', html)
+    assert "vLLM 0.6.3 starts: nvidia-smi shows about 16,950 MiB per GPU" in html
+    assert "Loading model weights took 5.1982 GB" in html  # the log lines that release prints

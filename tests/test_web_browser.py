@@ -1,0 +1,158 @@
+"""The page in a real browser: the distribution's headless Chromium driven by Playwright (pointed at the
+installed browser; never `playwright install`), against a real `vram-detective serve` on a free loopback
+port. Screenshots are kept under a temporary directory (printed), never committed.
+
+No skip: a missing browser or Playwright fails with the command that installs it (.ci/run does)."""
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.parse
+
+import pytest
+
+from conftest import DEV, read_jsonl
+from web_server import cli_json, running_server
+
+SEED_ARGS = ("Qwen/Qwen2.5-7B-Instruct-AWQ", "--gpu", "RTX 4090", "--vllm-version", "0.6.3", "--max-model-len", "32768")
+LOG_CASE = "vllm-pr10511-llama3-8b-h100-tp1"
+CHECKED = ("nvidia_smi_used_mib", "weights_gib", "kv_cache_gib", "num_gpu_blocks", "kv_cache_tokens",
+           "max_concurrency", "max_model_len", "total_gpu_gib")
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.fail("no chromium on PATH: the browser tests need the distribution's package "
+                    "(apt-get install -y chromium; .ci/run installs it)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ModuleNotFoundError:
+        pytest.fail("playwright is not installed: pip install '.[test]' (the browser itself comes from apt: chromium)")
+    with sync_playwright() as driver:
+        chromium = driver.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as (base, _):
+        yield base
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("web-screenshots")
+    print(f"\nscreenshots: {folder}")
+    return folder
+
+
+def _watch(page, requests: list, problems: list) -> None:
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+
+
+def _figures(page) -> dict:
+    return page.eval_on_selector_all("#explain-result [data-figure]",
+                                     "els => Object.fromEntries(els.map(e => [e.dataset.figure, JSON.parse(e.dataset.value)]))")
+
+
+def _only_loopback(requests: list, base: str) -> None:
+    hosts = {urllib.parse.urlsplit(url).hostname for url in requests if not url.startswith(("data:", "about:"))}
+    assert hosts == {"127.0.0.1"}, f"requests outside 127.0.0.1: {sorted(hosts)}"
+    assert any(url.startswith(base + "/fragment/explain") for url in requests)
+
+
+def test_explain_page_matches_explain_json_and_recomputes_live(browser, server, shots):
+    page = browser.new_page(viewport={"width": 1200, "height": 1400})
+    requests, problems = [], []
+    _watch(page, requests, problems)
+    page.goto(server + "/")
+    page.wait_for_selector("body[data-ready='1']")
+    # pick the seed's case with the controls, as a person would
+    page.fill("#f-model", "Qwen/Qwen2.5-7B-Instruct-AWQ")
+    page.fill("#f-gpu", "RTX 4090")
+    page.select_option("#f-version", "0.6.3")
+    page.wait_for_selector("#explain-result [data-figure='nvidia_smi_used_mib']")
+    page.eval_on_selector("#f-max_model_len", "el => { el.value = '32768'; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    page.wait_for_selector("#explain-result [data-figure='max_model_len'][data-value='32768']")
+    expected = json.loads(cli_json("explain", *SEED_ARGS))
+    shown = _figures(page)
+    assert {key: shown[key] for key in CHECKED} == {key: expected[key] for key in CHECKED}
+    assert shown["nvidia_smi_used_mib"] == 16950 and shown["num_gpu_blocks"] == 12733
+    bar = page.get_attribute("#explain-result figure.smi", "data-used-mib")
+    assert int(bar) == expected["nvidia_smi_used_mib"]
+    assert page.inner_text("#explain-result .log pre").splitlines() == expected["log_lines"]
+    assert page.inner_text("#explain-result .launch code") == "vllm serve Qwen/Qwen2.5-7B-Instruct-AWQ --max-model-len 32768"
+    page.screenshot(path=str(shots / "explain-seed.png"), full_page=True)
+
+    # the utilization slider, moved with the keyboard: 0.90 -> 0.80 in ten steps
+    page.focus("#f-gpu_memory_utilization")
+    for _ in range(10):
+        page.keyboard.press("ArrowLeft")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('gpu_memory_utilization') === '0.8'")
+    moved = json.loads(cli_json("explain", *SEED_ARGS, "--gpu-memory-utilization", "0.8"))
+    page.wait_for_selector(f"#explain-result [data-figure='nvidia_smi_used_mib'][data-value='{moved['nvidia_smi_used_mib']}']")
+    shown = _figures(page)
+    assert {key: shown[key] for key in CHECKED} == {key: moved[key] for key in CHECKED}
+    assert shown["kv_cache_tokens"] < expected["kv_cache_tokens"]
+    assert "nvidia-smi -" in page.inner_text("#explain-result .delta")  # the change from the first state
+    page.screenshot(path=str(shots / "explain-utilization-0.8.png"), full_page=True)
+
+    # the URL holds the whole state: a fresh page from it shows the same figures before any script runs
+    other = browser.new_page()
+    _watch(other, requests, problems)
+    other.goto(page.url)
+    assert _figures(other) == shown
+    other.click("#theme")
+    other.wait_for_function("() => document.documentElement.dataset.theme !== undefined")
+    other.screenshot(path=str(shots / "explain-other-theme.png"), full_page=True)
+    other.close()
+    _only_loopback(requests, server)
+    assert problems == []
+    page.close()
+
+
+def test_forensics_tab_parses_a_real_log(browser, server, shots):
+    case = next(row for row in read_jsonl(DEV) if row["id"] == LOG_CASE)
+    page = browser.new_page(viewport={"width": 1200, "height": 1400})
+    requests, problems = [], []
+    _watch(page, requests, problems)
+    page.goto(server + "/?tab=logs")
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.is_visible("#panel-logs") and not page.is_visible("#panel-explain")
+    page.fill("#f-log", case["log"])
+    page.click("#analyse")
+    page.wait_for_selector("#logs-result .run")
+    observed = page.eval_on_selector_all("#logs-result table.observed [data-figure]",
+                                         "els => Object.fromEntries(els.map(e => [e.dataset.figure, JSON.parse(e.dataset.value)]))")
+    assert observed == case["observed"]
+    inferred = page.inner_text("#logs-result table.inferred")
+    assert "meta-llama/Meta-Llama-3-8B" in inferred and "0.6.5" in inferred
+    bars = page.eval_on_selector_all("#logs-result svg.pairs rect.observed", "els => els.map(e => e.dataset.key)")
+    assert "kv_cache_gib" in bars and "weights_gib" in bars
+    page.screenshot(path=str(shots / "forensics.png"), full_page=True)
+    hosts = {urllib.parse.urlsplit(url).hostname for url in requests}
+    assert hosts == {"127.0.0.1"} and problems == []
+    page.close()
+
+
+def test_keyboard_reaches_the_tabs_and_the_fit_view(browser, server, shots):
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    page.goto(server + "/?model=Qwen%2FQwen2.5-7B-Instruct-AWQ&gpu=RTX+4090&version=0.6.3&tab=fit&context=32k&concurrency=4")
+    page.wait_for_selector("#fit-result table.fit")
+    assert page.inner_text("#fit-result table.fit code").startswith("vllm serve Qwen/Qwen2.5-7B-Instruct-AWQ")
+    page.focus("#tab-fit")
+    page.keyboard.press("ArrowRight")  # wraps round to the first tab
+    assert page.get_attribute("#tab-explain", "aria-selected") == "true"
+    assert page.evaluate("() => document.activeElement.id") == "tab-explain"
+    page.wait_for_selector("#explain-result [data-figure='nvidia_smi_used_mib']")
+    page.screenshot(path=str(shots / "fit-then-explain.png"), full_page=True)
+    page.close()

@@ -1,0 +1,59 @@
+"""A real `vram-detective serve` on a free loopback port, for the web tests (API and browser)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cli_env() -> dict:
+    """This checkout's sources first, the Hub offline (tests never reach it)."""
+    return dict(os.environ, PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1")
+
+
+@contextlib.contextmanager
+def running_server(*extra: str):
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "vram_detective", "serve", "--port", str(port), *extra],
+                               cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            if process.poll() is not None:
+                raise RuntimeError(f"serve exited: {process.stderr.read()}")
+            try:
+                urllib.request.urlopen(base + "/api/releases", timeout=2).read()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("serve did not answer within 15 s")
+        yield base, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def cli_json(*args: str, stdin: str | None = None) -> str:
+    """What `vram-detective ARGS --json` prints (stdout text)."""
+    done = subprocess.run([sys.executable, "-m", "vram_detective", *args, "--json"], cwd=ROOT, env=cli_env(),
+                          input=stdin, capture_output=True, text=True, timeout=120)
+    return done.stdout

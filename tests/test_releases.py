@@ -287,3 +287,18 @@ def test_budget_uses_ceil_of_u_times_total_from_015():
     for version, budget in (("0.13.0", 23_609_307_955), ("0.15.1", 23_609_307_956)):
         b = explain("Qwen/Qwen3-0.6B", gpu_memory=total, vllm_version=version, gpu_memory_utilization=0.93)
         assert b.budget_bytes == budget, version
+
+
+def test_bf16_checkpoint_on_a_t4_refused_until_090_then_served_in_fp16():
+    """0.8.x worker.py _check_if_gpu_supports_dtype refuses bf16 below sm80; config.py 0.9.0 falls back to
+    current_platform.supported_dtypes[0] (fp16 on sm60-75) before _resolve_auto_dtype (0.9.1) takes over."""
+    from vram_detective.engines.vllm.settings import StartupRefusal, resolve_dtype
+
+    t4, spec = find_gpu("T4"), spec_of("meta-llama/Llama-3.2-3B-Instruct")
+    with pytest.raises(StartupRefusal, match="Bfloat16 is only supported"):
+        resolve_dtype("auto", spec, t4, release((0, 8, 5), "v0"))
+    assert resolve_dtype("auto", spec, t4, release((0, 9, 0), "v0"))[0] == "float16"
+    assert resolve_dtype("auto", spec, t4, release((0, 9, 1), "v0"))[0] == "float16"
+    assert resolve_dtype("auto", spec, find_gpu("A10G"), release((0, 9, 0)))[0] == "bfloat16"
+    with pytest.raises(StartupRefusal):  # a dtype the user names is never replaced
+        resolve_dtype("bfloat16", spec, t4, release((0, 9, 0), "v0"))

@@ -161,6 +161,7 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
 
     # dtype "auto" resolution (vllm-memory.md §7).
     RuleChange(_v("0.0.0"), None, "dtype_resolution", "config", "config dtype; fp32 -> fp16; bf16 on sm<80 is an error"),
+    RuleChange(_v("0.9.0"), None, "dtype_resolution", "config-fallback", "config dtype (fp32 -> fp16), then supported_dtypes[0] when the platform lacks it: bf16 -> fp16 on sm<80 (config.py 0.9.0 _get_and_verify_dtype)"),
     RuleChange(_v("0.9.1"), None, "dtype_resolution", "platform", "_resolve_auto_dtype picks from the platform's list (config.py 0.9.1)"),
     # max_model_len for yarn rope scaling.
     RuleChange(_v("0.0.0"), None, "yarn_scales_max_len", True, "_get_and_verify_max_len multiplies yarn by its factor"),

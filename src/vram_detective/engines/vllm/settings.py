@@ -116,7 +116,7 @@ def resolve_dtype(requested: str, spec: ModelSpec, gpu: Gpu, release: Release) -
         if dtype == "bfloat16" and not gpu.supports_bf16:
             raise StartupRefusal(_bf16_refusal(gpu))
         return dtype, "given"
-    if release["dtype_resolution"] == "config":
+    if release["dtype_resolution"] in ("config", "config-fallback"):
         # <=0.9.0: the checkpoint's dtype; fp32 checkpoints are served in fp16 (Gemma 2 in bf16)
         if config_dtype == "float32":
             dtype = "bfloat16" if spec.family == "gemma2" else "float16"
@@ -124,7 +124,9 @@ def resolve_dtype(requested: str, spec: ModelSpec, gpu: Gpu, release: Release) -
         else:
             dtype, reason = config_dtype, f"auto: checkpoint torch_dtype {config_dtype}"
         if dtype == "bfloat16" and not gpu.supports_bf16:
-            raise StartupRefusal(_bf16_refusal(gpu))
+            if release["dtype_resolution"] == "config":
+                raise StartupRefusal(_bf16_refusal(gpu))  # <= 0.8.5: worker.py _check_if_gpu_supports_dtype
+            dtype, reason = "float16", "auto: bfloat16 is not supported on this GPU, falls back to float16 (0.9.0)"
         return dtype, reason
     # 0.9.1+: _resolve_auto_dtype picks the first dtype the platform supports
     supported = ("bfloat16", "float16", "float32") if gpu.supports_bf16 else ("float16", "float32")

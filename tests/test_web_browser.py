@@ -86,7 +86,6 @@ def test_explain_page_matches_explain_json_and_recomputes_live(browser, server, 
     expected = json.loads(cli_json("explain", *SEED_ARGS))
     shown = _figures(page)
     assert {key: shown[key] for key in CHECKED} == {key: expected[key] for key in CHECKED}
-    assert shown["nvidia_smi_used_mib"] == 16950 and shown["num_gpu_blocks"] == 12733
     bar = page.get_attribute("#explain-result figure.smi", "data-used-mib")
     assert int(bar) == expected["nvidia_smi_used_mib"]
     assert page.inner_text("#explain-result .log pre").splitlines() == expected["log_lines"]

@@ -96,6 +96,11 @@
 
   async function recompute() {
     remember();
+    const given = (id) => ((($("#" + id) || {}).value) || "").trim();
+    if (!(given("f-model") || given("f-line")) || !(given("f-gpu") || given("f-gpu_memory"))) {
+      status("pick a model and a GPU");  // nothing to ask the server yet (a half-filled form is not an error)
+      return;
+    }
     const ok = await fetchInto("/fragment/explain?" + state().toString(), $("#explain-result"));
     if (ok) showResolved();
     if (ok && !baseline) baseline = figures();

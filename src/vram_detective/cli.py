@@ -155,6 +155,7 @@ PLUGIN_COMMANDS = {
     "fit": "vram_detective.advisor.command",
     "whatif": "vram_detective.advisor.command",
     "compare": "vram_detective.compare",
+    "simulate": "vram_detective.simulate.command",
 }
 
 

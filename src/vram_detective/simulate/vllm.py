@@ -60,24 +60,49 @@ class VllmSim:
         self.blocked = False  # the waiting head failed to allocate; retried after a free
 
     # --- allocation -------------------------------------------------------------------------------
-    def _keys(self, r: _Live, start: int, stop: int):
+    def _spans(self, r: _Live, start: int, stop: int) -> tuple[tuple[object, int, int], ...]:
         """Block i's hash stands for its whole prefix: the shared system prefix's id while the block lies
-        inside it, else the session's (whose later turns re-send these tokens) or the request's own."""
-        req, bs = r.req, self.bs
+        inside it, else the session's (whose later turns re-send these tokens) or the request's own.
+        Returns (owner, first, stop) runs of block indexes over [start, stop)."""
+        req = r.req
+        inside = req.prefix_tokens // self.bs  # blocks i with (i + 1) x block_size <= prefix_tokens
         own = req.session or r.n
-        return ((req.prefix_id, i) if (i + 1) * bs <= req.prefix_tokens else (own, i) for i in range(start, stop))
+        if inside <= start:
+            return ((own, start, stop),)
+        if inside >= stop:
+            return ((req.prefix_id, start, stop),)
+        return ((req.prefix_id, start, inside), (own, inside, stop))
 
     def _hits(self, r: _Live) -> list[list[int]]:
         """The longest run of cached blocks at the start of the request (all groups), at most tokens - 1."""
         if not self.blocks.caching:
             return []
-        hits: list[list[int]] = [[] for _ in self.pool.groups]
-        for key in self._keys(r, 0, (r.tokens - 1) // self.bs):
-            found = [self.blocks.lookup((g, key)) for g in range(len(hits))]
-            if None in found:
+        groups = len(self.pool.groups)
+        hits: list[list[int]] = [[] for _ in range(groups)]
+        cached = self.blocks.cached
+        for owner, first, stop in self._spans(r, 0, (r.tokens - 1) // self.bs):
+            hashes = cached.get(owner)
+            if hashes is None:
                 break
-            for g, block in enumerate(found):
-                hits[g].append(block)
+            get = hashes.get
+            if groups == 1:
+                found = hits[0]
+                for i in range(first, stop):
+                    block = get(i)
+                    if block is None:
+                        break
+                    found.append(block)
+                if len(found) < stop:
+                    break
+                continue
+            for i in range(first, stop):
+                row = [get(i * groups + g) for g in range(groups)]
+                if None in row:
+                    break
+                for g, block in enumerate(row):
+                    hits[g].append(block)
+            if len(hits[0]) < stop:
+                break
         return hits if hits and hits[0] else []
 
     def _allocate(self, r: _Live, upto: int, hits: list[list[int]] = (), watermark: int = 0) -> bool:
@@ -111,15 +136,20 @@ class VllmSim:
                 self.blocks.release(reversed(freed))
 
     def _cache_full(self, r: _Live, computed: int) -> None:
-        if not self.blocks.caching:
+        pool = self.blocks
+        if not pool.caching:
             return
         full = min(computed // self.bs, len(r.blocks[0]))
         if full <= r.keys:
             return
-        for i, key in enumerate(self._keys(r, r.keys, full), r.keys):
+        groups = len(r.blocks)
+        cache = pool.cache
+        for owner, first, stop in self._spans(r, r.keys, full):
             for g, group in enumerate(r.blocks):
-                if group[i] is not None:
-                    self.blocks.cache(group[i], (g, key))
+                for i in range(first, stop):
+                    block = group[i]
+                    if block is not None:
+                        cache(block, owner, i * groups + g)
         r.keys = full
 
     def _free(self, r: _Live) -> None:

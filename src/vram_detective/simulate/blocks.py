@@ -42,24 +42,19 @@ class BlockPool:
             out = free[len(free) - count:]
             del free[len(free) - count:]
             return out
-        out = []
-        key, ref, pop = self.key, self.ref, free.popitem
-        for _ in range(count):
-            block = pop(last=False)[0]
+        pop = free.popitem
+        out = [pop(last=False)[0] for _ in range(count)]
+        key, ref, cached = self.key, self.ref, self.cached
+        for block in out:
             old = key[block]
             if old is not None:
-                self._evict(old)
+                hashes = cached[old[0]]
+                del hashes[old[1]]
+                if not hashes:
+                    del cached[old[0]]
                 key[block] = None
             ref[block] = 1
-            out.append(block)
         return out
-
-    def _evict(self, old: tuple) -> None:
-        owner, index = old
-        hashes = self.cached[owner]
-        del hashes[index]
-        if not hashes:
-            del self.cached[owner]
 
     def touch(self, block: int) -> None:
         """A prefix-cache hit: the block is shared (and leaves the free queue if it was free)."""

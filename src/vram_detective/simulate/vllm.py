@@ -46,6 +46,7 @@ class VllmSim:
         self.blocks = BlockPool(pool.num_blocks, rules.reserved_blocks, caching)
         self.bs = pool.block_size
         self.windows = [g.window if (g.window and rules.sliding_window_frees) else 0 for g in pool.groups]
+        self.simple = len(self.windows) == 1 and not self.windows[0]  # one group, nothing to free early
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
         self.prefilling: dict[int, _Live] = {}
@@ -86,14 +87,11 @@ class VllmSim:
                 break
             get = hashes.get
             if groups == 1:
-                found = hits[0]
-                for i in range(first, stop):
-                    block = get(i)
-                    if block is None:
-                        break
-                    found.append(block)
-                if len(found) < stop:
+                found = list(map(get, range(first, stop)))
+                if None in found:
+                    hits[0] += found[:found.index(None)]
                     break
+                hits[0] += found
                 continue
             for i in range(first, stop):
                 row = [get(i * groups + g) for g in range(groups)]
@@ -109,14 +107,18 @@ class VllmSim:
         """allocate_slots: blocks for `upto` tokens in every group, or False when the pool lacks them."""
         target = -(-upto // self.bs)
         fresh = sum(target - len(b) - (len(hits[g]) if hits else 0) for g, b in enumerate(r.blocks))
-        revived = sum(1 for group in hits for block in group if self.blocks.ref[block] == 0) if hits else 0
-        if fresh + revived > self.blocks.num_free - watermark:
-            return False
         pool = self.blocks
+        ref = pool.ref
+        revived = sum(list(map(ref.__getitem__, group)).count(0) for group in hits) if hits else 0
+        if fresh + revived > len(pool.free) - watermark:
+            return False
         for g, group in enumerate(r.blocks):
             if hits:
-                for block in hits[g]:
-                    pool.touch(block)
+                free = pool.free
+                for block in hits[g]:  # BlockPool.touch, inlined
+                    if ref[block] == 0:
+                        del free[block]
+                    ref[block] += 1
                 group.extend(hits[g])
             if target > len(group):
                 group.extend(pool.take(target - len(group)))
@@ -143,18 +145,24 @@ class VllmSim:
         if full <= r.keys:
             return
         groups = len(r.blocks)
-        cache = pool.cache
+        key, cached = pool.key, pool.cached  # BlockPool.cache, inlined: a block at a time is the hot loop
         for owner, first, stop in self._spans(r, r.keys, full):
+            hashes = cached.get(owner)
             for g, group in enumerate(r.blocks):
                 for i in range(first, stop):
                     block = group[i]
-                    if block is not None:
-                        cache(block, owner, i * groups + g)
+                    if block is not None and key[block] is None:
+                        if hashes is None:
+                            hashes = cached[owner] = {}
+                        index = i * groups + g
+                        if index not in hashes:
+                            hashes[index] = block
+                            key[block] = (owner, index)
         r.keys = full
 
     def _free(self, r: _Live) -> None:
-        for group in r.blocks:
-            self.blocks.release(b for b in reversed(group) if b is not None)
+        for group, window in zip(r.blocks, self.windows):
+            self.blocks.release((b for b in reversed(group) if b is not None) if window else reversed(group))
         r.blocks = [[] for _ in r.blocks]
         r.keys = 0
         self.blocked = False
@@ -221,6 +229,8 @@ class VllmSim:
 
     def _decode_events(self) -> list[_Live]:
         """The decoding requests with something to do at this decode step; returns those finishing."""
+        if self.simple:
+            return self._decode_events_one_group()
         finishing = []
         events = self.events
         while events and events[0][0] <= self.dstep:
@@ -237,6 +247,35 @@ class VllmSim:
                 finishing.append(r)
             else:
                 self._next_event(r)
+        return finishing
+
+    def _decode_events_one_group(self) -> list[_Live]:
+        """_decode_events for one full-attention group (no window to free), with the common event, a new
+        block taken from a non-empty free queue, and the next event inlined."""
+        finishing = []
+        events, dstep, bs, pool = self.events, self.dstep, self.bs, self.blocks
+        free, caching, pop, push = pool.free, pool.caching, heapq.heappop, heapq.heappush
+        while events and events[0][0] <= dstep:
+            _, _, epoch, r = pop(events)
+            if epoch != r.epoch or not r.decoding:
+                continue
+            c = r.c0 + dstep - r.d0
+            group = r.blocks[0]
+            if c + 1 > len(group) * bs:
+                if caching and min(c // bs, len(group)) > r.keys:
+                    self._cache_full(r, c)
+                need = -(-(c + 1) // bs) - len(group)
+                if need <= len(free):
+                    group.extend(pool.take(need))
+                elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
+                    continue
+                group = r.blocks[0]
+            left = r.prompt + r.req.output_tokens - 2 - c
+            if left <= 0:
+                finishing.append(r)
+            else:
+                until = len(group) * bs - c
+                push(events, (dstep + max(min(until, left), 0), r.n, r.epoch, r))
         return finishing
 
     def _prefills(self, budget: int) -> tuple[list[tuple[_Live, int]], int, bool]:

@@ -144,6 +144,18 @@ class VllmSim:
         full = min(computed // self.bs, len(r.blocks[0]))
         if full <= r.keys:
             return
+        if full == r.keys + 1 and len(r.blocks) == 1:  # a decode filled one block: no spans, no loops
+            i, req, block = r.keys, r.req, r.blocks[0][r.keys]
+            owner = req.prefix_id if i < req.prefix_tokens // self.bs else (req.session or r.n)
+            if block is not None and pool.key[block] is None:
+                hashes = pool.cached.get(owner)
+                if hashes is None:
+                    hashes = pool.cached[owner] = {}
+                if i not in hashes:
+                    hashes[i] = block
+                    pool.key[block] = (owner, i)
+            r.keys = full
+            return
         groups = len(r.blocks)
         key, cached = pool.key, pool.cached  # BlockPool.cache, inlined: a block at a time is the hot loop
         for owner, first, stop in self._spans(r, r.keys, full):
@@ -265,7 +277,9 @@ class VllmSim:
                 if caching and min(c // bs, len(group)) > r.keys:
                     self._cache_full(r, c)
                 need = -(-(c + 1) // bs) - len(group)
-                if need <= len(free):
+                if need == 1 and free:
+                    group.append(self._take_one())
+                elif need <= len(free):
                     group.extend(pool.take(need))
                 elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
                     continue
@@ -277,6 +291,22 @@ class VllmSim:
                 until = len(group) * bs - c
                 push(events, (dstep + max(min(until, left), 0), r.n, r.epoch, r))
         return finishing
+
+    def _take_one(self) -> int:
+        """BlockPool.take(1) without the list."""
+        pool = self.blocks
+        if not pool.caching:
+            return pool.free.pop()
+        block = pool.free.popitem(last=False)[0]
+        old = pool.key[block]
+        if old is not None:
+            hashes = pool.cached[old[0]]
+            del hashes[old[1]]
+            if not hashes:
+                del pool.cached[old[0]]
+            pool.key[block] = None
+        pool.ref[block] = 1
+        return block
 
     def _prefills(self, budget: int) -> tuple[list[tuple[_Live, int]], int, bool]:
         scheduled, preempted = [], False

@@ -65,7 +65,8 @@ class WorkloadFit:
         return {"lever": self.lever.setting, "flag": self.lever.flag, "value": self.value,
                 "needed_blocks": self.needed_blocks, "needed_bytes": self.needed_bytes, "pool_bytes": self.pool_bytes,
                 "budget": self.budget, "simulations": self.simulations, "feasible": self.feasible,
-                "reason": self.reason, "preempted_fraction": self.result.preempted_fraction if self.result else None}
+                "reason": self.reason, "preempted_fraction": self.result.preempted_fraction if self.result else None,
+                "held_back_requests": self.result.held_back_requests if self.result else None}
 
 
 def lever_for(b: Breakdown, pinned: dict, needed_blocks: int) -> Lever:
@@ -97,14 +98,17 @@ def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None
     else:
         (b, result), runs = baseline, 0
         base_pool = pool_from_breakdown(b)
-    start = result.peak_blocks + max(2, result.peak_blocks // 50) if result.preemptions == 0 else None
-    verdict = smallest_pool(base_pool, workload, seed=seed, budget=budget, cost=cost, start=start)
+    start = (result.peak_blocks + max(2, result.peak_blocks // 50)
+             if result.preemptions == 0 and result.held_back_requests == 0 else None)
+    verdict = smallest_pool(base_pool, workload, seed=seed, budget=budget, cost=cost, start=start,
+                            held_back_counts=True)
     runs += verdict.simulations
     needed = verdict.blocks
     lever = lever_for(b, pinned, max(needed, base_pool.num_blocks))
     if not needed:
         return WorkloadFit(lever, None, None, None, 0, 0, budget, runs,
-                           f"even {4 * base_pool.num_blocks} blocks preempt more than {budget:.0%} of the requests")
+                           f"even {4 * base_pool.num_blocks} blocks preempt or hold back more than {budget:.0%} "
+                           "of the requests")
     index, at = _smallest_value(predict, lever, needed)
     if index is None:
         return WorkloadFit(lever, None, None, None, needed, needed * base_pool.block_bytes, budget, runs,
@@ -112,7 +116,7 @@ def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None
     for step in range(CONFIRM_STEPS + 1):
         confirm = simulate(pool_from_breakdown(at), workload, seed=seed, cost=cost)
         runs += 1
-        good = confirm.preempted_fraction <= budget and confirm.finished == confirm.requests
+        good = confirm.short_of_memory_fraction <= budget and confirm.finished == confirm.requests
         if good or index + 1 >= len(lever.grid) or step == CONFIRM_STEPS:
             break
         index += 1
@@ -179,7 +183,7 @@ def budget_words(budget: float) -> str:
         return "with no preemption"
     if abs(budget - 0.01) < 1e-9:
         return "with no preemption at the 99th percentile"
-    return f"with at most {budget:.1%} of the requests preempted"
+    return f"with at most {budget:.1%} of the requests preempted or held back for memory"
 
 
 def verdict_line(result: SimulationResult, fit: WorkloadFit) -> str:

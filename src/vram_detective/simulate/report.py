@@ -32,13 +32,13 @@ def report_text(b, workload: str, seed: int, result: SimulationResult, fit: Work
     head = f"{b.model} on {b.gpu_name}, {b.engine_label} {b.engine_version}{variant}; workload {workload} (seed {seed})"
     lines = textwrap.wrap(head, WIDTH) + textwrap.wrap("verdict: " + verdict_line(result, fit), WIDTH,
                                                         subsequent_indent="  ")
-    lines += ["", occupancy_plot(result), ""]
+    lines += ["", occupancy_plot(result, width=WIDTH - 18), ""]  # "pool  |" + bars + "| 14.6 GiB"
     lines += _figures(result)
     if fit.feasible and fit.result is not None:
         lines.append(f"{'smallest pool':16}{fit.needed_blocks:,} blocks ({fit.needed_bytes / GIB:.2f} GiB), "
                      f"found in {fit.simulations} runs")
-        lines.append(f"{'':16}{fit.lever.text(fit.value)}: a {fit.pool_bytes / GIB:.2f} GiB pool, "
-                     f"{fit.result.preempted_fraction:.1%} of requests preempted")
+        lines.append(f"{'':16}{fit.lever.text(fit.value)}: {fit.pool_bytes / GIB:.2f} GiB, "
+                     f"{fit.result.preempted_fraction:.1%} preempted")
     lines += [""] + [line for note in result.notes for line in textwrap.wrap(f"note: {note}", WIDTH,
                                                                             subsequent_indent="  ")]
     return "\n".join(lines)
@@ -50,7 +50,8 @@ def _figures(result: SimulationResult) -> list[str]:
         f"{'blocks in use':16}peak {r.peak_blocks:,} ({_gib(r.peak_blocks, r)}), p99 {r.p99_blocks:,} "
         f"({_gib(r.p99_blocks, r)}), mean {r.mean_blocks:,.0f}",
         f"{'':16}of {r.pool_blocks:,} blocks of {r.block_size} token(s), {r.duration_s:,.0f} s simulated",
-        f"{'requests':16}{r.requests:,} arrived, {r.finished:,} finished",
+        f"{'requests':16}{r.requests:,} arrived, {r.finished:,} finished, {r.held_back_requests:,} held back "
+        f"for blocks",
         f"{'at once (peak)':16}{r.peak_running:,} running, {r.peak_waiting:,} waiting",
     ]
     if r.preemptions:

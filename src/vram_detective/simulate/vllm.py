@@ -341,6 +341,7 @@ class VllmSim:
             n = min(n, budget)
             if not self._allocate(r, hit + n, hits, self.watermark):
                 self.blocked = True
+                self.rec.held.add(r.n)  # waits for blocks, not for the step budget or max_num_seqs
                 break
             self.waiting.popleft()
             r.computed, r.keys = hit, hit // self.bs

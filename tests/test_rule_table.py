@@ -16,8 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "vram_detective"
 
 # Modules allowed to compare versions: the table itself and the version parser.
 ALLOWED = {"engines/vllm/releases.py", "engines/sglang/releases.py", "engines/llamacpp/releases.py",
-           "engines/ollama/releases.py", "units.py",
-           "simulate/rules.py"}  # the simulator's scheduler rules: one table across engines (issue 18)
+           "engines/ollama/releases.py", "units.py"}
 
 _OP = r"(?:<=|>=|<|>)"
 _VERSION_TUPLE = r"\(\s*0\s*,\s*\d+\s*(?:,\s*\d+\s*)?\)"  # (0, 6) or (0, 6, 4): GPU capabilities start at 3

@@ -159,6 +159,7 @@ PLUGIN_COMMANDS = {
     "whatif": "vram_detective.advisor.command",
     "compare": "vram_detective.compare",
     "serve": "vram_detective.web.command",
+    "simulate": "vram_detective.simulate.command",
 }
 
 

@@ -1,7 +1,13 @@
 """vLLM's block pool with prefix caching (v1/core/block_pool.py, 0.11.0): free blocks in one LRU queue
 (allocation takes from the front; a freed block goes to the back, a request's blocks tail first so its
 last blocks are evicted first); a full block keeps its hash while free and can be hit again until it is
-taken for new data (then its hash is evicted)."""
+taken for new data (then its hash is evicted).
+
+A block's hash is (owner, index): the owner is what the block's prefix stands for (a shared system prefix,
+a session, a request), the index its position x the number of groups + its group, an integer; hashes are
+kept per owner, so a lookup is one integer key and an owner's entry goes when its last block is evicted.
+Without prefix caching block ids are never looked at: the free queue is a plain list (a stack).
+"""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -12,11 +18,14 @@ class BlockPool:
 
     def __init__(self, num_blocks: int, reserved: int, caching: bool):
         self.size = num_blocks
-        self.free: OrderedDict[int, None] = OrderedDict.fromkeys(range(reserved, num_blocks))
-        self.cached: dict[object, int] = {}
-        self.key: list[object] = [None] * num_blocks
-        self.ref = [0] * num_blocks
         self.caching = caching
+        if caching:
+            self.free: OrderedDict[int, None] | list[int] = OrderedDict.fromkeys(range(reserved, num_blocks))
+        else:
+            self.free = list(range(num_blocks - 1, reserved - 1, -1))
+        self.cached: dict[object, dict[int, int]] = {}  # owner -> {index: block}
+        self.key: list[tuple | None] = [None] * num_blocks  # (owner, index) of a block holding a hash
+        self.ref = [0] * num_blocks
 
     @property
     def num_free(self) -> int:
@@ -28,16 +37,23 @@ class BlockPool:
 
     def take(self, count: int) -> list[int]:
         """`count` new blocks (the caller checked num_free); evicts the hashes they held."""
-        out = []
-        free, key, ref = self.free, self.key, self.ref
-        for _ in range(count):
-            block = free.popitem(last=False)[0]
+        free = self.free
+        if not self.caching:
+            out = free[len(free) - count:]
+            del free[len(free) - count:]
+            return out
+        pop = free.popitem
+        out = [pop(last=False)[0] for _ in range(count)]
+        key, ref, cached = self.key, self.ref, self.cached
+        for block in out:
             old = key[block]
             if old is not None:
-                del self.cached[old]
+                hashes = cached[old[0]]
+                del hashes[old[1]]
+                if not hashes:
+                    del cached[old[0]]
                 key[block] = None
             ref[block] = 1
-            out.append(block)
         return out
 
     def touch(self, block: int) -> None:
@@ -48,16 +64,25 @@ class BlockPool:
 
     def release(self, blocks) -> None:
         """Blocks in eviction order (callers pass a request's blocks tail first)."""
-        ref, free = self.ref, self.free
+        free = self.free
+        if not self.caching:
+            free.extend(blocks)
+            return
+        ref = self.ref
         for block in blocks:
             ref[block] -= 1
             if ref[block] == 0:
                 free[block] = None
 
-    def cache(self, block: int, key: object) -> None:
-        if self.caching and self.key[block] is None and key not in self.cached:
-            self.cached[key] = block
-            self.key[block] = key
+    def cache(self, block: int, owner: object, index: int) -> None:
+        if self.key[block] is None:
+            hashes = self.cached.get(owner)
+            if hashes is None:
+                hashes = self.cached[owner] = {}
+            if index not in hashes:
+                hashes[index] = block
+                self.key[block] = (owner, index)
 
-    def lookup(self, key: object) -> int | None:
-        return self.cached.get(key)
+    def lookup(self, owner: object, index: int) -> int | None:
+        hashes = self.cached.get(owner)
+        return hashes.get(index) if hashes is not None else None

@@ -45,6 +45,12 @@ class SimulationResult:
     running_series: tuple[tuple[float, float, float], ...]
     waiting_series: tuple[tuple[float, float, float], ...]
     notes: tuple[str, ...] = field(default=())
+    held_back_requests: int = 0  # requests that waited at the head of the queue for free blocks
+
+    @property
+    def short_of_memory_fraction(self) -> float:
+        """Requests preempted or held back for blocks, as a fraction (a request may count twice)."""
+        return (self.preempted_requests + self.held_back_requests) / self.requests if self.requests else 0.0
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -97,6 +103,7 @@ class Recorder:
         self.preemptions: list[Preemption] = []
         self.preemption_count = 0
         self.preempted: set[int] = set()
+        self.held: set[int] = set()  # requests admission held back for blocks
         self.hit_tokens = self.prompt_tokens = self.swap_out = self.swap_in = 0
         self.request_steps = self.arrived = self.finished = 0
         self.peak_running = self.peak_waiting = 0
@@ -134,5 +141,5 @@ class Recorder:
             preemption_log=tuple(self.preemptions), prefix_hit_tokens=self.hit_tokens, prompt_tokens=self.prompt_tokens,
             swap_out_bytes=self.swap_out, swap_in_bytes=self.swap_in, request_steps=self.request_steps,
             occupancy=occupancy, running_series=self.running.finish(t), waiting_series=self.waiting.finish(t),
-            notes=notes,
+            notes=notes, held_back_requests=len(self.held),
         )

@@ -55,6 +55,7 @@ class SglangSim(VllmSim):
             need = -(-(r.tokens + min(r.req.output_tokens, self.rules.clip_max_new_tokens)) // self.bs)
             if need >= self.blocks.num_free - self._reserved():
                 self.blocked = True
+                self.rec.held.add(r.n)
                 return []
         return super()._admit(budget)
 

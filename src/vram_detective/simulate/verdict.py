@@ -21,20 +21,33 @@ class Verdict:
 
 
 def smallest_pool(pool: PoolSpec, workload: Workload, seed: int = 0, budget: float = 0.01,
-                  cost: CostModel | None = None, limit: int | None = None) -> Verdict:
+                  cost: CostModel | None = None, limit: int | None = None, start: int | None = None,
+                  held_back_counts: bool = False) -> Verdict:
     """Bisection on num_blocks: fewest blocks whose run preempts at most `budget` of the requests
-    (0.01: no preemption at the 99th percentile of requests). Searches up to `limit` (default 4x the pool)."""
+    (0.01: no preemption at the 99th percentile of requests). Searches up to `limit` (default 4x the pool).
+    `start`: a first upper bound to try (a run's peak blocks in use), which saves the doublings above it.
+    `held_back_counts`: requests the pool held back at admission count against the budget too (a small pool
+    can avoid preemption by admitting one request at a time)."""
     runs = 0
 
     def ok(blocks: int) -> tuple[bool, float]:
         nonlocal runs
         runs += 1
         result = simulate(pool.with_blocks(blocks), workload, seed=seed, cost=cost)
-        return result.preempted_fraction <= budget and result.finished == result.requests, result.preempted_fraction
+        fraction = result.short_of_memory_fraction if held_back_counts else result.preempted_fraction
+        return fraction <= budget and result.finished == result.requests, fraction
 
     top = limit or pool.num_blocks * 4
     low, high = 1, pool.num_blocks
-    good, fraction = ok(high)
+    if start and start < high:
+        good, fraction = ok(start)
+        if good:
+            high = start
+        else:
+            low = start
+            good, fraction = ok(high)
+    else:
+        good, fraction = ok(high)
     while not good and high < top:
         low, high = high, min(top, high * 2)
         good, fraction = ok(high)

@@ -46,6 +46,7 @@ class VllmSim:
         self.blocks = BlockPool(pool.num_blocks, rules.reserved_blocks, caching)
         self.bs = pool.block_size
         self.windows = [g.window if (g.window and rules.sliding_window_frees) else 0 for g in pool.groups]
+        self.simple = len(self.windows) == 1 and not self.windows[0]  # one group, nothing to free early
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
         self.prefilling: dict[int, _Live] = {}
@@ -60,38 +61,64 @@ class VllmSim:
         self.blocked = False  # the waiting head failed to allocate; retried after a free
 
     # --- allocation -------------------------------------------------------------------------------
-    def _keys(self, r: _Live, start: int, stop: int):
+    def _spans(self, r: _Live, start: int, stop: int) -> tuple[tuple[object, int, int], ...]:
         """Block i's hash stands for its whole prefix: the shared system prefix's id while the block lies
-        inside it, else the session's (whose later turns re-send these tokens) or the request's own."""
-        req, bs = r.req, self.bs
+        inside it, else the session's (whose later turns re-send these tokens) or the request's own.
+        Returns (owner, first, stop) runs of block indexes over [start, stop)."""
+        req = r.req
+        inside = req.prefix_tokens // self.bs  # blocks i with (i + 1) x block_size <= prefix_tokens
         own = req.session or r.n
-        return ((req.prefix_id, i) if (i + 1) * bs <= req.prefix_tokens else (own, i) for i in range(start, stop))
+        if inside <= start:
+            return ((own, start, stop),)
+        if inside >= stop:
+            return ((req.prefix_id, start, stop),)
+        return ((req.prefix_id, start, inside), (own, inside, stop))
 
     def _hits(self, r: _Live) -> list[list[int]]:
         """The longest run of cached blocks at the start of the request (all groups), at most tokens - 1."""
         if not self.blocks.caching:
             return []
-        hits: list[list[int]] = [[] for _ in self.pool.groups]
-        for key in self._keys(r, 0, (r.tokens - 1) // self.bs):
-            found = [self.blocks.lookup((g, key)) for g in range(len(hits))]
-            if None in found:
+        groups = len(self.pool.groups)
+        hits: list[list[int]] = [[] for _ in range(groups)]
+        cached = self.blocks.cached
+        for owner, first, stop in self._spans(r, 0, (r.tokens - 1) // self.bs):
+            hashes = cached.get(owner)
+            if hashes is None:
                 break
-            for g, block in enumerate(found):
-                hits[g].append(block)
+            get = hashes.get
+            if groups == 1:
+                found = list(map(get, range(first, stop)))
+                if None in found:
+                    hits[0] += found[:found.index(None)]
+                    break
+                hits[0] += found
+                continue
+            for i in range(first, stop):
+                row = [get(i * groups + g) for g in range(groups)]
+                if None in row:
+                    break
+                for g, block in enumerate(row):
+                    hits[g].append(block)
+            if len(hits[0]) < stop:
+                break
         return hits if hits and hits[0] else []
 
     def _allocate(self, r: _Live, upto: int, hits: list[list[int]] = (), watermark: int = 0) -> bool:
         """allocate_slots: blocks for `upto` tokens in every group, or False when the pool lacks them."""
         target = -(-upto // self.bs)
         fresh = sum(target - len(b) - (len(hits[g]) if hits else 0) for g, b in enumerate(r.blocks))
-        revived = sum(1 for group in hits for block in group if self.blocks.ref[block] == 0) if hits else 0
-        if fresh + revived > self.blocks.num_free - watermark:
-            return False
         pool = self.blocks
+        ref = pool.ref
+        revived = sum(list(map(ref.__getitem__, group)).count(0) for group in hits) if hits else 0
+        if fresh + revived > len(pool.free) - watermark:
+            return False
         for g, group in enumerate(r.blocks):
             if hits:
-                for block in hits[g]:
-                    pool.touch(block)
+                free = pool.free
+                for block in hits[g]:  # BlockPool.touch, inlined
+                    if ref[block] == 0:
+                        del free[block]
+                    ref[block] += 1
                 group.extend(hits[g])
             if target > len(group):
                 group.extend(pool.take(target - len(group)))
@@ -111,20 +138,43 @@ class VllmSim:
                 self.blocks.release(reversed(freed))
 
     def _cache_full(self, r: _Live, computed: int) -> None:
-        if not self.blocks.caching:
+        pool = self.blocks
+        if not pool.caching:
             return
         full = min(computed // self.bs, len(r.blocks[0]))
         if full <= r.keys:
             return
-        for i, key in enumerate(self._keys(r, r.keys, full), r.keys):
+        if full == r.keys + 1 and len(r.blocks) == 1:  # a decode filled one block: no spans, no loops
+            i, req, block = r.keys, r.req, r.blocks[0][r.keys]
+            owner = req.prefix_id if i < req.prefix_tokens // self.bs else (req.session or r.n)
+            if block is not None and pool.key[block] is None:
+                hashes = pool.cached.get(owner)
+                if hashes is None:
+                    hashes = pool.cached[owner] = {}
+                if i not in hashes:
+                    hashes[i] = block
+                    pool.key[block] = (owner, i)
+            r.keys = full
+            return
+        groups = len(r.blocks)
+        key, cached = pool.key, pool.cached  # BlockPool.cache, inlined: a block at a time is the hot loop
+        for owner, first, stop in self._spans(r, r.keys, full):
+            hashes = cached.get(owner)
             for g, group in enumerate(r.blocks):
-                if group[i] is not None:
-                    self.blocks.cache(group[i], (g, key))
+                for i in range(first, stop):
+                    block = group[i]
+                    if block is not None and key[block] is None:
+                        if hashes is None:
+                            hashes = cached[owner] = {}
+                        index = i * groups + g
+                        if index not in hashes:
+                            hashes[index] = block
+                            key[block] = (owner, index)
         r.keys = full
 
     def _free(self, r: _Live) -> None:
-        for group in r.blocks:
-            self.blocks.release(b for b in reversed(group) if b is not None)
+        for group, window in zip(r.blocks, self.windows):
+            self.blocks.release((b for b in reversed(group) if b is not None) if window else reversed(group))
         r.blocks = [[] for _ in r.blocks]
         r.keys = 0
         self.blocked = False
@@ -191,6 +241,8 @@ class VllmSim:
 
     def _decode_events(self) -> list[_Live]:
         """The decoding requests with something to do at this decode step; returns those finishing."""
+        if self.simple:
+            return self._decode_events_one_group()
         finishing = []
         events = self.events
         while events and events[0][0] <= self.dstep:
@@ -208,6 +260,53 @@ class VllmSim:
             else:
                 self._next_event(r)
         return finishing
+
+    def _decode_events_one_group(self) -> list[_Live]:
+        """_decode_events for one full-attention group (no window to free), with the common event, a new
+        block taken from a non-empty free queue, and the next event inlined."""
+        finishing = []
+        events, dstep, bs, pool = self.events, self.dstep, self.bs, self.blocks
+        free, caching, pop, push = pool.free, pool.caching, heapq.heappop, heapq.heappush
+        while events and events[0][0] <= dstep:
+            _, _, epoch, r = pop(events)
+            if epoch != r.epoch or not r.decoding:
+                continue
+            c = r.c0 + dstep - r.d0
+            group = r.blocks[0]
+            if c + 1 > len(group) * bs:
+                if caching and min(c // bs, len(group)) > r.keys:
+                    self._cache_full(r, c)
+                need = -(-(c + 1) // bs) - len(group)
+                if need == 1 and free:
+                    group.append(self._take_one())
+                elif need <= len(free):
+                    group.extend(pool.take(need))
+                elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
+                    continue
+                group = r.blocks[0]
+            left = r.prompt + r.req.output_tokens - 2 - c
+            if left <= 0:
+                finishing.append(r)
+            else:
+                until = len(group) * bs - c
+                push(events, (dstep + max(min(until, left), 0), r.n, r.epoch, r))
+        return finishing
+
+    def _take_one(self) -> int:
+        """BlockPool.take(1) without the list."""
+        pool = self.blocks
+        if not pool.caching:
+            return pool.free.pop()
+        block = pool.free.popitem(last=False)[0]
+        old = pool.key[block]
+        if old is not None:
+            hashes = pool.cached[old[0]]
+            del hashes[old[1]]
+            if not hashes:
+                del pool.cached[old[0]]
+            pool.key[block] = None
+        pool.ref[block] = 1
+        return block
 
     def _prefills(self, budget: int) -> tuple[list[tuple[_Live, int]], int, bool]:
         scheduled, preempted = [], False
@@ -242,6 +341,7 @@ class VllmSim:
             n = min(n, budget)
             if not self._allocate(r, hit + n, hits, self.watermark):
                 self.blocked = True
+                self.rec.held.add(r.n)  # waits for blocks, not for the step budget or max_num_seqs
                 break
             self.waiting.popleft()
             r.computed, r.keys = hit, hit // self.bs

@@ -102,6 +102,16 @@ RULES: tuple[RuleChange, ...] = (
                "ggml-cuda fattn.cu: K and V head sizes must match (MLA 576/512 excepted), else FA auto -> off"),
     RuleChange(0, "moe.n_cpu_moe", False, "expert placement only by -ot"),
     RuleChange(6200, "moe.n_cpu_moe", True, "--n-cpu-moe N keeps the experts of the first N layers on CPU", True),
+    # --- scheduler (simulate): the server's slot rules `vram-detective simulate` follows (issue 18), read by
+    # simulate/rules.py (tools/server/server.cpp as llama-cpp-python 0.3.16 vendors it)
+    RuleChange(0, "scheduler_prefix_caching", True, "tools/server/server.cpp (0.3.16 tree): cache_prompt per slot"),
+    RuleChange(0, "scheduler_chunked_prefill", True, "server: the prompt is decoded in n_batch chunks"),
+    RuleChange(0, "scheduler_mixed_prefill_decode", True, "server: one batch for all slots"),
+    RuleChange(0, "scheduler_reserved_blocks", 0, "cells, no reserved block"),
+    RuleChange(0, "scheduler_admission_watermark", 0.0, "a free slot admits"),
+    RuleChange(0, "scheduler_preemption", "none", "server: a full slot shifts its context, nothing preempts"),
+    RuleChange(0, "scheduler_victim", "none", "server: nothing preempts"),
+    RuleChange(0, "scheduler_sliding_window_frees", False, "SWA cells kept per slot"),
 )
 
 

@@ -211,6 +211,21 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.0"), "refusal_no_rest", None, "rest <= 0 ends in the 'Not enough memory' refusal"),
     RuleChange(_v("0.5.14"), "refusal_no_rest", "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}.",
                "0.5.14 model_runner_kv_cache_mixin.py _profile_available_bytes: ValueError when rest <= 0"),
+    # --- scheduler (simulate): the scheduler and radix-cache rules `vram-detective simulate` follows (issue 18),
+    # read by simulate/rules.py; the simulator models 0.5.11's scheduler for every release
+    RuleChange(_v("0.4.0"), "scheduler_prefix_caching", True, "mem_cache/radix_cache.py 0.5.11: radix cache on"),
+    RuleChange(_v("0.4.0"), "scheduler_chunked_prefill", True, "managers/schedule_policy.py 0.5.11: PrefillAdder"),
+    RuleChange(_v("0.4.0"), "scheduler_mixed_prefill_decode", False, "managers/scheduler.py 0.5.11: prefill batch first"),
+    RuleChange(_v("0.4.0"), "scheduler_reserved_blocks", 0, "mem_cache/allocator.py 0.5.11"),
+    RuleChange(_v("0.4.0"), "scheduler_admission_watermark", 0.0, "admission reserves new_token_ratio instead"),
+    RuleChange(_v("0.4.0"), "scheduler_preemption", "retract", "managers/schedule_batch.py 0.5.11: retract_decode"),
+    RuleChange(_v("0.4.0"), "scheduler_victim", "fewest_outputs",
+               "managers/schedule_batch.py 0.5.11: sort by (len(output_ids), -len(input)) desc, pop the last"),
+    RuleChange(_v("0.4.0"), "scheduler_sliding_window_frees", False, "token pool: full attention"),
+    RuleChange(_v("0.4.0"), "scheduler_new_token_ratio", (0.7, 0.14, 600),
+               "environ.py 0.5.11: SGLANG_INIT_NEW_TOKEN_RATIO, _MIN_NEW_TOKEN_RATIO_FACTOR, _DECAY_STEPS"),
+    RuleChange(_v("0.4.0"), "scheduler_retract_decode_steps", 20, "environ.py 0.5.11: SGLANG_RETRACT_DECODE_STEPS"),
+    RuleChange(_v("0.4.0"), "scheduler_clip_max_new_tokens", 4096, "managers/schedule_policy.py 0.5.11: CLIP_MAX_NEW_TOKENS"),
 )
 # fmt: on
 

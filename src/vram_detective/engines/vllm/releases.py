@@ -444,6 +444,25 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "mamba_prefix_cache_mode", ("all", "none"), "(if supported, else): 0.11.2-0.14 'all', else prefix caching is switched off again"),
     RuleChange(_v("0.15.1"), None, "mamba_prefix_cache_mode", ("all", "align"), "MambaModelConfig: 'all' if supported else 'align' (models/config.py 0.15.1)"),
     RuleChange(_v("0.28.0"), None, "mamba_prefix_cache_mode", ("align", "align"), "MambaModelConfig: 'none' -> 'align' whatever the model supports (0.28.0)"),
+    # --- scheduler (simulate): the KV-cache manager and scheduler rules `vram-detective simulate` follows (issue 18);
+    # rules named scheduler_<rule>, read by simulate/rules.py (one row per engine path)
+    RuleChange(_v("0.0.0"), "v1", "scheduler_prefix_caching", True, "vllm/engine/arg_utils.py 0.8.5: V1 turns prefix caching on"),
+    RuleChange(_v("0.0.0"), "v1", "scheduler_chunked_prefill", True, "v1/core/sched/scheduler.py 0.8.0: token budget max_num_batched_tokens per step"),
+    RuleChange(_v("0.0.0"), "v1", "scheduler_mixed_prefill_decode", True, "v1/core/sched/scheduler.py 0.8.0: running first, then waiting, one budget"),
+    RuleChange(_v("0.0.0"), "v1", "scheduler_reserved_blocks", 0, "v1/core/block_pool.py 0.8.0: no null block"),
+    RuleChange(_v("0.8.5"), "v1", "scheduler_reserved_blocks", 1, "v1/core/block_pool.py 0.8.5: null_block = free_block_queue.popleft()"),
+    RuleChange(_v("0.0.0"), "v1", "scheduler_admission_watermark", 0.0, "v1/core/kv_cache_manager.py 0.11.0: no watermark"),
+    RuleChange(_v("0.0.0"), "v1", "scheduler_preemption", "recompute", "v1/core/sched/scheduler.py 0.11.0: running.pop(); num_computed_tokens = 0"),
+    RuleChange(_v("0.0.0"), "v1", "scheduler_victim", "newest", "v1/core/sched/scheduler.py 0.11.0: FCFS preempts self.running.pop()"),
+    RuleChange(_v("0.0.0"), "v1", "scheduler_sliding_window_frees", True, "v1/core/single_type_kv_cache_manager.py 0.11.0: SlidingWindowManager.remove_skipped_blocks"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_prefix_caching", False, "vllm/config.py 0.6.3: enable_prefix_caching=False"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_chunked_prefill", False, "vllm/config.py 0.6.3: chunked prefill opt-in below 32K"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_mixed_prefill_decode", False, "vllm/core/scheduler.py 0.6.3: _schedule_default"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_reserved_blocks", 0, "vllm/core/block_manager.py 0.6.3"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_admission_watermark", 0.01, "vllm/core/block_manager.py 0.6.3: watermark=0.01"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_preemption", "recompute", "vllm/core/scheduler.py 0.6.3 _preempt: one running sequence -> RECOMPUTE (SWAP for n>1 or when asked)"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_victim", "newest", "vllm/core/scheduler.py 0.6.3: running_queue.pop()"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_sliding_window_frees", False, "V0 allocates full attention for every layer"),
 )
 # fmt: on
 

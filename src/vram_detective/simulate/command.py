@@ -1,0 +1,132 @@
+"""`vram-detective simulate MODEL --gpu X [engine flags] --workload SPEC`: the predicted KV pool at work
+under a request workload (issue 18), and the smallest pool that serves it (simulate/fit.py).
+
+register() only builds the argparse parser (the CLI must start fast); run() imports the rest.
+Exit codes: 0 fine, 1 the engine would refuse to start, 2 bad input (one line on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_REFUSED = 1
+EXIT_BAD_INPUT = 2
+
+EXAMPLES = """workloads (--workload SPEC):
+  chat      4 system prompts (~400 tokens), 1-4 turns of ~250 tokens, answers ~300 tokens
+  rag       3 long system prompts (~1.5K tokens) + ~3K retrieved tokens, answers ~250
+  longdoc   50 documents (~20K tokens, popular ones asked often), ~60-token questions, answers ~400
+  agent     tool definitions (~3K tokens), 5-20 turns each adding ~800 tokens of tool output, answers ~150
+  options after a colon, comma-separated:
+    rate=R        Poisson arrivals of R sessions a second (default 2)
+    duration=S    seconds of arrivals (default 600)
+    burst=N,period=S   N sessions at once every S seconds
+    users=N,think=S    closed loop: N users, each sending its next turn S seconds after the last answer
+    requests=N    stop after N requests
+  trace:FILE.jsonl  one request a line: {"timestamp": s, "prompt_tokens": n, "output_tokens": n,
+                    optional "prefix_id", "prefix_tokens" (a shared system prompt), "session"}
+
+The point is memory, not latency: step times come from a simple per-token cost model (decode reads the
+weights once; prefill at 45% of the card's BF16 peak), which only decides how many requests overlap.
+
+examples:
+  vram-detective simulate Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --max-model-len 32k \\
+      --workload chat:rate=2,duration=300
+  vram-detective simulate Qwen/Qwen3-8B --gpu H100 --workload agent:users=32 --json
+  vram-detective simulate Qwen/Qwen3-8B --gpu H100 --engine sglang --workload rag:burst=40,period=30 --csv out.csv
+  vram-detective simulate Qwen/Qwen3-8B --gpu L4 --workload trace:requests.jsonl --preemption-budget 0
+"""
+
+
+def register(subparsers) -> None:
+    from ..cli import _add_vllm_flags, add_model_arguments
+
+    parser = subparsers.add_parser(
+        "simulate", help="run a request workload against the predicted KV pool: occupancy, preemptions, "
+                         "and the smallest pool that serves it",
+        description=__doc__.splitlines()[0], epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_arguments(parser)
+    run_group = parser.add_argument_group("the workload")
+    run_group.add_argument("--workload", required=True, metavar="SPEC",
+                           help="chat | rag | longdoc | agent [:options] or trace:FILE.jsonl (see below)")
+    run_group.add_argument("--seed", type=int, default=0, help="random seed of the workload (default 0)")
+    run_group.add_argument("--preemption-budget", type=float, default=0.01, metavar="FRACTION",
+                           help="fraction of requests the smallest pool may preempt (default 0.01: none at the "
+                                "99th percentile)")
+    run_group.add_argument("--cost", default=None, metavar="decode=S,seq=S,prefill=TOK_PER_S",
+                           help="step cost model (default: from the card's bandwidth and the weights)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="machine-readable output")
+    output.add_argument("--csv", metavar="FILE", help="also write the occupancy series as CSV to FILE")
+    _add_vllm_flags(parser)
+
+
+def parse_cost(text: str):
+    from .cost import CostModel
+
+    names = {"decode": "decode_step_s", "seq": "per_seq_s", "prefill": "prefill_tokens_per_s"}
+    values = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        if key not in names:
+            raise ValueError(f"--cost takes decode=, seq=, prefill= (got {key!r})")
+        values[names[key]] = float(value)
+    return CostModel(**values)
+
+
+def run(args) -> int:
+    from .. import api
+    from ..engines import get_engine
+
+    try:
+        return _run(args)
+    except (*api.REFUSALS, *get_engine(args.engine_name).refusals) as error:
+        print(f"{get_engine(args.engine_name).label} would refuse to start: {str(error).splitlines()[0]}",
+              file=sys.stderr)
+        return EXIT_REFUSED
+    except BrokenPipeError:
+        return 0
+
+
+def _run(args) -> int:
+    import json
+
+    from .. import api, cli
+    from ..hardware import parse_memory_size
+    from . import parse_workload, pool_from_breakdown, simulate, to_csv
+    from .fit import default_cost, fit_pool
+
+    if args.gpu is None and args.gpu_memory is None:
+        raise ValueError("simulate needs a GPU (--gpu NAME or --gpu-memory SIZE)")
+    if not 0 <= args.preemption_budget < 1:
+        raise ValueError(f"--preemption-budget is a fraction in [0, 1), got {args.preemption_budget}")
+    workload = parse_workload(args.workload)
+    settings = cli._settings_from(args, {})
+    options = cli._engine_options(args, settings)
+    gpu_memory = parse_memory_size(args.gpu_memory) if args.gpu_memory else None
+    source = cli._source_options(args)
+
+    def predict(extra: dict):
+        return api.explain(args.model, args.gpu, gpu_memory=gpu_memory, **source, **{**options, **extra})
+
+    b = predict({})
+    if b.failure is not None:
+        print(f"{b.engine_label} would refuse to start: {b.failure.message.splitlines()[0]}", file=sys.stderr)
+        return EXIT_REFUSED
+    cost = parse_cost(args.cost) if args.cost else default_cost(b)
+    result = simulate(pool_from_breakdown(b), workload, seed=args.seed, cost=cost)
+    pinned = {k: v for k, v in settings.items() if k != "engine"}
+    fit = fit_pool(predict, workload, pinned=pinned, seed=args.seed, budget=args.preemption_budget, cost=cost,
+                   baseline=(b, result))
+    if args.csv:
+        with open(args.csv, "w", encoding="utf-8", newline="") as handle:
+            handle.write(to_csv(result))
+    if args.json:
+        print(json.dumps({"model": b.model, "gpu": b.gpu_name, "engine": b.engine_name, "version": b.engine_version,
+                          "workload": args.workload, "seed": args.seed, "cost": cost.__dict__,
+                          "result": result.to_dict(), "fit": fit.to_dict()}, indent=1, default=str))
+    else:
+        from .report import report_text
+
+        print(report_text(b, args.workload, args.seed, result, fit))
+    return 0

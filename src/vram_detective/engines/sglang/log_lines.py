@@ -58,6 +58,14 @@ def _kv_line(r, p: PoolPrediction, mla: bool, kv_dtype: str = "torch.bfloat16") 
     return f"KV Cache is allocated. #tokens: {p.max_total_num_tokens}, {sizes}"
 
 
+def _mamba_line(r, p: PoolPrediction) -> str | None:
+    if p.mamba_slots is None:
+        return None
+    slots = f"max_mamba_cache_size: {p.mamba_slots}, " if r["log_mamba_line"] == "slots_sizes" else ""
+    return (f"Mamba Cache is allocated. {slots}conv_state size: {p.mamba_conv_gib:.2f}GB, "
+            f"ssm_state size: {p.mamba_ssm_gib:.2f}GB")
+
+
 def _init_dist_line(r, inputs: LogInputs) -> str | None:
     if r["log_init_dist"] == "none" or inputs.init_dist_usage_gib is None:
         return None
@@ -114,6 +122,6 @@ def log_lines(p: PoolPrediction, version=None, inputs: LogInputs | None = None, 
     if p.max_total_num_tokens <= 0:
         lines = head + [_refusal(r, p)]
     else:
-        lines = head + [_kv_line(r, p, inputs.mla, inputs.dtype), f"Memory pool end. avail mem={p.mem_pool_end_avail_gib:.2f} GB",
+        lines = head + [_mamba_line(r, p), _kv_line(r, p, inputs.mla, inputs.dtype), f"Memory pool end. avail mem={p.mem_pool_end_avail_gib:.2f} GB",
                         *_graph_lines(r, inputs), _scheduler_line(r, p, inputs)]
     return [line for line in lines if line is not None]

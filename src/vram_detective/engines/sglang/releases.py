@@ -152,6 +152,20 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.5.4"), "mamba_requests_per_slot", 3, "0.5.4 MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3"),
     RuleChange(_v("0.4.0"), "mamba_full_memory_ratio", None, "no ratio split"),
     RuleChange(_v("0.5.4"), "mamba_full_memory_ratio", 0.9, "0.5.4 handle_max_mamba_cache: mamba : KV = 0.9 : 1 of rest"),
+    RuleChange(_v("0.4.0"), "mamba_pool", None, "no recurrent-state pool"),
+    RuleChange(_v("0.5.2"), "mamba_pool", "fixed", "model_runner.py 0.5.2 (is_hybrid_gdn): max_mamba_cache_size = "
+               "(--max-running-requests or 512) // dp x 2 x KV dtype bytes, taken off rest"),
+    RuleChange(_v("0.5.4"), "mamba_pool", "ratio", "0.5.4 handle_max_mamba_cache: --max-mamba-cache-size, else the "
+               "mamba_full_memory_ratio split (0.5.16+: mem_cache/kv_cache_configurator.py, same split)"),
+    RuleChange(_v("0.4.0"), "mamba_pool_families", (), "no hybrid linear-attention models"),
+    RuleChange(_v("0.5.2"), "mamba_pool_families", ("qwen3_next",), "0.5.2 configs/qwen3_next.py hybrid_gdn_params"),
+    RuleChange(_v("0.5.4"), "mamba_pool_families", ("qwen3_next", "nemotron_h", "falcon_h1"),
+               "0.5.4 model_runner.py mambaish_config = mamba2_config (NemotronH, FalconH1) or hybrid_gdn_config"),
+    RuleChange(_v("0.4.0"), "mamba_conv_dtype", "bfloat16", "configs/mamba_utils.py CONV_DTYPE (0.5.9+: SGLANG_MAMBA_CONV_DTYPE)"),
+    RuleChange(_v("0.4.0"), "mamba_ssm_dtype_default", "float32", "server_args.py 0.5.2 mamba_ssm_dtype = 'float32'"),
+    RuleChange(_v("0.4.0"), "mamba_ssm_dtype_from_config", False, "SSM dtype from --mamba-ssm-dtype only"),
+    RuleChange(_v("0.5.9"), "mamba_ssm_dtype_from_config", True,
+               "0.5.9 configs/mamba_utils.py mamba2_state_dtype: config (text_config).mamba_ssm_dtype, else float32"),
     RuleChange(_v("0.4.0"), "mamba_spec_intermediate", "minus_requests", "0.5.4: rest -= per_req * max_running_requests * draft_tokens"),
     RuleChange(_v("0.5.13"), "mamba_spec_intermediate", "joint_solve",
                "0.5.13 handle_max_mamba_cache: slots = budget // (per_req * (1 + D / ratio))"),
@@ -183,6 +197,11 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.4"), "log_kv_line", "tokens", "0.4.4: 'KV Cache is allocated. #tokens: N, K size: ..., V size: ...'"),
     RuleChange(_v("0.5.13"), "log_kv_line", "dtype_tokens",
                "0.5.13 memory_pool.py: 'KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: ..., V size: ...'"),
+    RuleChange(_v("0.4.0"), "log_mamba_line", "none", "no Mamba pool"),
+    RuleChange(_v("0.5.2"), "log_mamba_line", "sizes", "0.5.2 memory_pool.py MambaPool: 'Mamba Cache is allocated. "
+               "conv_state size: XGB, ssm_state size: YGB'"),
+    RuleChange(_v("0.5.4"), "log_mamba_line", "slots_sizes", "0.5.4: 'Mamba Cache is allocated. max_mamba_cache_size: N, "
+               "conv_state size: XGB, ssm_state size: YGB'"),
     RuleChange(_v("0.4.0"), "log_kv_swa_labels", False, "the two SWA pools print the same 'KV Cache is allocated' line"),
     RuleChange(_v("0.5.18"), "log_kv_swa_labels", True, "0.5.18 swa_memory_pool.py: 'Full KV Cache is allocated', 'SWA KV Cache ...'"),
     RuleChange(_v("0.4.0"), "log_load_end", "avail", "0.4.0: 'Load weight end. type=T, dtype=D, avail mem=X GB'"),

@@ -101,3 +101,28 @@ def test_context_len_reads_the_spec():
     assert context_len(model_spec("meta-llama/Llama-3.1-8B-Instruct"), r) == 131072  # llama3 rope: no factor
     assert context_len(model_spec("Qwen/Qwen3-8B"), r) == 40960
     assert context_len(model_spec("Qwen/Qwen3-8B"), r, 2048) == 2048
+
+
+@pytest.mark.parametrize("architecture,asked,first", [
+    ("Qwen3ForCausalLM", "0.4.5", (0, 4, 6)),  # qwen3.py first in 0.4.6.post2's srt/models/
+    ("Qwen3_5ForConditionalGeneration", "0.5.8", (0, 5, 9)),
+    ("GptOssForCausalLM", "0.4.10", (0, 5, 1)),
+    ("DeepseekV32ForCausalLM", "0.5.2", (0, 5, 3)),
+    ("DiffusionGemmaForBlockDiffusion", "0.5.20", (0, 5, 21)),
+    ("Qwen3ForCausalLM", "0.4.7", None),  # served
+    ("LlamaForCausalLM", "0.4.0", None),  # no row: every modelled release
+])
+def test_first_release_serving(architecture, asked, first):
+    from vram_detective.engines import get_engine
+
+    assert get_engine("sglang").first_release_serving(architecture, rules(asked).version) == first
+
+
+def test_predicted_log_prints_the_distributed_init_line():
+    from vram_detective.engines import get_engine
+    from vram_detective.hardware import find_gpu
+
+    plan = get_engine("sglang").plan(model_spec("Qwen/Qwen3-8B"), find_gpu("H100"), {}, rules("0.5.10").version)
+    # INIT_DIST (calibration: median of the logged 0.09 / 0.13 GiB), the 0.5.9+ format with elapsed=
+    assert plan.log_lines[0] == "Init torch distributed ends. elapsed=T s, mem usage=0.11 GB"
+    assert plan.log_lines[1].startswith("Load weight begin. avail mem=")

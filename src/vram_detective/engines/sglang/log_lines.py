@@ -25,12 +25,13 @@ class LogInputs:
     def of(cls, spec, st) -> "LogInputs":
         """From a plan's Startup (plan.py)."""
         from ...units import GIB
+        from .calibration import INIT_DIST
 
         graph_begin = st.pool.mem_pool_end_avail_gib - st.backend_init / GIB
         dtype = "torch.float16" if st.settings.dtype in ("float16", "half") else f"torch.{spec.torch_dtype}"
         graphs = None if st.settings.disable_cuda_graph else st.decode_graphs / GIB
         return cls(spec.architecture, dtype, spec.mla is not None, st.settings.chunked_prefill_size,
-                   st.settings.max_prefill_tokens, None, graph_begin, graphs, st.available_after_graphs / GIB)
+                   st.settings.max_prefill_tokens, INIT_DIST.bytes / GIB, graph_begin, graphs, st.available_after_graphs / GIB)
 
 
 def _load_end(r, p: PoolPrediction, architecture: str, dtype: str) -> str:

@@ -34,6 +34,13 @@ def _v(text: str) -> Version:
     return parse_version(text)
 
 
+def _added(since: str, architecture: str, model_file: str) -> tuple[RuleChange, RuleChange]:
+    """serves_<architecture>: False until the release whose srt/models/ first registers it (EntryClass)."""
+    rule = f"serves_{architecture}"
+    return (RuleChange(_v("0.4.0"), rule, False, f"not in srt/models/ before {since}"),
+            RuleChange(_v(since), rule, True, f"srt/models/{model_file} {since}"))
+
+
 # Tier tables are ((upper bound in MiB of nvidia-smi memory.total, exclusive), value) rows, first match wins.
 # fmt: off
 RULE_CHANGES: tuple[RuleChange, ...] = (
@@ -230,6 +237,34 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.0"), "refusal_no_rest", None, "rest <= 0 ends in the 'Not enough memory' refusal"),
     RuleChange(_v("0.5.14"), "refusal_no_rest", "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}.",
                "0.5.14 model_runner_kv_cache_mixin.py _profile_available_bytes: ValueError when rest <= 0"),
+
+    # --- Model registry: the first release (of 0.4.0-0.5.23 read) whose srt/models/ registers an architecture;
+    # architectures without a row are served by every modelled release (ChatGLM, DeepSeek-V2, Gemma 2, InternLM2,
+    # Llama, Mistral, Mixtral, Mllama, Phi-3 (llama.py), Qwen2, Qwen2-VL, Grok-1: 0.4.0) ---
+    *_added("0.4.1", "DeepseekV3ForCausalLM", "deepseek_v2.py"),
+    *_added("0.4.4", "Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl.py"),
+    *_added("0.4.5", "Gemma3ForCausalLM", "gemma3_causal.py"),
+    *_added("0.4.5", "Gemma3ForConditionalGeneration", "gemma3_mm.py"),
+    *_added("0.4.5", "Llama4ForConditionalGeneration", "mllama4.py"),
+    *_added("0.4.6.post2", "Qwen3ForCausalLM", "qwen3.py (0.4.5 lacks it)"),
+    *_added("0.4.6.post2", "Qwen3MoeForCausalLM", "qwen3_moe.py (0.4.5 lacks it)"),
+    *_added("0.4.7", "InternVLChatModel", "internvl.py"),
+    *_added("0.4.7", "LlavaForConditionalGeneration", "llava.py"),
+    *_added("0.4.10", "Glm4MoeForCausalLM", "glm4_moe.py"),
+    *_added("0.5.1", "GptOssForCausalLM", "gpt_oss.py"),
+    *_added("0.5.2", "OPTForCausalLM", "opt.py"),
+    *_added("0.5.2", "Qwen3NextForCausalLM", "qwen3_next.py"),
+    *_added("0.5.3", "DeepseekV32ForCausalLM", "deepseek_v2.py (NSA indexer)"),
+    *_added("0.5.3", "Qwen3VLForConditionalGeneration", "qwen3_vl.py"),
+    *_added("0.5.3", "Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe.py"),
+    *_added("0.5.4", "NemotronHForCausalLM", "nemotron_h.py"),
+    *_added("0.5.9", "Qwen3_5ForConditionalGeneration", "qwen3_5.py"),
+    *_added("0.5.9", "Qwen3_5MoeForConditionalGeneration", "qwen3_5.py"),
+    *_added("0.5.10", "WhisperForConditionalGeneration", "whisper.py"),
+    *_added("0.5.11", "Gemma4ForConditionalGeneration", "gemma4_mm.py"),
+    *_added("0.5.12", "DeepseekV4ForCausalLM", "deepseek_v4.py"),
+    *_added("0.5.19", "BailingMoeV3ForCausalLM", "bailing_moe_v3.py"),
+    *_added("0.5.21", "DiffusionGemmaForBlockDiffusion", "gemma4_diffusion.py"),
 )
 # fmt: on
 
@@ -323,3 +358,12 @@ def tier_value(table, gpu_mem_mib: float):
         if gpu_mem_mib < row[0]:
             return row[1:] if len(row) > 2 else row[1]
     raise ValueError(f"no tier for {gpu_mem_mib} MiB")
+
+
+def first_release_serving(architecture: str, version) -> Version | None:
+    """When `version` predates `architecture` (rule serves_<architecture>): the first release that registers it;
+    None when `version` serves it (architectures without the rule are served by every modelled release)."""
+    rule = f"serves_{architecture}"
+    if rule_at(version, rule, default=True):
+        return None
+    return first_release(lambda later: later[rule])

@@ -5,7 +5,7 @@
 
 Each constant is one term of a figure the logs print; a case's estimate is that figure minus what the tool models
 around the term (weights: logged mem usage minus the tensors and allocator segments of one rank; context: the
-catalog's CUDA total minus the logged free memory before weights; backend: memory-pool-end minus graph-begin
+catalog's CUDA total minus the logged free memory before weights; distributed init: its logged mem usage; backend: memory-pool-end minus graph-begin
 avail; graphs: logged graph memory over (captured batch sizes x layers); piecewise: over its token counts). The
 refit is the median estimate over the record's `fitted_on`, rounded to its step. The error is |estimate - value|
 in the record's unit on the fitted cases and on the others that print the figure (held out).
@@ -59,6 +59,8 @@ def estimates(case: dict) -> dict[str, float]:
     before = accuracy.logged_free_before(observed)
     if before is not None and gpu_known:
         out["CUDA_CONTEXT"] = gpu.cuda_total_bytes - before * GIB
+    if observed.get("init_dist_mem_usage_gb") is not None:
+        out["INIT_DIST"] = observed["init_dist_mem_usage_gb"] * GIB
     begin = observed.get("cuda_graph_begin_avail_mem_gb")
     if begin is not None and "mem_pool_end_avail_mem_gb" in observed:
         out["BACKEND_INIT"] = (observed["mem_pool_end_avail_mem_gb"] - begin) * GIB

@@ -127,7 +127,9 @@ class SGLangEngine:
                                                   "pipeline_parallel_size": s.pp_size}, layout, checkpoint)
 
     def first_release_serving(self, architecture: str, version):
-        return None  # no per-architecture table for SGLang yet
+        from .releases import first_release_serving
+
+        return first_release_serving(architecture, version)
 
     def unsized_reason(self, speculative_config, spec) -> str | None:
         return "speculative decoding is not sized for SGLang yet" if speculative_config else None

@@ -25,12 +25,13 @@ class LogInputs:
     def of(cls, spec, st) -> "LogInputs":
         """From a plan's Startup (plan.py)."""
         from ...units import GIB
+        from .calibration import INIT_DIST
 
         graph_begin = st.pool.mem_pool_end_avail_gib - st.backend_init / GIB
         dtype = "torch.float16" if st.settings.dtype in ("float16", "half") else f"torch.{spec.torch_dtype}"
         graphs = None if st.settings.disable_cuda_graph else st.decode_graphs / GIB
         return cls(spec.architecture, dtype, spec.mla is not None, st.settings.chunked_prefill_size,
-                   st.settings.max_prefill_tokens, None, graph_begin, graphs, st.available_after_graphs / GIB)
+                   st.settings.max_prefill_tokens, INIT_DIST.bytes / GIB, graph_begin, graphs, st.available_after_graphs / GIB)
 
 
 def _load_end(r, p: PoolPrediction, architecture: str, dtype: str) -> str:
@@ -56,6 +57,14 @@ def _kv_line(r, p: PoolPrediction, mla: bool, kv_dtype: str = "torch.bfloat16") 
     if r["log_kv_line"] == "dtype_tokens":  # 0.5.13+
         return f"KV Cache is allocated. dtype: {kv_dtype}, #tokens: {p.max_total_num_tokens}, {sizes}"
     return f"KV Cache is allocated. #tokens: {p.max_total_num_tokens}, {sizes}"
+
+
+def _mamba_line(r, p: PoolPrediction) -> str | None:
+    if p.mamba_slots is None:
+        return None
+    slots = f"max_mamba_cache_size: {p.mamba_slots}, " if r["log_mamba_line"] == "slots_sizes" else ""
+    return (f"Mamba Cache is allocated. {slots}conv_state size: {p.mamba_conv_gib:.2f}GB, "
+            f"ssm_state size: {p.mamba_ssm_gib:.2f}GB")
 
 
 def _init_dist_line(r, inputs: LogInputs) -> str | None:
@@ -114,6 +123,6 @@ def log_lines(p: PoolPrediction, version=None, inputs: LogInputs | None = None, 
     if p.max_total_num_tokens <= 0:
         lines = head + [_refusal(r, p)]
     else:
-        lines = head + [_kv_line(r, p, inputs.mla, inputs.dtype), f"Memory pool end. avail mem={p.mem_pool_end_avail_gib:.2f} GB",
+        lines = head + [_mamba_line(r, p), _kv_line(r, p, inputs.mla, inputs.dtype), f"Memory pool end. avail mem={p.mem_pool_end_avail_gib:.2f} GB",
                         *_graph_lines(r, inputs), _scheduler_line(r, p, inputs)]
     return [line for line in lines if line is not None]

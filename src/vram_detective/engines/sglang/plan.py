@@ -154,9 +154,14 @@ def _components(st: Startup) -> tuple[Component, Component]:
     weights = Component("weights", "model weights (Load weight end. mem usage)", st.weights,
                         f"{st.weights_tensors / GIB:.2f} GiB of tensors on one rank + load overhead (calibration)",
                         _SOURCE + " load_model")
+    parts = (weights, kv)
+    if st.pool.mamba_slots is not None:
+        state = int(round((st.pool.mamba_conv_gib + st.pool.mamba_ssm_gib) * GIB))
+        parts += (Component("mamba_state", f"Mamba / GDN state pool: max_mamba_cache_size {st.pool.mamba_slots:,} + 1 rows",
+                            state, "mamba : KV = mamba_full_memory_ratio : 1 of rest (0.5.4+), conv bf16 + SSM state",
+                            "sglang model_runner_kv_cache_mixin.py handle_max_mamba_cache, memory_pool.py MambaPool"),)
     budget = Component("budget", f"mem_fraction_static {mfs} x free before weights", st.static_budget,
-                       "SGLang's static memory: weights + KV pool", _SOURCE + " profile_max_num_token",
-                       (weights, kv))
+                       "SGLang's static memory: weights + KV pool", _SOURCE + " profile_max_num_token", parts)
     slack = st.total - st.context - st.static_budget
     left = max(slack - st.req_to_token - st.backend_init - st.graphs, 0)
     outside = Component("outside_budget", "outside mem_fraction_static", st.context + slack, "", "", (

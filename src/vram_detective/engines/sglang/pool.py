@@ -74,11 +74,68 @@ def align_tokens(tokens: int, page_size: int, r: Rules, max_total_tokens: int | 
     return tokens
 
 
-def mamba_split(rest: float, per_request_bytes: int, ratio: float, max_mamba_cache_size: int | None = None):
-    """(mamba slots, rest left for KV) — handle_max_mamba_cache (0.5.4+): mamba : KV = ratio : 1."""
-    if max_mamba_cache_size is None:
-        max_mamba_cache_size = int(rest * ratio / (1 + ratio) * (1 << 30) // per_request_bytes)
-    return max_mamba_cache_size, rest - max_mamba_cache_size * per_request_bytes / (1 << 30)
+@dataclass(frozen=True)
+class MambaState:
+    """One request's recurrent state on one rank, across its Mamba / GDN layers (configs/mamba_utils.py
+    BaseLinearStateParams.mamba_cache_per_req); the pool holds size + 1 rows of each (memory_pool.py MambaPool)."""
+
+    conv_bytes: int
+    ssm_bytes: int
+
+    @property
+    def per_request(self) -> int:
+        return self.conv_bytes + self.ssm_bytes
+
+
+def mamba_state(spec: ModelSpec, tp_size: int, r: Rules) -> MambaState | None:
+    """Per-request conv / SSM state bytes (Mamba2StateShape.create): None where the release sizes no state pool
+    for this mixer (Mamba1, lightning attention, KDA are not modelled here)."""
+    mixer = spec.mixer
+    if mixer is None or mixer.problem or mixer.family not in r["mamba_pool_families"]:
+        return None
+    if mixer.kind == "gated_delta_net":  # qwen3_next.py: heads = value heads, groups = key heads, state = key dim
+        heads, head_dim, groups, d_state = mixer.value_heads, mixer.value_head_dim, mixer.key_heads, mixer.key_head_dim
+        intermediate = heads * head_dim
+    else:
+        heads, head_dim, groups, d_state, intermediate = (mixer.heads, mixer.head_dim, mixer.n_groups, mixer.d_state,
+                                                          mixer.intermediate)
+    if groups % tp_size:
+        groups += tp_size - groups  # extra_groups_for_head_shards: groups replicated to follow the head shards
+    conv_dim = intermediate + 2 * groups * d_state
+    layers = sum(1 for kind in mixer.layers if "mamba" in kind)
+    ssm_dtype = r["mamba_ssm_dtype_default"]
+    if r["mamba_ssm_dtype_from_config"] and mixer.family == "qwen3_next" and mixer.ssm_dtype in DTYPE_BYTES:
+        ssm_dtype = mixer.ssm_dtype  # 0.5.9+: config.mamba_ssm_dtype (Qwen3.5 names it)
+    conv = conv_dim // tp_size * (mixer.conv_kernel - 1) * DTYPE_BYTES[r["mamba_conv_dtype"]]
+    ssm = heads // tp_size * head_dim * d_state * DTYPE_BYTES[ssm_dtype]
+    return MambaState(conv * layers, ssm * layers)
+
+
+def mamba_slots(rest: float, per_request: int, r: Rules, max_running_requests: int | None = None,
+                max_mamba_cache_size: int | None = None, kv_dtype_bytes: int = 2, draft_tokens: int = 0,
+                dp: int = 1) -> tuple[int, float]:
+    """(max_mamba_cache_size, rest GiB left for the KV pool): handle_max_mamba_cache.
+    0.5.2-0.5.3 (model_runner.py): the user's size or max_running_requests or 512, // dp, x 2 x KV dtype bytes;
+    0.5.4+: the user's size // dp, else mamba : KV = mamba_full_memory_ratio : 1 of rest; with speculative
+    decoding the intermediate states come off rest first (0.5.4) or share the mamba budget (0.5.13 joint solve:
+    slots = budget // (per_req x (1 + D / requests_per_slot)))."""
+    ratio, per_slot = r["mamba_full_memory_ratio"], r["mamba_requests_per_slot"]
+    if r["mamba_pool"] == "fixed":
+        slots = (max_mamba_cache_size or max_running_requests or 512) // dp * 2 * kv_dtype_bytes
+        return slots, rest - slots * per_request / (1 << 30)
+    joint = draft_tokens > 0 and r["mamba_spec_intermediate"] == "joint_solve"
+    if draft_tokens and not joint:  # 0.5.4-0.5.12: every request's intermediate states come off rest first
+        rest -= per_request * (max_running_requests // dp) * draft_tokens / (1 << 30)
+    if max_mamba_cache_size is not None:
+        slots = max_mamba_cache_size // dp
+    elif joint:
+        budget = rest * ratio / (1 + ratio) * (1 << 30)
+        slots = int(budget // (per_request * (1 + draft_tokens / per_slot)))
+    else:
+        slots = int(rest * ratio / (1 + ratio) * (1 << 30) // per_request)
+    if joint:  # the intermediate states of the requests the slots allow
+        rest -= min(max_running_requests // dp, slots // per_slot) * per_request * draft_tokens / (1 << 30)
+    return slots, rest - slots * per_request / (1 << 30)
 
 
 @dataclass(frozen=True)
@@ -121,19 +178,19 @@ def kv_sizes_gib(tokens: int, cell: CellSize, page_size: int, version=None) -> t
 
 
 def context_len(spec: ModelSpec, r: Rules, context_length: int | None = None) -> int:
-    """ModelConfig.context_len: --context-length, else the first length key x the rope factor (no factor for
-    llama3 rope or when the scaling names original_max_position_embeddings)."""
+    """ModelConfig.context_len (hf_transformers_utils.py get_context_length): --context-length, else the first
+    length key of the text config (family defaults in, as the HF config object has them) x the rope factor (no
+    factor for llama3 rope or when the scaling names original_max_position_embeddings)."""
     if context_length is not None:
         return context_length
-    config = dict(spec.source_config or {})
-    config = config.get("text_config") or config
-    scaling = config.get("rope_scaling") or {}
-    factor = scaling.get("factor", 1) if scaling else 1
-    if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
+    scaling = spec.rope_scaling
+    factor = scaling.factor if scaling is not None else 1
+    if scaling is not None and (scaling.original_max_position is not None or scaling.kind == "llama3"):
         factor = 1
+    lengths = dict(spec.max_len_keys)
     for key in r["context_length_keys"]:
-        if config.get(key) is not None:
-            return int(factor * config[key])
+        if key in lengths:
+            return int(factor * lengths[key])
     return spec.max_position_embeddings or 2048
 
 
@@ -170,6 +227,9 @@ class PoolPrediction:
     context_len: int
     req_to_token_gib: float
     mem_pool_end_avail_gib: float  # what CUDA graphs and activations have left
+    mamba_slots: int | None = None  # max_mamba_cache_size (hybrid linear-attention models)
+    mamba_conv_gib: float = 0.0  # "Mamba Cache is allocated. ... conv_state size"
+    mamba_ssm_gib: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -184,13 +244,21 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
     before = free_before_weights_bytes / GIB
     after = (free_before_weights_bytes - weights_bytes) / GIB
     rest = rest_gib(before, after, settings.mem_fraction_static)
+    state = mamba_state(spec, settings.tp_size, r) if r["mamba_pool"] else None
+    slots, conv, ssm = None, 0.0, 0.0
+    kv_rest = rest
+    if state is not None:
+        slots, kv_rest = mamba_slots(rest, state.per_request, r, settings.max_running_requests,
+                                     settings.max_mamba_cache_size, kv_dtype_bytes(settings.kv_cache_dtype, spec),
+                                     dp=settings.dp_size if settings.enable_dp_attention else 1)
+        conv, ssm = (slots + 1) * state.conv_bytes / GIB, (slots + 1) * state.ssm_bytes / GIB  # size + 1 rows
     cell = cell_size(spec, settings.tp_size, settings.kv_cache_dtype)
-    tokens = align_tokens(tokens_from_rest(rest, cell.bytes_per_token), settings.page_size, r,
+    tokens = align_tokens(tokens_from_rest(kv_rest, cell.bytes_per_token), settings.page_size, r,
                           settings.max_total_tokens)
     context = context_len(spec, r, settings.context_length)
     k, v = kv_sizes_gib(max(tokens, 0), cell, settings.page_size, r.version)
-    pool_rows = req_pool_size(tokens, context, r)
+    pool_rows = req_pool_size(tokens, context, r, slots)
     req_to_token = pool_rows * (context + 4) * 4 / GIB  # int32 [size, context_len + 4] (memory_pool.py)
-    return PoolPrediction(before, after, rest, tokens, k, v,
-                          max_running_requests(tokens, context, r, settings.max_running_requests, settings.dp_size),
-                          context, req_to_token, after - k - v - req_to_token)
+    requests = max_running_requests(tokens, context, r, settings.max_running_requests, settings.dp_size, slots)
+    return PoolPrediction(before, after, rest, tokens, k, v, requests, context, req_to_token,
+                          after - k - v - req_to_token - conv - ssm, slots, conv, ssm)

@@ -34,6 +34,13 @@ def _v(text: str) -> Version:
     return parse_version(text)
 
 
+def _added(since: str, architecture: str, model_file: str) -> tuple[RuleChange, RuleChange]:
+    """serves_<architecture>: False until the release whose srt/models/ first registers it (EntryClass)."""
+    rule = f"serves_{architecture}"
+    return (RuleChange(_v("0.4.0"), rule, False, f"not in srt/models/ before {since}"),
+            RuleChange(_v(since), rule, True, f"srt/models/{model_file} {since}"))
+
+
 # Tier tables are ((upper bound in MiB of nvidia-smi memory.total, exclusive), value) rows, first match wins.
 # fmt: off
 RULE_CHANGES: tuple[RuleChange, ...] = (
@@ -152,6 +159,20 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.5.4"), "mamba_requests_per_slot", 3, "0.5.4 MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3"),
     RuleChange(_v("0.4.0"), "mamba_full_memory_ratio", None, "no ratio split"),
     RuleChange(_v("0.5.4"), "mamba_full_memory_ratio", 0.9, "0.5.4 handle_max_mamba_cache: mamba : KV = 0.9 : 1 of rest"),
+    RuleChange(_v("0.4.0"), "mamba_pool", None, "no recurrent-state pool"),
+    RuleChange(_v("0.5.2"), "mamba_pool", "fixed", "model_runner.py 0.5.2 (is_hybrid_gdn): max_mamba_cache_size = "
+               "(--max-running-requests or 512) // dp x 2 x KV dtype bytes, taken off rest"),
+    RuleChange(_v("0.5.4"), "mamba_pool", "ratio", "0.5.4 handle_max_mamba_cache: --max-mamba-cache-size, else the "
+               "mamba_full_memory_ratio split (0.5.16+: mem_cache/kv_cache_configurator.py, same split)"),
+    RuleChange(_v("0.4.0"), "mamba_pool_families", (), "no hybrid linear-attention models"),
+    RuleChange(_v("0.5.2"), "mamba_pool_families", ("qwen3_next",), "0.5.2 configs/qwen3_next.py hybrid_gdn_params"),
+    RuleChange(_v("0.5.4"), "mamba_pool_families", ("qwen3_next", "nemotron_h", "falcon_h1"),
+               "0.5.4 model_runner.py mambaish_config = mamba2_config (NemotronH, FalconH1) or hybrid_gdn_config"),
+    RuleChange(_v("0.4.0"), "mamba_conv_dtype", "bfloat16", "configs/mamba_utils.py CONV_DTYPE (0.5.9+: SGLANG_MAMBA_CONV_DTYPE)"),
+    RuleChange(_v("0.4.0"), "mamba_ssm_dtype_default", "float32", "server_args.py 0.5.2 mamba_ssm_dtype = 'float32'"),
+    RuleChange(_v("0.4.0"), "mamba_ssm_dtype_from_config", False, "SSM dtype from --mamba-ssm-dtype only"),
+    RuleChange(_v("0.5.9"), "mamba_ssm_dtype_from_config", True,
+               "0.5.9 configs/mamba_utils.py mamba2_state_dtype: config (text_config).mamba_ssm_dtype, else float32"),
     RuleChange(_v("0.4.0"), "mamba_spec_intermediate", "minus_requests", "0.5.4: rest -= per_req * max_running_requests * draft_tokens"),
     RuleChange(_v("0.5.13"), "mamba_spec_intermediate", "joint_solve",
                "0.5.13 handle_max_mamba_cache: slots = budget // (per_req * (1 + D / ratio))"),
@@ -183,6 +204,11 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.4"), "log_kv_line", "tokens", "0.4.4: 'KV Cache is allocated. #tokens: N, K size: ..., V size: ...'"),
     RuleChange(_v("0.5.13"), "log_kv_line", "dtype_tokens",
                "0.5.13 memory_pool.py: 'KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: ..., V size: ...'"),
+    RuleChange(_v("0.4.0"), "log_mamba_line", "none", "no Mamba pool"),
+    RuleChange(_v("0.5.2"), "log_mamba_line", "sizes", "0.5.2 memory_pool.py MambaPool: 'Mamba Cache is allocated. "
+               "conv_state size: XGB, ssm_state size: YGB'"),
+    RuleChange(_v("0.5.4"), "log_mamba_line", "slots_sizes", "0.5.4: 'Mamba Cache is allocated. max_mamba_cache_size: N, "
+               "conv_state size: XGB, ssm_state size: YGB'"),
     RuleChange(_v("0.4.0"), "log_kv_swa_labels", False, "the two SWA pools print the same 'KV Cache is allocated' line"),
     RuleChange(_v("0.5.18"), "log_kv_swa_labels", True, "0.5.18 swa_memory_pool.py: 'Full KV Cache is allocated', 'SWA KV Cache ...'"),
     RuleChange(_v("0.4.0"), "log_load_end", "avail", "0.4.0: 'Load weight end. type=T, dtype=D, avail mem=X GB'"),
@@ -211,6 +237,34 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.0"), "refusal_no_rest", None, "rest <= 0 ends in the 'Not enough memory' refusal"),
     RuleChange(_v("0.5.14"), "refusal_no_rest", "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}.",
                "0.5.14 model_runner_kv_cache_mixin.py _profile_available_bytes: ValueError when rest <= 0"),
+    # --- Model registry: the first release (of 0.4.0-0.5.23 read) whose srt/models/ registers an architecture;
+    # architectures without a row are served by every modelled release (ChatGLM, DeepSeek-V2, Gemma 2, InternLM2,
+    # Llama, Mistral, Mixtral, Mllama, Phi-3 (llama.py), Qwen2, Qwen2-VL, Grok-1: 0.4.0) ---
+    *_added("0.4.1", "DeepseekV3ForCausalLM", "deepseek_v2.py"),
+    *_added("0.4.4", "Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl.py"),
+    *_added("0.4.5", "Gemma3ForCausalLM", "gemma3_causal.py"),
+    *_added("0.4.5", "Gemma3ForConditionalGeneration", "gemma3_mm.py"),
+    *_added("0.4.5", "Llama4ForConditionalGeneration", "mllama4.py"),
+    *_added("0.4.6.post2", "Qwen3ForCausalLM", "qwen3.py (0.4.5 lacks it)"),
+    *_added("0.4.6.post2", "Qwen3MoeForCausalLM", "qwen3_moe.py (0.4.5 lacks it)"),
+    *_added("0.4.7", "InternVLChatModel", "internvl.py"),
+    *_added("0.4.7", "LlavaForConditionalGeneration", "llava.py"),
+    *_added("0.4.10", "Glm4MoeForCausalLM", "glm4_moe.py"),
+    *_added("0.5.1", "GptOssForCausalLM", "gpt_oss.py"),
+    *_added("0.5.2", "OPTForCausalLM", "opt.py"),
+    *_added("0.5.2", "Qwen3NextForCausalLM", "qwen3_next.py"),
+    *_added("0.5.3", "DeepseekV32ForCausalLM", "deepseek_v2.py (NSA indexer)"),
+    *_added("0.5.3", "Qwen3VLForConditionalGeneration", "qwen3_vl.py"),
+    *_added("0.5.3", "Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe.py"),
+    *_added("0.5.4", "NemotronHForCausalLM", "nemotron_h.py"),
+    *_added("0.5.9", "Qwen3_5ForConditionalGeneration", "qwen3_5.py"),
+    *_added("0.5.9", "Qwen3_5MoeForConditionalGeneration", "qwen3_5.py"),
+    *_added("0.5.10", "WhisperForConditionalGeneration", "whisper.py"),
+    *_added("0.5.11", "Gemma4ForConditionalGeneration", "gemma4_mm.py"),
+    *_added("0.5.12", "DeepseekV4ForCausalLM", "deepseek_v4.py"),
+    *_added("0.5.19", "BailingMoeV3ForCausalLM", "bailing_moe_v3.py"),
+    *_added("0.5.21", "DiffusionGemmaForBlockDiffusion", "gemma4_diffusion.py"),
+
     # --- scheduler (simulate): the scheduler and radix-cache rules `vram-detective simulate` follows (issue 18),
     # read by simulate/rules.py; the simulator models 0.5.11's scheduler for every release
     RuleChange(_v("0.4.0"), "scheduler_prefix_caching", True, "mem_cache/radix_cache.py 0.5.11: radix cache on"),
@@ -319,3 +373,12 @@ def tier_value(table, gpu_mem_mib: float):
         if gpu_mem_mib < row[0]:
             return row[1:] if len(row) > 2 else row[1]
     raise ValueError(f"no tier for {gpu_mem_mib} MiB")
+
+
+def first_release_serving(architecture: str, version) -> Version | None:
+    """When `version` predates `architecture` (rule serves_<architecture>): the first release that registers it;
+    None when `version` serves it (architectures without the rule are served by every modelled release)."""
+    rule = f"serves_{architecture}"
+    if rule_at(version, rule, default=True):
+        return None
+    return first_release(lambda later: later[rule])

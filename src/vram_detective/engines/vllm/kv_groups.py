@@ -50,6 +50,15 @@ def rule_source(version: Version | None, name: str, engine: str = "v1") -> str:
     return _rules(tuple(version or NEWEST_KNOWN), engine)[name][1]
 
 
+class KvLayoutRefusal(NotImplementedError):
+    """A KV layout the release itself refuses at startup (vLLM raises NotImplementedError or asserts while
+    grouping the layers: kv_cache_utils.py get_kv_cache_config / unify_kv_cache_spec_page_size)."""
+
+
+class KvNotModelledError(NotImplementedError, ValueError):
+    """A KV layout this tool does not size yet (bad input for the command line: exit 2, not a crash)."""
+
+
 @dataclass(frozen=True)
 class AttentionLayer:
     """One attention layer on one rank, as callers describe it; `spec(block_size)` gives its typed spec
@@ -188,7 +197,7 @@ def _group(specs: Sequence[KvSpec], indices: Sequence[int], version: Version,
         return _Grouping(((chosen[0], tuple(indices)),), len(indices), False, ())
     if len({s.type_key for s in chosen}) == 1:
         if not rule(version, "uniform_type_group"):
-            raise NotImplementedError("layers of one attention type with different KV shapes are not supported "
+            raise KvLayoutRefusal("layers of one attention type with different KV shapes are not supported "
                                       "by this release (NotImplementedError in get_kv_cache_config)")
         return _Grouping(((chosen[0], tuple(indices)),), len(indices), True, ())
     # hybrid: one type per distinct spec, in the order of their first layer
@@ -223,7 +232,7 @@ def _unify_pages(by_type: dict[KvSpec, list[int]], version: Version,
     if len(pages) <= 1:
         return by_type
     if not rule(version, "unified_page_block_size"):
-        raise NotImplementedError("hybrid layers with different page sizes are not supported by this release")
+        raise KvLayoutRefusal("hybrid layers with different page sizes are not supported by this release")
     largest = max(pages)
     unified: dict[KvSpec, list[int]] = {}
     for spec, members in by_type.items():
@@ -238,7 +247,7 @@ def _to_page(spec: KvSpec, largest: int, version: Version, backend: str | None) 
         return spec
     if spec.recurrent:  # a Mamba page does not scale with the block size
         if not rule(version, "mamba_page_padding"):
-            raise NotImplementedError("a Mamba page smaller than another layer's page is not padded before 0.26 "
+            raise KvLayoutRefusal("a Mamba page smaller than another layer's page is not padded before 0.26 "
                                       f"(AssertionError in unify_kv_cache_spec_page_size; "
                                       f"{rule_source(version, 'mamba_page_padding')})")
         return spec.resized(largest, spec.block_size)
@@ -247,9 +256,9 @@ def _to_page(spec: KvSpec, largest: int, version: Version, backend: str | None) 
     if _pads_page(spec, version, backend):
         return spec.resized(largest, spec.block_size)
     if isinstance(spec, MLA) and rule(version, "kv_page_padding") == "non-mla":
-        raise NotImplementedError("Padding is only supported for non-MLA attention layers (vLLM then tries "
+        raise KvNotModelledError("Padding is only supported for non-MLA attention layers (vLLM then tries "
                                   "allocating sliding layers as full attention; not modelled)")
-    raise NotImplementedError("The page size of the layer is not divisible by the maximum page size. "
+    raise KvLayoutRefusal("The page size of the layer is not divisible by the maximum page size. "
                               "Cannot unify by adjusting block_size.")
 
 
@@ -329,7 +338,7 @@ def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_le
     attention = [layer for layer in layers if not layer.spec_type.recurrent]
     mamba_pages = {layer.page_bytes for layer in layers if layer.spec_type.recurrent}
     if len(mamba_pages) > 1:
-        raise NotImplementedError("Mamba layers with different state sizes are not sized")
+        raise KvNotModelledError("Mamba layers with different state sizes are not sized")
     per_token = None
     if attention:
         # the platform sizes from the model's own attention (the first layers; a draft model's come last);
@@ -463,7 +472,7 @@ def _kv_shared_layers(layers: Sequence[AttentionLayer], workers: Sequence[tuple[
     if not shared:
         return {}
     if not rule(version, "kv_sharing", engine):
-        raise NotImplementedError(f"KV sharing is not supported here ({rule_source(version, 'kv_sharing', engine)})")
+        raise KvNotModelledError(f"KV sharing is not supported here ({rule_source(version, 'kv_sharing', engine)})")
     for i, target in shared.items():
         why = f"Specified KV sharing target layer for layer {i} is not valid: target layer {target} "
         if target == i:
@@ -580,7 +589,7 @@ def _v1_specs(inputs: KvPlanInputs) -> _V1Specs:
 def _v1_mamba(inputs: KvPlanInputs) -> tuple[list[AttentionLayer], MambaBlockSizing]:
     version = inputs.version
     if not rule(version, "v1_mamba"):
-        raise NotImplementedError("Mamba / linear-attention layers in the V1 engine are not sized before 0.10.1 "
+        raise KvNotModelledError("Mamba / linear-attention layers in the V1 engine are not sized before 0.10.1 "
                                   f"({rule_source(version, 'v1_mamba')})")
     if inputs.mamba_cache_mode not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
         raise ValueError(f"mamba_cache_mode {inputs.mamba_cache_mode!r} is not available in this release "

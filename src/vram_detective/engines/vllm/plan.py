@@ -443,7 +443,25 @@ def _startup_failure(spec: ModelSpec, settings: EngineSettings, release: Release
     elif not kv.fits:
         message = kv_cache.v1_fit_message(str(release["kv_fit_message"]), settings.max_model_len,
                                           kv.fit_needed_bytes, kv.fit_available_bytes, kv.estimated_max_model_len)
+    if message is None and (message := _kv_allocation_failure(kv, ranks, total)):
+        largest = 0  # no length helps: the pool's size was given
     return StartupFailure(message, largest or None) if message else None
+
+
+def _kv_allocation_failure(kv: kv_groups.KvGroupPlan, ranks: list[RankFigures], total: int) -> str | None:
+    """A pool the GPU cannot physically hold: --num-gpu-blocks-override and --kv-cache-memory-bytes replace the
+    profiled budget without a check (gpu_worker.py determine_available_memory returns kv_cache_memory_bytes as
+    given; kv_cache_utils.py takes num_gpu_blocks_override as the block count), so torch's allocation of the KV
+    tensors (initialize_kv_cache_tensors) raises out of memory when they exceed what the weights leave free."""
+    for i, rank in enumerate(ranks):
+        block_bytes = kv.worker_block_bytes[i] if i < len(kv.worker_block_bytes) else kv.block_bytes
+        pool = kv.num_blocks * block_bytes
+        free = total - rank.weights_bytes - rank.non_torch_bytes
+        if pool > max(free, 0):
+            return (f"CUDA out of memory. Tried to allocate {pool / GIB:.2f} GiB for the KV cache ({kv.num_blocks:,} "
+                    f"blocks) on rank {rank.rank}: the GPU has a total capacity of {total / GIB:.2f} GiB of which "
+                    f"{max(free, 0) / GIB:.2f} GiB is free after the weights.")
+    return None
 
 
 def _startup_lines(release: Release, figures: LogFigures, extra: tuple[str, ...], failure: StartupFailure | None,
@@ -454,7 +472,8 @@ def _startup_lines(release: Release, figures: LogFigures, extra: tuple[str, ...]
         lines = _insert_before(lines, "GPU KV cache size", line)
     if failure is None:
         return lines
-    error_type = "ValueError" if loaded else "torch.OutOfMemoryError"
+    error_type = "ValueError" if loaded and not failure.message.startswith("CUDA out of memory") \
+        else "torch.OutOfMemoryError"
     return _lines_before_failure(lines, release, loaded) + (f"{error_type}: {failure.message}",)
 
 

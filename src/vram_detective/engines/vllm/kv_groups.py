@@ -55,6 +55,10 @@ class KvLayoutRefusal(NotImplementedError):
     grouping the layers: kv_cache_utils.py get_kv_cache_config / unify_kv_cache_spec_page_size)."""
 
 
+class KvSpecRefusal(ValueError):
+    """A KV configuration the release refuses with a ValueError of its own (the message is vLLM's)."""
+
+
 class KvNotModelledError(NotImplementedError, ValueError):
     """A KV layout this tool does not size yet (bad input for the command line: exit 2, not a crash)."""
 
@@ -476,14 +480,14 @@ def _kv_shared_layers(layers: Sequence[AttentionLayer], workers: Sequence[tuple[
     for i, target in shared.items():
         why = f"Specified KV sharing target layer for layer {i} is not valid: target layer {target} "
         if target == i:
-            raise ValueError(why + "cannot be the same as the current layer.")
+            raise KvSpecRefusal(why + "cannot be the same as the current layer.")
         if target > i:
-            raise ValueError(why + "must come before the current layer.")
+            raise KvSpecRefusal(why + "must come before the current layer.")
         if target < 0 or layers[target].spec_type.recurrent \
                 or any(i in w and target not in w for w in workers):
-            raise ValueError(why + "is not a valid Attention layer in the model.")
+            raise KvSpecRefusal(why + "is not a valid Attention layer in the model.")
         if (layers[target].kind == "cross") != (layers[i].kind == "cross"):
-            raise ValueError(why + "must be the same type as the current layer.")
+            raise KvSpecRefusal(why + "must be the same type as the current layer.")
     for i, target in shared.items():  # a target that shares in turn: the cache is its target's
         while target in shared:
             target = shared[target]
@@ -580,7 +584,7 @@ def _v1_specs(inputs: KvPlanInputs) -> _V1Specs:
     created = _created_specs(layers, block_size, version, mamba_block_size)
     if context_parallel > 1 and any(isinstance(s, SlidingWindow) for s in created) \
             and rule(version, "dcp_refuses_sliding_window"):
-        raise ValueError("DCP not support sliding window.")
+        raise KvSpecRefusal("DCP not support sliding window.")
     grouped, notes = _hybrid_manager(created, inputs, lines)
     return _V1Specs(created, grouped, block_size, _Context(version, inputs.max_model_len, bound),
                     tuple(lines), tuple(notes))
@@ -639,7 +643,7 @@ def _hybrid_manager(created: list[KvSpec], inputs: KvPlanInputs, lines: list[str
                      + (f"({why})" if hybrid_allowed else
                         f"(no hybrid allocator before 0.9.1; {rule_source(version, 'hybrid_allocator')})"))
     if _is_hybrid(specs) and len({s.type_key[:2] for s in specs}) > 1:
-        raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
+        raise KvSpecRefusal("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
                          "one unified type.")
     return specs, notes
 

@@ -276,11 +276,22 @@ def check_amounts(user: dict) -> None:
                                 f"got {value}")
         if not math.isfinite(value) or value * GIB > MAX_INT64:
             raise SettingsError(f"{flag} {value}: more GiB than vLLM can count (int(gb * GiB) overflows)")
-    for key in ("num_gpu_blocks_override", "kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens",
-                "max_model_len", "num_speculative_tokens"):
+    for key in POSITIVE_COUNTS:
         value = user.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_INT64:
+        if value is None or isinstance(value, bool) or not isinstance(value, int):
+            continue
+        if value > MAX_INT64:
             raise SettingsError(f"{key} {value} does not fit in a 64-bit integer (the tensor sizes vLLM builds)")
+        if value < 1 and not (key == "max_model_len" and value == -1):
+            raise SettingsError(f"{key} must be a positive integer, got {value}")
+
+
+# counts vLLM's argument parser and configs take as positive integers (EngineArgs / SchedulerConfig /
+# CacheConfig / LoRAConfig fields; max_model_len also takes -1, auto-fit from 0.15)
+POSITIVE_COUNTS = ("num_gpu_blocks_override", "kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens",
+                   "max_model_len", "num_speculative_tokens", "max_loras", "max_lora_rank", "max_cpu_loras",
+                   "data_parallel_size", "decode_context_parallel_size", "tensor_parallel_size",
+                   "pipeline_parallel_size", "block_size")
 
 
 # --- the engine and its rules ---------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from fractions import Fraction
 
 GIB = 1 << 30  # every size vLLM logs is divided by 2**30, even the lines that say "GB"
 MIB = 1 << 20
@@ -40,10 +39,11 @@ def parse_token_count(text: str | int) -> int:
     # Users mean 32k = 32768 almost always, so both cases map to powers of 1024 here, like the
     # '--max-model-len 32k' examples in vLLM's docs (which show 32768).
     scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[suffix.lower()]
-    value = Fraction(number) * scale  # exact: '4.5k' is 4608 and a long number never becomes a float
-    if value.denominator != 1:
+    whole, _, decimals = number.partition(".")  # exact: '4.5k' is 4608 and a long number never becomes a float
+    value, remainder = divmod(int(whole + decimals) * scale, 10 ** len(decimals))
+    if remainder:
         raise ValueError(f"not a whole number of tokens: {text!r}")
-    return int(value)
+    return value
 
 
 def parse_version(text: str) -> tuple[int, int, int]:

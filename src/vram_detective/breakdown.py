@@ -72,6 +72,17 @@ class RankFigures:
     num_layers: int
     kv_bytes_per_block: int
     num_blocks_own: int  # before the minimum over workers
+    # what makes this rank's own column add up: budget = weights + activation peak + non-torch + other_budgeted
+    # + kv_cache (available), and available = the pool this rank allocates + what it leaves unused (the engine
+    # keeps the smallest rank's block count); 0 where an engine does not fill them in
+    budget_bytes: int = 0
+    other_budgeted_bytes: int = 0  # inside the budget besides the above (graphs subtracted, V0 Mamba state)
+    kv_pool_bytes: int = 0
+
+    @property
+    def kv_unused_bytes(self) -> int:
+        """Available KV memory the pool does not use (negative when a given pool size exceeds the budget)."""
+        return self.kv_cache_bytes - self.kv_pool_bytes
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,7 @@ EXAMPLES = """examples:
 """
 
 
-class BadInput(Exception):
-    pass
+from .errors import BadInput  # noqa: E402 - the project's error base (errors.py)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -408,6 +407,13 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line under errors.py's exit-code policy (1 refusal, 2 bad input, 3 a bug: one line each)."""
+    from .errors import run_guarded
+
+    return run_guarded(_main, argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, launch_words = _split_launch_line(argv)
     parser = build_parser()
@@ -417,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     try:
         normalize_engine_args(args)
+        from .input_checks import check_arguments
+
+        check_arguments(args)  # input_checks.py: values argparse cannot refuse (one line, exit 2)
         if args.command == "explain":
             return cmd_explain(args, launch_words)
         if launch_words is not None:

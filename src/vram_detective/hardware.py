@@ -196,6 +196,9 @@ _UNITS = {
     "t": 1 << 40, "tib": 1 << 40, "tb": 10**12,
 }
 _SIZE = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([a-zA-Z]*)\s*$")
+# No GPU (nor a KV cache on one) comes near a pebibyte; a larger size is a typo, and bounding it keeps every
+# figure derived from it a finite integer.
+MAX_MEMORY_BYTES = 1 << 50
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
 
@@ -209,6 +212,9 @@ def parse_memory_size(text: str) -> int:
             f"invalid memory size {raw!r}: expected a number with an optional unit, e.g. 23.65GiB, 24GB, 24576MiB"
         )
     result = float(match.group(1)) * _UNITS[unit]
-    if not math.isfinite(result) or result <= 0:
+    if result <= 0:
         raise ValueError(f"invalid memory size {raw!r}: must be a positive amount")
+    if not math.isfinite(result) or result > MAX_MEMORY_BYTES:
+        raise ValueError(f"invalid memory size {raw!r}: more than any GPU holds (at most {MAX_MEMORY_BYTES >> 40} TiB "
+                         "here)")
     return int(round(result))

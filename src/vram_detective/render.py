@@ -69,10 +69,26 @@ def to_json(breakdown: Breakdown) -> dict:
             {"rank": r.rank, "pipeline_stage": r.pipeline_stage, "layers": r.num_layers, "weights_gib": _g(r.weights_bytes),
              "activation_peak_gib": _g(r.activation_peak_bytes), "non_torch_gib": _g(r.non_torch_bytes),
              "cuda_graph_gib": _g(r.cuda_graph_bytes), "kv_cache_gib": _g(r.kv_cache_bytes),
-             "num_blocks_own": r.num_blocks_own}
+             "num_blocks_own": r.num_blocks_own, "budget_gib": _g(r.budget_bytes),
+             "other_budgeted_gib": _g(r.other_budgeted_bytes), "kv_pool_gib": _g(r.kv_pool_bytes),
+             "kv_unused_gib": _g(r.kv_unused_bytes)}
             for r in breakdown.per_rank
         ]
     return out
+
+
+def _per_rank_budget_rows(ranks) -> list[tuple[str, ...]]:
+    """Each rank's own column down to its budget: non-torch, other budgeted terms, the pool it allocates and
+    what it leaves unused (rows only where the engine filled the budget in)."""
+    if not any(r.budget_bytes for r in ranks):
+        return []
+    rows = [("non-torch GiB",) + tuple(f"{r.non_torch_bytes / GIB:.3f}" for r in ranks)]
+    if any(r.other_budgeted_bytes for r in ranks):
+        rows.append(("other budgeted GiB",) + tuple(f"{r.other_budgeted_bytes / GIB:.3f}" for r in ranks))
+    rows += [("KV pool allocated GiB",) + tuple(f"{r.kv_pool_bytes / GIB:.3f}" for r in ranks),
+             ("KV left unused GiB",) + tuple(f"{r.kv_unused_bytes / GIB:.3f}" for r in ranks),
+             ("= budget GiB",) + tuple(f"{r.budget_bytes / GIB:.3f}" for r in ranks)]
+    return rows
 
 
 def _use_color(stream) -> bool:
@@ -148,6 +164,7 @@ def render_text(breakdown: Breakdown, stream=None) -> str:
             ("layers",) + tuple(str(r.num_layers) for r in b.per_rank),
             ("weights GiB",) + tuple(f"{r.weights_bytes / GIB:.3f}" for r in b.per_rank),
             ("activation peak GiB",) + tuple(f"{r.activation_peak_bytes / GIB:.3f}" for r in b.per_rank),
+            *_per_rank_budget_rows(b.per_rank),
             ("available KV GiB",) + tuple(f"{r.kv_cache_bytes / GIB:.3f}" for r in b.per_rank),
             ("blocks it could hold",) + tuple(f"{r.num_blocks_own:,}" for r in b.per_rank),
         ]

@@ -7,6 +7,8 @@ import stat
 
 GIB = 1 << 30  # every size vLLM logs is divided by 2**30, even the lines that say "GB"
 MIB = 1 << 20
+# A token count is an int64 in every engine (torch sizes); 19 digits hold any of them, more is a typo or an attack
+MAX_TOKEN_DIGITS = 19
 
 
 def gib(num_bytes: float) -> float:
@@ -30,15 +32,18 @@ def parse_token_count(text: str | int) -> int:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*", str(text))
     if not match:
         raise ValueError(f"not a token count: {text!r} (use e.g. 32768 or 32k)")
-    number, suffix = float(match.group(1)), match.group(2)
+    number, suffix = match.group(1), match.group(2)
+    if len(number) > MAX_TOKEN_DIGITS:
+        raise ValueError(f"not a token count: {len(number)} digits (at most {MAX_TOKEN_DIGITS})")
     # vLLM's human_readable_int: lowercase k/m/g are powers of 1000, uppercase K/M/G powers of 1024.
     # Users mean 32k = 32768 almost always, so both cases map to powers of 1024 here, like the
     # '--max-model-len 32k' examples in vLLM's docs (which show 32768).
     scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[suffix.lower()]
-    value = number * scale
-    if value != int(value):
+    whole, _, decimals = number.partition(".")  # exact: '4.5k' is 4608 and a long number never becomes a float
+    value, remainder = divmod(int(whole + decimals) * scale, 10 ** len(decimals))
+    if remainder:
         raise ValueError(f"not a whole number of tokens: {text!r}")
-    return int(value)
+    return value
 
 
 def parse_version(text: str) -> tuple[int, int, int]:

@@ -612,12 +612,24 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
         return _fetch_gguf(hub, settings, repo_id, revision, commit, files, gguf_file, url_headers, stats)
     if "config.json" not in files:
         raise HubFileNotFoundError(f"{label}: no config.json (and no .gguf file) in the repository")
-    config = _read_json(_download(hub, settings, repo_id, "config.json", revision, False), f"{repo_id}/config.json")
-    extra = {name: _read_json(_download(hub, settings, repo_id, name, revision, False), f"{repo_id}/{name}")
-             for name in SMALL_CONFIG_FILES[1:] if name in files}
-    config = _merge_quant_files(config, extra)
-
     cached = load_cached(settings, repo_id, commit)
+
+    def small_file(name: str, limit: int = MAX_CONFIG_BYTES):
+        return lambda: _read_json(_download(hub, settings, repo_id, name, revision, False), f"{repo_id}/{name}", limit)
+
+    # one round trip for everything the file list already names: the small JSON files, the index, and the
+    # headers of the shards the standard names announce (read ahead of the index, which then confirms them)
+    jobs = {name: small_file(name) for name in SMALL_CONFIG_FILES if name in files}
+    if cached is None and INDEX_FILE in files:
+        jobs[INDEX_FILE] = small_file(INDEX_FILE, MAX_INDEX_BYTES)
+    announced = _announced_shards(files) if cached is None else []
+    read_ahead = _HeaderReadAhead(hub, settings, repo_id, commit, announced, url_headers, stats)
+    if announced:
+        jobs[" shards"] = read_ahead.run
+    answers = _in_parallel(jobs)
+    config = _merge_quant_files(answers["config.json"], {name: answers[name] for name in SMALL_CONFIG_FILES[1:]
+                                                         if name in answers})
+
     notes: list[str] = []
     table = None
     if cached is not None:
@@ -625,8 +637,7 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
         stats.from_cache = True
     else:
         if INDEX_FILE in files:
-            index = _read_json(_download(hub, settings, repo_id, INDEX_FILE, revision, False), f"{repo_id}/{INDEX_FILE}",
-                               MAX_INDEX_BYTES)
+            index = answers[INDEX_FILE]
             shards = index_shards(index, f"{repo_id}/{INDEX_FILE}")
             missing = [shard for shard in shards if shard not in files]
             if missing:
@@ -636,7 +647,7 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
         else:
             shards = sorted(name for name in files if name.endswith(".safetensors") and "/" not in name)
         if shards:
-            table = _read_shards(hub, settings, repo_id, commit, shards, url_headers, stats)
+            table = table_from_safetensors(read_ahead.headers_for(shards), shards)
             save_cached(settings, repo_id, revision, commit, {"table": _table_to_json(table)})
         else:
             notes.append("no safetensors files: tensors synthesized from config.json")
@@ -644,6 +655,54 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
         stats.header_bytes = table.header_bytes
     return ModelSource(repo_id, "hub", f"{settings.endpoint}/{repo_id} @ {commit}", config, checkpoint=table,
                        revision=commit, notes=tuple(notes))
+
+
+# the shard names save_pretrained writes: a file list holding them announces the checkpoint before its index
+_STANDARD_SHARD = re.compile(r"model(?:-\d{5}-of-\d{5})?\.safetensors")
+
+
+def _announced_shards(files: list[str]) -> list[str]:
+    return sorted(name for name in files if _STANDARD_SHARD.fullmatch(name))
+
+
+def _in_parallel(jobs: dict) -> dict:
+    """name -> job() for every job, run at once; the first job's error (in the order given) is the one raised."""
+    if len(jobs) <= 1:
+        return {name: job() for name, job in jobs.items()}
+    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(jobs))) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+class _HeaderReadAhead:
+    """The safetensors headers of the announced shards, read while the config and index download; any other
+    shard the index names is read when asked for. A read-ahead error counts only if that shard is needed."""
+
+    def __init__(self, hub, settings: HubSettings, repo_id: str, commit: str, names: list[str], url_headers: dict,
+                 stats: FetchStats):
+        self.args = (hub, settings, repo_id, commit)
+        self.names, self.url_headers, self.stats = names, url_headers, stats
+        self.found: dict = {}
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.found = dict(zip(self.names, self._read(self.names)))
+        except Exception as error:  # noqa: BLE001 - raised again by headers_for when one of them is needed
+            self.error = error
+
+    def _read(self, names: list[str]) -> list:
+        hub, settings, repo_id, commit = self.args
+        return _read_headers(hub, settings, repo_id, commit, names, self.url_headers, self.stats, read_remote_header,
+                             "safetensors headers")
+
+    def headers_for(self, shards: list[str]) -> list:
+        if self.error is not None and any(name in self.names for name in shards):
+            raise self.error
+        missing = [name for name in shards if name not in self.found]
+        if missing:
+            self.found.update(zip(missing, self._read(missing)))
+        return [self.found[name] for name in shards]
 
 
 def _read_shards(hub, settings: HubSettings, repo_id: str, commit: str, shards: list[str], url_headers: dict,

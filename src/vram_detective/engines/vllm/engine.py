@@ -75,10 +75,11 @@ class VllmEngine:
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:
+        from .kv_groups import KvLayoutRefusal, KvSpecRefusal
         from .quant_kernels import UnsupportedOnGpuError
         from .settings import StartupRefusal
 
-        return (StartupRefusal, UnsupportedOnGpuError)
+        return (StartupRefusal, UnsupportedOnGpuError, KvLayoutRefusal, KvSpecRefusal)
 
     @cached_property
     def settings_error(self) -> type[Exception]:

@@ -50,6 +50,19 @@ def rule_source(version: Version | None, name: str, engine: str = "v1") -> str:
     return _rules(tuple(version or NEWEST_KNOWN), engine)[name][1]
 
 
+class KvLayoutRefusal(NotImplementedError):
+    """A KV layout the release itself refuses at startup (vLLM raises NotImplementedError or asserts while
+    grouping the layers: kv_cache_utils.py get_kv_cache_config / unify_kv_cache_spec_page_size)."""
+
+
+class KvSpecRefusal(ValueError):
+    """A KV configuration the release refuses with a ValueError of its own (the message is vLLM's)."""
+
+
+class KvNotModelledError(NotImplementedError, ValueError):
+    """A KV layout this tool does not size yet (bad input for the command line: exit 2, not a crash)."""
+
+
 @dataclass(frozen=True)
 class AttentionLayer:
     """One attention layer on one rank, as callers describe it; `spec(block_size)` gives its typed spec
@@ -188,7 +201,7 @@ def _group(specs: Sequence[KvSpec], indices: Sequence[int], version: Version,
         return _Grouping(((chosen[0], tuple(indices)),), len(indices), False, ())
     if len({s.type_key for s in chosen}) == 1:
         if not rule(version, "uniform_type_group"):
-            raise NotImplementedError("layers of one attention type with different KV shapes are not supported "
+            raise KvLayoutRefusal("layers of one attention type with different KV shapes are not supported "
                                       "by this release (NotImplementedError in get_kv_cache_config)")
         return _Grouping(((chosen[0], tuple(indices)),), len(indices), True, ())
     # hybrid: one type per distinct spec, in the order of their first layer
@@ -223,7 +236,7 @@ def _unify_pages(by_type: dict[KvSpec, list[int]], version: Version,
     if len(pages) <= 1:
         return by_type
     if not rule(version, "unified_page_block_size"):
-        raise NotImplementedError("hybrid layers with different page sizes are not supported by this release")
+        raise KvLayoutRefusal("hybrid layers with different page sizes are not supported by this release")
     largest = max(pages)
     unified: dict[KvSpec, list[int]] = {}
     for spec, members in by_type.items():
@@ -238,7 +251,7 @@ def _to_page(spec: KvSpec, largest: int, version: Version, backend: str | None) 
         return spec
     if spec.recurrent:  # a Mamba page does not scale with the block size
         if not rule(version, "mamba_page_padding"):
-            raise NotImplementedError("a Mamba page smaller than another layer's page is not padded before 0.26 "
+            raise KvLayoutRefusal("a Mamba page smaller than another layer's page is not padded before 0.26 "
                                       f"(AssertionError in unify_kv_cache_spec_page_size; "
                                       f"{rule_source(version, 'mamba_page_padding')})")
         return spec.resized(largest, spec.block_size)
@@ -247,9 +260,9 @@ def _to_page(spec: KvSpec, largest: int, version: Version, backend: str | None) 
     if _pads_page(spec, version, backend):
         return spec.resized(largest, spec.block_size)
     if isinstance(spec, MLA) and rule(version, "kv_page_padding") == "non-mla":
-        raise NotImplementedError("Padding is only supported for non-MLA attention layers (vLLM then tries "
+        raise KvNotModelledError("Padding is only supported for non-MLA attention layers (vLLM then tries "
                                   "allocating sliding layers as full attention; not modelled)")
-    raise NotImplementedError("The page size of the layer is not divisible by the maximum page size. "
+    raise KvLayoutRefusal("The page size of the layer is not divisible by the maximum page size. "
                               "Cannot unify by adjusting block_size.")
 
 
@@ -329,7 +342,7 @@ def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_le
     attention = [layer for layer in layers if not layer.spec_type.recurrent]
     mamba_pages = {layer.page_bytes for layer in layers if layer.spec_type.recurrent}
     if len(mamba_pages) > 1:
-        raise NotImplementedError("Mamba layers with different state sizes are not sized")
+        raise KvNotModelledError("Mamba layers with different state sizes are not sized")
     per_token = None
     if attention:
         # the platform sizes from the model's own attention (the first layers; a draft model's come last);
@@ -463,18 +476,18 @@ def _kv_shared_layers(layers: Sequence[AttentionLayer], workers: Sequence[tuple[
     if not shared:
         return {}
     if not rule(version, "kv_sharing", engine):
-        raise NotImplementedError(f"KV sharing is not supported here ({rule_source(version, 'kv_sharing', engine)})")
+        raise KvNotModelledError(f"KV sharing is not supported here ({rule_source(version, 'kv_sharing', engine)})")
     for i, target in shared.items():
         why = f"Specified KV sharing target layer for layer {i} is not valid: target layer {target} "
         if target == i:
-            raise ValueError(why + "cannot be the same as the current layer.")
+            raise KvSpecRefusal(why + "cannot be the same as the current layer.")
         if target > i:
-            raise ValueError(why + "must come before the current layer.")
+            raise KvSpecRefusal(why + "must come before the current layer.")
         if target < 0 or layers[target].spec_type.recurrent \
                 or any(i in w and target not in w for w in workers):
-            raise ValueError(why + "is not a valid Attention layer in the model.")
+            raise KvSpecRefusal(why + "is not a valid Attention layer in the model.")
         if (layers[target].kind == "cross") != (layers[i].kind == "cross"):
-            raise ValueError(why + "must be the same type as the current layer.")
+            raise KvSpecRefusal(why + "must be the same type as the current layer.")
     for i, target in shared.items():  # a target that shares in turn: the cache is its target's
         while target in shared:
             target = shared[target]
@@ -571,7 +584,7 @@ def _v1_specs(inputs: KvPlanInputs) -> _V1Specs:
     created = _created_specs(layers, block_size, version, mamba_block_size)
     if context_parallel > 1 and any(isinstance(s, SlidingWindow) for s in created) \
             and rule(version, "dcp_refuses_sliding_window"):
-        raise ValueError("DCP not support sliding window.")
+        raise KvSpecRefusal("DCP not support sliding window.")
     grouped, notes = _hybrid_manager(created, inputs, lines)
     return _V1Specs(created, grouped, block_size, _Context(version, inputs.max_model_len, bound),
                     tuple(lines), tuple(notes))
@@ -580,7 +593,7 @@ def _v1_specs(inputs: KvPlanInputs) -> _V1Specs:
 def _v1_mamba(inputs: KvPlanInputs) -> tuple[list[AttentionLayer], MambaBlockSizing]:
     version = inputs.version
     if not rule(version, "v1_mamba"):
-        raise NotImplementedError("Mamba / linear-attention layers in the V1 engine are not sized before 0.10.1 "
+        raise KvNotModelledError("Mamba / linear-attention layers in the V1 engine are not sized before 0.10.1 "
                                   f"({rule_source(version, 'v1_mamba')})")
     if inputs.mamba_cache_mode not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
         raise ValueError(f"mamba_cache_mode {inputs.mamba_cache_mode!r} is not available in this release "
@@ -630,7 +643,7 @@ def _hybrid_manager(created: list[KvSpec], inputs: KvPlanInputs, lines: list[str
                      + (f"({why})" if hybrid_allowed else
                         f"(no hybrid allocator before 0.9.1; {rule_source(version, 'hybrid_allocator')})"))
     if _is_hybrid(specs) and len({s.type_key[:2] for s in specs}) > 1:
-        raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
+        raise KvSpecRefusal("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
                          "one unified type.")
     return specs, notes
 

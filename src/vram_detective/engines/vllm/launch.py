@@ -148,7 +148,8 @@ def parse_flag_value(flag: Flag, raw: str):
     try:
         return flag.parse(raw)
     except ValueError as error:
-        raise LaunchLineError(f"{flag.names[0]} {raw}: {error}") from None
+        shown = raw if len(str(raw)) <= 40 else f"{str(raw)[:20]}… ({len(str(raw))} characters)"
+        raise LaunchLineError(f"{flag.names[0]} {shown}: {error}") from None
 
 
 def parse_launch_line(words: list[str] | str) -> LaunchLine:

@@ -318,8 +318,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     # the block size the attention groups really use (raised for Mamba hybrids, forced for MLA backends)
     block_size = max((group.block_size for group in kv.groups if group.kind != "mamba"), default=settings.block_size)
     own_blocks = kv.worker_num_blocks or (kv.num_blocks,) * len(stages)
-    ranks = [replace(stage.figures, kv_bytes_per_block=kv.worker_block_bytes[i] if kv.worker_block_bytes else kv.block_bytes,
-                     num_blocks_own=own_blocks[i]) for i, stage in enumerate(stages)]
+    ranks = [_rank_pool(stage.figures, kv, own_blocks[i], i) for i, stage in enumerate(stages)]
     first = stages[0]
     rank0, peak, graphs, available = ranks[0], first.peak, first.graphs, first.figures.kv_cache_bytes
     cpu_blocks = int(settings.swap_space_gib * GIB // kv.block_bytes) if settings.engine == "v0" else 0
@@ -329,7 +328,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     pool_bytes = kv.pool_bytes if available > 0 else 0
     components = _budget_tree(total, budget, settings, release, spec, first.inventory, first.weights_plan,
                               first.allocator_bytes, first.offloaded, peak, non_torch_inside, non_torch_reason, graphs,
-                              graph_budgeted, pool_bytes, kv, first.mamba_cache)
+                              graph_budgeted, pool_bytes, kv, first.mamba_cache,
+                              _unused_by_rank0(ranks[0], kv.num_blocks, available))
     outside = _outside_budget(non_torch_outside, graphs, graph_budgeted)
     smi_mib = nvidia_smi_used_mib(total, settings.engine, rank0.weights_bytes + first.mamba_cache[0] + non_torch_inside
                                   + pool_bytes + outside.bytes + (graphs.bytes if graph_budgeted else 0),
@@ -391,9 +391,19 @@ def _stages(spec: ModelSpec, gpu: Gpu, settings: EngineSettings, release: Releas
             available = (budget - weights - peak.activation_peak_bytes - mamba_cache[0] - non_torch_inside
                          - graph_subtracted)
         figures = RankFigures(stage * tp, stage, weights, peak.activation_peak_bytes, non_torch_inside,
-                              graphs.bytes, available, layer_counts[stage], 0, 0)
+                              graphs.bytes, available, layer_counts[stage], 0, 0, budget_bytes=budget,
+                              other_budgeted_bytes=mamba_cache[0] + graph_subtracted)
         stages.append(_Stage(inventory, weights_plan, figures, peak, graphs, allocator_bytes, offloaded, mamba_cache))
     return stages
+
+
+def _rank_pool(figures: RankFigures, kv: kv_groups.KvGroupPlan, own_blocks: int, worker: int) -> RankFigures:
+    """One rank's figures with its block size and the pool it really allocates: every rank allocates the
+    engine's block count (the minimum over workers, or the override) at its own page (V1 KVCacheConfig per
+    worker; V0 CacheEngine), so its own column adds up: available = pool + unused."""
+    block_bytes = kv.worker_block_bytes[worker] if kv.worker_block_bytes else kv.block_bytes
+    pool = kv.num_blocks * block_bytes if figures.kv_cache_bytes > 0 else 0
+    return replace(figures, kv_bytes_per_block=block_bytes, num_blocks_own=own_blocks, kv_pool_bytes=pool)
 
 
 def _kv_plan(attention, workers, budgets: list[int], settings: EngineSettings,
@@ -443,7 +453,33 @@ def _startup_failure(spec: ModelSpec, settings: EngineSettings, release: Release
     elif not kv.fits:
         message = kv_cache.v1_fit_message(str(release["kv_fit_message"]), settings.max_model_len,
                                           kv.fit_needed_bytes, kv.fit_available_bytes, kv.estimated_max_model_len)
+    if message is None and (message := _kv_allocation_failure(kv, ranks, total)):
+        largest = 0  # no length helps: the pool's size was given
     return StartupFailure(message, largest or None) if message else None
+
+
+def _kv_allocation_failure(kv: kv_groups.KvGroupPlan, ranks: list[RankFigures], total: int) -> str | None:
+    """A pool the GPU cannot physically hold: --num-gpu-blocks-override and --kv-cache-memory-bytes replace the
+    profiled budget without a check (gpu_worker.py determine_available_memory returns kv_cache_memory_bytes as
+    given; kv_cache_utils.py takes num_gpu_blocks_override as the block count), so torch's allocation of the KV
+    tensors (initialize_kv_cache_tensors) raises out of memory when they exceed what the weights leave free."""
+    for rank in ranks:
+        # the profile run itself (a dummy batch of max_num_batched_tokens) must fit next to the weights; a negative
+        # budget is otherwise vLLM's own refusal, but a given pool size skips that check
+        used = rank.weights_bytes + rank.activation_peak_bytes + rank.non_torch_bytes
+        if used > total:
+            return (f"CUDA out of memory during the profile run on rank {rank.rank}: weights "
+                    f"{rank.weights_bytes / GIB:.2f} GiB + activation peak {rank.activation_peak_bytes / GIB:.2f} GiB + "
+                    f"non-torch {rank.non_torch_bytes / GIB:.2f} GiB exceed the GPU's {total / GIB:.2f} GiB.")
+    for i, rank in enumerate(ranks):
+        block_bytes = kv.worker_block_bytes[i] if i < len(kv.worker_block_bytes) else kv.block_bytes
+        pool = kv.num_blocks * block_bytes
+        free = total - rank.weights_bytes - rank.non_torch_bytes
+        if pool > max(free, 0):
+            return (f"CUDA out of memory. Tried to allocate {pool / GIB:.2f} GiB for the KV cache ({kv.num_blocks:,} "
+                    f"blocks) on rank {rank.rank}: the GPU has a total capacity of {total / GIB:.2f} GiB of which "
+                    f"{max(free, 0) / GIB:.2f} GiB is free after the weights.")
+    return None
 
 
 def _startup_lines(release: Release, figures: LogFigures, extra: tuple[str, ...], failure: StartupFailure | None,
@@ -454,7 +490,8 @@ def _startup_lines(release: Release, figures: LogFigures, extra: tuple[str, ...]
         lines = _insert_before(lines, "GPU KV cache size", line)
     if failure is None:
         return lines
-    error_type = "ValueError" if loaded else "torch.OutOfMemoryError"
+    error_type = "ValueError" if loaded and not failure.message.startswith("CUDA out of memory") \
+        else "torch.OutOfMemoryError"
     return _lines_before_failure(lines, release, loaded) + (f"{error_type}: {failure.message}",)
 
 
@@ -496,7 +533,7 @@ def _insert_before(lines: tuple[str, ...], prefix: str, line: str) -> tuple[str,
 
 def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan, allocator_bytes, offloaded, peak,
                  non_torch_inside, non_torch_reason, graphs, graph_budgeted, pool_bytes, kv,
-                 mamba_cache: tuple[int, str] = (0, "")) -> Component:
+                 mamba_cache: tuple[int, str] = (0, ""), unused: Component | None = None) -> Component:
     """Rank 0's budget (u x T) and what fills it, each with the rule behind it."""
     children = [
         weights_component(inventory, weights_plan, spec, allocator_bytes, offloaded),
@@ -516,11 +553,23 @@ def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan
                        + (f" + {g.padding_layers} padding" if g.padding_layers else "") for g in kv.groups)
     children.append(Component("kv_cache", "KV cache pool", pool_bytes,
                               f"{kv.num_blocks} blocks x {kv.block_bytes} B; {len(kv.groups)} group(s): {groups}"))
+    if unused is not None:
+        children.append(unused)
     return Component(
         "budget", f"vLLM budget: total {total / GIB:.2f} GiB x gpu_memory_utilization {settings.gpu_memory_utilization:g}",
         budget, release.source("budget_era"), f"vLLM {release.label} {release.engine.upper()}, era {release['budget_era']}",
         tuple(children),
     )
+
+
+def _unused_by_rank0(rank0: RankFigures, num_blocks: int, available: int) -> Component | None:
+    """Rank 0's available KV memory its pool leaves free because the engine keeps a smaller block count (another
+    pipeline stage's, or num_gpu_blocks_override): shown so rank 0's parts add up to its budget."""
+    if available <= 0 or num_blocks >= rank0.num_blocks_own or rank0.kv_unused_bytes <= 0:
+        return None
+    return Component("kv_unused", "KV memory left unused on this rank", rank0.kv_unused_bytes,
+                     f"this rank could hold {rank0.num_blocks_own:,} blocks; the engine allocates {num_blocks:,} on "
+                     "every rank (the smallest worker's count, or the override)")
 
 
 def _outside_budget(non_torch_outside: int, graphs, graph_budgeted: bool) -> Component:

@@ -508,10 +508,14 @@ def resolve_version(text: str | None) -> Version:
     if text is None or text in ("", "latest", "newest"):
         return NEWEST_KNOWN
     version = parse_version(text)
+    known = f"known releases: {format_version(OLDEST_SUPPORTED)} to {NEWEST_KNOWN[0]}.{NEWEST_KNOWN[1]}.x"
     if version < OLDEST_SUPPORTED:
         raise UnsupportedReleaseError(
             f"vLLM {text} is older than the oldest modelled release ({format_version(OLDEST_SUPPORTED)})"
         )
+    if version[:2] > NEWEST_KNOWN[:2]:
+        # a later release's rules are not read yet: predicting it with the newest ones would be a guess
+        raise UnsupportedReleaseError(f"vLLM {text} is newer than the newest modelled release ({known})")
     return version
 
 

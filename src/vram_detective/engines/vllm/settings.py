@@ -2,6 +2,7 @@
 from that release's defaults (vllm/engine/arg_utils.py, vllm/config.py; design/vllm-memory.md §5.3, §7)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ...breakdown import Setting
@@ -190,6 +191,7 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     The checks run in the order vLLM meets them, so the first refusal is the one vLLM raises."""
     given = {key for key, value in user.items() if value is not None}
     reasons: dict[str, str] = {}
+    check_amounts(user)
     engine, release, speculative = _engine_and_release(user, spec, gpu, release_for, version, given, reasons)
     tp, pp, dcp = _parallel_sizes(user, spec, release)
     utilization = _utilization(user.get("gpu_memory_utilization"), release, reasons)
@@ -250,6 +252,48 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         decode_context_parallel_size=dcp,
         disable_hybrid_kv_cache_manager=disable_hybrid,
     ), release
+
+
+# --- values no release takes ---------------------------------------------------------------------------
+
+# GiB amounts vLLM reads as floats, with its own check (CacheConfig: swap_space and cpu_offload_gb are declared
+# ge=0, config/cache.py 0.10.2+; "CPU offload space must be non-negative" and "Too large swap space" in
+# config.py before). A NaN fails ge=0 there; an infinity passes it and then crashes int(gb * GiB) (OverflowError
+# in model_executor/models/utils.py set_cpu_offload_max_bytes): refused here with the reason.
+GIB_AMOUNTS = {"cpu_offload_gb": "--cpu-offload-gb", "swap_space": "--swap-space"}
+# whole numbers vLLM turns into tensor sizes (int64); no GPU holds that many blocks or bytes
+MAX_INT64 = (1 << 63) - 1
+
+
+def check_amounts(user: dict) -> None:
+    """Refuse amounts every release refuses (SettingsError, one line) before anything is sized."""
+    for key, flag in GIB_AMOUNTS.items():
+        value = user.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingsError(f"{flag} must be a number of GiB, got {value!r}")
+        if not value >= 0:  # NaN fails too
+            raise SettingsError(f"{flag} must be non-negative (vLLM: Input should be greater than or equal to 0), "
+                                f"got {value}")
+        if not math.isfinite(value) or value * GIB > MAX_INT64:
+            raise SettingsError(f"{flag} {value}: more GiB than vLLM can count (int(gb * GiB) overflows)")
+    for key in POSITIVE_COUNTS:
+        value = user.get(key)
+        if value is None or isinstance(value, bool) or not isinstance(value, int):
+            continue
+        if value > MAX_INT64:
+            raise SettingsError(f"{key} {value} does not fit in a 64-bit integer (the tensor sizes vLLM builds)")
+        if value < 1 and not (key == "max_model_len" and value == -1):
+            raise SettingsError(f"{key} must be a positive integer, got {value}")
+
+
+# counts vLLM's argument parser and configs take as positive integers (EngineArgs / SchedulerConfig /
+# CacheConfig / LoRAConfig fields; max_model_len also takes -1, auto-fit from 0.15)
+POSITIVE_COUNTS = ("num_gpu_blocks_override", "kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens",
+                   "max_model_len", "num_speculative_tokens", "max_loras", "max_lora_rank", "max_cpu_loras",
+                   "data_parallel_size", "decode_context_parallel_size", "tensor_parallel_size",
+                   "pipeline_parallel_size", "block_size")
 
 
 # --- the engine and its rules ---------------------------------------------------------------------------

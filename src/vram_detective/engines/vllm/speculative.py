@@ -32,6 +32,7 @@ blocks, quantized EAGLE heads, Model Runner V2's full propose in the profile (0.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 
 from ...model.config import ModelSpec
@@ -108,12 +109,30 @@ def parse_speculative_config(value, model: str | None = None, num_tokens=None,
         lowered = name.lower()
         method = ("eagle3" if "eagle3" in lowered or "eagle-3" in lowered else "eagle" if "eagle" in lowered
                   else "medusa" if "medusa" in lowered else "draft_model")
-    tokens = raw.get("num_speculative_tokens")
-    tokens = int(tokens) if tokens is not None else None
+    tokens = _whole_number(raw.get("num_speculative_tokens"), "num_speculative_tokens")
     if tokens is not None and tokens < 1:
         raise SpeculativeConfigError(f"num_speculative_tokens must be positive, got {tokens}")
-    tp = raw.get("draft_tensor_parallel_size")
-    return SpeculativeConfig(method, name if method != "ngram" else None, tokens, int(tp) if tp else None)
+    tp = _whole_number(raw.get("draft_tensor_parallel_size"), "draft_tensor_parallel_size")
+    return SpeculativeConfig(method, name if method != "ngram" else None, tokens, tp if tp else None)
+
+
+_MAX_COUNT = (1 << 31) - 1  # a count the proposer turns into tensor shapes; anything larger is a typo
+
+
+def _whole_number(value, key: str) -> int | None:
+    """An integer field of vLLM's SpeculativeConfig as pydantic reads it: a whole number (3, 3.0, "3"); an
+    infinity (JSON 1e999), a fraction or another type is refused with the field's name."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 12:
+        value = int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpeculativeConfigError(f"{key} must be a whole number, got {str(value)[:40]}")
+    if value > _MAX_COUNT:
+        raise SpeculativeConfigError(f"{key} {value} is too large (at most {_MAX_COUNT:,})")
+    return value
 
 
 def mtp_layer_count(spec: ModelSpec) -> int:

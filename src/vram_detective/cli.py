@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     output = explain.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="machine-readable output")
     output.add_argument("--markdown", action="store_true", help="Markdown tables")
+    explain.add_argument("--html", metavar="FILE",
+                         help="also write a self-contained HTML report (verdict, bars, tables; inline SVG and CSS)")
 
     score = commands.add_parser("score", help="accuracy against real vLLM logs (ground-truth JSONL)")
     score.add_argument("cases", nargs="?", default=str(REPO_DEV_CASES),
@@ -259,6 +261,14 @@ def _engine_options(args: argparse.Namespace, settings: dict) -> dict:
     return dict(out, engine=args.engine_name, engine_version=args.vllm_version, vllm_engine=settings.get("engine"))
 
 
+def _write_text(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        raise BadInput(f"cannot write {path}: {error.strerror or error}") from None
+
+
 def _source_options(args: argparse.Namespace) -> dict:
     return {"source": args.source, "revision": args.revision, "hf_token": args.hf_token, "gguf_file": args.gguf_file}
 
@@ -308,6 +318,10 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     except (*api.REFUSALS, *get_engine(args.engine_name).refusals) as error:
         print(f"{get_engine(args.engine_name).label} would refuse to start: {error}", file=sys.stderr)
         return EXIT_REFUSED
+    if args.html:
+        from .web.report import html_report
+
+        _write_text(args.html, html_report(breakdown))
     stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings, _source_options(args),
                            engine=args.engine_name) if args.tensors else []
     report = _checkpoint_report(model, args, gpu_memory, settings)

@@ -58,6 +58,13 @@ def register(subparsers) -> None:
     target.add_argument("--context", default=None, help="tokens per request, e.g. 32k (default: the longest that fits)")
     target.add_argument("--concurrency", type=float, default=None, help="requests of --context tokens at once (default 1)")
     target.add_argument("--same-checkpoint", action="store_true", help="do not consider other checkpoints of the model")
+    target.add_argument("--workload", metavar="SPEC", default=None,
+                        help="size the KV pool for a request workload instead of the worst case: the cheapest pool "
+                             "setting that serves it without preemption, found by simulation (e.g. "
+                             "chat:rate=2,duration=300 or trace:FILE.jsonl; see `vram-detective simulate --help`)")
+    target.add_argument("--preemption-budget", type=float, default=0.01, metavar="FRACTION",
+                        help="with --workload: the share of requests that may be preempted (default 0.01)")
+    target.add_argument("--seed", type=int, default=0, help="with --workload: the workload's random seed")
     target.add_argument("--top", type=int, default=5, help="candidates to list (default 5)")
     _add_vllm_flags(fit)
 
@@ -129,6 +136,8 @@ def run(args) -> int:
     from .. import api
 
     try:
+        if args.command == "fit" and getattr(args, "workload", None):
+            return _run_fit_workload(args, json)
         if getattr(args, "engine_name", "vllm") != "vllm":
             return _run_engine_advisor(args, json)
         if args.command == "whatif":
@@ -143,6 +152,26 @@ def run(args) -> int:
         if isinstance(error, KeyError):
             return _error(f"missing field {error}")
         return _error(str(error))
+
+
+def _run_fit_workload(args, json) -> int:
+    """fit --workload: the cheapest setting of the engine's pool lever that serves the simulated workload."""
+    from ..simulate.fit import fit_workload, verdict_line
+    from ..simulate.workloads import parse_workload
+
+    if not 0 <= args.preemption_budget < 1:
+        raise ValueError("--preemption-budget is a fraction of the requests, from 0 to below 1")
+    found = fit_workload(args.model, _gpu(args), parse_workload(args.workload), engine=args.engine_name or "vllm",
+                         engine_version=args.vllm_version, settings=_settings(args), seed=args.seed,
+                         budget=args.preemption_budget, **_sources(args))
+    if args.json:
+        print(json.dumps(found.to_dict(), indent=2, default=str))
+    elif found.feasible:
+        print(verdict_line(found.result, found))
+        print(f"  {found.lever.text(found.value)}  ({found.simulations} simulations)")
+    else:
+        print(f"no setting serves this workload: {found.reason}")
+    return 0 if found.feasible else EXIT_INFEASIBLE
 
 
 def _run_whatif(args, json) -> int:

@@ -36,6 +36,7 @@ def register(subparsers) -> None:
     parser.add_argument("--ollama-ps", dest="ollama_ps", metavar="FILE",
                         help="`ollama ps` output taken while the model ran (SIZE, PROCESSOR), read with an Ollama log")
     parser.add_argument("--json", action="store_true", help="machine-readable output (SCHEMA.md key names)")
+    parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (inline SVG and CSS)")
 
 
 def run(args) -> int:
@@ -52,6 +53,15 @@ def run(args) -> int:
     except Exception as error:  # noqa: BLE001 - the contract is one line on stderr, never a traceback
         print(f"vram-detective: error: {_one_line(error)}", file=sys.stderr)
         return 2
+    if getattr(args, "html", None):
+        from ..web.report import logs_html_report
+
+        try:
+            with open(args.html, "w", encoding="utf-8") as handle:
+                handle.write(logs_html_report(report))
+        except OSError as error:
+            print(f"vram-detective: error: cannot write {args.html}: {error.strerror or error}", file=sys.stderr)
+            return 2
     try:
         if args.json:
             import json
@@ -90,7 +100,7 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
 
     from .nvidia_smi import parse_file as parse_smi_file
     from .nvidia_smi import parse_nvidia_smi
-    from .parser import parse_file, parse_stream
+    from .streaming import engine_of_file, parse_file_bounded, parse_stream_bounded
 
     if log == "-" and nvidia_smi == "-":
         raise ValueError("the log and --nvidia-smi cannot both be read from standard input")
@@ -121,12 +131,15 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
             return engine
         import io
 
-        parsed = parse_stream(io.BytesIO(text.encode("utf-8")), "standard input")
+        bounded = parse_stream_bounded(io.BytesIO(text.encode("utf-8")), "standard input", keep=DEEP_RUNS)
     else:
-        engine = _other_engine(_read_text(log), log, model, gpu, vllm_version, smi, extra)
-        if engine is not None:
-            return engine
-        parsed = parse_file(log)
+        # only the head names the engine; a vLLM log is then streamed with bounded memory (streaming.py)
+        if extra is not None or engine_of_file(log) != "vllm":
+            engine = _other_engine(_read_text(log), log, model, gpu, vllm_version, smi, extra)
+            if engine is not None:
+                return engine
+        bounded = parse_file_bounded(log, keep=DEEP_RUNS)
+    parsed, earlier = bounded.parsed, bounded.earlier
     last = len(parsed.runs) - 1
     runs = [analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=vllm_version,
                         smi=smi if index == last else None) if index > last - DEEP_RUNS else summarize_run(run)
@@ -138,6 +151,7 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         "bytes_read": parsed.bytes_read,
         "lines_cut": parsed.truncated_lines,
         "nvidia_smi": smi.to_dict() if smi is not None else None,
+        "earlier_runs": earlier.to_dict() if earlier.count else None,  # startups before the ones kept in full
         "runs": runs,
     }
 
@@ -369,7 +383,12 @@ def render_text(report: dict) -> str:
     lines = [f"vLLM log: {report['log']} ({report['lines_read']:,} lines, {report['lines_with_figures']:,} with vLLM "
              f"figures, {len(report['runs'])} run{'s' if len(report['runs']) != 1 else ''})"]
     if report.get("lines_cut"):
-        lines.append(f"  ({report['lines_cut']} over-long lines were cut at 1 MiB)")
+        lines.append(f"  ({report['lines_cut']} over-long lines were cut at 64 KiB)")
+    earlier = report.get("earlier_runs")
+    if earlier:
+        lines.append(f"  {earlier['runs']:,} earlier startups (lines {earlier['lines'][0]:,}-{earlier['lines'][1]:,}) "
+                     f"summarized: {earlier['started']:,} started, {earlier['failed']:,} failed; the last "
+                     f"{DEEP_RUNS} follow in full (--json: earlier_runs)")
     for run in report["runs"]:
         lines.append("")
         lines += _render_run(run)

@@ -28,12 +28,12 @@ def test_explain_html_to_an_unwritable_place_is_one_line(tmp_path, capsys):
 def test_logs_keeps_the_last_runs_and_summarizes_the_earlier_ones(tmp_path, capsys):
     case = next(c for c in read_jsonl(DEV) if c["id"] == "vllm-pr10511-llama3-8b-h100-tp1")
     log = tmp_path / "restarts.log"
-    log.write_text("\n".join([case["log"]] * 12) + "\n", encoding="utf-8")
+    log.write_text("\n".join([case["log"]] * 70) + "\n", encoding="utf-8")
     html = tmp_path / "logs.html"
     assert main(["logs", str(log), "--json", "--html", str(html)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert len(report["runs"]) == 8 and report["earlier_runs"]["runs"] == 4
-    assert report["runs"][-1]["run"] == 12
+    assert len(report["runs"]) == 64 and report["earlier_runs"]["runs"] == 6
+    assert report["runs"][-1]["run"] == 70 and sum(not run.get("summary_only") for run in report["runs"]) == 8
     assert "<svg" in html.read_text(encoding="utf-8")
 
 

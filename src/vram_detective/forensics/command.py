@@ -131,14 +131,14 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
             return engine
         import io
 
-        bounded = parse_stream_bounded(io.BytesIO(text.encode("utf-8")), "standard input", keep=DEEP_RUNS)
+        bounded = parse_stream_bounded(io.BytesIO(text.encode("utf-8")), "standard input", keep=LISTED_RUNS)
     else:
         # only the head names the engine; a vLLM log is then streamed with bounded memory (streaming.py)
         if extra is not None or engine_of_file(log) != "vllm":
             engine = _other_engine(_read_text(log), log, model, gpu, vllm_version, smi, extra)
             if engine is not None:
                 return engine
-        bounded = parse_file_bounded(log, keep=DEEP_RUNS)
+        bounded = parse_file_bounded(log, keep=LISTED_RUNS)
     parsed, earlier = bounded.parsed, bounded.earlier
     last = len(parsed.runs) - 1
     runs = [analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=vllm_version,
@@ -151,9 +151,8 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         "bytes_read": parsed.bytes_read,
         "lines_cut": parsed.truncated_lines,
         "nvidia_smi": smi.to_dict() if smi is not None else None,
-        "earlier_runs": earlier.to_dict() if earlier.count else None,  # startups before the ones kept in full
         "runs": runs,
-    }
+    } | ({"earlier_runs": earlier.to_dict()} if earlier.count else {})  # startups before the ones kept in full
 
 
 def _read_text(path: str) -> str:
@@ -184,6 +183,7 @@ def _named_by_an_engine(model: str) -> bool:
 
 
 DEEP_RUNS = 8  # runs analysed in full (the last ones); earlier restarts are listed with their figures
+LISTED_RUNS = 64  # runs listed at all; the startups before them are folded into one summary (bounded memory)
 
 
 def summarize_run(run) -> dict:
@@ -388,7 +388,7 @@ def render_text(report: dict) -> str:
     if earlier:
         lines.append(f"  {earlier['runs']:,} earlier startups (lines {earlier['lines'][0]:,}-{earlier['lines'][1]:,}) "
                      f"summarized: {earlier['started']:,} started, {earlier['failed']:,} failed; the last "
-                     f"{DEEP_RUNS} follow in full (--json: earlier_runs)")
+                     f"{LISTED_RUNS} are listed (--json: earlier_runs)")
     for run in report["runs"]:
         lines.append("")
         lines += _render_run(run)

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from vram_detective.api import model_spec
-from vram_detective.engines.sglang.pool import cell_size, context_len, mamba_slots, mamba_state, predict_pool
+from vram_detective.engines.sglang.log_lines import log_lines
+from vram_detective.engines.sglang.log_parser import parse_log
+from vram_detective.engines.sglang.pool import (cell_size, context_len, mamba_slots, mamba_state, predict_pool, swa_layout,
+                                                swa_tokens)
 from vram_detective.engines.sglang.releases import rules
 from vram_detective.engines.sglang.settings import from_values
 from vram_detective.model.config import parse_config
@@ -128,13 +131,39 @@ def test_predicted_log_prints_the_distributed_init_line():
     assert plan.log_lines[1].startswith("Load weight begin. avail mem=")
 
 
-@pytest.mark.xfail(strict=True, reason="hybrid SWA split (full / SWA pools, is_hybrid_swa_model archs per release) not "
-                   "modelled: one flat pool of 52,992 tokens for gemma-4-26B-A4B-it (diffusiongemma's base, not in the "
-                   "catalog) where the log shows 56,320 full + 70,656 SWA tokens (K 5.40 + 0.68 GB)")
 def test_diffusiongemma_swa_pools_from_the_logged_memory():
+    """The log (no labels, 'dtype:' in the KV line: a 0.5.13-0.5.16 build with DiffusionGemma added) prints the SWA
+    pool first: 56,320 tokens x 25 sliding layers x 8 KV heads x 256 = K 5.40 GB; then the full pool, 70,656 tokens x
+    5 full layers x 2 KV heads x 512 (global_head_dim) = K 0.68 GB. Its ratio 56,320 / 70,656 is
+    swa_full_tokens_ratio 0.8 after paging to 256 (no --max-running-requests / --disable-radix-cache, so 0.5.14's
+    SWARequestCapPoolConfigurator does not apply): rest = 62.35 - 111.53 x 0.45 = 12.16 GiB, cell = 5 x 4096
+    + 0.8 x 25 x 8192 = 184,320 B, 12.16 GiB // 184,320 = 70,846 -> 70,656 full, int(70,656 x 0.8) = 56,524 -> 56,320."""
     observed = BY_ID["sglang-diffusiongemma-26b-a4b-spark-mfs055-nograph"]["observed"]
     before = observed["load_end_avail_mem_gb"] + observed["weights_mem_usage_gb"]
     settings = from_values({"mem_fraction_static": 0.55, "page_size": 256})
-    pool = predict_pool(int(before * GIB), int(observed["weights_mem_usage_gb"] * GIB),
-                        model_spec("google/gemma-4-26B-A4B-it"), settings, "0.5.21")
-    assert pool.max_total_num_tokens == observed["kv_cache_tokens"] == 56320
+    spec = model_spec("google/gemma-4-26B-A4B-it")  # diffusiongemma's base (not in the catalog): same attention
+    pool = predict_pool(int(before * GIB), int(observed["weights_mem_usage_gb"] * GIB), spec, settings, "0.5.16")
+    # the parser keys the lines by order: the first (kv_cache_tokens) is the SWA pool in this release's order
+    assert (pool.swa_tokens, pool.max_total_num_tokens) == (observed["kv_cache_tokens"], observed["swa_kv_cache_tokens"])
+    assert (round(pool.swa_k_gib, 2), round(pool.k_size_gib, 2)) == (observed["k_size_gb"], observed["swa_k_size_gb"])
+    lines = [line for line in log_lines(pool, "0.5.16") if "KV Cache" in line]
+    assert [parse_log(line)["kv_cache_tokens"] for line in lines] == [56320, 70656]
+    # 0.5.17+: the full pool first, labelled
+    assert [line.split(" KV")[0] for line in log_lines(pool, "0.5.17") if "KV Cache" in line] == ["Full", "SWA"]
+
+
+def test_swa_split_per_release_worked_example():
+    # Gemma 3 27B, TP 1, bf16: F = S = 16 heads x (128 + 128) x 2 B = 8192 B a layer; 10 full, 52 sliding layers
+    layout = swa_layout(model_spec("google/gemma-3-27b-it"), 1, "auto", rules("0.4.10"))
+    assert (layout.full_layers, layout.swa_layers, layout.full_per_token, layout.swa_per_token) == (10, 52, 8192, 8192)
+    rest = 10 * GIB
+    # 0.4.10: capacity 10 GiB // (62 x 8192) = 21,140; x 62 layers / (0.8 x 52 + 10) = 25,400.8 -> 25,400; swa 20,320
+    assert swa_tokens(rest, layout, rules("0.4.10"), 1) == (25400, 20320)
+    # 0.5.7: Gemma 3 is no hybrid SWA model any more (one pool); 0.5.11+ Gemma 4 is
+    assert swa_layout(model_spec("google/gemma-3-27b-it"), 1, "auto", rules("0.5.7")) is None
+    assert swa_layout(model_spec("google/gemma-4-26B-A4B-it"), 1, "auto", rules("0.5.10")) is None
+    # 0.5.13 cell: 10 GiB // (10 x 8192 + 0.8 x 52 x 8192 = 422,707.2) = 25,401 (one more than the layer-count split)
+    assert swa_tokens(rest, layout, rules("0.5.13"), 1) == (25401, 20320)
+    # paging: 0.5.9 takes swa from the unpaged full (25,401 x 0.8 = 20,320.8), 0.5.10+ from the paged one
+    assert swa_tokens(rest, layout, rules("0.5.9"), 64) == (25344, 20288)
+    assert swa_tokens(rest, layout, rules("0.5.10"), 64) == (25344, 20224)

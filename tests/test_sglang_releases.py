@@ -122,11 +122,11 @@ def test_refusal_when_weights_leave_no_rest_from_0_5_14(version, last):
     assert log_lines(p, version)[-1] == last
 
 
-def test_parser_reads_labelled_swa_lines_of_0_5_18():
+def test_parser_reads_labelled_swa_lines_of_0_5_17():
     got = parse_log("Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 56320, K size: 5.40 GB, V size: 5.40 GB\n"
                     "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 70656, K size: 0.68 GB, V size: 0.68 GB\n"
                     "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2], "
                     "avail mem=73.10 GB")
     assert (got["kv_cache_tokens"], got["swa_kv_cache_tokens"], got["swa_k_size_gb"]) == (56320, 70656, 0.68)
     assert got["decode_graph_begin_avail_mem_gb"] == 73.10
-    assert rules("0.5.18")["log_kv_swa_labels"] and not rules("0.5.17")["log_kv_swa_labels"]
+    assert rules("0.5.17")["log_kv_swa_labels"] and not rules("0.5.16")["log_kv_swa_labels"]

@@ -47,16 +47,26 @@ def _load_end(r, p: PoolPrediction, architecture: str, dtype: str) -> str:
     return f"{head}, mem usage={usage:.2f} GB."
 
 
-def _kv_line(r, p: PoolPrediction, mla: bool, kv_dtype: str = "torch.bfloat16") -> str | None:
+def _kv_line(r, tokens: int, k: float, v: float, mla: bool, kv_dtype: str = "torch.bfloat16", label: str = "") -> str | None:
     if r["log_kv_line"] == "none":
         return None
-    sizes = (f"KV size: {p.k_size_gib:.2f} GB" if mla
-             else f"K size: {p.k_size_gib:.2f} GB, V size: {p.v_size_gib:.2f} GB")
+    sizes = f"KV size: {k:.2f} GB" if mla else f"K size: {k:.2f} GB, V size: {v:.2f} GB"
     if r["log_kv_line"] == "sizes":
-        return f"KV Cache is allocated. {sizes}."
+        return f"{label}KV Cache is allocated. {sizes}."
     if r["log_kv_line"] == "dtype_tokens":  # 0.5.13+
-        return f"KV Cache is allocated. dtype: {kv_dtype}, #tokens: {p.max_total_num_tokens}, {sizes}"
-    return f"KV Cache is allocated. #tokens: {p.max_total_num_tokens}, {sizes}"
+        return f"{label}KV Cache is allocated. dtype: {kv_dtype}, #tokens: {tokens}, {sizes}"
+    return f"{label}KV Cache is allocated. #tokens: {tokens}, {sizes}"
+
+
+def _kv_lines(r, p: PoolPrediction, mla: bool, kv_dtype: str) -> list[str | None]:
+    """One line per pool: hybrid SWA models print the SWA pool's first up to 0.5.16 (rule swa_pool_first), labelled
+    'Full' / 'SWA' from 0.5.17 (log_kv_swa_labels)."""
+    if p.swa_tokens is None:
+        return [_kv_line(r, p.max_total_num_tokens, p.k_size_gib, p.v_size_gib, mla, kv_dtype)]
+    labels = ("Full ", "SWA ") if r["log_kv_swa_labels"] else ("", "")
+    full = _kv_line(r, p.max_total_num_tokens, p.k_size_gib, p.v_size_gib, mla, kv_dtype, labels[0])
+    swa = _kv_line(r, p.swa_tokens, p.swa_k_gib, p.swa_v_gib, mla, kv_dtype, labels[1])
+    return [swa, full] if r["swa_pool_first"] else [full, swa]
 
 
 def _mamba_line(r, p: PoolPrediction) -> str | None:
@@ -123,6 +133,7 @@ def log_lines(p: PoolPrediction, version=None, inputs: LogInputs | None = None, 
     if p.max_total_num_tokens <= 0:
         lines = head + [_refusal(r, p)]
     else:
-        lines = head + [_mamba_line(r, p), _kv_line(r, p, inputs.mla, inputs.dtype), f"Memory pool end. avail mem={p.mem_pool_end_avail_gib:.2f} GB",
+        lines = head + [_mamba_line(r, p), *_kv_lines(r, p, inputs.mla, inputs.dtype),
+                        f"Memory pool end. avail mem={p.mem_pool_end_avail_gib:.2f} GB",
                         *_graph_lines(r, inputs), _scheduler_line(r, p, inputs)]
     return [line for line in lines if line is not None]

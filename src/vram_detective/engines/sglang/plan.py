@@ -103,7 +103,8 @@ class Startup:
 
     @property
     def pool_bytes(self) -> int:
-        return int(round((self.pool.k_size_gib + self.pool.v_size_gib) * GIB))
+        pool = self.pool
+        return int(round((pool.k_size_gib + pool.v_size_gib + pool.swa_k_gib + pool.swa_v_gib) * GIB))
 
     @property
     def req_to_token(self) -> int:
@@ -148,7 +149,8 @@ def _settings(s: SGLangSettings) -> tuple[Setting, ...]:
 def _components(st: Startup) -> tuple[Component, Component]:
     mfs = st.settings.mem_fraction_static
     tokens = st.pool.max_total_num_tokens
-    kv = Component("kv_cache", f"KV pool: max_total_num_tokens {max(tokens, 0):,} x cell", max(st.pool_bytes, 0),
+    swa = f" + SWA pool {st.pool.swa_tokens:,} tokens" if st.pool.swa_tokens is not None else ""
+    kv = Component("kv_cache", f"KV pool: max_total_num_tokens {max(tokens, 0):,} x cell{swa}", max(st.pool_bytes, 0),
                    "rest = avail after weights - free before x (1 - mem_fraction_static), // cell size, paged",
                    "sglang mem_cache/memory_pool.py")
     weights = Component("weights", "model weights (Load weight end. mem usage)", st.weights,

@@ -58,6 +58,56 @@ def cell_with_draft(cell_bytes: int, kv_layer_count: int, draft_layers: int, r: 
     return int(cell_bytes * (1 + draft_layers / kv_layer_count))
 
 
+@dataclass(frozen=True)
+class SwaLayout:
+    """A hybrid SWA model's two pools on one rank: layer counts and bytes per token and layer (K and V)."""
+
+    full_layers: int
+    swa_layers: int
+    full_per_token: int  # F: full-attention layer (Gemma 4: its own head_dim / KV heads)
+    swa_per_token: int  # S: sliding-window (or chunked-local) layer
+
+    def cell(self, ratio: float) -> float:
+        """Bytes of rest one full-pool token takes with `ratio` SWA tokens beside it (F n_full + r S n_swa)."""
+        return self.full_per_token * self.full_layers + ratio * self.swa_per_token * self.swa_layers
+
+
+def swa_layout(spec: ModelSpec, tp_size: int, kv_cache_dtype: str, r: Rules) -> SwaLayout | None:
+    """The release's hybrid SWA split for this architecture (hybrid_swa_archs), None for one pool. Sliding and
+    chunked-local layers go to the SWA pool (model_config.py get_hybrid_layer_ids: Llama 4's 3 of 4 layers)."""
+    facts = spec.attention_facts
+    if r["hybrid_swa_split"] is None or spec.architecture not in r["hybrid_swa_archs"] or facts is None or spec.mla:
+        return None
+    swa = sum(1 for kind, _ in facts.layers if kind in ("sliding", "chunked_local"))
+    if swa == 0:
+        return None
+    dtype = kv_dtype_bytes(kv_cache_dtype, spec)
+    full_dim, full_heads = spec.full_attention_shape or (spec.head_dim, spec.num_kv_heads)
+    per_rank = lambda heads, dim: max(1, heads // tp_size) * 2 * dim * dtype  # noqa: E731 (get_num_kv_heads)
+    return SwaLayout(len(facts.layers) - swa, swa, per_rank(full_heads, full_dim), per_rank(spec.num_kv_heads, spec.head_dim))
+
+
+def swa_tokens(rest_bytes: int, layout: SwaLayout, r: Rules, page_size: int) -> tuple[int, int]:
+    """(full tokens, SWA tokens) from the rest in bytes, per release (rule hybrid_swa_split)."""
+    ratio, scheme = r["swa_full_tokens_ratio"], r["hybrid_swa_split"]
+    paged = lambda tokens: tokens // page_size * page_size  # noqa: E731
+    if layout.full_layers == 0:  # all SWA: no ratio
+        return 0, paged(rest_bytes // (layout.swa_per_token * layout.swa_layers))
+    if scheme == "cell":
+        full = paged(int(rest_bytes // layout.cell(ratio)))
+        return full, paged(int(full * ratio))
+    every_layer = layout.cell(1.0)
+    capacity = rest_bytes // int(every_layer)  # the profile's max_total_num_tokens (uniform cell of every layer)
+    if scheme == "layers":  # tokens x layers spread by layer counts alone
+        layers = layout.full_layers + layout.swa_layers
+        full = int(capacity * layers / (ratio * layout.swa_layers + layout.full_layers))
+        return paged(full), paged(int(full * ratio))
+    full = int(capacity * every_layer / layout.cell(ratio))
+    if scheme == "memory":  # 0.5.9: both from the unpaged full
+        return paged(full), paged(int(full * ratio))
+    return paged(full), paged(int(paged(full) * ratio))
+
+
 def rest_gib(avail_before_gib: float, avail_after_gib: float, mem_fraction_static: float) -> float:
     return avail_after_gib - avail_before_gib * (1 - mem_fraction_static)
 
@@ -230,6 +280,9 @@ class PoolPrediction:
     mamba_slots: int | None = None  # max_mamba_cache_size (hybrid linear-attention models)
     mamba_conv_gib: float = 0.0  # "Mamba Cache is allocated. ... conv_state size"
     mamba_ssm_gib: float = 0.0
+    swa_tokens: int | None = None  # hybrid SWA: the sliding-window pool's #tokens (max_total_num_tokens is the full pool's)
+    swa_k_gib: float = 0.0
+    swa_v_gib: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -253,12 +306,20 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
                                      dp=settings.dp_size if settings.enable_dp_attention else 1)
         conv, ssm = (slots + 1) * state.conv_bytes / GIB, (slots + 1) * state.ssm_bytes / GIB  # size + 1 rows
     cell = cell_size(spec, settings.tp_size, settings.kv_cache_dtype)
-    tokens = align_tokens(tokens_from_rest(kv_rest, cell.bytes_per_token), settings.page_size, r,
-                          settings.max_total_tokens)
+    layout = swa_layout(spec, settings.tp_size, settings.kv_cache_dtype, r)
+    swa, swa_k, swa_v = None, 0.0, 0.0
+    if layout is not None:
+        tokens, swa = swa_tokens(int(kv_rest * (1 << 30)), layout, r, settings.page_size)
+        full_k = layout.full_per_token * layout.full_layers // 2
+        cell = CellSize(2 * full_k, full_k, False)
+        swa_k = swa_v = kv_buffer_tokens(swa, settings.page_size, r) * layout.swa_per_token * layout.swa_layers / 2 / GIB
+    else:
+        tokens = align_tokens(tokens_from_rest(kv_rest, cell.bytes_per_token), settings.page_size, r,
+                              settings.max_total_tokens)
     context = context_len(spec, r, settings.context_length)
     k, v = kv_sizes_gib(max(tokens, 0), cell, settings.page_size, r.version)
     pool_rows = req_pool_size(tokens, context, r, slots)
     req_to_token = pool_rows * (context + 4) * 4 / GIB  # int32 [size, context_len + 4] (memory_pool.py)
     requests = max_running_requests(tokens, context, r, settings.max_running_requests, settings.dp_size, slots)
     return PoolPrediction(before, after, rest, tokens, k, v, requests, context, req_to_token,
-                          after - k - v - req_to_token - conv - ssm, slots, conv, ssm)
+                          after - k - v - swa_k - swa_v - req_to_token - conv - ssm, slots, conv, ssm, swa, swa_k, swa_v)

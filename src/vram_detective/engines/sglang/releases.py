@@ -41,6 +41,11 @@ def _added(since: str, architecture: str, model_file: str) -> tuple[RuleChange, 
             RuleChange(_v(since), rule, True, f"srt/models/{model_file} {since}"))
 
 
+_GEMMA_SWA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", "Gemma3nForCausalLM",
+              "Gemma3nForConditionalGeneration")
+_SWA_0_5_8 = ("Llama4ForConditionalGeneration", "GptOssForCausalLM", "MiMoV2FlashForCausalLM")
+_SWA_0_5_11 = _SWA_0_5_8 + ("Step3p5ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "MiMoV2ForCausalLM")
+
 # Tier tables are ((upper bound in MiB of nvidia-smi memory.total, exclusive), value) rows, first match wins.
 # fmt: off
 RULE_CHANGES: tuple[RuleChange, ...] = (
@@ -177,6 +182,35 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.5.13"), "mamba_spec_intermediate", "joint_solve",
                "0.5.13 handle_max_mamba_cache: slots = budget // (per_req * (1 + D / ratio))"),
     RuleChange(_v("0.4.10"), "swa_full_tokens_ratio", 0.8, "0.4.10 server_args swa_full_tokens_ratio = 0.8"),
+    # hybrid SWA: which architectures get a full pool and a sliding-window pool (unless --disable-hybrid-swa-memory)
+    RuleChange(_v("0.4.0"), "hybrid_swa_archs", (), "one pool for every layer"),
+    RuleChange(_v("0.4.10"), "hybrid_swa_archs", _GEMMA_SWA,
+               "model_runner.py 0.4.10: models defining get_attention_sliding_window_size (gemma2/3/3n), Llama 4 excepted"),
+    RuleChange(_v("0.5.1"), "hybrid_swa_archs", _GEMMA_SWA + ("GptOssForCausalLM",), "0.5.1 gpt_oss.py defines it too"),
+    RuleChange(_v("0.5.7"), "hybrid_swa_archs", ("MiMoV2FlashForCausalLM",),
+               "0.5.7 model_config.py is_hybrid_model: MiMo-V2 always, Llama 4 only with --hybrid-kvcache-ratio; the "
+               "get_attention_sliding_window_size path is gone (Gemma 2/3 one pool)"),
+    RuleChange(_v("0.5.8"), "hybrid_swa_archs", _SWA_0_5_8, "0.5.8 model_config.py is_hybrid_swa_model"),
+    RuleChange(_v("0.5.9"), "hybrid_swa_archs", _SWA_0_5_8 + ("Step3p5ForCausalLM",), "0.5.9 is_hybrid_swa_model"),
+    RuleChange(_v("0.5.11"), "hybrid_swa_archs", _SWA_0_5_11, "0.5.11 is_hybrid_swa_model: + Gemma 4, MiMo-V2"),
+    RuleChange(_v("0.5.13"), "hybrid_swa_archs", _SWA_0_5_11 + ("Gemma4UnifiedForConditionalGeneration", "LagunaForCausalLM"),
+               "0.5.12-0.5.13 is_hybrid_swa_model (DeepSeek-V4 has its own configurator)"),
+    RuleChange(_v("0.5.21"), "hybrid_swa_archs", _SWA_0_5_11 + ("Gemma4UnifiedForConditionalGeneration", "LagunaForCausalLM",
+                                                                  "DiffusionGemmaForBlockDiffusion"),
+               "0.5.21 is_hybrid_swa_model: + DiffusionGemmaForBlockDiffusion"),
+    # how rest is split between the two pools (r = swa_full_tokens_ratio, F/S = full/SWA bytes per token and layer)
+    RuleChange(_v("0.4.0"), "hybrid_swa_split", None, "no split"),
+    RuleChange(_v("0.4.10"), "hybrid_swa_split", "layers", "model_runner.py 0.4.10 set_num_token_hybrid: tokens x layers = "
+               "full x (r x n_swa + n_full), swa = int(full x r) (0.5.8 kv_cache_mixin: both then paged; 0.4.10 page_size 1)"),
+    RuleChange(_v("0.5.9"), "hybrid_swa_split", "memory", "0.5.9 kv_cache_mixin set_num_tokens_hybrid_swa: capacity = rest // "
+               "(F n_full + S n_swa); full = int(capacity x that / (F n_full + r S n_swa)), swa = int(full x r), then paged"),
+    RuleChange(_v("0.5.10"), "hybrid_swa_split", "memory_paged", "0.5.10 _resolve_hybrid_swa_tokens: full paged first, "
+               "swa = paged(int(full x r))"),
+    RuleChange(_v("0.5.13"), "hybrid_swa_split", "cell", "0.5.13 pool_configurator.py HybridSWAPoolConfigurator: cell = "
+               "F n_full + r S n_swa, full = paged(rest // cell), swa = paged(int(full x r))"),
+    # which pool memory_pool.py allocates (and logs) first
+    RuleChange(_v("0.4.10"), "swa_pool_first", True, "memory_pool.py SWAKVPool 0.4.10-0.5.16: swa_kv_pool, then full_kv_pool"),
+    RuleChange(_v("0.5.17"), "swa_pool_first", False, "0.5.17 swa_memory_pool.py: full_kv_pool first"),
     # context_len: first of these config keys, x rope factor unless llama3 / original_max_position_embeddings
     RuleChange(_v("0.4.0"), "context_length_keys",
                ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"),
@@ -210,7 +244,8 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.5.4"), "log_mamba_line", "slots_sizes", "0.5.4: 'Mamba Cache is allocated. max_mamba_cache_size: N, "
                "conv_state size: XGB, ssm_state size: YGB'"),
     RuleChange(_v("0.4.0"), "log_kv_swa_labels", False, "the two SWA pools print the same 'KV Cache is allocated' line"),
-    RuleChange(_v("0.5.18"), "log_kv_swa_labels", True, "0.5.18 swa_memory_pool.py: 'Full KV Cache is allocated', 'SWA KV Cache ...'"),
+    RuleChange(_v("0.5.17"), "log_kv_swa_labels", True, "0.5.17 swa_memory_pool.py allocation_label: 'Full KV Cache is "
+               "allocated', 'SWA KV Cache is allocated' (memory_pool.py _finalize_allocation_log)"),
     RuleChange(_v("0.4.0"), "log_load_end", "avail", "0.4.0: 'Load weight end. type=T, dtype=D, avail mem=X GB'"),
     RuleChange(_v("0.4.4"), "log_load_end", "avail_usage", "0.4.4: '..., avail mem=X GB, mem usage=Y GB.'"),
     RuleChange(_v("0.5.9"), "log_load_end", "elapsed", "0.5.9: 'Load weight end. elapsed=T s, type=..., avail mem=..., mem usage=...'"),

@@ -23,12 +23,17 @@ _ALIASES = {
     "--attention-backend": "attention_backend", "--speculative-algorithm": "speculative_algorithm",
     "--speculative-algo": "speculative_algorithm", "--disaggregation-mode": "disaggregation_mode",
     "--max-mamba-cache-size": "max_mamba_cache_size", "--quantization": "quantization",
+    "--speculative-draft-model-path": "speculative_draft_model_path",
+    "--speculative-draft-model": "speculative_draft_model_path",
+    "--speculative-num-steps": "speculative_num_steps", "--speculative-eagle-topk": "speculative_eagle_topk",
+    "--speculative-num-draft-tokens": "speculative_num_draft_tokens",
 }
 _FLAGS = {"--enable-dp-attention": "enable_dp_attention", "--disable-cuda-graph": "disable_cuda_graph",
           "--enable-piecewise-cuda-graph": "enable_piecewise_cuda_graph",
           "--disable-piecewise-cuda-graph": "disable_piecewise_cuda_graph"}
 _INTS = {"tp_size", "dp_size", "pp_size", "context_length", "chunked_prefill_size", "max_prefill_tokens",
-         "max_running_requests", "max_total_tokens", "cuda_graph_max_bs", "page_size", "max_mamba_cache_size"}
+         "max_running_requests", "max_total_tokens", "cuda_graph_max_bs", "page_size", "max_mamba_cache_size",
+         "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"}
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@ def user_settings(values: dict) -> SGLangSettings:
 
 
 def resolve_settings(values: dict, spec: ModelSpec, gpu: Gpu, version) -> tuple[SGLangSettings, Rules]:
-    s = resolve(user_settings(values), version, gpu_memory_mib(gpu), use_mla=spec.mla is not None)
+    s = resolve(user_settings(values), version, gpu_memory_mib(gpu), use_mla=spec.mla is not None,
+                architecture=spec.architecture)
     if not 0 < s.mem_fraction_static < 1:
         raise SettingsError(f"mem_fraction_static must be in (0, 1), got {s.mem_fraction_static}")
     return s, rules(version)
@@ -112,7 +113,7 @@ class Startup:
 
     @property
     def available_after_graphs(self) -> int:
-        return int(self.pool.mem_pool_end_avail_gib * GIB) - self.backend_init - self.graphs
+        return int((self.pool.mem_pool_end_avail_gib - self.pool.draft_kv_gib) * GIB) - self.backend_init - self.graphs
 
     @property
     def static_budget(self) -> int:

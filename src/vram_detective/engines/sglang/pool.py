@@ -108,6 +108,24 @@ def swa_tokens(rest_bytes: int, layout: SwaLayout, r: Rules, page_size: int) -> 
     return paged(full), paged(int(paged(full) * ratio))
 
 
+def draft_layers(spec: ModelSpec, algorithm: str | None) -> int | None:
+    """KV layers of the draft: an EAGLE / EAGLE3 head is one decoder layer (its config's num_hidden_layers); NEXTN /
+    MTP runs the checkpoint's own num_nextn_predict_layers (model_runner.py: the draft worker's num_layers);
+    None where the draft is a separate model (STANDALONE) or not known; 0 without a draft."""
+    name = (algorithm or "").upper()
+    if name in ("", "NGRAM"):
+        return 0
+    if name in ("NEXTN", "MTP"):
+        return spec.draft.mtp_layers if spec.draft is not None and spec.draft.mtp_layers else None
+    return 1 if name in ("EAGLE", "EAGLE3") else None
+
+
+def draft_pool_tokens(tokens: int, max_num_reqs: int, steps: int, topk: int, draft_tokens: int) -> int:
+    """0.4.3-0.5.13: the draft worker's own pool (model_runner.py draft_runner_cache_size): the target's tokens plus
+    every request's draft (steps x topk) and verify tokens, plus 100."""
+    return tokens + max_num_reqs * (steps * topk + draft_tokens) + 100
+
+
 def rest_gib(avail_before_gib: float, avail_after_gib: float, mem_fraction_static: float) -> float:
     return avail_after_gib - avail_before_gib * (1 - mem_fraction_static)
 
@@ -283,6 +301,8 @@ class PoolPrediction:
     swa_tokens: int | None = None  # hybrid SWA: the sliding-window pool's #tokens (max_total_num_tokens is the full pool's)
     swa_k_gib: float = 0.0
     swa_v_gib: float = 0.0
+    draft_kv_gib: float = 0.0  # 0.4.3-0.5.13: the draft worker's own pool, built after the target's (out of the slack)
+    draft_kv_tokens: int = 0
 
     @property
     def fits(self) -> bool:
@@ -303,9 +323,15 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
     if state is not None:
         slots, kv_rest = mamba_slots(rest, state.per_request, r, settings.max_running_requests,
                                      settings.max_mamba_cache_size, kv_dtype_bytes(settings.kv_cache_dtype, spec),
+                                     draft_tokens=settings.speculative_num_draft_tokens or 0,
                                      dp=settings.dp_size if settings.enable_dp_attention else 1)
         conv, ssm = (slots + 1) * state.conv_bytes / GIB, (slots + 1) * state.ssm_bytes / GIB  # size + 1 rows
     cell = cell_size(spec, settings.tp_size, settings.kv_cache_dtype)
+    drafts = draft_layers(spec, settings.speculative_algorithm) or 0
+    with_draft = cell
+    if drafts and r["draft_pool"] == "in_cell":  # the draft's KV layers ride in the target's cell
+        grown = cell_with_draft(cell.bytes_per_token, kv_layers(spec), drafts, r)
+        with_draft = CellSize(grown, grown if cell.mla else grown // 2, cell.mla)
     layout = swa_layout(spec, settings.tp_size, settings.kv_cache_dtype, r)
     swa, swa_k, swa_v = None, 0.0, 0.0
     if layout is not None:
@@ -314,12 +340,20 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
         cell = CellSize(2 * full_k, full_k, False)
         swa_k = swa_v = kv_buffer_tokens(swa, settings.page_size, r) * layout.swa_per_token * layout.swa_layers / 2 / GIB
     else:
-        tokens = align_tokens(tokens_from_rest(kv_rest, cell.bytes_per_token), settings.page_size, r,
+        tokens = align_tokens(tokens_from_rest(kv_rest, with_draft.bytes_per_token), settings.page_size, r,
                               settings.max_total_tokens)
+        cell = with_draft
     context = context_len(spec, r, settings.context_length)
     k, v = kv_sizes_gib(max(tokens, 0), cell, settings.page_size, r.version)
+    draft_tokens, draft_gib = 0, 0.0
+    if drafts and r["draft_pool"] == "separate" and tokens > 0:
+        draft_tokens = draft_pool_tokens(tokens, req_pool_size(tokens, context, r), settings.speculative_num_steps,
+                                         settings.speculative_eagle_topk, settings.speculative_num_draft_tokens)
+        per_layer = cell.bytes_per_token // max(kv_layers(spec), 1)
+        draft_gib = kv_buffer_tokens(draft_tokens, settings.page_size, r) * per_layer * drafts / GIB
     pool_rows = req_pool_size(tokens, context, r, slots)
     req_to_token = pool_rows * (context + 4) * 4 / GIB  # int32 [size, context_len + 4] (memory_pool.py)
     requests = max_running_requests(tokens, context, r, settings.max_running_requests, settings.dp_size, slots)
     return PoolPrediction(before, after, rest, tokens, k, v, requests, context, req_to_token,
-                          after - k - v - swa_k - swa_v - req_to_token - conv - ssm, slots, conv, ssm, swa, swa_k, swa_v)
+                          after - k - v - swa_k - swa_v - req_to_token - conv - ssm, slots, conv, ssm, swa, swa_k, swa_v,
+                          draft_gib, draft_tokens)

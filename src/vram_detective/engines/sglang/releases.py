@@ -46,6 +46,8 @@ _GEMMA_SWA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGen
 _SWA_0_5_8 = ("Llama4ForConditionalGeneration", "GptOssForCausalLM", "MiMoV2FlashForCausalLM")
 _SWA_0_5_11 = _SWA_0_5_8 + ("Step3p5ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "MiMoV2ForCausalLM")
 
+_DEEPSEEK_MTP = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM")
+
 # Tier tables are ((upper bound in MiB of nvidia-smi memory.total, exclusive), value) rows, first match wins.
 # fmt: off
 RULE_CHANGES: tuple[RuleChange, ...] = (
@@ -133,6 +135,23 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.0"), "draft_kv_in_cell", False, "draft KV paid from the speculative reserve in the fraction"),
     RuleChange(_v("0.5.14"), "draft_kv_in_cell", True,
                "0.5.14 pool_configurator.py DefaultPoolConfigurator: cell x (1 + draft_layers / layers)"),
+    # before 0.5.14 the draft worker builds its own pool after the target's (out of the slack):
+    # draft_runner_cache_size = target tokens + max_num_reqs x (steps x topk + draft tokens) + 100
+    RuleChange(_v("0.4.0"), "draft_pool", "none", "no speculative decoding before 0.4.3"),
+    RuleChange(_v("0.4.3"), "draft_pool", "separate", "model_runner.py 0.4.3-0.5.13 init_memory_pool: is_draft_worker -> "
+               "draft_runner_cache_size tokens x the draft's layers (num_nextn_predict_layers for MTP)"),
+    RuleChange(_v("0.5.14"), "draft_pool", "in_cell", "0.5.14 pool_configurator.py: one pool, cell x (1 + draft / target layers)"),
+    # (steps, topk, draft tokens) when --speculative-num-steps etc. are unset: (default, ((architectures, value), ...))
+    RuleChange(_v("0.4.3"), "speculative_defaults", ((5, 8, 64), ()), "server_args.py 0.4.3 fields: 5 steps, topk 8, 64 tokens"),
+    RuleChange(_v("0.4.4"), "speculative_defaults", ((5, 4, 8), ()), "0.4.4 fields: 5, 4, 8"),
+    RuleChange(_v("0.4.5"), "speculative_defaults", ((5, 4, 8), ((_DEEPSEEK_MTP, (3, 1, 4)),)),
+               "0.4.5 auto_choose_speculative_params: DeepSeek V2/V3 (3, 1, 4), others (5, 4, 8)"),
+    RuleChange(_v("0.5.3"), "speculative_defaults", ((5, 4, 8), ((_DEEPSEEK_MTP + ("DeepseekV32ForCausalLM", "GptOssForCausalLM",
+                                                                                  "BailingMoeForCausalLM"), (3, 1, 4)),)),
+               "0.5.3 auto_choose_speculative_params (STANDALONE (3, 1, 4))"),
+    RuleChange(_v("0.5.8"), "speculative_defaults", ((3, 1, 4), (
+        (("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"), (5, 4, 8)),)),
+               "0.5.8 auto_choose_speculative_params: (3, 1, 4) for every model but Llama and Grok-1 (0.5.14: speculative_hook.py)"),
     RuleChange(_v("0.4.0"), "dsv4_compressed_pool", False, "no DeepSeek-V4 pool"),
     RuleChange(_v("0.5.12"), "dsv4_compressed_pool", True,
                "0.5.12 pool_configurator.py DSV4PoolConfigurator: full/swa/c4/c128 split (not modelled)"),

@@ -33,7 +33,11 @@ class SGLangSettings:
     disable_cuda_graph: bool = False
     enable_piecewise_cuda_graph: bool = False  # 0.5.8-0.5.9 opt-in
     disable_piecewise_cuda_graph: bool = False  # 0.5.10+ opt-out
-    speculative_algorithm: str | None = None
+    speculative_algorithm: str | None = None  # EAGLE, EAGLE3, NEXTN (MTP), STANDALONE, NGRAM
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
     disaggregation_mode: str = "null"
     max_mamba_cache_size: int | None = None
     model_path: str | None = None
@@ -144,9 +148,28 @@ def _page_size(s: SGLangSettings, r: Rules) -> int:
     return s.page_size if s.page_size is not None else r["page_size_default"]
 
 
-def resolve(s: SGLangSettings, version: str | tuple | None, gpu_mem_mib: float, use_mla: bool = False) -> SGLangSettings:
+def speculative_params(s: SGLangSettings, r: Rules, architecture: str = "") -> tuple[int, int, int] | None:
+    """(num_steps, eagle_topk, num_draft_tokens): the given ones, the rest from the release's defaults
+    (auto_choose_speculative_params fills all three when any is unset); None without speculative decoding."""
+    if s.speculative_algorithm is None or s.speculative_algorithm.upper() == "NGRAM":
+        return None
+    default, by_arch = r["speculative_defaults"] if r["draft_pool"] != "none" else ((0, 0, 0), ())
+    if s.speculative_algorithm.upper() == "STANDALONE" and r.at_least("0.5.3"):
+        default = (3, 1, 4)
+    else:
+        default = next((value for archs, value in by_arch if architecture in archs), default)
+    given = (s.speculative_num_steps, s.speculative_eagle_topk, s.speculative_num_draft_tokens)
+    return tuple(value if value is not None else fallback for value, fallback in zip(given, default))
+
+
+def resolve(s: SGLangSettings, version: str | tuple | None, gpu_mem_mib: float, use_mla: bool = False,
+            architecture: str = "") -> SGLangSettings:
     """Fill in a release's defaults for a GPU of `gpu_mem_mib` (nvidia-smi memory.total, MiB)."""
     r = rules(version)
+    params = speculative_params(s, r, architecture)
+    if params is not None:
+        s = replace(s, speculative_num_steps=params[0], speculative_eagle_topk=params[1],
+                    speculative_num_draft_tokens=params[2])
     if s.enable_dp_attention and not s.is_given("dp_size"):
         s = replace(s, dp_size=s.tp_size)
     s = replace(s, page_size=_page_size(s, r))

@@ -65,6 +65,7 @@ def tokens_from_logged(breakdown, spec, observed: dict, version: str) -> dict:
     """#tokens from the log's own free memory: with its logged weights too ('from_logged_memory', exact up to the
     0.01 GiB printing), and with the predicted weights ('from_logged_start')."""
     from .pool import cell_size, tokens_from_logged_memory
+    from .releases import rules
 
     begin = logged_free_before(observed)
     logged = observed.get("kv_cache_tokens", observed.get("max_total_num_tokens"))
@@ -73,7 +74,7 @@ def tokens_from_logged(breakdown, spec, observed: dict, version: str) -> dict:
     mfs, page = breakdown.figure("mem_fraction_static"), breakdown.figure("page_size")
     tp = breakdown.setting("tp_size")
     max_total = next((s.value for s in breakdown.settings if s.name == "max_total_tokens"), None)
-    cell = cell_size(spec, tp, breakdown.setting("kv_cache_dtype")).bytes_per_token
+    cell = cell_size(spec, tp, breakdown.setting("kv_cache_dtype"), rules(version)).bytes_per_token
     out = {}
     if "load_end_avail_mem_gb" in observed and "load_begin_avail_mem_gb" in observed:
         # both printed (to 0.01 GiB): exact up to that rounding; a start rebuilt as end + usage is not

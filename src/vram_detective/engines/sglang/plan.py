@@ -18,7 +18,7 @@ from ...model.config import ModelSpec
 from ...units import GIB, MIB, parse_version
 from . import allocator, calibration, graphs
 from .log_lines import LogInputs, log_lines
-from .pool import PoolPrediction, cell_size, predict_pool, req_pool_size
+from .pool import PoolPrediction, attention_tp, cell_size, predict_pool, req_pool_size
 from .releases import Rules, rules
 from .settings import SETTING_NAMES, SGLangSettings, from_values, resolve
 
@@ -227,7 +227,7 @@ def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
     st = startup(spec, gpu, values, version)
     p = st.pool
     budget, outside = _components(st)
-    cell = cell_size(spec, st.settings.tp_size, st.settings.kv_cache_dtype).bytes_per_token
+    cell = cell_size(spec, attention_tp(st.settings), st.settings.kv_cache_dtype, st.rules).bytes_per_token
     tokens = max(p.max_total_num_tokens, 0)
     smi = int(round((st.total - max(st.available_after_graphs, 0)) / MIB))
     lines = log_lines(p, st.rules.version, LogInputs.of(spec, st))

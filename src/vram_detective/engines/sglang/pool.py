@@ -38,16 +38,28 @@ def kv_layers(spec: ModelSpec) -> int:
     return layout.attention_layers if layout is not None else spec.num_layers
 
 
-def cell_size(spec: ModelSpec, tp_size: int, kv_cache_dtype: str = "auto") -> CellSize:
-    """Bytes of KV per token on one rank (model_runner.py get_cell_size_per_token)."""
+def cell_size(spec: ModelSpec, tp_size: int, kv_cache_dtype: str = "auto", r: Rules | None = None) -> CellSize:
+    """Bytes of KV per token on one rank (model_runner.py get_cell_size_per_token). MLA keeps one latent per token
+    on every rank (not sharded by TP); DeepSeek-V3.2's DSA indexer adds its fp8 key and fp32 scale per 128 from 0.5.4
+    (rule dsa_indexer_cell; `r` None: the latent only)."""
     dtype = kv_dtype_bytes(kv_cache_dtype, spec)
     layers = kv_layers(spec)
     if spec.mla is not None:
         latent = (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) * layers * dtype
-        return CellSize(latent, latent, True)
+        index = spec.mla.indexer_head_dim
+        indexer = (index + index // 128 * 4) * layers if r is not None and r["dsa_indexer_cell"] and index else 0
+        return CellSize(latent + indexer, latent, True)
     heads = max(1, spec.num_kv_heads // tp_size)  # ModelConfig.get_num_kv_heads: replicated when tp > kv heads
     k = heads * spec.head_dim * layers * dtype
     return CellSize(2 * k, k, False)  # v_head_dim == head_dim for MHA models
+
+
+def attention_tp(settings: SGLangSettings) -> int:
+    """Ranks one attention layer is sharded over: tp / dp with --enable-dp-attention (dp_attention.py
+    compute_dp_attention_world_info: attn_tp_size = tp_size // dp_size), else tp. KV heads per rank follow it."""
+    if settings.enable_dp_attention and settings.dp_size > 1:
+        return max(settings.tp_size // settings.dp_size, 1)
+    return settings.tp_size
 
 
 def cell_with_draft(cell_bytes: int, kv_layer_count: int, draft_layers: int, r: Rules) -> int:
@@ -326,13 +338,13 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
                                      draft_tokens=settings.speculative_num_draft_tokens or 0,
                                      dp=settings.dp_size if settings.enable_dp_attention else 1)
         conv, ssm = (slots + 1) * state.conv_bytes / GIB, (slots + 1) * state.ssm_bytes / GIB  # size + 1 rows
-    cell = cell_size(spec, settings.tp_size, settings.kv_cache_dtype)
+    cell = cell_size(spec, attention_tp(settings), settings.kv_cache_dtype, r)
     drafts = draft_layers(spec, settings.speculative_algorithm) or 0
     with_draft = cell
     if drafts and r["draft_pool"] == "in_cell":  # the draft's KV layers ride in the target's cell
         grown = cell_with_draft(cell.bytes_per_token, kv_layers(spec), drafts, r)
         with_draft = CellSize(grown, grown if cell.mla else grown // 2, cell.mla)
-    layout = swa_layout(spec, settings.tp_size, settings.kv_cache_dtype, r)
+    layout = swa_layout(spec, attention_tp(settings), settings.kv_cache_dtype, r)
     swa, swa_k, swa_v = None, 0.0, 0.0
     if layout is not None:
         tokens, swa = swa_tokens(int(kv_rest * (1 << 30)), layout, r, settings.page_size)

@@ -158,6 +158,10 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.4.0"), "swa_chunk_cap_pool", False, "SWA pool = ratio x full pool"),
     RuleChange(_v("0.5.14"), "swa_chunk_cap_pool", True, "0.5.14 SWAChunkCapPoolConfigurator: with --max-running-requests and "
                "--disable-radix-cache the SWA pool is sized per request, the rest goes to full (not modelled)"),
+    RuleChange(_v("0.4.0"), "dsa_indexer_cell", False, "no DSA (NSA) indexer cache"),
+    RuleChange(_v("0.5.4"), "dsa_indexer_cell", True, "model_runner.py 0.5.4 profile_max_num_token: + (index_head_dim + "
+               "index_head_dim // 128 x 4) x layers bytes (NSATokenToKVPool's uint8 fp8 key + fp32 scale buffer); 0.5.3 "
+               "allocated it beyond the estimate"),
     RuleChange(_v("0.4.0"), "mla_cell", "latent", "(kv_lora_rank + qk_rope_head_dim) * layers * dtype, every release"),
     RuleChange(_v("0.4.0"), "tokens_page_aligned", False, "no paged allocator"),
     RuleChange(_v("0.4.4"), "tokens_page_aligned", True, "0.4.4: max_total_num_tokens // page_size * page_size"),

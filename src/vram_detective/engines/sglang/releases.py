@@ -152,6 +152,9 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.5.8"), "speculative_defaults", ((3, 1, 4), (
         (("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"), (5, 4, 8)),)),
                "0.5.8 auto_choose_speculative_params: (3, 1, 4) for every model but Llama and Grok-1 (0.5.14: speculative_hook.py)"),
+    RuleChange(_v("0.4.0"), "speculative_standalone_defaults", None, "no STANDALONE drafts"),
+    RuleChange(_v("0.5.2"), "speculative_standalone_defaults", (3, 1, 4),
+               "0.5.2 auto_choose_speculative_params: STANDALONE (3, 1, 4) whatever the model"),
     RuleChange(_v("0.4.0"), "dsv4_compressed_pool", False, "no DeepSeek-V4 pool"),
     RuleChange(_v("0.5.12"), "dsv4_compressed_pool", True,
                "0.5.12 pool_configurator.py DSV4PoolConfigurator: full/swa/c4/c128 split (not modelled)"),

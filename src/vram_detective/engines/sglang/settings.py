@@ -154,8 +154,8 @@ def speculative_params(s: SGLangSettings, r: Rules, architecture: str = "") -> t
     if s.speculative_algorithm is None or s.speculative_algorithm.upper() == "NGRAM":
         return None
     default, by_arch = r["speculative_defaults"] if r["draft_pool"] != "none" else ((0, 0, 0), ())
-    if s.speculative_algorithm.upper() == "STANDALONE" and r.at_least("0.5.3"):
-        default = (3, 1, 4)
+    if s.speculative_algorithm.upper() == "STANDALONE" and r["speculative_standalone_defaults"]:
+        default = r["speculative_standalone_defaults"]
     else:
         default = next((value for archs, value in by_arch if architecture in archs), default)
     given = (s.speculative_num_steps, s.speculative_eagle_topk, s.speculative_num_draft_tokens)

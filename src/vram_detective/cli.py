@@ -101,6 +101,16 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_optional: bool = 
                               "mixes it (Q4_K_M, Q5_K_M, Q6_K, Q8_0, IQ4_XS, ...)")
 
 
+def add_output_arguments(parser: argparse.ArgumentParser, markdown: bool = True) -> None:
+    """--json, --markdown, --wide (tables at their full width, whatever the terminal) and --verbose."""
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="machine-readable output")
+    if markdown:
+        output.add_argument("--markdown", action="store_true", help="Markdown tables")
+    parser.add_argument("--wide", action="store_true", help="print tables at full width instead of fitting the terminal")
+    parser.add_argument("--verbose", action="store_true", help="also show where each figure comes from (rules, sources)")
+
+
 def _parse_or_bad(flag, raw, parse_flag_value):
     try:
         return parse_flag_value(flag, raw)
@@ -130,9 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--tensors", action="store_true",
                          help="also list the tensor groups each rank holds (name, count, shape, dtype, bytes, role)")
     _add_vllm_flags(explain)
-    output = explain.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="machine-readable output")
-    output.add_argument("--markdown", action="store_true", help="Markdown tables")
+    add_output_arguments(explain)
 
     score = commands.add_parser("score", help="accuracy against real vLLM logs (ground-truth JSONL)")
     score.add_argument("cases", nargs="?", default=str(REPO_DEV_CASES),
@@ -321,7 +329,11 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     elif args.markdown:
         print(render_markdown(breakdown))
     else:
-        print(render_text(breakdown, sys.stdout))
+        from .term import args_width
+
+        print(render_text(breakdown, sys.stdout, columns=args_width(args), verbose=args.verbose,
+                          smallest=_smallest(model, args, gpu_memory, settings, breakdown),
+                          fit_hint=_fit_hint(model, args, breakdown)))
         if report is not None:
             print(f"\nCheckpoint (its real tensor headers) vs what {get_engine(args.engine_name).label} holds on one GPU:")
             print("\n".join(f"  {line}" for line in report.summary_lines()))
@@ -333,6 +345,33 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
             print()
             print(render_tensors(groups, title=title, markdown=args.markdown))
     return EXIT_REFUSED if breakdown.failure is not None else 0
+
+
+def _smallest(model: str, args: argparse.Namespace, gpu_memory: int | None, settings: dict, breakdown):
+    """The least budget fraction that still serves one full-length request (summary.smallest_footprint)."""
+    from . import api
+    from .engines import get_engine
+    from .summary import smallest_footprint
+
+    def explain(name, value):
+        trial = dict(settings, **{name: value})
+        return api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, trial),
+                           **_source_options(args))
+
+    try:
+        flags = get_engine(args.engine_name).levers.flag_names()
+    except Exception:  # noqa: BLE001 - an engine without flag names: the setting's own spelling
+        flags = {}
+    return smallest_footprint(breakdown, explain, flags)
+
+
+def _fit_hint(model: str, args: argparse.Namespace, breakdown) -> str | None:
+    """`vram-detective fit ...` for the same model, GPU and context, when the start would be refused."""
+    if breakdown.failure is None:
+        return None
+    gpu = f'--gpu "{args.gpu}"' if args.gpu else f"--gpu-memory {args.gpu_memory}"
+    engine = f" --engine {args.engine_name}" if args.engine_name != "vllm" else ""
+    return f"vram-detective fit {model} {gpu}{engine} --context {breakdown.max_model_len}"
 
 
 def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_version: str | None,

@@ -146,16 +146,18 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("cases", nargs="?", default=str(REPO_DEV_CASES),
                        help="JSONL file of ground-truth cases (groundtruth/SCHEMA.md; default: the checkout's "
                             "groundtruth/dev.jsonl)")
-    score.add_argument("--json", action="store_true", help="machine-readable summary")
+    add_output_arguments(score)
     score.add_argument("--from-logs", action="store_true", help="re-read each case's figures from its raw log text")
 
     for module in _plugin_modules():
         module.register(commands)
 
-    models = commands.add_parser("models", help="list the built-in model catalog")
-    models.add_argument("--json", action="store_true")
-    gpus = commands.add_parser("gpus", help="list the GPU catalog")
-    gpus.add_argument("--json", action="store_true")
+    models = commands.add_parser("models", help="list the built-in model catalog (optionally filtered: models llama)")
+    models.add_argument("filter", nargs="*", help="words every listed model contains (repo id or architecture)")
+    add_output_arguments(models)
+    gpus = commands.add_parser("gpus", help="list the GPU catalog (optionally filtered: gpus 16GB, gpus 4090)")
+    gpus.add_argument("filter", nargs="*", help="a name or a memory size (16GB: the cards of about that size)")
+    add_output_arguments(gpus)
     return parser
 
 
@@ -206,6 +208,50 @@ def normalize_engine_args(args: argparse.Namespace) -> None:
     if hasattr(args, "engine_name"):
         args.engine_given = args.engine_name is not None
         args.engine_name = args.engine_name or "vllm"
+
+
+def release_text(engine_name: str, text: str | None) -> tuple[str | None, str | None]:
+    """(the release to use, a note) for --engine-version: "0.6" is the newest 0.6.x the tool knows; a release
+    after the newest modelled one is bad input with the known range."""
+    from .engines import get_engine
+
+    if not text or text in ("latest", "newest"):
+        return text, None
+    releases = get_engine(engine_name).releases
+    try:
+        version, newest = releases.resolve(text), releases.resolve(None)
+    except ValueError as error:
+        raise BadInput(f"{error}; known: {releases.oldest} .. {releases.newest}") from None
+    note = None
+    if text.count(".") == 1 and text.replace(".", "").isdigit():  # a release line, not a release
+        line = [known for known in (*releases.known, releases.newest) if known.startswith(text + ".")]
+        if line:
+            picked = max(line, key=releases.resolve)
+            note = f"--engine-version {text} read as {picked}, the newest {text}.x release it knows"
+            text, version = picked, releases.resolve(picked)
+    if version > newest:
+        raise BadInput(f"{get_engine(engine_name).label} {text} is newer than the newest modelled release "
+                       f"({releases.newest}); known: {releases.oldest} .. {releases.newest}")
+    return text, note
+
+
+def input_notes(args: argparse.Namespace) -> None:
+    """Resolve the release and say how ambiguous inputs were read (explain: under its verdict; the other
+    commands: before their output; never with --json, never on stderr, where an error is one line)."""
+    from .hardware import gpu_choice_note, memory_note, parse_memory_size
+
+    notes = []
+    if getattr(args, "vllm_version", None) and hasattr(args, "engine_name"):
+        args.vllm_version, note = release_text(args.engine_name, args.vllm_version)
+        notes.append(note)
+    notes.append(gpu_choice_note(getattr(args, "gpu", None)))
+    if getattr(args, "gpu_memory", None):
+        notes.append(memory_note(args.gpu_memory, parse_memory_size(args.gpu_memory)))
+    args.input_notes = [note for note in notes if note]
+    if args.input_notes and args.command != "explain" and not getattr(args, "json", False):
+        from .term import args_width, paragraph
+
+        print("\n".join(paragraph([f"note: {note}" for note in args.input_notes], args_width(args))))
 
 
 def _launch_engine(args: argparse.Namespace, words: list[str]) -> str:
@@ -333,7 +379,7 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
 
         print(render_text(breakdown, sys.stdout, columns=args_width(args), verbose=args.verbose,
                           smallest=_smallest(model, args, gpu_memory, settings, breakdown),
-                          fit_hint=_fit_hint(model, args, breakdown)))
+                          fit_hint=_fit_hint(model, args, breakdown), input_notes=getattr(args, "input_notes", ())))
         if report is not None:
             print(f"\nCheckpoint (its real tensor headers) vs what {get_engine(args.engine_name).label} holds on one GPU:")
             print("\n".join(f"  {line}" for line in report.summary_lines()))
@@ -393,46 +439,28 @@ def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_vers
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from .model.config import ConfigError, parse_config
-    from .model.sources import catalog_entries
+    from .listing import model_rows, models_text
 
-    rows = []
-    for source in catalog_entries():
-        try:
-            spec = parse_config(source.config, source.repo_id)
-            quant = spec.quantization.describe() if spec.quantization else spec.torch_dtype
-            rows.append({"model": source.repo_id, "architecture": spec.architecture, "layers": spec.num_layers,
-                         "hidden": spec.hidden_size, "precision": quant, "supported": True})
-        except (ConfigError, ValueError) as error:
-            architecture = (source.config.get("architectures") or ["?"])[0]
-            rows.append({"model": source.repo_id, "architecture": architecture, "supported": False, "why": str(error)})
+    rows = model_rows(args.filter)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    width = max(len(r["model"]) for r in rows)
-    for row in rows:
-        detail = f"{row['layers']} layers, hidden {row['hidden']}, {row['precision']}" if row["supported"] else f"not yet: {row['why']}"
-        print(f"{row['model'].ljust(width)}  {row['architecture']:<34} {detail}")
-    print(f"{len(rows)} models, {sum(r['supported'] for r in rows)} sized today")
+    from .term import args_width
+
+    print(models_text(rows, args.filter, markdown=args.markdown, columns=args_width(args)))
     return 0
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
-    from .hardware import all_gpus
+    from .listing import gpu_rows, gpus_text
 
-    gpus = all_gpus()
+    rows = gpu_rows(args.filter)
     if args.json:
-        print(json.dumps([{"name": g.name, "short_name": g.short_name, "aliases": list(g.aliases),
-                           "cuda_total_gib": round(g.cuda_total_gib, 2), "nvidia_smi_total_mib": g.nvidia_smi_total_mib,
-                           "compute_capability": ".".join(map(str, g.compute_capability)), "bf16": g.supports_bf16,
-                           "fp8": g.supports_fp8, "source": g.source} for g in gpus], indent=2))
+        print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'GPU':<46} {'CUDA total':>10} {'smi total':>10} {'sm':>4} {'bf16':>4} {'fp8':>4}  aliases")
-    for g in gpus:
-        smi = f"{g.nvidia_smi_total_mib} MiB" if g.nvidia_smi_total_mib else "-"
-        sm = f"{g.compute_capability[0]}.{g.compute_capability[1]}"
-        print(f"{g.name:<46} {g.cuda_total_gib:>6.2f} GiB {smi:>10} {sm:>4} {'yes' if g.supports_bf16 else 'no':>4} "
-              f"{'yes' if g.supports_fp8 else 'no':>4}  {', '.join((g.short_name,) + g.aliases)}")
+    from .term import args_width
+
+    print(gpus_text(rows, args.filter, markdown=args.markdown, columns=args_width(args), verbose=args.verbose))
     return 0
 
 
@@ -440,7 +468,14 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .scoring import format_summary, load_cases, score_cases
 
     report = score_cases(load_cases(args.cases), from_logs=args.from_logs)
-    print(json.dumps(report, indent=2) if args.json else format_summary(report))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif args.markdown:
+        print("```\n" + format_summary(report) + "\n```")
+    else:
+        from .term import args_width, paragraph
+
+        print("\n".join(paragraph(format_summary(report).splitlines(), args_width(args), "    ")))
     return 0
 
 
@@ -454,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     try:
         normalize_engine_args(args)
+        input_notes(args)
         if args.command == "explain":
             return cmd_explain(args, launch_words)
         if launch_words is not None:

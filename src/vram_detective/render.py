@@ -180,7 +180,7 @@ def _theory_lines(b: Breakdown, columns: int | None, verbose: bool) -> list[str]
 
 
 def render_text(breakdown: Breakdown, stream=None, columns: int | None = -1, smallest=None,
-                verbose: bool = False, fit_hint: str | None = None) -> str:
+                verbose: bool = False, fit_hint: str | None = None, input_notes=()) -> str:
     """The answer first (summary.verdict: starts or not, nvidia-smi and its parts as a bar), then the tables.
     `columns`: the width to fit (-1: the terminal's; None: --wide); `smallest`: summary.Smallest or None."""
     from .summary import verdict
@@ -190,6 +190,7 @@ def render_text(breakdown: Breakdown, stream=None, columns: int | None = -1, sma
     style = _Style(_use_color(stream or sys.stdout))
     b = breakdown
     out = verdict(b, columns, smallest=smallest, fit_hint=fit_hint, style=style)
+    out += paragraph([f"note: {note}" for note in input_notes], columns)
     out += [""] + [style(line, "1") for line in paragraph(
         [f"{b.model} on {b.gpu_name} ({b.total_gpu_bytes / GIB:.2f} GiB as CUDA reports it)"], columns)]
     out += paragraph([f"{_engine_title(b, ' engine')} · "

@@ -162,25 +162,30 @@ def table(headers: tuple, rows: list[tuple], aligns: str, columns: int | None = 
 
 def columns_text(rows: list[tuple], aligns: str, columns: int | None, indent: str = "  ",
                  header: tuple | None = None) -> list[str]:
-    """A plain (unboxed) aligned listing; the last column wraps under itself, or moves under its row."""
+    """A plain (unboxed) aligned listing. A first cell far longer than most gets its own line; the last
+    column wraps under itself while it keeps 30 columns, else goes under its row."""
     cells = ([tuple(str(c) for c in header)] if header else []) + [tuple(str(c) for c in row) for row in rows]
     if not cells:
         return []
     widths = [max(len(row[i]) for row in cells) for i in range(len(aligns))]
+    if columns is not None and len(cells) > 4:
+        lengths = sorted(len(row[0]) for row in cells)
+        widths[0] = min(widths[0], max(lengths[int(len(lengths) * 0.75)], len(cells[0][0])))
     lead = len(indent) + sum(w + 2 for w in widths[:-1])
     out = []
     for row in cells:
+        first = row[0]
+        if len(first) > widths[0]:
+            out.append(indent + first)
+            row = ("",) + row[1:]
         head = indent + "  ".join((c.rjust(w) if a == "r" else c.ljust(w))
                                   for c, w, a in zip(row[:-1], widths[:-1], aligns[:-1]))
         last = row[-1]
         if columns is None or lead + len(last) <= columns:
             out.append((head + "  " + last).rstrip())
-        elif columns - lead >= 24:
+        elif columns - lead >= 30:
             out += [line.rstrip() for line in wrap(last, columns, head + "  ", " " * lead)]
         else:
-            out.append(head.rstrip()[:columns] if len(head.rstrip()) > columns else head.rstrip())
+            out.append(head.rstrip())
             out += wrap(last, columns, indent + "    ", indent + "    ")
-    if columns is not None:
-        out = [line if visible_len(line) <= columns else line for line in out]
     return out
-

@@ -12,13 +12,13 @@ import os
 import re
 import textwrap
 
-DEFAULT_WIDTH = 80  # output going to a file or a pipe with no terminal behind it
+DEFAULT_WIDTH = None  # no terminal behind stdout or stderr (a file, a test, a script): full lines, as --wide
 _ANSI = re.compile(r"\033\[[0-9;]*m")
 
 
 def width(wide: bool = False, streams: tuple | None = None) -> int | None:
     """Columns to fit: None under --wide; else $COLUMNS, else the terminal behind stdout or stderr (a pipe
-    into `less` still has one on stderr), else 80."""
+    into `less` still has one on stderr), else None (nothing to fit: a file or another program reads it)."""
     import sys
 
     if wide:
@@ -98,8 +98,13 @@ def _fit_widths(cells, aligns, columns: int | None, only: tuple[int, ...] | None
     return widths
 
 
-def _boxed(cells, aligns, widths, under: list[str] | None = None) -> list[str]:
+def _boxed(cells, aligns, widths, under: list[str] | None = None, over: list[str] | None = None) -> list[str]:
     inner = sum(widths) + 3 * (len(widths) - 1)
+
+    def span(text: str, first: str, rest: str) -> list[str]:
+        return ["│ " + line.ljust(inner) + " │"
+                for line in textwrap.wrap(text, inner, initial_indent=first, subsequent_indent=rest,
+                                          break_on_hyphens=False)]
 
     def lines(row):
         parts = [_cell_lines(cell, w) for cell, w in zip(row, widths)]
@@ -114,12 +119,12 @@ def _boxed(cells, aligns, widths, under: list[str] | None = None) -> list[str]:
     out = ["┌─" + "─┬─".join("─" * w for w in widths) + "─┐", *lines(cells[0]),
            "├─" + "─┼─".join("─" * w for w in widths) + "─┤"]
     for number, row in enumerate(cells[1:]):
+        if over and over[number]:
+            out += span(over[number], "", "  ")
         out += lines(row)
         note = under[number] if under else ""
         if note:
-            out += ["│ " + text.ljust(inner) + " │"
-                    for text in textwrap.wrap(note, inner, initial_indent="  ↳ ", subsequent_indent="    ",
-                                              break_on_hyphens=False)]
+            out += span(note, "  ↳ ", "    ")
     return out + ["└─" + "─┴─".join("─" * w for w in widths) + "─┘"]
 
 
@@ -149,9 +154,17 @@ def table(headers: tuple, rows: list[tuple], aligns: str, columns: int | None = 
         kept = [i for i in range(len(aligns)) if i != under]
         slim = [tuple(row[i] for i in kept) for row in cells]
         slim_aligns = "".join(aligns[i] for i in kept)
-        widths = _fit_widths(slim, slim_aligns, columns)
+        notes = [row[under] for row in cells[1:]]
+        widths = _fit_widths(slim, slim_aligns, columns, only=tuple(range(1, len(kept))))
         if widths is not None and sum(widths) + 3 * len(widths) - 1 >= 30:
-            return _boxed(slim, slim_aligns, widths, under=[row[under] for row in cells[1:]])
+            return _boxed(slim, slim_aligns, widths, under=notes)
+        if len(kept) > 2:  # the first cell as a line above its row, the figures in the box
+            figures = [(row[0] if number else "",) + row[1:] for number, row in enumerate(slim)]
+            figures = [row[1:] for row in figures]
+            widths = _fit_widths(figures, slim_aligns[1:], columns)
+            if widths is not None:
+                return ([str(headers[0])] if title_header and str(headers[0]).strip() else []) + _boxed(
+                    figures, slim_aligns[1:], widths, under=notes, over=[row[0] for row in slim[1:]])
     else:
         widths = _fit_widths(cells, aligns, columns)
         if widths is not None:

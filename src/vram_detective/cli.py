@@ -346,13 +346,16 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
                 rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "weights_gib": b.weights_bytes / 2**30,
                              "kv_cache_gib": max(0.0, b.kv_cache_bytes / 2**30), "kv_cache_tokens": b.kv_cache_tokens,
                              "max_concurrency": b.max_concurrency, "starts": b.failure is None,
-                             "why": b.failure.message if b.failure else ""})
+                             "why": b.failure.message if b.failure else "",
+                             "largest_fitting_max_model_len": b.failure.largest_fitting_max_model_len if b.failure else None})
             except api.REFUSALS as error:
                 rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "starts": False, "why": str(error)})
         if args.json:
             print(json.dumps({"model": model, "gpus": rows}, indent=2))
         else:
-            print(render_gpu_summary(rows, markdown=args.markdown))
+            from .term import args_width
+
+            print(render_gpu_summary(rows, markdown=args.markdown, columns=args_width(args)))
         return 0
 
     try:

@@ -240,21 +240,28 @@ def render_markdown(breakdown: Breakdown) -> str:
     return "\n".join(out)
 
 
-def render_gpu_summary(rows: list[dict], markdown: bool = False) -> str:
+def render_gpu_summary(rows: list[dict], markdown: bool = False, columns: int | None = None) -> str:
+    """One line per common GPU; the KV figures only where the engine starts (a refused start has none)."""
+    from .summary import _first_sentence
+
+    def figure(r, key, text):
+        return text.format(r[key]) if r["starts"] and r.get(key) is not None else "-"
+
     headers = ("GPU", "total GiB", "weights GiB", "KV GiB", "KV tokens", "concurrency", "starts?")
-    table_rows = [
-        (r["gpu"], f"{r['total_gib']:.2f}", f"{r['weights_gib']:.2f}" if r.get("weights_gib") is not None else "-",
-         f"{r['kv_cache_gib']:.2f}" if r.get("kv_cache_gib") is not None else "-",
-         f"{r['kv_cache_tokens']:,}" if r.get("kv_cache_tokens") is not None else "-",
-         f"{r['max_concurrency']:.2f}x" if r.get("max_concurrency") is not None else "-",
-         "yes" if r["starts"] else "no: " + _truncate(r.get("why", ""), 50))
-        for r in rows
-    ]
+    table_rows = []
+    for r in rows:
+        why = "starts" if r["starts"] else "does not start: " + _first_sentence(r.get("why") or "refused")
+        if not r["starts"] and r.get("largest_fitting_max_model_len"):
+            why += f" The longest context that fits: {r['largest_fitting_max_model_len']:,} tokens."
+        table_rows.append((r["gpu"], f"{r['total_gib']:.2f}",
+                           f"{r['weights_gib']:.2f}" if r.get("weights_gib") is not None else "-",
+                           figure(r, "kv_cache_gib", "{:.2f}"), figure(r, "kv_cache_tokens", "{:,}"),
+                           figure(r, "max_concurrency", "{:.2f}x"), why))
     if markdown:
         lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
         lines += ["| " + " | ".join(row) + " |" for row in table_rows]
         return "\n".join(lines)
-    return "\n".join(_table(headers, table_rows, "lrrrrrl"))
+    return "\n".join(_table(headers, table_rows, "lrrrrrl", columns))
 
 
 def _size(num_bytes: int) -> str:

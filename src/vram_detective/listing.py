@@ -52,8 +52,10 @@ def models_text(rows: list[dict], words: list[str] | None, markdown: bool = Fals
 
 
 def _size_filter(words: list[str]):
-    if len(words) == 1 and _SIZE.match(words[0]):
-        return float(_SIZE.match(words[0]).group(1))
+    """A memory size (16GB, 24G, 80): the cards of about that size; a bare number from 1000 up is a model number."""
+    match = _SIZE.match(words[0]) if len(words) == 1 else None
+    if match and (float(match.group(1)) < 1000 or words[0][-1:].isalpha()):
+        return float(match.group(1))
     return None
 
 

@@ -92,7 +92,7 @@ _INTERNAL = (
     re.compile(r"#\d{3,}:?\s*"),
     re.compile(r",?\s*\bera V\d-[a-z]\b"),
     re.compile(r"\bV\d-[a-z]\b(?:\s*\([^)]*\))?:?\s*"),
-    re.compile(r"\b\d+ sizings\b"),
+    re.compile(r"\s*\(\d+ sizings\)|\b\d+ sizings\b"),
 )
 
 
@@ -100,9 +100,11 @@ def public(text: str, verbose: bool = False) -> str:
     """`text` without the project's internal words (unless --verbose)."""
     if verbose or not text:
         return text
+    lead = text[: len(text) - len(text.lstrip())]
     for pattern in _INTERNAL:
-        text = pattern.sub(" " if pattern.pattern.startswith(r"#") else "", text)
-    return re.sub(r"\s{2,}", " ", text).strip(" ;,")
+        text = pattern.sub(lambda match: " " if match.group(0)[:1].isspace() and match.group(0)[-1:].isspace() else "",
+                           text)
+    return lead + text.strip(" ;,") if text.strip(" ;,") else ""
 
 
 def _tree_rows(component: Component, depth: int = 0, verbose: bool = False) -> list[tuple[str, float, str]]:
@@ -207,7 +209,7 @@ def render_text(breakdown: Breakdown, stream=None, columns: int | None = -1, sma
     out += _theory_lines(b, columns, verbose)
     out.append(style("What this release would print:" if b.failure is None else
                      "What this release would print before it stops:", "1"))
-    out += [f"  {line}" for line in b.log_lines]
+    out += paragraph([f"  {line}" for line in b.log_lines], columns, "    ")
     out += paragraph([f"note: {public(note, verbose)}" for note in b.notes], columns)
     if b.failure is not None:
         from .summary import _first_sentence

@@ -147,6 +147,8 @@ def table(headers: tuple, rows: list[tuple], aligns: str, columns: int | None = 
     if columns is None:
         return _boxed(cells, aligns, _fit_widths(cells, aligns, None))
     under = (len(aligns) - 1 if aligns[-1] == "l" and len(aligns) > 2 else None) if under is None else under
+    if under is False:  # no free-text column: every column wraps in place
+        under = None
     if under is not None:  # the "why" column wraps in place while it keeps 30 columns, else moves under
         widths = _fit_widths(cells, aligns, columns, only=(under,), floor=30)
         if widths is not None:

@@ -194,7 +194,7 @@ def fit_text(result, columns: int | None = -1, markdown: bool = False) -> str:
         lines += paragraph([f"Best: {best.model} · nvidia-smi {f['nvidia_smi_used_mib']:,} MiB, "
                             f"{f['max_concurrency']:.2f}x at {best.point[1]:,} tokens ({best.binding} binds: {best.why})"],
                            columns)
-        lines += _launch(best, result.entrypoint)
+        lines += paragraph(_launch(best, result.entrypoint), columns, "    ")
         if best.compromises:
             lines += paragraph(["what it gives up: " + "; ".join(best.compromises)], columns)
         if best.verified is False:
@@ -205,7 +205,7 @@ def fit_text(result, columns: int | None = -1, markdown: bool = False) -> str:
             lines += paragraph([f"- {_RELAXED.get(what, what)}: {why}"], columns, "  ")
             if candidate is not None:
                 lines += paragraph([f"  binding: {candidate.binding} — {candidate.why}"], columns, "  ")
-                lines += ["  " + line for line in _launch(candidate, result.entrypoint)]
+                lines += paragraph(["  " + line for line in _launch(candidate, result.entrypoint)], columns, "    ")
     lines += [""] + paragraph([f"{result.model} on {gpu.name} ({gpu.cuda_total_bytes / GIB:.2f} GiB as CUDA reports "
                                f"it) · vLLM {result.vllm_version} ({result.engine.upper()})",
                                f"target: {result.target.describe()}",

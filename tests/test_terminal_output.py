@@ -230,3 +230,26 @@ def test_fit_that_finds_nothing_says_why_and_what_would(capsys, monkeypatch):
 def test_score_markdown(capsys, monkeypatch):
     code, out, _ = _run(["score", "--markdown"], capsys, monkeypatch)
     assert code == 0 and out.startswith("```\n") and out.rstrip().endswith("```")
+
+
+def test_pasted_line_lists_ignored_and_unknown_flags(capsys, monkeypatch):
+    _, out, _ = _run(["explain", "--gpu", "4090", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--port", "8000",
+                      "--gpu-memory-utilisation", "0.8", "--max-model-len", "8k", "--compilation-config", "{}"],
+                     capsys, monkeypatch, 120)
+    assert "note: ignored (no effect on memory, or not modelled): --port, --compilation-config" in out
+    assert "note: unknown: --gpu-memory-utilisation (did you mean --gpu-memory-utilization?)" in out
+
+
+def test_docker_run_line_takes_the_release_from_the_image_tag(capsys, monkeypatch):
+    _, out, _ = _run(["explain", "--gpu", "4090", "--", "docker", "run", "--gpus", "all", "-p", "8000:8000",
+                      "--ipc=host", "vllm/vllm-openai:v0.6.3", "--model", "Qwen/Qwen2.5-7B-Instruct-AWQ",
+                      "--max-model-len", "32k"], capsys, monkeypatch, 120)
+    assert out.startswith("Starts on vLLM 0.6.3 (V0 engine): nvidia-smi ≈ 16,950 MiB of 23.65 GiB.")
+    assert "note: release 0.6.3 from the image tag" in out
+
+
+def test_a_single_quoted_launch_line(capsys, monkeypatch):
+    _, out, _ = _run(["explain", "--gpu", "4090", "--vllm-version", "0.6.3", "--",
+                      "vllm serve Qwen/Qwen2.5-7B-Instruct-AWQ --max-model-len 32k"], capsys, monkeypatch, 120)
+    assert out.startswith("Starts on vLLM 0.6.3 (V0 engine): nvidia-smi ≈ 16,950 MiB of 23.65 GiB.")
+    assert "max_model_len=32768" in out

@@ -210,6 +210,43 @@ def normalize_engine_args(args: argparse.Namespace) -> None:
         args.engine_name = args.engine_name or "vllm"
 
 
+def docker_launch(words: list[str]) -> tuple[list[str], str | None]:
+    """A pasted line as the engine's own words: one quoted string is split; `docker run ... IMAGE ARGS` keeps
+    what follows an engine's image (vllm/vllm-openai runs `vllm serve`), its tag giving the release."""
+    import shlex
+
+    if len(words) == 1 and " " in words[0]:
+        words = shlex.split(words[0])
+    if len(words) < 3 or words[0] != "docker" or words[1] != "run":
+        return words, None
+    for index, word in enumerate(words[2:], start=2):
+        image, _, tag = word.partition(":")
+        name = image.rsplit("/", 1)[-1]
+        if not word.startswith("-") and any(engine in name for engine in ENGINES):
+            rest = words[index + 1:]
+            tag = tag[1:] if tag.startswith("v") else tag
+            tag = tag if tag[:1].isdigit() else None  # "latest", "nightly": the newest release
+            if "vllm" in name and (not rest or rest[0].startswith("-")):
+                rest = ["vllm", "serve", *rest]  # the vllm-openai image's entrypoint
+            return rest, tag
+    raise BadInput("a `docker run` line without an engine image (vllm/vllm-openai:TAG, lmsysorg/sglang:TAG)")
+
+
+def flag_notes(engine_name: str, ignored) -> list[str]:
+    """The pasted flags the prediction leaves out: close to a modelled flag (a typo), or not modelled."""
+    import difflib
+
+    from .engines import get_engine
+
+    known = [name for flag in get_engine(engine_name).launch.flags for name in flag.names if name.startswith("--")]
+    unknown, skipped = [], []
+    for name in dict.fromkeys(ignored):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        (unknown if near else skipped).append(f"{name} (did you mean {near[0]}?)" if near else name)
+    notes = [f"ignored (no effect on memory, or not modelled): {', '.join(skipped)}"] if skipped else []
+    return notes + ([f"unknown: {', '.join(unknown)}"] if unknown else [])
+
+
 def release_text(engine_name: str, text: str | None) -> tuple[str | None, str | None]:
     """(the release to use, a note) for --engine-version: "0.6" is the newest 0.6.x the tool knows; a release
     after the newest modelled one is bad input with the known range."""
@@ -325,9 +362,14 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     launch_settings: dict = {}
     model = args.model
     if launch_words:
+        launch_words, image_release = docker_launch(launch_words)
         args.engine_name = _launch_engine(args, launch_words)
         line = get_engine(args.engine_name).launch.parse(launch_words)
         launch_settings = line.settings
+        if image_release and not args.vllm_version:
+            args.vllm_version, note = release_text(args.engine_name, image_release)
+            args.input_notes = [*getattr(args, "input_notes", ()), f"release {args.vllm_version} from the image tag"]
+        args.input_notes = [*getattr(args, "input_notes", ()), *flag_notes(args.engine_name, getattr(line, "ignored", ()))]
         if line.model and model and line.model != model:
             raise BadInput(f"two models given: {model} and {line.model} (in the launch line)")
         model = model or line.model

@@ -280,7 +280,7 @@ def test_models_lists_the_catalog(capsys):
     for source in entries:
         assert source.repo_id in out
     assert out.strip().splitlines()[-1].startswith(f"{len(entries)} models")
-    sized = sum(1 for line in out.strip().splitlines()[:-1] if "not yet" not in line)
+    sized = len(entries) - out.count("not yet:")
     assert out.strip().splitlines()[-1] == f"{len(entries)} models, {sized} sized today"
 
 

@@ -24,11 +24,11 @@ DATA = Path(hardware.__file__).with_name("data") / "gpus.json"
 # Observed GPUs deliberately left out of the catalog, with the reason.
 NOT_CATALOGED = {
     "NVIDIA A40-48Q": "vGPU profile inside a VM, not a physical card",
-    "NVIDIA GeForce RTX 4060": "only a WSL figure (WSL reports the full 8.00 GiB)",
     "Orin (nvgpu)": "Jetson AGX Orin module: unified memory shared with the CPU, not modelled as a card",
 }
 # Single readings left out of the comparison with the catalog, with the reason.
 READINGS_NOT_COMPARED = {
+    ("NVIDIA GeForce RTX 4060", 8.0): "a WSL figure (WSL reports the full 8.00 GiB); the catalog's total is derived",
     ("NVIDIA GeForce RTX 2080 Ti", 22528): "a 22 GB memory-modded card (stock: 11264 MiB), not a product",
     ("NVIDIA GeForce RTX 3070", 7.64): "llama.cpp, OS and driver not shown; the Linux TensorFlow reading is 7.79",
     ("NVIDIA A10", 22.2): "llama.cpp, OS not shown; the catalog's 22.07 is a vLLM reading (driver spread 0.13)",

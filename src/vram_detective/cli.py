@@ -100,6 +100,16 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_optional: bool = 
                               "mixes it (Q4_K_M, Q5_K_M, Q6_K, Q8_0, IQ4_XS, ...)")
 
 
+def add_output_arguments(parser: argparse.ArgumentParser, markdown: bool = True) -> None:
+    """--json, --markdown, --wide (tables at their full width, whatever the terminal) and --verbose."""
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="machine-readable output")
+    if markdown:
+        output.add_argument("--markdown", action="store_true", help="Markdown tables")
+    parser.add_argument("--wide", action="store_true", help="print tables at full width instead of fitting the terminal")
+    parser.add_argument("--verbose", action="store_true", help="also show where each figure comes from (rules, sources)")
+
+
 def _parse_or_bad(flag, raw, parse_flag_value):
     try:
         return parse_flag_value(flag, raw)
@@ -129,9 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--tensors", action="store_true",
                          help="also list the tensor groups each rank holds (name, count, shape, dtype, bytes, role)")
     _add_vllm_flags(explain)
-    output = explain.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="machine-readable output")
-    output.add_argument("--markdown", action="store_true", help="Markdown tables")
+    add_output_arguments(explain)
     explain.add_argument("--html", metavar="FILE",
                          help="also write a self-contained HTML report (verdict, bars, tables; inline SVG and CSS)")
 
@@ -139,16 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("cases", nargs="?", default=str(REPO_DEV_CASES),
                        help="JSONL file of ground-truth cases (groundtruth/SCHEMA.md; default: the checkout's "
                             "groundtruth/dev.jsonl)")
-    score.add_argument("--json", action="store_true", help="machine-readable summary")
+    add_output_arguments(score)
     score.add_argument("--from-logs", action="store_true", help="re-read each case's figures from its raw log text")
 
     for module in _plugin_modules():
         module.register(commands)
 
-    models = commands.add_parser("models", help="list the built-in model catalog")
-    models.add_argument("--json", action="store_true")
-    gpus = commands.add_parser("gpus", help="list the GPU catalog")
-    gpus.add_argument("--json", action="store_true")
+    models = commands.add_parser("models", help="list the built-in model catalog (optionally filtered: models llama)")
+    models.add_argument("filter", nargs="*", help="words every listed model contains (repo id or architecture)")
+    add_output_arguments(models)
+    gpus = commands.add_parser("gpus", help="list the GPU catalog (optionally filtered: gpus 16GB, gpus 4090)")
+    gpus.add_argument("filter", nargs="*", help="a name or a memory size (16GB: the cards of about that size)")
+    add_output_arguments(gpus)
     return parser
 
 
@@ -201,6 +211,88 @@ def normalize_engine_args(args: argparse.Namespace) -> None:
     if hasattr(args, "engine_name"):
         args.engine_given = args.engine_name is not None
         args.engine_name = args.engine_name or "vllm"
+
+
+def docker_launch(words: list[str]) -> tuple[list[str], str | None]:
+    """A pasted line as the engine's own words: one quoted string is split; `docker run ... IMAGE ARGS` keeps
+    what follows an engine's image (vllm/vllm-openai runs `vllm serve`), its tag giving the release."""
+    import shlex
+
+    if len(words) == 1 and " " in words[0]:
+        words = shlex.split(words[0])
+    if len(words) < 3 or words[0] != "docker" or words[1] != "run":
+        return words, None
+    for index, word in enumerate(words[2:], start=2):
+        image, _, tag = word.partition(":")
+        name = image.rsplit("/", 1)[-1]
+        if not word.startswith("-") and any(engine in name for engine in ENGINES):
+            rest = words[index + 1:]
+            tag = tag[1:] if tag.startswith("v") else tag
+            tag = tag if tag[:1].isdigit() else None  # "latest", "nightly": the newest release
+            if "vllm" in name and (not rest or rest[0].startswith("-")):
+                rest = ["vllm", "serve", *rest]  # the vllm-openai image's entrypoint
+            return rest, tag
+    raise BadInput("a `docker run` line without an engine image (vllm/vllm-openai:TAG, lmsysorg/sglang:TAG)")
+
+
+def flag_notes(engine_name: str, ignored) -> list[str]:
+    """The pasted flags the prediction leaves out: close to a modelled flag (a typo), or not modelled."""
+    import difflib
+
+    from .engines import get_engine
+
+    known = [name for flag in get_engine(engine_name).launch.flags for name in flag.names if name.startswith("--")]
+    unknown, skipped = [], []
+    for name in dict.fromkeys(ignored):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        (unknown if near else skipped).append(f"{name} (did you mean {near[0]}?)" if near else name)
+    notes = [f"ignored (no effect on memory, or not modelled): {', '.join(skipped)}"] if skipped else []
+    return notes + ([f"unknown: {', '.join(unknown)}"] if unknown else [])
+
+
+def release_text(engine_name: str, text: str | None) -> tuple[str | None, str | None]:
+    """(the release to use, a note) for --engine-version: "0.6" is the newest 0.6.x the tool knows; a release
+    after the newest modelled one is bad input with the known range."""
+    from .engines import get_engine
+
+    if not text or text in ("latest", "newest"):
+        return text, None
+    releases = get_engine(engine_name).releases
+    try:
+        version, newest = releases.resolve(text), releases.resolve(None)
+    except ValueError as error:
+        text = str(error)
+        raise BadInput(text if "known" in text else f"{text}; known: {releases.oldest} .. {releases.newest}") from None
+    note = None
+    if text.count(".") == 1 and text.replace(".", "").isdigit():  # a release line, not a release
+        line = [known for known in (*releases.known, releases.newest) if known.startswith(text + ".")]
+        if line:
+            picked = max(line, key=releases.resolve)
+            note = f"--engine-version {text} read as {picked}, the newest {text}.x release it knows"
+            text, version = picked, releases.resolve(picked)
+    if version > newest:
+        raise BadInput(f"{get_engine(engine_name).label} {text} is newer than the newest modelled release "
+                       f"({releases.newest}); known: {releases.oldest} .. {releases.newest}")
+    return text, note
+
+
+def input_notes(args: argparse.Namespace) -> None:
+    """Resolve the release and say how ambiguous inputs were read (explain: under its verdict; the other
+    commands: before their output; never with --json, never on stderr, where an error is one line)."""
+    from .hardware import gpu_choice_note, memory_note, parse_memory_size
+
+    notes = []
+    if getattr(args, "vllm_version", None) and hasattr(args, "engine_name"):
+        args.vllm_version, note = release_text(args.engine_name, args.vllm_version)
+        notes.append(note)
+    notes.append(gpu_choice_note(getattr(args, "gpu", None)))
+    if getattr(args, "gpu_memory", None):
+        notes.append(memory_note(args.gpu_memory, parse_memory_size(args.gpu_memory)))
+    args.input_notes = [note for note in notes if note]
+    if args.input_notes and args.command != "explain" and not getattr(args, "json", False):
+        from .term import args_width, paragraph
+
+        print("\n".join(paragraph([f"note: {note}" for note in args.input_notes], args_width(args))))
 
 
 def _launch_engine(args: argparse.Namespace, words: list[str]) -> str:
@@ -282,9 +374,14 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     launch_settings: dict = {}
     model = args.model
     if launch_words:
+        launch_words, image_release = docker_launch(launch_words)
         args.engine_name = _launch_engine(args, launch_words)
         line = get_engine(args.engine_name).launch.parse(launch_words)
         launch_settings = line.settings
+        if image_release and not args.vllm_version:
+            args.vllm_version, note = release_text(args.engine_name, image_release)
+            args.input_notes = [*getattr(args, "input_notes", ()), f"release {args.vllm_version} from the image tag"]
+        args.input_notes = [*getattr(args, "input_notes", ()), *flag_notes(args.engine_name, getattr(line, "ignored", ()))]
         if line.model and model and line.model != model:
             raise BadInput(f"two models given: {model} and {line.model} (in the launch line)")
         model = model or line.model
@@ -303,13 +400,16 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
                 rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "weights_gib": b.weights_bytes / 2**30,
                              "kv_cache_gib": max(0.0, b.kv_cache_bytes / 2**30), "kv_cache_tokens": b.kv_cache_tokens,
                              "max_concurrency": b.max_concurrency, "starts": b.failure is None,
-                             "why": b.failure.message if b.failure else ""})
+                             "why": b.failure.message if b.failure else "",
+                             "largest_fitting_max_model_len": b.failure.largest_fitting_max_model_len if b.failure else None})
             except api.REFUSALS as error:
                 rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "starts": False, "why": str(error)})
         if args.json:
             print(json.dumps({"model": model, "gpus": rows}, indent=2))
         else:
-            print(render_gpu_summary(rows, markdown=args.markdown))
+            from .term import args_width
+
+            print(render_gpu_summary(rows, markdown=args.markdown, columns=args_width(args)))
         return 0
 
     try:
@@ -336,7 +436,11 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     elif args.markdown:
         print(render_markdown(breakdown))
     else:
-        print(render_text(breakdown, sys.stdout))
+        from .term import args_width
+
+        print(render_text(breakdown, sys.stdout, columns=args_width(args), verbose=args.verbose,
+                          smallest=_smallest(model, args, gpu_memory, settings, breakdown),
+                          fit_hint=_fit_hint(model, args, breakdown), input_notes=getattr(args, "input_notes", ())))
         if report is not None:
             print(f"\nCheckpoint (its real tensor headers) vs what {get_engine(args.engine_name).label} holds on one GPU:")
             print("\n".join(f"  {line}" for line in report.summary_lines()))
@@ -348,6 +452,33 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
             print()
             print(render_tensors(groups, title=title, markdown=args.markdown))
     return EXIT_REFUSED if breakdown.failure is not None else 0
+
+
+def _smallest(model: str, args: argparse.Namespace, gpu_memory: int | None, settings: dict, breakdown):
+    """The least budget fraction that still serves one full-length request (summary.smallest_footprint)."""
+    from . import api
+    from .engines import get_engine
+    from .summary import smallest_footprint
+
+    def explain(name, value):
+        trial = dict(settings, **{name: value})
+        return api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, trial),
+                           **_source_options(args))
+
+    try:
+        flags = get_engine(args.engine_name).levers.flag_names()
+    except Exception:  # noqa: BLE001 - an engine without flag names: the setting's own spelling
+        flags = {}
+    return smallest_footprint(breakdown, explain, flags)
+
+
+def _fit_hint(model: str, args: argparse.Namespace, breakdown) -> str | None:
+    """`vram-detective fit ...` for the same model, GPU and context, when the start would be refused."""
+    if breakdown.failure is None:
+        return None
+    gpu = f'--gpu "{args.gpu}"' if args.gpu else f"--gpu-memory {args.gpu_memory}"
+    engine = f" --engine {args.engine_name}" if args.engine_name != "vllm" else ""
+    return f"vram-detective fit {model} {gpu}{engine} --context {breakdown.max_model_len}"
 
 
 def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_version: str | None,
@@ -369,46 +500,28 @@ def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_vers
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from .model.config import ConfigError, parse_config
-    from .model.sources import catalog_entries
+    from .listing import model_rows, models_text
 
-    rows = []
-    for source in catalog_entries():
-        try:
-            spec = parse_config(source.config, source.repo_id)
-            quant = spec.quantization.describe() if spec.quantization else spec.torch_dtype
-            rows.append({"model": source.repo_id, "architecture": spec.architecture, "layers": spec.num_layers,
-                         "hidden": spec.hidden_size, "precision": quant, "supported": True})
-        except (ConfigError, ValueError) as error:
-            architecture = (source.config.get("architectures") or ["?"])[0]
-            rows.append({"model": source.repo_id, "architecture": architecture, "supported": False, "why": str(error)})
+    rows = model_rows(args.filter)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    width = max(len(r["model"]) for r in rows)
-    for row in rows:
-        detail = f"{row['layers']} layers, hidden {row['hidden']}, {row['precision']}" if row["supported"] else f"not yet: {row['why']}"
-        print(f"{row['model'].ljust(width)}  {row['architecture']:<34} {detail}")
-    print(f"{len(rows)} models, {sum(r['supported'] for r in rows)} sized today")
+    from .term import args_width
+
+    print(models_text(rows, args.filter, markdown=args.markdown, columns=args_width(args)))
     return 0
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
-    from .hardware import all_gpus
+    from .listing import gpu_rows, gpus_text
 
-    gpus = all_gpus()
+    rows = gpu_rows(args.filter)
     if args.json:
-        print(json.dumps([{"name": g.name, "short_name": g.short_name, "aliases": list(g.aliases),
-                           "cuda_total_gib": round(g.cuda_total_gib, 2), "nvidia_smi_total_mib": g.nvidia_smi_total_mib,
-                           "compute_capability": ".".join(map(str, g.compute_capability)), "bf16": g.supports_bf16,
-                           "fp8": g.supports_fp8, "source": g.source} for g in gpus], indent=2))
+        print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'GPU':<46} {'CUDA total':>10} {'smi total':>10} {'sm':>4} {'bf16':>4} {'fp8':>4}  aliases")
-    for g in gpus:
-        smi = f"{g.nvidia_smi_total_mib} MiB" if g.nvidia_smi_total_mib else "-"
-        sm = f"{g.compute_capability[0]}.{g.compute_capability[1]}"
-        print(f"{g.name:<46} {g.cuda_total_gib:>6.2f} GiB {smi:>10} {sm:>4} {'yes' if g.supports_bf16 else 'no':>4} "
-              f"{'yes' if g.supports_fp8 else 'no':>4}  {', '.join((g.short_name,) + g.aliases)}")
+    from .term import args_width
+
+    print(gpus_text(rows, args.filter, markdown=args.markdown, columns=args_width(args), verbose=args.verbose))
     return 0
 
 
@@ -416,7 +529,14 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .scoring import format_summary, load_cases, score_cases
 
     report = score_cases(load_cases(args.cases), from_logs=args.from_logs)
-    print(json.dumps(report, indent=2) if args.json else format_summary(report))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif args.markdown:
+        print("```\n" + format_summary(report) + "\n```")
+    else:
+        from .term import args_width, paragraph
+
+        print("\n".join(paragraph(format_summary(report).splitlines(), args_width(args), "    ")))
     return 0
 
 
@@ -440,6 +560,7 @@ def _main(argv: list[str] | None = None) -> int:
         from .input_checks import check_arguments
 
         check_arguments(args)  # input_checks.py: values argparse cannot refuse (one line, exit 2)
+        input_notes(args)
         if args.command == "explain":
             return cmd_explain(args, launch_words)
         if launch_words is not None:

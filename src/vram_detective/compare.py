@@ -41,7 +41,9 @@ def register(subparsers) -> None:
                         help=f"llama.cpp / Ollama without a GGUF file: the quantization mix (default {DEFAULT_GGUF_TYPE})")
     parser.add_argument("--gpu-memory-utilization", dest="compare_util", type=float, help="vLLM's budget fraction")
     parser.add_argument("--mem-fraction-static", dest="compare_mfs", type=float, help="SGLang's budget fraction")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    from .cli import add_output_arguments
+
+    add_output_arguments(parser)
 
 
 def _versions(pairs: list[str]) -> dict[str, str]:
@@ -196,14 +198,21 @@ def run(args) -> int:
                           "engines": [to_json(b) for b in breakdowns], "why": why(breakdowns),
                           "skipped": [{"engine": n, "why": w} for n, w in skipped]}, indent=2, default=str))
         return 0
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    print(f"{args.model} on {breakdowns[0].gpu_name}, TP {args.compare_tp}, each engine at its defaults")
-    for row in table:
-        print("  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    from .term import args_width, paragraph, table as fitted
+
+    columns = args_width(args)
+    print("\n".join(paragraph([f"{args.model} on {breakdowns[0].gpu_name}, TP {args.compare_tp}, each engine at its "
+                               "defaults"], columns)))
+    if getattr(args, "markdown", False):
+        from .listing import _markdown
+
+        print("\n".join(_markdown(table[0], table[1:], "l" * len(table[0]))))
+    else:
+        print("\n".join(fitted(table[0], table[1:], "l" * len(table[0]), columns, under=False)))
     print("\nWhy they differ, term by term:")
-    print("\n".join(f"  {line}" for line in why(breakdowns)))
+    print("\n".join(paragraph([f"  {line}" for line in why(breakdowns)], columns, "    ")))
     for label, reason in skipped:
-        print(f"  {label}: not sized ({reason})")
+        print("\n".join(paragraph([f"  {label}: not sized ({reason})"], columns, "    ")))
     for b in breakdowns:
         if b.failure is not None:
             print(f"  {b.engine_label} would refuse to start: {b.failure.message}", file=sys.stderr)

@@ -160,11 +160,37 @@ def find_gpu(query: str) -> Gpu:
     near = _suggestions(key) if key else []
     if near:
         hint = ", ".join(g.short_name for g in near)
-        raise UnknownGpuError(
-            f"unknown GPU {query!r}; did you mean: {hint}? "
-            f"(or pass --gpu-memory {near[0].cuda_total_gib:.2f}GiB)"
-        )
-    raise UnknownGpuError(f"unknown GPU {query!r}; pass --gpu-memory with its CUDA total instead (e.g. 23.65GiB)")
+        raise UnknownGpuError(f"unknown GPU {query!r}; did you mean: {hint}? {_MEMORY_HINT}")
+    raise UnknownGpuError(f"unknown GPU {query!r}; {_MEMORY_HINT}")
+
+
+# Never another card's size: an unknown card's total is its own (nvidia-smi's total less the driver's share).
+_MEMORY_HINT = ("(for a card not listed, pass --gpu-memory with its total as CUDA reports it: "
+                "torch.cuda.mem_get_info()[1], about 0.3-0.6 GiB below nvidia-smi's total)")
+
+
+def gpu_choice_note(query: str | None) -> str | None:
+    """When a short name fits several cards (A100: 40 or 80 GB): which one it took and how to ask for another."""
+    if not query:
+        return None
+    key = normalize_gpu_key(query)
+    gpu = _catalog()[1].get(key)
+    if gpu is None or key not in {normalize_gpu_key(name) for name in gpu.default_for}:
+        return None
+    others = [g for g in all_gpus() if g is not gpu and key in normalize_gpu_key(g.name + g.short_name)
+              and g.cuda_total_bytes != gpu.cuda_total_bytes]
+    if not others:
+        others = [g for g in all_gpus() if g is not gpu and normalize_gpu_key(g.short_name).startswith(key)]
+    if not others:
+        return None
+    names = " or ".join(f'--gpu "{g.short_name}"' for g in others[:3])
+    return (f"{query!r} is several cards: took the {gpu.short_name} ({gpu.name}, {gpu.cuda_total_gib:.2f} GiB); "
+            f"for another pass {names}")
+
+
+def memory_note(text: str, total_bytes: int) -> str:
+    """How --gpu-memory was read: 16GB is 16 x 10^9 bytes = 14.90 GiB, the unit CUDA and vLLM print."""
+    return f"--gpu-memory {text} read as {total_bytes / GIB:.2f} GiB ({total_bytes:,} bytes) as CUDA reports it"
 
 
 def custom_gpu(

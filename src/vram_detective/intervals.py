@@ -92,14 +92,14 @@ def verdict_margin(breakdown: Breakdown, intervals: list[Interval]) -> str:
     else:
         # the pool less what one request of max_model_len takes, by the engine's own concurrency rule
         spare = breakdown.kv_cache_bytes / GIB * (1 - 1 / breakdown.max_concurrency)
-    if pool is None:
+    if pool is None or breakdown.failure is not None:
         return ""
     error = max(pool.value - pool.low, pool.high - pool.value)
     if abs(spare) <= error:
         return (f"borderline: {spare:+.2f} GiB beyond one {breakdown.max_model_len:,}-token request, within the "
                 f"error of the profile terms (±{error:.2f} GiB at {pool.level:.0%})")
     if breakdown.failure is not None:
-        return f"refuses, short by more than the error of the profile terms (±{error:.2f} GiB)"
+        return ""  # the refusal itself is the verdict; a pool that was never sized has no margin to state
     return f"starts, {spare:.2f} GiB to spare (error of the profile terms ±{error:.2f} GiB)"
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from .breakdown import Breakdown, Component
@@ -103,25 +104,43 @@ class _Style:
         return f"\033[{code}m{text}\033[0m" if self.enabled else text
 
 
-def _tree_rows(component: Component, depth: int = 0) -> list[tuple[str, float, str]]:
-    rows = [("  " * depth + component.label, component.bytes / GIB, component.reason)]
+# Words of the project's own notes (rule ids, budget eras, issue numbers, design documents that do not ship
+# with the wheel): kept for --verbose, left out of what a user reads otherwise.
+_INTERNAL = (
+    re.compile(r"\s*\((?:see )?design/[^)]*\)"),
+    re.compile(r";?\s*(?:see )?design/[\w./-]+\.md(?:\s*§[\d.]+(?:[-,]\s*§?[\d.]+)*)?"),
+    re.compile(r"#\d{3,}:?\s*"),
+    re.compile(r",?\s*\bera V\d-[a-z]\b"),
+    re.compile(r"\bV\d-[a-z]\b(?:\s*\([^)]*\))?:?\s*"),
+    re.compile(r"\s*\(\d+ sizings\)|\b\d+ sizings\b"),
+)
+
+
+def public(text: str, verbose: bool = False) -> str:
+    """`text` without the project's internal words (unless --verbose)."""
+    if verbose or not text:
+        return text
+    lead = text[: len(text) - len(text.lstrip())]
+    for pattern in _INTERNAL:
+        text = pattern.sub(lambda match: " " if match.group(0)[:1].isspace() and match.group(0)[-1:].isspace() else "",
+                           text)
+    return lead + text.strip(" ;,") if text.strip(" ;,") else ""
+
+
+def _tree_rows(component: Component, depth: int = 0, verbose: bool = False) -> list[tuple[str, float, str]]:
+    reason = public(component.reason, verbose)
+    if verbose and component.source:
+        reason = f"{reason} [{component.source}]" if reason else f"[{component.source}]"
+    rows = [("  " * depth + component.label, component.bytes / GIB, reason)]
     for child in component.children:
-        rows.extend(_tree_rows(child, depth + 1))
+        rows.extend(_tree_rows(child, depth + 1, verbose))
     return rows
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple], aligns: str) -> list[str]:
-    cells = [tuple(str(c) for c in headers)] + [tuple(str(c) for c in row) for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+def _table(headers: tuple[str, ...], rows: list[tuple], aligns: str, columns: int | None = None) -> list[str]:
+    from .term import table
 
-    def line(row):
-        parts = [(cell.rjust(w) if a == "r" else cell.ljust(w)) for cell, w, a in zip(row, widths, aligns)]
-        return "│ " + " │ ".join(parts) + " │"
-
-    top = "┌─" + "─┬─".join("─" * w for w in widths) + "─┐"
-    mid = "├─" + "─┼─".join("─" * w for w in widths) + "─┤"
-    bottom = "└─" + "─┴─".join("─" * w for w in widths) + "─┘"
-    return [top, line(cells[0]), mid] + [line(row) for row in cells[1:]] + [bottom]
+    return table(headers, rows, aligns, columns)
 
 
 def _truncate(text: str, width: int) -> str:
@@ -137,56 +156,89 @@ def _engine_rows(b: Breakdown) -> list[tuple[str, str]]:
     return [(figure.label, figure.text) for figure in b.engine_figures if figure.label]
 
 
-def render_text(breakdown: Breakdown, stream=None) -> str:
+def _kv_rows(b: Breakdown) -> list[tuple[str, str]]:
+    rows = [("KV bytes per token", f"{b.kv_bytes_per_token:,} B"), *_engine_rows(b),
+            ("KV cache tokens", f"{b.kv_cache_tokens:,}")]
+    if b.failure is None:  # a refused start has no concurrency and no nvidia-smi reading
+        rows += [(f"max concurrency at {b.max_model_len:,} tokens", f"{b.max_concurrency:.2f}x"),
+                 ("expected nvidia-smi used", f"{b.nvidia_smi_used_mib:,} MiB")]
+    return rows
+
+
+def _per_rank_lines(b: Breakdown, columns: int | None) -> list[str]:
+    # every pipeline stage sizes its own pool; the engine keeps the smallest block count
+    headers = ("per GPU",) + tuple(f"stage {r.pipeline_stage} (rank {r.rank}+)" for r in b.per_rank)
+    rows = [
+        ("layers",) + tuple(str(r.num_layers) for r in b.per_rank),
+        ("weights GiB",) + tuple(f"{r.weights_bytes / GIB:.3f}" for r in b.per_rank),
+        ("activation peak GiB",) + tuple(f"{r.activation_peak_bytes / GIB:.3f}" for r in b.per_rank),
+        *_per_rank_budget_rows(b.per_rank),
+        ("available KV GiB",) + tuple(f"{r.kv_cache_bytes / GIB:.3f}" for r in b.per_rank),
+        ("blocks it could hold",) + tuple(f"{r.num_blocks_own:,}" for r in b.per_rank),
+    ]
+    return (_table(headers, rows, "l" + "r" * len(b.per_rank), columns)
+            + [f"the engine uses the minimum: {b.num_gpu_blocks:,} blocks on every stage", ""])
+
+
+def _theory_lines(b: Breakdown, columns: int | None, verbose: bool) -> list[str]:
+    from .term import wrap
+
+    from .summary import model_gpus
+
+    last = len(b.weights_explained) - 1
+    steps = [(step.label, f"{step.bytes / GIB:+8.3f}" if i not in (0, last) else f"{step.bytes / GIB:8.3f}",
+              public(step.reason, verbose)) for i, step in enumerate(b.weights_explained)]
+    out = []
+    if steps:  # an engine without a theory-vs-reality walk (llama.cpp: the header is the truth) shows none
+        gpus = model_gpus(b)
+        header = "theory vs reality (weights, per GPU)" if gpus > 1 else "theory vs reality (weights)"
+        out += _table((header, "GiB", "why"), steps, "lrl", columns)
+        if gpus > 1:
+            out += wrap(f"whole model: {b.weights_bytes * gpus / GIB:.3f} GiB of weights over {gpus} GPUs "
+                        f"({b.weights_bytes / GIB:.3f} GiB on each, as the table shows)", columns)
+    for lever in b.weights_whatif:
+        out += wrap(f"what if: {lever.label}: saves {-lever.bytes / GIB:.2f} GiB ({public(lever.reason, verbose)})",
+                    columns, "", "  ")
+    return out + ([""] if out else [])
+
+
+def render_text(breakdown: Breakdown, stream=None, columns: int | None = -1, smallest=None,
+                verbose: bool = False, fit_hint: str | None = None, input_notes=()) -> str:
+    """The answer first (summary.verdict: starts or not, nvidia-smi and its parts as a bar), then the tables.
+    `columns`: the width to fit (-1: the terminal's; None: --wide); `smallest`: summary.Smallest or None."""
+    from .summary import verdict
+    from .term import paragraph, width
+
+    columns = width() if columns == -1 else columns
     style = _Style(_use_color(stream or sys.stdout))
     b = breakdown
-    out = [style(f"{b.model} on {b.gpu_name} ({b.total_gpu_bytes / GIB:.2f} GiB as CUDA reports it)", "1"),
-           f"{_engine_title(b, ' engine')} · "
-           + (" · ".join(f"{s.name}={s.value}" for s in b.settings if s.given) or "all settings at this release's defaults")]
-    rows = [(label, f"{amount:8.3f}", _truncate(reason, 70)) for label, amount, reason in _tree_rows(b.components)]
-    rows += [(label, f"{amount:8.3f}", _truncate(reason, 70)) for label, amount, reason in _tree_rows(b.outside_budget)]
-    out += _table(("where the memory goes (per GPU)", "GiB", "why"), rows, "lrl")
+    out = verdict(b, columns, smallest=smallest, fit_hint=fit_hint, style=style)
+    out += paragraph([f"note: {note}" for note in input_notes], columns)
+    out += [""] + [style(line, "1") for line in paragraph(
+        [f"{b.model} on {b.gpu_name} ({b.total_gpu_bytes / GIB:.2f} GiB as CUDA reports it)"], columns)]
+    out += paragraph([f"{_engine_title(b, ' engine')} · "
+                      + (" · ".join(f"{s.name}={s.value}" for s in b.settings if s.given)
+                         or "all settings at this release's defaults")], columns)
+    rows = [(label, f"{amount:8.3f}", reason) for label, amount, reason in _tree_rows(b.components, verbose=verbose)]
+    rows += [(label, f"{amount:8.3f}", reason) for label, amount, reason in _tree_rows(b.outside_budget, verbose=verbose)]
+    out += _table(("where the memory goes (per GPU)", "GiB", "why"), rows, "lrl", columns)
     out.append("")
-    kv_rows = [
-        ("KV bytes per token", f"{b.kv_bytes_per_token:,} B"),
-        *_engine_rows(b),
-        ("KV cache tokens", f"{b.kv_cache_tokens:,}"),
-        (f"max concurrency at {b.max_model_len:,} tokens", f"{b.max_concurrency:.2f}x"),
-        ("expected nvidia-smi used", f"{b.nvidia_smi_used_mib:,} MiB"),
-    ]
-    out += _table(("KV cache", "value"), kv_rows, "lr")
+    out += _table(("KV cache", "value"), _kv_rows(b), "lr", columns)
     out.append("")
-    out += _interval_lines(b)
+    out += paragraph(_interval_lines(b), columns, "    ")
     if b.per_rank:
-        # every pipeline stage sizes its own pool; the engine keeps the smallest block count
-        headers = ("per GPU",) + tuple(f"stage {r.pipeline_stage} (rank {r.rank}+)" for r in b.per_rank)
-        rows = [
-            ("layers",) + tuple(str(r.num_layers) for r in b.per_rank),
-            ("weights GiB",) + tuple(f"{r.weights_bytes / GIB:.3f}" for r in b.per_rank),
-            ("activation peak GiB",) + tuple(f"{r.activation_peak_bytes / GIB:.3f}" for r in b.per_rank),
-            *_per_rank_budget_rows(b.per_rank),
-            ("available KV GiB",) + tuple(f"{r.kv_cache_bytes / GIB:.3f}" for r in b.per_rank),
-            ("blocks it could hold",) + tuple(f"{r.num_blocks_own:,}" for r in b.per_rank),
-        ]
-        out += _table(headers, rows, "l" + "r" * len(b.per_rank))
-        out.append(f"the engine uses the minimum: {b.num_gpu_blocks:,} blocks on every stage")
-        out.append("")
-    steps = [(step.label, f"{step.bytes / GIB:+8.3f}" if i not in (0, len(b.weights_explained) - 1) else f"{step.bytes / GIB:8.3f}",
-              _truncate(step.reason, 80)) for i, step in enumerate(b.weights_explained)]
-    if steps:  # an engine without a theory-vs-reality walk (llama.cpp: the header is the truth) shows none
-        out += _table(("theory vs reality (weights)", "GiB", "why"), steps, "lrl")
-    for lever in b.weights_whatif:
-        out.append(f"what if: {lever.label}: saves {-lever.bytes / GIB:.2f} GiB ({lever.reason})")
-    if steps or b.weights_whatif:
-        out.append("")
-    out.append(style("What this release would print:", "1"))
-    out += [f"  {line}" for line in b.log_lines]
-    for note in b.notes:
-        out.append(f"note: {note}")
+        out += _per_rank_lines(b, columns)
+    out += _theory_lines(b, columns, verbose)
+    out.append(style("What this release would print:" if b.failure is None else
+                     "What this release would print before it stops:", "1"))
+    out += paragraph([f"  {line}" for line in b.log_lines], columns, "    ")
+    out += paragraph([f"note: {public(note, verbose)}" for note in b.notes], columns)
     if b.failure is not None:
-        out.append(style(f"{b.engine_label} {b.engine_version} would refuse to start: {b.failure.message}", "31"))
-        if b.failure.largest_fitting_max_model_len:
-            out.append(f"largest max_model_len that fits: {b.failure.largest_fitting_max_model_len:,}")
+        from .summary import _first_sentence
+
+        if _first_sentence(b.failure.message) != b.failure.message.strip():  # the verdict had its first sentence
+            out += [style(line, "31") for line in paragraph(
+                [f"{b.engine_label} {b.engine_version} would refuse to start: {b.failure.message}"], columns)]
     return "\n".join(out)
 
 
@@ -229,21 +281,28 @@ def render_markdown(breakdown: Breakdown) -> str:
     return "\n".join(out)
 
 
-def render_gpu_summary(rows: list[dict], markdown: bool = False) -> str:
+def render_gpu_summary(rows: list[dict], markdown: bool = False, columns: int | None = None) -> str:
+    """One line per common GPU; the KV figures only where the engine starts (a refused start has none)."""
+    from .summary import _first_sentence
+
+    def figure(r, key, text):
+        return text.format(r[key]) if r["starts"] and r.get(key) is not None else "-"
+
     headers = ("GPU", "total GiB", "weights GiB", "KV GiB", "KV tokens", "concurrency", "starts?")
-    table_rows = [
-        (r["gpu"], f"{r['total_gib']:.2f}", f"{r['weights_gib']:.2f}" if r.get("weights_gib") is not None else "-",
-         f"{r['kv_cache_gib']:.2f}" if r.get("kv_cache_gib") is not None else "-",
-         f"{r['kv_cache_tokens']:,}" if r.get("kv_cache_tokens") is not None else "-",
-         f"{r['max_concurrency']:.2f}x" if r.get("max_concurrency") is not None else "-",
-         "yes" if r["starts"] else "no: " + _truncate(r.get("why", ""), 50))
-        for r in rows
-    ]
+    table_rows = []
+    for r in rows:
+        why = "starts" if r["starts"] else "does not start: " + _first_sentence(r.get("why") or "refused")
+        if not r["starts"] and r.get("largest_fitting_max_model_len"):
+            why += f" The longest context that fits: {r['largest_fitting_max_model_len']:,} tokens."
+        table_rows.append((r["gpu"], f"{r['total_gib']:.2f}",
+                           f"{r['weights_gib']:.2f}" if r.get("weights_gib") is not None else "-",
+                           figure(r, "kv_cache_gib", "{:.2f}"), figure(r, "kv_cache_tokens", "{:,}"),
+                           figure(r, "max_concurrency", "{:.2f}x"), why))
     if markdown:
         lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
         lines += ["| " + " | ".join(row) + " |" for row in table_rows]
         return "\n".join(lines)
-    return "\n".join(_table(headers, table_rows, "lrrrrrl"))
+    return "\n".join(_table(headers, table_rows, "lrrrrrl", columns))
 
 
 def _size(num_bytes: int) -> str:

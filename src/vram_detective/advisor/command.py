@@ -26,10 +26,10 @@ FIT_EXAMPLES = """examples:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from ..cli import add_model_arguments
+    from ..cli import add_model_arguments, add_output_arguments
 
     add_model_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_output_arguments(parser)
 
 
 def register(subparsers) -> None:
@@ -93,6 +93,26 @@ class Progress:
         self.stream.write(f"\r{stage or 'sweep'} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} families")
         self.stream.flush()
         self.shown = True
+
+
+def _columns(args):
+    from ..term import args_width
+
+    return args_width(args)
+
+
+def _fitted(text: str, args) -> str:
+    """An engine's own listing, each line wrapped to the terminal (its continuation indented)."""
+    from ..term import wrap
+
+    columns, out = _columns(args), []
+    for line in text.splitlines():
+        cut = line.rfind("  ", 0, (columns or len(line)) + 1)
+        if columns is None or len(line) <= columns or cut <= len(line) - len(line.lstrip()):
+            out += wrap(line.strip(), columns, line[: len(line) - len(line.lstrip())], "      ")
+        else:  # the columns that fit on the line, the rest (a launch line) wrapped under it
+            out += [line[:cut].rstrip()] + wrap(line[cut:].strip(), columns, "      ", "        ")
+    return "\n".join(out)
 
 
 def _error(message: str) -> int:
@@ -186,7 +206,7 @@ def _run_whatif(args, json) -> int:
     if args.json:
         print(json.dumps(whatif_json(result), indent=2, default=str))
     else:
-        print(whatif_text(result))
+        print(whatif_text(result, columns=_columns(args), markdown=args.markdown))
     return 0 if result.baseline.starts else EXIT_INFEASIBLE
 
 
@@ -217,7 +237,7 @@ def _run_fit(args, json) -> int:
     if args.json:
         print(json.dumps(fit_json(result), indent=2, default=str))
     else:
-        print(fit_text(result))
+        print(fit_text(result, columns=_columns(args), markdown=args.markdown))
     return 0 if result.feasible else EXIT_INFEASIBLE
 
 
@@ -235,7 +255,7 @@ def _run_engine_advisor(args, json) -> int:
     if args.command == "whatif":
         rows = engine_advisor.whatif(args.model, gpu, args.vllm_version, settings, sources)
         print(json.dumps([row.to_dict() for row in rows], indent=2, default=str) if args.json
-              else engine_advisor.whatif_text(rows))
+              else _fitted(engine_advisor.whatif_text(rows), args))
         return 0 if rows[0].breakdown.failure is None else EXIT_INFEASIBLE
     context = parse_token_count(args.context) if args.context else None
     ceiling = parse_memory_size(args.max_gpu_memory) if args.max_gpu_memory else None
@@ -244,7 +264,7 @@ def _run_engine_advisor(args, json) -> int:
     target = (f"{args.concurrency or 1:g} x {args.context or 'the model context'} tokens"
               + (f" under {args.max_gpu_memory} per GPU" if args.max_gpu_memory else ""))
     print(json.dumps({"target": target, "candidates": [row.to_dict() for row in rows]}, indent=2, default=str)
-          if args.json else engine_advisor.fit_text(rows, target))
+          if args.json else _fitted(engine_advisor.fit_text(rows, target), args))
     return 0 if rows else EXIT_INFEASIBLE
 
 
@@ -257,7 +277,7 @@ def _run_gguf_advisor(args, json, gpu, settings: dict, sources: dict) -> int:
     if args.command == "whatif":
         rows = gguf_advisor.whatif(args.model, gpu, args.vllm_version, settings, sources, args.engine_name)
         print(json.dumps([row.to_dict() for row in rows], indent=2, default=str) if args.json
-              else gguf_advisor.whatif_text(rows))
+              else _fitted(gguf_advisor.whatif_text(rows), args))
         return 0 if rows[0].breakdown.failure is None else EXIT_INFEASIBLE
     if args.engine_name == "ollama":
         raise ValueError("fit --engine ollama: Ollama picks the layers itself (its estimate); use "
@@ -269,5 +289,5 @@ def _run_gguf_advisor(args, json, gpu, settings: dict, sources: dict) -> int:
     target = f"{gpu.name}" + (f", {args.max_gpu_memory} per GPU" if args.max_gpu_memory else "") + (
         f", {args.gpus} GPUs" if args.gpus > 1 else "")
     print(json.dumps(gguf_advisor.fit_json(answers, target), indent=2, default=str) if args.json
-          else gguf_advisor.fit_text(args.model, answers, target))
+          else _fitted(gguf_advisor.fit_text(args.model, answers, target), args))
     return 0 if any(answer.layout is not None for _, answer in answers) else EXIT_INFEASIBLE

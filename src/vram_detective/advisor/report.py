@@ -34,39 +34,65 @@ def whatif_json(result) -> dict:
     return out
 
 
-def whatif_text(result) -> str:
+def _lines(headers, rows, aligns, columns, markdown: bool) -> list[str]:
+    from ..listing import _markdown
+    from ..term import table
+
+    if markdown:
+        return _markdown(headers, rows, aligns)
+    return table(headers, rows, aligns, columns)
+
+
+def _first_sentence(text: str) -> str:
+    from ..summary import _first_sentence as first
+
+    return first(text)
+
+
+def whatif_text(result, columns: int | None = -1, markdown: bool = False) -> str:
+    """The baseline in a line or two, the levers that change something as a table, and each refusal once
+    (the levers it holds for listed together); a baseline that would not start points to `fit` first."""
+    from ..term import paragraph, width
+
+    columns = width() if columns == -1 else columns
     base = result.baseline
     b = base.breakdown
     given = " · ".join(f"{s.name}={s.value}" for s in b.settings if s.given) or "this release's defaults"
     title = f"{b.engine_label} {b.engine_version}" + (f" ({b.engine_variant})" if b.engine_variant else "")
-    lines = [f"{base.model} on {result.gpu_name} · {title} · {given}",
-             f"baseline: weights {base.weights_bytes / GIB:.2f} GiB, KV pool {base.kv_pool_bytes / GIB:.2f} GiB "
-             f"({base.num_gpu_blocks:,} blocks, {base.kv_cache_tokens:,} tokens), {base.max_concurrency:.2f}x "
-             f"concurrency at {b.max_model_len:,} tokens, nvidia-smi {base.nvidia_smi_used_mib:,} MiB"
-             + ("" if base.starts else f" — {b.engine_label} would refuse to start: {base.refused}"),
-             ""]
-    rows = []
+    if base.starts:
+        head = [f"Starts as it is: weights {base.weights_bytes / GIB:.2f} GiB, KV pool {base.kv_pool_bytes / GIB:.2f} "
+                f"GiB ({base.num_gpu_blocks:,} blocks, {base.kv_cache_tokens:,} tokens), {base.max_concurrency:.2f}x "
+                f"concurrency at {b.max_model_len:,} tokens, nvidia-smi {base.nvidia_smi_used_mib:,} MiB."]
+    else:
+        head = [f"{b.engine_label} would refuse to start as it is: {_first_sentence(base.refused)}",
+                f"try: vram-detective fit {base.model} --gpu \"{result.gpu_name}\" --context {b.max_model_len} "
+                "(the settings and checkpoints that do start); the levers below, one at a time:"]
+    lines = paragraph(head, columns, "  ") + [""]
+    rows, refusals = [], {}
     for lever in result.levers:
-        name = lever.lever
+        name = f"{lever.lever}: {lever.change}"
+        if lever.refused and (lever.weights_bytes is None or not lever.starts):
+            refusals.setdefault(_first_sentence(lever.refused), []).append(name)
+            continue
         if lever.weights_bytes is None:
-            why = lever.refused or lever.note
-            rows.append((name, lever.change, "-", "-", "-", "-", "-", "refused" if lever.refused else "-",
-                         _truncate(why or lever.cost, 90)))
+            rows.append((name, "-", "-", "-", "-", "-", lever.note or lever.cost))
             continue
         d = lever.deltas
-        rows.append((
-            name, lever.change, _signed(d["weights_bytes"] / GIB), _signed(d["kv_pool_bytes"] / GIB),
-            _signed(d["kv_cache_tokens"]), f"{lever.max_concurrency:.2f}x ({_signed(d['max_concurrency'])})",
-            _signed(d["nvidia_smi_used_mib"]), "yes" if lever.starts else "no",
-            _truncate((lever.note + "; " if lever.note else "") + lever.cost, 90),
-        ))
-    lines += _table(("lever", "change", "weights GiB", "KV pool GiB", "KV tokens", "concurrency", "nvidia-smi MiB",
-                     "starts", "what it costs"), rows, "llrrrrrll")
-    refused = [lever for lever in result.levers if lever.refused and lever.weights_bytes is not None]
-    for lever in refused:
-        lines.append(f"{lever.lever} {lever.change}: vLLM would refuse to start: {_truncate(lever.refused, 160)}")
-    lines.append("Figures are per GPU; tokens and concurrency are the engine's (all GPUs together). KV offload to CPU "
-                 "(LMCache, --kv-transfer-config) is not modelled.")
+        rows.append((name, _signed(d["weights_bytes"] / GIB), _signed(d["kv_pool_bytes"] / GIB),
+                     _signed(d["kv_cache_tokens"]), f"{lever.max_concurrency:.2f}x", _signed(d["nvidia_smi_used_mib"]),
+                     (lever.note + "; " if lever.note else "") + lever.cost))
+    if rows:
+        lines += _lines(("each lever alone: change", "weights GiB", "KV pool GiB", "KV tokens", "concurrency",
+                         "nvidia-smi MiB", "what it costs"), rows, "lrrrrrl", columns, markdown)
+    baseline_reason = _first_sentence(base.refused) if not base.starts else None
+    for reason, names in refusals.items():
+        same = " (as the baseline)" if reason == baseline_reason else ""
+        lines += paragraph([f"would not start{same}: {', '.join(names)}"], columns, "  ")
+        if not same:
+            lines += paragraph([f"  because: {reason}"], columns, "  ")
+    lines += paragraph(["Figures are per GPU; tokens and concurrency are the engine's (all GPUs together). KV "
+                        "offload to CPU (LMCache, --kv-transfer-config) is not modelled.",
+                        f"{base.model} on {result.gpu_name} · {title} · {given}"], columns)
     return "\n".join(lines)
 
 
@@ -119,15 +145,30 @@ def _rows(candidates) -> list[tuple]:
         u, length, seqs, tokens = c.point
         f = c.figures
         layout = str(family.gpus) + ("" if family.pipeline_parallel_size == 1 else f" (pp {family.pipeline_parallel_size})")
-        rows.append((str(number), _truncate(c.model, 44) + ("" if family.variant.given else f" [{family.variant.label}]"),
+        rows.append((f"{number}. " + c.model + ("" if family.variant.given else f" [{family.variant.label}]"),
                      layout, "fp8" if family.kv_cache_dtype != "auto" else "auto", "no" if family.enforce_eager else "yes",
                      f"{u:g}", f"{length:,}", str(seqs), f"{tokens:,}", f"{f['kv_cache_tokens']:,}",
                      f"{f['max_concurrency']:.2f}x", f"{f['nvidia_smi_used_mib']:,}", c.binding))
     return rows
 
 
-_HEADERS = ("#", "checkpoint", "GPUs", "KV", "graphs", "gpu util", "max_model_len", "seqs", "batched tokens",
+_HEADERS = ("checkpoint", "GPUs", "KV", "graphs", "gpu util", "max_model_len", "seqs", "batched tokens",
             "KV tokens", "concurrency", "smi MiB", "binding constraint")
+_ALIGNS = "lrllrrrrrrrl"
+
+
+def _table_lines(candidates, columns, markdown: bool) -> list[str]:
+    """The ranked candidates; a column with one value for all of them is said once above the table."""
+    rows = _rows(candidates)
+    same = [i for i in range(1, len(_HEADERS) - 1) if len(rows) > 1 and len({row[i] for row in rows}) == 1]
+    kept = [i for i in range(len(_HEADERS)) if i not in same]
+    out = []
+    if same:
+        from ..term import wrap
+
+        out += wrap("every candidate: " + ", ".join(f"{_HEADERS[i]} {rows[0][i]}" for i in same), columns, "", "  ")
+    return out + _lines(tuple(_HEADERS[i] for i in kept), [tuple(row[i] for i in kept) for row in rows],
+                        "".join(_ALIGNS[i] for i in kept), columns, markdown)
 
 
 def _launch(candidate, entrypoint: str) -> list[str]:
@@ -140,28 +181,37 @@ _RELAXED = {"concurrency": "fewer requests", "context": "a shorter context", "gp
             "weights": "why not", "model limit": "why not"}
 
 
-def fit_text(result) -> str:
+def fit_text(result, columns: int | None = -1, markdown: bool = False) -> str:
+    """The answer first (the best launch line, or why nothing fits and what would), then the ranked table."""
+    from ..term import paragraph, width
+
+    columns = width() if columns == -1 else columns
     gpu = result.gpu
-    lines = [f"{result.model} on {gpu.name} ({gpu.cuda_total_bytes / GIB:.2f} GiB as CUDA reports it) · "
-             f"vLLM {result.vllm_version} ({result.engine.upper()})",
-             f"target: {result.target.describe()}",
-             f"searched {result.searched:,} configurations in {result.families} families in {result.seconds:.2f} s", ""]
+    lines = []
     if result.feasible:
-        lines += _table(_HEADERS, _rows(result.candidates), "llrllrrrrrrrl")
         best = result.candidates[0]
-        lines += ["", f"best: {best.binding} binds — {best.why}"]
-        lines += _launch(best, result.entrypoint)
+        f = best.figures
+        lines += paragraph([f"Best: {best.model} · nvidia-smi {f['nvidia_smi_used_mib']:,} MiB, "
+                            f"{f['max_concurrency']:.2f}x at {best.point[1]:,} tokens ({best.binding} binds: {best.why})"],
+                           columns)
+        lines += paragraph(_launch(best, result.entrypoint), columns, "    ")
         if best.compromises:
-            lines.append("what it gives up: " + "; ".join(best.compromises))
+            lines += paragraph(["what it gives up: " + "; ".join(best.compromises)], columns)
         if best.verified is False:
-            lines.append("note: api.explain disagrees with the fast path for this candidate (figures above are the fast path's)")
+            lines.append("note: api.explain disagrees with the fast path for this candidate (figures are the fast path's)")
     else:
         lines.append("No configuration meets the target.")
         for what, candidate, why in result.nearest:
-            lines.append(f"- {_RELAXED.get(what, what)}: {why}")
+            lines += paragraph([f"- {_RELAXED.get(what, what)}: {why}"], columns, "  ")
             if candidate is not None:
-                lines.append(f"  binding: {candidate.binding} — {candidate.why}")
-                lines += ["  " + line for line in _launch(candidate, result.entrypoint)]
-    for note in result.notes:
-        lines.append(f"note: {note}")
+                lines += paragraph([f"  binding: {candidate.binding} — {candidate.why}"], columns, "  ")
+                lines += paragraph(["  " + line for line in _launch(candidate, result.entrypoint)], columns, "    ")
+    lines += [""] + paragraph([f"{result.model} on {gpu.name} ({gpu.cuda_total_bytes / GIB:.2f} GiB as CUDA reports "
+                               f"it) · vLLM {result.vllm_version} ({result.engine.upper()})",
+                               f"target: {result.target.describe()}",
+                               f"searched {result.searched:,} configurations in {result.families} families "
+                               f"in {result.seconds:.2f} s"], columns)
+    if result.feasible:
+        lines += _table_lines(result.candidates, columns, markdown)
+    lines += paragraph([f"note: {note}" for note in result.notes], columns)
     return "\n".join(lines)

@@ -35,7 +35,10 @@ def register(subparsers) -> None:
                         help="the engine's release, when the log does not show it (--vllm-version: the old name)")
     parser.add_argument("--ollama-ps", dest="ollama_ps", metavar="FILE",
                         help="`ollama ps` output taken while the model ran (SIZE, PROCESSOR), read with an Ollama log")
-    parser.add_argument("--json", action="store_true", help="machine-readable output (SCHEMA.md key names)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output (the ground truth's key names)")
+    parser.add_argument("--markdown", action="store_true", help="the report as a Markdown document")
+    parser.add_argument("--wide", action="store_true", help="full lines instead of fitting the terminal")
+    parser.add_argument("--verbose", action="store_true", help="also show the rule names behind each figure")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (inline SVG and CSS)")
 
 
@@ -68,7 +71,11 @@ def run(args) -> int:
 
             print(json.dumps(report, indent=2, default=str))
         else:
-            print(render_text(report))
+            from ..term import args_width
+
+            text = render_text(report, None if getattr(args, "markdown", False) else args_width(args),
+                               verbose=getattr(args, "verbose", False))
+            print(f"```\n{text}\n```" if getattr(args, "markdown", False) else text)
     except BrokenPipeError:
         return 0
     return 0
@@ -133,6 +140,10 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
 
         bounded = parse_stream_bounded(io.BytesIO(text.encode("utf-8")), "standard input", keep=LISTED_RUNS)
     else:
+        head = _read_head(log)
+        if nvidia_smi is None and _is_nvidia_smi(head):
+            raise ValueError(f"{log} is nvidia-smi output, not an engine log: pass it with --nvidia-smi "
+                             f"(vram-detective logs ENGINE_LOG --nvidia-smi {log})")
         # only the head names the engine; a vLLM log is then streamed with bounded memory (streaming.py)
         if extra is not None or engine_of_file(log) != "vllm":
             engine = _other_engine(_read_text(log), log, model, gpu, vllm_version, smi, extra)
@@ -153,6 +164,23 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         "nvidia_smi": smi.to_dict() if smi is not None else None,
         "runs": runs,
     } | ({"earlier_runs": earlier.to_dict()} if earlier.count else {})  # startups before the ones kept in full
+
+
+def _is_nvidia_smi(text: str) -> bool:
+    """nvidia-smi's own output (its table, CSV query or XML) with no engine line in it."""
+    head = text[:8192]
+    looks = ("NVIDIA-SMI" in head and "Memory-Usage" in head) or "<nvidia_smi_log" in head or (
+        head.lstrip().lower().startswith(("index,", "name,", "memory.used")))
+    return looks and not any(word in text for word in ("INFO ", "WARNING ", "Loading model weights", "llama_",
+                                                       "load_tensors", "GPU blocks", "KV Cache"))
+
+
+def _read_head(path: str, limit: int = 1 << 20) -> str:
+    """The start of a file: enough to tell nvidia-smi output from an engine log."""
+    from ..units import open_regular_file
+
+    with open_regular_file(path, "log") as handle:
+        return handle.read(limit).decode("utf-8", "replace")
 
 
 def _read_text(path: str) -> str:
@@ -364,22 +392,29 @@ def _value(key: str, value) -> str:
     return str(value)
 
 
+_COLUMNS: list = [None]  # the width render_text fits (set per call; the part renderers read it)
+
+
 def _table(rows: list[tuple], indent: str = "    ") -> list[str]:
+    from ..term import columns_text
+
     if not rows:
         return []
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]) - 1)]
-    out = []
-    for row in rows:
-        cells = [str(cell).ljust(widths[i]) for i, cell in enumerate(row[:-1])]
-        out.append((indent + "  ".join(cells + [str(row[-1])])).rstrip())
-    return out
+    return columns_text(rows, "l" * len(rows[0]), _COLUMNS[0], indent=indent)
 
 
-def render_text(report: dict) -> str:
+def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -> str:
+    """The report as text fitting `columns` (-1: the terminal's; None: full lines); a line that is not a
+    table wraps with its continuation indented."""
+    from ..render import public
+    from ..term import paragraph, width
+
+    columns = width() if columns == -1 else columns
     if report.get("engine") not in (None, "vllm"):
         from .engine_logs import render_engine_report
 
-        return render_engine_report(report)
+        return "\n".join(paragraph(render_engine_report(report).splitlines(), columns, "    "))
+    _COLUMNS[0] = columns
     lines = [f"vLLM log: {report['log']} ({report['lines_read']:,} lines, {report['lines_with_figures']:,} with vLLM "
              f"figures, {len(report['runs'])} run{'s' if len(report['runs']) != 1 else ''})"]
     if report.get("lines_cut"):
@@ -392,7 +427,7 @@ def render_text(report: dict) -> str:
     for run in report["runs"]:
         lines.append("")
         lines += _render_run(run)
-    return "\n".join(lines)
+    return "\n".join(paragraph([public(line, verbose) if line.strip() else line for line in lines], columns, "    "))
 
 
 def _render_run(run: dict) -> list[str]:
@@ -455,8 +490,7 @@ def _render_settings(run: dict) -> list[str]:
 def _render_candidates(run: dict) -> list[str]:
     if not run["candidates"]:
         return []
-    lines = ["", f"  Catalog models consistent with the logged weights and KV figures "
-                 f"({run['candidates_searched']} sizings):"]
+    lines = ["", "  Catalog models consistent with the logged weights and KV figures:"]
     rows = []
     for c in run["candidates"]:
         kv = ("KV checks pass" if c["kv_consistent"] else "KV not checkable" if c["kv_consistent"] is None
@@ -493,8 +527,12 @@ def _render_smi(run: dict) -> list[str]:
     total = f" of {smi['total_mib']:,} MiB" if smi.get("total_mib") else ""
     lines = ["", f"  nvidia-smi {smi['gpu']}: {smi['used_mib']:,} MiB used{total}, made of"]
     rows = [(part["what"], f"{part['gib']:.2f} GiB", part["basis"]) for part in smi["parts"]]
-    rows.append(("remaining", f"{smi['remaining_gib']:.2f} GiB", smi["verdict"]))
-    return lines + _table(rows) + [f"    {smi['summary']}"]
+    if smi["remaining_gib"] >= 0:
+        rows.append(("remaining", f"{smi['remaining_gib']:.2f} GiB", smi["verdict"]))
+        return lines + _table(rows) + [f"    {smi['summary']}"]
+    # the parts add up to more than the reading: no negative part, the prediction is what disagrees
+    return lines + _table(rows) + [f"    the parts come to {-smi['remaining_gib']:.2f} GiB more than the reading: "
+                                   f"{smi['verdict']}"]
 
 
 def _render_what_if(run: dict) -> list[str]:
@@ -508,7 +546,8 @@ def _render_what_if(run: dict) -> list[str]:
         lines.append(f"  Flags that would shrink the footprint (each at the least gpu_memory_utilization that still "
                      f"serves one {base['max_model_len']:,}-token request; now ~{base['current_nvidia_smi_mib']:,} "
                      "MiB)")
-        rows = [(s["flags"], f"-{s['saving_mib'] / 1024:.1f} GiB", f"-> ~{s['projected_nvidia_smi_mib']:,} MiB",
+        rows = [(s["flags"], f"-{s['saving_mib'] / 1024:.1f} GiB",
+                 f"-> ~{max(s['projected_nvidia_smi_mib'], s['predicted_nvidia_smi_mib']):,} MiB",
                  f"KV {s['kv_cache_tokens']:,} tokens ({s['max_concurrency']:g}x)") for s in shrink["scenarios"]]
         lines += _table(rows)
     return lines

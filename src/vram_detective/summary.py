@@ -1,0 +1,147 @@
+"""The answer before the tables: does it start, what nvidia-smi will show and what it is made of (a stacked
+bar), and the smallest footprint that still serves one full-length request.
+
+Worded from the Breakdown only (its labels, component keys and settings), never from the engine's name,
+so every engine gets the same summary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .breakdown import Breakdown
+from .units import GIB
+
+MIB = 1 << 20
+_PARALLEL = ("tensor_parallel_size", "tp_size", "pipeline_parallel_size", "pp_size")
+
+
+@dataclass(frozen=True)
+class Smallest:
+    """The least budget fraction (the engine's own setting and flag) that still serves one request."""
+
+    flag: str
+    value: float
+    nvidia_smi_used_mib: int
+
+
+def model_gpus(b: Breakdown) -> int:
+    """GPUs one copy of the model is split over (tensor x pipeline parallel, in the engine's names)."""
+    product = 1
+    for setting in b.settings:
+        if setting.name in _PARALLEL and isinstance(setting.value, int) and setting.value > 1:
+            product *= setting.value
+    return product
+
+
+def budget_fraction(b: Breakdown):
+    """The setting that sizes the budget (named in the budget's label, e.g. gpu_memory_utilization,
+    mem_fraction_static), or None for an engine whose memory is a sum of buffers."""
+    if not any(child.key.endswith("kv_cache") for child in b.components.children):
+        return None
+    for setting in b.settings:
+        if isinstance(setting.value, float) and 0 < setting.value <= 1 and setting.name in b.components.label:
+            return setting
+    return None
+
+
+def smallest_footprint(b: Breakdown, explain, flag_names: dict | None = None) -> Smallest | None:
+    """Bisect the budget fraction down to the least (2 decimals) at which the engine still starts with one
+    max-length request. `explain(name, value)` -> Breakdown (or raises: does not start)."""
+    setting = budget_fraction(b)
+    if setting is None or b.failure is not None:
+        return None
+
+    def starts(value: float):
+        try:
+            trial = explain(setting.name, value)
+        except Exception:  # noqa: BLE001 - any refusal or bad value: it does not start there
+            return None
+        return trial if trial.failure is None and trial.max_concurrency >= 1 else None
+
+    low, high, best = 0.0, float(setting.value), None
+    for _ in range(8):
+        middle = round((low + high) / 2, 2)
+        if middle in (low, high):
+            break
+        trial = starts(middle)
+        if trial is not None:
+            high, best = middle, trial
+        else:
+            low = middle
+    if best is None or high >= setting.value - 0.01:
+        return None
+    flag = (flag_names or {}).get(setting.name) or "--" + setting.name.replace("_", "-")
+    return Smallest(flag, high, best.nvidia_smi_used_mib)
+
+
+def bar_parts(b: Breakdown) -> list[tuple[str, float]]:
+    """What nvidia-smi's figure is made of, in GiB: weights, KV pool, the rest it counts, and what is free."""
+    used = b.nvidia_smi_used_mib * MIB
+    weights, kv = b.weights_bytes, max(b.kv_cache_bytes, 0)
+    rest = max(used - weights - kv, 0)
+    labels = [child.label for child in b.outside_budget.children if child.bytes > 0]
+    rest_label = "context, graphs" if labels else "other"
+    free = max(b.total_gpu_bytes - max(used, weights + kv), 0)
+    return [("weights", weights / GIB), ("KV pool", kv / GIB), (rest_label, rest / GIB), ("free", free / GIB)]
+
+
+_FILLS = ("█", "▓", "▒", "·")
+
+
+def bar_lines(b: Breakdown, columns: int | None) -> list[str]:
+    parts = bar_parts(b)
+    total = sum(amount for _, amount in parts) or 1.0
+    size = max(20, min(columns or 100, 100) - 2)
+    cells, used = [], 0
+    cumulative = 0.0
+    for (_, amount), fill in zip(parts, _FILLS):
+        cumulative += amount
+        share = max(round(size * cumulative / total) - used, 1 if amount > 0.005 else 0)
+        share = min(share, size - used)
+        cells.append(fill * share)
+        used += share
+    legend = "  ".join(f"{fill} {label} {amount:.2f}" for (label, amount), fill in zip(parts, _FILLS)) + " GiB"
+    from .term import wrap
+
+    return ["[" + "".join(cells) + "]"] + wrap(legend, columns, " ", " ")
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split(". ")[0].strip()
+    return head if head.endswith(".") else head + "."
+
+
+def verdict(b: Breakdown, columns: int | None, smallest: Smallest | None = None, fit_hint: str | None = None,
+            style=None) -> list[str]:
+    """2-4 lines of answer and the stacked bar; a refusal and what to try instead when it would not start."""
+    from .term import wrap
+
+    paint = style or (lambda text, code: text)
+    title = f"{b.engine_label} {b.engine_version}" + (f" ({b.engine_variant} engine)" if b.engine_variant else "")
+    if b.failure is not None:
+        out = wrap(f"{title} would refuse to start: {_first_sentence(b.failure.message)}", columns, "", "  ")
+        out = [paint(line, "31") for line in out]
+        if b.failure.largest_fitting_max_model_len:
+            out += wrap(f"The longest context that fits: {b.failure.largest_fitting_max_model_len:,} tokens.", columns)
+        if fit_hint:
+            out += wrap(f"try: {fit_hint}", columns, "", "     ")
+        return out
+    gpus = model_gpus(b)
+    where = f" on each of {gpus} GPUs" if gpus > 1 else ""
+    out = wrap(paint(f"Starts on {title}: nvidia-smi ≈ {b.nvidia_smi_used_mib:,} MiB{where} "
+                     f"of {b.total_gpu_bytes / GIB:.2f} GiB.", "1"), columns, "", "  ")
+    out += bar_lines(b, columns)
+    notes = []
+    fraction = budget_fraction(b)
+    if fraction is not None:
+        notes.append(f"The KV pool is pre-allocated to fill {fraction.name} {fraction.value:g} of the GPU, "
+                     f"whatever the load")
+    peak = b.components.find("activation_peak")
+    if peak is not None and peak.bytes > 0:
+        notes.append(f"the {peak.bytes / GIB:.2f} GiB {peak.label} is freed before the pool is sized")
+    if notes:
+        out += wrap("; ".join(notes) + ".", columns)
+    if smallest is not None:
+        out += wrap(f"Smallest footprint for one {b.max_model_len:,}-token request: {smallest.flag} "
+                    f"{smallest.value:.2f} → ≈ {smallest.nvidia_smi_used_mib:,} MiB.", columns)
+    return out

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 from . import compute as cmp
 from .calibration import CUDA_CONTEXT_BYTES
-from .kv_cache import KvCache, KvSettings, kv_cache, mla_layers, uniform_layers
+from .kv_cache import (NO_STATE, KvCache, KvSettings, RecurrentState, gated_delta_state, kv_cache, mamba_state,
+                       mla_layers, recurrent_state, uniform_layers)
 from .quant_mix import quantized_tensors
 from .releases import rule
-from .settings import ALL_LAYERS, LlamaCppSettings, check, flash_attention
+from .settings import ALL_LAYERS, LlamaCppSettings, SettingsError, check, flash_attention
 from .weights import GgufTensor, Placement, assign, layer_devices, model_buffers
 
 MIB = 1024 * 1024
@@ -35,14 +36,20 @@ class Layout:
     output: tuple[str, int]  # (buffer, bytes)
     context: dict  # device -> CUDA context bytes
     source: str  # where the tensor table came from
+    rs: RecurrentState = NO_STATE  # recurrent / hybrid models' conv + SSM state (llama_memory_recurrent)
+
+    @property
+    def rs_by_device(self) -> dict:
+        return dict(self.rs.per_device)
 
     def vram(self, device: str) -> int:
         return (self.model.get(device, 0) + self.kv_by_device.get(device, 0) + self.compute.get(device, 0)
-                + self.context.get(device, 0))
+                + self.context.get(device, 0) + self.rs_by_device.get(device, 0))
 
     @property
     def host(self) -> int:
         return (sum(self.model.get(name, 0) for name in HOST_MODEL_BUFFERS) + self.kv_by_device.get("CPU", 0)
+                + self.rs_by_device.get("CPU", 0)
                 + sum(v for k, v in self.compute.items() if not k.startswith("CUDA") or k == "CUDA_Host")
                 + self.output[1])
 
@@ -100,6 +107,43 @@ def kv_layers(spec, build: int):
     return uniform_layers(spec.num_layers, spec.num_kv_heads, spec.head_dim, swa_layers=swa_layer_set(spec))
 
 
+def attention_layer_ids(spec) -> list[int]:
+    """Layers holding attention KV: all of them, or a hybrid's attention layers (llama_memory_hybrid gives the
+    KV cache only layers that are not recurrent, llama-memory-hybrid.cpp filter_attn)."""
+    if spec.hybrid is None:
+        return list(range(spec.num_layers))
+    return [il for il, kind in enumerate(spec.hybrid.layers) if "attention" in kind]
+
+
+def recurrent_layer_ids(spec) -> list[int]:
+    return [] if spec.hybrid is None else [il for il, kind in enumerate(spec.hybrid.layers) if "mamba" in kind]
+
+
+def state_widths(spec) -> tuple[int, int]:
+    """(n_embd_r, n_embd_s) per recurrent layer from the mixer (llama-hparams.cpp n_embd_r / n_embd_s)."""
+    m = spec.mixer
+    if m is None or m.problem:
+        raise SettingsError(f"{spec.name}: the recurrent state needs the mixer sizes ({m.problem if m else 'none'})")
+    if m.kind == "gated_delta_net":
+        return gated_delta_state(m.conv_kernel, m.key_heads, m.key_head_dim, m.value_heads, m.value_head_dim)
+    if m.kind == "mamba1":
+        return mamba_state(m.conv_kernel, m.intermediate, m.d_state)
+    if m.kind == "mamba2":
+        return mamba_state(m.conv_kernel, m.intermediate, m.d_state, m.n_groups)
+    raise SettingsError(f"{spec.name}: llama.cpp has no {m.kind} ({m.family}) architecture")
+
+
+def recurrent(spec, s: LlamaCppSettings, lay: dict) -> RecurrentState:
+    """The RS buffers: each recurrent layer's rows on its device, CPU when the layer is not offloaded or with
+    --no-kv-offload (create_memory passes offload_kqv as llama_memory_recurrent's `offload`)."""
+    ids = recurrent_layer_ids(spec)
+    if not ids:
+        return NO_STATE
+    r, st = state_widths(spec)
+    devices = [lay.get(il, "CPU") if s.kv_offload else "CPU" for il in ids]
+    return recurrent_state(len(ids), r, st, s.n_parallel, devices)
+
+
 def kv_settings(spec, s: LlamaCppSettings, fa: bool, n_ctx: int) -> KvSettings:
     return KvSettings(n_ctx, s.n_parallel, s.kv_unified, s.type_k, s.type_v, fa, s.n_ubatch,
                       spec.sliding_window or 0, s.swa_full, s.build)
@@ -144,8 +188,10 @@ def layout(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> Layout:
     lay = layer_devices(p) if s.n_gpu_layers > 0 else {}
     n_ctx = s.n_ctx or spec.max_position_embeddings
     kvs = kv_settings(spec, s, fa, n_ctx)
-    devices_kv = [lay.get(il, "CPU") if s.kv_offload else "CPU" for il in range(spec.num_layers)]
-    kv = kv_cache(kv_layers(spec, s.build), devices_kv, kvs)
+    ids = attention_layer_ids(spec)
+    devices_kv = [lay.get(il, "CPU") if s.kv_offload else "CPU" for il in ids]
+    all_layers = kv_layers(spec, s.build)
+    kv = kv_cache([all_layers[il] for il in ids], devices_kv, kvs)
     n_ubatch = min(s.n_ubatch, s.n_batch, n_ctx)
     pairs = assign(tensors, p)
     compute = _compute(spec, lay, p, pairs, kv.cells, n_ubatch, fa)
@@ -155,7 +201,7 @@ def layout(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> Layout:
     used = dict.fromkeys([*lay.values()] + list(p.devices[:1]))
     return Layout(s, fa, n_ctx, n_ubatch, len(lay), spec.num_layers + 1, p.devices,
                   model_buffers(tensors, p) if lay else _cpu_only(tensors, p), kv, dict(kv.per_device), compute,
-                  output, {d: CUDA_CONTEXT_BYTES for d in used}, source)
+                  output, {d: CUDA_CONTEXT_BYTES for d in used}, source, recurrent(spec, s, lay))
 
 
 def _cpu_only(tensors, p: Placement) -> dict:

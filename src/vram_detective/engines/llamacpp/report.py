@@ -30,6 +30,11 @@ def figures(lay: Layout) -> dict:
     out.update(kv_size_mib=_mib(kv.total_bytes), k_mib=_mib(kv.k_bytes), v_mib=_mib(kv.v_bytes), kv_cells=kv.cells,
                kv_layers=kv.layers, kv_streams=kv.streams, n_seq_max=lay.settings.n_parallel,
                type_k=lay.settings.type_k, type_v=lay.settings.type_v)
+    if lay.rs.layers:
+        for name, value in lay.rs.per_device:
+            out[f"{name.lower()}_rs_buffer_mib"] = _mib(value)
+        out.update(rs_size_mib=_mib(lay.rs.total_bytes), r_mib=_mib(lay.rs.r_bytes), s_mib=_mib(lay.rs.s_bytes),
+                   rs_cells=lay.rs.cells, rs_layers=lay.total_layers - 1)
     out["kv_padding"] = 256 if lay.flash_attn else rule("kv.padding_no_fa", lay.settings.build)
     if rule("log.kv_cache", lay.settings.build) == "llama_kv_cache_init":
         del out["kv_cells"], out["kv_layers"]  # that era prints neither
@@ -42,6 +47,8 @@ def figures(lay: Layout) -> dict:
 def _device_tree(lay: Layout, device: str, source: str) -> Component:
     parts = (("model", "model buffer", lay.model.get(device, 0), "weights of the layers placed here"),
              ("kv", "KV buffer", lay.kv_by_device.get(device, 0), f"{lay.kv.cells} cells x this GPU's layers"),
+             ("rs", "RS buffer (recurrent state)", lay.rs_by_device.get(device, 0),
+              f"{lay.rs.cells} cells x this GPU's recurrent layers, f32 conv + SSM state"),
              ("compute", "compute buffer", lay.compute.get(device, 0), f"worst-case graph, n_ubatch {lay.n_ubatch}"),
              ("context", "CUDA context + cuBLAS", lay.context.get(device, 0), "fitted (calibration.py)"))
     children = tuple(Component(f"{device}.{key}", label, n, reason, source) for key, label, n, reason in parts if n)
@@ -51,6 +58,7 @@ def _device_tree(lay: Layout, device: str, source: str) -> Component:
 def _host_tree(lay: Layout, source: str) -> Component:
     rows = [(f"host.model.{n}", f"{n} model buffer", lay.model[n]) for n in HOST_MODEL_BUFFERS if n in lay.model]
     rows += [("host.kv", "CPU KV buffer", lay.kv_by_device.get("CPU", 0))]
+    rows += [("host.rs", "CPU RS buffer", lay.rs_by_device.get("CPU", 0))]
     rows += [(f"host.compute.{k}", f"{k} compute buffer", v) for k, v in lay.compute.items()
              if not k.startswith("CUDA") or k == "CUDA_Host"]
     rows += [("host.output", f"{lay.output[0]} output buffer", lay.output[1])]

@@ -4,7 +4,7 @@ totals: VRAM per GPU and host RAM. `layout()` is the pure numbers; `breakdown()`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import compute as cmp
 from .calibration import CUDA_CONTEXT_BYTES
@@ -13,7 +13,7 @@ from .kv_cache import (NO_STATE, KvCache, KvSettings, RecurrentState, gated_delt
 from .quant_mix import quantized_tensors
 from .releases import rule
 from .settings import ALL_LAYERS, LlamaCppSettings, SettingsError, check, flash_attention
-from .weights import GgufTensor, Placement, assign, layer_devices, model_buffers
+from .weights import GgufTensor, Placement, assign, layer_devices, model_buffers, row_split_buffers
 
 MIB = 1024 * 1024
 HOST_MODEL_BUFFERS = ("CPU_Mapped", "CPU", "CUDA_Host")
@@ -37,6 +37,7 @@ class Layout:
     context: dict  # device -> CUDA context bytes
     source: str  # where the tensor table came from
     rs: RecurrentState = NO_STATE  # recurrent / hybrid models' conv + SSM state (llama_memory_recurrent)
+    row_split: dict = field(default_factory=dict)  # -sm row: the CUDA_Split buffer's part per GPU
 
     @property
     def rs_by_device(self) -> dict:
@@ -44,7 +45,12 @@ class Layout:
 
     def vram(self, device: str) -> int:
         return (self.model.get(device, 0) + self.kv_by_device.get(device, 0) + self.compute.get(device, 0)
-                + self.context.get(device, 0) + self.rs_by_device.get(device, 0))
+                + self.context.get(device, 0) + self.rs_by_device.get(device, 0) + self.row_split.get(device, 0))
+
+    @property
+    def split_buffers(self) -> int:
+        """The split buffers' total (-sm row), counted per GPU in row_split."""
+        return sum(v for k, v in self.model.items() if k.endswith("_Split"))
 
     @property
     def host(self) -> int:
@@ -72,16 +78,37 @@ def model_tensors(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> tuple[list
 
 
 def placement(spec, s: LlamaCppSettings) -> Placement:
+    """Where layers go: split over the GPUs by layer (-sm layer; -sm row since the backend-registry loader,
+    each GPU's matrices then in its split buffer), or all on one GPU (-sm none: the main GPU; -sm row in
+    older builds, releases split_row.layers_on_main)."""
     n_layer = spec.num_layers
-    if s.split_mode == "none" or s.num_gpus <= 1:
-        devices = (f"CUDA{s.main_gpu if s.split_mode == 'none' else 0}",)
+    single = s.split_mode == "none" or (s.split_mode == "row" and rule("split_row.layers_on_main", s.build))
+    if single or s.num_gpus <= 1:
+        devices = (f"CUDA{s.main_gpu if s.split_mode != 'layer' else 0}",)
         split: tuple = ()
     else:
         devices = tuple(f"CUDA{i}" for i in range(s.num_gpus))
-        split = s.tensor_split or tuple(float(x) for x in s.device_free_mib)
+        split = _split(s)
     return Placement(n_layer, min(s.n_gpu_layers, n_layer + 1), devices, split, s.mmap, s.cpu_overrides,
                      min(s.n_cpu_moe, n_layer), rule("ngl.output_first", s.build),
-                     rule("input.pinned_no_mmap", s.build))
+                     rule("input.pinned_no_mmap", s.build), s.device_overrides)
+
+
+def _split(s: LlamaCppSettings) -> tuple[float, ...]:
+    return s.tensor_split or tuple(float(x) for x in s.device_free_mib)
+
+
+def row_split(s: LlamaCppSettings, p: Placement, pairs, model: dict) -> dict:
+    """-sm row over several GPUs: the 2-D weights of the GPU layers move to split buffers whose rows spread
+    over every GPU by -ts (cumulative fractions; without -ts ggml-cuda splits by each card's total memory,
+    taken equal here unless free memory per device is given). Updates `model`; returns the rows per GPU."""
+    if s.split_mode != "row" or s.num_gpus <= 1 or not p.devices:
+        return {}
+    gpus = tuple(f"CUDA{i}" for i in range(s.num_gpus))
+    changes, parts = row_split_buffers(pairs, gpus, _split(s), p)
+    for name, delta in changes.items():
+        model[name] = model.get(name, 0) + delta
+    return parts
 
 
 def swa_layer_set(spec) -> frozenset[int]:
@@ -198,10 +225,13 @@ def layout(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> Layout:
     vocab = spec.vocab_size
     out_bytes = cmp.output_buffer_bytes(vocab, s.n_parallel, spec.hidden_size, s.embeddings)
     output = ("CUDA_Host" if p.devices and lay else "CPU", out_bytes)
-    used = dict.fromkeys([*lay.values()] + list(p.devices[:1]))
-    return Layout(s, fa, n_ctx, n_ubatch, len(lay), spec.num_layers + 1, p.devices,
-                  model_buffers(tensors, p) if lay else _cpu_only(tensors, p), kv, dict(kv.per_device), compute,
-                  output, {d: CUDA_CONTEXT_BYTES for d in used}, source, recurrent(spec, s, lay))
+    model = model_buffers(tensors, p) if lay else _cpu_only(tensors, p)
+    rows = row_split(s, p, pairs, model) if lay else {}
+    extra = [d for d in model if d[4:].isdigit()] + list(rows)
+    devices = tuple(sorted(dict.fromkeys([*p.devices, *extra]), key=lambda d: int(d[4:])))
+    used = dict.fromkeys([*lay.values()] + list(p.devices[:1]) + extra)
+    return Layout(s, fa, n_ctx, n_ubatch, len(lay), spec.num_layers + 1, devices, model, kv, dict(kv.per_device),
+                  compute, output, {d: CUDA_CONTEXT_BYTES for d in used}, source, recurrent(spec, s, lay), rows)
 
 
 def _cpu_only(tensors, p: Placement) -> dict:

@@ -20,8 +20,10 @@ def figures(lay: Layout) -> dict:
     """The figures the build prints for this layout, keyed and rounded as its log lines show them (MiB)."""
     out: dict = {"offloaded_layers": lay.offloaded, "total_layers": lay.total_layers}
     mapped = rule("log.mapped_buffer_name", lay.settings.build)
+    split_name = rule("log.split_buffer_name", lay.settings.build)
     for name, value in lay.model.items():
         name = mapped if name == "CPU_Mapped" else name
+        name = split_name if name.endswith("_Split") and split_name else name
         key = f"{_HOST_KEYS.get(name, name.lower())}_model_buffer_mib"
         out[key] = round(out.get(key, 0) + _mib(value), 2)
     for name, value in lay.kv_by_device.items():
@@ -46,6 +48,7 @@ def figures(lay: Layout) -> dict:
 
 def _device_tree(lay: Layout, device: str, source: str) -> Component:
     parts = (("model", "model buffer", lay.model.get(device, 0), "weights of the layers placed here"),
+             ("row_split", "split-buffer rows", lay.row_split.get(device, 0), "-sm row: this GPU's rows of the matrices"),
              ("kv", "KV buffer", lay.kv_by_device.get(device, 0), f"{lay.kv.cells} cells x this GPU's layers"),
              ("rs", "RS buffer (recurrent state)", lay.rs_by_device.get(device, 0),
               f"{lay.rs.cells} cells x this GPU's recurrent layers, f32 conv + SSM state"),
@@ -111,7 +114,7 @@ def to_breakdown(spec, gpu, lay: Layout, version_text: str, label: str = "llama.
     return Breakdown(
         model=spec.name, gpu_name=gpu.name, total_gpu_bytes=gpu.cuda_total_bytes, engine_name=name,
         engine_label=label, engine_version=version_text, engine_variant="", settings=settings,
-        components=tree, weights_bytes=sum(lay.model.get(d, 0) for d in lay.devices),
+        components=tree, weights_bytes=sum(lay.model.get(d, 0) + lay.row_split.get(d, 0) for d in lay.devices),
         kv_cache_bytes=lay.kv.total_bytes, kv_bytes_per_token=lay.kv.total_bytes // max(kv_tokens, 1),
         kv_cache_tokens=kv_tokens, max_concurrency=kv_tokens / max(lay.n_ctx, 1), max_model_len=lay.n_ctx,
         nvidia_smi_used_mib=round(lay.vram(first) / MIB), outside_budget=_host_tree(lay, source),

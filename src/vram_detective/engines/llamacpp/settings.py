@@ -53,6 +53,16 @@ class LlamaCppSettings:
         """-ot patterns sent to the CPU buffer (others name a device: kept as given, not modelled)."""
         return tuple(p.rsplit("=", 1)[0] for p in self.override_tensor if p.rsplit("=", 1)[-1].upper() == "CPU")
 
+    @property
+    def device_overrides(self) -> tuple[tuple[str, str], ...]:
+        """-ot patterns naming a GPU buffer (CUDA1, CUDA1_Host is host memory: left to the CPU rule)."""
+        out = []
+        for pattern in self.override_tensor:
+            rx, _, target = pattern.rpartition("=")
+            if target.upper().startswith("CUDA") and target[4:].isdigit():
+                out.append((rx, f"CUDA{int(target[4:])}"))
+        return tuple(out)
+
 
 DEFAULTS = {"n_batch": 2048, "n_ubatch": 512, "type_k": "f16", "type_v": "f16", "swa_full": False,
             "kv_offload": True, "mmap": True, "num_gpus": 1, "tensor_split": (), "split_mode": "layer",

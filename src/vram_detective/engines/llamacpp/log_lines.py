@@ -86,6 +86,17 @@ def _context_lines(build: int, figures: dict) -> list[str]:
     return out
 
 
+def _clip_lines(figures: dict) -> list[str]:
+    """tools/mtmd/clip.cpp (llama-server loads the projector after the context): stored size, compute buffer."""
+    out = []
+    if "mmproj_model_size_mib" in figures:
+        out.append(f"clip_model_loader: model size:         {figures['mmproj_model_size_mib']:.2f} MiB")
+    for key, name in (("mmproj_cuda0_compute_buffer_mib", "CUDA0"), ("mmproj_cpu_compute_buffer_mib", "CPU")):
+        if key in figures:
+            out.append(f"alloc_compute_meta: {name:>10} compute buffer size = {figures[key]:8.2f} MiB")
+    return out
+
+
 def log_lines(release, figures: dict) -> tuple[str, ...]:
     """What build `release` ((build,) or an int) prints for these figures, in its order: tensors, output,
     KV, compute (the KV lines precede the output buffer before the llama_context refactor)."""
@@ -94,5 +105,7 @@ def log_lines(release, figures: dict) -> tuple[str, ...]:
     output = [line for line in context if "output buffer" in line]
     rest = [line for line in context if "output buffer" not in line]
     if rule("log.context", build) == "llama_context":
-        return tuple(_model_lines(build, figures) + output + _kv_lines(build, figures) + _rs_lines(figures) + rest)
-    return tuple(_model_lines(build, figures) + _kv_lines(build, figures) + _rs_lines(figures) + output + rest)
+        return tuple(_model_lines(build, figures) + output + _kv_lines(build, figures) + _rs_lines(figures) + rest
+                     + _clip_lines(figures))
+    return tuple(_model_lines(build, figures) + _kv_lines(build, figures) + _rs_lines(figures) + output + rest
+                 + _clip_lines(figures))

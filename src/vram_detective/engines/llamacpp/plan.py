@@ -10,6 +10,7 @@ from . import compute as cmp
 from .calibration import CUDA_CONTEXT_BYTES
 from .kv_cache import (NO_STATE, KvCache, KvSettings, RecurrentState, gated_delta_state, kv_cache, mamba_state,
                        mla_layers, recurrent_state, uniform_layers)
+from .mmproj import ProjectorBuffers, projector_buffers, read_projector
 from .quant_mix import quantized_tensors
 from .releases import rule
 from .settings import ALL_LAYERS, LlamaCppSettings, SettingsError, check, flash_attention
@@ -38,6 +39,11 @@ class Layout:
     source: str  # where the tensor table came from
     rs: RecurrentState = NO_STATE  # recurrent / hybrid models' conv + SSM state (llama_memory_recurrent)
     row_split: dict = field(default_factory=dict)  # -sm row: the CUDA_Split buffer's part per GPU
+    projector: ProjectorBuffers | None = None  # --mmproj: the vision tower's weights and compute (mmproj.py)
+
+    def _projector_on(self, device: str) -> int:
+        p = self.projector
+        return p.weights + p.compute if p is not None and p.device == device else 0
 
     @property
     def rs_by_device(self) -> dict:
@@ -45,7 +51,8 @@ class Layout:
 
     def vram(self, device: str) -> int:
         return (self.model.get(device, 0) + self.kv_by_device.get(device, 0) + self.compute.get(device, 0)
-                + self.context.get(device, 0) + self.rs_by_device.get(device, 0) + self.row_split.get(device, 0))
+                + self.context.get(device, 0) + self.rs_by_device.get(device, 0) + self.row_split.get(device, 0)
+                + self._projector_on(device))
 
     @property
     def split_buffers(self) -> int:
@@ -55,7 +62,7 @@ class Layout:
     @property
     def host(self) -> int:
         return (sum(self.model.get(name, 0) for name in HOST_MODEL_BUFFERS) + self.kv_by_device.get("CPU", 0)
-                + self.rs_by_device.get("CPU", 0)
+                + self.rs_by_device.get("CPU", 0) + self._projector_on("CPU")
                 + sum(v for k, v in self.compute.items() if not k.startswith("CUDA") or k == "CUDA_Host")
                 + self.output[1])
 
@@ -229,9 +236,13 @@ def layout(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> Layout:
     rows = row_split(s, p, pairs, model) if lay else {}
     extra = [d for d in model if d[4:].isdigit()] + list(rows)
     devices = tuple(sorted(dict.fromkeys([*p.devices, *extra]), key=lambda d: int(d[4:])))
-    used = dict.fromkeys([*lay.values()] + list(p.devices[:1]) + extra)
+    proj = projector_buffers(read_projector(s.mmproj), s.mmproj_offload, bool(p.devices)) if s.mmproj else None
+    if proj is not None and proj.device != "CPU" and proj.device not in devices:
+        devices = tuple(sorted((*devices, proj.device), key=lambda d: int(d[4:])))
+    used = dict.fromkeys([*lay.values()] + list(p.devices[:1]) + extra + ([proj.device] if proj and proj.device != "CPU" else []))
     return Layout(s, fa, n_ctx, n_ubatch, len(lay), spec.num_layers + 1, devices, model, kv, dict(kv.per_device),
-                  compute, output, {d: CUDA_CONTEXT_BYTES for d in used}, source, recurrent(spec, s, lay), rows)
+                  compute, output, {d: CUDA_CONTEXT_BYTES for d in used}, source, recurrent(spec, s, lay), rows,
+                  proj)
 
 
 def _cpu_only(tensors, p: Placement) -> dict:

@@ -37,6 +37,10 @@ def figures(lay: Layout) -> dict:
             out[f"{name.lower()}_rs_buffer_mib"] = _mib(value)
         out.update(rs_size_mib=_mib(lay.rs.total_bytes), r_mib=_mib(lay.rs.r_bytes), s_mib=_mib(lay.rs.s_bytes),
                    rs_cells=lay.rs.cells, rs_layers=lay.total_layers - 1)
+    if lay.projector is not None:
+        out["mmproj_model_buffer_mib"] = _mib(lay.projector.weights)
+        out["mmproj_model_size_mib"] = _mib(lay.projector.stored)
+        out[f"mmproj_{lay.projector.device.lower()}_compute_buffer_mib"] = _mib(lay.projector.compute)
     out["kv_padding"] = 256 if lay.flash_attn else rule("kv.padding_no_fa", lay.settings.build)
     if rule("log.kv_cache", lay.settings.build) == "llama_kv_cache_init":
         del out["kv_cells"], out["kv_layers"]  # that era prints neither
@@ -53,6 +57,8 @@ def _device_tree(lay: Layout, device: str, source: str) -> Component:
              ("rs", "RS buffer (recurrent state)", lay.rs_by_device.get(device, 0),
               f"{lay.rs.cells} cells x this GPU's recurrent layers, f32 conv + SSM state"),
              ("compute", "compute buffer", lay.compute.get(device, 0), f"worst-case graph, n_ubatch {lay.n_ubatch}"),
+             ("mmproj", "vision projector (--mmproj)", lay._projector_on(device),
+              "CLIP tower weights as stored + its warm-up image graph"),
              ("context", "CUDA context + cuBLAS", lay.context.get(device, 0), "fitted (calibration.py)"))
     children = tuple(Component(f"{device}.{key}", label, n, reason, source) for key, label, n, reason in parts if n)
     return Component(device, f"{device} VRAM", lay.vram(device), "", source, children)
@@ -62,6 +68,7 @@ def _host_tree(lay: Layout, source: str) -> Component:
     rows = [(f"host.model.{n}", f"{n} model buffer", lay.model[n]) for n in HOST_MODEL_BUFFERS if n in lay.model]
     rows += [("host.kv", "CPU KV buffer", lay.kv_by_device.get("CPU", 0))]
     rows += [("host.rs", "CPU RS buffer", lay.rs_by_device.get("CPU", 0))]
+    rows += [("host.mmproj", "vision projector (--no-mmproj-offload)", lay._projector_on("CPU"))]
     rows += [(f"host.compute.{k}", f"{k} compute buffer", v) for k, v in lay.compute.items()
              if not k.startswith("CUDA") or k == "CUDA_Host"]
     rows += [("host.output", f"{lay.output[0]} output buffer", lay.output[1])]

@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 
 from vram_detective.engines.llamacpp.accuracy import (  # noqa: F401  (re-exported for the tests)
-    LLAMA31_8B, NOT_PLANNED, PLANS, QWEN3_30B, _spec, compare, predict)
+    LLAMA31_8B, NOT_COMPARED, NOT_PLANNED, PLANS, QWEN3_30B, _spec, compare, predict)
 
 CASES = Path(__file__).resolve().parents[1] / "groundtruth" / "dev-llamacpp.jsonl"
 
@@ -55,6 +55,8 @@ def main() -> None:
     print(f"\n{'kind':8} {'n':>3} {'median':>8} {'p90':>8} exact")
     for kind, (n, med, p90, exact) in summary(errors).items():
         print(f"{kind:8} {n:3d} {med:8.2%} {p90:8.2%} {exact}")
+    for case_id, (kinds, why) in NOT_COMPARED.items():
+        print(f"not compared: {case_id}: {', '.join(kinds)}: {why}")
     for case_id, why in NOT_PLANNED.items():
         print(f"not planned: {case_id}: {why}")
 

@@ -133,8 +133,11 @@ KNOWN_MISSES = {
         "Q6_K - Q4_K of 9728x2560): observed 1745.66, predicted 1739.53; the total over both buffers matches",
     ("llamacpp-ollama-qwen3-4b-q4km-4g-partial26-f16kv", "cuda_host_model_buffer_mib"):
         "the same 6.11 MiB on the host side: observed 934.54, predicted 940.66",
+    ("llamacpp-qwen36-27b-udq4kxl-5090-131k-q8kv", "cuda0_compute_buffer_mib"):
+        "compute approximation has no gated-delta-net term (fitted on attention-only models): observed 495.00, "
+        "predicted 529.00 (+6.87 %)",
 }
-TOLERANCE = {"model": 0.001, "kv": 0.0, "output": 0.0, "compute": 0.05, "vram": 0.05, "host": 0.05}
+TOLERANCE = {"model": 0.001, "kv": 0.0, "rs": 0.0, "output": 0.0, "compute": 0.05, "vram": 0.05, "host": 0.05}
 
 
 def _figures():
@@ -151,7 +154,7 @@ def _figures():
 
 @pytest.mark.parametrize("kind,got,want", _figures())
 def test_dev_case_figure(kind, got, want):
-    assert abs(got - want) <= TOLERANCE[kind] * want + (0.011 if kind != "kv" else 0)
+    assert abs(got - want) <= TOLERANCE[kind] * want + (0.011 if kind not in ("kv", "rs") else 0)
 
 
 def test_dev_targets():
@@ -159,7 +162,7 @@ def test_dev_targets():
     s = bench.summary(errors)
     assert s["model"][1] <= 0.001 and s["kv"][2] == 0.0 and s["compute"][1] <= 0.05
     assert s["vram"][1] <= 0.02 and s["vram"][2] <= 0.05 and s["host"][1] <= 0.02 and s["host"][2] <= 0.05
-    assert s["kv"][0] == 11 and s["model"][0] == 22
+    assert s["kv"][0] == 12 and s["model"][0] == 22 and s["rs"] == (1, 0.0, 0.0, 1)
 
 
 def test_calibration_cases():

@@ -147,3 +147,35 @@ def test_t4_case_end_to_end_through_the_engine():
     assert (run.num_ctx, run.num_parallel) == (2048, 4)
     assert run.llamacpp_settings["n_ctx"] == 8192 and run.llamacpp_settings["n_gpu_layers"] == 33
     assert run.layout.kv_by_device == {"CUDA0": 2**30}
+
+
+def test_modelfile_parameters_and_projector_from_the_store(tmp_path, monkeypatch):
+    import importlib.util
+
+    from vram_detective.engines.ollama import engine as ollama_engine
+
+    manifest = _store(tmp_path)  # its params layer says num_ctx 1024
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path))
+    ollama_engine._stored.cache_clear()
+    spec, table = OLLAMA.resolve_model("tiny:q4")
+    assert ollama_engine.stored_defaults(table) == {"num_ctx": 1024}
+    gpu = custom_gpu(8 * 2**30)
+    run = ollama_engine.decide(spec, gpu, {"num_parallel": 1}, (0, 6, 8), table)
+    assert run.num_ctx == 1024 and run.layout.kv.cells == 1024  # the Modelfile's num_ctx, not the version's default
+    assert ollama_engine.decide(spec, gpu, {"num_parallel": 1, "num_ctx": 2048}, (0, 6, 8), table).num_ctx == 2048
+    # a vision model's manifest names a projector blob: the runner gets it as --mmproj
+    helper = importlib.util.spec_from_file_location("tiny_gguf", Path(__file__).parents[1] / "benchmarks" / "llamacpp_tiny_gguf.py")
+    tiny = importlib.util.module_from_spec(helper)
+    helper.loader.exec_module(tiny)
+    proj = tiny.write_mmproj(tmp_path / "proj.gguf")
+    digest = hashlib.sha256(proj.read_bytes()).hexdigest()
+    proj.rename(tmp_path / "blobs" / f"sha256-{digest}")
+    data = json.loads(manifest.read_text())
+    data["layers"].append({"mediaType": "application/vnd.ollama.image.projector", "digest": f"sha256:{digest}"})
+    manifest.write_text(json.dumps(data))
+    ollama_engine._stored.cache_clear()
+    spec, table = OLLAMA.resolve_model("tiny:q4")
+    with_proj = ollama_engine.decide(spec, gpu, {"num_parallel": 1}, (0, 6, 8), table)
+    assert with_proj.layout.projector.device == "CUDA0" and with_proj.layout.projector.stored == 2924032
+    assert with_proj.layout.vram("CUDA0") - run.layout.vram("CUDA0") == 2927872 + 2372624
+    ollama_engine._stored.cache_clear()

@@ -126,21 +126,35 @@ def layer_devices(n_layer: int, gpu_layers: dict[int, str], kv_offload: bool = T
 
 @dataclass(frozen=True)
 class RecurrentState:
+    """llama_memory_recurrent's buffers: `cells` state slots, the conv (r) and SSM/WKV (s) f32 rows of each
+    recurrent layer, on that layer's device (src/llama-memory-recurrent.cpp constructor)."""
+
     cells: int
-    layers: int
+    layers: int  # recurrent layers holding state
     r_bytes: int
     s_bytes: int
+    per_device: tuple[tuple[str, int], ...] = ()
 
     @property
     def total_bytes(self) -> int:
         return self.r_bytes + self.s_bytes
 
 
-def recurrent_state(n_recurrent_layers: int, n_embd_r: int, n_embd_s: int, n_seq_max: int) -> RecurrentState:
-    """llama-memory-recurrent.cpp: max(1, n_seq_max) cells of f32 conv (r) and SSM (s) state per recurrent layer."""
+NO_STATE = RecurrentState(0, 0, 0, 0)
+
+
+def recurrent_state(n_recurrent_layers: int, n_embd_r: int, n_embd_s: int, n_seq_max: int,
+                    devices: list[str] | None = None) -> RecurrentState:
+    """llama-memory-recurrent.cpp: max(1, n_seq_max) cells of f32 conv (r) and SSM (s) state per recurrent
+    layer (create_memory passes type_r = type_s = F32 and mem_size = max(1, n_seq_max)); devices[i] holds
+    recurrent layer i's rows (the layer's device, CPU without offload)."""
     cells = max(1, n_seq_max)
+    per_layer = (n_embd_r + n_embd_s) * 4 * cells
+    per_device: dict[str, int] = {}
+    for device in devices or ["CPU"] * n_recurrent_layers:
+        per_device[device] = per_device.get(device, 0) + per_layer
     return RecurrentState(cells, n_recurrent_layers, n_embd_r * 4 * cells * n_recurrent_layers,
-                          n_embd_s * 4 * cells * n_recurrent_layers)
+                          n_embd_s * 4 * cells * n_recurrent_layers, tuple(per_device.items()))
 
 
 def gated_delta_state(conv_kernel: int, n_k_heads: int, head_k: int, n_v_heads: int, head_v: int) -> tuple[int, int]:
@@ -148,3 +162,15 @@ def gated_delta_state(conv_kernel: int, n_k_heads: int, head_k: int, n_v_heads: 
     q, k, v; the SSM state is head_k x head_v per value head."""
     conv_dim = 2 * n_k_heads * head_k + n_v_heads * head_v
     return (conv_kernel - 1) * conv_dim, head_k * head_v * n_v_heads
+
+
+def mamba_state(conv_kernel: int, d_inner: int, d_state: int, n_group: int = 0) -> tuple[int, int]:
+    """(n_embd_r, n_embd_s) of a Mamba layer (llama-hparams.cpp n_embd_r / n_embd_s): conv keeps kernel-1
+    columns of x (Mamba2: plus B and C, 2 x n_group x d_state); the SSM state is d_state x d_inner."""
+    return (conv_kernel - 1) * (d_inner + 2 * n_group * d_state), d_state * d_inner
+
+
+def rwkv_state(n_embd: int, head_size: int, token_shift_count: int = 2) -> tuple[int, int]:
+    """(n_embd_r, n_embd_s) of an RWKV6/7 layer (llama-hparams.cpp): token_shift_count x n_embd of shifted
+    tokens, and the WKV state n_embd x head_size."""
+    return token_shift_count * n_embd, n_embd * head_size

@@ -86,6 +86,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--no-kv-offload", "-nkvo"), "kv_offload", None, "keep the KV cache on the CPU", value=False),
     Flag(("--offload_kqv",), "kv_offload", _bool_word, "llama-cpp-python: KV on the GPU"),
     Flag(("--embedding", "--embeddings"), "embeddings", None, "embeddings output"),
+    Flag(("--mmproj", "-mm", "--clip_model_path"), "mmproj", str, "vision projector GGUF (CLIP / SigLIP tower)"),
+    Flag(("--no-mmproj-offload",), "mmproj_offload", None, "keep the projector on the CPU", value=False),
 )
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}
 

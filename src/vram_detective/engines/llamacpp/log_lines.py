@@ -56,6 +56,21 @@ def _kv_lines(build: int, figures: dict) -> list[str]:
     return out
 
 
+def _rs_lines(figures: dict) -> list[str]:
+    """llama_memory_recurrent's buffer and size lines (llama-memory-recurrent.cpp, printed after the KV's; the
+    layer count is the model's n_layer, recurrent or not)."""
+    if "rs_size_mib" not in figures:
+        return []
+    out = [f"llama_memory_recurrent: {name:>10} RS buffer size = {value:8.2f} MiB" for name, value in _devices(figures, "rs")]
+    if "cpu_rs_buffer_mib" in figures:
+        out.append(f"llama_memory_recurrent: {'CPU':>10} RS buffer size = {figures['cpu_rs_buffer_mib']:8.2f} MiB")
+    cells = figures.get("rs_cells", 1)
+    out.append(f"llama_memory_recurrent: size = {figures['rs_size_mib']:7.2f} MiB ({cells:6d} cells, "
+               f"{figures.get('rs_layers', 0):3d} layers, {cells:2d} seqs), R (f32): {figures.get('r_mib', 0.0):7.2f} MiB, "
+               f"S (f32): {figures.get('s_mib', 0.0):7.2f} MiB")
+    return out
+
+
 def _context_lines(build: int, figures: dict) -> list[str]:
     ctx, comp = rule("log.context", build), rule("log.compute_buffer", build)
     comp_prefix = ctx if comp == "context" else comp
@@ -71,6 +86,17 @@ def _context_lines(build: int, figures: dict) -> list[str]:
     return out
 
 
+def _clip_lines(figures: dict) -> list[str]:
+    """tools/mtmd/clip.cpp (llama-server loads the projector after the context): stored size, compute buffer."""
+    out = []
+    if "mmproj_model_size_mib" in figures:
+        out.append(f"clip_model_loader: model size:         {figures['mmproj_model_size_mib']:.2f} MiB")
+    for key, name in (("mmproj_cuda0_compute_buffer_mib", "CUDA0"), ("mmproj_cpu_compute_buffer_mib", "CPU")):
+        if key in figures:
+            out.append(f"alloc_compute_meta: {name:>10} compute buffer size = {figures[key]:8.2f} MiB")
+    return out
+
+
 def log_lines(release, figures: dict) -> tuple[str, ...]:
     """What build `release` ((build,) or an int) prints for these figures, in its order: tensors, output,
     KV, compute (the KV lines precede the output buffer before the llama_context refactor)."""
@@ -79,5 +105,7 @@ def log_lines(release, figures: dict) -> tuple[str, ...]:
     output = [line for line in context if "output buffer" in line]
     rest = [line for line in context if "output buffer" not in line]
     if rule("log.context", build) == "llama_context":
-        return tuple(_model_lines(build, figures) + output + _kv_lines(build, figures) + rest)
-    return tuple(_model_lines(build, figures) + _kv_lines(build, figures) + output + rest)
+        return tuple(_model_lines(build, figures) + output + _kv_lines(build, figures) + _rs_lines(figures) + rest
+                     + _clip_lines(figures))
+    return tuple(_model_lines(build, figures) + _kv_lines(build, figures) + _rs_lines(figures) + output + rest
+                 + _clip_lines(figures))

@@ -19,6 +19,8 @@ _KV_SELF = re.compile(r"KV self size\s*=\s*" + _NUM + r" MiB, (?:K \(\w+\):\s*" 
 _KV_SIZE = re.compile(r"(llama_kv_cache\w*|llama_memory_recurrent): size =\s*" + _NUM
                       + r" MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*[\d/ ]+seqs\)(?:, K \(\w+\):\s*" + _NUM
                       + r" MiB, V \(\w+\):\s*" + _NUM + " MiB)?")
+_RS_PARTS = re.compile(r"R \(\w+\):\s*" + _NUM + r" MiB, S \(\w+\):\s*" + _NUM + " MiB")
+_CLIP_SIZE = re.compile(r"clip_model_loader: model size:\s*" + _NUM + " MiB")
 _KV_INIT = re.compile(r"kv_size = (\d+),.*n_layer = (\d+)")
 _ISWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache")
 _GRAPH = re.compile(r"graph (nodes|splits)\s*=\s*(\d+)(?: \(with bs=(\d+)\))?")
@@ -71,6 +73,11 @@ def parse(log: str) -> dict:
 
 def _buffer(line: str, out: dict) -> None:
     m = _BUFFER.search(line)
+    if m and "alloc_compute_meta" in line:  # clip.cpp: the vision projector's graph
+        out.setdefault(f"mmproj_{_key(m.group(1))}_compute_buffer_mib", float(m.group(3)))
+        return
+    if m2 := _CLIP_SIZE.search(line):
+        out.setdefault("mmproj_model_size_mib", float(m2.group(1)))
     if not m or "ctx size" in line:
         return
     kind = (m.group(2) or "").strip().lower()
@@ -88,7 +95,9 @@ def _kv_lines(line: str, out: dict, iswa: str) -> None:
             out["k_mib"], out["v_mib"] = float(m.group(2)), float(m.group(3))
     if m := _KV_SIZE.search(line):
         if m.group(1) == "llama_memory_recurrent":
-            out["rs_size_mib"] = float(m.group(2))
+            out["rs_size_mib"], out["rs_cells"] = float(m.group(2)), int(m.group(3))
+            if rs := _RS_PARTS.search(line):
+                out["r_mib"], out["s_mib"] = float(rs.group(1)), float(rs.group(2))
             return
         prefix = iswa or "kv"
         size_key = "kv_size_mib" if prefix == "kv" else f"{prefix}_size_mib"

@@ -4,15 +4,17 @@ totals: VRAM per GPU and host RAM. `layout()` is the pure numbers; `breakdown()`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import compute as cmp
 from .calibration import CUDA_CONTEXT_BYTES
-from .kv_cache import KvCache, KvSettings, kv_cache, mla_layers, uniform_layers
+from .kv_cache import (NO_STATE, KvCache, KvSettings, RecurrentState, gated_delta_state, kv_cache, mamba_state,
+                       mla_layers, recurrent_state, uniform_layers)
+from .mmproj import ProjectorBuffers, projector_buffers, read_projector
 from .quant_mix import quantized_tensors
 from .releases import rule
-from .settings import ALL_LAYERS, LlamaCppSettings, check, flash_attention
-from .weights import GgufTensor, Placement, assign, layer_devices, model_buffers
+from .settings import ALL_LAYERS, LlamaCppSettings, SettingsError, check, flash_attention
+from .weights import GgufTensor, Placement, assign, layer_devices, model_buffers, row_split_buffers
 
 MIB = 1024 * 1024
 HOST_MODEL_BUFFERS = ("CPU_Mapped", "CPU", "CUDA_Host")
@@ -35,14 +37,32 @@ class Layout:
     output: tuple[str, int]  # (buffer, bytes)
     context: dict  # device -> CUDA context bytes
     source: str  # where the tensor table came from
+    rs: RecurrentState = NO_STATE  # recurrent / hybrid models' conv + SSM state (llama_memory_recurrent)
+    row_split: dict = field(default_factory=dict)  # -sm row: the CUDA_Split buffer's part per GPU
+    projector: ProjectorBuffers | None = None  # --mmproj: the vision tower's weights and compute (mmproj.py)
+
+    def _projector_on(self, device: str) -> int:
+        p = self.projector
+        return p.weights + p.compute if p is not None and p.device == device else 0
+
+    @property
+    def rs_by_device(self) -> dict:
+        return dict(self.rs.per_device)
 
     def vram(self, device: str) -> int:
         return (self.model.get(device, 0) + self.kv_by_device.get(device, 0) + self.compute.get(device, 0)
-                + self.context.get(device, 0))
+                + self.context.get(device, 0) + self.rs_by_device.get(device, 0) + self.row_split.get(device, 0)
+                + self._projector_on(device))
+
+    @property
+    def split_buffers(self) -> int:
+        """The split buffers' total (-sm row), counted per GPU in row_split."""
+        return sum(v for k, v in self.model.items() if k.endswith("_Split"))
 
     @property
     def host(self) -> int:
         return (sum(self.model.get(name, 0) for name in HOST_MODEL_BUFFERS) + self.kv_by_device.get("CPU", 0)
+                + self.rs_by_device.get("CPU", 0) + self._projector_on("CPU")
                 + sum(v for k, v in self.compute.items() if not k.startswith("CUDA") or k == "CUDA_Host")
                 + self.output[1])
 
@@ -65,16 +85,37 @@ def model_tensors(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> tuple[list
 
 
 def placement(spec, s: LlamaCppSettings) -> Placement:
+    """Where layers go: split over the GPUs by layer (-sm layer; -sm row since the backend-registry loader,
+    each GPU's matrices then in its split buffer), or all on one GPU (-sm none: the main GPU; -sm row in
+    older builds, releases split_row.layers_on_main)."""
     n_layer = spec.num_layers
-    if s.split_mode == "none" or s.num_gpus <= 1:
-        devices = (f"CUDA{s.main_gpu if s.split_mode == 'none' else 0}",)
+    single = s.split_mode == "none" or (s.split_mode == "row" and rule("split_row.layers_on_main", s.build))
+    if single or s.num_gpus <= 1:
+        devices = (f"CUDA{s.main_gpu if s.split_mode != 'layer' else 0}",)
         split: tuple = ()
     else:
         devices = tuple(f"CUDA{i}" for i in range(s.num_gpus))
-        split = s.tensor_split or tuple(float(x) for x in s.device_free_mib)
+        split = _split(s)
     return Placement(n_layer, min(s.n_gpu_layers, n_layer + 1), devices, split, s.mmap, s.cpu_overrides,
                      min(s.n_cpu_moe, n_layer), rule("ngl.output_first", s.build),
-                     rule("input.pinned_no_mmap", s.build))
+                     rule("input.pinned_no_mmap", s.build), s.device_overrides)
+
+
+def _split(s: LlamaCppSettings) -> tuple[float, ...]:
+    return s.tensor_split or tuple(float(x) for x in s.device_free_mib)
+
+
+def row_split(s: LlamaCppSettings, p: Placement, pairs, model: dict) -> dict:
+    """-sm row over several GPUs: the 2-D weights of the GPU layers move to split buffers whose rows spread
+    over every GPU by -ts (cumulative fractions; without -ts ggml-cuda splits by each card's total memory,
+    taken equal here unless free memory per device is given). Updates `model`; returns the rows per GPU."""
+    if s.split_mode != "row" or s.num_gpus <= 1 or not p.devices:
+        return {}
+    gpus = tuple(f"CUDA{i}" for i in range(s.num_gpus))
+    changes, parts = row_split_buffers(pairs, gpus, _split(s), p)
+    for name, delta in changes.items():
+        model[name] = model.get(name, 0) + delta
+    return parts
 
 
 def swa_layer_set(spec) -> frozenset[int]:
@@ -98,6 +139,43 @@ def kv_layers(spec, build: int):
         return mla_layers(spec.num_layers, m.kv_lora_rank, m.qk_rope_head_dim, spec.num_attention_heads,
                           m.qk_nope_head_dim, m.v_head_dim, build)
     return uniform_layers(spec.num_layers, spec.num_kv_heads, spec.head_dim, swa_layers=swa_layer_set(spec))
+
+
+def attention_layer_ids(spec) -> list[int]:
+    """Layers holding attention KV: all of them, or a hybrid's attention layers (llama_memory_hybrid gives the
+    KV cache only layers that are not recurrent, llama-memory-hybrid.cpp filter_attn)."""
+    if spec.hybrid is None:
+        return list(range(spec.num_layers))
+    return [il for il, kind in enumerate(spec.hybrid.layers) if "attention" in kind]
+
+
+def recurrent_layer_ids(spec) -> list[int]:
+    return [] if spec.hybrid is None else [il for il, kind in enumerate(spec.hybrid.layers) if "mamba" in kind]
+
+
+def state_widths(spec) -> tuple[int, int]:
+    """(n_embd_r, n_embd_s) per recurrent layer from the mixer (llama-hparams.cpp n_embd_r / n_embd_s)."""
+    m = spec.mixer
+    if m is None or m.problem:
+        raise SettingsError(f"{spec.name}: the recurrent state needs the mixer sizes ({m.problem if m else 'none'})")
+    if m.kind == "gated_delta_net":
+        return gated_delta_state(m.conv_kernel, m.key_heads, m.key_head_dim, m.value_heads, m.value_head_dim)
+    if m.kind == "mamba1":
+        return mamba_state(m.conv_kernel, m.intermediate, m.d_state)
+    if m.kind == "mamba2":
+        return mamba_state(m.conv_kernel, m.intermediate, m.d_state, m.n_groups)
+    raise SettingsError(f"{spec.name}: llama.cpp has no {m.kind} ({m.family}) architecture")
+
+
+def recurrent(spec, s: LlamaCppSettings, lay: dict) -> RecurrentState:
+    """The RS buffers: each recurrent layer's rows on its device, CPU when the layer is not offloaded or with
+    --no-kv-offload (create_memory passes offload_kqv as llama_memory_recurrent's `offload`)."""
+    ids = recurrent_layer_ids(spec)
+    if not ids:
+        return NO_STATE
+    r, st = state_widths(spec)
+    devices = [lay.get(il, "CPU") if s.kv_offload else "CPU" for il in ids]
+    return recurrent_state(len(ids), r, st, s.n_parallel, devices)
 
 
 def kv_settings(spec, s: LlamaCppSettings, fa: bool, n_ctx: int) -> KvSettings:
@@ -144,18 +222,27 @@ def layout(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> Layout:
     lay = layer_devices(p) if s.n_gpu_layers > 0 else {}
     n_ctx = s.n_ctx or spec.max_position_embeddings
     kvs = kv_settings(spec, s, fa, n_ctx)
-    devices_kv = [lay.get(il, "CPU") if s.kv_offload else "CPU" for il in range(spec.num_layers)]
-    kv = kv_cache(kv_layers(spec, s.build), devices_kv, kvs)
+    ids = attention_layer_ids(spec)
+    devices_kv = [lay.get(il, "CPU") if s.kv_offload else "CPU" for il in ids]
+    all_layers = kv_layers(spec, s.build)
+    kv = kv_cache([all_layers[il] for il in ids], devices_kv, kvs)
     n_ubatch = min(s.n_ubatch, s.n_batch, n_ctx)
     pairs = assign(tensors, p)
     compute = _compute(spec, lay, p, pairs, kv.cells, n_ubatch, fa)
     vocab = spec.vocab_size
     out_bytes = cmp.output_buffer_bytes(vocab, s.n_parallel, spec.hidden_size, s.embeddings)
     output = ("CUDA_Host" if p.devices and lay else "CPU", out_bytes)
-    used = dict.fromkeys([*lay.values()] + list(p.devices[:1]))
-    return Layout(s, fa, n_ctx, n_ubatch, len(lay), spec.num_layers + 1, p.devices,
-                  model_buffers(tensors, p) if lay else _cpu_only(tensors, p), kv, dict(kv.per_device), compute,
-                  output, {d: CUDA_CONTEXT_BYTES for d in used}, source)
+    model = model_buffers(tensors, p) if lay else _cpu_only(tensors, p)
+    rows = row_split(s, p, pairs, model) if lay else {}
+    extra = [d for d in model if d[4:].isdigit()] + list(rows)
+    devices = tuple(sorted(dict.fromkeys([*p.devices, *extra]), key=lambda d: int(d[4:])))
+    proj = projector_buffers(read_projector(s.mmproj), s.mmproj_offload, bool(p.devices)) if s.mmproj else None
+    if proj is not None and proj.device != "CPU" and proj.device not in devices:
+        devices = tuple(sorted((*devices, proj.device), key=lambda d: int(d[4:])))
+    used = dict.fromkeys([*lay.values()] + list(p.devices[:1]) + extra + ([proj.device] if proj and proj.device != "CPU" else []))
+    return Layout(s, fa, n_ctx, n_ubatch, len(lay), spec.num_layers + 1, devices, model, kv, dict(kv.per_device),
+                  compute, output, {d: CUDA_CONTEXT_BYTES for d in used}, source, recurrent(spec, s, lay), rows,
+                  proj)
 
 
 def _cpu_only(tensors, p: Placement) -> dict:

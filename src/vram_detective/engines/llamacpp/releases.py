@@ -31,6 +31,9 @@ RULES: tuple[RuleChange, ...] = (
     RuleChange(0, "log.mapped_buffer_name", "CPU", "mmap'd host buffer printed as 'CPU' (0.2.90 tree; ollama 0.3 logs)"),
     RuleChange(4000, "log.mapped_buffer_name", "CPU_Mapped",
                "ggml-backend.cpp ggml_backend_cpu_buffer_from_ptr named CPU_Mapped (0.3.2 tree)", True),
+    RuleChange(0, "log.split_buffer_name", "CUDA_Split", "ggml-cuda.cu split buffer type named GGML_CUDA_NAME \"_Split\""),
+    RuleChange(4000, "log.split_buffer_name", "",
+               "ggml-cuda.cu ggml_backend_cuda_split_buffer_type: one per main device, 'CUDA<N>_Split' (0.3.16)", True),
     RuleChange(0, "log.kv_cache", "llama_kv_cache_init", "src/llama.cpp llama_kv_cache_init (0.2.90 tree)"),
     RuleChange(4880, "log.kv_cache", "llama_kv_cache_unified",
                "src/llama-kv-cache.cpp llama_kv_cache_unified (llama_context refactor; b5274 log)", True),
@@ -83,6 +86,12 @@ RULES: tuple[RuleChange, ...] = (
     RuleChange(6700, "input.pinned_no_mmap", True,
                "without mmap the input layer takes the GPU's host buffer type first in make_cpu_buft_list "
                "(Windows ollama log: CUDA_Host 934.54 MiB holds token_embd with the CPU layers)", True),
+    RuleChange(0, "split_row.layers_on_main", True,
+               "src/llama.cpp llm_load_tensors: -sm row gives every GPU layer {split buffer, main GPU} (0.2.90 "
+               "tree): layers, norms and KV on the main GPU"),
+    RuleChange(4000, "split_row.layers_on_main", False,
+               "llama-model.cpp load_tensors: -sm row splits layers by -ts like -sm layer, each GPU's buffer list "
+               "led by its split buffer 'CUDA<N>_Split' (backend-registry loader; 0.3.2 / 0.3.16 trees)", True),
     RuleChange(0, "ngl.minus_one", "none", "-ngl -1 offloads 0 layers (early-2025 log: 'offloaded 0/65')"),
     RuleChange(6500, "ngl.minus_one", "all", "-ngl -1 / auto / all = every layer (late 2025)", True),
     RuleChange(0, "ngl.default", 0, "llama_model_default_params n_gpu_layers = 0 (0.3.16 tree)"),

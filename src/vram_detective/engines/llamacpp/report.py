@@ -20,8 +20,10 @@ def figures(lay: Layout) -> dict:
     """The figures the build prints for this layout, keyed and rounded as its log lines show them (MiB)."""
     out: dict = {"offloaded_layers": lay.offloaded, "total_layers": lay.total_layers}
     mapped = rule("log.mapped_buffer_name", lay.settings.build)
+    split_name = rule("log.split_buffer_name", lay.settings.build)
     for name, value in lay.model.items():
         name = mapped if name == "CPU_Mapped" else name
+        name = split_name if name.endswith("_Split") and split_name else name
         key = f"{_HOST_KEYS.get(name, name.lower())}_model_buffer_mib"
         out[key] = round(out.get(key, 0) + _mib(value), 2)
     for name, value in lay.kv_by_device.items():
@@ -30,6 +32,15 @@ def figures(lay: Layout) -> dict:
     out.update(kv_size_mib=_mib(kv.total_bytes), k_mib=_mib(kv.k_bytes), v_mib=_mib(kv.v_bytes), kv_cells=kv.cells,
                kv_layers=kv.layers, kv_streams=kv.streams, n_seq_max=lay.settings.n_parallel,
                type_k=lay.settings.type_k, type_v=lay.settings.type_v)
+    if lay.rs.layers:
+        for name, value in lay.rs.per_device:
+            out[f"{name.lower()}_rs_buffer_mib"] = _mib(value)
+        out.update(rs_size_mib=_mib(lay.rs.total_bytes), r_mib=_mib(lay.rs.r_bytes), s_mib=_mib(lay.rs.s_bytes),
+                   rs_cells=lay.rs.cells, rs_layers=lay.total_layers - 1)
+    if lay.projector is not None:
+        out["mmproj_model_buffer_mib"] = _mib(lay.projector.weights)
+        out["mmproj_model_size_mib"] = _mib(lay.projector.stored)
+        out[f"mmproj_{lay.projector.device.lower()}_compute_buffer_mib"] = _mib(lay.projector.compute)
     out["kv_padding"] = 256 if lay.flash_attn else rule("kv.padding_no_fa", lay.settings.build)
     if rule("log.kv_cache", lay.settings.build) == "llama_kv_cache_init":
         del out["kv_cells"], out["kv_layers"]  # that era prints neither
@@ -41,8 +52,13 @@ def figures(lay: Layout) -> dict:
 
 def _device_tree(lay: Layout, device: str, source: str) -> Component:
     parts = (("model", "model buffer", lay.model.get(device, 0), "weights of the layers placed here"),
+             ("row_split", "split-buffer rows", lay.row_split.get(device, 0), "-sm row: this GPU's rows of the matrices"),
              ("kv", "KV buffer", lay.kv_by_device.get(device, 0), f"{lay.kv.cells} cells x this GPU's layers"),
+             ("rs", "RS buffer (recurrent state)", lay.rs_by_device.get(device, 0),
+              f"{lay.rs.cells} cells x this GPU's recurrent layers, f32 conv + SSM state"),
              ("compute", "compute buffer", lay.compute.get(device, 0), f"worst-case graph, n_ubatch {lay.n_ubatch}"),
+             ("mmproj", "vision projector (--mmproj)", lay._projector_on(device),
+              "CLIP tower weights as stored + its warm-up image graph"),
              ("context", "CUDA context + cuBLAS", lay.context.get(device, 0), "fitted (calibration.py)"))
     children = tuple(Component(f"{device}.{key}", label, n, reason, source) for key, label, n, reason in parts if n)
     return Component(device, f"{device} VRAM", lay.vram(device), "", source, children)
@@ -51,6 +67,8 @@ def _device_tree(lay: Layout, device: str, source: str) -> Component:
 def _host_tree(lay: Layout, source: str) -> Component:
     rows = [(f"host.model.{n}", f"{n} model buffer", lay.model[n]) for n in HOST_MODEL_BUFFERS if n in lay.model]
     rows += [("host.kv", "CPU KV buffer", lay.kv_by_device.get("CPU", 0))]
+    rows += [("host.rs", "CPU RS buffer", lay.rs_by_device.get("CPU", 0))]
+    rows += [("host.mmproj", "vision projector (--no-mmproj-offload)", lay._projector_on("CPU"))]
     rows += [(f"host.compute.{k}", f"{k} compute buffer", v) for k, v in lay.compute.items()
              if not k.startswith("CUDA") or k == "CUDA_Host"]
     rows += [("host.output", f"{lay.output[0]} output buffer", lay.output[1])]
@@ -103,7 +121,7 @@ def to_breakdown(spec, gpu, lay: Layout, version_text: str, label: str = "llama.
     return Breakdown(
         model=spec.name, gpu_name=gpu.name, total_gpu_bytes=gpu.cuda_total_bytes, engine_name=name,
         engine_label=label, engine_version=version_text, engine_variant="", settings=settings,
-        components=tree, weights_bytes=sum(lay.model.get(d, 0) for d in lay.devices),
+        components=tree, weights_bytes=sum(lay.model.get(d, 0) + lay.row_split.get(d, 0) for d in lay.devices),
         kv_cache_bytes=lay.kv.total_bytes, kv_bytes_per_token=lay.kv.total_bytes // max(kv_tokens, 1),
         kv_cache_tokens=kv_tokens, max_concurrency=kv_tokens / max(lay.n_ctx, 1), max_model_len=lay.n_ctx,
         nvidia_smi_used_mib=round(lay.vram(first) / MIB), outside_budget=_host_tree(lay, source),

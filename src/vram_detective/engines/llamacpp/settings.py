@@ -46,6 +46,8 @@ class LlamaCppSettings:
     gguf_type: str  # the llama.cpp mix used without a file ("Q4_K_M")
     embeddings: bool
     device_free_mib: tuple[int, ...] = ()  # free memory per device (sets the default split)
+    mmproj: str = ""  # --mmproj FILE.gguf (a vision projector; mmproj.py)
+    mmproj_offload: bool = True  # --no-mmproj-offload keeps it on the CPU
     given: frozenset = field(default_factory=frozenset)
 
     @property
@@ -53,11 +55,21 @@ class LlamaCppSettings:
         """-ot patterns sent to the CPU buffer (others name a device: kept as given, not modelled)."""
         return tuple(p.rsplit("=", 1)[0] for p in self.override_tensor if p.rsplit("=", 1)[-1].upper() == "CPU")
 
+    @property
+    def device_overrides(self) -> tuple[tuple[str, str], ...]:
+        """-ot patterns naming a GPU buffer (CUDA1, CUDA1_Host is host memory: left to the CPU rule)."""
+        out = []
+        for pattern in self.override_tensor:
+            rx, _, target = pattern.rpartition("=")
+            if target.upper().startswith("CUDA") and target[4:].isdigit():
+                out.append((rx, f"CUDA{int(target[4:])}"))
+        return tuple(out)
+
 
 DEFAULTS = {"n_batch": 2048, "n_ubatch": 512, "type_k": "f16", "type_v": "f16", "swa_full": False,
             "kv_offload": True, "mmap": True, "num_gpus": 1, "tensor_split": (), "split_mode": "layer",
             "main_gpu": 0, "override_tensor": (), "n_cpu_moe": 0, "gguf_type": "Q4_K_M", "embeddings": False,
-            "kv_unified": None, "device_free_mib": ()}
+            "kv_unified": None, "device_free_mib": (), "mmproj": "", "mmproj_offload": True}
 KNOWN = set(DEFAULTS) | {"n_gpu_layers", "n_ctx", "n_parallel", "flash_attn", "cpu_moe"}
 
 
@@ -122,7 +134,8 @@ def resolve(user: dict, build: int) -> LlamaCppSettings:
         tensor_split=tuple(float(x) for x in values["tensor_split"]), split_mode=str(values["split_mode"]),
         main_gpu=int(values["main_gpu"]), override_tensor=tuple(values["override_tensor"]), n_cpu_moe=n_cpu_moe,
         gguf_type=gguf_type, embeddings=bool(values["embeddings"]),
-        device_free_mib=tuple(int(x) for x in values["device_free_mib"]), given=frozenset(user))
+        device_free_mib=tuple(int(x) for x in values["device_free_mib"]), mmproj=str(values["mmproj"] or ""),
+        mmproj_offload=bool(values["mmproj_offload"]), given=frozenset(user))
 
 
 def flash_attention(s: LlamaCppSettings, spec) -> bool:

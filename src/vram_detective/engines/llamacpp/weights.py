@@ -49,6 +49,7 @@ class Placement:
     n_cpu_moe: int = 0  # experts of layers [0, n_cpu_moe) stay on CPU
     output_first: bool = False  # newer builds: i_gpu_start = n_layer + 1 - N (releases ngl.output_first)
     input_pinned: bool = False  # without mmap, the input layer in CUDA_Host too (releases input.pinned_no_mmap)
+    device_overrides: tuple[tuple[str, str], ...] = ()  # -ot regex=CUDA<N> (checked before cpu_overrides)
 
 
 def split_points(devices: int, split: tuple[float, ...]) -> list[float]:
@@ -100,13 +101,24 @@ def _on_cpu_by_override(t: GgufTensor, p: Placement) -> bool:
     return bool(layer and int(layer.group(1)) < p.n_cpu_moe and _EXPERTS.search(t.name))
 
 
+def _device_override(t: GgufTensor, p: Placement) -> str | None:
+    """-ot regex=CUDA1: the first matching pattern's device, for any tensor (llama-model.cpp create_tensor
+    applies tensor_buft_overrides before the layer's buffer list; an input-layer tensor moves too)."""
+    for rx, device in p.device_overrides:
+        if re.search(rx, t.name):
+            return device
+    return None
+
+
 def assign(tensors: list[GgufTensor], p: Placement) -> list[tuple[GgufTensor, str]]:
     """(tensor, buffer) pairs: a device name, 'CPU' (input layer / overrides) or 'HOST' (CPU-side layers)."""
     devices = layer_devices(p)
     pairs = []
     for t in tensors:
         layer = tensor_layer(t.name, p.n_layer)
-        if layer is None:
+        if p.device_overrides and (target := _device_override(t, p)) is not None:
+            pairs.append((t, target))
+        elif layer is None:
             pairs.append((t, "CPU"))
         elif layer in devices and not _on_cpu_by_override(t, p):
             pairs.append((t, devices[layer]))
@@ -138,6 +150,51 @@ def model_buffers(tensors: list[GgufTensor], p: Placement) -> dict[str, int]:
     if host:
         out["CPU_Mapped"] = max(t.offset + t.nbytes for t in host) - min(t.offset for t in host)
     return out
+
+
+ROW_ROUNDING = 128  # ggml-cuda.cu get_row_rounding: mmq_y rows on Volta and newer
+
+
+def row_split(t: GgufTensor, points: list[float], devices: tuple[str, ...]) -> dict[str, int]:
+    """Bytes per device of a 2-D weight in the CUDA split buffer (-sm row; ggml-cuda.cu get_row_split and
+    the split buffer's get_alloc_size): rows [n x start_i, n x start_(i+1)) rounded down to ROW_ROUNDING,
+    the last device takes the rest; each part padded to MATRIX_ROW_PADDING columns like a CUDA tensor."""
+    nrows = t.ne[1] if len(t.ne) > 1 else 1
+    starts = [0.0] + points[:-1]
+    out: dict[str, int] = {}
+    for i, device in enumerate(devices):
+        low = 0 if i == 0 else int(nrows * starts[i]) // ROW_ROUNDING * ROW_ROUNDING
+        high = nrows if i == len(devices) - 1 else int(nrows * starts[i + 1]) // ROW_ROUNDING * ROW_ROUNDING
+        if high <= low:
+            continue
+        size = row_size(t.type_name, t.ne[0]) * (high - low)
+        if is_quantized(t.type_name) and t.ne[0] % MATRIX_ROW_PADDING:
+            size += row_size(t.type_name, MATRIX_ROW_PADDING - t.ne[0] % MATRIX_ROW_PADDING)
+        out[device] = out.get(device, 0) + size
+    return out
+
+
+def is_row_split(t: GgufTensor, p: Placement) -> bool:
+    """Tensors the CUDA split buffer takes: 2-D matrices of the layers and the output (ggml-cuda.cu
+    supports_op refuses 3-D expert stacks in a split buffer; norms and biases are not matmul weights)."""
+    return len(t.ne) == 2 and t.ne[1] > 1 and tensor_layer(t.name, p.n_layer) is not None
+
+
+def row_split_buffers(pairs, gpus: tuple[str, ...], split: tuple[float, ...], p: Placement):
+    """-sm row: ({buffer: bytes} changes to the model buffers, split bytes per GPU). Each GPU-side 2-D weight
+    leaves its device's buffer for that device's split buffer ("CUDA0_Split", ggml-cuda.cu
+    ggml_backend_cuda_split_buffer_type), whose alloc size is the parts of every GPU, each padded."""
+    points = split_points(len(gpus), split)
+    changes: dict[str, int] = {}
+    parts: dict[str, int] = {}
+    for t, where in pairs:
+        if where.startswith("CUDA") and where[4:].isdigit() and is_row_split(t, p):
+            pieces = row_split(t, points, gpus)
+            changes[where] = changes.get(where, 0) - _align(cuda_alloc_size(t), CUDA_ALIGNMENT)
+            changes[f"{where}_Split"] = changes.get(f"{where}_Split", 0) + _align(sum(pieces.values()), CUDA_ALIGNMENT)
+            for device, size in pieces.items():
+                parts[device] = parts.get(device, 0) + size
+    return changes, parts
 
 
 def read_gguf_tensors(path: str) -> tuple[dict, list[GgufTensor]]:

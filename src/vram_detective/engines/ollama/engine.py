@@ -58,6 +58,23 @@ def _flash(user: dict, version) -> bool:
     return value not in (False, "off", "0", "false")
 
 
+# Modelfile PARAMETERs that change memory, as the params layer of a manifest stores them (api/types.go Options)
+MODELFILE_KNOBS = ("num_ctx", "num_gpu", "num_batch", "use_mmap")
+PARAMS_KEY, PROJECTOR_KEY = "ollama.params", "ollama.projector"  # set on the GGUF table by _stored
+
+
+def stored_defaults(table) -> dict:
+    """The stored model's Modelfile PARAMETERs (num_ctx 8192, ...): Ollama's defaults for that model, under
+    whatever the user gives (server/routes.go merges the model's options before the request's)."""
+    params = (getattr(table, "metadata", None) or {}).get(PARAMS_KEY) or {}
+    return {k: params[k] for k in MODELFILE_KNOBS if params.get(k) is not None}
+
+
+def _projector(table) -> str:
+    """The vision projector blob the runner gets as --mmproj (llm/server.go), for a stored vision model."""
+    return str((getattr(table, "metadata", None) or {}).get(PROJECTOR_KEY) or "")
+
+
 def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
     """Ollama's choices for this model on this GPU, and llama.cpp's allocation for them."""
     from ..llamacpp.plan import layout, model_tensors
@@ -65,7 +82,7 @@ def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
     from . import releases as r
     from .estimate import estimate, shape_of
 
-    user = ollama_names(user)
+    user = {**stored_defaults(gguf_checkpoint), **ollama_names(user)}
     unknown = set(user) - KNOWN
     if unknown:
         raise OllamaSettingsError(f"unknown Ollama setting(s): {', '.join(sorted(unknown))}")
@@ -84,7 +101,8 @@ def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
            "type_k": kv_type, "type_v": kv_type, "flash_attn": "on" if fa else "off", "mmap": bool(mmap),
            "embeddings": r.rule("embeddings", version), "num_gpus": len(free), "kv_unified": True,
            "gguf_type": user.get("gguf_type", "Q4_K_M"),
-           "device_free_mib": tuple(f // MIB for f in free) if len(free) > 1 else ()}
+           "device_free_mib": tuple(f // MIB for f in free) if len(free) > 1 else (),
+           "mmproj": _projector(gguf_checkpoint)}
     lay = layout(spec, resolve(cpp, build), gguf_checkpoint)
     return OllamaRun(tuple(version), num_ctx, parallel, est, cpp, lay)
 
@@ -198,7 +216,8 @@ class OllamaEngine:
 
         settings = ollama_names(settings)
         run = decide(spec, gpu, settings, version, gguf_checkpoint)
-        rows = (Setting("num_ctx", run.num_ctx, "num_ctx" in settings), Setting("num_parallel", run.num_parallel,
+        stored = stored_defaults(gguf_checkpoint)
+        rows = (Setting("num_ctx", run.num_ctx, "num_ctx" in settings or "num_ctx" in stored), Setting("num_parallel", run.num_parallel,
                 "num_parallel" in settings), Setting("num_gpu", run.estimate.layers_offload, "num_gpu" in settings),
                 Setting("kv_cache_type", run.llamacpp_settings["type_k"], "kv_cache_type" in settings),
                 Setting("flash_attention", run.llamacpp_settings["flash_attn"], "flash_attention" in settings)) + (
@@ -241,10 +260,15 @@ class OllamaEngine:
 @lru_cache(maxsize=16)
 def _stored(reference: str, manifest: str):
     """The stored model's spec and GGUF table, read once per process (keyed by the manifest's path)."""
+    from dataclasses import replace
+
     from .store import load
 
-    spec, table, _ = load(reference)
-    return spec, table
+    spec, table, found = load(reference)
+    extra = {PARAMS_KEY: dict(found.params)} if found.params else {}
+    if found.projector_blob is not None:
+        extra[PROJECTOR_KEY] = str(found.projector_blob)
+    return spec, (replace(table, metadata={**table.metadata, **extra}) if extra else table)
 
 
 ENGINE = OllamaEngine()

@@ -3,6 +3,8 @@ fetch ends with one line within its deadline, and nothing from the answer builds
 from __future__ import annotations
 
 import json
+import re
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,6 +14,7 @@ import pytest
 pytest.importorskip("huggingface_hub")
 
 from vram_detective.model.hub import HubAnswerError, HubDeadlineError, HubError, fetch  # noqa: E402
+from vram_detective.model.sources import MAX_CONFIG_BYTES, MAX_INDEX_BYTES, MalformedConfigError  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -20,7 +23,7 @@ class _Server:
     """Answers model info with `sha` and the files given; `trickle` sends every body 1 byte per 0.5 s;
     `loop` redirects every request to itself."""
 
-    def __init__(self, sha=COMMIT, files=("config.json",), trickle=False, loop=False):
+    def __init__(self, sha=COMMIT, files=("config.json",), trickle=False, loop=False, huge=None, honor_range=True):
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,6 +39,8 @@ class _Server:
                 server.answer(self, head=False)
 
         self.sha, self.files, self.trickle, self.loop = sha, files, trickle, loop
+        self.huge, self.honor_range = huge or {}, honor_range  # file name -> size served lazily (spaces)
+        self.sent: dict[str, int] = {}
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
@@ -48,6 +53,9 @@ class _Server:
             handler.send_header("Content-Length", "0")
             handler.end_headers()
             return
+        name = handler.path.rsplit("/", 1)[-1]
+        if not handler.path.startswith("/api/models/") and name in self.huge:
+            return self.answer_huge(handler, head, name, self.huge[name])
         if handler.path.startswith("/api/models/"):
             body = json.dumps({"id": "org/m", "sha": self.sha, "siblings": [{"rfilename": f} for f in self.files]})
         else:
@@ -69,6 +77,33 @@ class _Server:
                     time.sleep(0.5)
             else:
                 handler.wfile.write(data)
+        except OSError:
+            pass
+
+    def answer_huge(self, handler, head, name, size):
+        """`size` bytes of JSON whitespace, made as they are sent (never held), through a small socket
+        buffer so that what is counted as sent is what left for the client (within ~1 MiB)."""
+        handler.request.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+        start, end = 0, size - 1
+        found = re.match(r"bytes=(\d+)-(\d+)$", handler.headers.get("Range") or "")
+        if found and self.honor_range:
+            start, end = int(found.group(1)), min(int(found.group(2)), size - 1)
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        else:
+            handler.send_response(200)
+        handler.send_header("Content-Length", str(end - start + 1))
+        handler.send_header("X-Repo-Commit", COMMIT)
+        handler.send_header("ETag", '"huge"')
+        handler.end_headers()
+        left = 0 if head else end - start + 1
+        chunk = b" " * 65536
+        try:
+            while left > 0:
+                piece = chunk[:min(left, len(chunk))]
+                handler.wfile.write(piece)
+                left -= len(piece)
+                self.sent[name] = self.sent.get(name, 0) + len(piece)
         except OSError:
             pass
 
@@ -129,3 +164,23 @@ def test_a_bad_deadline_is_refused(hub_env, monkeypatch):
     monkeypatch.setenv("VRAM_DETECTIVE_HUB_DEADLINE", "soon")
     with pytest.raises(HubError, match="VRAM_DETECTIVE_HUB_DEADLINE"):
         fetch("org/m")
+
+
+HUGE = 300 << 20  # a 300 MB file: refused after the limit + 1 bytes, never downloaded whole
+MARGIN = 1 << 20  # what sits in the sockets' buffers when the client hangs up (192 KiB seen)
+
+
+@pytest.mark.parametrize("honor_range", [True, False], ids=["ranged", "range-ignored"])
+@pytest.mark.parametrize("name, limit", [("config.json", MAX_CONFIG_BYTES), ("quantize_config.json", MAX_CONFIG_BYTES),
+                                         ("model.safetensors.index.json", MAX_INDEX_BYTES)])
+def test_a_huge_json_file_is_refused_before_it_is_downloaded(hub_env, name, limit, honor_range):
+    server = hub_env(files=("config.json", name), huge={name: HUGE}, honor_range=honor_range)
+    started = time.monotonic()
+    with pytest.raises(MalformedConfigError) as error:
+        fetch("org/m", deadline=60)
+    message = str(error.value)
+    assert "\n" not in message and f"org/m/{name}" in message and f"{limit:,}-byte limit" in message
+    if honor_range:  # the size the server announced names the file's size
+        assert f"{HUGE:,} bytes" in message and server.sent[name] == limit + 1
+    assert limit < server.sent[name] <= limit + 1 + MARGIN
+    assert time.monotonic() - started < 30

@@ -1,11 +1,13 @@
 """The Hugging Face Hub as a model source, through `huggingface_hub` (imported lazily: `pip install
 'vram-detective[hub]'`).
 
-What is fetched: the repo's file list (model_info), config.json and the other small config files through
-hf_hub_download (so the local HF cache, HF_HUB_OFFLINE and the saved login work as everywhere else), and
+What is fetched: the repo's file list (model_info), config.json and the other small config files by one
+range read each of at most their size limit + 1 bytes (MAX_CONFIG_BYTES; the index MAX_INDEX_BYTES), so a
+file over the limit is refused with one line after limit + 1 bytes whatever the server claims or sends, and
 the safetensors header of every shard by two HTTP range reads (the 8-byte length, then exactly that many
-bytes), concurrently, through huggingface_hub's HTTP session, URLs and auth headers. GGUF repositories:
-the metadata and tensor table at the start of the chosen .gguf file, by growing range reads.
+bytes), all concurrently, through huggingface_hub's HTTP session, URLs and auth headers (the saved login
+works as everywhere else). GGUF repositories: the metadata and tensor table at the start of the chosen .gguf
+file, by growing range reads.
 
 huggingface_hub's own HfApi.get_safetensors_metadata reads the first 100 kB of every shard (about 3x a
 typical shard header, and mostly tensor data for small headers); reading the exact length keeps the bytes
@@ -18,9 +20,9 @@ per-request timeout. Retries are quiet (huggingface_hub's "Trying to resume down
 during a fetch). A Hub answer is trusted only as far as it is checked: the commit id must be 40 hex digits
 before it names a cache directory, and config files are refused over MAX_CONFIG_BYTES.
 
-The header table of a revision is kept, once complete, under the HF assets cache
-($HF_HOME/assets/vram-detective/, written to a temporary file and renamed), keyed by commit, so that
-HF_HUB_OFFLINE=1 answers from it.
+The header table and the small config files of a revision are kept, once complete, under the HF assets
+cache ($HF_HOME/assets/vram-detective/, written to a temporary file and renamed), keyed by commit, so that
+HF_HUB_OFFLINE=1 answers from it (config files another tool put in the HF hub cache are read too).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from pathlib import Path
 from .checkpoint import CheckpointTable, CheckpointTensor, table_from_safetensors
 from .safetensors_headers import TruncatedHeaderError, header_length, parse_header
 from .sources import (MAX_CONFIG_BYTES, MAX_INDEX_BYTES, MalformedConfigError, ModelSource, UnknownModelError,
-                      index_shards, read_json_file)
+                      index_shards, parse_json_object, read_json_file)
 
 SMALL_CONFIG_FILES = ("config.json", "quantize_config.json", "quant_config.json", "hf_quant_config.json")
 INDEX_FILE = "model.safetensors.index.json"
@@ -397,6 +399,26 @@ def read_remote_gguf(url: str, headers: dict, source: str, timeout: float, count
             data += chunk
 
 
+def read_remote_json(url: str, headers: dict, source: str, limit: int, settings: HubSettings, repo_id: str,
+                     filename: str) -> tuple[dict, str]:
+    """A small JSON file (config, quantization file, index) and its text, by one range read of limit + 1
+    bytes: a file over `limit` is refused with one line without being downloaded (a server that ignores
+    Range is cut after limit + 1 bytes; the size it announces only makes the message exact)."""
+
+    def get():
+        return range_get(url, headers, 0, limit, settings.request_timeout(), None, settings)
+
+    try:
+        data, size = _call(settings, get, repo_id, None, filename)
+    except TruncatedHeaderError:  # 416: nothing at byte 0, an empty file
+        data, size = b"", 0
+    if len(data) > limit or (size is not None and size > limit):
+        shown = f"{size:,} bytes" if size is not None and size > limit else f"over {limit:,} bytes"
+        raise MalformedConfigError(f"{source}: {shown}, over the {limit:,}-byte limit for this file; not downloaded")
+    parsed = parse_json_object(data, source, limit)
+    return parsed, data.decode("utf-8")
+
+
 # --- progress -------------------------------------------------------------------------------------------
 
 
@@ -613,16 +635,32 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
     if "config.json" not in files:
         raise HubFileNotFoundError(f"{label}: no config.json (and no .gguf file) in the repository")
     cached = load_cached(settings, repo_id, commit)
+    kept = (cached or {}).get("files") or {}  # a commit's files never change: kept texts are not asked again
+    texts: dict[str, str] = {}
 
     def small_file(name: str, limit: int = MAX_CONFIG_BYTES):
-        return lambda: _read_json(_download(hub, settings, repo_id, name, revision, False), f"{repo_id}/{name}", limit)
+        source = f"{repo_id}/{name}"
+
+        def read():
+            if name in kept:
+                return parse_json_object(kept[name].encode("utf-8"), source, limit)
+            url = hub.hf_hub_url(repo_id, name, revision=commit, endpoint=settings.endpoint)
+            parsed, text = read_remote_json(url, url_headers, source, limit, settings, repo_id, name)
+            if name != INDEX_FILE:
+                texts[name] = text
+            return parsed
+
+        return read
 
     # one round trip for everything the file list already names: the small JSON files, the index, and the
     # headers of the shards the standard names announce (read ahead of the index, which then confirms them)
     jobs = {name: small_file(name) for name in SMALL_CONFIG_FILES if name in files}
-    if cached is None and INDEX_FILE in files:
-        jobs[INDEX_FILE] = small_file(INDEX_FILE, MAX_INDEX_BYTES)
-    announced = _announced_shards(files) if cached is None else []
+    if cached is None or "table" not in cached:
+        if INDEX_FILE in files:
+            jobs[INDEX_FILE] = small_file(INDEX_FILE, MAX_INDEX_BYTES)
+        announced = _announced_shards(files)
+    else:
+        announced = []
     read_ahead = _HeaderReadAhead(hub, settings, repo_id, commit, announced, url_headers, stats)
     if announced:
         jobs[" shards"] = read_ahead.run
@@ -632,8 +670,9 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
 
     notes: list[str] = []
     table = None
-    if cached is not None:
-        table = _table_from_json(cached["table"])
+    entry = {key: value for key, value in (cached or {}).items() if key != "version"}
+    if "table" in entry:
+        table = _table_from_json(entry["table"])
         stats.from_cache = True
     else:
         if INDEX_FILE in files:
@@ -648,9 +687,12 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
             shards = sorted(name for name in files if name.endswith(".safetensors") and "/" not in name)
         if shards:
             table = table_from_safetensors(read_ahead.headers_for(shards), shards)
-            save_cached(settings, repo_id, revision, commit, {"table": _table_to_json(table)})
+            entry["table"] = _table_to_json(table)
         else:
             notes.append("no safetensors files: tensors synthesized from config.json")
+    if texts or ("table" in entry and "table" not in (cached or {})):
+        entry["files"] = {**kept, **texts}
+        save_cached(settings, repo_id, revision, commit, entry)
     if table is not None:
         stats.header_bytes = table.header_bytes
     return ModelSource(repo_id, "hub", f"{settings.endpoint}/{repo_id} @ {commit}", config, checkpoint=table,
@@ -758,7 +800,7 @@ def _fetch_offline(hub, settings: HubSettings, repo_id: str, revision: str | Non
                    stats: FetchStats) -> ModelSource:
     commit = cached_commit(settings, repo_id, revision)
     cached = load_cached(settings, repo_id, commit) if commit else None
-    if gguf_file or (cached is not None and "table" not in cached):
+    if gguf_file or (cached is not None and "table" not in cached and "files" not in cached):
         key = None
         if cached is not None and gguf_file:
             wanted = Path(gguf_file).name
@@ -772,16 +814,21 @@ def _fetch_offline(hub, settings: HubSettings, repo_id: str, revision: str | Non
         stats.from_cache = True
         return ModelSource(repo_id, "hub", f"local cache of {repo_id} @ {commit} (HF_HUB_OFFLINE)",
                            cached[key]["config"], checkpoint=_table_from_json(cached[key]["table"]), revision=commit)
-    config_path = _download(hub, settings, repo_id, "config.json", revision, True)
-    snapshot_commit = Path(config_path).parent.name
-    commit = commit or snapshot_commit
-    config = _read_json(config_path, f"{repo_id}/config.json")
-    extra = {}
-    for name in SMALL_CONFIG_FILES[1:]:
-        try:
-            extra[name] = _read_json(_download(hub, settings, repo_id, name, revision, True), f"{repo_id}/{name}")
-        except (HubError, UnknownModelError):
-            continue
+    kept = (cached or {}).get("files") or {}
+    if "config.json" in kept:
+        config = parse_json_object(kept["config.json"].encode("utf-8"), f"{repo_id}/config.json")
+        extra = {name: parse_json_object(kept[name].encode("utf-8"), f"{repo_id}/{name}")
+                 for name in SMALL_CONFIG_FILES[1:] if name in kept}
+    else:  # config files another tool (or an earlier version) put in the HF hub cache
+        config_path = _download(hub, settings, repo_id, "config.json", revision, True)
+        commit = commit or Path(config_path).parent.name
+        config = _read_json(config_path, f"{repo_id}/config.json")
+        extra = {}
+        for name in SMALL_CONFIG_FILES[1:]:
+            try:
+                extra[name] = _read_json(_download(hub, settings, repo_id, name, revision, True), f"{repo_id}/{name}")
+            except (HubError, UnknownModelError):
+                continue
     config = _merge_quant_files(config, extra)
     cached = cached or load_cached(settings, repo_id, commit)
     notes = []

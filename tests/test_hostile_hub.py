@@ -167,7 +167,9 @@ def test_a_bad_deadline_is_refused(hub_env, monkeypatch):
 
 
 HUGE = 300 << 20  # a 300 MB file: refused after the limit + 1 bytes, never downloaded whole
-MARGIN = 1 << 20  # what sits in the sockets' buffers when the client hangs up (192 KiB seen)
+# what sits in the sockets' buffers when the client hangs up: 128-192 KiB on an idle machine, more when the client
+# is slow to close under load; bounded by the kernel's loopback buffers, far below the 300 MB the server offers
+MARGIN = 16 << 20
 
 
 @pytest.mark.parametrize("honor_range", [True, False], ids=["ranged", "range-ignored"])

@@ -12,6 +12,7 @@ EXAMPLES = """examples:
   vllm serve Qwen/Qwen3-8B 2>&1 | tee vllm.log | vram-detective logs -
   vram-detective logs vllm.log --nvidia-smi smi.txt      # the default table, --query-gpu CSV, or -q -x XML
   vram-detective logs vllm.log --model Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --json
+  vram-detective logs --nvidia-smi smi.txt --model Qwen/Qwen3-8B     # no log: the utilization from the reading
 """
 
 
@@ -24,13 +25,16 @@ def register(subparsers) -> None:
                     "shrink the footprint.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("log", help="vLLM log file, or - to read standard input")
+    parser.add_argument("log", nargs="?", help="vLLM log file, or - to read standard input (optional with "
+                                                "--nvidia-smi and --model)")
     parser.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="FILE",
                         help="nvidia-smi output taken after startup: the default table, "
                              "--query-gpu=index,name,memory.used,memory.total --format=csv, or -q -x XML")
     parser.add_argument("--model", dest="logs_model", metavar="MODEL",
                         help="the model that ran, when the log does not name it (catalog repo id or local directory)")
     parser.add_argument("--gpu", dest="logs_gpu", metavar="GPU", help='the GPU it ran on ("RTX 4090", "H100", ...)')
+    parser.add_argument("-tp", "--tensor-parallel-size", dest="logs_tp", type=int, metavar="N",
+                        help="GPUs the model was split over, for nvidia-smi output read without a log")
     parser.add_argument("--engine-version", "--vllm-version", dest="logs_vllm_version", metavar="VERSION",
                         help="the engine's release, when the log does not show it (--vllm-version: the old name)")
     parser.add_argument("--ollama-ps", dest="ollama_ps", metavar="FILE",
@@ -46,17 +50,22 @@ def run(args) -> int:
     import sys
 
     try:
-        report = build_report(args.log, nvidia_smi=getattr(args, "nvidia_smi", None),
+        if args.log is None:
+            report = reading_only(getattr(args, "nvidia_smi", None), getattr(args, "logs_model", None),
+                                  getattr(args, "logs_gpu", None), getattr(args, "logs_vllm_version", None),
+                                  getattr(args, "logs_tp", None))
+        else:
+            report = build_report(args.log, nvidia_smi=getattr(args, "nvidia_smi", None),
                               model=getattr(args, "logs_model", None), gpu=getattr(args, "logs_gpu", None),
                               vllm_version=getattr(args, "logs_vllm_version", None),
-                              ollama_ps=getattr(args, "ollama_ps", None))
+                                  ollama_ps=getattr(args, "ollama_ps", None))
     except KeyboardInterrupt:
         print("vram-detective: error: interrupted", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - the contract is one line on stderr, never a traceback
         print(f"vram-detective: error: {_one_line(error)}", file=sys.stderr)
         return 2
-    if getattr(args, "html", None):
+    if getattr(args, "html", None) and report.get("log") is not None:
         from ..web.report import logs_html_report
 
         try:
@@ -100,6 +109,24 @@ def _one_line(error: BaseException) -> str:
 
 
 # --- the analysis ---------------------------------------------------------------------------------------------
+
+def reading_only(nvidia_smi: str | None, model: str | None, gpu: str | None, version: str | None,
+                 tp: int | None) -> dict:
+    """nvidia-smi output and a model, no engine log: the utilization that explains the reading (reading.py)."""
+    import sys
+
+    from .nvidia_smi import parse_file, parse_nvidia_smi
+    from .reading import reading_report
+
+    if not nvidia_smi:
+        raise ValueError("give an engine log, or --nvidia-smi FILE with --model MODEL")
+    if not model:
+        raise ValueError("nvidia-smi output without a log needs --model (the model that ran)")
+    if tp is not None and tp < 1:
+        raise ValueError(f"--tensor-parallel-size must be 1 or more, not {tp}")
+    smi = parse_nvidia_smi(sys.stdin.read()) if nvidia_smi == "-" else parse_file(nvidia_smi)
+    return reading_report(smi, model, gpu, version, tp)
+
 
 def build_report(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
                  vllm_version: str | None = None, stdin=None, ollama_ps: str | None = None) -> dict:
@@ -410,6 +437,11 @@ def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -
     from ..term import paragraph, width
 
     columns = width() if columns == -1 else columns
+    if report.get("log") is None and "parts" in report:
+        from .reading import render_reading
+
+        return "\n".join(paragraph([public(line, verbose) if line.strip() else line
+                                    for line in render_reading(report, columns)], columns, "    "))
     if report.get("engine") not in (None, "vllm"):
         from .engine_logs import render_engine_report
 

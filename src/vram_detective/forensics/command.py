@@ -375,7 +375,7 @@ def _shrink(observed: dict, inference, prediction, reconciliation, chosen_model,
     settings = dict(reconciliation.settings)
     util = inference.settings.get("gpu_memory_utilization")
     current_u = float(util.value) if util is not None else None
-    shrink = what_ifs(chosen_model, inference.gpu.value, inference.version.value if inference.version else None,
+    shrink = what_ifs(chosen_model, inference.gpu.value, prediction.vllm_version,  # the comparison's release
                       settings, current_u, source, observed.get("nvidia_smi_used_mib"))
     if shrink and util is not None and util.confidence not in STRONG:
         for row in reconciliation.rows:

@@ -166,6 +166,7 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         import io
 
         bounded = parse_stream_bounded(io.BytesIO(text.encode("utf-8")), "standard input", keep=LISTED_RUNS)
+        head = text[:1 << 20]
     else:
         head = _read_head(log)
         if nvidia_smi is None and _is_nvidia_smi(head):
@@ -179,8 +180,11 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         bounded = parse_file_bounded(log, keep=LISTED_RUNS)
     parsed, earlier = bounded.parsed, bounded.earlier
     last = len(parsed.runs) - 1
+    from .infer import model_named_in
+
+    named = None if model else model_named_in(head)
     runs = [analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=vllm_version,
-                        smi=smi if index == last else None) if index > last - DEEP_RUNS else summarize_run(run)
+                        smi=smi if index == last else None, named=named) if index > last - DEEP_RUNS else summarize_run(run)
             for index, run in enumerate(parsed.runs)]
     return {
         "log": "standard input" if log == "-" else log,
@@ -250,7 +254,8 @@ def summarize_run(run) -> dict:
             "summary_only": True}
 
 
-def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=None, search: bool = True) -> dict:
+def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=None, search: bool = True,
+                named: tuple[str, str] | None = None) -> dict:
     from .infer import infer_run
     from .nvidia_smi import reading_from_log_items
     from .observed import FIELDS, build_observed
@@ -260,7 +265,7 @@ def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=Non
     extras = run.extras()
     smi_reading = smi or reading_from_log_items(run.smi_gpus, run.smi_processes)
     inference = infer_run(run, observed, log_markers=parsed.markers, model=model, gpu=gpu, vllm_version=vllm_version,
-                          smi=smi, search_candidates=search)
+                          smi=smi, search_candidates=search, named=named)
     chosen_model, model_basis, source, candidate_tp = _choose_model(observed, inference)
     reconciliation = None
     prediction = None
@@ -271,6 +276,9 @@ def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=Non
     smi_explanation = explain_nvidia_smi(observed, inference, prediction, smi_reading, run)
     flags = anomalies(observed, extras, inference, prediction, smi_explanation, smi_reading, run)
     shrink = _shrink(observed, inference, prediction, reconciliation, chosen_model, source)
+    from .answer import answer_figures
+
+    kv_pool = _kv_pool(observed, prediction, chosen_model)
     build = build_observed(observed, model=chosen_model, gpu_name=inference.gpu.value.name if inference.gpu else None,
                            vllm_version=inference.version.value if inference.version else None,
                            engine=inference.engine.value if inference.engine else None,
@@ -294,7 +302,8 @@ def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=Non
                            for name, item in inference.settings.items()},
         "candidates": [candidate.to_dict() for candidate in inference.candidates],
         "candidates_searched": inference.candidates_searched,
-        "kv_pool": _kv_pool(observed, prediction, chosen_model),
+        "kv_pool": kv_pool,
+        "answer": answer_figures(observed, prediction, kv_pool, inference.gpu is not None),
         "reconciliation": reconciliation.to_dict() if reconciliation else None,
         "nvidia_smi_breakdown": smi_explanation.to_dict() if smi_explanation else None,
         "anomalies": flags,
@@ -375,6 +384,8 @@ def _shrink(observed: dict, inference, prediction, reconciliation, chosen_model,
     settings = dict(reconciliation.settings)
     util = inference.settings.get("gpu_memory_utilization")
     current_u = float(util.value) if util is not None else None
+    if observed.get("startup_failed"):
+        return _start_fixes(inference, prediction, settings, current_u, chosen_model, source)
     shrink = what_ifs(chosen_model, inference.gpu.value, prediction.vllm_version,  # the comparison's release
                       settings, current_u, source, observed.get("nvidia_smi_used_mib"))
     if shrink and util is not None and util.confidence not in STRONG:
@@ -386,6 +397,20 @@ def _shrink(observed: dict, inference, prediction, reconciliation, chosen_model,
                              f"prediction is {at_u:,} MiB ({(at_u - row.observed) / row.observed:+.1%}); "
                              "see the nvidia-smi breakdown")
     return shrink
+
+
+def _start_fixes(inference, prediction, settings: dict, current_u, chosen_model, source) -> dict:
+    """A failed start: the flags that make it start, each checked with the prediction (reconcile.start_fixes)."""
+    from .reconcile import start_fixes
+
+    if current_u is not None:
+        settings = dict(settings, gpu_memory_utilization=current_u)
+    if prediction.failure is None:
+        return {"start_fixes": [], "predicted_to_start": True}
+    fixes = start_fixes(chosen_model, inference.gpu.value, prediction.vllm_version, settings, source)
+    gpu = inference.gpu.value.name
+    return {"start_fixes": fixes, "predicted_to_start": False,
+            "fit_hint": f'vram-detective fit {chosen_model} --gpu "{gpu}"'}
 
 
 def _kv_pool(observed: dict, prediction, chosen_model) -> dict | None:
@@ -458,27 +483,37 @@ def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -
                      f"{LISTED_RUNS} are listed (--json: earlier_runs)")
     for run in report["runs"]:
         lines.append("")
-        lines += _render_run(run)
+        lines += _render_run(run, verbose)
     return "\n".join(paragraph([public(line, verbose) if line.strip() else line for line in lines], columns, "    "))
 
 
-def _render_run(run: dict) -> list[str]:
+def _render_run(run: dict, verbose: bool = False) -> list[str]:
+    from .answer import render_answer
     from .observed import LABELS
 
     failed = run["startup"]["failed"]
-    outcome = ("FAILED: " + (run["startup"]["message"] or "") if failed else
+    outcome = ("FAILED: " + _first_sentence(run["startup"]["message"] or "") if failed else
                "started" if failed is False else "outcome not in the log")
-    lines = [f"Run {run['run']} (lines {run['lines'][0]}-{run['lines'][1]}): {outcome[:160]}"]
+    lines = [f"Run {run['run']} (lines {run['lines'][0]}-{run['lines'][1]}): {outcome}"]
     if run.get("summary_only"):
         text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in run["observed"].items())
         lines.append(f"  {text} (an earlier start: the last {DEEP_RUNS} runs are analysed in full)")
         return lines
-    for part in (_render_identity, _render_observed, _render_settings, _render_candidates, _render_reconciliation,
-                 _render_smi, _render_what_if):
+    lines += render_answer(run, _COLUMNS[0])
+    details = (_render_identity,) if verbose else ()
+    for part in details + (_render_observed, _render_settings, _render_candidates, _render_reconciliation,
+                           _render_smi, _render_what_if):
         lines += part(run)
     for note in run["log_notes"][:6] + run["notes"]:
         lines.append(f"  note: {note}")
     return lines
+
+
+def _first_sentence(text: str, limit: int = 240) -> str:
+    """A message's first sentence, cut at a word (never mid-word) when longer than `limit`."""
+    head = text.split(". ")[0].strip()
+    head = head if len(head) <= limit else head[:limit].rsplit(" ", 1)[0] + " ..."
+    return head if head.endswith((".", "...")) or not head else head + "."
 
 
 def _render_identity(run: dict) -> list[str]:
@@ -575,9 +610,9 @@ def _render_what_if(run: dict) -> list[str]:
     if shrink and shrink.get("scenarios"):
         base = shrink["baseline"]
         lines.append("")
-        lines.append(f"  Flags that would shrink the footprint (each at the least gpu_memory_utilization that still "
-                     f"serves one {base['max_model_len']:,}-token request; now ~{base['current_nvidia_smi_mib']:,} "
-                     "MiB)")
+        lines.append(f"  Flags that would shrink the footprint (now ~{base['current_nvidia_smi_mib']:,} MiB; each "
+                     f"--gpu-memory-utilization is the least that still serves one {base['max_model_len']:,}-token "
+                     "request)")
         rows = [(s["flags"], f"-{s['saving_mib'] / 1024:.1f} GiB",
                  f"-> ~{max(s['projected_nvidia_smi_mib'], s['predicted_nvidia_smi_mib']):,} MiB",
                  f"KV {s['kv_cache_tokens']:,} tokens ({s['max_concurrency']:g}x)") for s in shrink["scenarios"]]

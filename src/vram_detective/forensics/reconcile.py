@@ -589,3 +589,33 @@ def what_ifs(model: str, gpu, version, settings: dict, current_u: float | None, 
             "scenarios": rows}
 
 
+
+
+# --- a failed start: the flags that make it start ------------------------------------------------------------------
+
+def start_fixes(model: str, gpu, version, settings: dict, source) -> list[dict]:
+    """Flags that make a refused start start, each checked with explain (only those that start are kept):
+    a larger budget, a shorter context, an fp8 KV cache, eager mode; with the predicted nvidia-smi figure."""
+    baseline = _fits(model, gpu, version, settings, source)
+    if baseline is None or baseline.failure is None:
+        return []
+    current_u = float(settings.get("gpu_memory_utilization", baseline.setting("gpu_memory_utilization")))
+    trials = []
+    u, _ = least_utilization(model, gpu, version, settings, source, high=0.98)
+    if u is not None and u > current_u:
+        trials.append((f"--gpu-memory-utilization {u:.2f}", {"gpu_memory_utilization": u}))
+    longest = baseline.failure.largest_fitting_max_model_len
+    if longest and longest < baseline.max_model_len:
+        trials.append((f"--max-model-len {longest}", {"max_model_len": longest}))
+    if not str(baseline.setting("kv_cache_dtype")).startswith("fp8"):
+        trials.append(("--kv-cache-dtype fp8", {"kv_cache_dtype": "fp8"}))
+    if not baseline.setting("enforce_eager") and baseline.cuda_graph_bytes:
+        trials.append(("--enforce-eager", {"enforce_eager": True}))
+    fixes = []
+    for flags, change in trials:
+        breakdown = _fits(model, gpu, version, dict(settings, **change), source)
+        if breakdown is not None and breakdown.failure is None:
+            fixes.append({"flags": flags, "predicted_nvidia_smi_mib": breakdown.nvidia_smi_used_mib,
+                          "kv_cache_tokens": breakdown.kv_cache_tokens, "max_model_len": breakdown.max_model_len,
+                          "max_concurrency": round(breakdown.max_concurrency, 2)})
+    return fixes

@@ -110,7 +110,7 @@ def rows(breakdowns: list, context: int | None) -> list[tuple[str, ...]]:
     graphs = [b.figure("cuda_graph_bytes") or 0 for b in breakdowns]
     return [
         ("", *(f"{b.engine_label} {b.engine_version}" for b in breakdowns)),
-        ("budget", *(f"{_g(b.components.bytes)} ({b.components.label})" for b in breakdowns)),
+        ("budget", *(_g(b.components.bytes) for b in breakdowns)),  # what each budget is: under the table
         ("weights per GPU", *(weights(b) for b in breakdowns)),
         ("KV pool", *(_g(b.kv_cache_bytes) for b in breakdowns)),
         ("KV bytes per token", *(f"{b.kv_bytes_per_token:,} B" for b in breakdowns)),

@@ -12,6 +12,7 @@ EXAMPLES = """examples:
   vllm serve Qwen/Qwen3-8B 2>&1 | tee vllm.log | vram-detective logs -
   vram-detective logs vllm.log --nvidia-smi smi.txt      # the default table, --query-gpu CSV, or -q -x XML
   vram-detective logs vllm.log --model Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --json
+  vram-detective logs --nvidia-smi smi.txt --model Qwen/Qwen3-8B     # no log: the utilization from the reading
 """
 
 
@@ -24,13 +25,16 @@ def register(subparsers) -> None:
                     "shrink the footprint.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("log", help="vLLM log file, or - to read standard input")
+    parser.add_argument("log", nargs="?", help="vLLM log file, or - to read standard input (optional with "
+                                                "--nvidia-smi and --model)")
     parser.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="FILE",
                         help="nvidia-smi output taken after startup: the default table, "
                              "--query-gpu=index,name,memory.used,memory.total --format=csv, or -q -x XML")
     parser.add_argument("--model", dest="logs_model", metavar="MODEL",
                         help="the model that ran, when the log does not name it (catalog repo id or local directory)")
     parser.add_argument("--gpu", dest="logs_gpu", metavar="GPU", help='the GPU it ran on ("RTX 4090", "H100", ...)')
+    parser.add_argument("-tp", "--tensor-parallel-size", dest="logs_tp", type=int, metavar="N",
+                        help="GPUs the model was split over, for nvidia-smi output read without a log")
     parser.add_argument("--engine-version", "--vllm-version", dest="logs_vllm_version", metavar="VERSION",
                         help="the engine's release, when the log does not show it (--vllm-version: the old name)")
     parser.add_argument("--ollama-ps", dest="ollama_ps", metavar="FILE",
@@ -46,17 +50,22 @@ def run(args) -> int:
     import sys
 
     try:
-        report = build_report(args.log, nvidia_smi=getattr(args, "nvidia_smi", None),
+        if args.log is None:
+            report = reading_only(getattr(args, "nvidia_smi", None), getattr(args, "logs_model", None),
+                                  getattr(args, "logs_gpu", None), getattr(args, "logs_vllm_version", None),
+                                  getattr(args, "logs_tp", None))
+        else:
+            report = build_report(args.log, nvidia_smi=getattr(args, "nvidia_smi", None),
                               model=getattr(args, "logs_model", None), gpu=getattr(args, "logs_gpu", None),
                               vllm_version=getattr(args, "logs_vllm_version", None),
-                              ollama_ps=getattr(args, "ollama_ps", None))
+                                  ollama_ps=getattr(args, "ollama_ps", None))
     except KeyboardInterrupt:
         print("vram-detective: error: interrupted", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - the contract is one line on stderr, never a traceback
         print(f"vram-detective: error: {_one_line(error)}", file=sys.stderr)
         return 2
-    if getattr(args, "html", None):
+    if getattr(args, "html", None) and report.get("log") is not None:
         from ..web.report import logs_html_report
 
         try:
@@ -101,6 +110,24 @@ def _one_line(error: BaseException) -> str:
 
 # --- the analysis ---------------------------------------------------------------------------------------------
 
+def reading_only(nvidia_smi: str | None, model: str | None, gpu: str | None, version: str | None,
+                 tp: int | None) -> dict:
+    """nvidia-smi output and a model, no engine log: the utilization that explains the reading (reading.py)."""
+    import sys
+
+    from .nvidia_smi import parse_file, parse_nvidia_smi
+    from .reading import reading_report
+
+    if not nvidia_smi:
+        raise ValueError("give an engine log, or --nvidia-smi FILE with --model MODEL")
+    if not model:
+        raise ValueError("nvidia-smi output without a log needs --model (the model that ran)")
+    if tp is not None and tp < 1:
+        raise ValueError(f"--tensor-parallel-size must be 1 or more, not {tp}")
+    smi = parse_nvidia_smi(sys.stdin.read()) if nvidia_smi == "-" else parse_file(nvidia_smi)
+    return reading_report(smi, model, gpu, version, tp)
+
+
 def build_report(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
                  vllm_version: str | None = None, stdin=None, ollama_ps: str | None = None) -> dict:
     import sys
@@ -139,6 +166,7 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         import io
 
         bounded = parse_stream_bounded(io.BytesIO(text.encode("utf-8")), "standard input", keep=LISTED_RUNS)
+        head = text[:1 << 20]
     else:
         head = _read_head(log)
         if nvidia_smi is None and _is_nvidia_smi(head):
@@ -152,8 +180,11 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
         bounded = parse_file_bounded(log, keep=LISTED_RUNS)
     parsed, earlier = bounded.parsed, bounded.earlier
     last = len(parsed.runs) - 1
+    from .infer import model_named_in
+
+    named = None if model else model_named_in(head)
     runs = [analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=vllm_version,
-                        smi=smi if index == last else None) if index > last - DEEP_RUNS else summarize_run(run)
+                        smi=smi if index == last else None, named=named) if index > last - DEEP_RUNS else summarize_run(run)
             for index, run in enumerate(parsed.runs)]
     return {
         "log": "standard input" if log == "-" else log,
@@ -223,7 +254,8 @@ def summarize_run(run) -> dict:
             "summary_only": True}
 
 
-def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=None, search: bool = True) -> dict:
+def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=None, search: bool = True,
+                named: tuple[str, str] | None = None) -> dict:
     from .infer import infer_run
     from .nvidia_smi import reading_from_log_items
     from .observed import FIELDS, build_observed
@@ -233,7 +265,7 @@ def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=Non
     extras = run.extras()
     smi_reading = smi or reading_from_log_items(run.smi_gpus, run.smi_processes)
     inference = infer_run(run, observed, log_markers=parsed.markers, model=model, gpu=gpu, vllm_version=vllm_version,
-                          smi=smi, search_candidates=search)
+                          smi=smi, search_candidates=search, named=named)
     chosen_model, model_basis, source, candidate_tp = _choose_model(observed, inference)
     reconciliation = None
     prediction = None
@@ -244,6 +276,9 @@ def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=Non
     smi_explanation = explain_nvidia_smi(observed, inference, prediction, smi_reading, run)
     flags = anomalies(observed, extras, inference, prediction, smi_explanation, smi_reading, run)
     shrink = _shrink(observed, inference, prediction, reconciliation, chosen_model, source)
+    from .answer import answer_figures
+
+    kv_pool = _kv_pool(observed, prediction, chosen_model)
     build = build_observed(observed, model=chosen_model, gpu_name=inference.gpu.value.name if inference.gpu else None,
                            vllm_version=inference.version.value if inference.version else None,
                            engine=inference.engine.value if inference.engine else None,
@@ -267,7 +302,8 @@ def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=Non
                            for name, item in inference.settings.items()},
         "candidates": [candidate.to_dict() for candidate in inference.candidates],
         "candidates_searched": inference.candidates_searched,
-        "kv_pool": _kv_pool(observed, prediction, chosen_model),
+        "kv_pool": kv_pool,
+        "answer": answer_figures(observed, prediction, kv_pool, inference.gpu is not None),
         "reconciliation": reconciliation.to_dict() if reconciliation else None,
         "nvidia_smi_breakdown": smi_explanation.to_dict() if smi_explanation else None,
         "anomalies": flags,
@@ -348,7 +384,9 @@ def _shrink(observed: dict, inference, prediction, reconciliation, chosen_model,
     settings = dict(reconciliation.settings)
     util = inference.settings.get("gpu_memory_utilization")
     current_u = float(util.value) if util is not None else None
-    shrink = what_ifs(chosen_model, inference.gpu.value, inference.version.value if inference.version else None,
+    if observed.get("startup_failed"):
+        return _start_fixes(inference, prediction, settings, current_u, chosen_model, source)
+    shrink = what_ifs(chosen_model, inference.gpu.value, prediction.vllm_version,  # the comparison's release
                       settings, current_u, source, observed.get("nvidia_smi_used_mib"))
     if shrink and util is not None and util.confidence not in STRONG:
         for row in reconciliation.rows:
@@ -359,6 +397,20 @@ def _shrink(observed: dict, inference, prediction, reconciliation, chosen_model,
                              f"prediction is {at_u:,} MiB ({(at_u - row.observed) / row.observed:+.1%}); "
                              "see the nvidia-smi breakdown")
     return shrink
+
+
+def _start_fixes(inference, prediction, settings: dict, current_u, chosen_model, source) -> dict:
+    """A failed start: the flags that make it start, each checked with the prediction (reconcile.start_fixes)."""
+    from .reconcile import start_fixes
+
+    if current_u is not None:
+        settings = dict(settings, gpu_memory_utilization=current_u)
+    if prediction.failure is None:
+        return {"start_fixes": [], "predicted_to_start": True}
+    fixes = start_fixes(chosen_model, inference.gpu.value, prediction.vllm_version, settings, source)
+    gpu = inference.gpu.value.name
+    return {"start_fixes": fixes, "predicted_to_start": False,
+            "fit_hint": f'vram-detective fit {chosen_model} --gpu "{gpu}"'}
 
 
 def _kv_pool(observed: dict, prediction, chosen_model) -> dict | None:
@@ -410,6 +462,11 @@ def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -
     from ..term import paragraph, width
 
     columns = width() if columns == -1 else columns
+    if report.get("log") is None and "parts" in report:
+        from .reading import render_reading
+
+        return "\n".join(paragraph([public(line, verbose) if line.strip() else line
+                                    for line in render_reading(report, columns)], columns, "    "))
     if report.get("engine") not in (None, "vllm"):
         from .engine_logs import render_engine_report
 
@@ -426,27 +483,37 @@ def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -
                      f"{LISTED_RUNS} are listed (--json: earlier_runs)")
     for run in report["runs"]:
         lines.append("")
-        lines += _render_run(run)
+        lines += _render_run(run, verbose)
     return "\n".join(paragraph([public(line, verbose) if line.strip() else line for line in lines], columns, "    "))
 
 
-def _render_run(run: dict) -> list[str]:
+def _render_run(run: dict, verbose: bool = False) -> list[str]:
+    from .answer import render_answer
     from .observed import LABELS
 
     failed = run["startup"]["failed"]
-    outcome = ("FAILED: " + (run["startup"]["message"] or "") if failed else
+    outcome = ("FAILED: " + _first_sentence(run["startup"]["message"] or "") if failed else
                "started" if failed is False else "outcome not in the log")
-    lines = [f"Run {run['run']} (lines {run['lines'][0]}-{run['lines'][1]}): {outcome[:160]}"]
+    lines = [f"Run {run['run']} (lines {run['lines'][0]}-{run['lines'][1]}): {outcome}"]
     if run.get("summary_only"):
         text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in run["observed"].items())
         lines.append(f"  {text} (an earlier start: the last {DEEP_RUNS} runs are analysed in full)")
         return lines
-    for part in (_render_identity, _render_observed, _render_settings, _render_candidates, _render_reconciliation,
-                 _render_smi, _render_what_if):
+    lines += render_answer(run, _COLUMNS[0])
+    details = (_render_identity,) if verbose else ()
+    for part in details + (_render_observed, _render_settings, _render_candidates, _render_reconciliation,
+                           _render_smi, _render_what_if):
         lines += part(run)
     for note in run["log_notes"][:6] + run["notes"]:
         lines.append(f"  note: {note}")
     return lines
+
+
+def _first_sentence(text: str, limit: int = 240) -> str:
+    """A message's first sentence, cut at a word (never mid-word) when longer than `limit`."""
+    head = text.split(". ")[0].strip()
+    head = head if len(head) <= limit else head[:limit].rsplit(" ", 1)[0] + " ..."
+    return head if head.endswith((".", "...")) or not head else head + "."
 
 
 def _render_identity(run: dict) -> list[str]:
@@ -543,9 +610,9 @@ def _render_what_if(run: dict) -> list[str]:
     if shrink and shrink.get("scenarios"):
         base = shrink["baseline"]
         lines.append("")
-        lines.append(f"  Flags that would shrink the footprint (each at the least gpu_memory_utilization that still "
-                     f"serves one {base['max_model_len']:,}-token request; now ~{base['current_nvidia_smi_mib']:,} "
-                     "MiB)")
+        lines.append(f"  Flags that would shrink the footprint (now ~{base['current_nvidia_smi_mib']:,} MiB; each "
+                     f"--gpu-memory-utilization is the least that still serves one {base['max_model_len']:,}-token "
+                     "request)")
         rows = [(s["flags"], f"-{s['saving_mib'] / 1024:.1f} GiB",
                  f"-> ~{max(s['projected_nvidia_smi_mib'], s['predicted_nvidia_smi_mib']):,} MiB",
                  f"KV {s['kv_cache_tokens']:,} tokens ({s['max_concurrency']:g}x)") for s in shrink["scenarios"]]

@@ -30,17 +30,43 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
         observed["nvidia_smi_used_mib"] = smi.gpu(0).used_mib
     settings, version_basis = _settings_and_version(engine, text, version)
     model = model or settings.pop("model_path", None)
+    gpu_basis = "--gpu" if gpu else None
+    if not gpu:
+        gpu, gpu_basis = gpu_of_log(text, smi)
     report = {"log": log, "engine": engine_name, "engine_label": engine.label,
               "lines_read": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
               "observed": observed, "settings": settings, "engine_version": version_basis[0],
-              "version_basis": version_basis[1], "model": model, "gpu": gpu, "comparison": None, "notes": []}
+              "version_basis": version_basis[1], "model": model, "gpu": gpu, "gpu_basis": gpu_basis,
+              "comparison": None, "notes": []}
     findings = getattr(engine, "log_findings", None)
     report["findings"] = findings(observed) if findings is not None else None
     if model and gpu:
         report["comparison"] = _compare(engine, model, gpu, version_basis[0], settings, observed, report["notes"])
     elif not gpu:
-        report["notes"].append("give --gpu (and --model when the log does not name it) to compare with the prediction")
+        report["notes"].append("GPU not known (no --gpu, no nvidia-smi reading in the log): no comparison against a "
+                               "made-up card; give --gpu (and --model when the log does not name it)")
     return report
+
+
+def gpu_of_log(text: str, smi=None) -> tuple[str | None, str | None]:
+    """(catalog GPU name, how it was found) from nvidia-smi output: the reading given, else a table quoted in
+    the log (the name it prints, else its total in the catalog); (None, None) when neither names a card."""
+    from .nvidia_smi import LineScanner, reading_from_log_items
+    from .reading import gpu_of_reading
+
+    readings = [(smi, "nvidia-smi")] if smi is not None and smi.gpus else []
+    scanner = LineScanner()
+    items = [item for line in text.splitlines() for item in scanner.feed(line)]
+    quoted = reading_from_log_items([i for i in items if i["type"] == "gpu"], [])
+    if quoted is not None and quoted.gpus:
+        readings.append((quoted, "nvidia-smi quoted in the log"))
+    for reading, where in readings:
+        try:
+            device, basis = gpu_of_reading(reading, None)
+        except ValueError:
+            continue
+        return device.name, basis.replace("nvidia-smi", where, 1)
+    return None, None
 
 
 def _settings_and_version(engine, text: str, version: str | None) -> tuple[dict, tuple]:
@@ -110,6 +136,8 @@ def render_engine_report(report: dict) -> str:
              f"  Release  {report['engine_version'] or '?'}  ({report['version_basis']})"]
     if report["model"]:
         lines.append(f"  Model    {report['model']}")
+    if report.get("gpu"):
+        lines.append(f"  GPU      {report['gpu']}  ({report.get('gpu_basis') or '--gpu'})")
     lines += ["", "  What the log printed (rank 0)"]
     lines += [f"    {key:<34} {value}" for key, value in report["observed"].items()]
     if report["settings"]:

@@ -320,11 +320,34 @@ def catalog_match(name: str) -> tuple[str, str] | None:
     return None
 
 
-def infer_model(run, given: str | None = None) -> Inferred | None:
+# where a log's text names the model besides the lines the parser reads: a `docker run` image's first argument,
+# vLLM's config dump, a load line, the served model name (which is often the repo id)
+_NAMED = (
+    (re.compile(r"vllm/vllm-openai:\S+\s+(?:--model[= ]\s*)?['\"]?([^\s'\"-][^\s'\"]*)"), "the docker run line"),
+    (re.compile(r"\bmodel='([^']+)'"), "the engine's config dump"),
+    (re.compile(r"\bLoading model (?:weights )?(?:from )?['\"]?([\w.-]+/[\w.-]+)"), "a 'Loading model' line"),
+    (re.compile(r"served[-_]model[-_]name[=: ]+\[?['\"]?([\w.-]+/[\w.-]+)"), "the served model name"),
+)
+
+
+def model_named_in(text: str) -> tuple[str, str] | None:
+    """(catalog repo id, where) of the first catalog model a log's text names, or None."""
+    for line in text.splitlines():
+        for pattern, where in _NAMED:
+            for found in pattern.finditer(line):
+                match = catalog_match(found.group(1))
+                if match is not None:
+                    return match[0], f"{where}: {found.group(1)}"
+    return None
+
+
+def infer_model(run, given: str | None = None, named: tuple[str, str] | None = None) -> Inferred | None:
+    """--model, else the model the parser read, else one the log's text names (`named`): any of them wins over
+    a model matched by its weights alone."""
     if given:
         return Inferred(given, "--model", "given")
-    if run.model is None:
-        return None
+    if run.model is None or (named is not None and catalog_match(run.model[0]) is None):
+        return Inferred(named[0], f"named in the log text ({named[1]})", "medium") if named else None
     name, basis, line = run.model
     match = catalog_match(name)
     if match is None:
@@ -572,7 +595,8 @@ def infer_utilization(observed: dict, prediction, inference: Inference) -> Infer
 # --- everything for one run ---------------------------------------------------------------------------------
 
 def infer_run(run, observed: dict, *, log_markers=None, model: str | None = None, gpu: str | None = None,
-              vllm_version: str | None = None, smi=None, search_candidates: bool = True) -> Inference:
+              vllm_version: str | None = None, smi=None, search_candidates: bool = True,
+              named: tuple[str, str] | None = None) -> Inference:
     inference = Inference()
     inference.version, inference.engine = infer_release(run, log_markers, vllm_version)
     inference.gpu = infer_gpu(run, observed, gpu, smi)
@@ -580,7 +604,7 @@ def infer_run(run, observed: dict, *, log_markers=None, model: str | None = None
     infer_parallelism(run, inference.settings)
     if "max_model_len" not in inference.settings and observed.get("max_concurrency_tokens"):
         inference.settings["max_model_len"] = Inferred(observed["max_concurrency_tokens"], "concurrency line", "printed")
-    inference.model = infer_model(run, model)
+    inference.model = infer_model(run, model, named)
     version = inference.version.value if inference.version else None
     if version and not get_engine("vllm").releases.is_modelled(parse_version(str(version))):
         inference.notes.append(f"vLLM {version} is older than the oldest modelled release "

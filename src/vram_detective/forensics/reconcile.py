@@ -20,6 +20,11 @@ ORDER = ("total_gpu_memory_gib", "requested_memory_gib", "weights_gib", "activat
          "max_concurrency", "cuda_graph_gib", "nvidia_smi_used_mib", "startup_failed")
 
 
+# figures sized by the card's memory: without the GPU they are not compared (no made-up card)
+CARD_SIZED = ("total_gpu_memory_gib", "requested_memory_gib", "kv_cache_gib", "num_gpu_blocks", "kv_cache_tokens",
+              "max_concurrency", "nvidia_smi_used_mib", "startup_failed")
+
+
 @dataclass
 class Gap:
     key: str
@@ -91,6 +96,8 @@ def reconcile(observed: dict, inference: Inference, model: str, source: str | No
     gpu = inference.gpu.value if inference.gpu else nominal_gpu()
     version = inference.version.value if inference.version else None
     settings = inference.prediction_settings(INFERRED)
+    if version is None and inference.engine is not None:
+        version = release_running(inference.engine.value)  # the comparison's engine is the log's
     if candidate_tp is not None:
         settings["tensor_parallel_size"] = candidate_tp
     breakdown, error = explain_quietly(model, gpu, version, settings, source=source)
@@ -100,7 +107,7 @@ def reconcile(observed: dict, inference: Inference, model: str, source: str | No
     predicted = predicted_figures(breakdown, observed)
     rows = []
     for key in ORDER:
-        if key not in observed or key not in predicted:
+        if key not in observed or key not in predicted or (inference.gpu is None and key in CARD_SIZED):
             continue
         value, guess = observed[key], predicted[key]
         if isinstance(value, bool) or key == "startup_failed":
@@ -119,16 +126,34 @@ def reconcile(observed: dict, inference: Inference, model: str, source: str | No
             row.cause = _cause(row, by_key, observed, breakdown, inference, rules, gpu, settings,
                                run.extras() if run is not None else None)
     notes = []
-    if not inference.version:
+    if not inference.version and inference.engine is not None:
+        notes.append(f"release unknown: predicted with vLLM {breakdown.vllm_version}, the newest release that runs "
+                     f"the log's {inference.engine.value.upper()} engine by default")
+    elif not inference.version:
         notes.append(f"release unknown: predicted with vLLM {breakdown.vllm_version}")
     if not inference.gpu:
-        notes.append("GPU unknown: predicted on a nominal 80 GiB sm80 card (weights and KV arithmetic only)")
+        shown = sorted(LABELS[key] for key in CARD_SIZED if key in observed)
+        notes.append("GPU not known (no --gpu, and the log prints no total or nvidia-smi table): "
+                     + (f"{', '.join(shown)} not compared, a made-up card would size them; " if shown else "")
+                     + "give --gpu to compare them")
     util = inference.settings.get("gpu_memory_utilization")
     if util is not None and util.confidence not in STRONG:
         notes.append(f"gpu_memory_utilization {util.value} was inferred ({util.confidence}): the prediction uses the "
                      f"release default {breakdown.setting('gpu_memory_utilization')}, so the KV rows show its effect")
     return Reconciliation(model, breakdown.gpu_name, breakdown.vllm_version, breakdown.engine, settings, rows, breakdown,
                           notes)
+
+
+def release_running(engine: str) -> str | None:
+    """The newest of the releases users pick most whose default engine path is `engine` ('v0' / 'v1')."""
+    from ..engines import get_engine
+    from ..units import parse_version
+
+    releases = get_engine("vllm").releases
+    for text in reversed(releases.known):
+        if releases.rule_at(parse_version(text), "default_engine") == engine:
+            return text
+    return None
 
 
 def _fmt(value: float, unit: str = "GiB") -> str:
@@ -564,3 +589,33 @@ def what_ifs(model: str, gpu, version, settings: dict, current_u: float | None, 
             "scenarios": rows}
 
 
+
+
+# --- a failed start: the flags that make it start ------------------------------------------------------------------
+
+def start_fixes(model: str, gpu, version, settings: dict, source) -> list[dict]:
+    """Flags that make a refused start start, each checked with explain (only those that start are kept):
+    a larger budget, a shorter context, an fp8 KV cache, eager mode; with the predicted nvidia-smi figure."""
+    baseline = _fits(model, gpu, version, settings, source)
+    if baseline is None or baseline.failure is None:
+        return []
+    current_u = float(settings.get("gpu_memory_utilization", baseline.setting("gpu_memory_utilization")))
+    trials = []
+    u, _ = least_utilization(model, gpu, version, settings, source, high=0.98)
+    if u is not None and u > current_u:
+        trials.append((f"--gpu-memory-utilization {u:.2f}", {"gpu_memory_utilization": u}))
+    longest = baseline.failure.largest_fitting_max_model_len
+    if longest and longest < baseline.max_model_len:
+        trials.append((f"--max-model-len {longest}", {"max_model_len": longest}))
+    if not str(baseline.setting("kv_cache_dtype")).startswith("fp8"):
+        trials.append(("--kv-cache-dtype fp8", {"kv_cache_dtype": "fp8"}))
+    if not baseline.setting("enforce_eager") and baseline.cuda_graph_bytes:
+        trials.append(("--enforce-eager", {"enforce_eager": True}))
+    fixes = []
+    for flags, change in trials:
+        breakdown = _fits(model, gpu, version, dict(settings, **change), source)
+        if breakdown is not None and breakdown.failure is None:
+            fixes.append({"flags": flags, "predicted_nvidia_smi_mib": breakdown.nvidia_smi_used_mib,
+                          "kv_cache_tokens": breakdown.kv_cache_tokens, "max_model_len": breakdown.max_model_len,
+                          "max_concurrency": round(breakdown.max_concurrency, 2)})
+    return fixes

@@ -102,7 +102,9 @@ def test_explain_page_matches_explain_json_and_recomputes_live(browser, server, 
     shown = _figures(page)
     assert {key: shown[key] for key in CHECKED} == {key: moved[key] for key in CHECKED}
     assert shown["kv_cache_tokens"] < expected["kv_cache_tokens"]
-    assert "nvidia-smi -" in page.inner_text("#explain-result .delta")  # the change from the first state
+    # the change from the first state (drawn once the new figures are in: wait for it, it is asynchronous)
+    page.wait_for_function("() => (document.querySelector('#explain-result .delta') || {}).innerText"
+                           "?.includes('nvidia-smi -')")
     page.screenshot(path=str(shots / "explain-utilization-0.8.png"), full_page=True)
 
     # the URL holds the whole state: a fresh page from it shows the same figures before any script runs

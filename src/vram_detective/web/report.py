@@ -349,7 +349,7 @@ SIM_FIGURES = (("peak_blocks", "peak blocks in use"), ("p99_blocks", "p99 blocks
                ("peak_waiting", "waiting (peak)"), ("preemptions", "preemptions"),
                ("preempted_requests", "requests preempted"), ("prefix_hit_rate", "prefix-cache hit rate"),
                ("swap_out_bytes", "swapped out (bytes)"), ("request_steps", "request-steps"))
-CHART_W, CHART_H, CHART_LEFT, CHART_TOP = 1000.0, 240.0, 70.0, 14.0
+CHART_W, CHART_H, CHART_LEFT, CHART_TOP = 1000.0, 240.0, 14.0, 22.0
 
 
 def _chart_xy(t: float, blocks: float, end_s: float, top_blocks: float) -> tuple[float, float]:
@@ -374,10 +374,11 @@ def occupancy_svg(report: dict) -> str:
     mean_pts.append(xy(buckets[-1][0] + width if buckets else end, 0))
     points = lambda pts: " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)  # noqa: E731
     gib = r["block_bytes"] / GIB
-    parts = [_hline("pool", r["pool_blocks"], end, top, f"pool {r['pool_blocks']:,} blocks ({r['pool_blocks'] * gib:.2f} GiB)")]
+    parts = [_hline("pool", r["pool_blocks"], end, top, f"the pool: {r['pool_blocks']:,} blocks, "
+                    f"{r['pool_blocks'] * gib:.2f} GiB")]
     if fit.get("needed_blocks"):
-        parts.append(_hline("needed", fit["needed_blocks"], end, top,
-                            f"smallest pool {fit['needed_blocks']:,} blocks ({fit['needed_bytes'] / GIB:.2f} GiB)"))
+        parts.append(_hline("needed", fit["needed_blocks"], end, top, f"the smallest pool that serves it: "
+                            f"{fit['needed_blocks']:,} blocks, {fit['needed_bytes'] / GIB:.2f} GiB"))
     parts.append(f'<polygon class="occ-mean" points="{points(mean_pts)}"><title>mean blocks in use</title></polygon>')
     parts.append(f'<polyline class="occ-peak" points="{points(peak_pts)}"><title>blocks in use (max per '
                  f'{width:.1f} s)</title></polyline>')
@@ -398,8 +399,8 @@ def _hline(cls: str, blocks: int, end: float, top: float, text: str) -> str:
     x0, y = _chart_xy(0, blocks, end, top)
     x1, _ = _chart_xy(end, blocks, end, top)
     return (f'<line class="{cls}" data-blocks="{blocks}" x1="{x0:.1f}" x2="{x1:.1f}" y1="{y:.1f}" y2="{y:.1f}">'
-            f'<title>{escape(text)}</title></line><text class="lbl" x="{CHART_LEFT - 6:.0f}" y="{y + 4:.1f}" '
-            f'text-anchor="end">{escape(cls)}</text>')
+            f'<title>{escape(text)}</title></line><text class="lbl" x="{x1 - 4:.1f}" y="{y - 5:.1f}" '
+            f'text-anchor="end">{escape(text)}</text>')
 
 
 def _time_axis(end: float) -> str:
@@ -409,7 +410,8 @@ def _time_axis(end: float) -> str:
     for k in range(5):
         t = end * k / 4
         x, _ = _chart_xy(t, 0, end, 1)
-        ticks.append(f'<text class="lbl" x="{x:.1f}" y="{y + 18:.1f}" text-anchor="middle">{t:,.0f} s</text>')
+        anchor = ("start", "middle", "middle", "middle", "end")[k]
+        ticks.append(f'<text class="lbl" x="{x:.1f}" y="{y + 18:.1f}" text-anchor="{anchor}">{t:,.0f} s</text>')
     return "".join(ticks)
 
 
@@ -429,9 +431,15 @@ def simulate_fragment(report: dict, launch: str = "") -> str:
     labels = dict(SIM_FIGURES)
     parts.append('<table class="sim-figures"><caption>figures (simulate --json, "result")</caption>' + "".join(
         f'<tr><th scope=row>{escape(labels[k])}</th><td class=num data-figure="{k}" data-value="{escape(json.dumps(v))}">'
-        f'{escape(_show(v))}</td></tr>' for k, v in items.items()) + "</table>")
+        f'{escape(_sim_show(k, v))}</td></tr>' for k, v in items.items()) + "</table>")
     parts.append("<ul class=notes>" + "".join(f"<li>{escape(n)}</li>" for n in r.get("notes") or []) + "</ul>")
     return "".join(parts)
+
+
+def _sim_show(key: str, value) -> str:
+    if key.endswith("_rate"):
+        return f"{value:.1%}"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
 
 
 def _fit_html(fit: dict, launch: str) -> str:

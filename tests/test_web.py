@@ -158,3 +158,53 @@ def test_html_report_is_self_contained():
     assert "<script" not in html and not re.findall(r'(?:src|href)="', html)
     assert f"vLLM 0.6.3 starts: nvidia-smi shows about {b.nvidia_smi_used_mib:,} MiB per GPU" in html
     assert "Loading model weights took 5.1982 GB" in html  # the log lines that release prints
+
+
+SIM_SEED = {"model": "Qwen/Qwen2.5-7B-Instruct-AWQ", "gpu": "RTX 4090", "max_model_len": "32k",
+            "workload": "chat:rate=2,duration=120"}
+SIM_ARGS = ("simulate", "Qwen/Qwen2.5-7B-Instruct-AWQ", "--gpu", "RTX 4090", "--max-model-len", "32k")
+
+
+def test_simulate_api_is_byte_for_byte_simulate_json(server):
+    status, body = get(f"{server}/api/simulate?{query(**SIM_SEED)}")
+    assert status == 200, body
+    assert body == cli_json(*SIM_ARGS, "--workload", "chat:rate=2,duration=120")
+    out = json.loads(body)
+    assert out["verdict"].startswith(f"your traffic peaks at {out['result']['peak_bytes'] / 2**30:.1f} GiB of the "
+                                     f"{out['result']['pool_bytes'] / 2**30:.1f} GiB pool")
+    assert out["fit"]["feasible"] and out["fit"]["flag"] == "--gpu-memory-utilization"
+    status, other = get(f"{server}/api/simulate?{query(**SIM_SEED, seed=3)}")
+    assert status == 200 and other == cli_json(*SIM_ARGS, "--workload", "chat:rate=2,duration=120", "--seed", "3")
+
+
+def test_simulate_api_with_a_pasted_trace_equals_the_command_on_that_file(server, tmp_path):
+    lines = [json.dumps({"timestamp": 100 + i * 0.5, "prompt_tokens": 900 + 37 * i, "output_tokens": 120 + 11 * i,
+                         "prefix_id": "sys", "prefix_tokens": 512}) for i in range(40)]
+    (tmp_path / "trace.jsonl").write_text("\n".join(lines) + "\n")
+    params = {key: SIM_SEED[key] for key in ("model", "gpu", "max_model_len")}
+    status, body = get(f"{server}/api/simulate?{query(**params)}", json.dumps({"trace": "\n".join(lines)}).encode(),
+                       {"Content-Type": "application/json"})
+    assert status == 200, body
+    expected = json.loads(cli_json(*SIM_ARGS, "--workload", f"trace:{tmp_path / 'trace.jsonl'}"))
+    shown = json.loads(body)
+    assert shown.pop("workload") == "trace:(pasted, 40 requests)"
+    expected.pop("workload")
+    assert shown == expected and shown["result"]["requests"] == 40
+
+
+def test_simulate_caps_and_refusals(server):
+    from vram_detective.web import service
+
+    params = {key: SIM_SEED[key] for key in ("model", "gpu", "max_model_len")}
+    for workload, words in (("chat:rate=2,duration=7200", f"cap of {service.MAX_SIM_DURATION_S:g} s"),
+                            ("chat:rate=50,duration=600", f"cap of {service.MAX_SIM_REQUESTS:,} requests"),
+                            ("agent:users=200,duration=60", f"cap of {service.MAX_SIM_USERS} users")):
+        status, body = get(f"{server}/api/simulate?{query(**params, workload=workload)}")
+        assert status == 413 and words in json.loads(body)["error"], (workload, body)
+    status, body = get(f"{server}/api/simulate?{query(**params, workload='trace:/etc/passwd')}")
+    assert status == 403 and "reads no trace files" in json.loads(body)["error"]
+    status, body = get(f"{server}/api/simulate?{query(**params, workload='chatty:rate=2')}")
+    assert status == 400 and "unknown workload 'chatty'" in json.loads(body)["error"]
+    status, body = get(f"{server}/api/simulate?{query(**params)}", json.dumps({"trace": '{"timestamp": 1}'}).encode(),
+                       {"Content-Type": "application/json"})
+    assert status == 400 and json.loads(body)["error"] == "trace:1: missing 'prompt_tokens'"

@@ -151,9 +151,71 @@ def test_keyboard_reaches_the_tabs_and_the_fit_view(browser, server, shots):
     page.wait_for_selector("#fit-result table.fit")
     assert page.inner_text("#fit-result table.fit code").startswith("vllm serve Qwen/Qwen2.5-7B-Instruct-AWQ")
     page.focus("#tab-fit")
+    page.keyboard.press("ArrowRight")
+    assert page.get_attribute("#tab-simulate", "aria-selected") == "true"
     page.keyboard.press("ArrowRight")  # wraps round to the first tab
     assert page.get_attribute("#tab-explain", "aria-selected") == "true"
     assert page.evaluate("() => document.activeElement.id") == "tab-explain"
     page.wait_for_selector("#explain-result [data-figure='nvidia_smi_used_mib']")
     page.screenshot(path=str(shots / "fit-then-explain.png"), full_page=True)
+    page.close()
+
+
+SIM_ARGS = ("simulate", "Qwen/Qwen2.5-7B-Instruct-AWQ", "--gpu", "RTX 4090", "--max-model-len", "32768",
+            "--workload", "chat:rate=2,duration=120")
+
+
+def _sim_figures(page) -> dict:
+    return page.eval_on_selector_all("#simulate-result table.sim-figures [data-figure]",
+                                     "els => Object.fromEntries(els.map(e => [e.dataset.figure, JSON.parse(e.dataset.value)]))")
+
+
+def _check_simulation(page, expected: dict) -> None:
+    result, fit = expected["result"], expected["fit"]
+    assert page.inner_text("#simulate-result .sim-verdict") == expected["verdict"]
+    chart = "#simulate-result svg.occupancy"
+    assert int(page.get_attribute(chart, "data-pool-blocks")) == result["pool_blocks"]
+    assert int(page.get_attribute(chart, "data-peak-blocks")) == result["peak_blocks"]
+    assert int(page.get_attribute(chart, "data-buckets")) == len(result["occupancy"])
+    assert page.eval_on_selector_all(f"{chart} line.preempt", "els => els.length") == len(result["preemption_log"])
+    assert int(page.get_attribute(f"{chart} line.pool", "data-blocks")) == result["pool_blocks"]
+    assert int(page.get_attribute(f"{chart} line.needed", "data-blocks")) == fit["needed_blocks"]
+    # the peak line reaches the peak: its highest point is the peak bucket's maximum
+    assert max(peak for _, peak, _ in result["occupancy"]) == result["peak_blocks"]
+    shown = _sim_figures(page)
+    assert shown and all(shown[key] == result[key] for key in shown)
+    assert page.get_attribute("#simulate-result .sim-fit", "data-flag") == fit["flag"]
+    assert json.loads(page.get_attribute("#simulate-result .sim-fit", "data-value")) == fit["value"]
+    assert f"--gpu-memory-utilization {fit['value']}" in page.inner_text("#simulate-result .launch code")
+
+
+def test_simulate_tab_runs_the_seed_case_and_matches_simulate_json(browser, server, shots):
+    expected = json.loads(cli_json(*SIM_ARGS))
+    page = browser.new_page(viewport={"width": 1200, "height": 1400})
+    requests, problems = [], []
+    _watch(page, requests, problems)
+    page.goto(server + "/?model=Qwen%2FQwen2.5-7B-Instruct-AWQ&gpu=RTX+4090&max_model_len=32768")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("#tab-simulate")
+    assert page.is_visible("#panel-simulate") and not page.is_visible("#panel-explain")
+    page.select_option("#f-sim_shape", "chat")
+    page.fill("#f-sim_rate", "2")
+    page.fill("#f-sim_duration", "120")
+    page.click("#simulate")
+    page.wait_for_selector("#simulate-result svg.occupancy", timeout=60000)
+    _check_simulation(page, expected)
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
+    assert query["tab"] == ["simulate"] and query["workload"] == ["chat:rate=2,duration=120"]
+    page.screenshot(path=str(shots / "simulate-seed.png"), full_page=True)
+    # the URL holds the state: a fresh page from it runs the same simulation
+    other = browser.new_page(viewport={"width": 1200, "height": 1400})
+    _watch(other, requests, problems)
+    other.goto(page.url)
+    other.wait_for_selector("#simulate-result svg.occupancy", timeout=60000)
+    assert other.input_value("#f-sim_rate") == "2" and other.input_value("#f-sim_duration") == "120"
+    _check_simulation(other, expected)
+    other.close()
+    hosts = {urllib.parse.urlsplit(url).hostname for url in requests if not url.startswith(("data:", "about:"))}
+    assert hosts == {"127.0.0.1"}, f"requests outside 127.0.0.1: {sorted(hosts)}"
+    assert any("/fragment/simulate?" in url for url in requests) and problems == []
     page.close()

@@ -93,8 +93,8 @@ def _run(args) -> int:
 
     from .. import api, cli
     from ..hardware import parse_memory_size
-    from . import parse_workload, pool_from_breakdown, simulate, to_csv
-    from .fit import default_cost, fit_pool
+    from . import parse_workload, to_csv
+    from .fit import default_cost
 
     if args.gpu is None and args.gpu_memory is None:
         raise ValueError("simulate needs a GPU (--gpu NAME or --gpu-memory SIZE)")
@@ -114,19 +114,36 @@ def _run(args) -> int:
         print(f"{b.engine_label} would refuse to start: {b.failure.message.splitlines()[0]}", file=sys.stderr)
         return EXIT_REFUSED
     cost = parse_cost(args.cost) if args.cost else default_cost(b)
-    result = simulate(pool_from_breakdown(b), workload, seed=args.seed, cost=cost)
     pinned = {k: v for k, v in settings.items() if k != "engine"}
-    fit = fit_pool(predict, workload, pinned=pinned, seed=args.seed, budget=args.preemption_budget, cost=cost,
-                   baseline=(b, result))
+    result, fit = simulate_and_fit(predict, b, workload, pinned=pinned, seed=args.seed,
+                                   budget=args.preemption_budget, cost=cost)
     if args.csv:
         with open(args.csv, "w", encoding="utf-8", newline="") as handle:
             handle.write(to_csv(result))
     if args.json:
-        print(json.dumps({"model": b.model, "gpu": b.gpu_name, "engine": b.engine_name, "version": b.engine_version,
-                          "workload": args.workload, "seed": args.seed, "cost": cost.__dict__,
-                          "result": result.to_dict(), "fit": fit.to_dict()}, indent=1, default=str))
+        print(json.dumps(report_dict(b, args.workload, args.seed, cost, result, fit), indent=1, default=str))
     else:
         from .report import report_text
 
         print(report_text(b, args.workload, args.seed, result, fit))
     return 0
+
+
+def simulate_and_fit(predict, b, workload, *, pinned: dict, seed: int, budget: float, cost):
+    """The workload on the predicted pool, and the cheapest pool setting that serves it (fit.py);
+    `predict(extra settings) -> Breakdown`, `b` its prediction with none. What the command and the web page run."""
+    from . import pool_from_breakdown, simulate
+    from .fit import fit_pool
+
+    result = simulate(pool_from_breakdown(b), workload, seed=seed, cost=cost)
+    fit = fit_pool(predict, workload, pinned=pinned, seed=seed, budget=budget, cost=cost, baseline=(b, result))
+    return result, fit
+
+
+def report_dict(b, workload: str, seed: int, cost, result, fit) -> dict:
+    """What `simulate --json` prints (`workload`: the spec as given)."""
+    from .fit import verdict_line
+
+    return {"model": b.model, "gpu": b.gpu_name, "engine": b.engine_name, "version": b.engine_version,
+            "workload": workload, "seed": seed, "cost": cost.__dict__, "verdict": verdict_line(result, fit),
+            "result": result.to_dict(), "fit": fit.to_dict()}

@@ -216,7 +216,7 @@ class VllmSim:
         if victim.decoding:
             self._stop_decode(victim)
         self.prefilling.pop(victim.n, None)
-        held = sum(1 for group in victim.blocks for b in group if b is not None)
+        held = sum(len(group) - group.count(None) for group in victim.blocks)
         if self.swap and held <= self.cpu_free:
             self.cpu_free -= held
             self.rec.swap_out += held * self.pool.block_bytes

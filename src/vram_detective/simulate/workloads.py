@@ -186,18 +186,25 @@ def _prefix_tokens(shape: Shape, pick: int) -> int:
 def read_trace(path: str) -> tuple[Request, ...]:
     """JSONL, one request a line: timestamp (s), prompt_tokens, output_tokens, optional prefix_id /
     prefix_tokens / session. Timestamps are made relative to the first; lines are sorted by time."""
-    rows = []
     with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
+        return parse_trace(handle, path)
+
+
+def parse_trace(lines, source: str = "trace") -> tuple[Request, ...]:
+    """read_trace's rules over lines already in memory (a pasted trace); `source` names it in errors."""
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
             row = json.loads(line)
-            try:
-                rows.append(Request(float(row["timestamp"]), int(row["prompt_tokens"]), int(row["output_tokens"]),
-                                    row.get("prefix_id"), int(row.get("prefix_tokens", 0) or 0),
-                                    str(row.get("session", "") or f"t{number}")))
-            except KeyError as missing:
-                raise ValueError(f"{path}:{number}: missing {missing}") from None
+            rows.append(Request(float(row["timestamp"]), int(row["prompt_tokens"]), int(row["output_tokens"]),
+                                row.get("prefix_id"), int(row.get("prefix_tokens", 0) or 0),
+                                str(row.get("session", "") or f"t{number}")))
+        except KeyError as missing:
+            raise ValueError(f"{source}:{number}: missing {missing}") from None
+        except (json.JSONDecodeError, TypeError, AttributeError) as error:
+            raise ValueError(f"{source}:{number}: not a JSON request ({error})") from None
     rows.sort(key=lambda r: r.arrival)
     first = rows[0].arrival if rows else 0.0
     return tuple(replace(r, arrival=r.arrival - first) for r in rows)

@@ -1,8 +1,10 @@
 """The Starlette application behind `vram-detective serve`: the page, its fragments, and the JSON API
-(`/api/explain`, `/api/whatif`, `/api/fit`, `/api/logs` return exactly what the commands' `--json` prints).
+(`/api/explain`, `/api/whatif`, `/api/fit`, `/api/logs`, `/api/simulate` return exactly what the commands'
+`--json` prints).
 
-Errors are JSON `{"error": "one line"}`: 400 bad input, 403 a local path the server may not read, 413 a
-body over service.MAX_BODY_BYTES, 422 the engine would refuse to start, 500 anything else."""
+Errors are JSON `{"error": "one line"}`: 400 bad input, 403 a local path (or trace file) the server may not
+read, 413 a body over service.MAX_BODY_BYTES or a workload over the simulate caps (service.MAX_SIM_*), 422 the
+engine would refuse to start, 500 anything else."""
 from __future__ import annotations
 
 import json
@@ -71,6 +73,8 @@ def _error(error: BaseException) -> JSONResponse:
     text = text.splitlines()[0] if text else type(error).__name__
     if isinstance(error, service.Forbidden):
         return JSONResponse({"error": text}, status_code=403)
+    if isinstance(error, service.TooLarge):
+        return JSONResponse({"error": text}, status_code=413)
     if isinstance(error, api.REFUSALS):
         return JSONResponse({"error": f"the engine would refuse to start: {text}", "refused": True}, status_code=422)
     if isinstance(error, (ValueError, LookupError, OSError, NotImplementedError)):
@@ -124,37 +128,6 @@ def create_app(local_root: str | None = None, max_body: int = service.MAX_BODY_B
     service.install_read_guard(policy)
     static = {name: files("vram_detective.web").joinpath(f"static/{name}").read_bytes() for name in STATIC_TYPES}
 
-    def endpoint(work, kind: str = "json"):
-        async def handle(request: Request) -> Response:
-            try:
-                params = await _params(request)
-                result, seconds = await anyio.to_thread.run_sync(_timed, work, params, limiter=_limiter())
-            except Exception as error:  # noqa: BLE001 - every error is one JSON line with its status
-                return _error(error)
-            # the computation's own time (benchmarks/web.py reads it: the server-side latency)
-            headers = {"Server-Timing": f"app;dur={seconds * 1000:.2f}", "Cache-Control": "no-store"}
-            if kind == "html":
-                return HTMLResponse(result, headers=headers)
-            return Response(json.dumps(result, indent=2, default=str) + "\n", media_type="application/json",
-                            headers=headers)
-        return handle
-
-    def explain_api(params):
-        return service.explain_json(service.read_request(params, policy))
-
-    def explain_fragment(params):
-        request = service.read_request(params, policy)
-        breakdown = service.explain(request)
-        return report.explain_fragment(breakdown, service.explain_json(request, breakdown),
-                                       service.launch_line(request, breakdown), page=True)
-
-    def logs_api(params):
-        return service.logs_json(str(params.get("log") or ""), params.get("nvidia_smi") or None, params.get("model"),
-                                 params.get("gpu"), params.get("version"), policy)
-
-    def fit_api(params):
-        return service.fit_json(service.read_request(params, policy), params)
-
     async def index(request: Request) -> Response:
         html = await run_in_threadpool(page.render, dict(request.query_params), policy)
         return HTMLResponse(html, headers={"Content-Security-Policy": CSP, "Cache-Control": "no-store"})
@@ -168,22 +141,68 @@ def create_app(local_root: str | None = None, max_body: int = service.MAX_BODY_B
     async def describe(request: Request) -> Response:
         return JSONResponse(api_description(max_body))
 
-    routes = [
-        Route("/", index), Route("/static/{name}", asset), Route("/api", describe),
-        Route("/api/explain", endpoint(explain_api), methods=["GET", "POST"]),
-        Route("/api/whatif", endpoint(lambda p: service.whatif_json(service.read_request(p, policy))), methods=["GET", "POST"]),
-        Route("/api/fit", endpoint(fit_api), methods=["GET", "POST"]),
-        Route("/api/logs", endpoint(logs_api), methods=["POST"]),
-        Route("/api/models", endpoint(lambda p: service.catalog_models())),
-        Route("/api/gpus", endpoint(lambda p: service.catalog_gpus())),
-        Route("/api/releases", endpoint(lambda p: service.releases())),
-        Route("/fragment/explain", endpoint(explain_fragment, "html")),
-        Route("/fragment/fit", endpoint(lambda p: report.fit_fragment(fit_api(p)), "html")),
-        Route("/fragment/logs", endpoint(lambda p: report.logs_fragment(logs_api(p)), "html"), methods=["POST"]),
-    ]
+    routes = [Route("/", index), Route("/static/{name}", asset), Route("/api", describe), *_work_routes(policy)]
     app = Starlette(routes=routes)
     app.add_middleware(BodyLimit, limit=max_body)
     return app
+
+
+def _endpoint(work, kind: str = "json", indent: int = 2):
+    """An endpoint running `work(params)` on the compute threads: JSON (or an HTML fragment), errors as JSON."""
+    async def handle(request: Request) -> Response:
+        try:
+            params = await _params(request)
+            result, seconds = await anyio.to_thread.run_sync(_timed, work, params, limiter=_limiter())
+        except Exception as error:  # noqa: BLE001 - every error is one JSON line with its status
+            return _error(error)
+        # the computation's own time (benchmarks/web.py reads it: the server-side latency)
+        headers = {"Server-Timing": f"app;dur={seconds * 1000:.2f}", "Cache-Control": "no-store"}
+        if kind == "html":
+            return HTMLResponse(result, headers=headers)
+        return Response(json.dumps(result, indent=indent, default=str) + "\n", media_type="application/json",
+                        headers=headers)
+    return handle
+
+
+def _work_routes(policy: service.Policy) -> list[Route]:
+    """The API and the page's fragments: each a function of the request's parameters."""
+    def read(params):
+        return service.read_request(params, policy)
+
+    def explain_fragment(params):
+        request = read(params)
+        breakdown = service.explain(request)
+        return report.explain_fragment(breakdown, service.explain_json(request, breakdown),
+                                       service.launch_line(request, breakdown), page=True)
+
+    def logs_api(params):
+        return service.logs_json(str(params.get("log") or ""), params.get("nvidia_smi") or None, params.get("model"),
+                                 params.get("gpu"), params.get("version"), policy)
+
+    def fit_api(params):
+        return service.fit_json(read(params), params)
+
+    def simulate_fragment(params):
+        request = read(params)
+        run = service.simulate(request, params)
+        return report.simulate_fragment(run.report, service.simulate_launch_line(request, run.fit))
+
+    both = ["GET", "POST"]
+    return [
+        Route("/api/explain", _endpoint(lambda p: service.explain_json(read(p))), methods=both),
+        Route("/api/whatif", _endpoint(lambda p: service.whatif_json(read(p))), methods=both),
+        Route("/api/fit", _endpoint(fit_api), methods=both),
+        Route("/api/logs", _endpoint(logs_api), methods=["POST"]),
+        # `simulate --json` prints with indent 1: the API's bytes are the command's
+        Route("/api/simulate", _endpoint(lambda p: service.simulate(read(p), p).report, indent=1), methods=both),
+        Route("/api/models", _endpoint(lambda p: service.catalog_models())),
+        Route("/api/gpus", _endpoint(lambda p: service.catalog_gpus())),
+        Route("/api/releases", _endpoint(lambda p: service.releases())),
+        Route("/fragment/explain", _endpoint(explain_fragment, "html")),
+        Route("/fragment/fit", _endpoint(lambda p: report.fit_fragment(fit_api(p)), "html")),
+        Route("/fragment/logs", _endpoint(lambda p: report.logs_fragment(logs_api(p)), "html"), methods=["POST"]),
+        Route("/fragment/simulate", _endpoint(simulate_fragment, "html"), methods=both),
+    ]
 
 
 def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
@@ -221,8 +240,22 @@ def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
                                            "version": {"type": "string"}}, "required": ["log"]}},
                                        "text/plain": {"schema": {"type": "string", "description": "the log"}}},
                                        "description": f"at most {max_body:,} bytes"}}},
+            "/api/simulate": {"get": {"summary": same.format("simulate") + simulate_caps(), "parameters": model_params + [
+                {"name": "workload", "in": "query", "description": "chat | rag | longdoc | agent [:rate=R,duration=S,"
+                 "users=N,think=S,burst=N,period=S,requests=N], e.g. chat:rate=2,duration=120"},
+                {"name": "seed", "in": "query", "description": "the workload's random seed (default 0)"},
+                {"name": "preemption_budget", "in": "query", "description": "default 0.01"}]},
+                              "post": {"summary": "the same, with a pasted JSONL trace: a JSON body {\"trace\": "
+                                       "\"one request a line\"} (timestamp, prompt_tokens, output_tokens, optional "
+                                       "prefix_id, prefix_tokens, session)"}},
             "/api/models": {"get": {"summary": "the catalog's model ids"}},
             "/api/gpus": {"get": {"summary": "the GPU catalog"}},
             "/api/releases": {"get": {"summary": "each engine's releases"}},
         },
     }
+
+
+def simulate_caps() -> str:
+    return (f" (caps per request: {service.MAX_SIM_DURATION_S:g} s of arrivals, {service.MAX_SIM_REQUESTS:,} requests "
+            f"and {service.MAX_SIM_TOKENS:,} tokens, or {service.MAX_SIM_USERS} users and "
+            f"{service.MAX_SIM_USER_SECONDS:g} user-seconds in a closed loop; 413 beyond)")

@@ -6,7 +6,7 @@ from html import escape
 
 from . import report, service
 
-TABS = (("explain", "Explain"), ("logs", "Forensics"), ("fit", "Fit"))
+TABS = (("explain", "Explain"), ("logs", "Forensics"), ("fit", "Fit"), ("simulate", "Simulate"))
 
 
 def _input(name: str, label: str, value, *, kind: str = "text", extra: str = "") -> str:
@@ -89,6 +89,44 @@ def _one_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def workload_fields(spec: str) -> dict:
+    """The picker's fields for a workload spec ("chat:rate=2,duration=120"); unknown parts are left out."""
+    name, _, options = (spec or "chat:rate=2,duration=120").partition(":")
+    fields = {"shape": name if name in WORKLOAD_SHAPES else "chat"}
+    for item in filter(None, options.split(",")):
+        key, _, value = item.partition("=")
+        if key in ("rate", "duration", "users"):
+            fields[key] = value
+    return fields
+
+
+WORKLOAD_SHAPES = ("chat", "rag", "longdoc", "agent")
+
+
+def simulate_panel(params: dict, shown: bool) -> str:
+    """The Simulate tab: a built-in shape with its arrivals (or a pasted JSONL trace), the seed; the server
+    runs the workload against the predicted pool (capped: service.MAX_SIM_*)."""
+    fields = workload_fields(params.get("workload") or "")
+    pick = _select("sim_shape", "workload", WORKLOAD_SHAPES + ("trace",), fields["shape"])
+    inputs = "".join(_input(name, label, fields.get(key), kind="number", extra=extra) for name, key, label, extra in (
+        ("sim_rate", "rate", "sessions a second (Poisson)", 'min="0" step="any" placeholder="2"'),
+        ("sim_duration", "duration", "seconds of arrivals", 'min="1" step="any" placeholder="120"'),
+        ("sim_users", "users", "or users in a closed loop", 'min="0" step="1" placeholder="0"')))
+    seed = _input("seed", "seed", params.get("seed") or 0, kind="number", extra='step="1"')
+    caps = (f"at most {service.MAX_SIM_DURATION_S:g} s of arrivals, {service.MAX_SIM_REQUESTS:,} requests and "
+            f"{service.MAX_SIM_TOKENS / 1e6:g} M tokens ({service.MAX_SIM_USERS} users and "
+            f"{service.MAX_SIM_USER_SECONDS:g} user-seconds in a closed loop); the simulate command has no cap")
+    return (f'<section role="tabpanel" id="panel-simulate" aria-labelledby="tab-simulate"{"" if shown else " hidden"}>'
+            f'<form id="sim-form" class="grid" aria-label="the workload">{pick}{inputs}{seed}'
+            f'<label class="field wide" id="trace-field"{"" if fields["shape"] == "trace" else " hidden"}><span>JSONL '
+            f'trace, one request a line: {{"timestamp": s, "prompt_tokens": n, "output_tokens": n}} (optional '
+            f'prefix_id, prefix_tokens, session)</span><textarea name="trace" id="f-trace" rows="6" spellcheck="false">'
+            f'</textarea></label><button type="button" id="simulate">Simulate</button></form>'
+            f'<p class="small">The workload runs against the predicted KV pool, then again to find the smallest '
+            f'pool that serves it. Memory, not latency: step times come from a simple cost model. Web page cap: '
+            f'{escape(caps)}.</p><div id="simulate-result" class="result" aria-live="polite"></div></section>')
+
+
 def render(params: dict, policy: service.Policy) -> str:
     tab = params.get("tab") if params.get("tab") in dict(TABS) else "explain"
     theme = params.get("theme") if params.get("theme") in ("light", "dark") else ""
@@ -113,7 +151,7 @@ def render(params: dict, policy: service.Policy) -> str:
         f'<section role="tabpanel" id="panel-fit" aria-labelledby="tab-fit"{"" if tab == "fit" else " hidden"}>'
         f'<form id="fit-form" class="grid" aria-label="the target">{fit_targets}'
         f'<button type="button" id="find">Find configurations</button></form>'
-        f'<div id="fit-result" class="result" aria-live="polite"></div></section>')
+        f'<div id="fit-result" class="result" aria-live="polite"></div></section>' + simulate_panel(params, tab == "simulate"))
     return (f'<!doctype html><html lang="en"{f" data-theme={chr(34)}{theme}{chr(34)}" if theme else ""}><head>'
             f'<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
             f'<title>VRAM Detective</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/static/app.css"></head><body>'

@@ -337,3 +337,117 @@ def fit_fragment(result: dict) -> str:
     feasible = result.get("feasible", True)
     verdict_text = "Candidates that meet the target, best first." if feasible else "Nothing meets the target; the nearest:"
     return f'<p class="verdict">{verdict_text}</p><table class="fit">{head}{"".join(rows)}</table>'
+
+
+# --- simulate ---------------------------------------------------------------------------------------------------
+
+# the figures the Simulate tab lists, as `simulate --json` names them under "result"
+SIM_FIGURES = (("peak_blocks", "peak blocks in use"), ("p99_blocks", "p99 blocks in use"),
+               ("mean_blocks", "mean blocks in use"), ("pool_blocks", "pool blocks"), ("block_size", "tokens a block"),
+               ("duration_s", "seconds simulated"), ("requests", "requests"), ("finished", "finished"),
+               ("held_back_requests", "held back for blocks"), ("peak_running", "running (peak)"),
+               ("peak_waiting", "waiting (peak)"), ("preemptions", "preemptions"),
+               ("preempted_requests", "requests preempted"), ("prefix_hit_rate", "prefix-cache hit rate"),
+               ("swap_out_bytes", "swapped out (bytes)"), ("request_steps", "request-steps"))
+CHART_W, CHART_H, CHART_LEFT, CHART_TOP = 1000.0, 240.0, 14.0, 22.0
+
+
+def _chart_xy(t: float, blocks: float, end_s: float, top_blocks: float) -> tuple[float, float]:
+    width, height = CHART_W - CHART_LEFT - 10, CHART_H - CHART_TOP - 26
+    return (CHART_LEFT + width * t / end_s, CHART_TOP + height * (1 - blocks / top_blocks))
+
+
+def occupancy_svg(report: dict) -> str:
+    """Blocks in use over time (the bucket maxima as a line over the time-weighted means, filled), the pool's
+    size as a line, the smallest pool that serves the workload dashed, and a mark at each listed preemption."""
+    r, fit = report["result"], report["fit"]
+    end = max(r["duration_s"], 1e-9)
+    top = max(r["pool_blocks"], r["peak_blocks"], fit.get("needed_blocks") or 0, 1) * 1.04
+    xy = lambda t, v: _chart_xy(t, v, end, top)  # noqa: E731 - the one scale every mark uses
+    buckets = [(t, peak, mean) for t, peak, mean in r["occupancy"]]
+    width = buckets[1][0] - buckets[0][0] if len(buckets) > 1 else end
+    peak_pts, mean_pts = [], [xy(0, 0)]
+    for t, peak, mean in buckets:
+        t1 = min(t + width, end)
+        peak_pts += [xy(t, peak), xy(t1, peak)]
+        mean_pts += [xy(t, mean), xy(t1, mean)]
+    mean_pts.append(xy(buckets[-1][0] + width if buckets else end, 0))
+    points = lambda pts: " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)  # noqa: E731
+    gib = r["block_bytes"] / GIB
+    parts = [_hline("pool", r["pool_blocks"], end, top, f"the pool: {r['pool_blocks']:,} blocks, "
+                    f"{r['pool_blocks'] * gib:.2f} GiB")]
+    if fit.get("needed_blocks"):
+        parts.append(_hline("needed", fit["needed_blocks"], end, top, f"the smallest pool that serves it: "
+                            f"{fit['needed_blocks']:,} blocks, {fit['needed_bytes'] / GIB:.2f} GiB"))
+    parts.append(f'<polygon class="occ-mean" points="{points(mean_pts)}"><title>mean blocks in use</title></polygon>')
+    parts.append(f'<polyline class="occ-peak" points="{points(peak_pts)}"><title>blocks in use (max per '
+                 f'{width:.1f} s)</title></polyline>')
+    for p in r["preemption_log"]:
+        x, _ = xy(p["time_s"], 0)
+        parts.append(f'<line class="preempt" data-time="{p["time_s"]}" x1="{x:.1f}" x2="{x:.1f}" y1="{CHART_TOP - 10}" '
+                     f'y2="{CHART_TOP + 4}"><title>{escape(p["mode"])} at {p["time_s"]:.2f} s: {escape(p["cause"])}'
+                     f'</title></line>')
+    parts.append(_time_axis(end))
+    label = (f"blocks in use over {end:,.0f} s: peak {r['peak_blocks']:,} of a {r['pool_blocks']:,}-block pool, "
+             f"{r['preemptions']:,} preemption(s)")
+    return (f'<svg class="occupancy" viewBox="0 0 {CHART_W:.0f} {CHART_H:.0f}" role="img" aria-label="{escape(label)}" '
+            f'data-pool-blocks="{r["pool_blocks"]}" data-peak-blocks="{r["peak_blocks"]}" data-buckets="{len(buckets)}" '
+            f'data-preemption-marks="{len(r["preemption_log"])}"><title>{escape(label)}</title>{"".join(parts)}</svg>')
+
+
+def _hline(cls: str, blocks: int, end: float, top: float, text: str) -> str:
+    x0, y = _chart_xy(0, blocks, end, top)
+    x1, _ = _chart_xy(end, blocks, end, top)
+    return (f'<line class="{cls}" data-blocks="{blocks}" x1="{x0:.1f}" x2="{x1:.1f}" y1="{y:.1f}" y2="{y:.1f}">'
+            f'<title>{escape(text)}</title></line><text class="lbl" x="{x1 - 4:.1f}" y="{y - 5:.1f}" '
+            f'text-anchor="end">{escape(text)}</text>')
+
+
+def _time_axis(end: float) -> str:
+    x0, y = _chart_xy(0, 0, end, 1)
+    x1, _ = _chart_xy(end, 0, end, 1)
+    ticks = [f'<line class="axis" x1="{x0:.1f}" x2="{x1:.1f}" y1="{y:.1f}" y2="{y:.1f}"/>']
+    for k in range(5):
+        t = end * k / 4
+        x, _ = _chart_xy(t, 0, end, 1)
+        anchor = ("start", "middle", "middle", "middle", "end")[k]
+        ticks.append(f'<text class="lbl" x="{x:.1f}" y="{y + 18:.1f}" text-anchor="{anchor}">{t:,.0f} s</text>')
+    return "".join(ticks)
+
+
+def simulate_fragment(report: dict, launch: str = "") -> str:
+    """A `simulate --json` report: the verdict, the occupancy chart, the smallest-pool flags, the figures."""
+    r, fit = report["result"], report["fit"]
+    parts = [f'<p class="verdict sim-verdict">{escape(report["verdict"])}</p>',
+             f'<figure class="sim" data-workload="{escape(report["workload"])}"><figcaption>Blocks in use: '
+             f'{escape(report["model"])} on {escape(report["gpu"])}, {escape(report["engine"])} '
+             f'{escape(report["version"])}, workload {escape(report["workload"])} (seed {report["seed"]})</figcaption>'
+             f'{occupancy_svg(report)}<ul class="legend"><li><span class="swatch kv" aria-hidden="true"></span>'
+             f'blocks in use (max per bucket; filled: mean)</li><li><span class="swatch pool" aria-hidden="true">'
+             f'</span>the pool</li><li><span class="swatch needed" aria-hidden="true"></span>the smallest pool that '
+             f'serves it</li><li><span class="swatch preempt" aria-hidden="true"></span>a preemption</li></ul></figure>']
+    parts.append(_fit_html(fit, launch))
+    items = {key: r[key] for key, _ in SIM_FIGURES if key in r}
+    labels = dict(SIM_FIGURES)
+    parts.append('<table class="sim-figures"><caption>figures (simulate --json, "result")</caption>' + "".join(
+        f'<tr><th scope=row>{escape(labels[k])}</th><td class=num data-figure="{k}" data-value="{escape(json.dumps(v))}">'
+        f'{escape(_sim_show(k, v))}</td></tr>' for k, v in items.items()) + "</table>")
+    parts.append("<ul class=notes>" + "".join(f"<li>{escape(n)}</li>" for n in r.get("notes") or []) + "</ul>")
+    return "".join(parts)
+
+
+def _sim_show(key: str, value) -> str:
+    if key.endswith("_rate"):
+        return f"{value:.1%}"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+def _fit_html(fit: dict, launch: str) -> str:
+    if not fit.get("feasible"):
+        return f'<p class="note sim-fit">No pool setting found: {escape(fit.get("reason") or "")}</p>'
+    text = (f'The smallest pool: {fit["needed_blocks"]:,} blocks ({fit["needed_bytes"] / GIB:.2f} GiB); '
+            f'{fit["flag"]} {fit["value"]} gives a pool of {fit["pool_bytes"] / GIB:.2f} GiB on this card '
+            f'({fit["simulations"]} simulations).')
+    flags = (f'<p class="sim-fit" data-flag="{escape(fit["flag"])}" data-value="{escape(json.dumps(fit["value"]))}">'
+             f'{escape(text)}</p>')
+    return flags + (copy_line_html(launch, "launch line with the smallest pool") if launch else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 # a pasted log (and nvidia-smi output) may be this large; a larger request body is answered 413
@@ -49,6 +49,10 @@ TRUE_WORDS = ("1", "true", "on", "yes")
 
 class RequestError(ValueError):
     """Bad input in a request (HTTP 400)."""
+
+
+class TooLarge(RequestError):
+    """A workload too large to simulate within one request (HTTP 413)."""
 
 
 class Forbidden(RequestError):
@@ -324,6 +328,113 @@ def _check_log_options(model, gpu, version) -> None:
         get_engine("vllm").releases.resolve(version)
     if model:
         api.model_spec(model)
+
+
+# --- simulate: the workload against the predicted pool ------------------------------------------------------
+# One request runs the workload about 10-20 times (the smallest-pool search re-simulates), so the workload is
+# capped to keep a request within seconds: at most MAX_SIM_DURATION_S of arrivals; an open-loop shape or a
+# pasted trace at most MAX_SIM_REQUESTS requests and MAX_SIM_TOKENS prompt + output tokens (counted by drawing
+# the requests, which is cheap); a closed loop at most MAX_SIM_USERS users and MAX_SIM_USER_SECONDS users x
+# duration. Beyond a cap: 413 with the cap in the message (the CLI `simulate` has no cap).
+MAX_SIM_DURATION_S = 3600.0
+MAX_SIM_REQUESTS = 5000
+MAX_SIM_TOKENS = 4_000_000
+MAX_SIM_USERS = 64
+MAX_SIM_USER_SECONDS = 2000.0
+
+
+def read_workload(params: dict):
+    """(spec as shown, Workload, seed) from `workload` (a built-in shape spec) or `trace` (pasted JSONL)."""
+    from ..simulate.workloads import Workload, parse_trace, parse_workload
+
+    seed = _int(params.get("seed") or 0, "seed")
+    trace = str(params.get("trace") or "")
+    if trace.strip():
+        requests = parse_trace(trace.splitlines(), "trace")
+        if not requests:
+            raise RequestError("the pasted trace has no requests")
+        spec = f"trace:(pasted, {len(requests)} requests)"
+        return spec, Workload("trace", trace=requests, description=spec), seed
+    spec = str(params.get("workload") or "").strip()
+    if not spec:
+        raise RequestError("no workload given (workload=chat:rate=2,duration=120, or a pasted trace)")
+    if spec == "trace":
+        raise RequestError("no trace given: paste its JSONL lines")
+    if spec.startswith("trace:"):
+        raise Forbidden("this server reads no trace files: paste the trace's lines instead (trace=...)")
+    return spec, parse_workload(spec), seed
+
+
+def _int(raw, name: str) -> int:
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise RequestError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def check_workload_size(workload, seed: int) -> None:
+    """The caps above (TooLarge names the one exceeded)."""
+    if workload.trace:
+        requests = iter(workload.trace)
+    else:
+        if workload.duration > MAX_SIM_DURATION_S:
+            raise TooLarge(f"duration {workload.duration:g} s is over the web page's cap of "
+                           f"{MAX_SIM_DURATION_S:g} s (the simulate command has none)")
+        if workload.closed:
+            if workload.users > MAX_SIM_USERS or workload.users * workload.duration > MAX_SIM_USER_SECONDS:
+                raise TooLarge(f"{workload.users} users x {workload.duration:g} s is over the web page's cap of "
+                               f"{MAX_SIM_USERS} users and {MAX_SIM_USER_SECONDS:g} user-seconds "
+                               f"(the simulate command has none)")
+            return
+        requests = workload.open_requests(seed)
+    tokens = 0
+    for count, request in enumerate(requests, 1):
+        tokens += request.prompt_tokens + request.output_tokens
+        if count > MAX_SIM_REQUESTS or tokens > MAX_SIM_TOKENS:
+            raise TooLarge(f"the workload is over the web page's cap of {MAX_SIM_REQUESTS:,} requests and "
+                           f"{MAX_SIM_TOKENS:,} tokens (the simulate command has none)")
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """One simulate request's outcome: the prediction, the run, the fit and what `simulate --json` prints."""
+
+    breakdown: object
+    result: object
+    fit: object
+    report: dict
+
+
+def simulate(request: Request, params: dict) -> Simulation:
+    """What `simulate MODEL --gpu X [settings] --workload SPEC --seed N --json` computes."""
+    from ..simulate.command import parse_cost, report_dict, simulate_and_fit
+    from ..simulate.fit import default_cost
+
+    spec, workload, seed = read_workload(params)
+    check_workload_size(workload, seed)
+    budget = float(params.get("preemption_budget") or 0.01)
+    if not 0 <= budget < 1:
+        raise RequestError(f"preemption_budget is a fraction in [0, 1), got {budget}")
+    breakdown = explain(request)
+    if breakdown.failure is not None:
+        from .. import api
+
+        raise api.REFUSALS[0](breakdown.failure.message.splitlines()[0])
+    cost = parse_cost(params["cost"]) if params.get("cost") else default_cost(breakdown)
+    pinned = {key: value for key, value in request.settings.items() if key != "engine"}
+
+    def predict(extra: dict):
+        return explain(replace(request, settings={**request.settings, **extra}))
+
+    result, fit = simulate_and_fit(predict, breakdown, workload, pinned=pinned, seed=seed, budget=budget, cost=cost)
+    return Simulation(breakdown, result, fit, report_dict(breakdown, spec, seed, cost, result, fit))
+
+
+def simulate_launch_line(request: Request, fit) -> str:
+    """The launch line with the smallest pool's setting (empty when no setting serves the workload)."""
+    if not fit.feasible:
+        return ""
+    return launch_line(replace(request, settings={**request.settings, fit.lever.setting: fit.value}))
 
 
 # --- catalogs for autocomplete ---------------------------------------------------------------------------------

@@ -19,6 +19,11 @@
     }
     for (const el of $$("#fit-form [name]")) if (el.value.trim()) out.set(el.name, el.value.trim());
     const tab = $('[role="tab"][aria-selected="true"]').id.slice(4);
+    if (tab === "simulate") {
+      out.set("workload", workloadSpec());
+      const seed = $("#f-seed").value.trim();
+      if (seed && seed !== "0") out.set("seed", seed);
+    }
     if (tab !== "explain") out.set("tab", tab);
     const theme = document.documentElement.dataset.theme;
     if (theme) out.set("theme", theme);
@@ -169,6 +174,34 @@
     await fetchInto("/fragment/fit?" + state().toString(), $("#fit-result"));
   }
 
+  function workloadSpec() {  // the simulate command's --workload SPEC from the picker ("trace": a pasted one)
+    const shape = $("#f-sim_shape").value;
+    if (shape === "trace") return "trace";
+    const options = [];
+    const users = $("#f-sim_users").value.trim();
+    const rate = $("#f-sim_rate").value.trim();
+    if (users && users !== "0") options.push("users=" + users);
+    else if (rate) options.push("rate=" + rate);
+    const duration = $("#f-sim_duration").value.trim();
+    if (duration) options.push("duration=" + duration);
+    return options.length ? shape + ":" + options.join(",") : shape;
+  }
+
+  async function simulate() {
+    remember();
+    status("simulating");
+    const trace = $("#f-sim_shape").value === "trace" ? $("#f-trace").value : "";
+    const options = trace ? { method: "POST", body: JSON.stringify({ trace: trace }),
+      headers: { "Content-Type": "application/json" } } : undefined;
+    const ok = await fetchInto("/fragment/simulate?" + state().toString(), $("#simulate-result"), options);
+    if (ok) document.body.dataset.simulated = String(Date.now());
+  }
+
+  function onShape() {
+    $("#trace-field").hidden = $("#f-sim_shape").value !== "trace";
+    remember();
+  }
+
   function toggleTheme() {
     const root = document.documentElement;
     const dark = root.dataset.theme ? root.dataset.theme === "dark"
@@ -198,10 +231,14 @@
     document.addEventListener("click", (event) => { const b = event.target.closest(".copy"); if (b) copy(b); });
     $("#analyse").addEventListener("click", analyse);
     $("#find").addEventListener("click", find);
+    $("#simulate").addEventListener("click", simulate);
+    $("#f-sim_shape").addEventListener("change", onShape);
+    $("#sim-form").addEventListener("change", (event) => { if (event.target.id !== "f-trace") remember(); });
     $("#theme").addEventListener("click", toggleTheme);
     if ($("#explain-result [data-figure]")) baseline = figures();
     const params = new URLSearchParams(location.search);
     if (params.get("tab") === "fit" && params.get("model")) find();
+    if (params.get("tab") === "simulate" && params.get("model") && params.get("workload") !== "trace") simulate();
     document.body.dataset.ready = "1";
   }
 

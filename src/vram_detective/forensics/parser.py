@@ -1307,10 +1307,11 @@ def parse_text(text: str) -> ParsedLog:
     return parse_lines((text or "").splitlines())
 
 
-def parse_stream(stream, name: str = "input") -> ParsedLog:
-    """Parse a binary stream; raises LogInputError for binary, empty or non-vLLM input."""
+def parse_stream(stream, name: str = "input", parser: "LogParser | None" = None) -> ParsedLog:
+    """Parse a binary stream; raises LogInputError for binary, empty or non-vLLM input. `parser`: a LogParser
+    (or a subclass such as streaming.BoundedLogParser) to feed instead of a new one."""
     reader = LineReader(stream, name)
-    parser = LogParser()
+    parser = parser if parser is not None else LogParser()
     blank = True
     for line in reader:
         if blank and line.strip():

@@ -17,7 +17,7 @@ import collections
 from dataclasses import dataclass, field
 
 from ..units import open_regular_file
-from .parser import LineReader, LogInputError, LogParser, ParsedLog, Run
+from .parser import LogParser, ParsedLog, Run, parse_stream
 
 KEEP_RUNS = 8  # runs kept in full (forensics/command.py analyses the last DEEP_RUNS = 8)
 HEAD_BYTES = 4 << 20  # what engine detection reads: every engine's banner comes in the first lines
@@ -137,21 +137,8 @@ class BoundedParse:
 
 def parse_stream_bounded(stream, name: str = "input", keep: int = KEEP_RUNS) -> BoundedParse:
     """parser.parse_stream with bounded memory: the same errors (binary, empty, no vLLM memory lines)."""
-    reader = LineReader(stream, name)
     parser = BoundedLogParser(keep)
-    blank = True
-    for line in reader:
-        if blank and line.strip():
-            blank = False
-        parser.feed(line)
-    parsed = parser.finish()
-    parsed.bytes_read = reader.bytes_read
-    parsed.truncated_lines = reader.truncated
-    if blank:
-        raise LogInputError(f"{name} is empty")
-    if parser.lines_matched == 0:
-        raise LogInputError(f"{name} has no vLLM memory lines ({parser.lines_read} lines read; expected lines such as "
-                            "'Loading model weights took ...', '# GPU blocks: ...' or 'Available KV cache memory: ...')")
+    parsed = parse_stream(stream, name, parser)
     return BoundedParse(parsed, parser.earlier)
 
 

@@ -1,24 +1,7 @@
-"""Mamba / linear-attention hybrid models: which layers hold attention KV, which hold a recurrent state,
-and the state shapes vLLM allocates per tensor-parallel rank (design/vllm-memory.md §3.2).
-
-Shapes follow vllm/model_executor/layers/mamba/mamba_utils.py (MambaStateShapeCalculator, 0.10-0.33)
-and each model's get_mamba_state_shape_from_config:
-
-- Mamba1 (Jamba): conv (conv_kernel - 1, intermediate / tp), ssm (intermediate / tp, d_state),
-  intermediate = mamba_expand x hidden_size.
-- Mamba2 (Bamba, GraniteMoeHybrid, Nemotron-H, Falcon-H1): conv (conv_kernel - 1 + num_spec,
-  (intermediate + 2 n_groups' d_state) / tp), ssm (heads / tp, head_dim, d_state), n_groups' = n_groups
-  + (tp - n_groups when n_groups % tp else 0).
-- GatedDeltaNet (Qwen3-Next, Qwen3.5): conv (conv_kernel - 1 + num_spec, (2 k_heads k_dim + v_heads v_dim)
-  / tp), ssm (v_heads / tp, v_dim, k_dim).
-- Linear attention (MiniMax-Text-01): (heads / tp, head_dim, head_dim).
-
-Dtypes: conv = mamba_cache_dtype (auto -> model dtype), ssm = mamba_ssm_cache_dtype (auto -> the conv
-dtype), except where vLLM's per-model config hook overrides "auto": Nemotron-H takes the config's
-`mamba_ssm_cache_dtype` (default float16), Qwen3.5 its `mamba_ssm_dtype` (NemotronHForCausalLMConfig /
-Qwen3_5ForConditionalGenerationConfig in models/config.py, seen in 0.18).
-
-Everything here is a pure function of the config dict.
+"""Mamba / linear-attention hybrid models as the checkpoint describes them: which decoder layers hold attention
+KV, which hold a recurrent state (and which both or neither), and the mixer's facts (heads, dims, conv kernel,
+state size, groups) that an engine sizes its state from (engines/vllm/mamba_state.py for vLLM's per-rank
+shapes). Everything here is a pure function of the config dict.
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ The plans and the comparison live in engines/llamacpp/accuracy.py, shared with `
 Per case: model buffer per device, KV buffer per device (exact), compute buffer per device, VRAM per device
 (llama.cpp's own buffers on that GPU: model + KV + compute, the figures a log prints) and host RAM (host model
 buffer + CPU KV + CUDA_Host compute + output buffer), where the log prints every part. Cases whose model has no
-stock llama.cpp mix (Unsloth UD, ik_llama forks, unnamed files) or whose shape is not a llama-style decoder
-are listed as not planned, with the reason. Model shapes are the public config.json values of the named models.
+stock llama.cpp mix (Unsloth UD, ik_llama forks, unnamed files) or whose layout quant_mix does not
+write are listed as not planned, with the reason. Model shapes are the public config.json values of the named models.
 """
 from __future__ import annotations
 

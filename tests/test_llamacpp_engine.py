@@ -123,9 +123,11 @@ def test_every_printed_figure_reads_back(build):
 
 # --- the dev cases ---------------------------------------------------------------------------------------
 KNOWN_MISSES = {
-    ("llamacpp-phi3-mini-4k-q4km-3070-tgwebui-4k", "cuda0_model_buffer_mib"):
-        "Microsoft's phi3 GGUF fuses attn_qkv and ffn_up (gate+up): its mix is not the stock rule on split "
-        "tensors; observed 2228.82, predicted 2157.94 (-3.18 %)",
+    ("llamacpp-ollama-0.32-dscoder-v2-lite-q5km-16g-ctx8192", "cuda0_compute_buffer_mib"):
+        "compute approximation has no MoE / MLA terms (n_ff = 6 x 1408 + 2816 active, 16 heads of 192): "
+        "observed 340.27, predicted 282.00 (-17.12 %)",
+    ("llamacpp-ollama-0.32-dscoder-v2-lite-q5km-16g-ctx8192", "cuda_host_compute_buffer_mib"):
+        "host inputs miss 4 MiB at this build (8192 cells, ubatch 512): observed 24.01, predicted 20.00 (-16.70 %)",
     ("llamacpp-phi3-mini-4k-q4km-3070-tgwebui-4k", "cuda0_compute_buffer_mib"):
         "compute approximation: observed 150.00, predicted 139.00 (-7.33 %)",
     ("llamacpp-ollama-qwen3-4b-q4km-4g-partial26-f16kv", "cuda0_model_buffer_mib"):
@@ -162,7 +164,7 @@ def test_dev_targets():
     s = bench.summary(errors)
     assert s["model"][1] <= 0.001 and s["kv"][2] == 0.0 and s["compute"][1] <= 0.05
     assert s["vram"][1] <= 0.02 and s["vram"][2] <= 0.05 and s["host"][1] <= 0.02 and s["host"][2] <= 0.05
-    assert s["kv"][0] == 12 and s["model"][0] == 22 and s["rs"] == (1, 0.0, 0.0, 1)
+    assert s["kv"][0] == 16 and s["model"][0] == 26 and s["rs"] == (1, 0.0, 0.0, 1)
 
 
 def test_calibration_cases():

@@ -97,3 +97,30 @@ def test_stock_mix_predicts_the_logged_cuda_model_buffers():
     qwen32 = _spec("Qwen2ForCausalLM", 5120, 64, 40, 8, 27648, 152064)
     four = mib(qwen32, "Q4_K_M", Placement(64, 65, ("CUDA0", "CUDA1", "CUDA2", "CUDA3"), (23982, 23982, 23982, 23923)))
     assert [four[f"CUDA{i}"] for i in range(4)] == [4844.72, 4366.53, 4366.53, 4930.57]
+
+
+def test_family_layouts_fused_post_norm_and_mla():
+    """The tensor names and types quant_mix writes for Phi-3, GLM-4 and DeepSeek-V2 (llama-model.cpp
+    load_tensors, convert_hf_to_gguf.py; llama-quant.cpp llama_tensor_get_type)."""
+    from vram_detective.engines.llamacpp.accuracy import DSCODER_V2_LITE, GLM4_32B, _spec as shape_spec
+    from vram_detective.engines.llamacpp.quant_mix import quantized_tensors
+
+    def layer(tensors, il):
+        return {t.name.split(".", 2)[2]: (t.type_name, t.ne) for t in tensors if t.name.startswith(f"blk.{il}.")}
+
+    phi3 = layer(quantized_tensors(_spec("Phi3ForCausalLM", 3072, 32, 32, 32, 8192, 32064), "Q4_K_M"), 5)
+    assert phi3["attn_qkv.weight"] == ("Q5_K", (3072, 9216)) and phi3["ffn_up.weight"] == ("Q4_K", (3072, 16384))
+    assert "ffn_gate.weight" not in phi3 and "attn_q.weight" not in phi3
+    glm = layer(quantized_tensors(shape_spec(GLM4_32B), "IQ4_XS"), 0)
+    assert glm["attn_v.weight"] == ("Q5_K", (6144, 256)) and glm["ffn_up.weight"] == ("IQ4_XS", (6144, 46080))
+    assert glm["attn_post_norm.weight"] == ("F32", (6144,)) and glm["ffn_post_norm.weight"] == ("F32", (6144,))
+    old = quantized_tensors(shape_spec(DSCODER_V2_LITE), "Q5_K_M", mla_split=False)
+    assert layer(old, 0)["ffn_down.weight"] == ("Q8_0", (10944, 2048))  # Q6_K, 10944 rows not a 256 multiple
+    ds = layer(old, 2)  # a use_more_bits layer (2 < 27 / 8): ffn_down Q6_K
+    assert ds["attn_kv_b.weight"] == ("Q5_K", (512, 4096)) and ds["attn_kv_a_mqa.weight"] == ("Q5_K", (2048, 576))
+    assert ds["ffn_down_exps.weight"] == ("Q8_0", (1408, 2048, 64)) and ds["ffn_down_shexp.weight"][0] == "Q6_K"
+    assert layer(old, 3)["ffn_down_exps.weight"][0] == "Q5_1"  # Q5_K, 1408 rows not a 256 multiple
+    assert ds["ffn_gate_inp.weight"] == ("F32", (2048, 64))
+    split = layer(quantized_tensors(shape_spec(DSCODER_V2_LITE), "Q5_K_M"), 3)
+    assert split["attn_k_b.weight"][1] == (128, 512, 16) and split["attn_v_b.weight"][1] == (512, 128, 16)
+    assert "attn_kv_b.weight" not in split

@@ -7,8 +7,8 @@ Per case: model buffer per device, KV buffer per device (exact), compute buffer 
 buffer + CPU KV + CUDA_Host compute + output buffer), where the log prints every part. The cases name GGUF files
 the model catalog does not hold, so each planned case carries its model's shape (the public config.json values)
 and the settings its log shows, in the engine's names: inputs read from the case, not fitted values. Cases whose
-model has no stock llama.cpp mix (Unsloth UD, ik_llama forks, unnamed files) or whose shape is not a llama-style
-decoder are listed as not planned, with the reason.
+model has no stock llama.cpp mix (Unsloth UD, ik_llama forks, unnamed files) or whose layout quant_mix does not
+write are listed as not planned, with the reason.
 """
 from __future__ import annotations
 
@@ -40,6 +40,14 @@ QWEN36_27B = dict(args=("Qwen3_5ForCausalLM", 5120, 64, 24, 4, 17408, 248320), h
                   linear_num_key_heads=16, linear_num_value_heads=48, linear_key_head_dim=128,
                   linear_value_head_dim=128, linear_conv_kernel_dim=4, full_attention_interval=4)
 QWEN3_30B = dict(args=("Qwen3MoeForCausalLM", 2048, 48, 32, 4, 6144, 151936), head_dim=128, **QWEN3_MOE)
+GLM4_32B = dict(args=("Glm4ForCausalLM", 6144, 61, 48, 2, 23040, 151552), head_dim=128, model_type="glm4",
+                attention_bias=False, partial_rotary_factor=0.5)
+GEMMA3_4B = dict(args=("Gemma3ForCausalLM", 2560, 34, 8, 4, 10240, 262208), tie=True, head_dim=256,
+                 model_type="gemma3_text", sliding_window=1024, query_pre_attn_scalar=256)
+DSCODER_V2_LITE = dict(args=("DeepseekV2ForCausalLM", 2048, 27, 16, 16, 10944, 102400), model_type="deepseek_v2",
+                       kv_lora_rank=512, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                       v_head_dim=128, n_routed_experts=64, n_shared_experts=2, num_experts_per_tok=6,
+                       moe_intermediate_size=1408, first_k_dense_replace=1, moe_layer_freq=1)
 
 # case id -> (engine, version, model shape, settings in the engine's names)
 PLANS = {
@@ -72,6 +80,19 @@ PLANS = {
     "llamacpp-ollama-qwen3-4b-q4km-4g-partial26-f16kv": (
         "ollama", "0.12.0", QWEN3_4B, {"gguf_type": "Q4_K_M", "num_ctx": 4096, "flash_attention": False,
                                        "os": "windows", "num_gpu": 26, "gpu_free_mib": [3801]}),
+    "llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa": (
+        "llamacpp", "b5274", GLM4_32B,
+        {"gguf_type": "IQ4_XS", "n_gpu_layers": 99, "n_ctx": 32768, "n_batch": 2048, "n_ubatch": 512,
+         "flash_attn": "on"}),
+    "llamacpp-llamasharp-gemma3-4b-q6k-4080s-131k-ngl20": (
+        "llamacpp", "b5000", GEMMA3_4B,
+        {"gguf_type": "Q6_K", "n_gpu_layers": 20, "n_ctx": 131072, "n_batch": 512, "n_ubatch": 512}),
+    # Ollama 0.32.13 runs its bundled llama-server (build 7342, ollama releases.py) on a 2024 blob converted
+    # before the MLA split (attn_kv_b only: the log's K of 192 per head); the figures are llama-server's own
+    "llamacpp-ollama-0.32-dscoder-v2-lite-q5km-16g-ctx8192": (
+        "llamacpp", "b7342", DSCODER_V2_LITE,
+        {"gguf_type": "Q5_K_M", "gguf_mla_split": False, "n_ctx": 8192, "n_batch": 512, "n_ubatch": 512,
+         "n_parallel": 1, "flash_attn": "auto"}),
     "llamacpp-qwen36-27b-udq4kxl-5090-131k-q8kv": (
         "llamacpp", "b7600", QWEN36_27B,
         {"n_ctx": 131072, "type_k": "q8_0", "type_v": "q8_0", "flash_attn": "on"}),
@@ -84,12 +105,9 @@ NOT_COMPARED = {
         "counts, so the model buffers are not derivable without the file; KV, RS, compute and output are"),
 }
 NOT_PLANNED = {
-    "llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa": "GLM-4 layout (post norms, fused projections) not in quant_mix",
     "llamacpp-ik-dsr1-mla3-q8kv-16k-3gpu-draft": "ik_llama.cpp fork",
     "llamacpp-ik259-dsr1-mla-q8kv-32k-8470mib-compute": "ik_llama.cpp fork",
     "llamacpp-dsv3-0324-udq2kxl-5090-2x4090-a6000-16k": "Unsloth UD mix (no stock tensor types)",
-    "llamacpp-llamasharp-gemma3-4b-q6k-4080s-131k-ngl20": "only KV figures; Gemma 3 layout not in quant_mix",
-    "llamacpp-ollama-0.32-dscoder-v2-lite-q5km-16g-ctx8192": "DeepSeek-V2 MLA layout not in quant_mix",
     "llamacpp-gemma4-12b-qat-5070laptop-swa-np-sweep": "file not quoted (QAT mix)",
     "llamacpp-fit-qwen36-35b-a3b-udq4km-5060ti-16g": "Unsloth UD mix, hybrid model",
     "llamacpp-fork-qwen38-27b-q5km-5060ti-3060-262k-np2-um": "unnamed fork, UD mix, hybrid model",

@@ -81,7 +81,7 @@ def tensors_from_checkpoint(table) -> list[GgufTensor]:
 def model_tensors(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> tuple[list[GgufTensor], str]:
     if gguf_checkpoint is not None:
         return tensors_from_checkpoint(gguf_checkpoint), "GGUF header"
-    return quantized_tensors(spec, s.gguf_type), f"llama-quant.cpp stock {s.gguf_type} mix (no file)"
+    return quantized_tensors(spec, s.gguf_type, mla_split=s.gguf_mla_split), f"llama-quant.cpp stock {s.gguf_type} mix (no file)"
 
 
 def placement(spec, s: LlamaCppSettings) -> Placement:
@@ -133,11 +133,13 @@ def swa_layer_set(spec) -> frozenset[int]:
     return frozenset()
 
 
-def kv_layers(spec, build: int):
+def kv_layers(spec, build: int, tensors=None):
+    """tensors: the file's table, when known (an MLA file without attn_k_b caches full per-head K and V)."""
     if spec.mla is not None:
         m = spec.mla
+        split = tensors is None or any(".attn_k_b." in t.name for t in tensors)
         return mla_layers(spec.num_layers, m.kv_lora_rank, m.qk_rope_head_dim, spec.num_attention_heads,
-                          m.qk_nope_head_dim, m.v_head_dim, build)
+                          m.qk_nope_head_dim, m.v_head_dim, build, split)
     return uniform_layers(spec.num_layers, spec.num_kv_heads, spec.head_dim, swa_layers=swa_layer_set(spec))
 
 
@@ -224,7 +226,7 @@ def layout(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> Layout:
     kvs = kv_settings(spec, s, fa, n_ctx)
     ids = attention_layer_ids(spec)
     devices_kv = [lay.get(il, "CPU") if s.kv_offload else "CPU" for il in ids]
-    all_layers = kv_layers(spec, s.build)
+    all_layers = kv_layers(spec, s.build, tensors)
     kv = kv_cache([all_layers[il] for il in ids], devices_kv, kvs)
     n_ubatch = min(s.n_ubatch, s.n_batch, n_ctx)
     pairs = assign(tensors, p)

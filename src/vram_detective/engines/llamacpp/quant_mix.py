@@ -8,8 +8,18 @@ Per-tensor rules modelled (ftypes Q4_0, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, Q8
 - ffn_down (experts included, layer from the name): Q4_K_M / Q5_K_M -> Q6_K on use_more_bits layers;
   Q4_K_S -> Q5_K on the first 1/8; IQ4_XS -> Q5_K on the first 1/8 without an imatrix;
 - attn_output: 8-expert models -> Q5_K for the 4-bit K / IQ mixes;
+- attn_qkv (fused, Phi-3): Q4_K_M -> Q5_K, Q5_K_M -> Q6_K; attn_kv_b / attn_k_b / attn_v_b (MLA) take no
+  attn_v bump (the rule matches the name "attn_v.weight" only), so they keep the mix's base type;
 - 1-D tensors (norms, biases) and ffn_gate_inp stay F32; rows not a multiple of the block fall back
   (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL).
+Layouts per family (the names and shapes convert_hf_to_gguf.py writes and src/llama-model.cpp load_tensors creates,
+0.3.16 tree): llama-style q/k/v/gate/up/down; Phi-3 fused attn_qkv {n_embd, n_embd + 2 n_embd_gqa} and ffn_up
+{n_embd, 2 n_ff} (gate and up, no ffn_gate); GLM-4 split q/k/v (biases optional), fused ffn_up {n_embd, 2 n_ff},
+attn_post_norm and ffn_post_norm; Gemma 3 q/k norms plus attn_post_norm / ffn_post_norm, no output tensor
+(token_embd takes the output's type: llama-quant.cpp !has_output); DeepSeek-V2 MLA: attn_q (Lite) or attn_q_a /
+attn_q_a_norm / attn_q_b, attn_kv_a_mqa {n_embd, kv_lora + rope}, attn_kv_a_norm, then attn_kv_b {kv_lora, n_head
+(nope + v)} in files converted before the MLA split, or attn_k_b {nope, kv_lora, n_head} and attn_v_b {kv_lora, v,
+n_head} after it (convert_hf_to_gguf.py DeepseekV2Model.modify_tensors), the first n_layer_dense_lead layers dense.
 Known gaps: Unsloth "UD" dynamic mixes and imatrix-chosen types are not the stock rules.
 """
 from __future__ import annotations
@@ -52,6 +62,8 @@ def pick_type(name: str, layer: int, n_layer: int, ftype: str, n_gqa: int, n_exp
         if ftype in ("Q4_K_S", "IQ4_XS") and layer < n_layer // 8 and (ftype == "Q4_K_S" or not has_imatrix):
             return "Q5_K"
         return base
+    if "attn_qkv.weight" in name and ftype in ("Q4_K_M", "Q5_K_M"):
+        return "Q5_K" if ftype == "Q4_K_M" else "Q6_K"
     if "attn_output.weight" in name and n_expert == 8 and ftype in ("Q4_K_S", "Q4_K_M", "IQ4_XS"):
         return "Q5_K"
     return base
@@ -63,26 +75,62 @@ def _fit(type_name: str, ne0: int) -> str:
     return type_name
 
 
-def _layer_shapes(spec, il: int) -> list[tuple[str, tuple[int, ...]]]:
+def _attention_rows(spec, mla_split: bool) -> list[tuple[str, tuple[int, ...]]]:
     h, hd = spec.hidden_size, spec.head_dim
     q, kv = spec.num_attention_heads * hd, spec.num_kv_heads * hd
-    rows = [("attn_norm.weight", (h,)), ("attn_q.weight", (h, q)), ("attn_k.weight", (h, kv)),
-            ("attn_v.weight", (h, kv)), ("attn_output.weight", (q, h)), ("ffn_norm.weight", (h,))]
+    if spec.mla is not None:  # llama-model.cpp LLM_ARCH_DEEPSEEK2
+        m, n_head = spec.mla, spec.num_attention_heads
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        rows = [("attn_kv_a_norm.weight", (m.kv_lora_rank,)),
+                ("attn_kv_a_mqa.weight", (h, m.kv_lora_rank + m.qk_rope_head_dim))]
+        if m.q_lora_rank:
+            rows += [("attn_q_a_norm.weight", (m.q_lora_rank,)), ("attn_q_a.weight", (h, m.q_lora_rank)),
+                     ("attn_q_b.weight", (m.q_lora_rank, n_head * qk))]
+        else:
+            rows.append(("attn_q.weight", (h, n_head * qk)))
+        if mla_split:
+            rows += [("attn_k_b.weight", (m.qk_nope_head_dim, m.kv_lora_rank, n_head)),
+                     ("attn_v_b.weight", (m.kv_lora_rank, m.v_head_dim, n_head))]
+        else:
+            rows.append(("attn_kv_b.weight", (m.kv_lora_rank, n_head * (m.qk_nope_head_dim + m.v_head_dim))))
+        return rows + [("attn_output.weight", (n_head * m.v_head_dim, h))]
+    if spec.family == "phi3":  # LLM_ARCH_PHI3: one fused attn_qkv
+        return [("attn_qkv.weight", (h, q + 2 * kv)), ("attn_output.weight", (q, h))]
+    rows = [("attn_q.weight", (h, q)), ("attn_k.weight", (h, kv)), ("attn_v.weight", (h, kv)),
+            ("attn_output.weight", (q, h))]
     if spec.qkv_bias:
         rows += [("attn_q.bias", (q,)), ("attn_k.bias", (kv,)), ("attn_v.bias", (kv,))]
     if spec.qk_norm:
         rows += [("attn_q_norm.weight", (hd,)), ("attn_k_norm.weight", (hd,))]
-    moe = spec.moe
+    return rows
+
+
+def _ffn_rows(spec, il: int) -> list[tuple[str, tuple[int, ...]]]:
+    h, moe = spec.hidden_size, spec.moe
     if moe is not None and il not in moe.dense_layers:
         e, f = moe.num_experts, moe.expert_intermediate
-        rows += [("ffn_gate_inp.weight", (h, e)), ("ffn_gate_exps.weight", (h, f, e)),
-                 ("ffn_up_exps.weight", (h, f, e)), ("ffn_down_exps.weight", (f, h, e))]
+        rows = [("ffn_gate_inp.weight", (h, e)), ("ffn_gate_exps.weight", (h, f, e)),
+                ("ffn_up_exps.weight", (h, f, e)), ("ffn_down_exps.weight", (f, h, e))]
         if moe.shared_intermediate:
             s = moe.shared_intermediate
             rows += [("ffn_gate_shexp.weight", (h, s)), ("ffn_up_shexp.weight", (h, s)), ("ffn_down_shexp.weight", (s, h))]
-    else:
-        f = spec.intermediate_size
-        rows += [("ffn_gate.weight", (h, f)), ("ffn_up.weight", (h, f)), ("ffn_down.weight", (f, h))]
+        return rows
+    f = spec.intermediate_size
+    if spec.family in FUSED_GATE_UP:  # gate and up in one ffn_up of 2 n_ff rows
+        return [("ffn_up.weight", (h, 2 * f)), ("ffn_down.weight", (f, h))]
+    return [("ffn_gate.weight", (h, f)), ("ffn_up.weight", (h, f)), ("ffn_down.weight", (f, h))]
+
+
+FUSED_GATE_UP = ("phi3", "glm4")  # llama-model.cpp LLM_ARCH_PHI3 / LLM_ARCH_GLM4 ffn_up {n_embd, 2 n_ff}
+POST_NORMS = ("glm4", "gemma3")  # attn_post_norm + ffn_post_norm per layer (LLM_ARCH_GLM4, LLM_ARCH_GEMMA3)
+
+
+def _layer_shapes(spec, il: int, mla_split: bool = True) -> list[tuple[str, tuple[int, ...]]]:
+    h = spec.hidden_size
+    rows = [("attn_norm.weight", (h,)), *_attention_rows(spec, mla_split), ("ffn_norm.weight", (h,))]
+    if spec.family in POST_NORMS:
+        rows += [("attn_post_norm.weight", (h,)), ("ffn_post_norm.weight", (h,))]
+    rows += _ffn_rows(spec, il)
     return [(f"blk.{il}.{n}", ne) for n, ne in rows]
 
 
@@ -95,14 +143,15 @@ def _typed(name: str, ne: tuple[int, ...], layer: int, spec, ftype: str, has_ima
     return GgufTensor(name, _fit(chosen, ne[0]), ne)
 
 
-def quantized_tensors(spec, ftype: str, has_imatrix: bool = True) -> list[GgufTensor]:
-    """The tensor table (file order: token_embd, layers, output_norm, output; offsets laid end to end)."""
+def quantized_tensors(spec, ftype: str, has_imatrix: bool = True, mla_split: bool = True) -> list[GgufTensor]:
+    """The tensor table (file order: token_embd, layers, output_norm, output; offsets laid end to end).
+    mla_split: an MLA model's file carries attn_k_b / attn_v_b (converted since the split) or attn_kv_b."""
     h, vocab = spec.hidden_size, spec.vocab_size
     out = [_typed("token_embd.weight", (h, vocab), 0, spec, ftype, has_imatrix)]
     if spec.tie_word_embeddings:  # no output tensor: the embedding takes the output's type
         out[0] = GgufTensor("token_embd.weight", _fit(pick_type("output.weight", 0, 1, ftype, 1, 0), h), (h, vocab))
     for il in range(spec.num_layers):
-        out += [_typed(n, ne, il, spec, ftype, has_imatrix) for n, ne in _layer_shapes(spec, il)]
+        out += [_typed(n, ne, il, spec, ftype, has_imatrix) for n, ne in _layer_shapes(spec, il, mla_split)]
     out.append(GgufTensor("output_norm.weight", "F32", (h,)))
     if not spec.tie_word_embeddings:
         out.append(_typed("output.weight", (h, vocab), spec.num_layers, spec, ftype, has_imatrix))

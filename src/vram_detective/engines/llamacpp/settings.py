@@ -48,6 +48,7 @@ class LlamaCppSettings:
     device_free_mib: tuple[int, ...] = ()  # free memory per device (sets the default split)
     mmproj: str = ""  # --mmproj FILE.gguf (a vision projector; mmproj.py)
     mmproj_offload: bool = True  # --no-mmproj-offload keeps it on the CPU
+    gguf_mla_split: bool = True  # without a file: an MLA model's GGUF carries attn_k_b/attn_v_b (not attn_kv_b)
     given: frozenset = field(default_factory=frozenset)
 
     @property
@@ -69,7 +70,7 @@ class LlamaCppSettings:
 DEFAULTS = {"n_batch": 2048, "n_ubatch": 512, "type_k": "f16", "type_v": "f16", "swa_full": False,
             "kv_offload": True, "mmap": True, "num_gpus": 1, "tensor_split": (), "split_mode": "layer",
             "main_gpu": 0, "override_tensor": (), "n_cpu_moe": 0, "gguf_type": "Q4_K_M", "embeddings": False,
-            "kv_unified": None, "device_free_mib": (), "mmproj": "", "mmproj_offload": True}
+            "kv_unified": None, "device_free_mib": (), "mmproj": "", "mmproj_offload": True, "gguf_mla_split": True}
 KNOWN = set(DEFAULTS) | {"n_gpu_layers", "n_ctx", "n_parallel", "flash_attn", "cpu_moe"}
 
 
@@ -135,7 +136,8 @@ def resolve(user: dict, build: int) -> LlamaCppSettings:
         main_gpu=int(values["main_gpu"]), override_tensor=tuple(values["override_tensor"]), n_cpu_moe=n_cpu_moe,
         gguf_type=gguf_type, embeddings=bool(values["embeddings"]),
         device_free_mib=tuple(int(x) for x in values["device_free_mib"]), mmproj=str(values["mmproj"] or ""),
-        mmproj_offload=bool(values["mmproj_offload"]), given=frozenset(user))
+        mmproj_offload=bool(values["mmproj_offload"]), gguf_mla_split=bool(values["gguf_mla_split"]),
+        given=frozenset(user))
 
 
 def flash_attention(s: LlamaCppSettings, spec) -> bool:
@@ -144,7 +146,8 @@ def flash_attention(s: LlamaCppSettings, spec) -> bool:
     if s.flash_attn != "auto":
         return s.flash_attn == "on"
     mla = getattr(spec, "mla", None)
-    if mla is not None and rule("mla.fa_needs_equal_heads", s.build) and not rule("kv.mla_latent", s.build):
+    latent = rule("kv.mla_latent", s.build) and s.gguf_mla_split  # a file with attn_kv_b only keeps 192/128 heads
+    if mla is not None and rule("mla.fa_needs_equal_heads", s.build) and not latent:
         return False
     return True
 

@@ -122,14 +122,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog="vram-detective",
-        description="Predict and explain the GPU memory vLLM takes at startup, byte by byte, without a GPU.",
+        description="Predict and explain the GPU memory an inference engine (vLLM, SGLang, llama.cpp, Ollama) takes at "
+                    "startup, byte by byte, without a GPU.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vram-detective {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     explain = commands.add_parser(
-        "explain", help="where every GiB goes for a model on a GPU, and what vLLM will print",
+        "explain", help="where every GiB goes for a model on a GPU, and what the engine will print",
         description="Predict vLLM's startup memory for MODEL on a GPU. A pasted launch line may follow `--`; "
                     "the tool's own options (--gpu, --vllm-version, output) go before the `--`.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -143,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--html", metavar="FILE",
                          help="also write a self-contained HTML report (verdict, bars, tables; inline SVG and CSS)")
 
-    score = commands.add_parser("score", help="accuracy against real vLLM logs (ground-truth JSONL)")
+    score = commands.add_parser("score", help="accuracy against real engine logs (ground-truth JSONL; default groundtruth/dev.jsonl)")
     score.add_argument("cases", nargs="?", default=str(REPO_DEV_CASES),
                        help="JSONL file of ground-truth cases (groundtruth/SCHEMA.md; default: the checkout's "
                             "groundtruth/dev.jsonl)")

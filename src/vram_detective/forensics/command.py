@@ -18,14 +18,15 @@ EXAMPLES = """examples:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "logs", help="read a real vLLM or SGLang log (and nvidia-smi): who took the memory, and why",
-        description="Parse a vLLM startup log of any release (0.2 - 0.33): the figures each rank printed, the "
+        "logs", help="read a real vLLM, SGLang, llama.cpp or Ollama log (and nvidia-smi): who took the memory, and why",
+        description="Parse an engine's startup log (vLLM of any release 0.2 - 0.33; SGLang, llama.cpp and Ollama through "
+                    "their own parsers): the figures each rank printed, the "
                     "settings and release it implies, the catalog models consistent with it, observed vs predicted "
                     "with the likely cause of each gap, what nvidia-smi's number is made of, and which flags would "
                     "shrink the footprint.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("log", nargs="?", help="vLLM log file, or - to read standard input (optional with "
+    parser.add_argument("log", nargs="?", help="the engine's log file, or - to read standard input (optional with "
                                                 "--nvidia-smi and --model)")
     parser.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="FILE",
                         help="nvidia-smi output taken after startup: the default table, "

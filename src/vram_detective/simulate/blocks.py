@@ -105,13 +105,15 @@ class BlockPool:
 
     def touch(self, blocks: list[int]) -> None:
         """Prefix-cache hits: the blocks are shared (and leave the free queue if they were free)."""
-        ref, stale = self.ref, self.stale
+        ref, stale, revived = self.ref, self.stale, 0
         for block in blocks:
-            if not ref[block]:
+            n = ref[block]
+            if not n:
                 stale[block] += 1
-                self.nstale += 1
-                self.nfree -= 1
-            ref[block] += 1
+                revived += 1
+            ref[block] = n + 1
+        self.nstale += revived
+        self.nfree -= revived
 
     def release(self, blocks: list[int]) -> None:
         """Distinct blocks in eviction order (callers pass a request's blocks tail first)."""

@@ -5,36 +5,42 @@ taken for new data (then its hash is evicted).
 
 A block's hash is (owner, index): the owner is what the block's prefix stands for (a shared system prefix,
 a session, a request), the index its position x the number of groups + its group, an integer; hashes are
-kept per owner, so a lookup is one integer key and an owner's entry goes when its last block is evicted.
+kept per owner, so a lookup is one integer key; a block remembers its owner's table and its index (two
+lists, not a tuple: a tuple holding a dict stays tracked by the garbage collector).
+Speed: the queue is a plain list read from a head index (a request's blocks move as one slice); a hit
+on a free block (vLLM removes it from the middle of the queue) only counts a stale entry for that block,
+skipped when it reaches the head; a block's stale entries always precede its live one.
 Without prefix caching block ids are never looked at: the free queue is a plain list (a stack).
 """
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from itertools import islice
-
 
 class BlockPool:
-    __slots__ = ("free", "cached", "key", "ref", "caching", "size")
+    __slots__ = ("free", "head", "stale", "nstale", "nfree", "cached", "key", "index", "ref", "caching", "size")
 
     def __init__(self, num_blocks: int, reserved: int, caching: bool):
         self.size = num_blocks
         self.caching = caching
         if caching:
-            self.free: OrderedDict[int, None] | list[int] = OrderedDict.fromkeys(range(reserved, num_blocks))
+            self.free = list(range(reserved, num_blocks))  # the queue is free[head:]
         else:
             self.free = list(range(num_blocks - 1, reserved - 1, -1))
+        self.head = 0
+        self.nfree = num_blocks - reserved
+        self.stale = [0] * num_blocks  # entries of the block in the queue that a hit made stale
+        self.nstale = 0
         self.cached: dict[object, dict[int, int]] = {}  # owner -> {index: block}
-        self.key: list[tuple | None] = [None] * num_blocks  # (owner, index) of a block holding a hash
+        self.key: list[dict | None] = [None] * num_blocks  # the owner's table of a block holding a hash
+        self.index = [0] * num_blocks  # and its index there
         self.ref = [0] * num_blocks
 
     @property
     def num_free(self) -> int:
-        return len(self.free)
+        return self.nfree if self.caching else len(self.free)
 
     @property
     def used(self) -> int:
-        return self.size - len(self.free)
+        return self.size - self.num_free
 
     def take(self, count: int) -> list[int]:
         """`count` new blocks (the caller checked num_free); evicts the hashes they held."""
@@ -43,37 +49,87 @@ class BlockPool:
             out = free[len(free) - count:]
             del free[len(free) - count:]
             return out
-        out = list(islice(free, count))  # the front of the queue, then out of it: C calls, not one per block
-        deque(map(free.pop, out), 0)
-        key, ref, cached = self.key, self.ref, self.cached
+        head = self.head
+        if not self.nstale:
+            out = free[head:head + count]
+            head += count
+        else:
+            out, stale, skipped = [], self.stale, 0
+            append, left = out.append, count
+            while left:
+                block = free[head]
+                head += 1
+                if stale[block]:
+                    stale[block] -= 1
+                    skipped += 1
+                else:
+                    append(block)
+                    left -= 1
+            self.nstale -= skipped
+        self._advance(head)
+        self.nfree -= count
+        key, index, ref = self.key, self.index, self.ref
         for block in out:
-            old = key[block]
-            if old is not None:
-                hashes = cached[old[0]]
-                del hashes[old[1]]
-                if not hashes:
-                    del cached[old[0]]
+            hashes = key[block]
+            if hashes is not None:
+                del hashes[index[block]]
                 key[block] = None
             ref[block] = 1
         return out
 
-    def touch(self, block: int) -> None:
-        """A prefix-cache hit: the block is shared (and leaves the free queue if it was free)."""
-        if self.ref[block] == 0:
-            del self.free[block]
-        self.ref[block] += 1
+    def take_one(self) -> int:
+        """take(1) without the lists."""
+        if not self.caching:
+            return self.free.pop()
+        free, stale, head = self.free, self.stale, self.head
+        block = free[head]
+        while stale[block]:
+            stale[block] -= 1
+            self.nstale -= 1
+            head += 1
+            block = free[head]
+        self._advance(head + 1)
+        self.nfree -= 1
+        hashes = self.key[block]
+        if hashes is not None:
+            del hashes[self.index[block]]
+            self.key[block] = None
+        self.ref[block] = 1
+        return block
 
-    def release(self, blocks) -> None:
-        """Blocks in eviction order (callers pass a request's blocks tail first)."""
+    def _advance(self, head: int) -> None:
+        if head > 4096 and 2 * head > len(self.free):  # drop the consumed front now and then
+            del self.free[:head]
+            head = 0
+        self.head = head
+
+    def touch(self, blocks: list[int]) -> None:
+        """Prefix-cache hits: the blocks are shared (and leave the free queue if they were free)."""
+        ref, stale, revived = self.ref, self.stale, 0
+        for block in blocks:
+            n = ref[block]
+            if not n:
+                stale[block] += 1
+                revived += 1
+            ref[block] = n + 1
+        self.nstale += revived
+        self.nfree -= revived
+
+    def release(self, blocks: list[int]) -> None:
+        """Distinct blocks in eviction order (callers pass a request's blocks tail first)."""
         free = self.free
         if not self.caching:
             free.extend(blocks)
             return
         ref = self.ref
+        before = len(free)
+        append = free.append
         for block in blocks:
-            ref[block] -= 1
-            if ref[block] == 0:
-                free[block] = None
+            n = ref[block] - 1
+            ref[block] = n
+            if not n:
+                append(block)
+        self.nfree += len(free) - before
 
     def cache(self, block: int, owner: object, index: int) -> None:
         if self.key[block] is None:
@@ -82,8 +138,5 @@ class BlockPool:
                 hashes = self.cached[owner] = {}
             if index not in hashes:
                 hashes[index] = block
-                self.key[block] = (owner, index)
-
-    def lookup(self, owner: object, index: int) -> int | None:
-        hashes = self.cached.get(owner)
-        return hashes.get(index) if hashes is not None else None
+                self.key[block] = hashes
+                self.index[block] = index

@@ -110,15 +110,11 @@ class VllmSim:
         pool = self.blocks
         ref = pool.ref
         revived = sum(list(map(ref.__getitem__, group)).count(0) for group in hits) if hits else 0
-        if fresh + revived > len(pool.free) - watermark:
+        if fresh + revived > pool.num_free - watermark:
             return False
         for g, group in enumerate(r.blocks):
             if hits:
-                free = pool.free
-                for block in hits[g]:  # BlockPool.touch, inlined
-                    if ref[block] == 0:
-                        del free[block]
-                    ref[block] += 1
+                pool.touch(hits[g])
                 group.extend(hits[g])
             if target > len(group):
                 group.extend(pool.take(target - len(group)))
@@ -135,7 +131,7 @@ class VllmSim:
             if freed:
                 for i in range(min(skipped, len(group))):
                     group[i] = None
-                self.blocks.release(reversed(freed))
+                self.blocks.release(freed[::-1])
 
     def _cache_full(self, r: _Live, computed: int) -> None:
         pool = self.blocks
@@ -148,18 +144,23 @@ class VllmSim:
             i, req, block = r.keys, r.req, r.blocks[0][r.keys]
             owner = req.prefix_id if i < req.prefix_tokens // self.bs else (req.session or r.n)
             if block is not None and pool.key[block] is None:
-                hashes = pool.cached.get(owner)
-                if hashes is None:
-                    hashes = pool.cached[owner] = {}
-                if i not in hashes:
-                    hashes[i] = block
-                    pool.key[block] = (owner, i)
+                pool.cache(block, owner, i)
             r.keys = full
             return
         groups = len(r.blocks)
-        key, cached = pool.key, pool.cached  # BlockPool.cache, inlined: a block at a time is the hot loop
+        key, indexes, cached = pool.key, pool.index, pool.cached  # BlockPool.cache, inlined: the hot loop
         for owner, first, stop in self._spans(r, r.keys, full):
             hashes = cached.get(owner)
+            if groups == 1:  # the common case without the index arithmetic
+                for index, block in zip(range(first, stop), r.blocks[0][first:stop]):
+                    if block is not None and key[block] is None:
+                        if hashes is None:
+                            hashes = cached[owner] = {}
+                        if index not in hashes:
+                            hashes[index] = block
+                            key[block] = hashes
+                            indexes[block] = index
+                continue
             for g, group in enumerate(r.blocks):
                 for i in range(first, stop):
                     block = group[i]
@@ -169,12 +170,13 @@ class VllmSim:
                         index = i * groups + g
                         if index not in hashes:
                             hashes[index] = block
-                            key[block] = (owner, index)
+                            key[block] = hashes
+                            indexes[block] = index
         r.keys = full
 
     def _free(self, r: _Live) -> None:
         for group, window in zip(r.blocks, self.windows):
-            self.blocks.release((b for b in reversed(group) if b is not None) if window else reversed(group))
+            self.blocks.release([b for b in reversed(group) if b is not None] if window else group[::-1])
         r.blocks = [[] for _ in r.blocks]
         r.keys = 0
         self.blocked = False
@@ -266,7 +268,7 @@ class VllmSim:
         block taken from a non-empty free queue, and the next event inlined."""
         finishing = []
         events, dstep, bs, pool = self.events, self.dstep, self.bs, self.blocks
-        free, caching, pop, push = pool.free, pool.caching, heapq.heappop, heapq.heappush
+        caching, pop, push = pool.caching, heapq.heappop, heapq.heappush
         while events and events[0][0] <= dstep:
             _, _, epoch, r = pop(events)
             if epoch != r.epoch or not r.decoding:
@@ -277,9 +279,9 @@ class VllmSim:
                 if caching and min(c // bs, len(group)) > r.keys:
                     self._cache_full(r, c)
                 need = -(-(c + 1) // bs) - len(group)
-                if need == 1 and free:
-                    group.append(self._take_one())
-                elif need <= len(free):
+                if need == 1 and pool.num_free:
+                    group.append(pool.take_one())
+                elif need <= pool.num_free:
                     group.extend(pool.take(need))
                 elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
                     continue
@@ -291,22 +293,6 @@ class VllmSim:
                 until = len(group) * bs - c
                 push(events, (dstep + max(min(until, left), 0), r.n, r.epoch, r))
         return finishing
-
-    def _take_one(self) -> int:
-        """BlockPool.take(1) without the list."""
-        pool = self.blocks
-        if not pool.caching:
-            return pool.free.pop()
-        block = pool.free.popitem(last=False)[0]
-        old = pool.key[block]
-        if old is not None:
-            hashes = pool.cached[old[0]]
-            del hashes[old[1]]
-            if not hashes:
-                del pool.cached[old[0]]
-            pool.key[block] = None
-        pool.ref[block] = 1
-        return block
 
     def _prefills(self, budget: int) -> tuple[list[tuple[_Live, int]], int, bool]:
         scheduled, preempted = [], False

@@ -55,7 +55,7 @@ def _cases():
                                marks=marks)
 
 
-@pytest.mark.parametrize("release,type_id", _cases())
+@pytest.mark.parametrize("release,type_id", list(_cases()))
 def test_tensor_type_sizes(release, type_id):
     """A 2-row tensor of 3 blocks of each type: ne as written, nbytes = ggml_nbytes, data at the aligned header."""
     tensor = _tensor(0, type_id)
@@ -80,7 +80,7 @@ def _layout_cases():
             yield pytest.param(release, alignment, id=f"test_gguf[{part}]@llamacpp-{release}")
 
 
-@pytest.mark.parametrize("release,alignment", _layout_cases())
+@pytest.mark.parametrize("release,alignment", list(_layout_cases()))
 def test_tensor_offsets(release, alignment, tmp_path):
     """handcrafted_check_tensors: tensor i sits at data offset + sum of GGML_PAD(ggml_row_size, alignment) of the
     tensors before it; the alignment is 32 unless general.alignment says otherwise (1 in the custom case)."""
@@ -158,7 +158,7 @@ def _refused_cases():
             yield pytest.param(release, part, id=f"test_gguf[{part}]@llamacpp-{release}", marks=marks)
 
 
-@pytest.mark.parametrize("release,part", _refused_cases())
+@pytest.mark.parametrize("release,part", list(_refused_cases()))
 def test_refused(release, part):
     """Refused, and for llama.cpp's reason (not, say, because the handcrafted file carries no tensor data)."""
     build, _, reason = REFUSED[part]

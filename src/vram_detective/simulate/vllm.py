@@ -36,6 +36,21 @@ class _Live:
         self.decoding = False
 
 
+def _cached_run(get, first: int, stop: int, out: list[int]) -> bool:
+    """Appends the blocks of indexes first, first + 1, ... up to the first one not cached; True when all of
+    [first, stop) are. Looked up in growing chunks: a long prompt's lookups stop near its first miss."""
+    step = 32
+    while first < stop:
+        end = min(first + step, stop)
+        found = list(map(get, range(first, end)))
+        if None in found:
+            out += found[:found.index(None)]
+            return False
+        out += found
+        first, step = end, step * 2
+    return True
+
+
 class VllmSim:
     def __init__(self, pool: PoolSpec, rules: EngineRules, cost: CostModel, arrivals: Arrivals, rec: Recorder):
         self.pool, self.rules, self.cost, self.arrivals, self.rec = pool, rules, cost, arrivals, rec
@@ -87,12 +102,9 @@ class VllmSim:
                 break
             get = hashes.get
             if groups == 1:
-                found = list(map(get, range(first, stop)))
-                if None in found:
-                    hits[0] += found[:found.index(None)]
-                    break
-                hits[0] += found
-                continue
+                if _cached_run(get, first, stop, hits[0]):
+                    continue
+                break
             for i in range(first, stop):
                 row = [get(i * groups + g) for g in range(groups)]
                 if None in row:

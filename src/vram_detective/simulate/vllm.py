@@ -163,6 +163,15 @@ class VllmSim:
         key, indexes, cached = pool.key, pool.index, pool.cached  # BlockPool.cache, inlined: the hot loop
         for owner, first, stop in self._spans(r, r.keys, full):
             hashes = cached.get(owner)
+            if self.simple:  # past r.keys the blocks were freshly taken: none is None or holds a hash
+                if hashes is None:
+                    hashes = cached[owner] = {}
+                for index, block in zip(range(first, stop), r.blocks[0][first:stop]):
+                    if index not in hashes:
+                        hashes[index] = block
+                        key[block] = hashes
+                        indexes[block] = index
+                continue
             if groups == 1:  # the common case without the index arithmetic
                 for index, block in zip(range(first, stop), r.blocks[0][first:stop]):
                     if block is not None and key[block] is None:

@@ -36,6 +36,21 @@ class _Live:
         self.decoding = False
 
 
+def _cached_run(get, first: int, stop: int, out: list[int]) -> bool:
+    """Appends the blocks of indexes first, first + 1, ... up to the first one not cached; True when all of
+    [first, stop) are. Looked up in growing chunks: a long prompt's lookups stop near its first miss."""
+    step = 32
+    while first < stop:
+        end = min(first + step, stop)
+        found = list(map(get, range(first, end)))
+        if None in found:
+            out += found[:found.index(None)]
+            return False
+        out += found
+        first, step = end, step * 2
+    return True
+
+
 class VllmSim:
     def __init__(self, pool: PoolSpec, rules: EngineRules, cost: CostModel, arrivals: Arrivals, rec: Recorder):
         self.pool, self.rules, self.cost, self.arrivals, self.rec = pool, rules, cost, arrivals, rec
@@ -87,12 +102,9 @@ class VllmSim:
                 break
             get = hashes.get
             if groups == 1:
-                found = list(map(get, range(first, stop)))
-                if None in found:
-                    hits[0] += found[:found.index(None)]
-                    break
-                hits[0] += found
-                continue
+                if _cached_run(get, first, stop, hits[0]):
+                    continue
+                break
             for i in range(first, stop):
                 row = [get(i * groups + g) for g in range(groups)]
                 if None in row:
@@ -151,6 +163,15 @@ class VllmSim:
         key, indexes, cached = pool.key, pool.index, pool.cached  # BlockPool.cache, inlined: the hot loop
         for owner, first, stop in self._spans(r, r.keys, full):
             hashes = cached.get(owner)
+            if self.simple:  # past r.keys the blocks were freshly taken: none is None or holds a hash
+                if hashes is None:
+                    hashes = cached[owner] = {}
+                for index, block in zip(range(first, stop), r.blocks[0][first:stop]):
+                    if index not in hashes:
+                        hashes[index] = block
+                        key[block] = hashes
+                        indexes[block] = index
+                continue
             if groups == 1:  # the common case without the index arithmetic
                 for index, block in zip(range(first, stop), r.blocks[0][first:stop]):
                     if block is not None and key[block] is None:

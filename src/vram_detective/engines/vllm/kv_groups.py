@@ -29,7 +29,8 @@ from functools import lru_cache
 from ...model.attention import AttentionFacts
 from ...model.hybrid import MixerFacts
 from ...units import ceil_div
-from .kv_specs import KINDS, MLA, SPEC_TYPES, ChunkedLocal, FullAttention, KvSpec, RequestBound, SlidingWindow
+from .kv_specs import (KINDS, MLA, SPEC_TYPES, ChunkedLocal, CrossAttention, FullAttention, KvSpec, RequestBound,
+                       SlidingWindow)
 from .releases import NEWEST_KNOWN, release
 
 Version = tuple[int, int, int]
@@ -486,7 +487,7 @@ def _kv_shared_layers(layers: Sequence[AttentionLayer], workers: Sequence[tuple[
         if target < 0 or layers[target].spec_type.recurrent \
                 or any(i in w and target not in w for w in workers):
             raise KvSpecRefusal(why + "is not a valid Attention layer in the model.")
-        if (layers[target].kind == "cross") != (layers[i].kind == "cross"):
+        if (layers[target].spec_type is CrossAttention) != (layers[i].spec_type is CrossAttention):
             raise KvSpecRefusal(why + "must be the same type as the current layer.")
     for i, target in shared.items():  # a target that shares in turn: the cache is its target's
         while target in shared:

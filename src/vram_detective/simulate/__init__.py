@@ -42,6 +42,8 @@ def simulate(pool: PoolSpec, workload: Workload, engine_rules: EngineRules | Non
     return rec.result(pool.engine, pool, end, tuple(notes))
 
 
+# SGLang's token pool has pages of page_size tokens (1 by default); the simulator tracks it in 16-token pages, an
+# approximation of its own (said in the result's notes), so that a step moves pages rather than single tokens
 SGLANG_GRAIN = 16
 
 

@@ -17,7 +17,7 @@ GPU_CLASSES: tuple[tuple[str, float, float], ...] = (
     ("L4", 300, 121), ("A10", 600, 125), ("A6000", 768, 155), ("RTX 6000 Ada", 960, 364), ("5090", 1792, 209),
     ("4090", 1008, 165), ("3090", 936, 71), ("V100", 900, 125), ("T4", 320, 65), ("MI300X", 5300, 1307),
 )
-DEFAULT_CLASS = ("default", 1000, 150)
+DEFAULT_CLASS = ("default", 1000, 150)  # a card not listed: a mid-range figure of the table above, not a datasheet
 
 
 @dataclass(frozen=True)

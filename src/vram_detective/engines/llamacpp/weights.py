@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from .ggml_types import is_quantized, row_size, tensor_nbytes
 
-CUDA_ALIGNMENT = 128
-HOST_ALIGNMENT = 32
-MATRIX_ROW_PADDING = 512
+CUDA_ALIGNMENT = 128  # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignment (llama-cpp-python 0.3.16)
+HOST_ALIGNMENT = 32  # ggml-impl.h TENSOR_ALIGNMENT: the CPU / CUDA_Host buffers' alignment (0.3.16)
+MATRIX_ROW_PADDING = 512  # ggml-cuda/common.cuh: a quantized matrix's last row padded to 512 elements (0.3.16)
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 _EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_exps\.")
 

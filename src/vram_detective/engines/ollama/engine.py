@@ -193,9 +193,9 @@ class OllamaEngine:
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:
-        from ..llamacpp.settings import StartupRefusal
+        from ..llamacpp.engine import ENGINE
 
-        return (StartupRefusal,)
+        return ENGINE.refusals  # the llama.cpp runner is what refuses
 
     @cached_property
     def settings_error(self) -> type[Exception]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .breakdown import Breakdown
-from .units import GIB
+from .units import GIB, least_hundredth
 
 MIB = 1 << 20
 _PARALLEL = ("tensor_parallel_size", "tp_size", "pipeline_parallel_size", "pp_size")
@@ -58,16 +58,7 @@ def smallest_footprint(b: Breakdown, explain, flag_names: dict | None = None) ->
             return None
         return trial if trial.failure is None and trial.max_concurrency >= 1 else None
 
-    low, high, best = 0.0, float(setting.value), None
-    for _ in range(8):
-        middle = round((low + high) / 2, 2)
-        if middle in (low, high):
-            break
-        trial = starts(middle)
-        if trial is not None:
-            high, best = middle, trial
-        else:
-            low = middle
+    high, best = least_hundredth(starts, 0.01, float(setting.value))
     if best is None or high >= setting.value - 0.01:
         return None
     flag = (flag_names or {}).get(setting.name) or "--" + setting.name.replace("_", "-")

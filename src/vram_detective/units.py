@@ -1,6 +1,7 @@
 """Units and the small parsers every layer shares (sizes, token counts, versions)."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import stat
@@ -83,3 +84,21 @@ def open_regular_file(path: str | os.PathLike, what: str = "file"):
     except BaseException:
         os.close(fd)
         raise
+
+
+def least_hundredth(ok, low: float, high: float):
+    """(x, ok(x)) for the least x in [low, high], in hundredths, at which ok(x) is truthy, for an ok that stays
+    truthy above its threshold (a budget fraction that starts keeps starting when raised); (None, None) when
+    not even `high` passes. Binary search over whole hundredths: exact, about 7 calls for [0.01, 0.99]."""
+    lo, hi = math.ceil(round(low * 100, 6)), math.floor(round(high * 100, 6))
+    best = ok(hi / 100) if hi >= lo else None
+    if not best:
+        return None, None
+    while lo < hi:
+        middle = (lo + hi) // 2
+        trial = ok(middle / 100)
+        if trial:
+            hi, best = middle, trial
+        else:
+            lo = middle + 1
+    return hi / 100, best

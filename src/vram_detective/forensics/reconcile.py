@@ -6,7 +6,6 @@ profiling run, §6 non-torch memory, §10 why nvidia-smi differs).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ..units import GIB
@@ -511,22 +510,13 @@ def _fits(model, gpu, version, settings, source):
 
 def least_utilization(model, gpu, version, settings: dict, source, high: float = 0.99):
     """The smallest gpu_memory_utilization (2 decimals) with which one max_model_len request still fits."""
+    from ..units import least_hundredth
+
     def ok(u):
         breakdown = _fits(model, gpu, version, dict(settings, gpu_memory_utilization=u), source)
         return breakdown if breakdown is not None and breakdown.failure is None else None
 
-    top = ok(high)
-    if top is None:
-        return None, None
-    low, high_u = 0.01, high
-    for _ in range(14):
-        middle = (low + high_u) / 2
-        if ok(middle):
-            high_u = middle
-        else:
-            low = middle
-    u = min(high, math.ceil(high_u * 100) / 100)
-    return u, ok(u)
+    return least_hundredth(ok, 0.01, high)
 
 
 def what_ifs(model: str, gpu, version, settings: dict, current_u: float | None, source,

@@ -37,6 +37,21 @@ def test_confusion_counts_unshown_failures_as_agreeing_with_any_predicted_failur
     assert table["confusion"][fidelity.FAILED_UNSHOWN]["refused"] == 1
 
 
+def test_a_failure_after_a_pool_that_passed_the_check_is_shown_but_not_scored():
+    cases = {case["id"]: case for case in load_cases(ROOT / "groundtruth" / "dev.jsonl")}
+    # 0.8.4 V1 prints "Maximum concurrency ... 2430.14x" once check_enough_kv_cache_memory passed; then a segfault
+    segfault = cases["vllm-17242-dsr1-tp16-2x8h20-v084"]
+    assert fidelity.observed_verdict(segfault) == fidelity.AFTER_CHECK_UNSHOWN
+    # 0.6.4 V0 prints 0.16x before raise_if_cache_size_invalid refuses: still a refusal
+    assert fidelity.observed_verdict(cases["vllm-11230-qwen25-72b-gptq-v064post1-test21"]) == fidelity.REFUSED
+    entries = [{"verdict": {"observed": "starts", "predicted": "starts"}},
+               {"verdict": {"observed": fidelity.AFTER_CHECK_UNSHOWN, "predicted": "starts"}},
+               {"verdict": {"observed": fidelity.AFTER_CHECK_UNSHOWN, "predicted": "refused"}}]
+    table = fidelity.verdict_agreement(entries)
+    assert (table["n"], table["agree"]) == (1, 1)
+    assert table["confusion"][fidelity.AFTER_CHECK_UNSHOWN] == {"starts": 1, "refused": 1, "oom after the pool": 0}
+
+
 def test_absolute_errors_in_gib_and_gpu_class():
     assert fidelity.abs_error_gib("kv_cache_gib", 14.6, 14.0) == 14.6 - 14.0
     assert fidelity.abs_error_gib("nvidia_smi_used_mib", 2048, 1024) == 1.0

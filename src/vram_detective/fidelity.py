@@ -11,6 +11,7 @@ import re
 from .units import GIB
 
 STARTS, REFUSED, OOM_AFTER_POOL, FAILED_UNSHOWN = "starts", "refused", "oom after the pool", "failed (cause not in log)"
+AFTER_CHECK_UNSHOWN = "failed after the check (not scored)"
 VERDICTS = (STARTS, REFUSED, OOM_AFTER_POOL)
 # The engine's own memory refusals (V0 raise_if_cache_size_invalid / V1 check_enough_kv_cache_memory /
 # "No available memory for the cache blocks"), as every release phrases them.
@@ -38,6 +39,11 @@ def observed_verdict(case: dict) -> str | None:
         return REFUSED
     if _OOM_AFTER_POOL.search(log):
         return OOM_AFTER_POOL
+    if (observed.get("max_concurrency") or 0) >= 1:
+        # the pool the log prints holds a whole max-length request, so the engine's own startup check (V0
+        # raise_if_cache_size_invalid, V1 check_enough_kv_cache_memory: tokens >= max_model_len) passed; what
+        # failed afterwards is not shown, and may not be memory at all
+        return AFTER_CHECK_UNSHOWN
     return FAILED_UNSHOWN
 
 
@@ -55,7 +61,8 @@ def predicted_verdict(failure_message: str | None, refused: bool = False) -> str
 
 def verdict_agreement(entries: list[dict]) -> dict:
     """Agreement and confusion table (observed row -> predicted column). A failure whose cause the log does not
-    show agrees with either predicted failure, and is its own row so that it is visible."""
+    show agrees with either predicted failure, and is its own row so that it is visible. A failure after a pool
+    that passed the engine's own check is shown as a row but not scored: the log holds no verdict to agree with."""
     table: dict[str, dict[str, int]] = {}
     agree = n = 0
     for entry in entries:
@@ -64,11 +71,14 @@ def verdict_agreement(entries: list[dict]) -> dict:
             continue
         row = table.setdefault(pair["observed"], {name: 0 for name in VERDICTS})
         row[pair["predicted"]] = row.get(pair["predicted"], 0) + 1
+        if pair["observed"] == AFTER_CHECK_UNSHOWN:
+            continue
         n += 1
         if pair["observed"] == pair["predicted"] or (pair["observed"] == FAILED_UNSHOWN and pair["predicted"] != STARTS):
             agree += 1
     return {"n": n, "agree": agree, "rate": round(agree / n, 4) if n else None,
-            "confusion": {name: table[name] for name in (*VERDICTS, FAILED_UNSHOWN) if name in table}}
+            "confusion": {name: table[name] for name in (*VERDICTS, FAILED_UNSHOWN, AFTER_CHECK_UNSHOWN)
+                          if name in table}}
 
 
 def abs_error_gib(key: str, predicted: float, observed: float) -> float | None:

@@ -553,10 +553,11 @@ def _verdict_lines(verdict: dict) -> list[str]:
     """The start verdict's agreement and its confusion table (rows: the log; columns: the prediction)."""
     if not verdict or not verdict.get("n"):
         return ["start verdict: no case with a logged outcome"]
+    width = max(28, *(len(row) + 1 for row in verdict["confusion"]))
     lines = [f"start verdict agrees with the log: {verdict['agree']}/{verdict['n']} ({verdict['rate']:.0%})",
-             f"  {'log / predicted':<28}" + "".join(f"{name:>20}" for name in fidelity.VERDICTS)]
+             f"  {'log / predicted':<{width}}" + "".join(f"{name:>20}" for name in fidelity.VERDICTS)]
     for row, counts in verdict["confusion"].items():
-        lines.append(f"  {row:<28}" + "".join(f"{counts.get(name, 0):>20}" for name in fidelity.VERDICTS))
+        lines.append(f"  {row:<{width}}" + "".join(f"{counts.get(name, 0):>20}" for name in fidelity.VERDICTS))
     return lines
 
 

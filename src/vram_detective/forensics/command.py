@@ -252,7 +252,14 @@ def summarize_run(run) -> dict:
             "per_rank": run.per_rank(), "other_figures": run.extras(),
             "startup": {"failed": observed.get("startup_failed"), "message": run.failure_message(),
                         "success_markers": [text for _, text in run.successes][:3]},
-            "summary_only": True}
+            "summary_only": True, "serving": _serving(run, observed)}
+
+
+def _serving(run, observed: dict) -> dict | None:
+    """The periodic stats lines after this start (forensics/serving.py), sized by the pool it printed."""
+    if run.serving is None:
+        return None
+    return run.serving.to_dict(pool_gib=observed.get("kv_cache_gib"), pool_blocks=observed.get("num_gpu_blocks"))
 
 
 def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=None, search: bool = True,
@@ -304,6 +311,7 @@ def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=Non
         "candidates": [candidate.to_dict() for candidate in inference.candidates],
         "candidates_searched": inference.candidates_searched,
         "kv_pool": kv_pool,
+        "serving": _serving(run, observed),
         "answer": answer_figures(observed, prediction, kv_pool, inference.gpu is not None),
         "reconciliation": reconciliation.to_dict() if reconciliation else None,
         "nvidia_smi_breakdown": smi_explanation.to_dict() if smi_explanation else None,
@@ -499,8 +507,16 @@ def _render_run(run: dict, verbose: bool = False) -> list[str]:
     if run.get("summary_only"):
         text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in run["observed"].items())
         lines.append(f"  {text} (an earlier start: the last {DEEP_RUNS} runs are analysed in full)")
+        if run.get("serving"):
+            from .serving import serving_line
+
+            lines.append("  " + serving_line(run["serving"]))
         return lines
     lines += render_answer(run, _COLUMNS[0])
+    if run.get("serving"):
+        from .serving import serving_line
+
+        lines.append("  " + serving_line(run["serving"]))
     details = (_render_identity,) if verbose else ()
     for part in details + (_render_observed, _render_settings, _render_candidates, _render_reconciliation,
                            _render_smi, _render_what_if):

@@ -40,6 +40,9 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
               "comparison": None, "notes": []}
     findings = getattr(engine, "log_findings", None)
     report["findings"] = findings(observed) if findings is not None else None
+    from .serving import read_serving_stats
+
+    report["serving"] = read_serving_stats(text).to_dict(pool_gib=_pool_gib(observed))
     if model and gpu:
         report["comparison"] = _compare(engine, model, gpu, version_basis[0], settings, observed, report["notes"])
     elif not gpu:
@@ -130,6 +133,15 @@ def _compare(engine, model: str, gpu: str, version, settings: dict, observed: di
     return rows
 
 
+def _pool_gib(observed: dict) -> float | None:
+    """The KV pool an engine log printed, in GiB (SGLang: K + V sizes in GB as the log writes them)."""
+    for key in ("kv_cache_gib",):
+        if observed.get(key):
+            return observed[key]
+    k, v = observed.get("k_size_gb"), observed.get("v_size_gb")
+    return k + v if k and v else observed.get("kv_size_gb")
+
+
 def render_engine_report(report: dict) -> str:
     label = report["engine_label"]
     lines = [f"{label} log: {report['log']} ({report['lines_read']:,} lines)",
@@ -156,5 +168,9 @@ def render_engine_report(report: dict) -> str:
             delta = "" if row["delta"] is None else f"{row['delta']:+,.1f}"
             lines.append(f"    {row['figure']:<22} " + " ".join(f"{v:>12,.1f}" if v is not None else f"{'-':>12}" for v in row["values"])
                          + f" {delta:>11}  {row['why']}")
+    if report.get("serving"):
+        from .serving import serving_line
+
+        lines += ["", "  " + serving_line(report["serving"])]
     lines += [f"  note: {note}" for note in report["notes"]]
     return "\n".join(lines)

@@ -105,6 +105,7 @@ class Run:
     smi_processes: list[dict] = field(default_factory=list)
     lines_matched: int = 0
     engine_hint: str | None = None  # "v0" / "v1" from 'Initializing a V0/V1 LLM engine'
+    serving: object = None  # serving.ServingStats once a periodic stats line follows the startup
     world_size: int | None = None  # from the shared-memory broadcast's local_reader_ranks (driver + readers)
     _kinds: set = field(default_factory=set)
 
@@ -629,6 +630,8 @@ class LogParser:
                 return
         if not line:
             return
+        if "usage:" in line or "preempted by" in line or "#retracted" in line:
+            self._serving(line)  # the periodic stats lines, which the filter below drops as noise
         for noise in _NOISE:
             if noise in line:
                 return
@@ -651,6 +654,14 @@ class LogParser:
             if not self._builder.run.first_line:
                 self._builder.run.first_line = self.lines_read
             self._builder.run.last_line = self.lines_read
+
+    def _serving(self, line: str) -> None:
+        from .serving import ServingStats
+
+        run = self._builder.run
+        stats = run.serving if run.serving is not None else ServingStats()
+        if stats.feed(line, self.lines_read) and run.serving is None:
+            run.serving = stats
 
     def _smi(self, found: list[dict]) -> None:
         run = self._builder.run

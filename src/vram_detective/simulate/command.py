@@ -55,6 +55,9 @@ def register(subparsers) -> None:
                                 "99th percentile)")
     run_group.add_argument("--cost", default=None, metavar="decode=S,seq=S,prefill=TOK_PER_S",
                            help="step cost model (default: from the card's bandwidth and the weights)")
+    run_group.add_argument("--log", metavar="FILE",
+                           help="an engine log of this traffic: compare the KV cache usage it printed while serving "
+                                "(vLLM's 'GPU KV cache usage: X%%', SGLang's 'token usage: U') with the simulation")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="machine-readable output")
     output.add_argument("--csv", metavar="FILE", help="also write the occupancy series as CSV to FILE")
@@ -101,6 +104,7 @@ def _run(args) -> int:
     if not 0 <= args.preemption_budget < 1:
         raise ValueError(f"--preemption-budget is a fraction in [0, 1), got {args.preemption_budget}")
     workload = parse_workload(args.workload)
+    logged = _logged_usage(args.log) if args.log else None
     settings = cli._settings_from(args, {})
     options = cli._engine_options(args, settings)
     gpu_memory = parse_memory_size(args.gpu_memory) if args.gpu_memory else None
@@ -120,13 +124,49 @@ def _run(args) -> int:
     if args.csv:
         with open(args.csv, "w", encoding="utf-8", newline="") as handle:
             handle.write(to_csv(result))
+    compared = compare_with_log(result, logged) if logged else None
     if args.json:
-        print(json.dumps(report_dict(b, args.workload, args.seed, cost, result, fit), indent=1, default=str))
+        out = report_dict(b, args.workload, args.seed, cost, result, fit)
+        print(json.dumps(out | ({"log": compared} if compared else {}), indent=1, default=str))
     else:
         from .report import report_text
 
         print(report_text(b, args.workload, args.seed, result, fit))
+        if compared:
+            print("\n".join(compared_lines(compared)))
     return 0
+
+
+def _logged_usage(path: str) -> dict:
+    from ..forensics.serving import read_serving_file
+
+    logged = read_serving_file(path).to_dict()
+    if logged is None:
+        raise ValueError(f"{path}: no periodic stats lines to compare with (vLLM prints 'GPU KV cache usage: X%' "
+                         f"every 10 s while serving unless --disable-log-stats; SGLang 'token usage: U')")
+    return logged
+
+
+def compare_with_log(result, logged: dict) -> dict:
+    """The pool usage a real log printed beside the simulated one (both as shares of each one's own pool)."""
+    pool = max(result.pool_blocks, 1)
+    simulated = {"peak_usage_pct": round(100 * result.peak_blocks / pool, 1),
+                 "p99_usage_pct": round(100 * result.p99_blocks / pool, 1), "max_running": result.peak_running,
+                 "max_waiting": result.peak_waiting, "preemptions": result.preemptions}
+    return {"logged": logged, "simulated": simulated,
+            "peak_gap_pct_points": round(simulated["peak_usage_pct"] - logged["peak_usage_pct"], 1)}
+
+
+def compared_lines(compared: dict) -> list[str]:
+    logged, simulated = compared["logged"], compared["simulated"]
+    rows = (("KV cache usage, peak %", "peak_usage_pct"), ("KV cache usage, p99 %", "p99_usage_pct"),
+            ("running requests, max", "max_running"), ("waiting requests, max", "max_waiting"),
+            ("preemptions", "preemptions"))
+    title = f"against the log ({logged['samples']:,} stats lines)"
+    lines = ["", f"{title:<42} {'logged':>10} {'simulated':>10}"]
+    lines += [f"  {label:<40} {logged[key]:>10} {simulated[key]:>10}" for label, key in rows]
+    lines.append("  (the log's traffic is what --workload must describe: the comparison is only as good as that)")
+    return lines
 
 
 def simulate_and_fit(predict, b, workload, *, pinned: dict, seed: int, budget: float, cost):

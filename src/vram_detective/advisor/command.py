@@ -263,7 +263,7 @@ def _run_engine_advisor(args, json) -> int:
                               concurrency=args.concurrency, ceiling=ceiling, gpus=args.gpus)[: args.top]
     target = (f"{args.concurrency or 1:g} x {args.context or 'the model context'} tokens"
               + (f" under {args.max_gpu_memory} per GPU" if args.max_gpu_memory else ""))
-    print(json.dumps({"target": target, "candidates": [row.to_dict() for row in rows]}, indent=2, default=str)
+    print(json.dumps({"target": target, "candidates": [row.fit_dict() for row in rows]}, indent=2, default=str)
           if args.json else _fitted(engine_advisor.fit_text(rows, target), args))
     return 0 if rows else EXIT_INFEASIBLE
 

@@ -98,6 +98,7 @@ class Margin:
     error_gib: float  # half the width of that figure's interval, in GiB
     interval: Interval  # the interval it comes from (its own unit: GiB, tokens or MiB)
     requests: float = 1.0  # requests of max_model_len the pool must hold (1: the engine's startup check)
+    budget: bool = False  # a GPU's budget less its VRAM (budget_margin), not a KV pool
 
     @property
     def covers(self) -> bool:
@@ -134,11 +135,16 @@ def pool_margin(pool_bytes: float, concurrency: float, intervals, requests: floa
 def budget_margin(budget_bytes: float, used_bytes: float, interval: Interval) -> Margin:
     """A GPU's budget less what it holds, against the interval of that holding (`interval` in MiB)."""
     error = max(interval.value - interval.low, interval.high - interval.value) * (1 << 20) / GIB
-    return Margin((budget_bytes - used_bytes) / GIB, error, interval)
+    return Margin((budget_bytes - used_bytes) / GIB, error, interval, budget=True)
 
 
 def describe(margin: Margin, max_model_len: int) -> str:
     """'starts, 1.20 GiB to spare (...)' or 'borderline: +0.04 GiB beyond one 32,768-token request, ...'."""
+    if margin.budget:
+        if margin.borderline:
+            return (f"borderline: {margin.spare_gib:+.2f} GiB under the GPU's budget, within the error of its VRAM "
+                    f"figure (±{margin.error_gib:.2f} GiB at {margin.interval.level:.0%})")
+        return f"fits, {margin.spare_gib:.2f} GiB to spare (error of the VRAM figure ±{margin.error_gib:.2f} GiB)"
     what = (f"one {max_model_len:,}-token request" if margin.requests == 1
             else f"{margin.requests:g} requests of {max_model_len:,} tokens")
     if margin.borderline:

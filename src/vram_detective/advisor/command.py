@@ -290,4 +290,4 @@ def _run_gguf_advisor(args, json, gpu, settings: dict, sources: dict) -> int:
         f", {args.gpus} GPUs" if args.gpus > 1 else "")
     print(json.dumps(gguf_advisor.fit_json(answers, target), indent=2, default=str) if args.json
           else _fitted(gguf_advisor.fit_text(args.model, answers, target), args))
-    return 0 if any(answer.layout is not None for _, answer in answers) else EXIT_INFEASIBLE
+    return 0 if any(entry.answer.layout is not None for entry in answers) else EXIT_INFEASIBLE

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -77,30 +77,91 @@ def attach(breakdown: Breakdown) -> Breakdown:
     for key, value in schema_figures(breakdown).items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value == 0:
             continue  # a zero is a rule's exact answer (no CPU blocks, no graphs), not a measurement
-        interval = bounds(breakdown.engine_name, key, float(value), era, device)
+        interval = interval_of(breakdown.engine_name, key, float(value), era, device)
         if interval is not None:
-            found.append(Interval(key, float(value), interval[0], interval[1], LEVEL, interval[2]))
+            found.append(interval)
     return replace(breakdown, intervals=tuple(found), verdict_margin=verdict_margin(breakdown, found))
+
+
+def interval_of(engine: str, key: str, value: float, era: str, gpu_class: str) -> Interval | None:
+    """One predicted figure's interval (None where its term was never scored)."""
+    found = bounds(engine, key, value, era, gpu_class)
+    return None if found is None else Interval(key, value, found[0], found[1], LEVEL, found[2])
+
+
+@dataclass(frozen=True)
+class Margin:
+    """The room a verdict has beyond what it needs, against the error of the figure it rests on: the KV pool
+    less the requests it must hold (vLLM, SGLang), or a GPU's budget less its VRAM (llama.cpp)."""
+
+    spare_gib: float  # negative: a shortfall
+    error_gib: float  # half the width of that figure's interval, in GiB
+    interval: Interval  # the interval it comes from (its own unit: GiB, tokens or MiB)
+    requests: float = 1.0  # requests of max_model_len the pool must hold (1: the engine's startup check)
+    budget: bool = False  # a GPU's budget less its VRAM (budget_margin), not a KV pool
+
+    @property
+    def covers(self) -> bool:
+        """The room survives the figure's error: its interval's bad end still meets the need."""
+        return self.spare_gib > self.error_gib
+
+    @property
+    def borderline(self) -> bool:
+        return abs(self.spare_gib) <= self.error_gib
+
+    def to_dict(self) -> dict:
+        item = self.interval
+        return {"margin_gib": round(self.spare_gib, 4), "covers_interval": self.covers,
+                "interval": {"figure": item.key, "value": round(item.value, 4), "low": round(item.low, 4),
+                             "high": round(item.high, 4), "level": item.level, "basis": item.basis,
+                             "error_gib": round(self.error_gib, 4)}}
+
+
+def pool_margin(pool_bytes: float, concurrency: float, intervals, requests: float = 1.0) -> Margin | None:
+    """The KV pool less `requests` requests of max_model_len, by the engine's own concurrency rule, against the
+    pool's interval: its GiB figure's, else its token count's scaled to the pool (SGLang scores tokens only)."""
+    by_key = {item.key: item for item in intervals}
+    pool = by_key.get("kv_cache_gib") or by_key.get("kv_cache_tokens")
+    if pool is None or pool.value == 0:
+        return None
+    pool_gib = pool_bytes / GIB
+    spare = pool_gib if pool_bytes <= 0 or concurrency <= 0 else pool_gib * (1 - requests / concurrency)
+    error = max(pool.value - pool.low, pool.high - pool.value)
+    if pool.key != "kv_cache_gib":
+        error *= abs(pool_gib / pool.value)
+    return Margin(spare, error, pool, requests)
+
+
+def budget_margin(budget_bytes: float, used_bytes: float, interval: Interval) -> Margin:
+    """A GPU's budget less what it holds, against the interval of that holding (`interval` in MiB)."""
+    error = max(interval.value - interval.low, interval.high - interval.value) * (1 << 20) / GIB
+    return Margin((budget_bytes - used_bytes) / GIB, error, interval, budget=True)
+
+
+def describe(margin: Margin, max_model_len: int) -> str:
+    """'starts, 1.20 GiB to spare (...)' or 'borderline: +0.04 GiB beyond one 32,768-token request, ...'."""
+    if margin.budget:
+        if margin.borderline:
+            return (f"borderline: {margin.spare_gib:+.2f} GiB under the GPU's budget, within the error of its VRAM "
+                    f"figure (±{margin.error_gib:.2f} GiB at {margin.interval.level:.0%})")
+        return f"fits, {margin.spare_gib:.2f} GiB to spare (error of the VRAM figure ±{margin.error_gib:.2f} GiB)"
+    what = (f"one {max_model_len:,}-token request" if margin.requests == 1
+            else f"{margin.requests:g} requests of {max_model_len:,} tokens")
+    if margin.borderline:
+        return (f"borderline: {margin.spare_gib:+.2f} GiB beyond {what}, within the error of the profile terms "
+                f"(±{margin.error_gib:.2f} GiB at {margin.interval.level:.0%})")
+    beyond = "" if margin.requests == 1 else f" beyond {what}"
+    return f"starts, {margin.spare_gib:.2f} GiB to spare{beyond} (error of the profile terms ±{margin.error_gib:.2f} GiB)"
 
 
 def verdict_margin(breakdown: Breakdown, intervals: list[Interval]) -> str:
     """'starts, 1.2 GiB to spare' when one request of max_model_len fits with room beyond the KV pool's
-    interval; 'borderline' when the room (or the shortfall) lies within it."""
-    pool = next((item for item in intervals if item.key == "kv_cache_gib"), None)
-    if breakdown.kv_cache_bytes <= 0 or breakdown.max_concurrency <= 0:
-        spare = breakdown.kv_cache_bytes / GIB
-    else:
-        # the pool less what one request of max_model_len takes, by the engine's own concurrency rule
-        spare = breakdown.kv_cache_bytes / GIB * (1 - 1 / breakdown.max_concurrency)
-    if pool is None or breakdown.failure is not None:
+    interval; 'borderline' when the room (or the shortfall) lies within it. A refusal states none (the
+    refusal itself is the verdict; a pool that was never sized has no margin)."""
+    margin = pool_margin(breakdown.kv_cache_bytes, breakdown.max_concurrency, intervals)
+    if margin is None or breakdown.failure is not None:
         return ""
-    error = max(pool.value - pool.low, pool.high - pool.value)
-    if abs(spare) <= error:
-        return (f"borderline: {spare:+.2f} GiB beyond one {breakdown.max_model_len:,}-token request, within the "
-                f"error of the profile terms (±{error:.2f} GiB at {pool.level:.0%})")
-    if breakdown.failure is not None:
-        return ""  # the refusal itself is the verdict; a pool that was never sized has no margin to state
-    return f"starts, {spare:.2f} GiB to spare (error of the profile terms ±{error:.2f} GiB)"
+    return describe(margin, breakdown.max_model_len)
 
 
 def format_interval(item: Interval, unit: str = "GiB") -> str:

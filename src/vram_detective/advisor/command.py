@@ -263,7 +263,7 @@ def _run_engine_advisor(args, json) -> int:
                               concurrency=args.concurrency, ceiling=ceiling, gpus=args.gpus)[: args.top]
     target = (f"{args.concurrency or 1:g} x {args.context or 'the model context'} tokens"
               + (f" under {args.max_gpu_memory} per GPU" if args.max_gpu_memory else ""))
-    print(json.dumps({"target": target, "candidates": [row.to_dict() for row in rows]}, indent=2, default=str)
+    print(json.dumps({"target": target, "candidates": [row.fit_dict() for row in rows]}, indent=2, default=str)
           if args.json else _fitted(engine_advisor.fit_text(rows, target), args))
     return 0 if rows else EXIT_INFEASIBLE
 
@@ -290,4 +290,4 @@ def _run_gguf_advisor(args, json, gpu, settings: dict, sources: dict) -> int:
         f", {args.gpus} GPUs" if args.gpus > 1 else "")
     print(json.dumps(gguf_advisor.fit_json(answers, target), indent=2, default=str) if args.json
           else _fitted(gguf_advisor.fit_text(args.model, answers, target), args))
-    return 0 if any(answer.layout is not None for _, answer in answers) else EXIT_INFEASIBLE
+    return 0 if any(entry.answer.layout is not None for entry in answers) else EXIT_INFEASIBLE

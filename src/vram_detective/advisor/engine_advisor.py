@@ -4,7 +4,7 @@ Every figure is `explain`'s; the launch line is the engine's own (SGLang: python
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..units import GIB
 
@@ -45,6 +45,21 @@ class Row:
     label: str
     settings: dict
     breakdown: object
+    requests: float = 1.0  # requests of max_model_len the pool must hold (fit's target)
+
+    @property
+    def margin(self):
+        """The KV pool's margin over `requests` against its interval (intervals.pool_margin), None without one."""
+        from ..intervals import pool_margin
+
+        b = self.breakdown
+        return None if b.failure is not None else pool_margin(b.kv_cache_bytes, b.max_concurrency, b.intervals,
+                                                              self.requests)
+
+    def fit_dict(self) -> dict:
+        from .report import margin_json
+
+        return dict(self.to_dict(), **margin_json(self.margin, self.breakdown.max_model_len))
 
     def to_dict(self) -> dict:
         b = self.breakdown
@@ -98,8 +113,9 @@ def _meets(b, context: int | None, concurrency: float, ceiling: int | None) -> b
 
 def fit(model: str, gpu, version, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
         gpus: int = 1) -> list[Row]:
-    """Configurations meeting the target, best first: fewer GPUs, auto KV before fp8, the largest
-    mem_fraction_static (from the release's default down in 0.01 steps) that keeps nvidia-smi under the ceiling."""
+    """Configurations meeting the target, best first: those whose margin covers the KV pool's 90 % interval
+    before the borderline ones, then fewer GPUs, auto KV before fp8, the largest mem_fraction_static (from the
+    release's default down in 0.01 steps) that keeps nvidia-smi under the ceiling."""
     concurrency = concurrency or 1.0
     found = []
     tps = [tp for tp in (1, 2, 4, 8) if tp <= gpus] if "tp_size" not in pins else [pins["tp_size"]]
@@ -111,8 +127,12 @@ def fit(model: str, gpu, version, pins: dict, sources: dict, *, context=None, co
                 settings["context_length"] = context
             row = _best_fraction(model, gpu, version, settings, sources, context, concurrency, ceiling)
             if row is not None:
-                found.append(row)
-    return found
+                found.append(replace(row, requests=concurrency))
+    return sorted(found, key=_borderline)  # those whose margin covers the pool's interval first, in order
+
+
+def _borderline(row: Row) -> bool:
+    return row.margin is not None and not row.margin.covers
 
 
 def _best_fraction(model, gpu, version, settings, sources, context, concurrency, ceiling) -> Row | None:
@@ -138,13 +158,19 @@ def _best_fraction(model, gpu, version, settings, sources, context, concurrency,
 
 
 def fit_text(rows: list[Row], target: str) -> str:
+    from ..intervals import describe
+    from .report import margin_cell, none_covers_line
+
     if not rows:
         return f"no SGLang configuration meets {target}"
-    out = [f"SGLang configurations meeting {target}, best first:"]
+    out = [f"SGLang configurations meeting {target}, best first (margin: the KV pool beyond the target):"]
     for row in rows:
         b = row.breakdown
         out.append(f"  TP {b.setting('tp_size')}, mem_fraction_static {b.figure('mem_fraction_static')}, KV "
                    f"{b.setting('kv_cache_dtype')}: {b.kv_cache_tokens:,} tokens, {b.max_concurrency:.2f}x at "
-                   f"{b.max_model_len:,}, nvidia-smi {b.nvidia_smi_used_mib:,} MiB")
-    out += ["", "  " + launch_line(rows[0].breakdown.model, rows[0].settings)]
+                   f"{b.max_model_len:,}, nvidia-smi {b.nvidia_smi_used_mib:,} MiB, margin {margin_cell(row.margin)}")
+        if row.margin is not None and not row.margin.covers:
+            out.append(f"    {describe(row.margin, b.max_model_len)}")
+    none_covers = none_covers_line([row.margin for row in rows])
+    out += [""] + ([none_covers] if none_covers else []) + ["  " + launch_line(rows[0].breakdown.model, rows[0].settings)]
     return "\n".join(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MIB = 2**20
+GIB = 2**30
 OTHER_MIXES = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS")  # another quantization of the same model
 DEFAULT_FIT_CONTEXT = 32768
 
@@ -137,10 +138,25 @@ def whatif_text(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+@dataclass(frozen=True)
+class FitEntry:
+    """One answer of llama.cpp's fit: the question, the solver's answer, and its tightest GPU's margin under the
+    budget against that GPU's VRAM interval (intervals.budget_margin; None when nothing fits or no interval)."""
+
+    question: str
+    answer: object  # engines/llamacpp/fit.FitAnswer
+    margin: object | None
+
+    @property
+    def borderline(self) -> bool:
+        return self.margin is not None and not self.margin.covers
+
+
 def fit(model: str, gpu, version_text, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
-        gpus: int = 1) -> list[tuple[str, object]]:
-    """llama.cpp's two answers: (question, fit.FitAnswer) for the most layers at the context (32k by default)
-    and the largest context with every layer on the GPU(s)."""
+        gpus: int = 1) -> list[FitEntry]:
+    """llama.cpp's two answers, each a fit.FitAnswer: the most layers at the context (32k by default) and the
+    largest context with every layer on the GPU(s). An answer whose margin lies within its VRAM's interval comes
+    after the answer solved within the budget less that error (the one whose margin covers it)."""
     from ..engines import get_engine
 
     engine = get_engine("llamacpp")
@@ -154,30 +170,78 @@ def fit(model: str, gpu, version_text, pins: dict, sources: dict, *, context=Non
     slots = int(settings.get("n_parallel") or 1)
     n_ctx = (context or DEFAULT_FIT_CONTEXT) * slots
     file = model_file(model, settings)
-    options = dict(model=file, gguf_checkpoint=checkpoint, ceiling=ceiling)
-    return [(f"the most layers on the GPU at -c {n_ctx}" + (f" ({slots} slots)" if slots > 1 else ""),
-             engine.fit_layers(spec, gpu, {k: v for k, v in settings.items() if k != "n_gpu_layers"}, version,
-                               n_ctx=n_ctx, **options)),
-            ("the largest context with every layer on the GPU",
-             engine.fit_context(spec, gpu, {k: v for k, v in settings.items() if k != "n_ctx"}, version, **options))]
+    budget = ceiling or gpu.cuda_total_bytes
+    layers = {k: v for k, v in settings.items() if k != "n_gpu_layers"}
+    whole = {k: v for k, v in settings.items() if k != "n_ctx"}
+    questions = [
+        (f"the most layers on the GPU at -c {n_ctx}" + (f" ({slots} slots)" if slots > 1 else ""),
+         lambda limit: engine.fit_layers(spec, gpu, layers, version, n_ctx=n_ctx, model=file,
+                                         gguf_checkpoint=checkpoint, ceiling=limit)),
+        ("the largest context with every layer on the GPU",
+         lambda limit: engine.fit_context(spec, gpu, whole, version, model=file, gguf_checkpoint=checkpoint,
+                                          ceiling=limit))]
+    out = []
+    for question, solve in questions:
+        answer = solve(ceiling)
+        entry = FitEntry(question, answer, vram_margin(answer, gpu, budget, version))
+        if entry.borderline:  # solved again within the budget less the error: its own error is no larger
+            tighter = solve(int(budget - entry.margin.error_gib * GIB) - 1)
+            if tighter.layout is not None:
+                out.append(FitEntry(question, tighter, vram_margin(tighter, gpu, budget, version)))
+        out.append(entry)
+    return out
 
 
-def fit_text(model: str, answers: list, target: str) -> str:
+def vram_margin(answer, gpu, budget: int, version):
+    """The GPU with the least room beyond its error: its budget less its VRAM, against the interval scored for a
+    GPU's VRAM (the figure llama.cpp's fit rests on)."""
+    from ..fidelity import gpu_class, llamacpp_era
+    from ..intervals import budget_margin, interval_of
+
+    lay = answer.layout
+    if lay is None:
+        return None
+    era, device_class = llamacpp_era(f"b{version[0]}"), gpu_class(gpu.cuda_total_bytes)
+    margins = []
+    for device in lay.devices:
+        found = interval_of("llamacpp", "vram_mib", lay.vram(device) / MIB, era, device_class)
+        if found is not None:
+            margins.append(budget_margin(budget, lay.vram(device), found))
+    return min(margins, key=lambda m: m.spare_gib - m.error_gib, default=None)
+
+
+def fit_text(model: str, entries: list[FitEntry], target: str) -> str:
+    from ..intervals import describe
+    from .report import margin_cell
+
     out = [f"{model}: llama.cpp's levers for {target}"]
-    for question, answer in answers:
-        out.append(f"  {question}:")
+    for number, entry in enumerate(entries):
+        answer, margin = entry.answer, entry.margin
+        again = number > 0 and entries[number - 1].question == entry.question
+        if not again:
+            out.append(f"  {entry.question}:")
         if answer.layout is None:
             out.append(f"    nothing fits: {answer.reason}")
             continue
+        if entry.borderline and not again:
+            out.append(f"    no answer's margin covers the {margin.interval.level:.0%} interval of the GPU's VRAM; "
+                       "the borderline one:")
         lay = answer.layout
         vram = ", ".join(f"{d} {lay.vram(d) / MIB:,.0f} MiB" for d in lay.devices)
-        out += [f"    {answer.reason}; VRAM {vram}, host RAM {lay.host / MIB:,.0f} MiB", f"    {answer.command}"]
+        out += [f"    {answer.reason}; VRAM {vram}, host RAM {lay.host / MIB:,.0f} MiB, margin {margin_cell(margin)}",
+                f"    {answer.command}"]
+        if entry.borderline:
+            out.append(f"      {describe(margin, 0)}")
     return "\n".join(out)
 
 
-def fit_json(answers: list, target: str) -> dict:
+def fit_json(entries: list[FitEntry], target: str) -> dict:
+    from .report import margin_json
+
     return {"target": target, "answers": [
-        {"question": question, "reason": answer.reason, "command": answer.command or None,
-         "vram_per_gpu_mib": {d: round(answer.layout.vram(d) / MIB) for d in answer.layout.devices} if answer.layout else None,
-         "host_ram_mib": round(answer.layout.host / MIB) if answer.layout else None}
-        for question, answer in answers]}
+        {"question": entry.question, "reason": entry.answer.reason, "command": entry.answer.command or None,
+         "vram_per_gpu_mib": ({d: round(entry.answer.layout.vram(d) / MIB) for d in entry.answer.layout.devices}
+                              if entry.answer.layout else None),
+         "host_ram_mib": round(entry.answer.layout.host / MIB) if entry.answer.layout else None,
+         **margin_json(entry.margin, 0)}
+        for entry in entries]}

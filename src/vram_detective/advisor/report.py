@@ -106,7 +106,8 @@ def _candidate_json(candidate, rank: int | None) -> dict:
     out = {"rank": rank, "feasible": candidate.feasible, "model": candidate.model, "checkpoint": family.variant.label,
            "settings": {key: value for key, value in candidate.settings.items() if key != "entrypoint"},
            "command": candidate.command, "python": candidate.python, "binding_constraint": candidate.binding,
-           "binding_reason": candidate.why, "compromises": candidate.compromises, "verified": candidate.verified}
+           "binding_reason": candidate.why, "compromises": candidate.compromises, "verified": candidate.verified,
+           **margin_json(candidate.margin, candidate.point[1])}
     if candidate.breakdown is not None:
         figures = to_json(candidate.breakdown)
         for key in _FIGURE_KEYS_DROPPED:
@@ -120,6 +121,39 @@ def _candidate_json(candidate, rank: int | None) -> dict:
                    kv_cache_gib=round(f["kv_cache_bytes"] / GIB, 4), max_model_len=candidate.point[1],
                    startup_failed=not f["starts"])
     return out
+
+
+def margin_json(margin, max_model_len: int) -> dict:
+    """`margin_gib`, `covers_interval` and the interval used (null where no interval was scored)."""
+    from ..intervals import describe
+
+    if margin is None:
+        return {"margin_gib": None, "covers_interval": None, "interval": None, "margin": None}
+    return dict(margin.to_dict(), margin=describe(margin, max_model_len))
+
+
+def margin_cell(margin) -> str:
+    """'+1.20 GiB' or '+0.10 GiB borderline' for a table; '-' without an interval."""
+    if margin is None:
+        return "-"
+    return f"{margin.spare_gib:+.2f} GiB" + ("" if margin.covers else " borderline")
+
+
+def none_covers_line(margins: list) -> str | None:
+    """The one line that says no candidate's margin covers its interval (None when one does or none is known)."""
+    known = [m for m in margins if m is not None]
+    if not known or any(m.covers for m in known) or len(known) < len(margins):
+        return None
+    return (f"No candidate's margin covers the {known[0].interval.level:.0%} interval of its KV pool; "
+            "the best borderline one:")
+
+
+def _borderline_lines(candidates) -> list[str]:
+    """Each borderline candidate of the table with its reason (ranked after those whose margin covers)."""
+    from ..intervals import describe
+
+    return [f"{number}. {describe(c.margin, c.point[1])}" for number, c in enumerate(candidates, start=1)
+            if c.margin is not None and not c.margin.covers]
 
 
 def fit_json(result) -> dict:
@@ -148,13 +182,14 @@ def _rows(candidates) -> list[tuple]:
         rows.append((f"{number}. " + c.model + ("" if family.variant.given else f" [{family.variant.label}]"),
                      layout, "fp8" if family.kv_cache_dtype != "auto" else "auto", "no" if family.enforce_eager else "yes",
                      f"{u:g}", f"{length:,}", str(seqs), f"{tokens:,}", f"{f['kv_cache_tokens']:,}",
-                     f"{f['max_concurrency']:.2f}x", f"{f['nvidia_smi_used_mib']:,}", c.binding))
+                     f"{f['max_concurrency']:.2f}x", f"{f['nvidia_smi_used_mib']:,}", margin_cell(c.margin),
+                     c.binding))
     return rows
 
 
 _HEADERS = ("checkpoint", "GPUs", "KV", "graphs", "gpu util", "max_model_len", "seqs", "batched tokens",
-            "KV tokens", "concurrency", "smi MiB", "binding constraint")
-_ALIGNS = "lrllrrrrrrrl"
+            "KV tokens", "concurrency", "smi MiB", "margin", "binding constraint")
+_ALIGNS = "lrllrrrrrrrrl"
 
 
 def _table_lines(candidates, columns, markdown: bool) -> list[str]:
@@ -191,10 +226,18 @@ def fit_text(result, columns: int | None = -1, markdown: bool = False) -> str:
     if result.feasible:
         best = result.candidates[0]
         f = best.figures
+        none_covers = none_covers_line([c.margin for c in result.candidates])
+        if none_covers:
+            lines += paragraph([none_covers], columns)
         lines += paragraph([f"Best: {best.model} · nvidia-smi {f['nvidia_smi_used_mib']:,} MiB, "
                             f"{f['max_concurrency']:.2f}x at {best.point[1]:,} tokens ({best.binding} binds: {best.why})"],
                            columns)
         lines += paragraph(_launch(best, result.entrypoint), columns, "    ")
+        if best.margin is not None:
+            from ..intervals import describe
+
+            covers = f": covers the KV pool's {best.margin.interval.level:.0%} interval" if best.margin.covers else ""
+            lines += paragraph([f"margin: {describe(best.margin, best.point[1])}{covers}"], columns)
         if best.compromises:
             lines += paragraph(["what it gives up: " + "; ".join(best.compromises)], columns)
         if best.verified is False:
@@ -213,5 +256,6 @@ def fit_text(result, columns: int | None = -1, markdown: bool = False) -> str:
                                f"in {result.seconds:.2f} s"], columns)
     if result.feasible:
         lines += _table_lines(result.candidates, columns, markdown)
+        lines += paragraph(_borderline_lines(result.candidates), columns, "     ")
     lines += paragraph([f"note: {note}" for note in result.notes], columns)
     return "\n".join(lines)

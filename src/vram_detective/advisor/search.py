@@ -11,6 +11,8 @@ Ranking, most important first:
   before equal-bit variants), full-precision KV cache, fewest GPUs, tensor before pipeline parallel, CUDA
   graphs kept, fewest knobs moved off vLLM's defaults, then the most KV headroom (concurrency);
 - without one ("the largest context that fits"): quality, then the longest max_model_len, then the rest.
+Before all of that, the candidates whose margin covers the KV pool's 90 % interval (intervals.pool_margin: the
+interval's low end still holds the target's requests) come before the borderline ones.
 """
 from __future__ import annotations
 
@@ -87,6 +89,7 @@ class Candidate:
     verified: bool | None = None
     command: str = ""
     python: str = ""
+    margin: object | None = None  # intervals.Margin of the KV pool over the target's requests (None: no interval)
 
     @property
     def model(self) -> str:
@@ -151,6 +154,8 @@ class _Searcher:
         self.skipped: dict[tuple[str, str], list[str]] = {}  # (checkpoint label, why) -> layouts
         self.searched = 0
         self.numpy = numpy_or_none() is not None
+        release = get_engine("vllm").releases
+        self.version_label = release.rules(release.resolve(vllm_version), engine).label
 
     # the discrete part of the space
     def layouts(self, gpus: int) -> list[tuple[int, int]]:
@@ -424,6 +429,35 @@ def _rank_key(candidate: Candidate, target: Target) -> tuple:
     return head + rest
 
 
+def _margin(searcher: _Searcher, candidate: Candidate, target: Target):
+    """The KV pool's margin over the target's requests against its 90 % interval (the fast path's figures, which
+    _verify checks against explain; the interval as explain attaches it)."""
+    from ..fidelity import gpu_class, vllm_era
+    from ..intervals import interval_of, pool_margin
+
+    pool = candidate.figures["kv_cache_bytes"]
+    era = vllm_era(searcher.version_label, candidate.fast_path.engine)
+    found = interval_of("vllm", "kv_cache_gib", pool / GIB, era, gpu_class(candidate.fast_path.total))
+    return pool_margin(pool, candidate.figures["max_concurrency"], [found] if found else [], target.need)
+
+
+def borderline(candidate) -> bool:
+    """A margin within the pool's error (no interval: nothing is claimed, so not borderline)."""
+    return candidate.margin is not None and not candidate.margin.covers
+
+
+def _covering_first(searcher: _Searcher, ranked: list[Candidate], target: Target, top: int) -> list[Candidate]:
+    """The `top` to list: those whose margin covers the interval first, then the borderline ones (each group in
+    rank order). The borderline ones that ranked before the best covering one stay listed: they are what the
+    margin pushed down."""
+    for candidate in ranked:
+        candidate.margin = _margin(searcher, candidate, target)
+    covering = [c for c in ranked if not borderline(c)]
+    pushed = [] if not covering else ranked[: ranked.index(covering[0])][: max(top - 1, 0)]
+    head = covering[: top - len(pushed)]
+    return (head + [c for c in ranked if borderline(c) and c not in head])[:top]
+
+
 # --- words -------------------------------------------------------------------------------------------------
 
 
@@ -545,6 +579,7 @@ def _finish(searcher: _Searcher, candidate: Candidate, target: Target, *, meets:
     _verify(searcher, candidate)
     _launch_lines(searcher, candidate)
     candidate.feasible = meets
+    candidate.margin = _margin(searcher, candidate, target)
     return candidate
 
 
@@ -637,8 +672,8 @@ def fit(model: str, gpu, target: Target, *, vllm_version: str | None = None, pin
     searcher = _Searcher(model, device, vllm_version=vllm_version, pins=pins, entrypoint=entrypoint, engine=engine,
                          same_checkpoint=same_checkpoint, source_options=source_options, progress=progress,
                          kv_budget_bytes=kv_budget_bytes)
-    found = searcher.run(target, stage="fit")
-    chosen = [_finish(searcher, candidate, target) for candidate in found[:top]]
+    found = _covering_first(searcher, searcher.run(target, stage="fit"), target, top)
+    chosen = [_finish(searcher, candidate, target) for candidate in found]
     feasible = bool(chosen)
     nearest = [] if feasible else _nearest(searcher, target, top)
     version = resolve_version(vllm_version)

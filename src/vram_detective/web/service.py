@@ -267,7 +267,7 @@ def fit_json(request: Request, params: dict) -> dict:
                                   context=context, concurrency=concurrency, ceiling=ceiling, gpus=gpus)[:top]
         target = (f"{concurrency or 1:g} x {params.get('context') or 'the model context'} tokens"
                   + (f" under {params['max_gpu_memory']} per GPU" if ceiling else ""))
-        return {"target": target, "candidates": [row.to_dict() for row in rows]}
+        return {"target": target, "candidates": [row.fit_dict() for row in rows]}
     from ..advisor.report import fit_json as to_json
     from ..advisor.search import Target, fit
 

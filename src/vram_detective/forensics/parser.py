@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from .formats import FormatMarkers
+from .serving import ServingStats
 
 OBSERVED_KEYS = (
     "total_gpu_memory_gib", "requested_memory_gib", "weights_gib", "non_torch_gib", "activation_peak_gib",
@@ -656,11 +657,12 @@ class LogParser:
             self._builder.run.last_line = self.lines_read
 
     def _serving(self, line: str) -> None:
-        from .serving import ServingStats
-
         run = self._builder.run
-        stats = run.serving if run.serving is not None else ServingStats()
-        if stats.feed(line, self.lines_read) and run.serving is None:
+        if run.serving is not None:
+            run.serving.feed(line, self.lines_read)
+            return
+        stats = ServingStats()
+        if stats.feed(line, self.lines_read):
             run.serving = stats
 
     def _smi(self, found: list[dict]) -> None:

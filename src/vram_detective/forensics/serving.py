@@ -22,11 +22,11 @@ import re
 from dataclasses import dataclass, field
 
 _BINS = 1001  # 0.0 % .. 100.0 % by 0.1 %
-_VLLM_USAGE = re.compile(r"(\w+) KV cache usage: ([\d.]+)%")
-_RUNNING = re.compile(r"Running: (\d+) reqs")
-_WAITING = re.compile(r"(?:Waiting|Pending): (\d+) reqs")
-_PREEMPTIONS = re.compile(r"Preemptions: (\d+)")
-_HIT_RATE = re.compile(r"Prefix cache hit rate: ([\d.]+)%")
+_USAGE_KEY = " KV cache usage: "
+# the whole V0 / V1 stats line at once (one search in C; the str.find path below reads any other shape)
+_VLLM_LINE = re.compile(r"Running: (\d+) reqs, (?:Swapped: \d+ reqs, )?(?:Pending|Waiting): (\d+) reqs, "
+                        r"(?:Deferred: \d+ reqs, )?(?:Preemptions: (\d+), )?(?!CPU)\w+ KV cache usage: ([\d.]+)%"
+                        r"(?:, Prefix cache hit rate: ([\d.]+)%)?")
 _V0_PREEMPTED = "is preempted by PreemptionMode"
 _V0_CUMULATIVE = re.compile(r"total_num_cumulative_preemption=(\d+)")
 _SGL_USAGE = re.compile(r"(?:full |swa |)token usage: ([\d.]+)|mamba usage: ([\d.]+)")
@@ -68,15 +68,27 @@ class ServingStats:
         return False
 
     def _vllm(self, line: str, line_no: int) -> bool:
-        usage = next((float(m.group(2)) for m in _VLLM_USAGE.finditer(line) if m.group(1) != "CPU"), None)
+        # a serving log holds a stats line every 10 s for days: one regular expression for the usual shapes
+        whole = _VLLM_LINE.search(line)
+        if whole is not None:
+            running, waiting, preempted, usage, hit = whole.groups()
+            self._sample(float(usage), line_no, int(running), int(waiting), float(hit) if hit else None)
+            if preempted:
+                self.preemptions += int(preempted)
+            return True
+        usage = None
+        at = line.find(_USAGE_KEY)
+        while at > 0 and usage is None:
+            if line[line.rfind(" ", 0, at) + 1:at] != "CPU":  # V0's swap space share follows the GPU's
+                usage = _number_after(line, at + len(_USAGE_KEY), "%")
+            at = line.find(_USAGE_KEY, at + 1)
         if usage is None:
             return False
-        running, waiting = _RUNNING.search(line), _WAITING.search(line)
-        preempted, hit = _PREEMPTIONS.search(line), _HIT_RATE.search(line)
-        self._sample(usage, line_no, int(running.group(1)) if running else None,
-                     int(waiting.group(1)) if waiting else None, float(hit.group(1)) if hit else None)
-        if preempted:
-            self.preemptions += int(preempted.group(1))
+        waiting = _number_after(line, "Waiting: ", " ")
+        self._sample(usage, line_no, _number_after(line, "Running: ", " "),
+                     _number_after(line, "Pending: ", " ") if waiting is None else waiting,
+                     _number_after(line, "Prefix cache hit rate: ", "%"))
+        self.preemptions += int(_number_after(line, "Preemptions: ", ",") or 0)
         return True
 
     def _sglang(self, line: str, line_no: int) -> bool:
@@ -88,17 +100,22 @@ class ServingStats:
                      int(queued.group(1)) if queued else None, float(hit.group(1)) if hit else None)
         return True
 
-    def _sample(self, usage_pct: float, line_no: int, running: int | None, waiting: int | None,
+    def _sample(self, usage_pct: float, line_no: int, running: float | None, waiting: float | None,
                 hit: float | None) -> None:
-        usage_pct = min(max(usage_pct, 0.0), 100.0)
+        usage_pct = 100.0 if usage_pct > 100.0 else 0.0 if usage_pct < 0.0 else usage_pct
         self.samples += 1
-        self.bins[int(round(usage_pct * 10))] += 1
-        self.peak_usage = max(self.peak_usage, usage_pct)
+        self.bins[int(usage_pct * 10 + 0.5)] += 1
+        if usage_pct > self.peak_usage:
+            self.peak_usage = usage_pct
         self.last_usage = usage_pct
-        self.max_running = max(self.max_running, running or 0)
-        self.max_waiting = max(self.max_waiting, waiting or 0)
-        self.hit_rate = hit if hit is not None else self.hit_rate
-        self.first_line = line_no if self.first_line is None else self.first_line
+        if running is not None and running > self.max_running:
+            self.max_running = int(running)
+        if waiting is not None and waiting > self.max_waiting:
+            self.max_waiting = int(waiting)
+        if hit is not None:
+            self.hit_rate = hit
+        if self.first_line is None:
+            self.first_line = line_no
         self.last_line = line_no
 
     def percentile(self, share: float) -> float:
@@ -127,6 +144,20 @@ class ServingStats:
         if pool_blocks:
             figures["peak_blocks"] = round(pool_blocks * self.peak_usage / 100)
         return figures
+
+
+def _number_after(line: str, key: str | int, end: str) -> float | None:
+    """The number printed after `key` (or from index `key`) up to `end`; None when absent or not a number."""
+    start = key if isinstance(key, int) else line.find(key)
+    if start < 0:
+        return None
+    if not isinstance(key, int):
+        start += len(key)
+    stop = line.find(end, start)
+    try:
+        return float(line[start:stop if stop >= 0 else len(line)])
+    except ValueError:
+        return None
 
 
 def read_serving_stats(text: str) -> ServingStats:

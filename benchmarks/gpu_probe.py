@@ -12,7 +12,12 @@ What it measures (each a difference of two readings, so it is the figure itself,
 - the CUDA-graph pool of a small decoder (pure PyTorch layers) captured at vLLM's V1 capture sizes, largest
   first into one shared pool as vLLM does: pool bytes per graph and per layer;
 - the sampler's and the logits' peak at the dummy-run shapes (num_reqs x vocab fp32 logits, softmax + sort for
-  top-k/top-p): peak bytes per logits element.
+  top-k/top-p): peak bytes per logits element;
+- what vLLM's "Graph capturing finished ..., took X GiB" reports when a forward ran between the pool and the
+  capture (0.10.2+ kernel_warmup: FlashInfer autotune runs max_num_batched_tokens through the model on sm90+
+  when FlashInfer is installed): capture_model measures free memory, and the first torch.cuda.graph empties
+  the allocator's cache, so the logged figure would be the pool minus the cache released (negative when the
+  cache is larger, as file28022205292's -0.88 GiB). Read: free-memory delta, pool, cache released.
 
 The bookkeeping (everything but the readings) is pure and tested on CPU: tests/test_gpu_probe.py.
 """
@@ -64,6 +69,14 @@ def graph_pool(records: list[tuple[int, int]], layers: int) -> dict:
     return {"graphs": graphs, "largest": max(size for size, _ in records), "pool_bytes": total,
             "bytes_per_graph": total / graphs, "bytes_per_graph_and_layer": total / graphs / layers,
             "after_each": [{"size": size, "pool_bytes": reserved} for size, reserved in records]}
+
+
+def logged_capture(free_before: int, free_after: int, cached_before: int, cached_after: int) -> dict:
+    """vLLM's logged graph memory (free memory lost across the capture) beside the cache the capture released
+    (reserved-but-unallocated bytes before minus after): pool = logged + released."""
+    logged = free_before - free_after
+    released = cached_before - cached_after
+    return {"logged_bytes": logged, "cache_released_bytes": released, "pool_bytes": logged + released}
 
 
 def per_logit(peak_bytes: int, requests: int, vocab: int) -> float:
@@ -139,6 +152,29 @@ def read_graph_pool(torch, spec: dict = SMALL_DECODER, sizes=CAPTURE_SIZES) -> d
     return graph_pool(records, spec["layers"])
 
 
+def read_capture_after_forward(torch, spec: dict = SMALL_DECODER, tokens: int = 8192,
+                               sizes=CAPTURE_SIZES[-8:]) -> dict:
+    """A forward of `tokens` (its activations stay cached), then a capture measured as vLLM's capture_model does."""
+    model = _decoder(torch, spec, torch.bfloat16)
+    with torch.inference_mode():
+        model(torch.zeros(tokens, spec["hidden"], device="cuda", dtype=torch.bfloat16))
+        torch.cuda.synchronize()
+        cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        free_before = torch.cuda.mem_get_info()[0]
+        pool, graphs = torch.cuda.graph_pool_handle(), []
+        for size in sorted(sizes, reverse=True):
+            static = torch.zeros(size, spec["hidden"], device="cuda", dtype=torch.bfloat16)
+            model(static)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):  # the first one empties the cache
+                model(static)
+            graphs.append((graph, static))
+        torch.cuda.synchronize()
+        after = logged_capture(free_before, torch.cuda.mem_get_info()[0], cached,
+                               torch.cuda.memory_reserved() - torch.cuda.memory_allocated())
+    return after | {"forward_tokens": tokens, "graphs": len(graphs)}
+
+
 def read_sampler(torch, shapes=SAMPLER_SHAPES) -> list[dict]:
     out = []
     for requests, vocab in shapes:
@@ -183,6 +219,8 @@ def read_all(torch, pynvml) -> tuple[dict, dict]:
     readings["graph_pool"] = read_graph_pool(torch)
     readings["graph_pool"]["decoder"] = SMALL_DECODER
     readings["sampler"] = read_sampler(torch)
+    torch.cuda.empty_cache()
+    readings["capture_after_cached_forward"] = read_capture_after_forward(torch)
     properties = torch.cuda.get_device_properties(0)
     device = {"name": properties.name, "total_bytes": int(properties.total_memory),
               "compute_capability": f"{properties.major}.{properties.minor}",

@@ -50,6 +50,16 @@ def test_graph_pool_per_graph_and_layer():
     assert gpu_probe.per_logit(39 * 256 * 1000, 256, 1000) == 39.0
 
 
+def test_logged_capture_is_the_pool_less_the_cache_it_released():
+    # file28022205292 logs -0.88 GiB: a 1.42 GiB pool with 2.30 GiB of cached activations released
+    gib = 1 << 30
+    reading = gpu_probe.logged_capture(free_before=int(10.00 * gib), free_after=int(10.88 * gib),
+                                       cached_before=int(2.30 * gib), cached_after=0)
+    assert reading["logged_bytes"] == int(10.00 * gib) - int(10.88 * gib)
+    assert reading["pool_bytes"] == int(10.00 * gib) - int(10.88 * gib) + int(2.30 * gib)
+    assert round(reading["pool_bytes"] / gib, 2) == 1.42
+
+
 def test_the_probe_captures_vllms_own_sizes():
     # capture_sizes reads only these two settings (V1 0.12+, max_num_seqs 256: the default of the probe)
     settings = SimpleNamespace(max_num_seqs=256, max_num_batched_tokens=8192)

@@ -52,6 +52,16 @@ def test_a_failure_after_a_pool_that_passed_the_check_is_shown_but_not_scored():
     assert table["confusion"][fidelity.AFTER_CHECK_UNSHOWN] == {"starts": 1, "refused": 1, "oom after the pool": 0}
 
 
+def test_a_logged_budget_that_holds_a_request_passed_the_check():
+    cases = [case for case in load_cases(ROOT / "groundtruth" / "dev.jsonl")
+             if case["id"] in ("vllm-30919-gptoss120b-tp8-b200-fp8kv", "vllm-27508-gptoss120b-h100-095")]
+    verdicts = {entry["id"]: entry["verdict"]["observed"] for entry in score_cases(cases)["per_case"]}
+    # 140.97 GiB of fp8 KV for 2,058-token requests: the check passed, the later failure is not memory's
+    assert verdicts["vllm-30919-gptoss120b-tp8-b200-fp8kv"] == fidelity.AFTER_CHECK_UNSHOWN
+    # 1.71 GiB cannot hold one 131,072-token gpt-oss request: "EngineCore failed to start" is the refusal
+    assert verdicts["vllm-27508-gptoss120b-h100-095"] == fidelity.FAILED_UNSHOWN
+
+
 def test_absolute_errors_in_gib_and_gpu_class():
     assert fidelity.abs_error_gib("kv_cache_gib", 14.6, 14.0) == 14.6 - 14.0
     assert fidelity.abs_error_gib("nvidia_smi_used_mib", 2048, 1024) == 1.0

@@ -25,8 +25,9 @@ CONSUMER_MAX_BYTES = 32 * GIB  # the issue's split: consumer cards <= 32 GB, dat
 CONSUMER, DATA_CENTER, GPU_NOT_STATED = "consumer (<= 32 GB)", "data-center (> 32 GB)", "GPU not stated"
 
 
-def observed_verdict(case: dict) -> str | None:
-    """The verdict a log shows; None when the case does not say whether it started."""
+def observed_verdict(case: dict, pool_holds_a_request: bool = False) -> str | None:
+    """The verdict a log shows; None when the case does not say whether it started. `pool_holds_a_request`: the
+    KV budget the log printed holds one max-length request by the release's pool arithmetic (the scorer's)."""
     observed = case.get("observed") or {}
     failed = observed.get("startup_failed")
     if failed is None:
@@ -39,7 +40,7 @@ def observed_verdict(case: dict) -> str | None:
         return REFUSED
     if _OOM_AFTER_POOL.search(log):
         return OOM_AFTER_POOL
-    if (observed.get("max_concurrency") or 0) >= 1:
+    if (observed.get("max_concurrency") or 0) >= 1 or pool_holds_a_request:
         # the pool the log prints holds a whole max-length request, so the engine's own startup check (V0
         # raise_if_cache_size_invalid, V1 check_enough_kv_cache_memory: tokens >= max_model_len) passed; what
         # failed afterwards is not shown, and may not be memory at all

@@ -202,6 +202,20 @@ def _from_logged_budget(case: dict, inputs, breakdown) -> dict:
     return out
 
 
+def _logged_pool_holds_a_request(case: dict, inputs, breakdown) -> bool:
+    """Whether the KV budget a failed start printed holds one max-length request by this release's own pool
+    arithmetic (the rules tokens_from_logged_budget scores, exact on every dev case that prints both): then the
+    engine's startup check passed, and the failure came later."""
+    logged = (case.get("observed") or {}).get("kv_cache_gib")
+    if logged is None or logged <= 0 or breakdown.max_model_len is None:
+        return False
+    spec, gpu, user = inputs
+    user = dict(user, max_model_len=breakdown.max_model_len, engine=breakdown.engine)
+    budget = int((logged - _half_unit(logged)) * GIB)
+    plan = get_engine("vllm").kv_plan_for_budget(spec, gpu, user, parse_version(breakdown.vllm_version), budget)
+    return plan.max_concurrency >= 1
+
+
 def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
     """Score every case, each with the engine its `engine` field names (vLLM when absent). The vLLM cases
     make the report's top level; every other engine's cases make a section under its name."""
@@ -442,7 +456,8 @@ def _vllm_entry(case: dict, prediction: tuple) -> dict:
     entry["figures"].update(_from_logged_budget(case, inputs, breakdown))
     if "startup_failed" in observed and not partial:
         entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
-        entry["verdict"] = {"observed": fidelity.observed_verdict(case),
+        holds = bool(observed["startup_failed"]) and _logged_pool_holds_a_request(case, inputs, breakdown)
+        entry["verdict"] = {"observed": fidelity.observed_verdict(case, holds),
                             "predicted": fidelity.predicted_verdict(breakdown.failure and breakdown.failure.message)}
     return entry
 

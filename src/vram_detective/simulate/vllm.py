@@ -317,8 +317,8 @@ class VllmSim:
         return finishing
 
     def _decode_events_one_group(self) -> list[_Live]:
-        """_decode_events for one full-attention group (no window to free), with the common event, a new
-        block taken from a non-empty free queue, and the next event inlined."""
+        """_decode_events for one full-attention group (no window to free; the pool in runs), with the common
+        event, new blocks taken from the free queue, and the next event inlined."""
         finishing = []
         events, dstep, bs, pool = self.events, self.dstep, self.bs, self.blocks
         caching, pop, push = pool.caching, heapq.heappop, heapq.heappush

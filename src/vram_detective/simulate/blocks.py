@@ -1,8 +1,8 @@
 """vLLM's block pool with prefix caching (v1/core/block_pool.py, 0.11.0), block by block: the pool of several
 KV groups or of a sliding window, whose blocks are freed one by one (one full-attention group: runs.py).
 Free blocks in one LRU queue (allocation takes from the front; a freed block goes to the back, a request's
-blocks tail first so its last blocks are evicted first); a full block keeps its hash while free and can be hit again until it is
-taken for new data (then its hash is evicted).
+blocks tail first so its last blocks are evicted first); a full block keeps its hash while free and can be
+hit again until it is taken for new data (then its hash is evicted).
 
 A block's hash is (owner, index): the owner is what the block's prefix stands for (a shared system prefix,
 a session, a request), the index its position x the number of groups + its group, an integer; hashes are

@@ -143,8 +143,17 @@ class RunPool:
         chain = self.cached.get(owner)
         if chain is None:
             chain = self.cached[owner] = Chain(owner)
-        chain.grow(stop)
         ref, n = chain.ref, stop - first
+        if len(ref) < stop:
+            chain.grow(stop)
+        if n == 1:  # a decode filled a block
+            if ref[first] == -1:
+                ref[first] = 1
+                chain.count += 1
+                _append(table, chain, first, stop)
+            else:
+                _append(table, None, 0, 1)
+            return
         seg = ref[first:stop]
         if seg.count(-1) == n:
             ref[first:stop] = [1] * n

@@ -30,10 +30,9 @@ class Chain:
         self.count = 0  # cached positions
 
     def grow(self, stop: int) -> None:
-        if len(self.ref) < stop:
-            more = stop - len(self.ref)
-            self.ref += NONE * more
-            self.qpos += NONE * more
+        more = stop - len(self.ref) + 32  # a decode's blocks come one by one: grow a few at a time
+        self.ref += NONE * more
+        self.qpos += NONE * more
 
 
 class RunPool:

@@ -327,9 +327,15 @@ class VllmSim:
             if epoch != r.epoch or not r.decoding:
                 continue
             c = r.c0 + dstep - r.d0
-            if c + 1 > r.nblocks * bs:
-                if caching and min(c // bs, r.nblocks) > r.keys:
-                    self._cache_full(r, c)
+            if c + 1 > r.nblocks * bs:  # then c // bs >= nblocks: every held block is full
+                if caching and r.nblocks > r.keys:
+                    i, req = r.keys, r.req
+                    if r.nblocks == i + 1:  # the one block this request filled: _cache_full without spans
+                        owner = req.prefix_id if i < req.prefix_tokens // bs else (req.session or r.n)
+                        pool.cache(r.table, owner, i, i + 1)
+                        r.keys = i + 1
+                    else:
+                        self._cache_full(r, c)
                 need = -(-(c + 1) // bs) - r.nblocks
                 if need <= pool.nfree:
                     pool.take(need)

@@ -130,6 +130,24 @@ class RunPool:
             head = 0
         self.head = head
 
+    def take_one(self) -> None:
+        """take(1) for a decode, without the loop when the front entry's top block is free."""
+        if self.caching:
+            entry = self.queue[self.head]
+            chain, lo, hi, stamp = entry
+            if chain is None:
+                if hi > 1:
+                    entry[2] = hi - 1
+                    self.nfree -= 1
+                    return
+            elif hi - 1 > lo and chain.count > 1 and chain.qpos[hi - 1] == stamp:
+                chain.ref[hi - 1] = -1
+                chain.count -= 1
+                entry[2] = hi - 1
+                self.nfree -= 1
+                return
+        self.take(1)
+
     def _evict(self, chain: Chain, lo: int, hi: int) -> None:
         chain.ref[lo:hi] = NONE * (hi - lo)
         chain.count -= hi - lo

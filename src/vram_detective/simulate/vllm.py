@@ -337,7 +337,10 @@ class VllmSim:
                     else:
                         self._cache_full(r, c)
                 need = -(-(c + 1) // bs) - r.nblocks
-                if need <= pool.nfree:
+                if need == 1 and pool.nfree:
+                    pool.take_one()
+                    r.nblocks += 1
+                elif need <= pool.nfree:
                     pool.take(need)
                     r.nblocks += need
                 elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):

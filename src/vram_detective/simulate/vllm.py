@@ -36,7 +36,7 @@ class _Live:
         self.epoch = 0
         self.keys = 0  # blocks already hashed into the prefix cache
         self.decoding = False
-        self.table: list[list] = []  # one group in runs (runs.py): its runs and its number of blocks
+        self.table: list[list] = []  # one group in runs (runs.py): the runs of its first `keys` blocks
         self.nblocks = 0
 
 
@@ -142,6 +142,8 @@ class VllmSim:
         return True
 
     def _allocate_runs(self, r: _Live, target: int, hits: list[list], watermark: int) -> bool:
+        """_allocate on the pool in runs: the same rule (fresh blocks plus the free blocks the hits revive must
+        fit the free count less the watermark), the hits' runs first in the request's table."""
         pool = self.blocks
         hit = sum(hi - lo for _, lo, hi in hits) if hits else 0
         fresh = target - r.nblocks - hit

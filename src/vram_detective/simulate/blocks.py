@@ -1,7 +1,8 @@
-"""vLLM's block pool with prefix caching (v1/core/block_pool.py, 0.11.0): free blocks in one LRU queue
-(allocation takes from the front; a freed block goes to the back, a request's blocks tail first so its
-last blocks are evicted first); a full block keeps its hash while free and can be hit again until it is
-taken for new data (then its hash is evicted).
+"""vLLM's block pool with prefix caching (v1/core/block_pool.py, 0.11.0), block by block: the pool of several
+KV groups or of a sliding window, whose blocks are freed one by one (one full-attention group: runs.py).
+Free blocks in one LRU queue (allocation takes from the front; a freed block goes to the back, a request's
+blocks tail first so its last blocks are evicted first); a full block keeps its hash while free and can be
+hit again until it is taken for new data (then its hash is evicted).
 
 A block's hash is (owner, index): the owner is what the block's prefix stands for (a shared system prefix,
 a session, a request), the index its position x the number of groups + its group, an integer; hashes are
@@ -76,26 +77,6 @@ class BlockPool:
                 key[block] = None
             ref[block] = 1
         return out
-
-    def take_one(self) -> int:
-        """take(1) without the lists."""
-        if not self.caching:
-            return self.free.pop()
-        free, stale, head = self.free, self.stale, self.head
-        block = free[head]
-        while stale[block]:
-            stale[block] -= 1
-            self.nstale -= 1
-            head += 1
-            block = free[head]
-        self._advance(head + 1)
-        self.nfree -= 1
-        hashes = self.key[block]
-        if hashes is not None:
-            del hashes[self.index[block]]
-            self.key[block] = None
-        self.ref[block] = 1
-        return block
 
     def _advance(self, head: int) -> None:
         if head > 4096 and 2 * head > len(self.free):  # drop the consumed front now and then

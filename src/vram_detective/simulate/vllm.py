@@ -20,10 +20,12 @@ from .cost import CostModel
 from .pool import PoolSpec
 from .result import Recorder, SimulationResult
 from .rules import EngineRules
+from .runs import RunPool
 
 
 class _Live:
-    __slots__ = ("n", "req", "prompt", "tokens", "computed", "blocks", "c0", "d0", "epoch", "keys", "decoding")
+    __slots__ = ("n", "req", "prompt", "tokens", "computed", "blocks", "c0", "d0", "epoch", "keys", "decoding",
+                 "table", "nblocks")
 
     def __init__(self, n: int, req, groups: int):
         self.n, self.req = n, req
@@ -34,6 +36,8 @@ class _Live:
         self.epoch = 0
         self.keys = 0  # blocks already hashed into the prefix cache
         self.decoding = False
+        self.table: list[list] = []  # one group in runs (runs.py): the runs of its first `keys` blocks
+        self.nblocks = 0
 
 
 def _cached_run(get, first: int, stop: int, out: list[int]) -> bool:
@@ -58,10 +62,11 @@ class VllmSim:
         self.chunked = rules.chunked_prefill if pool.chunked_prefill is None else bool(pool.chunked_prefill)
         self.mixed = rules.mixed_prefill_decode or self.chunked
         self.swap = rules.engine == "vllm" and pool.variant == "v0" and pool.preemption_mode == "swap"
-        self.blocks = BlockPool(pool.num_blocks, rules.reserved_blocks, caching)
         self.bs = pool.block_size
         self.windows = [g.window if (g.window and rules.sliding_window_frees) else 0 for g in pool.groups]
-        self.simple = len(self.windows) == 1 and not self.windows[0]  # one group, nothing to free early
+        # one group with nothing to free early: the pool in runs (runs.py), else block by block (blocks.py)
+        self.simple = len(self.windows) == 1 and not self.windows[0]
+        self.blocks = (RunPool if self.simple else BlockPool)(pool.num_blocks, rules.reserved_blocks, caching)
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
         self.prefilling: dict[int, _Live] = {}
@@ -93,6 +98,8 @@ class VllmSim:
         """The longest run of cached blocks at the start of the request (all groups), at most tokens - 1."""
         if not self.blocks.caching:
             return []
+        if self.simple:
+            return self.blocks.hits(self._spans(r, 0, (r.tokens - 1) // self.bs))
         groups = len(self.pool.groups)
         hits: list[list[int]] = [[] for _ in range(groups)]
         cached = self.blocks.cached
@@ -118,6 +125,8 @@ class VllmSim:
     def _allocate(self, r: _Live, upto: int, hits: list[list[int]] = (), watermark: int = 0) -> bool:
         """allocate_slots: blocks for `upto` tokens in every group, or False when the pool lacks them."""
         target = -(-upto // self.bs)
+        if self.simple:
+            return self._allocate_runs(r, target, hits, watermark)
         fresh = sum(target - len(b) - (len(hits[g]) if hits else 0) for g, b in enumerate(r.blocks))
         pool = self.blocks
         ref = pool.ref
@@ -131,6 +140,28 @@ class VllmSim:
             if target > len(group):
                 group.extend(pool.take(target - len(group)))
         return True
+
+    def _allocate_runs(self, r: _Live, target: int, hits: list[list], watermark: int) -> bool:
+        """_allocate on the pool in runs: the same rule (fresh blocks plus the free blocks the hits revive must
+        fit the free count less the watermark), the hits' runs first in the request's table."""
+        pool = self.blocks
+        hit = sum(hi - lo for _, lo, hi in hits) if hits else 0
+        fresh = target - r.nblocks - hit
+        if fresh + (pool.revived(hits) if hits else 0) > pool.nfree - watermark:
+            return False
+        if hits:
+            pool.touch(hits)
+            r.table += hits
+            r.nblocks += hit
+        if fresh > 0:
+            pool.take(fresh)
+            r.nblocks += fresh
+        return True
+
+    def _hit_blocks(self, hits: list) -> int:
+        if self.simple:
+            return sum(hi - lo for _, lo, hi in hits)
+        return len(hits[0]) if hits else 0
 
     def _skip_window(self, r: _Live, computed: int) -> None:
         """SlidingWindowManager.remove_skipped_blocks: blocks wholly before computed - window + 1 are freed."""
@@ -149,6 +180,13 @@ class VllmSim:
         pool = self.blocks
         if not pool.caching:
             return
+        if self.simple:
+            full = min(computed // self.bs, r.nblocks)
+            if full > r.keys:
+                for owner, first, stop in self._spans(r, r.keys, full):
+                    pool.cache(r.table, owner, first, stop)
+                r.keys = full
+            return
         full = min(computed // self.bs, len(r.blocks[0]))
         if full <= r.keys:
             return
@@ -163,15 +201,6 @@ class VllmSim:
         key, indexes, cached = pool.key, pool.index, pool.cached  # BlockPool.cache, inlined: the hot loop
         for owner, first, stop in self._spans(r, r.keys, full):
             hashes = cached.get(owner)
-            if self.simple:  # past r.keys the blocks were freshly taken: none is None or holds a hash
-                if hashes is None:
-                    hashes = cached[owner] = {}
-                for index, block in zip(range(first, stop), r.blocks[0][first:stop]):
-                    if index not in hashes:
-                        hashes[index] = block
-                        key[block] = hashes
-                        indexes[block] = index
-                continue
             if groups == 1:  # the common case without the index arithmetic
                 for index, block in zip(range(first, stop), r.blocks[0][first:stop]):
                     if block is not None and key[block] is None:
@@ -196,9 +225,13 @@ class VllmSim:
         r.keys = full
 
     def _free(self, r: _Live) -> None:
-        for group, window in zip(r.blocks, self.windows):
-            self.blocks.release([b for b in reversed(group) if b is not None] if window else group[::-1])
-        r.blocks = [[] for _ in r.blocks]
+        if self.simple:
+            self.blocks.release(r.table, r.nblocks - r.keys)
+            r.table, r.nblocks = [], 0
+        else:
+            for group, window in zip(r.blocks, self.windows):
+                self.blocks.release([b for b in reversed(group) if b is not None] if window else group[::-1])
+            r.blocks = [[] for _ in r.blocks]
         r.keys = 0
         self.blocked = False
 
@@ -209,7 +242,8 @@ class VllmSim:
     def _next_event(self, r: _Live) -> None:
         """The next decode step at which r needs a block, frees a window block or finishes."""
         c = r.c0 + (self.dstep - r.d0)
-        until = min(len(r.blocks[0]) * self.bs - c, r.prompt + r.req.output_tokens - 2 - c)
+        held = r.nblocks if self.simple else len(r.blocks[0])
+        until = min(held * self.bs - c, r.prompt + r.req.output_tokens - 2 - c)
         for g, window in enumerate(self.windows):
             if window:
                 skipped = max(0, c - window + 1) // self.bs
@@ -239,7 +273,7 @@ class VllmSim:
         if victim.decoding:
             self._stop_decode(victim)
         self.prefilling.pop(victim.n, None)
-        held = sum(len(group) - group.count(None) for group in victim.blocks)
+        held = victim.nblocks if self.simple else sum(len(group) - group.count(None) for group in victim.blocks)
         if self.swap and held <= self.cpu_free:
             self.cpu_free -= held
             self.rec.swap_out += held * self.pool.block_bytes
@@ -285,8 +319,8 @@ class VllmSim:
         return finishing
 
     def _decode_events_one_group(self) -> list[_Live]:
-        """_decode_events for one full-attention group (no window to free), with the common event, a new
-        block taken from a non-empty free queue, and the next event inlined."""
+        """_decode_events for one full-attention group (no window to free; the pool in runs), with the common
+        event, new blocks taken from the free queue, and the next event inlined."""
         finishing = []
         events, dstep, bs, pool = self.events, self.dstep, self.bs, self.blocks
         caching, pop, push = pool.caching, heapq.heappop, heapq.heappush
@@ -295,23 +329,29 @@ class VllmSim:
             if epoch != r.epoch or not r.decoding:
                 continue
             c = r.c0 + dstep - r.d0
-            group = r.blocks[0]
-            if c + 1 > len(group) * bs:
-                if caching and min(c // bs, len(group)) > r.keys:
-                    self._cache_full(r, c)
-                need = -(-(c + 1) // bs) - len(group)
-                if need == 1 and pool.num_free:
-                    group.append(pool.take_one())
-                elif need <= pool.num_free:
-                    group.extend(pool.take(need))
+            if c + 1 > r.nblocks * bs:  # then c // bs >= nblocks: every held block is full
+                if caching and r.nblocks > r.keys:
+                    i, req = r.keys, r.req
+                    if r.nblocks == i + 1:  # the one block this request filled: _cache_full without spans
+                        owner = req.prefix_id if i < req.prefix_tokens // bs else (req.session or r.n)
+                        pool.cache(r.table, owner, i, i + 1)
+                        r.keys = i + 1
+                    else:
+                        self._cache_full(r, c)
+                need = -(-(c + 1) // bs) - r.nblocks
+                if need == 1 and pool.nfree:
+                    pool.take_one()
+                    r.nblocks += 1
+                elif need <= pool.nfree:
+                    pool.take(need)
+                    r.nblocks += need
                 elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
                     continue
-                group = r.blocks[0]
             left = r.prompt + r.req.output_tokens - 2 - c
             if left <= 0:
                 finishing.append(r)
             else:
-                until = len(group) * bs - c
+                until = r.nblocks * bs - c
                 push(events, (dstep + max(min(until, left), 0), r.n, r.epoch, r))
         return finishing
 
@@ -340,7 +380,7 @@ class VllmSim:
         while self.waiting and budget > 0 and len(self.running) < self.pool.max_num_seqs and not self.blocked:
             r = self.waiting[0]
             hits = self._hits(r) if r.computed == 0 else []
-            hit = len(hits[0]) * self.bs if hits else 0
+            hit = self._hit_blocks(hits) * self.bs
             n = r.tokens - hit
             if not self.chunked and n > budget:
                 self.blocked = n > self.pool.max_num_batched_tokens  # never fits one step

@@ -1,0 +1,244 @@
+"""vLLM's block pool for one full-attention group (v1/core/block_pool.py, 0.11.0), kept in runs of blocks rather
+than block by block: the same rules as blocks.py (free blocks in one LRU queue, allocation from the front, a
+request's blocks freed tail first to the back; a full block keeps its hash while free until it is taken for
+new data; prefix-cache hits revive free blocks), with whole runs moved by list slices.
+
+Block ids are never observable, only which hashes are cached, the free count and the eviction order, so a
+block is named by what it holds: a cached block is a position of its owner's chain (the owner is what its
+prefix stands for: a shared system prefix, a session, a request; the position its index in the prompt), any
+other block is anonymous (fresh, or a duplicate of a hash another block already holds). A chain keeps, per
+position, ref: -1 not cached, 0 cached and free (in the queue), n held by n requests; and qpos: the stamp of
+the queue entry that holds it while free. The queue is a list of entries [chain, lo, hi, stamp] (positions
+hi - 1 down to lo, the order a request frees them) or [None, 0, count, 0] (anonymous blocks), read from a head
+index; a hit on a free position sets its qpos to -1, so the entry it sat in skips it (as vLLM removes the block
+from the middle of its queue). A request holds a table of [chain, lo, hi] / [None, 0, count] runs over its
+first `keys` blocks plus an anonymous tail. A chain with no cached position is dropped: memory is bounded by
+the live requests and the pool's cached blocks.
+"""
+from __future__ import annotations
+
+NONE = [-1]
+
+
+class Chain:
+    __slots__ = ("owner", "ref", "qpos", "count")
+
+    def __init__(self, owner: object):
+        self.owner = owner
+        self.ref: list[int] = []
+        self.qpos: list[int] = []
+        self.count = 0  # cached positions
+
+    def grow(self, stop: int) -> None:
+        more = stop - len(self.ref) + 32  # a decode's blocks come one by one: grow a few at a time
+        self.ref += NONE * more
+        self.qpos += NONE * more
+
+
+class RunPool:
+    __slots__ = ("queue", "head", "nfree", "size", "cached", "caching", "stamp")
+
+    def __init__(self, num_blocks: int, reserved: int, caching: bool):
+        self.size = num_blocks
+        self.caching = caching
+        self.nfree = num_blocks - reserved
+        self.queue: list[list] = [[None, 0, self.nfree, 0]]
+        self.head = 0
+        self.cached: dict[object, Chain] = {}
+        self.stamp = 0
+
+    @property
+    def num_free(self) -> int:
+        return self.nfree
+
+    @property
+    def used(self) -> int:
+        return self.size - self.nfree
+
+    # --- lookups and hits -----------------------------------------------------------------------------
+    def hits(self, spans) -> list[list]:
+        """The cached runs at the start of (owner, first, stop) spans, up to the first position not cached."""
+        out = []
+        cached = self.cached
+        for owner, first, stop in spans:
+            chain = cached.get(owner)
+            if chain is None:
+                break
+            seg = chain.ref[first:stop]
+            end = first + (seg.index(-1) if -1 in seg else len(seg))
+            if end > first:
+                out.append([chain, first, end])
+            if end < stop:
+                break
+        return out
+
+    @staticmethod
+    def revived(hits: list[list]) -> int:
+        """Hit blocks that are free now (taking them shrinks the free count)."""
+        return sum(chain.ref[lo:hi].count(0) for chain, lo, hi in hits)
+
+    def touch(self, hits: list[list]) -> None:
+        for chain, lo, hi in hits:
+            ref, n = chain.ref, hi - lo
+            seg = ref[lo:hi]
+            zeros = seg.count(0)
+            if zeros:
+                chain.qpos[lo:hi] = NONE * n  # out of the queue: their entries skip them
+                self.nfree -= zeros
+            first = seg[0]
+            ref[lo:hi] = [first + 1] * n if seg.count(first) == n else [v + 1 for v in seg]
+
+    # --- allocation -------------------------------------------------------------------------------------
+    def take(self, count: int) -> None:
+        """`count` new blocks from the front of the queue (the caller checked num_free); evicts their hashes."""
+        self.nfree -= count
+        if not self.caching:
+            return
+        queue, head = self.queue, self.head
+        while count:
+            entry = queue[head]
+            chain, lo, hi, stamp = entry
+            if chain is None:
+                if hi > count:
+                    entry[2] = hi - count
+                    break
+                count -= hi
+                head += 1
+                continue
+            qpos = chain.qpos
+            k = min(count, hi - lo)
+            if qpos[hi - k:hi].count(stamp) == k:  # the top k positions are all still free: evict them
+                self._evict(chain, hi - k, hi)
+                count -= k
+                if hi - k > lo:
+                    entry[2] = hi - k
+                    break
+                head += 1
+                continue
+            i = hi
+            while i > lo and count:
+                i -= 1
+                if qpos[i] == stamp:
+                    self._evict(chain, i, i + 1)
+                    count -= 1
+            if i > lo:
+                entry[2] = i
+                break
+            head += 1
+        if head > 4096 and 2 * head > len(queue):  # drop the consumed front now and then
+            del queue[:head]
+            head = 0
+        self.head = head
+
+    def take_one(self) -> None:
+        """take(1) for a decode, without the loop when the front entry's top block is free."""
+        if self.caching:
+            entry = self.queue[self.head]
+            chain, lo, hi, stamp = entry
+            if chain is None:
+                if hi > 1:
+                    entry[2] = hi - 1
+                    self.nfree -= 1
+                    return
+            elif hi - 1 > lo and chain.count > 1 and chain.qpos[hi - 1] == stamp:
+                chain.ref[hi - 1] = -1
+                chain.count -= 1
+                entry[2] = hi - 1
+                self.nfree -= 1
+                return
+        self.take(1)
+
+    def _evict(self, chain: Chain, lo: int, hi: int) -> None:
+        chain.ref[lo:hi] = NONE * (hi - lo)
+        chain.count -= hi - lo
+        if not chain.count and self.cached.get(chain.owner) is chain:
+            del self.cached[chain.owner]
+
+    def cache(self, table: list[list], owner: object, first: int, stop: int) -> None:
+        """A request's fresh full blocks at positions [first, stop) get their hashes, except where another
+        block already holds one (that block stays anonymous); the runs go to the end of its table."""
+        chain = self.cached.get(owner)
+        if chain is None:
+            chain = self.cached[owner] = Chain(owner)
+        ref, n = chain.ref, stop - first
+        if len(ref) < stop:
+            chain.grow(stop)
+        if n == 1:  # a decode filled a block
+            if ref[first] == -1:
+                ref[first] = 1
+                chain.count += 1
+                _append(table, chain, first, stop)
+            else:
+                _append(table, None, 0, 1)
+            return
+        seg = ref[first:stop]
+        if seg.count(-1) == n:
+            ref[first:stop] = [1] * n
+            chain.count += n
+            _append(table, chain, first, stop)
+            return
+        for i, v in enumerate(seg, first):
+            if v == -1:
+                ref[i] = 1
+                chain.count += 1
+                _append(table, chain, i, i + 1)
+            else:
+                _append(table, None, 0, 1)
+
+    # --- release ----------------------------------------------------------------------------------------
+    def release(self, table: list[list], tail: int) -> None:
+        """A request's blocks, tail first: the anonymous tail, then its runs from the last; blocks no other
+        request holds go to the back of the queue."""
+        if not self.caching:
+            self.nfree += tail + sum(hi - lo for _, lo, hi in table)
+            return
+        queue = self.queue
+        stamp = self.stamp = self.stamp + 1
+        if tail:
+            self._free_anonymous(tail)
+        for chain, lo, hi in reversed(table):
+            n = hi - lo
+            if chain is None:
+                self._free_anonymous(n)
+                continue
+            ref = chain.ref
+            seg = ref[lo:hi]
+            first = seg[0]
+            if seg.count(first) == n:
+                ref[lo:hi] = [first - 1] * n
+                if first == 1:
+                    chain.qpos[lo:hi] = [stamp] * n
+                    queue.append([chain, lo, hi, stamp])
+                    self.nfree += n
+                continue
+            seg = [v - 1 for v in seg]
+            ref[lo:hi] = seg
+            qpos, top = chain.qpos, hi
+            for i in range(hi - 1, lo - 1, -1):  # runs of positions no one holds now, from the top
+                if seg[i - lo]:
+                    if top > i + 1:
+                        queue.append([chain, i + 1, top, stamp])
+                    top = i
+                else:
+                    qpos[i] = stamp
+                    self.nfree += 1
+            if top > lo:
+                queue.append([chain, lo, top, stamp])
+
+    def _free_anonymous(self, n: int) -> None:
+        queue = self.queue
+        if len(queue) > self.head and queue[-1][0] is None:  # the last entry is still in the queue
+            queue[-1][2] += n
+        else:
+            queue.append([None, 0, n, 0])
+        self.nfree += n
+
+
+def _append(table: list[list], chain: Chain | None, lo: int, hi: int) -> None:
+    """Appends a run to a request's table, merging it with the last one when they continue each other."""
+    if table:
+        last = table[-1]
+        if last[0] is chain and (chain is None or last[2] == lo):
+            last[2] += hi - lo
+            return
+    table.append([chain, lo, hi])

@@ -1,0 +1,59 @@
+"""The one-group pool in runs (simulate/runs.py): vLLM's LRU free queue, hashes kept while free, hits reviving
+free blocks, duplicates staying anonymous, on small hand-checked pools."""
+from vram_detective.simulate.runs import RunPool
+
+
+def held(pool, owner):
+    chain = pool.cached.get(owner)
+    return [] if chain is None else [i for i, ref in enumerate(chain.ref) if ref >= 0]
+
+
+def test_freed_blocks_keep_their_hashes_and_are_evicted_last_block_first():
+    pool = RunPool(10, 1, True)  # block 0 is the null block: 9 free
+    table = []
+    pool.take(5)  # four full blocks and a partial one
+    pool.cache(table, "a", 0, 4)
+    assert pool.num_free == 4 and held(pool, "a") == [0, 1, 2, 3]
+    pool.release(table, 1)  # the anonymous tail block, then the 4 cached ones, which keep their hashes
+    assert pool.num_free == 9 and held(pool, "a") == [0, 1, 2, 3]
+    pool.take(6)  # the 5 anonymous blocks first, then "a"'s from its last: position 3
+    assert pool.num_free == 3 and held(pool, "a") == [0, 1, 2]
+    pool.take(3)  # then the rest: the chain is dropped
+    assert pool.num_free == 0 and "a" not in pool.cached
+
+
+def test_a_hit_revives_free_blocks_and_takes_skip_them():
+    pool = RunPool(10, 1, True)
+    table = []
+    pool.take(4)
+    pool.cache(table, "a", 0, 4)
+    pool.release(table, 0)
+    hits = pool.hits([("a", 0, 3)])
+    assert [(lo, hi) for _, lo, hi in hits] == [(0, 3)]
+    assert pool.revived(hits) == 3
+    pool.touch(hits)
+    assert pool.num_free == 6  # 5 never used + position 3
+    pool.take(6)  # position 3 is evicted; 0..2 are held, their queue entries skipped
+    assert held(pool, "a") == [0, 1, 2] and pool.num_free == 0
+    pool.release(hits, 0)  # back to the end of the queue, tail first
+    assert pool.num_free == 3
+    pool.take(1)
+    assert held(pool, "a") == [0, 1]
+
+
+def test_a_shared_block_is_freed_by_its_last_holder_and_a_duplicate_stays_anonymous():
+    pool = RunPool(20, 0, True)
+    first, second = [], []
+    pool.take(4)
+    pool.cache(first, "p", 0, 4)
+    hits = pool.hits([("p", 0, 2)])
+    pool.touch(hits)
+    second += hits
+    pool.take(2)
+    pool.cache(second, "p", 2, 4)  # positions 2 and 3 are cached by the first request's blocks already
+    assert [(c is not None, lo, hi) for c, lo, hi in second] == [(True, 0, 2), (False, 0, 2)]
+    assert pool.num_free == 14
+    pool.release(first, 0)  # positions 2, 3 go free; 0, 1 are still held by the second request
+    assert pool.num_free == 16 and pool.cached["p"].ref[:4] == [1, 1, 0, 0]
+    pool.release(second, 0)
+    assert pool.num_free == 20 and pool.cached["p"].ref[:4] == [0, 0, 0, 0]

@@ -22,8 +22,9 @@ def register(subparsers) -> None:
         description="Parse an engine's startup log (vLLM of any release 0.2 - 0.33; SGLang, llama.cpp and Ollama through "
                     "their own parsers): the figures each rank printed, the "
                     "settings and release it implies, the catalog models consistent with it, observed vs predicted "
-                    "with the likely cause of each gap, what nvidia-smi's number is made of, and which flags would "
-                    "shrink the footprint.",
+                    "with the likely cause of each gap, what nvidia-smi's number is made of, which flags would "
+                    "shrink the footprint, and, when the log goes on while serving, how much of the KV pool the "
+                    "traffic used (the periodic 'KV cache usage' / 'token usage' lines).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("log", nargs="?", help="the engine's log file, or - to read standard input (optional with "

@@ -64,6 +64,9 @@ def test_vllm_v1_stats_after_a_real_startup(tmp_path, capsys):
     assert serving["pool_gib"] == 55.15 and serving["peak_in_use_gib"] == pytest.approx(55.15 * 0.6, abs=1e-3)
     assert main(["logs", str(log)]) == 0
     assert "KV cache usage peaked at 60.0 % (≈ 33.09 of the 55.15 GiB pool" in capsys.readouterr().out
+    page = tmp_path / "report.html"
+    assert main(["logs", str(log), "--html", str(page)]) == 0
+    assert '<p class="serving" data-peak-usage="60.0">while serving (40 stats lines)' in page.read_text()
 
 
 def test_vllm_v0_stats_count_cpu_apart_and_read_the_cumulative_preemptions(tmp_path, capsys):

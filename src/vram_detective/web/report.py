@@ -296,8 +296,18 @@ def logs_fragment(report: dict) -> str:
         for scenario in ((run.get("what_if") or {}).get("scenarios") or []):
             parts.append(f"<p>{escape(scenario['flags'])}: nvidia-smi {scenario['predicted_nvidia_smi_mib']:,} MiB"
                          f" (saves {scenario['saving_mib']:,} MiB)</p>")
+        parts.append(_serving_html(run.get("serving")))
         parts.append("".join(f"<p class=note>{escape(a)}</p>" for a in run.get("anomalies", [])) + "</section>")
     return "".join(parts)
+
+
+def _serving_html(serving: dict | None) -> str:
+    """What the pool held while serving (forensics/serving.py), when the log went on after startup."""
+    if not serving:
+        return ""
+    from ..forensics.serving import serving_line
+
+    return f'<p class="serving" data-peak-usage="{serving["peak_usage_pct"]}">{escape(serving_line(serving))}</p>'
 
 
 def _engine_logs_fragment(report: dict) -> str:
@@ -313,6 +323,7 @@ def _engine_logs_fragment(report: dict) -> str:
         parts.append(f"<h4>Predicted vs observed</h4>{pair_bars_svg(comparison['figures'])}")
     elif comparison:
         parts.append(f'<pre>{escape(json.dumps(comparison, indent=1, default=str))}</pre>')
+    parts.append(_serving_html(report.get("serving")))
     parts.append("".join(f"<p class=note>{escape(str(n))}</p>" for n in report.get("notes") or []) + "</section>")
     return "".join(parts)
 

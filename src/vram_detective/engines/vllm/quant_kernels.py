@@ -313,78 +313,93 @@ def _awq_gptq_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, s
 
 def _ct_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, shards: int, scale_dtype: str,
                full_in: int) -> tuple[StoredTensor, ...]:
-    scheme, kernel = quant.scheme, layout.kernel
+    scheme = quant.scheme
     if scheme == "wNa16":
-        # compressed_tensors_wNa16.py create_weights: weight_packed int32 [N, K/pack], weight_scale
-        # [N, K/g] (act dtype; [N, 1] channelwise), weight_zero_point int32 [N/pack, K/g] when asymmetric,
-        # weight_g_idx int32 [K] with actorder "group", weight_shape int64 [2] (never freed)
-        pack = 32 // quant.bits
-        group = k if quant.group_size == -1 else quant.group_size
-        groups = ceil_div(k, group)
-        scale_groups = groups
-        if quant.desc_act and quant.group_size != -1 and full_in != k:
-            scale_groups = ceil_div(full_in, group)  # marlin_repeat_scales_on_all_ranks: full K on row-parallel ranks
-        tensors = [_packed("weight_packed", (k // 16, n * 16 // pack), "int32", k * n * quant.bits // 8)]
-        if kernel == "machete":
-            # machete.py (0.8.5, 0.33): machete_prepack_B (same bytes); scales [K/g, N]; zero points with the
-            # scales pre-applied, in the activation dtype (0.19+)
-            tensors.append(_tensor("weight_scale", (groups, n), scale_dtype))
-            if quant.zero_point:
-                tensors.append(_tensor("weight_zero_point", (groups, n), scale_dtype))
-        else:
-            # kernels/mixed_precision/marlin.py: gptq_marlin_repack, marlin_permute_scales, marlin_zero_points
-            # (int32 [K/g, N/pack]); g_idx sorted + g_idx_sort_indices with act-order, else empty
-            tensors.append(_tensor("weight_scale", (scale_groups, n), scale_dtype))
-            if quant.zero_point:
-                tensors.append(_packed("weight_zero_point", (groups, n // pack), "int32", groups * n * quant.bits // 8,
-                                       "quantization metadata"))
-            if quant.desc_act:
-                tensors += [_tensor("weight_g_idx", (k,), "int32"), _tensor("g_idx_sort_indices", (k,), "int32")]
-            if layout.per_output_workspace:
-                tensors.append(_tensor("workspace", (n // 64 * 16,), "int32"))
-        tensors.append(_tensor("weight_shape", (2,), "int64"))
-        return tuple(tensors)
+        return _ct_wna16_linear(quant, layout, k, n, scale_dtype, full_in)
     if scheme == "w8a8-int8":
-        # compressed_tensors_w8a8_int8.py + kernels/scaled_mm/cutlass.py: int8 [N, K] (transposed in place),
-        # per-channel fp32 [N, 1]; per-tensor scales of fused layers become per-channel (convert_to_channelwise);
-        # static input scale -> one fp32 scalar; asymmetric activations add the int32 zero point and
-        # azp_adj int32 [1, N]
-        tensors = [_tensor("weight", (n, k), "int8", "weight")]
-        if quant.weight_strategy == "channel" or shards > 1:
-            tensors.append(_tensor("weight_scale", (n, 1), "float32"))
-        else:
-            tensors.append(_tensor("weight_scale", (1,), "float32"))
-        if quant.static_input_scale:
-            tensors.append(_tensor("input_scale", (), "float32"))
-            if not quant.input_symmetric:
-                tensors.append(_tensor("input_zero_point", (), "int32"))
-        if not quant.input_symmetric:
-            tensors.append(_tensor("azp_adj", (1, n), "int32"))
-        return tuple(tensors)
+        return _ct_int8_linear(quant, k, n, shards)
     if scheme in ("w8a8-fp8", "w8a16-fp8"):
-        if kernel == "fp8_marlin":
-            # CompressedTensorsW8A16Fp8 -> prepare_fp8_layer_for_marlin: int32 repack (same bytes), scales in
-            # the activation dtype: per output channel, or per 128-block of K for block scales
-            scale_rows = ceil_div(k, quant.weight_block[1]) if quant.weight_block else 1
-            return (_packed("weight", (k // 16, n * 16 // 4), "int32", k * n),
-                    _tensor("weight_scale", (scale_rows, n) if quant.weight_block else (n,), scale_dtype))
-        # compressed_tensors_w8a8_fp8.py: fp8 [N, K]; channel scales fp32 [N, 1]; block scales fp32
-        # [N/bn, K/bk]; per-tensor scales of fused layers requantized to one max scale
-        # (requantize_with_max_scale); static input scales -> one fp32 scalar
-        tensors = [_tensor("weight", (n, k), "float8_e4m3fn", "weight")]
-        if quant.weight_block:
-            block_n, block_k = quant.weight_block
-            tensors.append(_tensor("weight_scale", (ceil_div(n, block_n), ceil_div(k, block_k)), "float32"))
-        elif quant.weight_strategy == "channel":
-            tensors.append(_tensor("weight_scale", (n, 1), "float32"))
-        else:
-            tensors.append(_tensor("weight_scale", (), "float32"))
-        if quant.static_input_scale:
-            tensors.append(_tensor("input_scale", (), "float32"))
-        return tuple(tensors)
+        return _ct_fp8_linear(quant, layout, k, n, scale_dtype)
     if scheme in ("nvfp4", "nvfp4a16"):
         return _fp4_linear(layout, k, n, 16, scale_dtype, modelopt=False)
     raise QuantizationError(f"no layout for compressed-tensors {scheme}")
+
+
+def _ct_wna16_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, scale_dtype: str,
+                     full_in: int) -> tuple[StoredTensor, ...]:
+    kernel = layout.kernel
+    # compressed_tensors_wNa16.py create_weights: weight_packed int32 [N, K/pack], weight_scale
+    # [N, K/g] (act dtype; [N, 1] channelwise), weight_zero_point int32 [N/pack, K/g] when asymmetric,
+    # weight_g_idx int32 [K] with actorder "group", weight_shape int64 [2] (never freed)
+    pack = 32 // quant.bits
+    group = k if quant.group_size == -1 else quant.group_size
+    groups = ceil_div(k, group)
+    scale_groups = groups
+    if quant.desc_act and quant.group_size != -1 and full_in != k:
+        scale_groups = ceil_div(full_in, group)  # marlin_repeat_scales_on_all_ranks: full K on row-parallel ranks
+    tensors = [_packed("weight_packed", (k // 16, n * 16 // pack), "int32", k * n * quant.bits // 8)]
+    if kernel == "machete":
+        # machete.py (0.8.5, 0.33): machete_prepack_B (same bytes); scales [K/g, N]; zero points with the
+        # scales pre-applied, in the activation dtype (0.19+)
+        tensors.append(_tensor("weight_scale", (groups, n), scale_dtype))
+        if quant.zero_point:
+            tensors.append(_tensor("weight_zero_point", (groups, n), scale_dtype))
+    else:
+        # kernels/mixed_precision/marlin.py: gptq_marlin_repack, marlin_permute_scales, marlin_zero_points
+        # (int32 [K/g, N/pack]); g_idx sorted + g_idx_sort_indices with act-order, else empty
+        tensors.append(_tensor("weight_scale", (scale_groups, n), scale_dtype))
+        if quant.zero_point:
+            tensors.append(_packed("weight_zero_point", (groups, n // pack), "int32", groups * n * quant.bits // 8,
+                                   "quantization metadata"))
+        if quant.desc_act:
+            tensors += [_tensor("weight_g_idx", (k,), "int32"), _tensor("g_idx_sort_indices", (k,), "int32")]
+        if layout.per_output_workspace:
+            tensors.append(_tensor("workspace", (n // 64 * 16,), "int32"))
+    tensors.append(_tensor("weight_shape", (2,), "int64"))
+    return tuple(tensors)
+
+
+def _ct_int8_linear(quant: QuantConfig, k: int, n: int, shards: int) -> tuple[StoredTensor, ...]:
+    # compressed_tensors_w8a8_int8.py + kernels/scaled_mm/cutlass.py: int8 [N, K] (transposed in place),
+    # per-channel fp32 [N, 1]; per-tensor scales of fused layers become per-channel (convert_to_channelwise);
+    # static input scale -> one fp32 scalar; asymmetric activations add the int32 zero point and
+    # azp_adj int32 [1, N]
+    tensors = [_tensor("weight", (n, k), "int8", "weight")]
+    if quant.weight_strategy == "channel" or shards > 1:
+        tensors.append(_tensor("weight_scale", (n, 1), "float32"))
+    else:
+        tensors.append(_tensor("weight_scale", (1,), "float32"))
+    if quant.static_input_scale:
+        tensors.append(_tensor("input_scale", (), "float32"))
+        if not quant.input_symmetric:
+            tensors.append(_tensor("input_zero_point", (), "int32"))
+    if not quant.input_symmetric:
+        tensors.append(_tensor("azp_adj", (1, n), "int32"))
+    return tuple(tensors)
+
+
+def _ct_fp8_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, scale_dtype: str) -> tuple[StoredTensor, ...]:
+    kernel = layout.kernel
+    if kernel == "fp8_marlin":
+        # CompressedTensorsW8A16Fp8 -> prepare_fp8_layer_for_marlin: int32 repack (same bytes), scales in
+        # the activation dtype: per output channel, or per 128-block of K for block scales
+        scale_rows = ceil_div(k, quant.weight_block[1]) if quant.weight_block else 1
+        return (_packed("weight", (k // 16, n * 16 // 4), "int32", k * n),
+                _tensor("weight_scale", (scale_rows, n) if quant.weight_block else (n,), scale_dtype))
+    # compressed_tensors_w8a8_fp8.py: fp8 [N, K]; channel scales fp32 [N, 1]; block scales fp32
+    # [N/bn, K/bk]; per-tensor scales of fused layers requantized to one max scale
+    # (requantize_with_max_scale); static input scales -> one fp32 scalar
+    tensors = [_tensor("weight", (n, k), "float8_e4m3fn", "weight")]
+    if quant.weight_block:
+        block_n, block_k = quant.weight_block
+        tensors.append(_tensor("weight_scale", (ceil_div(n, block_n), ceil_div(k, block_k)), "float32"))
+    elif quant.weight_strategy == "channel":
+        tensors.append(_tensor("weight_scale", (n, 1), "float32"))
+    else:
+        tensors.append(_tensor("weight_scale", (), "float32"))
+    if quant.static_input_scale:
+        tensors.append(_tensor("input_scale", (), "float32"))
+    return tuple(tensors)
 
 
 def _fp4_linear(layout: KernelLayout, k: int, n: int, group: int, scale_dtype: str, modelopt: bool) -> tuple[StoredTensor, ...]:

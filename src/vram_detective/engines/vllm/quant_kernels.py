@@ -483,23 +483,7 @@ def expert_tensors(
         )
     scale_dtype = activation_dtype if activation_dtype != "float32" else "float16"
     if quant.method in ("fp8", "modelopt-fp8"):
-        # Fp8MoEMethod.create_weights (fp8.py): fp8 weights; block scales [E, 2I/bn, H/bk] and
-        # [E, H/bn, I/bk], else per-expert scales w13 [E, 2] (one per shard, merged after load) and w2 [E]
-        tensors = [
-            StoredTensor("w13_weight", (e, s * i, h), "float8_e4m3fn", e * s * i * h, "weight"),
-            StoredTensor("w2_weight", (e, h, i), "float8_e4m3fn", e * h * i, "weight"),
-        ]
-        if quant.weight_block:
-            block_n, block_k = quant.weight_block
-            tensors += [
-                _tensor("w13_weight_scale_inv", (e, -(-s * i // block_n), -(-h // block_k)), "float32"),
-                _tensor("w2_weight_scale_inv", (e, -(-h // block_n), -(-i // block_k)), "float32"),
-            ]
-        else:
-            tensors += [_tensor("w13_weight_scale", (e, s), "float32"), _tensor("w2_weight_scale", (e,), "float32")]
-            if quant.static_input_scale:
-                tensors += [_tensor("w13_input_scale", (e,), "float32"), _tensor("w2_input_scale", (e,), "float32")]
-        return tuple(tensors)
+        return _fp8_experts(quant, e, h, i, s)
     if quant.method == "compressed-tensors":
         return _ct_experts(quant, layout, e, h, i, activation_dtype, scale_dtype, s)
     if quant.method == "mxfp4":
@@ -509,14 +493,39 @@ def expert_tensors(
     if quant.method in ("awq", "gptq"):
         return _wna16_experts(quant, layout, e, h, i, activation_dtype, s)
     if quant.method == "bitsandbytes":
-        # BitsAndBytesMoEMethod (bitsandbytes.py 0.10+): flattened uint8 experts, absmax fused per w13 / w2
-        tensors = []
-        for name, elements, shards in (("w13_weight", e * s * i * h, s * e), ("w2_weight", e * h * i, e)):
-            for tensor in _bnb_linear(quant, layout or KernelLayout("bitsandbytes"), elements, 1, shards):
-                tensors.append(StoredTensor(tensor.suffix.replace("weight", name, 1), tensor.shape, tensor.dtype,
-                                            tensor.bytes, tensor.role))
-        return tuple(tensors)
+        return _bnb_experts(quant, layout, e, h, i, s)
     raise QuantizationError(f"{quant.method} mixture-of-experts weights are not sized yet")
+
+
+def _fp8_experts(quant: QuantConfig, e: int, h: int, i: int, s: int) -> tuple[StoredTensor, ...]:
+    # Fp8MoEMethod.create_weights (fp8.py): fp8 weights; block scales [E, 2I/bn, H/bk] and
+    # [E, H/bn, I/bk], else per-expert scales w13 [E, 2] (one per shard, merged after load) and w2 [E]
+    tensors = [
+        StoredTensor("w13_weight", (e, s * i, h), "float8_e4m3fn", e * s * i * h, "weight"),
+        StoredTensor("w2_weight", (e, h, i), "float8_e4m3fn", e * h * i, "weight"),
+    ]
+    if quant.weight_block:
+        block_n, block_k = quant.weight_block
+        tensors += [
+            _tensor("w13_weight_scale_inv", (e, -(-s * i // block_n), -(-h // block_k)), "float32"),
+            _tensor("w2_weight_scale_inv", (e, -(-h // block_n), -(-i // block_k)), "float32"),
+        ]
+    else:
+        tensors += [_tensor("w13_weight_scale", (e, s), "float32"), _tensor("w2_weight_scale", (e,), "float32")]
+        if quant.static_input_scale:
+            tensors += [_tensor("w13_input_scale", (e,), "float32"), _tensor("w2_input_scale", (e,), "float32")]
+    return tuple(tensors)
+
+
+def _bnb_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int, i: int,
+                 s: int) -> tuple[StoredTensor, ...]:
+    # BitsAndBytesMoEMethod (bitsandbytes.py 0.10+): flattened uint8 experts, absmax fused per w13 / w2
+    tensors = []
+    for name, elements, shards in (("w13_weight", e * s * i * h, s * e), ("w2_weight", e * h * i, e)):
+        for tensor in _bnb_linear(quant, layout or KernelLayout("bitsandbytes"), elements, 1, shards):
+            tensors.append(StoredTensor(tensor.suffix.replace("weight", name, 1), tensor.shape, tensor.dtype,
+                                        tensor.bytes, tensor.role))
+    return tuple(tensors)
 
 
 def _ct_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int, i: int, activation_dtype: str,

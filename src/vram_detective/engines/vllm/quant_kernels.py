@@ -76,34 +76,9 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
     (awq_marlin_since, gptq_marlin_layout, machete_*, marlin_workspace, and the rules in _RULE_FALLBACKS)."""
     sm = capability[0] * 10 + capability[1]
     if quant.method == "awq":
-        per_output_workspace = rules["marlin_workspace"] == "per-output"
-        # awq_marlin needs sm80, 4/8 bit, group in {-1,32,64,128} (awq_marlin.py is_awq_marlin_compatible)
-        marlin_ok = rules["awq_marlin_auto"] and sm >= 80 and quant.bits in (4, 8) and quant.group_size in (-1, 32, 64, 128)
-        if not marlin_ok:
-            return KernelLayout("awq")
-        moe_rule = str(_rule(rules, "awq_moe"))
-        if sm == 90 and rules["machete_awq"]:
-            # choose_mp_linear_kernel picks Machete first on sm90 (kernels/linear/__init__.py, 0.19+)
-            return KernelLayout("machete", fp16_zeros=True, moe_rule=moe_rule)
-        return KernelLayout("awq_marlin", per_output_workspace=per_output_workspace, moe_rule=moe_rule)
+        return _awq_kernel(quant, sm, rules)
     if quant.method == "gptq":
-        per_output_workspace = rules["marlin_workspace"] == "per-output"
-        layout = rules["gptq_marlin_layout"]
-        marlin_ok = layout != "none" and sm >= 80 and quant.bits in (4, 8) and not quant.zero_point \
-            and quant.group_size in (-1, 32, 64, 128)
-        if not marlin_ok:
-            return KernelLayout("gptq", keeps_g_idx=True)
-        moe_rule = f"{_rule(rules, 'gptq_moe')}:zeros{_rule(rules, 'gptq_moe_zeros_bytes')}"
-        if sm == 90 and rules["machete_gptq"]:
-            # Machete never empties qzeros or g_idx (machete.py, 0.6.2+)
-            return KernelLayout("machete", keeps_g_idx=rules["gptq_g_idx_parameter"], moe_rule=moe_rule)
-        return KernelLayout(
-            "gptq_marlin",
-            moe_rule=moe_rule,
-            keeps_zeros=layout == "zeros-kept",  # 0.6.0-0.6.1 allocate qzeros and keep them
-            keeps_g_idx=layout == "lazy-repack",  # 0.4.2-0.5.1 repack at first forward: g_idx + sort kept
-            per_output_workspace=per_output_workspace,
-        )
+        return _gptq_kernel(quant, sm, rules)
     if quant.method in ("fp8", "modelopt-fp8"):
         if sm < 80:
             raise UnsupportedOnGpuError("FP8 weights need compute capability 8.0 or newer (vLLM Fp8Config.get_min_capability)")
@@ -112,15 +87,7 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
     if quant.method == "compressed-tensors":
         return _ct_kernel(quant, sm, rules)
     if quant.method == "bitsandbytes":
-        if not _rule(rules, "bnb_available"):
-            raise UnsupportedInReleaseError(
-                "this vLLM release has no bitsandbytes quantization (bitsandbytes.py exists in 0.5.0-0.27.x)")
-        if sm < 70:
-            raise UnsupportedOnGpuError("bitsandbytes needs compute capability 7.0 or newer (BitsAndBytesConfig.get_min_capability)")
-        dequantized = bool(_rule(rules, "bnb_dequantizes_double_quant"))
-        note = "bitsandbytes kernels; " + ("double-quantized absmax expanded to fp32 at load (dequantize_dq, 0.9.2+)"
-                                           if dequantized else "absmax kept as stored (uint8 + nested fp32 when double-quantized)")
-        return KernelLayout("bitsandbytes", bnb_dequantized=dequantized, note=note)
+        return _bnb_kernel(sm, rules)
     if quant.method == "modelopt-fp4":
         if not _rule(rules, "modelopt_nvfp4_available"):
             raise UnsupportedInReleaseError("this vLLM release has no ModelOpt NVFP4 support (modelopt.py from 0.8.0)")
@@ -133,6 +100,51 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
         # fbgemm_fp8.py: use_marlin below sm89 (no FP8 tensor cores)
         return KernelLayout("fp8_marlin" if sm < 89 else "fbgemm_fp8")
     raise QuantizationError(f"no kernel for {quant.method}")
+
+
+def _awq_kernel(quant: QuantConfig, sm: int, rules) -> KernelLayout:
+    per_output_workspace = rules["marlin_workspace"] == "per-output"
+    # awq_marlin needs sm80, 4/8 bit, group in {-1,32,64,128} (awq_marlin.py is_awq_marlin_compatible)
+    marlin_ok = rules["awq_marlin_auto"] and sm >= 80 and quant.bits in (4, 8) and quant.group_size in (-1, 32, 64, 128)
+    if not marlin_ok:
+        return KernelLayout("awq")
+    moe_rule = str(_rule(rules, "awq_moe"))
+    if sm == 90 and rules["machete_awq"]:
+        # choose_mp_linear_kernel picks Machete first on sm90 (kernels/linear/__init__.py, 0.19+)
+        return KernelLayout("machete", fp16_zeros=True, moe_rule=moe_rule)
+    return KernelLayout("awq_marlin", per_output_workspace=per_output_workspace, moe_rule=moe_rule)
+
+
+def _gptq_kernel(quant: QuantConfig, sm: int, rules) -> KernelLayout:
+    per_output_workspace = rules["marlin_workspace"] == "per-output"
+    layout = rules["gptq_marlin_layout"]
+    marlin_ok = layout != "none" and sm >= 80 and quant.bits in (4, 8) and not quant.zero_point \
+        and quant.group_size in (-1, 32, 64, 128)
+    if not marlin_ok:
+        return KernelLayout("gptq", keeps_g_idx=True)
+    moe_rule = f"{_rule(rules, 'gptq_moe')}:zeros{_rule(rules, 'gptq_moe_zeros_bytes')}"
+    if sm == 90 and rules["machete_gptq"]:
+        # Machete never empties qzeros or g_idx (machete.py, 0.6.2+)
+        return KernelLayout("machete", keeps_g_idx=rules["gptq_g_idx_parameter"], moe_rule=moe_rule)
+    return KernelLayout(
+        "gptq_marlin",
+        moe_rule=moe_rule,
+        keeps_zeros=layout == "zeros-kept",  # 0.6.0-0.6.1 allocate qzeros and keep them
+        keeps_g_idx=layout == "lazy-repack",  # 0.4.2-0.5.1 repack at first forward: g_idx + sort kept
+        per_output_workspace=per_output_workspace,
+    )
+
+
+def _bnb_kernel(sm: int, rules) -> KernelLayout:
+    if not _rule(rules, "bnb_available"):
+        raise UnsupportedInReleaseError(
+            "this vLLM release has no bitsandbytes quantization (bitsandbytes.py exists in 0.5.0-0.27.x)")
+    if sm < 70:
+        raise UnsupportedOnGpuError("bitsandbytes needs compute capability 7.0 or newer (BitsAndBytesConfig.get_min_capability)")
+    dequantized = bool(_rule(rules, "bnb_dequantizes_double_quant"))
+    note = "bitsandbytes kernels; " + ("double-quantized absmax expanded to fp32 at load (dequantize_dq, 0.9.2+)"
+                                       if dequantized else "absmax kept as stored (uint8 + nested fp32 when double-quantized)")
+    return KernelLayout("bitsandbytes", bnb_dequantized=dequantized, note=note)
 
 
 def _ct_kernel(quant: QuantConfig, sm: int, rules) -> KernelLayout:

@@ -369,23 +369,12 @@ def _source_options(args: argparse.Namespace) -> dict:
 def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int:
     from . import api
     from .engines import get_engine
-    from .hardware import common_gpus, parse_memory_size
-    from .render import render_gpu_summary, render_markdown, render_text, to_json
+    from .hardware import parse_memory_size
 
     launch_settings: dict = {}
     model = args.model
     if launch_words:
-        launch_words, image_release = docker_launch(launch_words)
-        args.engine_name = _launch_engine(args, launch_words)
-        line = get_engine(args.engine_name).launch.parse(launch_words)
-        launch_settings = line.settings
-        if image_release and not args.vllm_version:
-            args.vllm_version, note = release_text(args.engine_name, image_release)
-            args.input_notes = [*getattr(args, "input_notes", ()), f"release {args.vllm_version} from the image tag"]
-        args.input_notes = [*getattr(args, "input_notes", ()), *flag_notes(args.engine_name, getattr(line, "ignored", ()))]
-        if line.model and model and line.model != model:
-            raise BadInput(f"two models given: {model} and {line.model} (in the launch line)")
-        model = model or line.model
+        model, launch_settings = _apply_launch_line(args, launch_words, model)
     if not model:
         raise BadInput("no model given (a catalog repo id, a local directory, or a launch line after --)")
     settings = _settings_from(args, launch_settings)
@@ -394,24 +383,7 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     if args.tensors and args.gpu is None and gpu_memory is None:
         raise BadInput("--tensors needs a GPU (--gpu or --gpu-memory): the stored layout depends on it")
     if args.gpu is None and gpu_memory is None:
-        rows = []
-        for gpu in common_gpus():
-            try:
-                b = api.explain(model, gpu, **_engine_options(args, settings), **_source_options(args))
-                rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "weights_gib": b.weights_bytes / 2**30,
-                             "kv_cache_gib": max(0.0, b.kv_cache_bytes / 2**30), "kv_cache_tokens": b.kv_cache_tokens,
-                             "max_concurrency": b.max_concurrency, "starts": b.failure is None,
-                             "why": b.failure.message if b.failure else "",
-                             "largest_fitting_max_model_len": b.failure.largest_fitting_max_model_len if b.failure else None})
-            except api.REFUSALS as error:
-                rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "starts": False, "why": str(error)})
-        if args.json:
-            print(json.dumps({"model": model, "gpus": rows}, indent=2))
-        else:
-            from .term import args_width
-
-            print(render_gpu_summary(rows, markdown=args.markdown, columns=args_width(args)))
-        return 0
+        return _explain_common_gpus(args, model, settings)
 
     try:
         breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, settings),
@@ -426,6 +398,58 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings, _source_options(args),
                            engine=args.engine_name) if args.tensors else []
     report = _checkpoint_report(model, args, gpu_memory, settings)
+    _print_explain(args, model, gpu_memory, settings, breakdown, report, stages)
+    return EXIT_REFUSED if breakdown.failure is not None else 0
+
+
+def _apply_launch_line(args: argparse.Namespace, launch_words: list[str], model: str | None) -> tuple[str | None, dict]:
+    """Read a pasted launch line (after `--`) into args: its engine, release, notes; returns (model, its settings)."""
+    from .engines import get_engine
+
+    launch_words, image_release = docker_launch(launch_words)
+    args.engine_name = _launch_engine(args, launch_words)
+    line = get_engine(args.engine_name).launch.parse(launch_words)
+    if image_release and not args.vllm_version:
+        args.vllm_version, note = release_text(args.engine_name, image_release)
+        args.input_notes = [*getattr(args, "input_notes", ()), f"release {args.vllm_version} from the image tag"]
+    args.input_notes = [*getattr(args, "input_notes", ()), *flag_notes(args.engine_name, getattr(line, "ignored", ()))]
+    if line.model and model and line.model != model:
+        raise BadInput(f"two models given: {model} and {line.model} (in the launch line)")
+    return model or line.model, line.settings
+
+
+def _explain_common_gpus(args: argparse.Namespace, model: str, settings: dict) -> int:
+    """explain without a GPU: one row per common GPU (fits or not, and why)."""
+    from . import api
+    from .hardware import common_gpus
+    from .render import render_gpu_summary
+
+    rows = []
+    for gpu in common_gpus():
+        try:
+            b = api.explain(model, gpu, **_engine_options(args, settings), **_source_options(args))
+            rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "weights_gib": b.weights_bytes / 2**30,
+                         "kv_cache_gib": max(0.0, b.kv_cache_bytes / 2**30), "kv_cache_tokens": b.kv_cache_tokens,
+                         "max_concurrency": b.max_concurrency, "starts": b.failure is None,
+                         "why": b.failure.message if b.failure else "",
+                         "largest_fitting_max_model_len": b.failure.largest_fitting_max_model_len if b.failure else None})
+        except api.REFUSALS as error:
+            rows.append({"gpu": gpu.short_name, "total_gib": gpu.cuda_total_gib, "starts": False, "why": str(error)})
+    if args.json:
+        print(json.dumps({"model": model, "gpus": rows}, indent=2))
+    else:
+        from .term import args_width
+
+        print(render_gpu_summary(rows, markdown=args.markdown, columns=args_width(args)))
+    return 0
+
+
+def _print_explain(args: argparse.Namespace, model: str, gpu_memory: int | None, settings: dict, breakdown, report,
+                   stages) -> None:
+    """Print explain's answer for one GPU: JSON, Markdown or text, then the tensor groups if asked."""
+    from .engines import get_engine
+    from .render import render_markdown, render_text, to_json
+
     if args.json:
         out = to_json(breakdown)
         if report is not None:
@@ -452,7 +476,6 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
             title = "Tensors on each GPU" + (f" of pipeline stage {stage} (ranks {rank}..)" if len(stages) > 1 else "")
             print()
             print(render_tensors(groups, title=title, markdown=args.markdown))
-    return EXIT_REFUSED if breakdown.failure is not None else 0
 
 
 def _smallest(model: str, args: argparse.Namespace, gpu_memory: int | None, settings: dict, breakdown):

@@ -71,8 +71,7 @@ def _relative_error(predicted: float, observed: float) -> float:
 
 
 def _predict(case: dict):
-    from .api import REFUSALS, explain, model_spec
-    from .hardware import UnknownGpuError, custom_gpu, find_gpu
+    from .api import model_spec
 
     model = case.get("model")
     if not model:
@@ -87,6 +86,28 @@ def _predict(case: dict):
         return None, f"{model} not in the catalog"
     except ValueError as error:
         return None, str(error)
+    gpu, partial = _case_gpu(case)
+    version, basis = _case_version(case, spec)
+    if not version:
+        return None, "vLLM version unknown"
+    if settings.get("speculative_config"):
+        why = get_engine("vllm").unsized_reason(settings["speculative_config"], spec)
+        if why:
+            return None, f"speculative decoding not sized: {why}"
+    user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
+    engine = infer_engine_from_log(case.get("log", ""))
+    if engine in ("v0", "v1") and get_engine("vllm").releases.rule_at(parse_version(version), "v1_available"):
+        user["engine"] = engine  # a logged engine path chooses only once V1 exists beside V0
+    if "entrypoint" in user:
+        user["entrypoint"] = str(user["entrypoint"]).lower()
+    return _explain_case(spec, gpu, version, basis, partial, user)
+
+
+def _case_gpu(case: dict):
+    """The GPU a case ran on (sized to the logged total when there is one) and, when the case names none, the
+    nominal card used instead with the note saying so (else None)."""
+    from .hardware import UnknownGpuError, custom_gpu, find_gpu
+
     observed = case.get("observed") or {}
     gpu = None
     if case.get("gpu"):
@@ -105,6 +126,12 @@ def _predict(case: dict):
         # 80 GiB sm80 card and say so
         gpu = custom_gpu(80 * GIB, name="GPU not stated (nominal 80 GiB, sm80)", compute_capability=(8, 0))
         partial = "GPU not stated: weights and KV arithmetic from the logged budget only"
+    return gpu, partial
+
+
+def _case_version(case: dict, spec) -> tuple[str | None, str]:
+    """The vLLM release to predict a case with, and how it was chosen: the case's (a wildcard narrowed by the log),
+    else the log format's (raised to the first release serving the model); None when neither tells."""
     version = case.get("engine_version")
     basis = case.get("engine_version_basis") or ""
     other_quantization = spec.quantization is not None and spec.quantization.method not in ("fp8", "compressed-tensors")
@@ -116,22 +143,19 @@ def _predict(case: dict):
         version = infer_version_from_log(case.get("log", ""))
         basis = "inferred by the scorer from the log format"
         if not version:
-            return None, "vLLM version unknown"
+            return version, basis
         # the log format gives the oldest release that prints it; the model may need a newer one
         newer = get_engine("vllm").first_release_serving(spec.architecture, parse_version(version))
         if newer is not None:
             version = ".".join(map(str, newer))
             basis += f"; raised to {version}, the first release serving {spec.architecture}"
-    if settings.get("speculative_config"):
-        why = get_engine("vllm").unsized_reason(settings["speculative_config"], spec)
-        if why:
-            return None, f"speculative decoding not sized: {why}"
-    user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
-    engine = infer_engine_from_log(case.get("log", ""))
-    if engine in ("v0", "v1") and get_engine("vllm").releases.rule_at(parse_version(version), "v1_available"):
-        user["engine"] = engine  # a logged engine path chooses only once V1 exists beside V0
-    if "entrypoint" in user:
-        user["entrypoint"] = str(user["entrypoint"]).lower()
+    return version, basis
+
+
+def _explain_case(spec, gpu, version: str, basis: str, partial: str | None, user: dict):
+    """explain() for a scored case: (prediction, version, basis, partial, inputs), or the refusal, or why not."""
+    from .api import REFUSALS, explain
+
     try:
         try:
             return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial, (spec, gpu, user)), None

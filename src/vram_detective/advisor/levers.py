@@ -226,7 +226,6 @@ def whatif(model: str, gpu, *, vllm_version: str | None = None, settings: dict |
     """The baseline and every lever, each predicted with api.explain (REFUSALS of the baseline propagate)."""
     from .. import api
     from ..engines import get_engine
-    from .variants import variants
 
     options = source_options or {}
     settings = {key: value for key, value in (settings or {}).items() if value is not None}
@@ -265,27 +264,39 @@ def whatif(model: str, gpu, *, vllm_version: str | None = None, settings: dict |
     _deltas(embeddings, base)
     levers.append(embeddings)
     if include_checkpoints:
-        plain = {key: value for key, value in settings.items() if key != "quantization"}
-        for variant in variants(spec.name, spec)[1:]:
-            if variant.quantization:
-                outcome = run("quantization", f"--quantization {variant.quantization}", variant.settings,
-                              COSTS["quantization_fp8"], checkpoint=variant.repo_id if variant.repo_id != spec.name else None,
-                              options_=options if variant.repo_id == spec.name else {})
-            else:
-                merged_settings = dict(plain)
-                outcome = Outcome("checkpoint", f"{base_label(spec)} -> {variant.label} ({variant.repo_id})", variant.repo_id, {},
-                                  COSTS["checkpoint"])
-                try:
-                    result = api.explain(variant.repo_id, device, vllm_version=vllm_version, **merged_settings)
-                except api.REFUSALS as error:
-                    outcome.refused, outcome.starts = str(error), False
-                except ValueError as error:
-                    outcome.note = f"not applicable: {str(error).splitlines()[0]}"
-                else:
-                    _fill(outcome, result)
-                    _deltas(outcome, base)
-            levers.append(outcome)
+        levers += _checkpoint_levers(spec, device, vllm_version, settings, options, base, run)
     return WhatIf(base, levers, device.name, breakdown.vllm_version, breakdown.engine)
+
+
+def _checkpoint_levers(spec, device, vllm_version: str | None, settings: dict, options: dict, base: Outcome,
+                       run) -> list[Outcome]:
+    """The model's other checkpoints: an online --quantization of this one through `run`, or another repository
+    (bf16 / FP8 / AWQ / GPTQ) predicted with the same settings less --quantization."""
+    from .. import api
+    from .variants import variants
+
+    outcomes: list[Outcome] = []
+    plain = {key: value for key, value in settings.items() if key != "quantization"}
+    for variant in variants(spec.name, spec)[1:]:
+        if variant.quantization:
+            outcome = run("quantization", f"--quantization {variant.quantization}", variant.settings,
+                          COSTS["quantization_fp8"], checkpoint=variant.repo_id if variant.repo_id != spec.name else None,
+                          options_=options if variant.repo_id == spec.name else {})
+        else:
+            merged_settings = dict(plain)
+            outcome = Outcome("checkpoint", f"{base_label(spec)} -> {variant.label} ({variant.repo_id})", variant.repo_id, {},
+                              COSTS["checkpoint"])
+            try:
+                result = api.explain(variant.repo_id, device, vllm_version=vllm_version, **merged_settings)
+            except api.REFUSALS as error:
+                outcome.refused, outcome.starts = str(error), False
+            except ValueError as error:
+                outcome.note = f"not applicable: {str(error).splitlines()[0]}"
+            else:
+                _fill(outcome, result)
+                _deltas(outcome, base)
+        outcomes.append(outcome)
+    return outcomes
 
 
 def base_label(spec) -> str:

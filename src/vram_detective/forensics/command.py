@@ -134,30 +134,11 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
                  vllm_version: str | None = None, stdin=None, ollama_ps: str | None = None) -> dict:
     import sys
 
-    from .nvidia_smi import parse_file as parse_smi_file
-    from .nvidia_smi import parse_nvidia_smi
     from .streaming import engine_of_file, parse_file_bounded, parse_stream_bounded
 
-    if log == "-" and nvidia_smi == "-":
-        raise ValueError("the log and --nvidia-smi cannot both be read from standard input")
-    if gpu:
-        from ..hardware import find_gpu
-
-        find_gpu(gpu)  # an unknown name is bad input before any work
-    if vllm_version:
-        from ..engines import get_engine
-
-        get_engine("vllm").releases.resolve(vllm_version)
-    if model and not _named_by_an_engine(model):
-        from .. import api
-
-        api.model_spec(model)  # an unknown or unsupported model is bad input too
+    _check_inputs(log, nvidia_smi, model, gpu, vllm_version)
     extra = _read_text(ollama_ps) if ollama_ps else None
-    smi = None
-    if nvidia_smi == "-":
-        smi = parse_nvidia_smi(sys.stdin.read())
-    elif nvidia_smi:
-        smi = parse_smi_file(nvidia_smi)
+    smi = _read_nvidia_smi(nvidia_smi)
     if log == "-":
         stream = (stdin or sys.stdin).buffer if hasattr(stdin or sys.stdin, "buffer") else stdin
         text = stream.read()
@@ -180,6 +161,46 @@ def build_report(log: str, nvidia_smi: str | None = None, model: str | None = No
             if engine is not None:
                 return engine
         bounded = parse_file_bounded(log, keep=LISTED_RUNS)
+    return _vllm_report(log, bounded, head, model, gpu, vllm_version, smi)
+
+
+def _check_inputs(log: str, nvidia_smi: str | None, model: str | None, gpu: str | None,
+                  vllm_version: str | None) -> None:
+    """Bad input (both from standard input, an unknown GPU, release or model) is refused before any work."""
+    if log == "-" and nvidia_smi == "-":
+        raise ValueError("the log and --nvidia-smi cannot both be read from standard input")
+    if gpu:
+        from ..hardware import find_gpu
+
+        find_gpu(gpu)  # an unknown name is bad input before any work
+    if vllm_version:
+        from ..engines import get_engine
+
+        get_engine("vllm").releases.resolve(vllm_version)
+    if model and not _named_by_an_engine(model):
+        from .. import api
+
+        api.model_spec(model)  # an unknown or unsupported model is bad input too
+
+
+def _read_nvidia_smi(nvidia_smi: str | None):
+    """The nvidia-smi reading from a file or standard input ("-"); None without one."""
+    import sys
+
+    from .nvidia_smi import parse_file as parse_smi_file
+    from .nvidia_smi import parse_nvidia_smi
+
+    if nvidia_smi == "-":
+        return parse_nvidia_smi(sys.stdin.read())
+    if nvidia_smi:
+        return parse_smi_file(nvidia_smi)
+    return None
+
+
+def _vllm_report(log: str, bounded, head: str, model: str | None, gpu: str | None, vllm_version: str | None,
+                 smi) -> dict:
+    """The report of a parsed vLLM log: the last runs analyzed in full (the very last with nvidia-smi), earlier
+    ones summarized, and a count of the startups before those kept."""
     parsed, earlier = bounded.parsed, bounded.earlier
     last = len(parsed.runs) - 1
     from .infer import model_named_in

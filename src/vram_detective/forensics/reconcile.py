@@ -191,15 +191,7 @@ def _cause(row: Gap, rows: dict, observed: dict, breakdown, inference: Inference
     if key == "requested_memory_gib":
         return "gpu_memory_utilization or the device total differ from what the prediction assumed"
     if key == "weights_gib":
-        ratio = observed["weights_gib"] / (row.predicted or 1)
-        for size in (2, 4, 8):
-            if abs(ratio * size - 1) < 0.03 and tp == 1:
-                return f"about 1/{size} of the model: the run likely used tensor_parallel_size={size}"
-        if gap < 0:
-            return ("the log holds more than this checkpoint: extra unquantized modules, LoRA slots, a draft/MTP model "
-                    "or vision tower, a larger vocabulary, or a different checkpoint")
-        return ("the log holds less than this checkpoint: a more compressed checkpoint (or online quantization), CPU "
-                "offload, or fewer layers on this rank (pipeline parallel)")
+        return _weights_cause(row, observed, gap, tp)
     if key == "activation_peak_gib":
         if gap < 0:
             return ("the profiling run peaked higher than modelled: a larger profiling batch (max_num_batched_tokens / "
@@ -218,28 +210,47 @@ def _cause(row: Gap, rows: dict, observed: dict, breakdown, inference: Inference
     if key == "kv_cache_gib":
         return _kv_cause(rows, observed, breakdown, inference, rules, extras)
     if key in ("num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "num_cpu_blocks"):
-        kv_row = rows.get("kv_cache_gib")
-        from_budget = _from_logged_kv(key, observed, breakdown, gpu, settings, inference)
-        if key == "num_cpu_blocks":
-            return ("swap_space differs from the default 4 GiB, or the bytes per block differ (KV dtype, heads per "
-                    "rank)")
-        if from_budget is not None:
-            low, high = from_budget
-            fits = low - 0.006 <= observed[key] <= high + 0.006
-            if fits:
-                return (f"the block arithmetic agrees (the logged KV pool gives {low:g}..{high:g} with this model); the "
-                        "gap is the pool size (see the KV row)")
-            return (f"even from the logged KV pool this model gives {low:g}..{high:g}: bytes per block/token differ (KV "
-                    "dtype, block size, KV heads per rank, sliding-window/hybrid grouping) or a different model")
-        if kv_row is not None and abs(kv_row.relative or 0) > 0.01:
-            return f"follows the KV pool gap ({(kv_row.relative or 0):+.1%})"
-        if key == "num_gpu_blocks" and "kv_cache_gib" not in observed:
-            return _blocks_only_cause(observed, breakdown)
-        return ("bytes per block/token differ: KV cache dtype, block size, KV heads per rank, or sliding-window/hybrid "
-                "grouping")
+        return _kv_count_cause(key, rows, observed, breakdown, inference, gpu, settings)
     if key == "nvidia_smi_used_mib":
         return "see the nvidia-smi breakdown: context, NCCL, CUDA graphs and other processes sit outside vLLM's numbers"
     return ""
+
+
+def _weights_cause(row: Gap, observed: dict, gap: float, tp: int) -> str:
+    """Why the logged weights differ: a tensor-parallel share, or more / less than this checkpoint holds."""
+    ratio = observed["weights_gib"] / (row.predicted or 1)
+    for size in (2, 4, 8):
+        if abs(ratio * size - 1) < 0.03 and tp == 1:
+            return f"about 1/{size} of the model: the run likely used tensor_parallel_size={size}"
+    if gap < 0:
+        return ("the log holds more than this checkpoint: extra unquantized modules, LoRA slots, a draft/MTP model "
+                "or vision tower, a larger vocabulary, or a different checkpoint")
+    return ("the log holds less than this checkpoint: a more compressed checkpoint (or online quantization), CPU "
+            "offload, or fewer layers on this rank (pipeline parallel)")
+
+
+def _kv_count_cause(key: str, rows: dict, observed: dict, breakdown, inference: Inference, gpu, settings) -> str:
+    """Why a count derived from the KV pool (blocks, tokens, concurrency, CPU blocks) differs: the pool's size or
+    the bytes per block, told apart by redoing the arithmetic from the logged pool."""
+    kv_row = rows.get("kv_cache_gib")
+    from_budget = _from_logged_kv(key, observed, breakdown, gpu, settings, inference)
+    if key == "num_cpu_blocks":
+        return ("swap_space differs from the default 4 GiB, or the bytes per block differ (KV dtype, heads per "
+                "rank)")
+    if from_budget is not None:
+        low, high = from_budget
+        fits = low - 0.006 <= observed[key] <= high + 0.006
+        if fits:
+            return (f"the block arithmetic agrees (the logged KV pool gives {low:g}..{high:g} with this model); the "
+                    "gap is the pool size (see the KV row)")
+        return (f"even from the logged KV pool this model gives {low:g}..{high:g}: bytes per block/token differ (KV "
+                "dtype, block size, KV heads per rank, sliding-window/hybrid grouping) or a different model")
+    if kv_row is not None and abs(kv_row.relative or 0) > 0.01:
+        return f"follows the KV pool gap ({(kv_row.relative or 0):+.1%})"
+    if key == "num_gpu_blocks" and "kv_cache_gib" not in observed:
+        return _blocks_only_cause(observed, breakdown)
+    return ("bytes per block/token differ: KV cache dtype, block size, KV heads per rank, or sliding-window/hybrid "
+            "grouping")
 
 
 def _blocks_only_cause(observed: dict, breakdown) -> str:

@@ -279,6 +279,33 @@ def reconcile(table: CheckpointTable, inventory, tie_word_embeddings: bool = Fal
     For GGUF tables every block-quantized tensor stays on the GPU as stored (vLLM's GGUF linear and
     embedding methods keep the raw blocks), so its GPU bytes are the file's bytes; norms and other plain
     tensors are cast to the model dtype like any checkpoint's."""
+    checkpoint, gpu = _sides(table, inventory)
+    rows: list[ReconciledRow] = []
+    gguf_embedding = False
+    for key, ck in checkpoint.items():
+        if key in gpu:
+            row = _paired_row(table, key, ck, gpu.pop(key))
+            if row.status == "gguf" and key == "model.embed_tokens.weight":
+                gguf_embedding = True
+            rows.append(row)
+        else:
+            rows.append(_stored_only_row(key, ck, tie_word_embeddings))
+    for key, g in gpu.items():
+        if g.role == "vocab padding" and gguf_embedding and key.startswith("model.embed_tokens"):
+            continue  # a GGUF embedding is materialized with the stored rows (no padding rows)
+        rows.append(_added_row(key, g, checkpoint))
+
+    by_role: dict[str, list[int]] = {}
+    for row in rows:
+        pair = by_role.setdefault(row.role, [0, 0])
+        pair[0] += row.checkpoint_bytes
+        pair[1] += row.gpu_bytes
+    return CheckpointReport(table.format, tuple(rows), {role: tuple(pair) for role, pair in by_role.items()},
+                            table.total_bytes, sum(row.gpu_bytes for row in rows))
+
+
+def _sides(table: CheckpointTable, inventory) -> tuple[dict[str, _Side], dict[str, _Side]]:
+    """The stored tensors and the inventory's groups, each summed under vLLM's parameter names."""
     checkpoint: dict[str, _Side] = {}
     for tensor in table.tensors:
         key, role = vllm_key(tensor.key_name)
@@ -292,63 +319,55 @@ def reconcile(table: CheckpointTable, inventory, tie_word_embeddings: bool = Fal
         if group.role in ("vocab padding", "rotary cache"):
             key = group.name
         gpu.setdefault(key, _Side()).add(group.bytes, numel * group.count, group.dtype, group.role, group.name, group.count)
+    return checkpoint, gpu
 
-    rows: list[ReconciledRow] = []
-    gguf_embedding = False
-    for key, ck in checkpoint.items():
-        if key in gpu:
-            g = gpu.pop(key)
-            gguf = table.format == "gguf" and any(_is_gguf_block_type(d) for d in ck.dtypes)
-            if gguf:
-                status, gpu_bytes = "gguf", ck.bytes
-                note = f"vLLM keeps the {ck.dtype} blocks as stored"
-                if key == "model.embed_tokens.weight":
-                    gguf_embedding = True
-            elif ck.numel == g.numel and ck.bytes == g.bytes:
-                status, gpu_bytes, note = "match", g.bytes, ""
-            elif ck.numel == g.numel:
-                status, gpu_bytes, note = "cast", g.bytes, f"stored {ck.dtype}, loaded as {g.dtype}"
-            elif ck.role == "vision" or g.role == "vision":
-                status, gpu_bytes, note = "repacked", g.bytes, "vision tower: fused and cast by vLLM"
-            elif _quantized(ck, g, key):
-                status, gpu_bytes, note = "repacked", g.bytes, f"{ck.dtype} {ck.numel:,} elements -> {g.dtype} {g.numel:,}"
-            else:
-                status, gpu_bytes = "mismatch", g.bytes
-                note = f"checkpoint stores {ck.numel:,} elements, the config implies {g.numel:,}"
-            rows.append(ReconciledRow(key, g.role or ck.role, status, ck.bytes, gpu_bytes, ck.dtype, g.dtype,
-                                      ck.numel, g.numel, ck.tensors, note))
-            continue
-        if ck.role == "rotary cache":
-            note = "vLLM rebuilds rotary embeddings (cos/sin cache); the stored tensor is skipped"
-            rows.append(ReconciledRow(key, ck.role, "dropped", ck.bytes, 0, ck.dtype, "", ck.numel, 0, ck.tensors, note))
-        elif key.startswith("lm_head.") and tie_word_embeddings:
-            rows.append(ReconciledRow(key, "lm_head", "dropped", ck.bytes, 0, ck.dtype, "", ck.numel, 0, ck.tensors,
-                                      "tied to embed_tokens: vLLM shares the embedding and skips the stored copy"))
-        else:
-            rows.append(ReconciledRow(key, ck.role, "unmatched", ck.bytes, 0, ck.dtype, "", ck.numel, 0, ck.tensors,
-                                      "stored, but not in the layout synthesized from the config"))
-    for key, g in gpu.items():
-        if g.role == "vocab padding" and gguf_embedding and key.startswith("model.embed_tokens"):
-            continue  # a GGUF embedding is materialized with the stored rows (no padding rows)
-        if g.role == "vocab padding":
-            note = "vocabulary padded to a multiple of 64 (VocabParallelEmbedding)"
-        elif g.role == "rotary cache":
-            note = "[max_position, rotary_dim] cos/sin cache built at load time"
-        elif g.role == "quantization metadata":
-            note = "created by the kernel's layout (not stored)"
-        elif key.startswith("lm_head.") and not any(k.startswith("lm_head.") for k in checkpoint):
-            note = "lm_head not stored (tied in the checkpoint)"
-        else:
-            note = "not found under this name in the checkpoint"
-        rows.append(ReconciledRow(key, g.role, "added", 0, g.bytes, "", g.dtype, 0, g.numel, 0, note))
 
-    by_role: dict[str, list[int]] = {}
-    for row in rows:
-        pair = by_role.setdefault(row.role, [0, 0])
-        pair[0] += row.checkpoint_bytes
-        pair[1] += row.gpu_bytes
-    return CheckpointReport(table.format, tuple(rows), {role: tuple(pair) for role, pair in by_role.items()},
-                            table.total_bytes, sum(row.gpu_bytes for row in rows))
+def _paired_row(table: CheckpointTable, key: str, ck: _Side, g: _Side) -> ReconciledRow:
+    """A parameter both stored and held on the GPU: how the stored bytes became the GPU's."""
+    gguf = table.format == "gguf" and any(_is_gguf_block_type(d) for d in ck.dtypes)
+    if gguf:
+        status, gpu_bytes = "gguf", ck.bytes
+        note = f"vLLM keeps the {ck.dtype} blocks as stored"
+    elif ck.numel == g.numel and ck.bytes == g.bytes:
+        status, gpu_bytes, note = "match", g.bytes, ""
+    elif ck.numel == g.numel:
+        status, gpu_bytes, note = "cast", g.bytes, f"stored {ck.dtype}, loaded as {g.dtype}"
+    elif ck.role == "vision" or g.role == "vision":
+        status, gpu_bytes, note = "repacked", g.bytes, "vision tower: fused and cast by vLLM"
+    elif _quantized(ck, g, key):
+        status, gpu_bytes, note = "repacked", g.bytes, f"{ck.dtype} {ck.numel:,} elements -> {g.dtype} {g.numel:,}"
+    else:
+        status, gpu_bytes = "mismatch", g.bytes
+        note = f"checkpoint stores {ck.numel:,} elements, the config implies {g.numel:,}"
+    return ReconciledRow(key, g.role or ck.role, status, ck.bytes, gpu_bytes, ck.dtype, g.dtype,
+                         ck.numel, g.numel, ck.tensors, note)
+
+
+def _stored_only_row(key: str, ck: _Side, tie_word_embeddings: bool) -> ReconciledRow:
+    """A stored tensor the GPU layout does not hold: dropped by vLLM, or unmatched."""
+    if ck.role == "rotary cache":
+        note = "vLLM rebuilds rotary embeddings (cos/sin cache); the stored tensor is skipped"
+        return ReconciledRow(key, ck.role, "dropped", ck.bytes, 0, ck.dtype, "", ck.numel, 0, ck.tensors, note)
+    if key.startswith("lm_head.") and tie_word_embeddings:
+        return ReconciledRow(key, "lm_head", "dropped", ck.bytes, 0, ck.dtype, "", ck.numel, 0, ck.tensors,
+                             "tied to embed_tokens: vLLM shares the embedding and skips the stored copy")
+    return ReconciledRow(key, ck.role, "unmatched", ck.bytes, 0, ck.dtype, "", ck.numel, 0, ck.tensors,
+                         "stored, but not in the layout synthesized from the config")
+
+
+def _added_row(key: str, g: _Side, checkpoint: dict[str, _Side]) -> ReconciledRow:
+    """A GPU tensor with nothing stored under its name: built at load time, or missing from the checkpoint."""
+    if g.role == "vocab padding":
+        note = "vocabulary padded to a multiple of 64 (VocabParallelEmbedding)"
+    elif g.role == "rotary cache":
+        note = "[max_position, rotary_dim] cos/sin cache built at load time"
+    elif g.role == "quantization metadata":
+        note = "created by the kernel's layout (not stored)"
+    elif key.startswith("lm_head.") and not any(k.startswith("lm_head.") for k in checkpoint):
+        note = "lm_head not stored (tied in the checkpoint)"
+    else:
+        note = "not found under this name in the checkpoint"
+    return ReconciledRow(key, g.role, "added", 0, g.bytes, "", g.dtype, 0, g.numel, 0, note)
 
 
 def _is_gguf_block_type(dtype: str) -> bool:

@@ -617,14 +617,7 @@ def _merge_quant_files(config: dict, extra: dict[str, dict]) -> dict:
 
 def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None, gguf_file: str | None,
                   stats: FetchStats) -> ModelSource:
-    api = hub.HfApi(endpoint=settings.endpoint, token=settings.token)
-    info = _call(settings, lambda: api.model_info(repo_id, revision=revision, timeout=settings.request_timeout()),
-                 repo_id, revision, None)
-    if info.sha is not None and not (isinstance(info.sha, str) and COMMIT.fullmatch(info.sha)):
-        raise HubAnswerError(f"{repo_id}: {settings.endpoint} answered commit {str(info.sha)[:60]!r}, which is not a "
-                             "40-hex commit id")
-    commit = info.sha or revision or "main"  # without a checked commit nothing is cached (save_cached)
-    files = [sibling.rfilename for sibling in (info.siblings or []) if isinstance(sibling.rfilename, str)]
+    commit, files = _commit_and_files(hub, settings, repo_id, revision)
     label = f"{repo_id}@{commit[:12]}"
     from huggingface_hub.utils import build_hf_headers
 
@@ -637,20 +630,7 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
     cached = load_cached(settings, repo_id, commit)
     kept = (cached or {}).get("files") or {}  # a commit's files never change: kept texts are not asked again
     texts: dict[str, str] = {}
-
-    def small_file(name: str, limit: int = MAX_CONFIG_BYTES):
-        source = f"{repo_id}/{name}"
-
-        def read():
-            if name in kept:
-                return parse_json_object(kept[name].encode("utf-8"), source, limit)
-            url = hub.hf_hub_url(repo_id, name, revision=commit, endpoint=settings.endpoint)
-            parsed, text = read_remote_json(url, url_headers, source, limit, settings, repo_id, name)
-            if name != INDEX_FILE:
-                texts[name] = text
-            return parsed
-
-        return read
+    small_file = _small_file_reader(hub, settings, repo_id, commit, url_headers, kept, texts)
 
     # one round trip for everything the file list already names: the small JSON files, the index, and the
     # headers of the shards the standard names announce (read ahead of the index, which then confirms them)
@@ -669,8 +649,57 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
                                                          if name in answers})
 
     notes: list[str] = []
-    table = None
     entry = {key: value for key, value in (cached or {}).items() if key != "version"}
+    table = _checkpoint_table(entry, files, answers, read_ahead, repo_id, label, notes, stats)
+    if texts or ("table" in entry and "table" not in (cached or {})):
+        entry["files"] = {**kept, **texts}
+        save_cached(settings, repo_id, revision, commit, entry)
+    if table is not None:
+        stats.header_bytes = table.header_bytes
+    return ModelSource(repo_id, "hub", f"{settings.endpoint}/{repo_id} @ {commit}", config, checkpoint=table,
+                       revision=commit, notes=tuple(notes))
+
+
+def _commit_and_files(hub, settings: HubSettings, repo_id: str, revision: str | None) -> tuple[str, list[str]]:
+    """The commit the Hub resolves the revision to (checked to be a commit id) and the repository's file names."""
+    api = hub.HfApi(endpoint=settings.endpoint, token=settings.token)
+    info = _call(settings, lambda: api.model_info(repo_id, revision=revision, timeout=settings.request_timeout()),
+                 repo_id, revision, None)
+    if info.sha is not None and not (isinstance(info.sha, str) and COMMIT.fullmatch(info.sha)):
+        raise HubAnswerError(f"{repo_id}: {settings.endpoint} answered commit {str(info.sha)[:60]!r}, which is not a "
+                             "40-hex commit id")
+    commit = info.sha or revision or "main"  # without a checked commit nothing is cached (save_cached)
+    files = [sibling.rfilename for sibling in (info.siblings or []) if isinstance(sibling.rfilename, str)]
+    return commit, files
+
+
+def _small_file_reader(hub, settings: HubSettings, repo_id: str, commit: str, url_headers: dict,
+                       kept: dict[str, str], texts: dict[str, str]):
+    """small_file(name, limit) -> a job reading one small JSON file of the commit: from the kept texts, else
+    from the Hub (its text then joins `texts`, to be cached; the index is not kept)."""
+
+    def small_file(name: str, limit: int = MAX_CONFIG_BYTES):
+        source = f"{repo_id}/{name}"
+
+        def read():
+            if name in kept:
+                return parse_json_object(kept[name].encode("utf-8"), source, limit)
+            url = hub.hf_hub_url(repo_id, name, revision=commit, endpoint=settings.endpoint)
+            parsed, text = read_remote_json(url, url_headers, source, limit, settings, repo_id, name)
+            if name != INDEX_FILE:
+                texts[name] = text
+            return parsed
+
+        return read
+
+    return small_file
+
+
+def _checkpoint_table(entry: dict, files: list[str], answers: dict, read_ahead: _HeaderReadAhead, repo_id: str,
+                      label: str, notes: list[str], stats: FetchStats):
+    """The checkpoint's tensor table: from the cache entry, else from the shards' headers (then stored in the
+    entry); None, with a note, when the repository has no safetensors files."""
+    table = None
     if "table" in entry:
         table = _table_from_json(entry["table"])
         stats.from_cache = True
@@ -690,13 +719,7 @@ def _fetch_online(hub, settings: HubSettings, repo_id: str, revision: str | None
             entry["table"] = _table_to_json(table)
         else:
             notes.append("no safetensors files: tensors synthesized from config.json")
-    if texts or ("table" in entry and "table" not in (cached or {})):
-        entry["files"] = {**kept, **texts}
-        save_cached(settings, repo_id, revision, commit, entry)
-    if table is not None:
-        stats.header_bytes = table.header_bytes
-    return ModelSource(repo_id, "hub", f"{settings.endpoint}/{repo_id} @ {commit}", config, checkpoint=table,
-                       revision=commit, notes=tuple(notes))
+    return table
 
 
 # the shard names save_pretrained writes: a file list holding them announces the checkpoint before its index

@@ -157,26 +157,8 @@ def parse_launch_line(words: list[str] | str) -> LaunchLine:
     if isinstance(words, str):
         words = shlex.split(words)
     words = [word for word in words if word != "\\"]
-    index = 0
-    model = None
     settings: dict = {}
-    # environment assignments before the launcher; VLLM_USE_V1 picks the engine path (envs.py)
-    while index < len(words) and "=" in words[index] and not words[index].startswith("-"):
-        name, _, value = words[index].partition("=")
-        if name == "VLLM_USE_V1" and value in ("0", "1"):
-            settings["engine"] = "v1" if value == "1" else "v0"
-        index += 1
-    if index < len(words) and words[index].endswith("vllm"):
-        index += 1
-        if index < len(words) and words[index] == "serve":
-            index += 1
-            if index < len(words) and not words[index].startswith("-"):
-                model = words[index]
-                index += 1
-    elif index < len(words) and words[index].startswith("python"):
-        index += 1
-        if index + 1 < len(words) and words[index] == "-m":
-            index += 2
+    index, model = _launcher(words, settings)
     ignored: list[str] = []
     while index < len(words):
         word = words[index]
@@ -213,3 +195,28 @@ def parse_launch_line(words: list[str] | str) -> LaunchLine:
             raise LaunchLineError(f"{name} needs a value")
         settings[flag.setting] = parse_flag_value(flag, raw)
     return LaunchLine(model, settings, tuple(ignored))
+
+
+def _launcher(words: list[str], settings: dict) -> tuple[int, str | None]:
+    """Skip the environment assignments and the launcher (`vllm serve [MODEL]`, `python -m MODULE`): the index
+    of the first flag, and the model `vllm serve` names (else None)."""
+    index = 0
+    model = None
+    # environment assignments before the launcher; VLLM_USE_V1 picks the engine path (envs.py)
+    while index < len(words) and "=" in words[index] and not words[index].startswith("-"):
+        name, _, value = words[index].partition("=")
+        if name == "VLLM_USE_V1" and value in ("0", "1"):
+            settings["engine"] = "v1" if value == "1" else "v0"
+        index += 1
+    if index < len(words) and words[index].endswith("vllm"):
+        index += 1
+        if index < len(words) and words[index] == "serve":
+            index += 1
+            if index < len(words) and not words[index].startswith("-"):
+                model = words[index]
+                index += 1
+    elif index < len(words) and words[index].startswith("python"):
+        index += 1
+        if index + 1 < len(words) and words[index] == "-m":
+            index += 2
+    return index, model

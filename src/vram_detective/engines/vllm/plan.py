@@ -600,23 +600,7 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
                      layer_counts: tuple[int, ...]) -> tuple[list[kv_groups.AttentionLayer], list[tuple[int, ...]]]:
     """The model's attention layers with this rank's page size, and each pipeline stage's layer indices."""
     if spec.hybrid is not None and spec.mixer is not None:
-        # Mamba / linear-attention hybrids: attention layers plus one "mamba" state layer per mixer
-        from ...model.config import UnsupportedArchitectureError
-
-        if settings.engine == "v1" and not kv_groups.rule(release.version, "v1_mamba"):
-            raise UnsupportedArchitectureError(
-                f"{spec.architecture} in the V1 engine before 0.10.1 is not sized "
-                f"({kv_groups.rule_source(release.version, 'v1_mamba')})")
-        # V0: the Mamba layers' states live in the model's own MambaCacheManager (v0_mamba_cache below),
-        # outside the KV blocks; plan_kv_groups counts the attention layers only
-        layers, per_layer = kv_groups.hybrid_attention_layers(
-            spec.mixer, settings.tensor_parallel_size, settings.block_size, settings.kv_cache_dtype_bytes,
-            settings.dtype)
-        workers, start = [], 0
-        for count in layer_counts:
-            workers.append(tuple(i for entries in per_layer[start:start + count] for i in entries))
-            start += count
-        return layers, workers
+        return _hybrid_layers(spec, settings, release, layer_counts)
     layout = kv_cache.kv_layout(spec, settings.tensor_parallel_size, 1, settings.block_size,
                                 settings.kv_cache_dtype_bytes, release, settings.kv_cache_dtype)
     if spec.encoder is not None:
@@ -658,6 +642,27 @@ def attention_layers(spec: ModelSpec, settings: EngineSettings, release: Release
     if draft_layers:
         workers[-1] += tuple(range(len(layers), len(layers) + len(draft_layers)))
         layers.extend(draft_layers)
+    return layers, workers
+
+
+def _hybrid_layers(spec: ModelSpec, settings: EngineSettings, release: Release,
+                   layer_counts: tuple[int, ...]) -> tuple[list[kv_groups.AttentionLayer], list[tuple[int, ...]]]:
+    """Mamba / linear-attention hybrids: attention layers plus one "mamba" state layer per mixer."""
+    from ...model.config import UnsupportedArchitectureError
+
+    if settings.engine == "v1" and not kv_groups.rule(release.version, "v1_mamba"):
+        raise UnsupportedArchitectureError(
+            f"{spec.architecture} in the V1 engine before 0.10.1 is not sized "
+            f"({kv_groups.rule_source(release.version, 'v1_mamba')})")
+    # V0: the Mamba layers' states live in the model's own MambaCacheManager (v0_mamba_cache below),
+    # outside the KV blocks; plan_kv_groups counts the attention layers only
+    layers, per_layer = kv_groups.hybrid_attention_layers(
+        spec.mixer, settings.tensor_parallel_size, settings.block_size, settings.kv_cache_dtype_bytes,
+        settings.dtype)
+    workers, start = [], 0
+    for count in layer_counts:
+        workers.append(tuple(i for entries in per_layer[start:start + count] for i in entries))
+        start += count
     return layers, workers
 
 

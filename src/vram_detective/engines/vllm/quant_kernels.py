@@ -76,34 +76,9 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
     (awq_marlin_since, gptq_marlin_layout, machete_*, marlin_workspace, and the rules in _RULE_FALLBACKS)."""
     sm = capability[0] * 10 + capability[1]
     if quant.method == "awq":
-        per_output_workspace = rules["marlin_workspace"] == "per-output"
-        # awq_marlin needs sm80, 4/8 bit, group in {-1,32,64,128} (awq_marlin.py is_awq_marlin_compatible)
-        marlin_ok = rules["awq_marlin_auto"] and sm >= 80 and quant.bits in (4, 8) and quant.group_size in (-1, 32, 64, 128)
-        if not marlin_ok:
-            return KernelLayout("awq")
-        moe_rule = str(_rule(rules, "awq_moe"))
-        if sm == 90 and rules["machete_awq"]:
-            # choose_mp_linear_kernel picks Machete first on sm90 (kernels/linear/__init__.py, 0.19+)
-            return KernelLayout("machete", fp16_zeros=True, moe_rule=moe_rule)
-        return KernelLayout("awq_marlin", per_output_workspace=per_output_workspace, moe_rule=moe_rule)
+        return _awq_kernel(quant, sm, rules)
     if quant.method == "gptq":
-        per_output_workspace = rules["marlin_workspace"] == "per-output"
-        layout = rules["gptq_marlin_layout"]
-        marlin_ok = layout != "none" and sm >= 80 and quant.bits in (4, 8) and not quant.zero_point \
-            and quant.group_size in (-1, 32, 64, 128)
-        if not marlin_ok:
-            return KernelLayout("gptq", keeps_g_idx=True)
-        moe_rule = f"{_rule(rules, 'gptq_moe')}:zeros{_rule(rules, 'gptq_moe_zeros_bytes')}"
-        if sm == 90 and rules["machete_gptq"]:
-            # Machete never empties qzeros or g_idx (machete.py, 0.6.2+)
-            return KernelLayout("machete", keeps_g_idx=rules["gptq_g_idx_parameter"], moe_rule=moe_rule)
-        return KernelLayout(
-            "gptq_marlin",
-            moe_rule=moe_rule,
-            keeps_zeros=layout == "zeros-kept",  # 0.6.0-0.6.1 allocate qzeros and keep them
-            keeps_g_idx=layout == "lazy-repack",  # 0.4.2-0.5.1 repack at first forward: g_idx + sort kept
-            per_output_workspace=per_output_workspace,
-        )
+        return _gptq_kernel(quant, sm, rules)
     if quant.method in ("fp8", "modelopt-fp8"):
         if sm < 80:
             raise UnsupportedOnGpuError("FP8 weights need compute capability 8.0 or newer (vLLM Fp8Config.get_min_capability)")
@@ -112,15 +87,7 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
     if quant.method == "compressed-tensors":
         return _ct_kernel(quant, sm, rules)
     if quant.method == "bitsandbytes":
-        if not _rule(rules, "bnb_available"):
-            raise UnsupportedInReleaseError(
-                "this vLLM release has no bitsandbytes quantization (bitsandbytes.py exists in 0.5.0-0.27.x)")
-        if sm < 70:
-            raise UnsupportedOnGpuError("bitsandbytes needs compute capability 7.0 or newer (BitsAndBytesConfig.get_min_capability)")
-        dequantized = bool(_rule(rules, "bnb_dequantizes_double_quant"))
-        note = "bitsandbytes kernels; " + ("double-quantized absmax expanded to fp32 at load (dequantize_dq, 0.9.2+)"
-                                           if dequantized else "absmax kept as stored (uint8 + nested fp32 when double-quantized)")
-        return KernelLayout("bitsandbytes", bnb_dequantized=dequantized, note=note)
+        return _bnb_kernel(sm, rules)
     if quant.method == "modelopt-fp4":
         if not _rule(rules, "modelopt_nvfp4_available"):
             raise UnsupportedInReleaseError("this vLLM release has no ModelOpt NVFP4 support (modelopt.py from 0.8.0)")
@@ -133,6 +100,51 @@ def kernel_for(quant: QuantConfig, capability: tuple[int, int], rules) -> Kernel
         # fbgemm_fp8.py: use_marlin below sm89 (no FP8 tensor cores)
         return KernelLayout("fp8_marlin" if sm < 89 else "fbgemm_fp8")
     raise QuantizationError(f"no kernel for {quant.method}")
+
+
+def _awq_kernel(quant: QuantConfig, sm: int, rules) -> KernelLayout:
+    per_output_workspace = rules["marlin_workspace"] == "per-output"
+    # awq_marlin needs sm80, 4/8 bit, group in {-1,32,64,128} (awq_marlin.py is_awq_marlin_compatible)
+    marlin_ok = rules["awq_marlin_auto"] and sm >= 80 and quant.bits in (4, 8) and quant.group_size in (-1, 32, 64, 128)
+    if not marlin_ok:
+        return KernelLayout("awq")
+    moe_rule = str(_rule(rules, "awq_moe"))
+    if sm == 90 and rules["machete_awq"]:
+        # choose_mp_linear_kernel picks Machete first on sm90 (kernels/linear/__init__.py, 0.19+)
+        return KernelLayout("machete", fp16_zeros=True, moe_rule=moe_rule)
+    return KernelLayout("awq_marlin", per_output_workspace=per_output_workspace, moe_rule=moe_rule)
+
+
+def _gptq_kernel(quant: QuantConfig, sm: int, rules) -> KernelLayout:
+    per_output_workspace = rules["marlin_workspace"] == "per-output"
+    layout = rules["gptq_marlin_layout"]
+    marlin_ok = layout != "none" and sm >= 80 and quant.bits in (4, 8) and not quant.zero_point \
+        and quant.group_size in (-1, 32, 64, 128)
+    if not marlin_ok:
+        return KernelLayout("gptq", keeps_g_idx=True)
+    moe_rule = f"{_rule(rules, 'gptq_moe')}:zeros{_rule(rules, 'gptq_moe_zeros_bytes')}"
+    if sm == 90 and rules["machete_gptq"]:
+        # Machete never empties qzeros or g_idx (machete.py, 0.6.2+)
+        return KernelLayout("machete", keeps_g_idx=rules["gptq_g_idx_parameter"], moe_rule=moe_rule)
+    return KernelLayout(
+        "gptq_marlin",
+        moe_rule=moe_rule,
+        keeps_zeros=layout == "zeros-kept",  # 0.6.0-0.6.1 allocate qzeros and keep them
+        keeps_g_idx=layout == "lazy-repack",  # 0.4.2-0.5.1 repack at first forward: g_idx + sort kept
+        per_output_workspace=per_output_workspace,
+    )
+
+
+def _bnb_kernel(sm: int, rules) -> KernelLayout:
+    if not _rule(rules, "bnb_available"):
+        raise UnsupportedInReleaseError(
+            "this vLLM release has no bitsandbytes quantization (bitsandbytes.py exists in 0.5.0-0.27.x)")
+    if sm < 70:
+        raise UnsupportedOnGpuError("bitsandbytes needs compute capability 7.0 or newer (BitsAndBytesConfig.get_min_capability)")
+    dequantized = bool(_rule(rules, "bnb_dequantizes_double_quant"))
+    note = "bitsandbytes kernels; " + ("double-quantized absmax expanded to fp32 at load (dequantize_dq, 0.9.2+)"
+                                       if dequantized else "absmax kept as stored (uint8 + nested fp32 when double-quantized)")
+    return KernelLayout("bitsandbytes", bnb_dequantized=dequantized, note=note)
 
 
 def _ct_kernel(quant: QuantConfig, sm: int, rules) -> KernelLayout:
@@ -313,78 +325,93 @@ def _awq_gptq_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, s
 
 def _ct_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, shards: int, scale_dtype: str,
                full_in: int) -> tuple[StoredTensor, ...]:
-    scheme, kernel = quant.scheme, layout.kernel
+    scheme = quant.scheme
     if scheme == "wNa16":
-        # compressed_tensors_wNa16.py create_weights: weight_packed int32 [N, K/pack], weight_scale
-        # [N, K/g] (act dtype; [N, 1] channelwise), weight_zero_point int32 [N/pack, K/g] when asymmetric,
-        # weight_g_idx int32 [K] with actorder "group", weight_shape int64 [2] (never freed)
-        pack = 32 // quant.bits
-        group = k if quant.group_size == -1 else quant.group_size
-        groups = ceil_div(k, group)
-        scale_groups = groups
-        if quant.desc_act and quant.group_size != -1 and full_in != k:
-            scale_groups = ceil_div(full_in, group)  # marlin_repeat_scales_on_all_ranks: full K on row-parallel ranks
-        tensors = [_packed("weight_packed", (k // 16, n * 16 // pack), "int32", k * n * quant.bits // 8)]
-        if kernel == "machete":
-            # machete.py (0.8.5, 0.33): machete_prepack_B (same bytes); scales [K/g, N]; zero points with the
-            # scales pre-applied, in the activation dtype (0.19+)
-            tensors.append(_tensor("weight_scale", (groups, n), scale_dtype))
-            if quant.zero_point:
-                tensors.append(_tensor("weight_zero_point", (groups, n), scale_dtype))
-        else:
-            # kernels/mixed_precision/marlin.py: gptq_marlin_repack, marlin_permute_scales, marlin_zero_points
-            # (int32 [K/g, N/pack]); g_idx sorted + g_idx_sort_indices with act-order, else empty
-            tensors.append(_tensor("weight_scale", (scale_groups, n), scale_dtype))
-            if quant.zero_point:
-                tensors.append(_packed("weight_zero_point", (groups, n // pack), "int32", groups * n * quant.bits // 8,
-                                       "quantization metadata"))
-            if quant.desc_act:
-                tensors += [_tensor("weight_g_idx", (k,), "int32"), _tensor("g_idx_sort_indices", (k,), "int32")]
-            if layout.per_output_workspace:
-                tensors.append(_tensor("workspace", (n // 64 * 16,), "int32"))
-        tensors.append(_tensor("weight_shape", (2,), "int64"))
-        return tuple(tensors)
+        return _ct_wna16_linear(quant, layout, k, n, scale_dtype, full_in)
     if scheme == "w8a8-int8":
-        # compressed_tensors_w8a8_int8.py + kernels/scaled_mm/cutlass.py: int8 [N, K] (transposed in place),
-        # per-channel fp32 [N, 1]; per-tensor scales of fused layers become per-channel (convert_to_channelwise);
-        # static input scale -> one fp32 scalar; asymmetric activations add the int32 zero point and
-        # azp_adj int32 [1, N]
-        tensors = [_tensor("weight", (n, k), "int8", "weight")]
-        if quant.weight_strategy == "channel" or shards > 1:
-            tensors.append(_tensor("weight_scale", (n, 1), "float32"))
-        else:
-            tensors.append(_tensor("weight_scale", (1,), "float32"))
-        if quant.static_input_scale:
-            tensors.append(_tensor("input_scale", (), "float32"))
-            if not quant.input_symmetric:
-                tensors.append(_tensor("input_zero_point", (), "int32"))
-        if not quant.input_symmetric:
-            tensors.append(_tensor("azp_adj", (1, n), "int32"))
-        return tuple(tensors)
+        return _ct_int8_linear(quant, k, n, shards)
     if scheme in ("w8a8-fp8", "w8a16-fp8"):
-        if kernel == "fp8_marlin":
-            # CompressedTensorsW8A16Fp8 -> prepare_fp8_layer_for_marlin: int32 repack (same bytes), scales in
-            # the activation dtype: per output channel, or per 128-block of K for block scales
-            scale_rows = ceil_div(k, quant.weight_block[1]) if quant.weight_block else 1
-            return (_packed("weight", (k // 16, n * 16 // 4), "int32", k * n),
-                    _tensor("weight_scale", (scale_rows, n) if quant.weight_block else (n,), scale_dtype))
-        # compressed_tensors_w8a8_fp8.py: fp8 [N, K]; channel scales fp32 [N, 1]; block scales fp32
-        # [N/bn, K/bk]; per-tensor scales of fused layers requantized to one max scale
-        # (requantize_with_max_scale); static input scales -> one fp32 scalar
-        tensors = [_tensor("weight", (n, k), "float8_e4m3fn", "weight")]
-        if quant.weight_block:
-            block_n, block_k = quant.weight_block
-            tensors.append(_tensor("weight_scale", (ceil_div(n, block_n), ceil_div(k, block_k)), "float32"))
-        elif quant.weight_strategy == "channel":
-            tensors.append(_tensor("weight_scale", (n, 1), "float32"))
-        else:
-            tensors.append(_tensor("weight_scale", (), "float32"))
-        if quant.static_input_scale:
-            tensors.append(_tensor("input_scale", (), "float32"))
-        return tuple(tensors)
+        return _ct_fp8_linear(quant, layout, k, n, scale_dtype)
     if scheme in ("nvfp4", "nvfp4a16"):
         return _fp4_linear(layout, k, n, 16, scale_dtype, modelopt=False)
     raise QuantizationError(f"no layout for compressed-tensors {scheme}")
+
+
+def _ct_wna16_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, scale_dtype: str,
+                     full_in: int) -> tuple[StoredTensor, ...]:
+    kernel = layout.kernel
+    # compressed_tensors_wNa16.py create_weights: weight_packed int32 [N, K/pack], weight_scale
+    # [N, K/g] (act dtype; [N, 1] channelwise), weight_zero_point int32 [N/pack, K/g] when asymmetric,
+    # weight_g_idx int32 [K] with actorder "group", weight_shape int64 [2] (never freed)
+    pack = 32 // quant.bits
+    group = k if quant.group_size == -1 else quant.group_size
+    groups = ceil_div(k, group)
+    scale_groups = groups
+    if quant.desc_act and quant.group_size != -1 and full_in != k:
+        scale_groups = ceil_div(full_in, group)  # marlin_repeat_scales_on_all_ranks: full K on row-parallel ranks
+    tensors = [_packed("weight_packed", (k // 16, n * 16 // pack), "int32", k * n * quant.bits // 8)]
+    if kernel == "machete":
+        # machete.py (0.8.5, 0.33): machete_prepack_B (same bytes); scales [K/g, N]; zero points with the
+        # scales pre-applied, in the activation dtype (0.19+)
+        tensors.append(_tensor("weight_scale", (groups, n), scale_dtype))
+        if quant.zero_point:
+            tensors.append(_tensor("weight_zero_point", (groups, n), scale_dtype))
+    else:
+        # kernels/mixed_precision/marlin.py: gptq_marlin_repack, marlin_permute_scales, marlin_zero_points
+        # (int32 [K/g, N/pack]); g_idx sorted + g_idx_sort_indices with act-order, else empty
+        tensors.append(_tensor("weight_scale", (scale_groups, n), scale_dtype))
+        if quant.zero_point:
+            tensors.append(_packed("weight_zero_point", (groups, n // pack), "int32", groups * n * quant.bits // 8,
+                                   "quantization metadata"))
+        if quant.desc_act:
+            tensors += [_tensor("weight_g_idx", (k,), "int32"), _tensor("g_idx_sort_indices", (k,), "int32")]
+        if layout.per_output_workspace:
+            tensors.append(_tensor("workspace", (n // 64 * 16,), "int32"))
+    tensors.append(_tensor("weight_shape", (2,), "int64"))
+    return tuple(tensors)
+
+
+def _ct_int8_linear(quant: QuantConfig, k: int, n: int, shards: int) -> tuple[StoredTensor, ...]:
+    # compressed_tensors_w8a8_int8.py + kernels/scaled_mm/cutlass.py: int8 [N, K] (transposed in place),
+    # per-channel fp32 [N, 1]; per-tensor scales of fused layers become per-channel (convert_to_channelwise);
+    # static input scale -> one fp32 scalar; asymmetric activations add the int32 zero point and
+    # azp_adj int32 [1, N]
+    tensors = [_tensor("weight", (n, k), "int8", "weight")]
+    if quant.weight_strategy == "channel" or shards > 1:
+        tensors.append(_tensor("weight_scale", (n, 1), "float32"))
+    else:
+        tensors.append(_tensor("weight_scale", (1,), "float32"))
+    if quant.static_input_scale:
+        tensors.append(_tensor("input_scale", (), "float32"))
+        if not quant.input_symmetric:
+            tensors.append(_tensor("input_zero_point", (), "int32"))
+    if not quant.input_symmetric:
+        tensors.append(_tensor("azp_adj", (1, n), "int32"))
+    return tuple(tensors)
+
+
+def _ct_fp8_linear(quant: QuantConfig, layout: KernelLayout, k: int, n: int, scale_dtype: str) -> tuple[StoredTensor, ...]:
+    kernel = layout.kernel
+    if kernel == "fp8_marlin":
+        # CompressedTensorsW8A16Fp8 -> prepare_fp8_layer_for_marlin: int32 repack (same bytes), scales in
+        # the activation dtype: per output channel, or per 128-block of K for block scales
+        scale_rows = ceil_div(k, quant.weight_block[1]) if quant.weight_block else 1
+        return (_packed("weight", (k // 16, n * 16 // 4), "int32", k * n),
+                _tensor("weight_scale", (scale_rows, n) if quant.weight_block else (n,), scale_dtype))
+    # compressed_tensors_w8a8_fp8.py: fp8 [N, K]; channel scales fp32 [N, 1]; block scales fp32
+    # [N/bn, K/bk]; per-tensor scales of fused layers requantized to one max scale
+    # (requantize_with_max_scale); static input scales -> one fp32 scalar
+    tensors = [_tensor("weight", (n, k), "float8_e4m3fn", "weight")]
+    if quant.weight_block:
+        block_n, block_k = quant.weight_block
+        tensors.append(_tensor("weight_scale", (ceil_div(n, block_n), ceil_div(k, block_k)), "float32"))
+    elif quant.weight_strategy == "channel":
+        tensors.append(_tensor("weight_scale", (n, 1), "float32"))
+    else:
+        tensors.append(_tensor("weight_scale", (), "float32"))
+    if quant.static_input_scale:
+        tensors.append(_tensor("input_scale", (), "float32"))
+    return tuple(tensors)
 
 
 def _fp4_linear(layout: KernelLayout, k: int, n: int, group: int, scale_dtype: str, modelopt: bool) -> tuple[StoredTensor, ...]:
@@ -468,23 +495,7 @@ def expert_tensors(
         )
     scale_dtype = activation_dtype if activation_dtype != "float32" else "float16"
     if quant.method in ("fp8", "modelopt-fp8"):
-        # Fp8MoEMethod.create_weights (fp8.py): fp8 weights; block scales [E, 2I/bn, H/bk] and
-        # [E, H/bn, I/bk], else per-expert scales w13 [E, 2] (one per shard, merged after load) and w2 [E]
-        tensors = [
-            StoredTensor("w13_weight", (e, s * i, h), "float8_e4m3fn", e * s * i * h, "weight"),
-            StoredTensor("w2_weight", (e, h, i), "float8_e4m3fn", e * h * i, "weight"),
-        ]
-        if quant.weight_block:
-            block_n, block_k = quant.weight_block
-            tensors += [
-                _tensor("w13_weight_scale_inv", (e, -(-s * i // block_n), -(-h // block_k)), "float32"),
-                _tensor("w2_weight_scale_inv", (e, -(-h // block_n), -(-i // block_k)), "float32"),
-            ]
-        else:
-            tensors += [_tensor("w13_weight_scale", (e, s), "float32"), _tensor("w2_weight_scale", (e,), "float32")]
-            if quant.static_input_scale:
-                tensors += [_tensor("w13_input_scale", (e,), "float32"), _tensor("w2_input_scale", (e,), "float32")]
-        return tuple(tensors)
+        return _fp8_experts(quant, e, h, i, s)
     if quant.method == "compressed-tensors":
         return _ct_experts(quant, layout, e, h, i, activation_dtype, scale_dtype, s)
     if quant.method == "mxfp4":
@@ -494,14 +505,39 @@ def expert_tensors(
     if quant.method in ("awq", "gptq"):
         return _wna16_experts(quant, layout, e, h, i, activation_dtype, s)
     if quant.method == "bitsandbytes":
-        # BitsAndBytesMoEMethod (bitsandbytes.py 0.10+): flattened uint8 experts, absmax fused per w13 / w2
-        tensors = []
-        for name, elements, shards in (("w13_weight", e * s * i * h, s * e), ("w2_weight", e * h * i, e)):
-            for tensor in _bnb_linear(quant, layout or KernelLayout("bitsandbytes"), elements, 1, shards):
-                tensors.append(StoredTensor(tensor.suffix.replace("weight", name, 1), tensor.shape, tensor.dtype,
-                                            tensor.bytes, tensor.role))
-        return tuple(tensors)
+        return _bnb_experts(quant, layout, e, h, i, s)
     raise QuantizationError(f"{quant.method} mixture-of-experts weights are not sized yet")
+
+
+def _fp8_experts(quant: QuantConfig, e: int, h: int, i: int, s: int) -> tuple[StoredTensor, ...]:
+    # Fp8MoEMethod.create_weights (fp8.py): fp8 weights; block scales [E, 2I/bn, H/bk] and
+    # [E, H/bn, I/bk], else per-expert scales w13 [E, 2] (one per shard, merged after load) and w2 [E]
+    tensors = [
+        StoredTensor("w13_weight", (e, s * i, h), "float8_e4m3fn", e * s * i * h, "weight"),
+        StoredTensor("w2_weight", (e, h, i), "float8_e4m3fn", e * h * i, "weight"),
+    ]
+    if quant.weight_block:
+        block_n, block_k = quant.weight_block
+        tensors += [
+            _tensor("w13_weight_scale_inv", (e, -(-s * i // block_n), -(-h // block_k)), "float32"),
+            _tensor("w2_weight_scale_inv", (e, -(-h // block_n), -(-i // block_k)), "float32"),
+        ]
+    else:
+        tensors += [_tensor("w13_weight_scale", (e, s), "float32"), _tensor("w2_weight_scale", (e,), "float32")]
+        if quant.static_input_scale:
+            tensors += [_tensor("w13_input_scale", (e,), "float32"), _tensor("w2_input_scale", (e,), "float32")]
+    return tuple(tensors)
+
+
+def _bnb_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int, i: int,
+                 s: int) -> tuple[StoredTensor, ...]:
+    # BitsAndBytesMoEMethod (bitsandbytes.py 0.10+): flattened uint8 experts, absmax fused per w13 / w2
+    tensors = []
+    for name, elements, shards in (("w13_weight", e * s * i * h, s * e), ("w2_weight", e * h * i, e)):
+        for tensor in _bnb_linear(quant, layout or KernelLayout("bitsandbytes"), elements, 1, shards):
+            tensors.append(StoredTensor(tensor.suffix.replace("weight", name, 1), tensor.shape, tensor.dtype,
+                                        tensor.bytes, tensor.role))
+    return tuple(tensors)
 
 
 def _ct_experts(quant: QuantConfig, layout: KernelLayout | None, e: int, h: int, i: int, activation_dtype: str,

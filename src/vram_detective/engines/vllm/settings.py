@@ -197,18 +197,8 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
     utilization = _utilization(user.get("gpu_memory_utilization"), release, reasons)
     dtype = _dtype(user.get("dtype"), spec, gpu, release, reasons)
     derived, max_model_len, auto_fit = _max_model_len(user.get("max_model_len"), spec, gpu, release, engine, reasons)
-    entrypoint = _entrypoint(user.get("entrypoint"))
-    chunked, chunked_reason = chunked_prefill(engine, user.get("enable_chunked_prefill"), spec, release, max_model_len)
-    if chunked_reason:
-        reasons["enable_chunked_prefill"] = chunked_reason
-    max_num_seqs, max_num_batched_tokens = _batch_sizes(user, release, engine, gpu, entrypoint, max_model_len, chunked,
-                                                        reasons)
-    if v0_batch_limits_length(engine, chunked, max_num_batched_tokens, max_model_len):
-        raise StartupRefusal(
-            f"max_num_batched_tokens ({max_num_batched_tokens}) is smaller than max_model_len ({max_model_len}). "
-            "This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM "
-            "reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len."
-        )
+    entrypoint, chunked, max_num_seqs, max_num_batched_tokens = _scheduler(user, spec, gpu, release, engine,
+                                                                           max_model_len, reasons)
     resolved_kv, forced_block = _kv_cache_dtype(str(user.get("kv_cache_dtype") or "auto").lower(), user, spec, gpu,
                                                 release, engine, dtype, reasons)
     swap = _swap_space(user.get("swap_space"), release, engine, reasons)
@@ -252,6 +242,24 @@ def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version
         decode_context_parallel_size=dcp,
         disable_hybrid_kv_cache_manager=disable_hybrid,
     ), release
+
+
+def _scheduler(user: dict, spec: ModelSpec, gpu: Gpu, release: Release, engine: str, max_model_len: int,
+               reasons: dict[str, str]) -> tuple[str, bool, int, int]:
+    """The entrypoint, chunked prefill and batch sizes; refuses a V0 batch token limit below max_model_len."""
+    entrypoint = _entrypoint(user.get("entrypoint"))
+    chunked, chunked_reason = chunked_prefill(engine, user.get("enable_chunked_prefill"), spec, release, max_model_len)
+    if chunked_reason:
+        reasons["enable_chunked_prefill"] = chunked_reason
+    max_num_seqs, max_num_batched_tokens = _batch_sizes(user, release, engine, gpu, entrypoint, max_model_len, chunked,
+                                                        reasons)
+    if v0_batch_limits_length(engine, chunked, max_num_batched_tokens, max_model_len):
+        raise StartupRefusal(
+            f"max_num_batched_tokens ({max_num_batched_tokens}) is smaller than max_model_len ({max_model_len}). "
+            "This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM "
+            "reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len."
+        )
+    return entrypoint, chunked, max_num_seqs, max_num_batched_tokens
 
 
 # --- values no release takes ---------------------------------------------------------------------------

@@ -761,6 +761,27 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
         local_experts, intermediate = -(-moe.num_experts // moe_ranks), moe.expert_intermediate
     else:
         local_experts, intermediate = moe.num_experts, moe.expert_intermediate // moe_ranks
+    parameters = _moe_router(spec, dtype, count, pattern, module, groups, per_layer)
+    for tensor in expert_tensors(quant, kernel, local_experts, hidden, intermediate, dtype, gated=moe.gated):
+        role = "expert" if tensor.role == "weight" else "quantization metadata"
+        groups.append(TensorGroup(f"{pattern}.{module}.experts.{tensor.suffix}", count, tensor.shape, tensor.dtype,
+                                  tensor.bytes, role))
+        per_layer.append(tensor.bytes)
+    parameters += local_experts * (3 if moe.gated else 2) * hidden * intermediate * count
+    if moe.expert_bias and not (quant is not None and quant.method == "mxfp4" and quant.converts("experts")):
+        # (MXFP4's expert_tensors returns the biases itself, padded like the weights)
+        groups.append(_dense(f"{pattern}.{module}.experts.w13_bias", count, (local_experts, 2 * intermediate), dtype, "expert"))
+        groups.append(_dense(f"{pattern}.{module}.experts.w2_bias", count, (local_experts, hidden), dtype, "expert"))
+        per_layer += [groups[-2].bytes_each, groups[-1].bytes_each]
+        parameters += local_experts * (2 * intermediate + hidden) * count
+    parameters += _moe_shared_experts(spec, dtype, count, pattern, module, tp, groups, per_layer, linear)
+    return parameters
+
+
+def _moe_router(spec: ModelSpec, dtype: str, count: int, pattern: str, module: str, groups: list,
+                per_layer: list) -> int:
+    """The MoE router (gate, and its biases where the model has them); returns its parameters."""
+    moe = spec.moe
     parameters = 0
     router_in = spec.hidden_size
     # the router is a ReplicatedLinear built without a quant config in every MoE model file
@@ -776,18 +797,15 @@ def _moe_layers(spec: ModelSpec, shard: Shard, quant: QuantConfig | None, kernel
         groups.append(_dense(f"{pattern}.{module}.gate.e_score_correction_bias", count, (moe.num_experts,), "float32", "router"))
         per_layer.append(groups[-1].bytes_each)
         parameters += moe.num_experts * count
-    for tensor in expert_tensors(quant, kernel, local_experts, hidden, intermediate, dtype, gated=moe.gated):
-        role = "expert" if tensor.role == "weight" else "quantization metadata"
-        groups.append(TensorGroup(f"{pattern}.{module}.experts.{tensor.suffix}", count, tensor.shape, tensor.dtype,
-                                  tensor.bytes, role))
-        per_layer.append(tensor.bytes)
-    parameters += local_experts * (3 if moe.gated else 2) * hidden * intermediate * count
-    if moe.expert_bias and not (quant is not None and quant.method == "mxfp4" and quant.converts("experts")):
-        # (MXFP4's expert_tensors returns the biases itself, padded like the weights)
-        groups.append(_dense(f"{pattern}.{module}.experts.w13_bias", count, (local_experts, 2 * intermediate), dtype, "expert"))
-        groups.append(_dense(f"{pattern}.{module}.experts.w2_bias", count, (local_experts, hidden), dtype, "expert"))
-        per_layer += [groups[-2].bytes_each, groups[-1].bytes_each]
-        parameters += local_experts * (2 * intermediate + hidden) * count
+    return parameters
+
+
+def _moe_shared_experts(spec: ModelSpec, dtype: str, count: int, pattern: str, module: str, tp: int, groups: list,
+                        per_layer: list, linear) -> int:
+    """The shared experts (split over TP like a dense MLP) and their gate; returns the gate's parameters (the
+    linears count their own through `linear`)."""
+    moe = spec.moe
+    parameters = 0
     hidden = spec.hidden_size  # the shared expert sees the full width
     if moe.shared_intermediate and not moe.shared_gated:
         # Nemotron-H: shared_experts is a NemotronHMLP (up_proj + down_proj, bias = mlp_bias)

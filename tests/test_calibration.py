@@ -64,7 +64,7 @@ def _refit_cases():
         yield pytest.param(record, marks=marks, id=record.name)
 
 
-@pytest.mark.parametrize("record", _refit_cases())
+@pytest.mark.parametrize("record", list(_refit_cases()))
 def test_refit_reproduces_the_shipped_value(record, results):
     assert results[record.name].value == pytest.approx(record.value, abs=1e-9)
 

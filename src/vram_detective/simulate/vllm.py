@@ -133,10 +133,11 @@ class VllmSim:
         revived = sum(list(map(ref.__getitem__, group)).count(0) for group in hits) if hits else 0
         if fresh + revived > pool.num_free - watermark:
             return False
-        for g, group in enumerate(r.blocks):
-            if hits:
+        if hits:  # every group's hits are touched before any group takes new blocks (v1/core/kv_cache_manager.py
+            for g, group in enumerate(r.blocks):  # allocate_slots, 0.11.0): a take cannot evict a later group's hit
                 pool.touch(hits[g])
                 group.extend(hits[g])
+        for group in r.blocks:
             if target > len(group):
                 group.extend(pool.take(target - len(group)))
         return True

@@ -225,6 +225,21 @@ class RunPool:
             if top > lo:
                 queue.append([chain, lo, top, stamp])
 
+    def release_one(self, chain: Chain | None, i: int) -> None:
+        """release([[chain, i, i + 1]], 0): a sliding window's one skipped block."""
+        if not self.caching:
+            self.nfree += 1
+        elif chain is None:
+            self._free_anonymous(1)
+        else:
+            ref = chain.ref
+            ref[i] -= 1
+            if not ref[i]:
+                stamp = self.stamp = self.stamp + 1
+                chain.qpos[i] = stamp
+                self.queue.append([chain, i, i + 1, stamp])
+                self.nfree += 1
+
     def _free_anonymous(self, n: int) -> None:
         queue = self.queue
         if len(queue) > self.head and queue[-1][0] is None:  # the last entry is still in the queue

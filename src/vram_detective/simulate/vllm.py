@@ -60,6 +60,7 @@ class VllmSim:
         # kept apart by owner keys (owner, group)
         self.simple = len(self.windows) == 1 and not self.windows[0]
         self.ngroups = 0 if self.simple else len(self.windows)
+        self.slides = [(g, window) for g, window in enumerate(self.windows) if window]
         self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching)
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
@@ -158,6 +159,18 @@ class VllmSim:
     def _free_front(self, r: _Live, g: int, stop: int) -> None:
         """Frees group g's blocks skip[g] .. stop - 1: the table's first runs, then anonymous blocks past them."""
         start, table = r.skip[g], r.table[g]
+        if stop == start + 1 and r.keys > start:  # a decode's one block: the table's first position
+            run = table[0]
+            chain, lo, hi = run
+            if hi - lo == 1:
+                del table[0]
+            elif chain is None:
+                run[2] = hi - 1
+            else:
+                run[1] = lo + 1
+            self.blocks.release_one(chain, lo)
+            r.skip[g] = stop
+            return
         hashed = min(stop, max(start, r.keys))
         n, front = hashed - start, []
         while n > 0:
@@ -197,6 +210,15 @@ class VllmSim:
                 for owner, lo, hi in self._spans(r, first, full):
                     pool.cache(table, (owner, g), lo, hi)
         r.keys = full
+
+    def _cache_one(self, r: _Live) -> None:
+        """_cache_full for the one block a decode filled (position keys), in every group still holding it."""
+        i, req = r.keys, r.req
+        owner = req.prefix_id if i < req.prefix_tokens // self.bs else (req.session or r.n)
+        for g, table in enumerate(r.table):
+            if r.skip[g] <= i:
+                self.blocks.cache(table, (owner, g), i, i + 1)
+        r.keys = i + 1
 
     def _free(self, r: _Live) -> None:
         if self.simple:
@@ -273,25 +295,45 @@ class VllmSim:
         return True
 
     def _decode_events(self) -> list[_Live]:
-        """The decoding requests with something to do at this decode step; returns those finishing."""
+        """The decoding requests with something to do at this decode step; returns those finishing. Several
+        groups: a window's skipped blocks freed, the filled block hashed in every group, new blocks taken (one
+        take for all groups), the next event inlined."""
         if self.simple:
             return self._decode_events_one_group()
         finishing = []
-        events = self.events
-        while events and events[0][0] <= self.dstep:
-            _, _, epoch, r = heapq.heappop(events)
+        events, dstep, bs, pool, groups = self.events, self.dstep, self.bs, self.blocks, self.ngroups
+        slides, pop, push = self.slides, heapq.heappop, heapq.heappush
+        while events and events[0][0] <= dstep:
+            _, _, epoch, r = pop(events)
             if epoch != r.epoch or not r.decoding:
                 continue
-            c = self._computed(r)
-            self._skip_window(r, c)
-            if c + 1 > r.nblocks * self.bs:
-                self._cache_full(r, c)
-                if not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
+            c = r.c0 + dstep - r.d0
+            nblocks, left = r.nblocks, r.prompt + r.req.output_tokens - 2 - c
+            until = left
+            for g, window in slides:
+                skipped = max(0, c - window + 1) // bs
+                until = min(until, (skipped + 1) * bs + window - 1 - c)  # the window's next skipped block
+                if skipped > nblocks:
+                    skipped = nblocks
+                if skipped > r.skip[g]:
+                    self._free_front(r, g, skipped)
+            if c + 1 > nblocks * bs:
+                if pool.caching and nblocks > r.keys:
+                    if nblocks == r.keys + 1:
+                        self._cache_one(r)
+                    else:
+                        self._cache_full(r, c)
+                need = -(-(c + 1) // bs) - nblocks
+                if need * groups <= pool.nfree:
+                    pool.take(need * groups)
+                    r.nblocks = nblocks + need
+                elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
                     continue
-            if c + 2 - r.prompt >= r.req.output_tokens:
+            if left <= 0:
                 finishing.append(r)
             else:
-                self._next_event(r)
+                until = min(until, r.nblocks * bs - c)
+                push(events, (dstep + max(until, 0), r.n, r.epoch, r))
         return finishing
 
     def _decode_events_one_group(self) -> list[_Live]:

@@ -18,6 +18,7 @@ the live requests and the pool's cached blocks.
 from __future__ import annotations
 
 NONE = [-1]
+_NO_RUN = (0, 0, 0)  # an empty table's last run: neither a chain's nor anonymous
 
 
 class Chain:
@@ -140,12 +141,18 @@ class RunPool:
                     entry[2] = hi - 1
                     self.nfree -= 1
                     return
-            elif hi - 1 > lo and chain.count > 1 and chain.qpos[hi - 1] == stamp:
-                chain.ref[hi - 1] = -1
-                chain.count -= 1
-                entry[2] = hi - 1
-                self.nfree -= 1
-                return
+            elif chain.qpos[hi - 1] == stamp:
+                if hi - 1 > lo and chain.count > 1:
+                    chain.ref[hi - 1] = -1
+                    chain.count -= 1
+                    entry[2] = hi - 1
+                    self.nfree -= 1
+                    return
+                if hi - 1 == lo and self.head < 4096:  # the entry's only block (a window's freed block)
+                    self._evict(chain, lo, hi)
+                    self.head += 1
+                    self.nfree -= 1
+                    return
         self.take(1)
 
     def _evict(self, chain: Chain, lo: int, hi: int) -> None:
@@ -153,6 +160,27 @@ class RunPool:
         chain.count -= hi - lo
         if not chain.count and self.cached.get(chain.owner) is chain:
             del self.cached[chain.owner]
+
+    def cache_one(self, table: list[list], owner: object, i: int) -> None:
+        """cache(table, owner, i, i + 1): the block a decode filled."""
+        chain = self.cached.get(owner)
+        if chain is None:
+            chain = self.cached[owner] = Chain(owner)
+        ref = chain.ref
+        if len(ref) <= i:
+            chain.grow(i + 1)
+        last = table[-1] if table else _NO_RUN
+        if ref[i] == -1:
+            ref[i] = 1
+            chain.count += 1
+            if last[0] is chain and last[2] == i:
+                last[2] = i + 1
+            else:
+                table.append([chain, i, i + 1])
+        elif last[0] is None:
+            last[2] += 1
+        else:
+            table.append([None, 0, 1])
 
     def cache(self, table: list[list], owner: object, first: int, stop: int) -> None:
         """A request's fresh full blocks at positions [first, stop) get their hashes, except where another

@@ -215,9 +215,10 @@ class VllmSim:
         """_cache_full for the one block a decode filled (position keys), in every group still holding it."""
         i, req = r.keys, r.req
         owner = req.prefix_id if i < req.prefix_tokens // self.bs else (req.session or r.n)
+        cache_one = self.blocks.cache_one
         for g, table in enumerate(r.table):
             if r.skip[g] <= i:
-                self.blocks.cache(table, (owner, g), i, i + 1)
+                cache_one(table, (owner, g), i)
         r.keys = i + 1
 
     def _free(self, r: _Live) -> None:
@@ -324,7 +325,11 @@ class VllmSim:
                     else:
                         self._cache_full(r, c)
                 need = -(-(c + 1) // bs) - nblocks
-                if need * groups <= pool.nfree:
+                if need == 1 and groups <= pool.nfree:  # a block in each group, group by group
+                    for _ in range(groups):
+                        pool.take_one()
+                    r.nblocks = nblocks + 1
+                elif need * groups <= pool.nfree:
                     pool.take(need * groups)
                     r.nblocks = nblocks + need
                 elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
@@ -448,7 +453,11 @@ class VllmSim:
             self.rec.arrived += 1
 
     def _step(self) -> None:
-        self._arrive()
+        """One scheduler step; a call whose callee has nothing to do (no prefill, nothing swapped, no admission
+        possible) is skipped: most steps only decode."""
+        heap = self.arrivals.heap
+        if heap and heap[0][0] <= self.now:
+            self._arrive()
         budget = self.pool.max_num_batched_tokens
         scheduled: list[tuple[_Live, int]] = []
         finishing: list[_Live] = []
@@ -458,12 +467,21 @@ class VllmSim:
         if not scheduled:
             finishing = self._decode_events()
             decodes = self.decoding
-            scheduled, budget, preempted = self._prefills(budget - decodes)
-            self._swap_in()
-            if not preempted and self.mixed and not self.swapped:
+            if self.prefilling:
+                scheduled, budget, preempted = self._prefills(budget - decodes)
+            else:
+                budget, preempted = budget - decodes, False
+            if self.swapped:
+                self._swap_in()
+            if not preempted and self.mixed and not self.swapped and self.waiting and not self.blocked:
                 scheduled += self._admit(budget)
-        self.now += self.cost.step_s(sum(n for _, n in scheduled), decodes)
-        self.rec.request_steps += decodes + len(scheduled)
+        rec = self.rec
+        if scheduled:
+            self.now += self.cost.step_s(sum([n for _, n in scheduled]), decodes)
+            rec.request_steps += decodes + len(scheduled)
+        else:
+            self.now += self.cost.step_s(0, decodes)
+            rec.request_steps += decodes
         if decodes:
             self.dstep += 1
         for r, n in scheduled:
@@ -474,7 +492,9 @@ class VllmSim:
                 self._finish(r)
         if not self.running and self.blocked and self.waiting:
             self._reject(self.waiting.popleft())
-        self.rec.state(self.now, self.blocks.used, len(self.running), len(self.waiting) + len(self.swapped))
+        state = (self.blocks.size - self.blocks.nfree, len(self.running), len(self.waiting) + len(self.swapped))
+        if state != rec.last:
+            rec.state(self.now, *state)
 
     def _prefilled(self, r: _Live, n: int) -> None:
         r.computed += n

@@ -60,7 +60,7 @@ class VllmSim:
         # kept apart by owner keys (owner, group)
         self.simple = len(self.windows) == 1 and not self.windows[0]
         self.ngroups = 0 if self.simple else len(self.windows)
-        self.slides = [(g, window) for g, window in enumerate(self.windows) if window]
+        self.slides = [(g, window - 1) for g, window in enumerate(self.windows) if window]
         self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching)
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
@@ -311,9 +311,11 @@ class VllmSim:
             c = r.c0 + dstep - r.d0
             nblocks, left = r.nblocks, r.prompt + r.req.output_tokens - 2 - c
             until = left
-            for g, window in slides:
-                skipped = max(0, c - window + 1) // bs
-                until = min(until, (skipped + 1) * bs + window - 1 - c)  # the window's next skipped block
+            for g, reach in slides:  # reach: window - 1
+                skipped = (c - reach) // bs if c > reach else 0
+                until_skip = (skipped + 1) * bs + reach - c  # the window's next skipped block
+                if until_skip < until:
+                    until = until_skip
                 if skipped > nblocks:
                     skipped = nblocks
                 if skipped > r.skip[g]:
@@ -337,8 +339,10 @@ class VllmSim:
             if left <= 0:
                 finishing.append(r)
             else:
-                until = min(until, r.nblocks * bs - c)
-                push(events, (dstep + max(until, 0), r.n, r.epoch, r))
+                until_block = r.nblocks * bs - c
+                if until_block < until:
+                    until = until_block
+                push(events, (dstep + (until if until > 0 else 0), r.n, r.epoch, r))
         return finishing
 
     def _decode_events_one_group(self) -> list[_Live]:

@@ -1,7 +1,11 @@
-"""vLLM's block pool for one full-attention group (v1/core/block_pool.py, 0.11.0), kept in runs of blocks rather
-than block by block: the same rules as blocks.py (free blocks in one LRU queue, allocation from the front, a
-request's blocks freed tail first to the back; a full block keeps its hash while free until it is taken for
-new data; prefix-cache hits revive free blocks), with whole runs moved by list slices.
+"""vLLM's block pool (v1/core/block_pool.py, 0.11.0), kept in runs of blocks rather than block by block. Free
+blocks wait in one LRU queue: allocation takes from the front; a freed block goes to the back, a request's blocks
+tail first so its last blocks are evicted first; a full block keeps its hash while free and can be hit again until
+it is taken for new data (then its hash is evicted); a prefix-cache hit revives a free block (vLLM removes it from
+the middle of the queue). Whole runs move by list slices. Several KV-cache groups (V1's hybrid manager: sliding
+windows beside full attention) share the one queue and pool: each group's hashes form their own chains (owner
+key (owner, group)) and a request holds one table per group (vllm.py; a window's skipped blocks leave the front
+of its group's table).
 
 Block ids are never observable, only which hashes are cached, the free count and the eviction order, so a
 block is named by what it holds: a cached block is a position of its owner's chain (the owner is what its

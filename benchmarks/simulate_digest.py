@@ -1,5 +1,6 @@
-"""One sha256 over the results of 45 short simulations: every engine path the simulator has (vLLM V1 with one
-group and with a sliding-window group, V1 without prefix caching, V0 recompute and swap, SGLang, llama.cpp), every
+"""One sha256 over the results of 65 short simulations: every engine path the simulator has (vLLM V1 with one
+group and with sliding-window groups beside a full one (gpt-oss-like, windows that do and do not end on a block
+boundary; prefix caching on and off; a large pool and small ones that preempt), V1 without prefix caching, V0 recompute and swap, SGLang, llama.cpp), every
 built-in workload shape plus a JSONL trace, small pools that force preemption, seeds 0 and 1. A speed change to
 the simulator must leave it unchanged. Takes well under a minute. Prints, asserts nothing.
 
@@ -19,6 +20,7 @@ from vram_detective.simulate.workloads import parse_trace
 V1 = PoolSpec("vllm", "0.11.0", "v1", num_blocks=23266, block_size=16, block_bytes=2359296, max_num_seqs=1024,
               max_num_batched_tokens=8192, max_model_len=16384)
 SMALL = replace(V1, num_blocks=3000)  # small enough to preempt under chat and agent
+GPT_OSS = (KvGroup("sliding", 128, 18), KvGroup("full", None, 18))
 POOLS = {
     "v1": V1,
     "v1-small": SMALL,
@@ -33,6 +35,10 @@ POOLS = {
     "sglang-noradix": PoolSpec("sglang", "0.5.11", "", num_blocks=40000, block_size=1, block_bytes=100,
                                max_num_seqs=256, max_num_batched_tokens=8192, max_model_len=16384,
                                prefix_caching=False),
+    "v1-gptoss": replace(SMALL, groups=GPT_OSS),
+    "v1-gptoss-nocache": replace(SMALL, groups=GPT_OSS, prefix_caching=False),
+    "v1-gptoss-large": replace(V1, groups=GPT_OSS),
+    "v1-3groups": replace(SMALL, groups=(KvGroup("sliding", 100, 2), KvGroup("sliding", 1000, 3), KvGroup("full"))),
     "llamacpp": PoolSpec("llamacpp", "b7342", "", num_blocks=32768, block_size=1, block_bytes=100, max_num_seqs=4,
                          max_num_batched_tokens=2048, max_model_len=8192),
 }
@@ -73,7 +79,7 @@ def main() -> None:
             text = to_json(result)
             total.update(text.encode())
             if verbose:
-                print(f"{name:15} {spec:28} seed {seed} {result.request_steps:>9} steps peak {result.peak_blocks:>6} "
+                print(f"{name:17} {spec:28} seed {seed} {result.request_steps:>9} steps peak {result.peak_blocks:>6} "
                       f"preempt {result.preemptions:>5} hits {result.prefix_hit_tokens:>9} "
                       f"{hashlib.sha256(text.encode()).hexdigest()[:16]}", flush=True)
     print(total.hexdigest())

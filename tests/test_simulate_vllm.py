@@ -93,8 +93,10 @@ def test_sliding_window_group_frees_blocks_outside_the_window():
     p = pool(groups=(KvGroup("full"), KvGroup("sliding", 32)), max_num_batched_tokens=256, prefix_caching=False)
     sim, _ = stepper(p, trace(Request(0.0, 200, 3)))
     sim._step()
-    held = [sum(1 for b in group if b is not None) for group in next(iter(sim.running.values())).blocks]
-    assert held == [13, 3]  # 200 tokens: full 13; window keeps tokens 169.. -> blocks 10, 11, 12
+    r = next(iter(sim.running.values()))
+    assert [r.nblocks - skip for skip in r.skip] == [13, 3]  # 200 tokens: full 13; window keeps tokens 169..
+    assert r.skip == [0, 10]  # -> the sliding group's blocks 10, 11, 12
+    assert sim.blocks.used == 1 + 16  # the null block and the 16 held
 
 
 def test_v0_swaps_when_asked():

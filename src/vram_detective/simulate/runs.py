@@ -1,7 +1,11 @@
-"""vLLM's block pool for one full-attention group (v1/core/block_pool.py, 0.11.0), kept in runs of blocks rather
-than block by block: the same rules as blocks.py (free blocks in one LRU queue, allocation from the front, a
-request's blocks freed tail first to the back; a full block keeps its hash while free until it is taken for
-new data; prefix-cache hits revive free blocks), with whole runs moved by list slices.
+"""vLLM's block pool (v1/core/block_pool.py, 0.11.0), kept in runs of blocks rather than block by block. Free
+blocks wait in one LRU queue: allocation takes from the front; a freed block goes to the back, a request's blocks
+tail first so its last blocks are evicted first; a full block keeps its hash while free and can be hit again until
+it is taken for new data (then its hash is evicted); a prefix-cache hit revives a free block (vLLM removes it from
+the middle of the queue). Whole runs move by list slices. Several KV-cache groups (V1's hybrid manager: sliding
+windows beside full attention) share the one queue and pool: each group's hashes form their own chains (owner
+key (owner, group)) and a request holds one table per group (vllm.py; a window's skipped blocks leave the front
+of its group's table).
 
 Block ids are never observable, only which hashes are cached, the free count and the eviction order, so a
 block is named by what it holds: a cached block is a position of its owner's chain (the owner is what its
@@ -18,6 +22,7 @@ the live requests and the pool's cached blocks.
 from __future__ import annotations
 
 NONE = [-1]
+_NO_RUN = (0, 0, 0)  # an empty table's last run: neither a chain's nor anonymous
 
 
 class Chain:
@@ -140,12 +145,18 @@ class RunPool:
                     entry[2] = hi - 1
                     self.nfree -= 1
                     return
-            elif hi - 1 > lo and chain.count > 1 and chain.qpos[hi - 1] == stamp:
-                chain.ref[hi - 1] = -1
-                chain.count -= 1
-                entry[2] = hi - 1
-                self.nfree -= 1
-                return
+            elif chain.qpos[hi - 1] == stamp:
+                if hi - 1 > lo and chain.count > 1:
+                    chain.ref[hi - 1] = -1
+                    chain.count -= 1
+                    entry[2] = hi - 1
+                    self.nfree -= 1
+                    return
+                if hi - 1 == lo and self.head < 4096:  # the entry's only block (a window's freed block)
+                    self._evict(chain, lo, hi)
+                    self.head += 1
+                    self.nfree -= 1
+                    return
         self.take(1)
 
     def _evict(self, chain: Chain, lo: int, hi: int) -> None:
@@ -153,6 +164,27 @@ class RunPool:
         chain.count -= hi - lo
         if not chain.count and self.cached.get(chain.owner) is chain:
             del self.cached[chain.owner]
+
+    def cache_one(self, table: list[list], owner: object, i: int) -> None:
+        """cache(table, owner, i, i + 1): the block a decode filled."""
+        chain = self.cached.get(owner)
+        if chain is None:
+            chain = self.cached[owner] = Chain(owner)
+        ref = chain.ref
+        if len(ref) <= i:
+            chain.grow(i + 1)
+        last = table[-1] if table else _NO_RUN
+        if ref[i] == -1:
+            ref[i] = 1
+            chain.count += 1
+            if last[0] is chain and last[2] == i:
+                last[2] = i + 1
+            else:
+                table.append([chain, i, i + 1])
+        elif last[0] is None:
+            last[2] += 1
+        else:
+            table.append([None, 0, 1])
 
     def cache(self, table: list[list], owner: object, first: int, stop: int) -> None:
         """A request's fresh full blocks at positions [first, stop) get their hashes, except where another
@@ -224,6 +256,21 @@ class RunPool:
                     self.nfree += 1
             if top > lo:
                 queue.append([chain, lo, top, stamp])
+
+    def release_one(self, chain: Chain | None, i: int) -> None:
+        """release([[chain, i, i + 1]], 0): a sliding window's one skipped block."""
+        if not self.caching:
+            self.nfree += 1
+        elif chain is None:
+            self._free_anonymous(1)
+        else:
+            ref = chain.ref
+            ref[i] -= 1
+            if not ref[i]:
+                stamp = self.stamp = self.stamp + 1
+                chain.qpos[i] = stamp
+                self.queue.append([chain, i, i + 1, stamp])
+                self.nfree += 1
 
     def _free_anonymous(self, n: int) -> None:
         queue = self.queue

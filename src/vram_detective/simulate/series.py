@@ -16,12 +16,21 @@ class Series:
 
     def record(self, t: float, value: float) -> None:
         """`value` holds from now on (the previous value held until t)."""
+        maxima, width = self.maxima, self.width
         if t > self.last_t:
-            self._hold(self.last_t, t, self.last_v)
+            index = int(self.last_t / width)
+            if index < len(maxima) and t <= (index + 1) * width:  # within one bucket: _hold's one addition
+                self.sums[index] += self.last_v * (t - self.last_t)
+                if self.last_v > maxima[index]:
+                    maxima[index] = self.last_v
+            else:
+                self._hold(self.last_t, t, self.last_v)
             self.last_t = t
         self.last_v = value
-        self._bucket(t)
         index = int(t / self.width)
+        if index >= len(self.maxima):
+            self._bucket(t)
+            index = int(t / self.width)
         if value > self.maxima[index]:
             self.maxima[index] = value
 

@@ -15,7 +15,6 @@ import heapq
 from collections import deque
 
 from .arrivals import Arrivals
-from .blocks import BlockPool
 from .cost import CostModel
 from .pool import PoolSpec
 from .result import Recorder, SimulationResult
@@ -24,35 +23,28 @@ from .runs import RunPool
 
 
 class _Live:
-    __slots__ = ("n", "req", "prompt", "tokens", "computed", "blocks", "c0", "d0", "epoch", "keys", "decoding",
+    __slots__ = ("n", "req", "prompt", "tokens", "computed", "skip", "c0", "d0", "epoch", "keys", "decoding",
                  "table", "nblocks")
 
     def __init__(self, n: int, req, groups: int):
+        """groups: 0 on the one-group path (table: that group's runs), else one table of runs per group."""
         self.n, self.req = n, req
         self.prompt = self.tokens = req.prompt_tokens
         self.computed = 0
-        self.blocks: list[list] = [[] for _ in range(groups)]
         self.c0 = self.d0 = 0
         self.epoch = 0
         self.keys = 0  # blocks already hashed into the prefix cache
         self.decoding = False
-        self.table: list[list] = []  # one group in runs (runs.py): the runs of its first `keys` blocks
-        self.nblocks = 0
+        # runs (runs.py) of the first `keys` blocks; a group whose window freed its first skip[g] blocks keeps
+        # the runs of blocks skip[g] .. keys - 1; the rest of the nblocks blocks are anonymous
+        self.table: list = [[] for _ in range(groups)] if groups else []
+        self.skip = [0] * groups
+        self.nblocks = 0  # every group holds (or has freed) the same number of blocks
 
 
-def _cached_run(get, first: int, stop: int, out: list[int]) -> bool:
-    """Appends the blocks of indexes first, first + 1, ... up to the first one not cached; True when all of
-    [first, stop) are. Looked up in growing chunks: a long prompt's lookups stop near its first miss."""
-    step = 32
-    while first < stop:
-        end = min(first + step, stop)
-        found = list(map(get, range(first, end)))
-        if None in found:
-            out += found[:found.index(None)]
-            return False
-        out += found
-        first, step = end, step * 2
-    return True
+def _clip(runs: list[list], stop: int) -> list[list]:
+    """The runs of positions before stop (runs cover 0, 1, ... in order)."""
+    return [[chain, lo, min(hi, stop)] for chain, lo, hi in runs if lo < stop]
 
 
 class VllmSim:
@@ -64,9 +56,12 @@ class VllmSim:
         self.swap = rules.engine == "vllm" and pool.variant == "v0" and pool.preemption_mode == "swap"
         self.bs = pool.block_size
         self.windows = [g.window if (g.window and rules.sliding_window_frees) else 0 for g in pool.groups]
-        # one group with nothing to free early: the pool in runs (runs.py), else block by block (blocks.py)
+        # one group with nothing to free early: the fast path; else a table of runs per group, the groups' hashes
+        # kept apart by owner keys (owner, group)
         self.simple = len(self.windows) == 1 and not self.windows[0]
-        self.blocks = (RunPool if self.simple else BlockPool)(pool.num_blocks, rules.reserved_blocks, caching)
+        self.ngroups = 0 if self.simple else len(self.windows)
+        self.slides = [(g, window - 1) for g, window in enumerate(self.windows) if window]
+        self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching)
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
         self.prefilling: dict[int, _Live] = {}
@@ -94,51 +89,42 @@ class VllmSim:
             return ((req.prefix_id, start, stop),)
         return ((req.prefix_id, start, inside), (own, inside, stop))
 
-    def _hits(self, r: _Live) -> list[list[int]]:
-        """The longest run of cached blocks at the start of the request (all groups), at most tokens - 1."""
+    def _hits(self, r: _Live) -> list:
+        """The longest run of cached blocks at the start of the request (all groups), at most tokens - 1: runs
+        (one group) or one list of runs per group."""
         if not self.blocks.caching:
             return []
+        spans = self._spans(r, 0, (r.tokens - 1) // self.bs)
         if self.simple:
-            return self.blocks.hits(self._spans(r, 0, (r.tokens - 1) // self.bs))
-        groups = len(self.pool.groups)
-        hits: list[list[int]] = [[] for _ in range(groups)]
-        cached = self.blocks.cached
-        for owner, first, stop in self._spans(r, 0, (r.tokens - 1) // self.bs):
-            hashes = cached.get(owner)
-            if hashes is None:
-                break
-            get = hashes.get
-            if groups == 1:
-                if _cached_run(get, first, stop, hits[0]):
-                    continue
-                break
-            for i in range(first, stop):
-                row = [get(i * groups + g) for g in range(groups)]
-                if None in row:
-                    break
-                for g, block in enumerate(row):
-                    hits[g].append(block)
-            if len(hits[0]) < stop:
-                break
-        return hits if hits and hits[0] else []
+            return self.blocks.hits(spans)
+        hits, reach = [], spans[-1][2]
+        for g in range(self.ngroups):  # each group's hits stop at the previous groups' first miss
+            runs = self.blocks.hits([((owner, g), first, min(stop, reach)) for owner, first, stop in spans
+                                     if first < reach])
+            reach = runs[-1][2] if runs else 0
+            if not reach:
+                return []
+            hits.append(runs)
+        return [_clip(runs, reach) for runs in hits]
 
     def _allocate(self, r: _Live, upto: int, hits: list[list[int]] = (), watermark: int = 0) -> bool:
         """allocate_slots: blocks for `upto` tokens in every group, or False when the pool lacks them."""
         target = -(-upto // self.bs)
         if self.simple:
             return self._allocate_runs(r, target, hits, watermark)
-        fresh = sum(target - len(b) - (len(hits[g]) if hits else 0) for g, b in enumerate(r.blocks))
         pool = self.blocks
-        ref = pool.ref
-        revived = sum(list(map(ref.__getitem__, group)).count(0) for group in hits) if hits else 0
-        if fresh + revived > pool.num_free - watermark:
+        hit = sum(hi - lo for _, lo, hi in hits[0]) if hits else 0
+        fresh = self.ngroups * (target - r.nblocks - hit)
+        if fresh + (sum(map(pool.revived, hits)) if hits else 0) > pool.nfree - watermark:
             return False
-        for g, group in enumerate(r.blocks):
-            if hits:
-                pool.touch(hits[g])
-                group.extend(hits[g])
-            if target > len(group):
-                group.extend(pool.take(target - len(group)))
+        if hits:  # every group's hits are touched before any group takes new blocks (v1/core/kv_cache_manager.py
+            for table, runs in zip(r.table, hits):  # allocate_slots, 0.11.0): a take cannot evict a later group's hit
+                pool.touch(runs)
+                table += runs
+            r.nblocks += hit
+        if fresh > 0:  # group by group from the front of the one queue: one take
+            pool.take(fresh)
+            r.nblocks = target
         return True
 
     def _allocate_runs(self, r: _Live, target: int, hits: list[list], watermark: int) -> bool:
@@ -159,22 +145,50 @@ class VllmSim:
         return True
 
     def _hit_blocks(self, hits: list) -> int:
-        if self.simple:
-            return sum(hi - lo for _, lo, hi in hits)
-        return len(hits[0]) if hits else 0
+        return sum(hi - lo for _, lo, hi in (hits if self.simple else hits[0] if hits else ()))
 
     def _skip_window(self, r: _Live, computed: int) -> None:
-        """SlidingWindowManager.remove_skipped_blocks: blocks wholly before computed - window + 1 are freed."""
+        """SlidingWindowManager.remove_skipped_blocks (v1/core/single_type_kv_cache_manager.py, 0.11.0): blocks
+        wholly before computed - window + 1 are freed, the last first."""
         for g, window in enumerate(self.windows):
-            if not window:
-                continue
-            group = r.blocks[g]
-            skipped = max(0, computed - window + 1) // self.bs
-            freed = [group[i] for i in range(min(skipped, len(group))) if group[i] is not None]
-            if freed:
-                for i in range(min(skipped, len(group))):
-                    group[i] = None
-                self.blocks.release(freed[::-1])
+            if window:
+                skipped = min(max(0, computed - window + 1) // self.bs, r.nblocks)
+                if skipped > r.skip[g]:
+                    self._free_front(r, g, skipped)
+
+    def _free_front(self, r: _Live, g: int, stop: int) -> None:
+        """Frees group g's blocks skip[g] .. stop - 1: the table's first runs, then anonymous blocks past them."""
+        start, table = r.skip[g], r.table[g]
+        if stop == start + 1 and r.keys > start:  # a decode's one block: the table's first position
+            run = table[0]
+            chain, lo, hi = run
+            if hi - lo == 1:
+                del table[0]
+            elif chain is None:
+                run[2] = hi - 1
+            else:
+                run[1] = lo + 1
+            self.blocks.release_one(chain, lo)
+            r.skip[g] = stop
+            return
+        hashed = min(stop, max(start, r.keys))
+        n, front = hashed - start, []
+        while n > 0:
+            run = table[0]
+            size = run[2] - run[1]
+            if size <= n:
+                front.append(table.pop(0))
+                n -= size
+            elif run[0] is None:
+                front.append([None, 0, n])
+                run[2] -= n
+                n = 0
+            else:
+                front.append([run[0], run[1], run[1] + n])
+                run[1] += n
+                n = 0
+        self.blocks.release(front, stop - hashed)
+        r.skip[g] = stop
 
     def _cache_full(self, r: _Live, computed: int) -> None:
         pool = self.blocks
@@ -187,51 +201,36 @@ class VllmSim:
                     pool.cache(r.table, owner, first, stop)
                 r.keys = full
             return
-        full = min(computed // self.bs, len(r.blocks[0]))
+        full = min(computed // self.bs, r.nblocks)
         if full <= r.keys:
             return
-        if full == r.keys + 1 and len(r.blocks) == 1:  # a decode filled one block: no spans, no loops
-            i, req, block = r.keys, r.req, r.blocks[0][r.keys]
-            owner = req.prefix_id if i < req.prefix_tokens // self.bs else (req.session or r.n)
-            if block is not None and pool.key[block] is None:
-                pool.cache(block, owner, i)
-            r.keys = full
-            return
-        groups = len(r.blocks)
-        key, indexes, cached = pool.key, pool.index, pool.cached  # BlockPool.cache, inlined: the hot loop
-        for owner, first, stop in self._spans(r, r.keys, full):
-            hashes = cached.get(owner)
-            if groups == 1:  # the common case without the index arithmetic
-                for index, block in zip(range(first, stop), r.blocks[0][first:stop]):
-                    if block is not None and key[block] is None:
-                        if hashes is None:
-                            hashes = cached[owner] = {}
-                        if index not in hashes:
-                            hashes[index] = block
-                            key[block] = hashes
-                            indexes[block] = index
-                continue
-            for g, group in enumerate(r.blocks):
-                for i in range(first, stop):
-                    block = group[i]
-                    if block is not None and key[block] is None:
-                        if hashes is None:
-                            hashes = cached[owner] = {}
-                        index = i * groups + g
-                        if index not in hashes:
-                            hashes[index] = block
-                            key[block] = hashes
-                            indexes[block] = index
+        for g, table in enumerate(r.table):  # a window's freed blocks are gone: not hashed
+            first = max(r.keys, r.skip[g])
+            if first < full:
+                for owner, lo, hi in self._spans(r, first, full):
+                    pool.cache(table, (owner, g), lo, hi)
         r.keys = full
+
+    def _cache_one(self, r: _Live) -> None:
+        """_cache_full for the one block a decode filled (position keys), in every group still holding it."""
+        i, req = r.keys, r.req
+        owner = req.prefix_id if i < req.prefix_tokens // self.bs else (req.session or r.n)
+        cache_one = self.blocks.cache_one
+        for g, table in enumerate(r.table):
+            if r.skip[g] <= i:
+                cache_one(table, (owner, g), i)
+        r.keys = i + 1
 
     def _free(self, r: _Live) -> None:
         if self.simple:
             self.blocks.release(r.table, r.nblocks - r.keys)
-            r.table, r.nblocks = [], 0
-        else:
-            for group, window in zip(r.blocks, self.windows):
-                self.blocks.release([b for b in reversed(group) if b is not None] if window else group[::-1])
-            r.blocks = [[] for _ in r.blocks]
+            r.table = []
+        else:  # group by group, each tail first
+            for g, table in enumerate(r.table):
+                self.blocks.release(table, r.nblocks - max(r.skip[g], r.keys))
+            r.table = [[] for _ in r.table]
+            r.skip = [0] * self.ngroups
+        r.nblocks = 0
         r.keys = 0
         self.blocked = False
 
@@ -242,7 +241,7 @@ class VllmSim:
     def _next_event(self, r: _Live) -> None:
         """The next decode step at which r needs a block, frees a window block or finishes."""
         c = r.c0 + (self.dstep - r.d0)
-        held = r.nblocks if self.simple else len(r.blocks[0])
+        held = r.nblocks
         until = min(held * self.bs - c, r.prompt + r.req.output_tokens - 2 - c)
         for g, window in enumerate(self.windows):
             if window:
@@ -273,7 +272,7 @@ class VllmSim:
         if victim.decoding:
             self._stop_decode(victim)
         self.prefilling.pop(victim.n, None)
-        held = victim.nblocks if self.simple else sum(len(group) - group.count(None) for group in victim.blocks)
+        held = victim.nblocks if self.simple else sum(victim.nblocks - skip for skip in victim.skip)
         if self.swap and held <= self.cpu_free:
             self.cpu_free -= held
             self.rec.swap_out += held * self.pool.block_bytes
@@ -297,25 +296,53 @@ class VllmSim:
         return True
 
     def _decode_events(self) -> list[_Live]:
-        """The decoding requests with something to do at this decode step; returns those finishing."""
+        """The decoding requests with something to do at this decode step; returns those finishing. Several
+        groups: a window's skipped blocks freed, the filled block hashed in every group, new blocks taken (one
+        take for all groups), the next event inlined."""
         if self.simple:
             return self._decode_events_one_group()
         finishing = []
-        events = self.events
-        while events and events[0][0] <= self.dstep:
-            _, _, epoch, r = heapq.heappop(events)
+        events, dstep, bs, pool, groups = self.events, self.dstep, self.bs, self.blocks, self.ngroups
+        slides, pop, push = self.slides, heapq.heappop, heapq.heappush
+        while events and events[0][0] <= dstep:
+            _, _, epoch, r = pop(events)
             if epoch != r.epoch or not r.decoding:
                 continue
-            c = self._computed(r)
-            self._skip_window(r, c)
-            if c + 1 > len(r.blocks[0]) * self.bs:
-                self._cache_full(r, c)
-                if not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
+            c = r.c0 + dstep - r.d0
+            nblocks, left = r.nblocks, r.prompt + r.req.output_tokens - 2 - c
+            until = left
+            for g, reach in slides:  # reach: window - 1
+                skipped = (c - reach) // bs if c > reach else 0
+                until_skip = (skipped + 1) * bs + reach - c  # the window's next skipped block
+                if until_skip < until:
+                    until = until_skip
+                if skipped > nblocks:
+                    skipped = nblocks
+                if skipped > r.skip[g]:
+                    self._free_front(r, g, skipped)
+            if c + 1 > nblocks * bs:
+                if pool.caching and nblocks > r.keys:
+                    if nblocks == r.keys + 1:
+                        self._cache_one(r)
+                    else:
+                        self._cache_full(r, c)
+                need = -(-(c + 1) // bs) - nblocks
+                if need == 1 and groups <= pool.nfree:  # a block in each group, group by group
+                    for _ in range(groups):
+                        pool.take_one()
+                    r.nblocks = nblocks + 1
+                elif need * groups <= pool.nfree:
+                    pool.take(need * groups)
+                    r.nblocks = nblocks + need
+                elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
                     continue
-            if c + 2 - r.prompt >= r.req.output_tokens:
+            if left <= 0:
                 finishing.append(r)
             else:
-                self._next_event(r)
+                until_block = r.nblocks * bs - c
+                if until_block < until:
+                    until = until_block
+                push(events, (dstep + (until if until > 0 else 0), r.n, r.epoch, r))
         return finishing
 
     def _decode_events_one_group(self) -> list[_Live]:
@@ -425,12 +452,16 @@ class VllmSim:
     def _arrive(self) -> None:
         arrivals = self.arrivals
         while arrivals.heap and arrivals.heap[0][0] <= self.now:
-            self.waiting.append(_Live(self.number, arrivals.pop(), len(self.pool.groups)))
+            self.waiting.append(_Live(self.number, arrivals.pop(), self.ngroups))
             self.number += 1
             self.rec.arrived += 1
 
     def _step(self) -> None:
-        self._arrive()
+        """One scheduler step; a call whose callee has nothing to do (no prefill, nothing swapped, no admission
+        possible) is skipped: most steps only decode."""
+        heap = self.arrivals.heap
+        if heap and heap[0][0] <= self.now:
+            self._arrive()
         budget = self.pool.max_num_batched_tokens
         scheduled: list[tuple[_Live, int]] = []
         finishing: list[_Live] = []
@@ -440,12 +471,21 @@ class VllmSim:
         if not scheduled:
             finishing = self._decode_events()
             decodes = self.decoding
-            scheduled, budget, preempted = self._prefills(budget - decodes)
-            self._swap_in()
-            if not preempted and self.mixed and not self.swapped:
+            if self.prefilling:
+                scheduled, budget, preempted = self._prefills(budget - decodes)
+            else:
+                budget, preempted = budget - decodes, False
+            if self.swapped:
+                self._swap_in()
+            if not preempted and self.mixed and not self.swapped and self.waiting and not self.blocked:
                 scheduled += self._admit(budget)
-        self.now += self.cost.step_s(sum(n for _, n in scheduled), decodes)
-        self.rec.request_steps += decodes + len(scheduled)
+        rec = self.rec
+        if scheduled:
+            self.now += self.cost.step_s(sum([n for _, n in scheduled]), decodes)
+            rec.request_steps += decodes + len(scheduled)
+        else:
+            self.now += self.cost.step_s(0, decodes)
+            rec.request_steps += decodes
         if decodes:
             self.dstep += 1
         for r, n in scheduled:
@@ -456,7 +496,9 @@ class VllmSim:
                 self._finish(r)
         if not self.running and self.blocked and self.waiting:
             self._reject(self.waiting.popleft())
-        self.rec.state(self.now, self.blocks.used, len(self.running), len(self.waiting) + len(self.swapped))
+        state = (self.blocks.size - self.blocks.nfree, len(self.running), len(self.waiting) + len(self.swapped))
+        if state != rec.last:
+            rec.state(self.now, *state)
 
     def _prefilled(self, r: _Live, n: int) -> None:
         r.computed += n

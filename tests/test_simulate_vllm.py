@@ -125,3 +125,27 @@ def test_smallest_pool_serves_without_preemption():
     assert 0 < verdict.blocks < 20000
     smaller = simulate(pool(verdict.blocks - verdict.blocks // 10, max_num_seqs=64, max_num_batched_tokens=2048), w, seed=1)
     assert smaller.preempted_fraction > 0.01
+
+
+def test_a_request_that_preempts_itself_alone_is_refused_not_retried_forever():
+    """Three full groups of 120 blocks of 8 tokens hold 960 tokens a request: longer chat turns preempt
+    themselves with nothing else running. Before, they came back from the waiting queue for ever (the run
+    never ended); now they are refused, as requests larger than the whole pool."""
+    import signal
+
+    def stuck(*_):
+        raise TimeoutError("the simulation did not end")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(60)
+    try:
+        small = pool(362, groups=(KvGroup("full"),) * 3, block_size=8, prefix_caching=True, max_num_seqs=256)
+        result = simulate(small, parse_workload("chat:rate=1,duration=20"), seed=19, cost=STEP)
+        large = simulate(small.with_blocks(3620), parse_workload("chat:rate=1,duration=20"), seed=19, cost=STEP)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    refused = result.requests - result.finished
+    assert (result.requests, result.finished) == (55, 10)
+    assert f"{refused} request(s) larger than the whole pool were refused" in result.notes
+    assert large.requests == 55 and large.finished == 55  # ten times the pool: none refused

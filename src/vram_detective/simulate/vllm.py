@@ -289,11 +289,23 @@ class VllmSim:
         return victim
 
     def _grow(self, r: _Live, upto: int, cause: str) -> bool:
-        """Allocate for r, preempting the newest running requests until it fits; False if r itself went."""
+        """Allocate for r, preempting the newest running requests until it fits; False if r itself went. A
+        request that preempts itself with nothing else running can never be served by this pool (vLLM's
+        startup check keeps such pools from existing): it is refused instead of coming back forever."""
         while not self._allocate(r, upto):
             if self._preempt(cause) is r:
+                if not self.running:
+                    self._refuse_preempted(r)
                 return False
         return True
+
+    def _refuse_preempted(self, r: _Live) -> None:
+        if self.swapped and self.swapped[-1] is r:
+            self.swapped.pop()
+            self.cpu_free += r.keys
+        elif self.waiting and self.waiting[0] is r:
+            self.waiting.popleft()
+        self._reject(r)
 
     def _decode_events(self) -> list[_Live]:
         """The decoding requests with something to do at this decode step; returns those finishing. Several

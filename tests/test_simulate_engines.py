@@ -55,6 +55,19 @@ def test_llamacpp_third_request_waits_for_a_slot():
     assert result.peak_running == 2 and result.peak_waiting == 1 and result.finished == 3
 
 
+def test_llamacpp_unified_pool_running_out_fails_every_slot():
+    # --kv-unified, 1,000 cells for 2 slots: two 600-token prompts need 1,200 cells; llama_decode finds no
+    # KV slot even at batch 1 and server.cpp fails both requests ("Context size has been exceeded.")
+    p = PoolSpec("llamacpp", "0.3.16", "", num_blocks=1000, block_size=1, block_bytes=10, max_num_seqs=2,
+                 max_num_batched_tokens=2048, max_model_len=1000, unified_kv=True)
+    result = simulate(p, trace(Request(0.0, 600, 5), Request(0.0, 600, 5), Request(5.0, 300, 5)), cost=STEP)
+    assert (result.requests, result.finished) == (3, 1)  # the third, alone, is served
+    assert any(note.startswith("2 request(s) failed with 'Context size has been exceeded.'") for note in result.notes)
+    assert result.peak_blocks <= 1000
+    assert simulate(replace(p, num_blocks=1300), trace(Request(0.0, 600, 5), Request(0.0, 600, 5)),
+                    cost=STEP).finished == 2
+
+
 def test_pool_from_a_vllm_prediction():
     b = explain("google/gemma-3-27b-it", "H100", max_model_len=16384)
     p = pool_from_breakdown(b)

@@ -39,6 +39,9 @@ def simulate(pool: PoolSpec, workload: Workload, engine_rules: EngineRules | Non
     end = simulator.run()
     if getattr(simulator, "rejected", 0):
         notes.append(f"{simulator.rejected} request(s) larger than the whole pool were refused")
+    if getattr(simulator, "errors", 0):
+        notes.append(f"{simulator.errors} request(s) failed with 'Context size has been exceeded.' (the unified KV "
+                     "cache ran out: the server fails every slot's request)")
     return rec.result(pool.engine, pool, end, tuple(notes))
 
 

@@ -2,7 +2,10 @@
 with n_ctx / np cells (or all n_ctx shared with --kv-unified); a request waits for a free slot; a slot
 keeps its last prompt's cells and reuses the common prefix (cache_prompt); when a slot's context is full,
 context shift drops half of the tokens after n_keep (= 0 here) and generation continues; without context
-shift the request stops there. Nothing is ever preempted. Steps touch every slot (np is small)."""
+shift the request stops there. Nothing is ever preempted. With --kv-unified (servers that give a slot all of
+n_ctx) the slots draw on one pool of n_ctx cells: when a step needs more cells than are free, llama_decode finds
+no KV slot even at batch 1 and the server fails every slot's request with "Context size has been exceeded."
+(server.cpp update_slots, 0.3.16 tree: ret == 1 at n_batch == 1). Steps touch every slot (np is small)."""
 from __future__ import annotations
 
 from collections import deque
@@ -18,6 +21,7 @@ class LlamacppSim:
         self.waiting: deque = deque()
         self.now = 0.0
         self.shifts = 0
+        self.errors = 0  # requests failed when the unified pool ran out
 
     def _used(self) -> int:
         return sum(slot[1] for slot in self.slots)
@@ -44,7 +48,7 @@ class LlamacppSim:
             busy += 1
             slot[2] += 1
             slot[1] += 1
-            limit = self.slot_ctx if not self.pool.unified_kv else self.pool.num_blocks - (self._used() - slot[1])
+            limit = self.slot_ctx  # a slot shifts at its own n_ctx (all of n_ctx with --kv-unified)
             if slot[1] >= limit and slot[2] < req.output_tokens:
                 if not self.pool.context_shift:
                     slot[2] = req.output_tokens
@@ -74,4 +78,15 @@ class LlamacppSim:
             decodes = self._decode()
             rec.request_steps += decodes
             self.now += self.cost.step_s(prefill, decodes)
+            if self.pool.unified_kv and self._used() > self.pool.num_blocks:
+                self._fail_every_slot()
             rec.state(self.now, self._used(), decodes, len(self.waiting))
+
+    def _fail_every_slot(self) -> None:
+        """The unified pool ran out: every slot's request fails and the slot is released; its cells are reused
+        (trimmed to the common prefix) by the slot's next request."""
+        for slot in self.slots:
+            if slot[0] is not None:
+                self.errors += 1
+                self.arrivals.finished(slot[0], self.now)
+                slot[:] = [None, 0, 0, slot[3], 0]

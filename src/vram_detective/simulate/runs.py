@@ -99,10 +99,19 @@ class RunPool:
         self.nfree -= count
         if not self.caching:
             return
-        queue, head = self.queue, self.head
+        queue, head, cached = self.queue, self.head, self.cached
         while count:
             entry = queue[head]
             chain, lo, hi, stamp = entry
+            if hi - lo == 1 and chain is not None:  # one block (a window's freed block): _evict inlined
+                if chain.qpos[lo] == stamp:
+                    chain.ref[lo] = -1
+                    chain.count -= 1
+                    count -= 1
+                    if not chain.count and cached.get(chain.owner) is chain:
+                        del cached[chain.owner]
+                head += 1
+                continue
             if chain is None:
                 if hi > count:
                     entry[2] = hi - count

@@ -218,13 +218,21 @@ class RunPool:
             chain.count += n
             _append(table, chain, first, stop)
             return
-        for i, v in enumerate(seg, first):
-            if v == -1:
-                ref[i] = 1
-                chain.count += 1
-                _append(table, chain, i, i + 1)
+        new = [v == -1 for v in seg]  # stretches of new hashes and of duplicates, found by list.index
+        i = 0
+        while i < n:
+            fresh = new[i]
+            try:
+                j = new.index(not fresh, i)
+            except ValueError:
+                j = n
+            if fresh:
+                ref[first + i:first + j] = [1] * (j - i)
+                chain.count += j - i
+                _append(table, chain, first + i, first + j)
             else:
-                _append(table, None, 0, 1)
+                _append(table, None, 0, j - i)
+            i = j
 
     # --- release ----------------------------------------------------------------------------------------
     def release(self, table: list[list], tail: int) -> None:
@@ -254,6 +262,8 @@ class RunPool:
                 continue
             seg = [v - 1 for v in seg]
             ref[lo:hi] = seg
+            if 0 not in seg:  # every position still held by another request (a shared prefix)
+                continue
             qpos, top = chain.qpos, hi
             for i in range(hi - 1, lo - 1, -1):  # runs of positions no one holds now, from the top
                 if seg[i - lo]:

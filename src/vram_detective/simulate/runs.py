@@ -174,26 +174,32 @@ class RunPool:
         if not chain.count and self.cached.get(chain.owner) is chain:
             del self.cached[chain.owner]
 
-    def cache_one(self, table: list[list], owner: object, i: int) -> None:
-        """cache(table, owner, i, i + 1): the block a decode filled."""
-        chain = self.cached.get(owner)
-        if chain is None:
-            chain = self.cached[owner] = Chain(owner)
-        ref = chain.ref
-        if len(ref) <= i:
-            chain.grow(i + 1)
-        last = table[-1] if table else _NO_RUN
-        if ref[i] == -1:
-            ref[i] = 1
-            chain.count += 1
-            if last[0] is chain and last[2] == i:
-                last[2] = i + 1
+    def cache_ones(self, tables: list[list[list]], skips: list[int], owner: object, i: int) -> None:
+        """cache(tables[g], (owner, g), i, i + 1) in every group g whose window still holds block i: the block a
+        decode filled."""
+        cached = self.cached
+        for g, table in enumerate(tables):
+            if skips[g] > i:
+                continue
+            key = (owner, g)
+            chain = cached.get(key)
+            if chain is None:
+                chain = cached[key] = Chain(key)
+            ref = chain.ref
+            if len(ref) <= i:
+                chain.grow(i + 1)
+            last = table[-1] if table else _NO_RUN
+            if ref[i] == -1:
+                ref[i] = 1
+                chain.count += 1
+                if last[0] is chain and last[2] == i:
+                    last[2] = i + 1
+                else:
+                    table.append([chain, i, i + 1])
+            elif last[0] is None:
+                last[2] += 1
             else:
-                table.append([chain, i, i + 1])
-        elif last[0] is None:
-            last[2] += 1
-        else:
-            table.append([None, 0, 1])
+                table.append([None, 0, 1])
 
     def cache(self, table: list[list], owner: object, first: int, stop: int) -> None:
         """A request's fresh full blocks at positions [first, stop) get their hashes, except where another
@@ -276,19 +282,27 @@ class RunPool:
             if top > lo:
                 queue.append([chain, lo, top, stamp])
 
-    def release_one(self, chain: Chain | None, i: int) -> None:
-        """release([[chain, i, i + 1]], 0): a sliding window's one skipped block."""
+    def release_first(self, table: list[list]) -> None:
+        """release() of a request table's first block alone (a sliding window's one skipped block)."""
+        run = table[0]
+        chain, lo, hi = run
+        if hi - lo == 1:
+            del table[0]
+        elif chain is None:
+            run[2] = hi - 1
+        else:
+            run[1] = lo + 1
         if not self.caching:
             self.nfree += 1
         elif chain is None:
             self._free_anonymous(1)
         else:
             ref = chain.ref
-            ref[i] -= 1
-            if not ref[i]:
+            ref[lo] -= 1
+            if not ref[lo]:
                 stamp = self.stamp = self.stamp + 1
-                chain.qpos[i] = stamp
-                self.queue.append([chain, i, i + 1, stamp])
+                chain.qpos[lo] = stamp
+                self.queue.append([chain, lo, lo + 1, stamp])
                 self.nfree += 1
 
     def _free_anonymous(self, n: int) -> None:

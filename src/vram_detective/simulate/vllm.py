@@ -160,15 +160,7 @@ class VllmSim:
         """Frees group g's blocks skip[g] .. stop - 1: the table's first runs, then anonymous blocks past them."""
         start, table = r.skip[g], r.table[g]
         if stop == start + 1 and r.keys > start:  # a decode's one block: the table's first position
-            run = table[0]
-            chain, lo, hi = run
-            if hi - lo == 1:
-                del table[0]
-            elif chain is None:
-                run[2] = hi - 1
-            else:
-                run[1] = lo + 1
-            self.blocks.release_one(chain, lo)
+            self.blocks.release_first(table)
             r.skip[g] = stop
             return
         hashed = min(stop, max(start, r.keys))
@@ -215,10 +207,7 @@ class VllmSim:
         """_cache_full for the one block a decode filled (position keys), in every group still holding it."""
         i, req = r.keys, r.req
         owner = req.prefix_id if i < req.prefix_tokens // self.bs else (req.session or r.n)
-        cache_one = self.blocks.cache_one
-        for g, table in enumerate(r.table):
-            if r.skip[g] <= i:
-                cache_one(table, (owner, g), i)
+        self.blocks.cache_ones(r.table, r.skip, owner, i)
         r.keys = i + 1
 
     def _free(self, r: _Live) -> None:
@@ -315,7 +304,7 @@ class VllmSim:
             return self._decode_events_one_group()
         finishing = []
         events, dstep, bs, pool, groups = self.events, self.dstep, self.bs, self.blocks, self.ngroups
-        slides, pop, push = self.slides, heapq.heappop, heapq.heappush
+        slides, pop, push, take_one = self.slides, heapq.heappop, heapq.heappush, pool.take_one
         while events and events[0][0] <= dstep:
             _, _, epoch, r = pop(events)
             if epoch != r.epoch or not r.decoding:
@@ -330,8 +319,13 @@ class VllmSim:
                     until = until_skip
                 if skipped > nblocks:
                     skipped = nblocks
-                if skipped > r.skip[g]:
-                    self._free_front(r, g, skipped)
+                skip = r.skip
+                if skipped > skip[g]:
+                    if skipped == skip[g] + 1 and r.keys > skip[g]:  # one hashed block: _free_front's first case
+                        pool.release_first(r.table[g])
+                        skip[g] = skipped
+                    else:
+                        self._free_front(r, g, skipped)
             if c + 1 > nblocks * bs:
                 if pool.caching and nblocks > r.keys:
                     if nblocks == r.keys + 1:
@@ -341,7 +335,7 @@ class VllmSim:
                 need = -(-(c + 1) // bs) - nblocks
                 if need == 1 and groups <= pool.nfree:  # a block in each group, group by group
                     for _ in range(groups):
-                        pool.take_one()
+                        take_one()
                     r.nblocks = nblocks + 1
                 elif need * groups <= pool.nfree:
                     pool.take(need * groups)

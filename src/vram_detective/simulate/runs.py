@@ -129,15 +129,26 @@ class RunPool:
                     break
                 head += 1
                 continue
-            i = hi
-            while i > lo and count:
-                i -= 1
-                if qpos[i] == stamp:
-                    self._evict(chain, i, i + 1)
-                    count -= 1
-            if i > lo:
-                entry[2] = i
+            # some positions were hit since (revived): found with list.index, not position by position
+            seg, ref = qpos[lo:hi], chain.ref
+            free = seg.count(stamp)
+            if free > count:  # the top `count` free positions go, the entry keeps the rest
+                rev, p = seg[::-1], -1
+                for _ in range(count):
+                    p = rev.index(stamp, p + 1)
+                    ref[hi - 1 - p] = -1
+                chain.count -= count
+                entry[2] = hi - 1 - p
                 break
+            p = -1
+            for _ in range(free):  # every free position goes: the entry is spent
+                p = seg.index(stamp, p + 1)
+                ref[lo + p] = -1
+            if free:
+                count -= free
+                chain.count -= free
+                if not chain.count and cached.get(chain.owner) is chain:
+                    del cached[chain.owner]
             head += 1
         if head > 4096 and 2 * head > len(queue):  # drop the consumed front now and then
             del queue[:head]
@@ -270,17 +281,23 @@ class RunPool:
             ref[lo:hi] = seg
             if 0 not in seg:  # every position still held by another request (a shared prefix)
                 continue
-            qpos, top = chain.qpos, hi
-            for i in range(hi - 1, lo - 1, -1):  # runs of positions no one holds now, from the top
-                if seg[i - lo]:
-                    if top > i + 1:
-                        queue.append([chain, i + 1, top, stamp])
-                    top = i
-                else:
-                    qpos[i] = stamp
-                    self.nfree += 1
-            if top > lo:
-                queue.append([chain, lo, top, stamp])
+            zero, runs, a = [not v for v in seg], [], -1  # runs of positions no one holds now
+            while True:
+                try:
+                    a = zero.index(True, a + 1)
+                except ValueError:
+                    break
+                try:
+                    b = zero.index(False, a)
+                except ValueError:
+                    b = n
+                runs.append((lo + a, lo + b))
+                a = b
+            qpos = chain.qpos
+            for a, b in reversed(runs):  # from the top
+                qpos[a:b] = [stamp] * (b - a)
+                queue.append([chain, a, b, stamp])
+                self.nfree += b - a
 
     def release_first(self, table: list[list]) -> None:
         """release() of a request table's first block alone (a sliding window's one skipped block)."""

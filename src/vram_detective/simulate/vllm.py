@@ -528,10 +528,12 @@ class VllmSim:
         """Steps that only decode and touch no request: jump over them at once."""
         if self.prefilling or self.swapped or not self.events or not self.decoding:
             return
+        k = self.events[0][0] - self.dstep
+        if k <= 0:  # the next step has an event (most steps that are not skipped)
+            return
         can_admit = self.waiting and not self.blocked and len(self.running) < self.pool.max_num_seqs
         if can_admit:
             return
-        k = self.events[0][0] - self.dstep
         dt = self.cost.step_s(0, self.decoding)
         t = self.arrivals.next_time()
         if t is not None and len(self.running) < self.pool.max_num_seqs and not self.blocked:

@@ -155,29 +155,34 @@ class RunPool:
             head = 0
         self.head = head
 
-    def take_one(self) -> None:
-        """take(1) for a decode, without the loop when the front entry's top block is free."""
-        if self.caching:
-            entry = self.queue[self.head]
+    def take_ones(self, n: int) -> None:
+        """take(n) block by block for a decode (its new block in each group), without take's loop while the front
+        entry's top block is free."""
+        if not self.caching:
+            self.nfree -= n
+            return
+        queue = self.queue
+        for _ in range(n):
+            entry = queue[self.head]
             chain, lo, hi, stamp = entry
             if chain is None:
                 if hi > 1:
                     entry[2] = hi - 1
                     self.nfree -= 1
-                    return
+                    continue
             elif chain.qpos[hi - 1] == stamp:
                 if hi - 1 > lo and chain.count > 1:
                     chain.ref[hi - 1] = -1
                     chain.count -= 1
                     entry[2] = hi - 1
                     self.nfree -= 1
-                    return
+                    continue
                 if hi - 1 == lo and self.head < 4096:  # the entry's only block (a window's freed block)
                     self._evict(chain, lo, hi)
                     self.head += 1
                     self.nfree -= 1
-                    return
-        self.take(1)
+                    continue
+            self.take(1)
 
     def _evict(self, chain: Chain, lo: int, hi: int) -> None:
         chain.ref[lo:hi] = NONE * (hi - lo)

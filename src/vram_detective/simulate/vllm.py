@@ -203,13 +203,6 @@ class VllmSim:
                     pool.cache(table, (owner, g), lo, hi)
         r.keys = full
 
-    def _cache_one(self, r: _Live) -> None:
-        """_cache_full for the one block a decode filled (position keys), in every group still holding it."""
-        i, req = r.keys, r.req
-        owner = req.prefix_id if i < req.prefix_tokens // self.bs else (req.session or r.n)
-        self.blocks.cache_ones(r.table, r.skip, owner, i)
-        r.keys = i + 1
-
     def _free(self, r: _Live) -> None:
         if self.simple:
             self.blocks.release(r.table, r.nblocks - r.keys)
@@ -304,7 +297,7 @@ class VllmSim:
             return self._decode_events_one_group()
         finishing = []
         events, dstep, bs, pool, groups = self.events, self.dstep, self.bs, self.blocks, self.ngroups
-        slides, pop, push, take_one = self.slides, heapq.heappop, heapq.heappush, pool.take_one
+        slides, pop, push = self.slides, heapq.heappop, heapq.heappush
         while events and events[0][0] <= dstep:
             _, _, epoch, r = pop(events)
             if epoch != r.epoch or not r.decoding:
@@ -328,14 +321,17 @@ class VllmSim:
                         self._free_front(r, g, skipped)
             if c + 1 > nblocks * bs:
                 if pool.caching and nblocks > r.keys:
-                    if nblocks == r.keys + 1:
-                        self._cache_one(r)
+                    i = r.keys
+                    if nblocks == i + 1:  # the one block this request filled, in every group still holding it
+                        req = r.req
+                        owner = req.prefix_id if i < req.prefix_tokens // bs else (req.session or r.n)
+                        pool.cache_ones(r.table, r.skip, owner, i)
+                        r.keys = i + 1
                     else:
                         self._cache_full(r, c)
                 need = -(-(c + 1) // bs) - nblocks
                 if need == 1 and groups <= pool.nfree:  # a block in each group, group by group
-                    for _ in range(groups):
-                        take_one()
+                    pool.take_ones(groups)
                     r.nblocks = nblocks + 1
                 elif need * groups <= pool.nfree:
                     pool.take(need * groups)
@@ -373,7 +369,7 @@ class VllmSim:
                         self._cache_full(r, c)
                 need = -(-(c + 1) // bs) - r.nblocks
                 if need == 1 and pool.nfree:
-                    pool.take_one()
+                    pool.take_ones(1)
                     r.nblocks += 1
                 elif need <= pool.nfree:
                     pool.take(need)

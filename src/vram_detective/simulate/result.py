@@ -109,15 +109,14 @@ class Recorder:
         self.peak_running = self.peak_waiting = 0
 
     def state(self, t: float, used: int, running: int, waiting: int) -> None:
-        if (used, running, waiting) == self.last:
-            return
-        if used != self.last[0]:
+        last = self.last
+        if used != last[0]:
             self.hist.set(t, used)
             self.blocks.record(t, used)
-        if running != self.last[1]:
+        if running != last[1]:
             self.running.record(t, running)
             self.peak_running = max(self.peak_running, running)
-        if waiting != self.last[2]:
+        if waiting != last[2]:
             self.waiting.record(t, waiting)
             self.peak_waiting = max(self.peak_waiting, waiting)
         self.last = (used, running, waiting)

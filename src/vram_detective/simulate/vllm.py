@@ -464,23 +464,16 @@ class VllmSim:
         heap = self.arrivals.heap
         if heap and heap[0][0] <= self.now:
             self._arrive()
-        budget = self.pool.max_num_batched_tokens
         scheduled: list[tuple[_Live, int]] = []
         finishing: list[_Live] = []
         decodes = 0
         if not self.mixed and not self.swapped:
-            scheduled = self._admit(budget)  # V0: a step of prompts only, when one fits
+            scheduled = self._admit(self.pool.max_num_batched_tokens)  # V0: a step of prompts only, when one fits
         if not scheduled:
             finishing = self._decode_events()
             decodes = self.decoding
-            if self.prefilling:
-                scheduled, budget, preempted = self._prefills(budget - decodes)
-            else:
-                budget, preempted = budget - decodes, False
-            if self.swapped:
-                self._swap_in()
-            if not preempted and self.mixed and not self.swapped and self.waiting and not self.blocked:
-                scheduled += self._admit(budget)
+            if self.prefilling or self.swapped or (self.waiting and not self.blocked):
+                scheduled = self._schedule(self.pool.max_num_batched_tokens - decodes)
         rec = self.rec
         if scheduled:
             self.now += self.cost.step_s(sum([n for _, n in scheduled]), decodes)
@@ -501,6 +494,17 @@ class VllmSim:
         state = (self.blocks.size - self.blocks.nfree, len(self.running), len(self.waiting) + len(self.swapped))
         if state != rec.last:
             rec.state(self.now, *state)
+
+    def _schedule(self, budget: int) -> list[tuple[_Live, int]]:
+        """The step's prefills, swap-ins and admissions after its decodes (budget: the tokens they left)."""
+        scheduled, preempted = [], False
+        if self.prefilling:
+            scheduled, budget, preempted = self._prefills(budget)
+        if self.swapped:
+            self._swap_in()
+        if not preempted and self.mixed and not self.swapped and self.waiting and not self.blocked:
+            scheduled += self._admit(budget)
+        return scheduled
 
     def _prefilled(self, r: _Live, n: int) -> None:
         r.computed += n

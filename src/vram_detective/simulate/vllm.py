@@ -297,10 +297,11 @@ class VllmSim:
             return self._decode_events_one_group()
         finishing = []
         events, dstep, bs, pool, groups = self.events, self.dstep, self.bs, self.blocks, self.ngroups
-        slides, pop, push = self.slides, heapq.heappop, heapq.heappush
-        while events and events[0][0] <= dstep:
-            _, _, epoch, r = pop(events)
+        slides, pop, replace = self.slides, heapq.heappop, heapq.heapreplace
+        while events and events[0][0] <= dstep:  # the event stays on top until handled (nothing here pushes)
+            _, _, epoch, r = events[0]
             if epoch != r.epoch or not r.decoding:
+                pop(events)
                 continue
             c = r.c0 + dstep - r.d0
             nblocks, left = r.nblocks, r.prompt + r.req.output_tokens - 2 - c
@@ -337,14 +338,16 @@ class VllmSim:
                     pool.take(need * groups)
                     r.nblocks = nblocks + need
                 elif not self._grow(r, c + 1, f"decode of request {r.n} needed a block at {c + 1} tokens"):
+                    pop(events)
                     continue
             if left <= 0:
+                pop(events)
                 finishing.append(r)
             else:
                 until_block = r.nblocks * bs - c
                 if until_block < until:
                     until = until_block
-                push(events, (dstep + (until if until > 0 else 0), r.n, r.epoch, r))
+                replace(events, (dstep + (until if until > 0 else 0), r.n, r.epoch, r))  # pop and push in one
         return finishing
 
     def _decode_events_one_group(self) -> list[_Live]:

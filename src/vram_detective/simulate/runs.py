@@ -177,10 +177,13 @@ class RunPool:
                     entry[2] = hi - 1
                     self.nfree -= 1
                     continue
-                if hi - 1 == lo and self.head < 4096:  # the entry's only block (a window's freed block)
+                if hi - 1 == lo:  # the entry's only block (a window's freed block)
                     self._evict(chain, lo, hi)
-                    self.head += 1
+                    head = self.head = self.head + 1
                     self.nfree -= 1
+                    if head > 4096 and 2 * head > len(queue):  # take's compaction
+                        del queue[:head]
+                        self.head = 0
                     continue
             self.take(1)
 

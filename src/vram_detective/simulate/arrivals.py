@@ -4,7 +4,6 @@ request per user / one look-ahead request, so memory does not grow with the trac
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
 
 from .workloads import Request, Workload
 
@@ -38,7 +37,7 @@ class Arrivals:
         if t > self.workload.duration or (limit and self.issued >= limit):
             return
         self.issued += 1
-        self._push(replace(next(self.users[user]), arrival=t))
+        self._push(next(self.users[user]).at(t))
 
     def next_time(self) -> float | None:
         return self.heap[0][0] if self.heap else None

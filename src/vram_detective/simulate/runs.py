@@ -70,7 +70,10 @@ class RunPool:
             if chain is None:
                 break
             seg = chain.ref[first:stop]
-            end = first + (seg.index(-1) if -1 in seg else len(seg))
+            try:
+                end = first + seg.index(-1)
+            except ValueError:
+                end = first + len(seg)
             if end > first:
                 out.append([chain, first, end])
             if end < stop:

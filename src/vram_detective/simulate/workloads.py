@@ -27,6 +27,11 @@ class Request:
     session: str = ""  # the conversation: its blocks are shared with its later turns
     user: int = -1  # closed loop: the user who sends it
 
+    def at(self, arrival: float) -> Request:
+        """This request sent at `arrival` (replace(self, arrival=...) without its walk over the fields)."""
+        return Request(arrival, self.prompt_tokens, self.output_tokens, self.prefix_id, self.prefix_tokens,
+                       self.session, self.user)
+
 
 @dataclass(frozen=True)
 class Lengths:

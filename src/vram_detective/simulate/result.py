@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from operator import mul
 from dataclasses import asdict, dataclass, field
 
 from .series import Histogram, Series
@@ -131,7 +132,8 @@ class Recorder:
         self.hist.set(t, self.hist.level)
         occupancy = self.blocks.finish(t)
         total = sum(self.hist.seconds)
-        mean = sum(level * s for level, s in enumerate(self.hist.seconds)) / total if total else 0.0
+        seconds = self.hist.seconds
+        mean = sum(map(mul, range(len(seconds)), seconds)) / total if total else 0.0  # level x seconds, in C
         return SimulationResult(
             engine=engine, pool_blocks=pool.num_blocks, block_size=pool.block_size, block_bytes=pool.block_bytes,
             duration_s=t, requests=self.arrived, finished=self.finished, peak_blocks=self.hist.peak,

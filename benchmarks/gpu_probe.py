@@ -134,6 +134,17 @@ def _decoder(torch, spec: dict, dtype):
     return nn.Sequential(*[Layer() for _ in range(spec["layers"])]).to("cuda", dtype)
 
 
+def _capture_one(torch, model, spec: dict, size: int, pool):
+    """One graph of `size` tokens into the shared `pool`, warmed up outside the graph as vLLM's capture does;
+    the graph and its static input are returned so that they stay alive."""
+    static = torch.zeros(size, spec["hidden"], device="cuda", dtype=torch.bfloat16)
+    model(static)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        model(static)
+    return graph, static
+
+
 def read_graph_pool(torch, spec: dict = SMALL_DECODER, sizes=CAPTURE_SIZES) -> dict:
     model = _decoder(torch, spec, torch.bfloat16)
     pool = torch.cuda.graph_pool_handle()
@@ -141,12 +152,7 @@ def read_graph_pool(torch, spec: dict = SMALL_DECODER, sizes=CAPTURE_SIZES) -> d
     graphs, records = [], []
     with torch.inference_mode():
         for size in sorted(sizes, reverse=True):  # vLLM captures the largest batch first, one shared pool
-            static = torch.zeros(size, spec["hidden"], device="cuda", dtype=torch.bfloat16)
-            model(static)  # warm-up outside the graph, as vLLM's capture does
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
-                model(static)
-            graphs.append((graph, static))
+            graphs.append(_capture_one(torch, model, spec, size, pool))
             torch.cuda.synchronize()
             records.append((size, torch.cuda.memory_reserved() - base))
     return graph_pool(records, spec["layers"])
@@ -162,13 +168,8 @@ def read_capture_after_forward(torch, spec: dict = SMALL_DECODER, tokens: int = 
         cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
         free_before = torch.cuda.mem_get_info()[0]
         pool, graphs = torch.cuda.graph_pool_handle(), []
-        for size in sorted(sizes, reverse=True):
-            static = torch.zeros(size, spec["hidden"], device="cuda", dtype=torch.bfloat16)
-            model(static)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):  # the first one empties the cache
-                model(static)
-            graphs.append((graph, static))
+        for size in sorted(sizes, reverse=True):  # the first torch.cuda.graph empties the cache
+            graphs.append(_capture_one(torch, model, spec, size, pool))
         torch.cuda.synchronize()
         after = logged_capture(free_before, torch.cuda.mem_get_info()[0], cached,
                                torch.cuda.memory_reserved() - torch.cuda.memory_allocated())

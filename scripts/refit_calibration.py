@@ -34,7 +34,6 @@ from vram_detective.engines.vllm import calibration, profile, releases  # noqa: 
 from vram_detective.engines.vllm.calibration import Fitted  # noqa: E402
 from vram_detective.engines.vllm.settings import pick_engine  # noqa: E402
 from vram_detective.forensics.formats import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: E402
-from vram_detective.hardware import UnknownGpuError, custom_gpu, find_gpu  # noqa: E402
 from vram_detective.units import GIB, parse_version  # noqa: E402
 
 FIGURE_LABELS = {"non_torch": "logged non-torch memory", "graphs": "logged CUDA-graph memory",
@@ -106,18 +105,8 @@ def constant_set_to(record: Fitted, value: float):
 
 
 def case_gpu(case: dict):
-    """The GPU the scorer predicts the case on."""
-    gpu = None
-    if case.get("gpu"):
-        try:
-            gpu = find_gpu(case["gpu"])
-        except UnknownGpuError:
-            gpu = None
-    total = (case.get("observed") or {}).get("total_gpu_memory_gib")
-    if total:
-        capability = gpu.compute_capability if gpu else (8, 0)
-        return custom_gpu(int(round(total * GIB)), name=gpu.name if gpu else "logged total", compute_capability=capability)
-    return gpu or custom_gpu(80 * GIB, name="GPU not stated", compute_capability=(8, 0))
+    """The GPU the scorer predicts the case on (scoring._case_gpu: sized to the logged total, or nominal)."""
+    return scoring._case_gpu(case)[0]
 
 
 def case_release(case: dict, gpu):

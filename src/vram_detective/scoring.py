@@ -186,27 +186,27 @@ def _next_release_feature(version: str, message: str) -> str | None:
     return f"{found.group(1)}.{found.group(2)}.{found.group(3)}"
 
 
-def _from_logged_budget(case: dict, inputs, breakdown) -> dict:
-    """Blocks, tokens and concurrency computed from the KV budget the log printed (the same grouping and
-    token rules as the prediction, only the budget is the logged one).
-
-    A logged '6.37 GiB' means [6.365, 6.375): a prediction counts as exact when the observed figure
-    lies inside the interval that rounding allows."""
-    from .units import parse_version
-
-    kv_plan_for_budget = get_engine("vllm").kv_plan_for_budget
-
-    observed = case.get("observed") or {}
-    logged = observed.get("kv_cache_gib")
+def _logged_budget_plans(case: dict, inputs, breakdown) -> tuple | None:
+    """The release's KV plans at the two ends of the budget the log printed (a logged '6.37 GiB' means
+    [6.365, 6.375)): the same grouping and token rules as the prediction, only the budget is the logged one.
+    None when the log printed no positive budget."""
+    logged = (case.get("observed") or {}).get("kv_cache_gib")
     if logged is None or logged <= 0:
-        return {}
+        return None
     spec, gpu, user = inputs
-    user = dict(user, max_model_len=breakdown.max_model_len)
+    user = dict(user, max_model_len=breakdown.max_model_len, engine=breakdown.engine)
     half = _half_unit(logged)
     version = parse_version(breakdown.vllm_version)
-    user["engine"] = breakdown.engine
-    plans = [kv_plan_for_budget(spec, gpu, user, version, int(budget))
-             for budget in ((logged - half) * GIB, (logged + half) * GIB - 1)]
+    kv_plan_for_budget = get_engine("vllm").kv_plan_for_budget
+    return tuple(kv_plan_for_budget(spec, gpu, user, version, int(budget))
+                 for budget in ((logged - half) * GIB, (logged + half) * GIB - 1))
+
+
+def _from_logged_budget(observed: dict, plans: tuple | None) -> dict:
+    """Blocks, tokens and concurrency from the logged budget's plans: a prediction counts as exact when the
+    observed figure lies inside the interval that the budget's rounding allows."""
+    if plans is None:
+        return {}
     out = {}
     pairs = (("num_gpu_blocks", "blocks_from_logged_budget"), ("kv_cache_tokens", "tokens_from_logged_budget"),
              ("max_concurrency", "concurrency_from_logged_budget"))
@@ -224,20 +224,6 @@ def _from_logged_budget(case: dict, inputs, breakdown) -> dict:
             error = _relative_error(predicted, value)
         out[name] = {"observed": value, "predicted": predicted, "interval": values, "rel_err": error}
     return out
-
-
-def _logged_pool_holds_a_request(case: dict, inputs, breakdown) -> bool:
-    """Whether the KV budget a failed start printed holds one max-length request by this release's own pool
-    arithmetic (the rules tokens_from_logged_budget scores, exact on every dev case that prints both): then the
-    engine's startup check passed, and the failure came later."""
-    logged = (case.get("observed") or {}).get("kv_cache_gib")
-    if logged is None or logged <= 0 or breakdown.max_model_len is None:
-        return False
-    spec, gpu, user = inputs
-    user = dict(user, max_model_len=breakdown.max_model_len, engine=breakdown.engine)
-    budget = int((logged - _half_unit(logged)) * GIB)
-    plan = get_engine("vllm").kv_plan_for_budget(spec, gpu, user, parse_version(breakdown.vllm_version), budget)
-    return plan.max_concurrency >= 1
 
 
 def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
@@ -477,10 +463,13 @@ def _vllm_entry(case: dict, prediction: tuple) -> dict:
             continue
         if key in observed and observed[key] is not None:
             entry["figures"][key] = _figure(key, predicted[key], observed[key])
-    entry["figures"].update(_from_logged_budget(case, inputs, breakdown))
+    plans = _logged_budget_plans(case, inputs, breakdown)
+    entry["figures"].update(_from_logged_budget(observed, plans))
     if "startup_failed" in observed and not partial:
         entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
-        holds = bool(observed["startup_failed"]) and _logged_pool_holds_a_request(case, inputs, breakdown)
+        # a failed start whose logged budget holds one max-length request (the lower end's plan) passed the
+        # engine's own startup check: the failure came later
+        holds = bool(observed["startup_failed"]) and plans is not None and plans[0].max_concurrency >= 1
         entry["verdict"] = {"observed": fidelity.observed_verdict(case, holds),
                             "predicted": fidelity.predicted_verdict(breakdown.failure and breakdown.failure.message)}
     return entry

@@ -135,9 +135,8 @@ def _compare(engine, model: str, gpu: str, version, settings: dict, observed: di
 
 def _pool_gib(observed: dict) -> float | None:
     """The KV pool an engine log printed, in GiB (SGLang: K + V sizes in GB as the log writes them)."""
-    for key in ("kv_cache_gib",):
-        if observed.get(key):
-            return observed[key]
+    if observed.get("kv_cache_gib"):
+        return observed["kv_cache_gib"]
     k, v = observed.get("k_size_gb"), observed.get("v_size_gb")
     return k + v if k and v else observed.get("kv_size_gb")
 

@@ -80,7 +80,7 @@ class ServingStats:
         at = line.find(_USAGE_KEY)
         while at > 0 and usage is None:
             if line[line.rfind(" ", 0, at) + 1:at] != "CPU":  # V0's swap space share follows the GPU's
-                usage = _number_after(line, at + len(_USAGE_KEY), "%")
+                usage = _number_at(line, at + len(_USAGE_KEY), "%")
             at = line.find(_USAGE_KEY, at + 1)
         if usage is None:
             return False
@@ -146,13 +146,13 @@ class ServingStats:
         return figures
 
 
-def _number_after(line: str, key: str | int, end: str) -> float | None:
-    """The number printed after `key` (or from index `key`) up to `end`; None when absent or not a number."""
-    start = key if isinstance(key, int) else line.find(key)
-    if start < 0:
-        return None
-    if not isinstance(key, int):
-        start += len(key)
+def _number_after(line: str, key: str, end: str) -> float | None:
+    """The number printed after `key` up to `end`; None when absent or not a number."""
+    start = line.find(key)
+    return None if start < 0 else _number_at(line, start + len(key), end)
+
+
+def _number_at(line: str, start: int, end: str) -> float | None:
     stop = line.find(end, start)
     try:
         return float(line[start:stop if stop >= 0 else len(line)])

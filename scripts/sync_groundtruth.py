@@ -1,7 +1,7 @@
 """Copy the ground truth the tests and the scorer read from ../shared into groundtruth/ (this repo).
 
 What is copied (python scripts/sync_groundtruth.py [SHARED], SHARED defaulting to ../shared):
-  ../shared/groundtruth/{dev,dev-vllm-more,dev-sglang,dev-llamacpp}.jsonl, SCHEMA.md -> groundtruth/
+  ../shared/groundtruth/{dev,dev-vllm-more,dev-vllm-modern,dev-sglang,dev-llamacpp}.jsonl, SCHEMA.md -> groundtruth/
   ../shared/gpus/observed.jsonl                                              -> groundtruth/gpus/
   ../shared/models/safetensors_total_size.jsonl and the config.json files
   the tests read (MODEL_CONFIGS below)                                       -> groundtruth/models/
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 TARGET = ROOT / "groundtruth"
 
-CASE_FILES = ("dev.jsonl", "dev-vllm-more.jsonl", "dev-sglang.jsonl", "dev-llamacpp.jsonl")
+CASE_FILES = ("dev.jsonl", "dev-vllm-more.jsonl", "dev-vllm-modern.jsonl", "dev-sglang.jsonl", "dev-llamacpp.jsonl")
 MODEL_CONFIGS = (  # the config.json files tests/test_kv_groups.py reads
     "Qwen--Qwen2.5-7B-Instruct", "google--gemma-2-9b", "google--gemma-3-1b-it", "google--gemma-3-27b-it",
     "google--gemma-3-4b-it", "microsoft--Phi-3-mini-4k-instruct", "mistralai--Mistral-7B-Instruct-v0.2",

@@ -298,14 +298,13 @@ def _logs_with_smi(log: str, smi_text: str, model, gpu, version) -> dict:
     nvidia-smi output from a path or standard input only)."""
     from ..forensics import command
     from ..forensics.nvidia_smi import parse_nvidia_smi
-    from ..forensics.parser import parse_stream
 
     _check_log_options(model, gpu, version)
     smi = parse_nvidia_smi(smi_text)
     engine = command._other_engine(log, "-", model, gpu, version, smi)
     if engine is not None:
         return engine
-    parsed = parse_stream(io.BytesIO(log.encode("utf-8")), "standard input")
+    parsed = get_engine("vllm").logs.reader().parse_stream(io.BytesIO(log.encode("utf-8")), "standard input")
     last = len(parsed.runs) - 1
     runs = [command.analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=version,
                                 smi=smi if index == last else None)

@@ -296,6 +296,7 @@ def logs_json(log: str, nvidia_smi: str | None = None, model: str | None = None,
 def _logs_with_smi(log: str, smi_text: str, model, gpu, version) -> dict:
     """build_report's steps for a log and nvidia-smi output both held in memory (build_report reads the
     nvidia-smi output from a path or standard input only)."""
+    from ..engines import get_engine
     from ..forensics import command
     from ..forensics.nvidia_smi import parse_nvidia_smi
 

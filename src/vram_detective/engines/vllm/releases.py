@@ -254,6 +254,10 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "serves_mllama", True, "mllama.py, SupportsV0Only (up to 0.10.2)"),
     RuleChange(_v("0.11.0"), None, "serves_mllama", False, "registry _PREVIOUSLY_SUPPORTED_MODELS 'MllamaForConditionalGeneration': '0.10.2' (0.11.0)"),
     *_added("0.7.0", "serves_whisper", "model_executor/models/whisper.py (0.7.0)"),
+    # V1 refuses to start when the device's free memory (other processes' allocations gone) is below
+    # total x gpu_memory_utilization (v1/worker/gpu_worker.py init_device, 0.9.1+; v1/worker/utils.py request_memory
+    # in 0.19); 0.9.0 took a snapshot without the check
+    *_added("0.9.1", "v1_startup_free_check", "v1/worker/gpu_worker.py init_device (0.9.1): free_memory < requested_memory"),
     RuleChange(_v("0.0.0"), None, "whisper_on_v1", False, "whisper.py SupportsV0Only until 0.10.1: V1 falls back to V0 (engine/arg_utils.py _raise_or_fallback)"),
     RuleChange(_v("0.10.2"), None, "whisper_on_v1", True, "V1 serves Whisper from 0.10.2"),
 

@@ -45,6 +45,9 @@ class LogFormats:
     lines: Callable[..., tuple[str, ...]]  # (release, figures) -> what that release prints at startup
     parse: Callable[[str], dict]  # log text -> observed figures (shared/groundtruth/SCHEMA.md keys)
     is_mine: Callable[[str], bool]  # does this log come from this engine?
+    # the streaming reader `logs` analyses runs with (LogParser, parse_stream, parse_text, OBSERVED_KEYS, the eras);
+    # None: the engine's logs are read by `parse` only
+    reader: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)

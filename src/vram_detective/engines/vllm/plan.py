@@ -12,7 +12,7 @@ from ...model.dtypes import DTYPE_BYTES
 from ...model.quantization import QuantConfig, QuantizationError
 from ...units import GIB, MIB
 from . import allocator, kv_cache, kv_dtypes, kv_groups, profile, speculative
-from .log_lines import LogFigures, format_gib, log_lines
+from .logs.lines import LogFigures, format_gib, log_lines
 from .quant_kernels import ONLINE_BNB, ONLINE_FP8, KernelLayout, kernel_for
 from .releases import Release, release as release_rules
 from .settings import EngineSettings, StartupRefusal, resolve_settings

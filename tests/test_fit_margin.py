@@ -60,7 +60,7 @@ def test_vllm_ranks_the_covering_fp8_pool_before_the_borderline_bf16_one(capsys)
            "±1.06 GiB): covers the KV pool's 90% interval" in text
     assert "+0.65 GiB borderline" in text
     assert "borderline: +0.65 GiB beyond 11 requests of 32,768 tokens, within the error of the profile terms " \
-           "(±2.72 GiB at 90%)" in text
+           "(±1.06 GiB at 90%)" in text
 
 
 def test_vllm_says_when_no_candidate_covers_and_shows_the_best_borderline_one(capsys):

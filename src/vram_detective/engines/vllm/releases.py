@@ -455,6 +455,8 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), "v1", "scheduler_preemption", "recompute", "v1/core/sched/scheduler.py 0.11.0: running.pop(); num_computed_tokens = 0"),
     RuleChange(_v("0.0.0"), "v1", "scheduler_victim", "newest", "v1/core/sched/scheduler.py 0.11.0: FCFS preempts self.running.pop()"),
     RuleChange(_v("0.0.0"), "v1", "scheduler_sliding_window_frees", True, "v1/core/single_type_kv_cache_manager.py 0.11.0: SlidingWindowManager.remove_skipped_blocks"),
+    RuleChange(_v("0.0.0"), "v1", "scheduler_hash_at_schedule", True, "v1/core/kv_cache_manager.py 0.8.5-0.33.0: allocate_slots ends with cache_blocks / cache_full_blocks"),
+    RuleChange(_v("0.0.0"), "v1", "scheduler_no_admission_after_preemption", "any", "v1/core/sched/scheduler.py 0.8.5-0.33.0: waiting requests only `if not preempted_reqs`"),
     RuleChange(_v("0.0.0"), "v0", "scheduler_prefix_caching", False, "vllm/config.py 0.6.3: enable_prefix_caching=False"),
     RuleChange(_v("0.0.0"), "v0", "scheduler_chunked_prefill", False, "vllm/config.py 0.6.3: chunked prefill opt-in below 32K"),
     RuleChange(_v("0.0.0"), "v0", "scheduler_mixed_prefill_decode", False, "vllm/core/scheduler.py 0.6.3: _schedule_default"),
@@ -463,6 +465,7 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), "v0", "scheduler_preemption", "recompute", "vllm/core/scheduler.py 0.6.3 _preempt: one running sequence -> RECOMPUTE (SWAP for n>1 or when asked)"),
     RuleChange(_v("0.0.0"), "v0", "scheduler_victim", "newest", "vllm/core/scheduler.py 0.6.3: running_queue.pop()"),
     RuleChange(_v("0.0.0"), "v0", "scheduler_sliding_window_frees", False, "V0 allocates full attention for every layer"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_hash_at_schedule", False, "vllm/core/block_manager.py 0.6.3: a block counts as cached once computed (mark_blocks_as_computed after the step)"),
 )
 # fmt: on
 

@@ -136,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_arguments(explain, model_optional=True,
-                        gpu_help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"); omit for a table of common GPUs')
+                        gpu_help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"), or "auto": this machine\'s GPUs '
+                                 '(nvidia-smi, rocm-smi, Apple Silicon; the default where GPUs are found; else a '
+                                 'table of common GPUs)')
     explain.add_argument("--tensors", action="store_true",
                          help="also list the tensor groups each rank holds (name, count, shape, dtype, bytes, role)")
     _add_vllm_flags(explain)
@@ -380,17 +382,21 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     settings = _settings_from(args, launch_settings)
     gpu_memory = parse_memory_size(args.gpu_memory) if args.gpu_memory else None
 
+    if gpu_memory is None and (args.gpu is None or args.gpu.strip().lower() == "auto"):
+        from .machine import explain_here, local_machine, wants_local
+
+        found = local_machine(args) if wants_local(args) else []
+        if found and not args.tensors:
+            return explain_here(args, model, settings, found)  # machine.py: this machine's GPUs (--gpu auto)
+        if found:
+            args.gpu = found[0][1].short_name
     if args.tensors and args.gpu is None and gpu_memory is None:
         raise BadInput("--tensors needs a GPU (--gpu or --gpu-memory): the stored layout depends on it")
     if args.gpu is None and gpu_memory is None:
         return _explain_common_gpus(args, model, settings)
 
-    try:
-        breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, settings),
-                                **_source_options(args))
-    except (*api.REFUSALS, *get_engine(args.engine_name).refusals) as error:
-        print(f"{get_engine(args.engine_name).label} would refuse to start: {error}", file=sys.stderr)
-        return EXIT_REFUSED
+    breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, settings),
+                            **_source_options(args))  # a refusal: errors.EngineRefused, exit 1 (errors.py)
     if args.html:
         from .web.report import html_report
 
@@ -600,12 +606,6 @@ def _main(argv: list[str] | None = None) -> int:
         return cmd_score(args)
     except BrokenPipeError:
         return 0
-    except (BadInput, ValueError, LookupError, OSError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        if isinstance(error, KeyError):
-            message = f"missing field {error}"
-        print(f"vram-detective: error: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

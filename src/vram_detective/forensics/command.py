@@ -65,6 +65,10 @@ def run(args) -> int:
         print("vram-detective: error: interrupted", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - the contract is one line on stderr, never a traceback
+        from ..errors import BAD_INPUT, kind, report
+
+        if kind(error) != BAD_INPUT:
+            return report(error)  # a refusal (exit 1) or a bug in the tool (exit 3)
         print(f"vram-detective: error: {_one_line(error)}", file=sys.stderr)
         return 2
     if getattr(args, "html", None) and report.get("log") is not None:
@@ -454,9 +458,9 @@ def _kv_pool(observed: dict, prediction, chosen_model) -> dict | None:
 
 
 def _ordered(observed: dict) -> list[str]:
-    from .parser import OBSERVED_KEYS
+    from ..engines import get_engine
 
-    return [key for key in OBSERVED_KEYS if key in observed]
+    return [key for key in get_engine("vllm").logs.reader().OBSERVED_KEYS if key in observed]
 
 
 # --- text ------------------------------------------------------------------------------------------------------

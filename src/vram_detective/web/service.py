@@ -296,16 +296,16 @@ def logs_json(log: str, nvidia_smi: str | None = None, model: str | None = None,
 def _logs_with_smi(log: str, smi_text: str, model, gpu, version) -> dict:
     """build_report's steps for a log and nvidia-smi output both held in memory (build_report reads the
     nvidia-smi output from a path or standard input only)."""
+    from ..engines import get_engine
     from ..forensics import command
     from ..forensics.nvidia_smi import parse_nvidia_smi
-    from ..forensics.parser import parse_stream
 
     _check_log_options(model, gpu, version)
     smi = parse_nvidia_smi(smi_text)
     engine = command._other_engine(log, "-", model, gpu, version, smi)
     if engine is not None:
         return engine
-    parsed = parse_stream(io.BytesIO(log.encode("utf-8")), "standard input")
+    parsed = get_engine("vllm").logs.reader().parse_stream(io.BytesIO(log.encode("utf-8")), "standard input")
     last = len(parsed.runs) - 1
     runs = [command.analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=version,
                                 smi=smi if index == last else None)
@@ -417,9 +417,11 @@ def simulate(request: Request, params: dict) -> Simulation:
         raise RequestError(f"preemption_budget is a fraction in [0, 1), got {budget}")
     breakdown = explain(request)
     if breakdown.failure is not None:
-        from .. import api
+        from ..errors import EngineRefused
 
-        raise api.REFUSALS[0](breakdown.failure.message.splitlines()[0])
+        refusal = EngineRefused(breakdown.failure.message.splitlines()[0])
+        refusal.engine_label = breakdown.engine_label
+        raise refusal
     cost = parse_cost(params["cost"]) if params.get("cost") else default_cost(breakdown)
     pinned = {key: value for key, value in request.settings.items() if key != "engine"}
 

@@ -145,6 +145,10 @@ class OllamaEngine:
             return None
         return _stored(reference, str(manifest_path(reference)))
 
+    def machine_settings(self, free_bytes: tuple[int, ...]) -> dict:
+        """Ollama sizes its layer estimate from each GPU's free memory (its gpu_free_mib setting)."""
+        return {"gpu_free_mib": [free // (1 << 20) for free in free_bytes], "num_gpus": len(free_bytes)}
+
     def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
         return {**({"num_ctx": context} if context else {}), **({"num_gpus": gpus} if gpus > 1 else {})}
 
@@ -236,7 +240,15 @@ class OllamaEngine:
         return ENGINE.kv_plan_for_budget(spec, gpu, {}, (rule("llamacpp_build", version),), kv_budget_bytes)
 
     def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
-        return [(0, decide(spec, gpu, settings, version).layout.model)]
+        from ..llamacpp.inventory import inventory
+        from ..llamacpp.plan import model_tensors
+        from ..llamacpp.settings import resolve
+
+        from . import releases as r
+
+        run = decide(spec, gpu, settings, version)
+        tensors, _ = model_tensors(spec, resolve(run.llamacpp_settings, r.rule("llamacpp_build", version)))
+        return [(0, inventory(tensors))]
 
     def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
         from ..llamacpp.report import GgufReport

@@ -444,6 +444,7 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), "v0", "scheduler_preemption", "recompute", "vllm/core/scheduler.py 0.6.3 _preempt: one running sequence -> RECOMPUTE (SWAP for n>1 or when asked)"),
     RuleChange(_v("0.0.0"), "v0", "scheduler_victim", "newest", "vllm/core/scheduler.py 0.6.3: running_queue.pop()"),
     RuleChange(_v("0.0.0"), "v0", "scheduler_sliding_window_frees", False, "V0 allocates full attention for every layer"),
+    RuleChange(_v("0.0.0"), "v0", "scheduler_no_admission_after_preemption", "prefill", "vllm/core/scheduler.py 0.6.3 _schedule_default: new prefills are scheduled before the running decodes, never after them"),
     RuleChange(_v("0.0.0"), "v0", "scheduler_hash_at_schedule", False, "vllm/core/block_manager.py 0.6.3: a block counts as cached once computed (mark_blocks_as_computed after the step)"),
 )
 # fmt: on

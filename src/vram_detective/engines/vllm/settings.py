@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...errors import EngineRefused
 from ...breakdown import Setting
 from ...hardware import Gpu
 from ...model.config import ModelSpec
@@ -32,8 +33,10 @@ class SettingsError(ValueError):
     """A setting vLLM itself would reject (the message is one line)."""
 
 
-class StartupRefusal(ValueError):
+class StartupRefusal(EngineRefused, ValueError):
     """vLLM would refuse to start at configuration time (message phrased like that release)."""
+
+    engine_label = "vLLM"
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,7 @@ PLUGIN_COMMANDS = {
     "compare": "vram_detective.compare",
     "serve": "vram_detective.web.command",
     "simulate": "vram_detective.simulate.command",
+    "watch": "vram_detective.watch.command",
 }
 
 

@@ -208,6 +208,13 @@ class LlamaCppEngine:
         return "llama.cpp draft models are not sized yet" if speculative_config else None
 
     @cached_property
+    def live_metrics(self):
+        """Reads the running server's /metrics (metrics.py: names by release)."""
+        from .metrics import read
+
+        return read
+
+    @cached_property
     def deployment(self):
         """How the engine runs as a server in a container (deploy.py: image, port, health, command)."""
         from .deploy import DEPLOYMENT

@@ -115,7 +115,7 @@ class OllamaEngine:
     def releases(self) -> Releases:
         from . import releases as r
 
-        return Releases(r.KNOWN, r.KNOWN[0], ".".join(map(str, r.NEWEST)), r.parse_version, r.rules_at, r.rule_at,
+        return Releases(r.KNOWN, r.KNOWN[0], ".".join(map(str, r.NEWEST)), r.resolve_version, r.rules_at, r.rule_at,
                         r.first_release, r.is_modelled)
 
     @cached_property

@@ -521,6 +521,10 @@ def _score_sglang_case(case: dict, catalog_only: bool = False) -> tuple[dict | N
              "separate": any(tag in SEPARATE_TAGS for tag in tags), "figures": {}}
     if model.note:
         entry["model_note"] = model.note
+    unsized = accuracy.partly_sized(case, spec)
+    if unsized:
+        # scored, but apart from the headline tables and the intervals (as SCHEMA.md's approximate cases)
+        entry["separate"], entry["separate_why"] = True, unsized
     if gpu is None:
         entry["partial"] = accuracy.NOMINAL_GPU
     logged = dict(observed, weights_mem_usage_gb=accuracy.logged_weights(observed))

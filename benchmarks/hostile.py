@@ -43,7 +43,7 @@ def timed(label: str, work) -> None:
 
 
 def log_rows() -> None:
-    from vram_detective.forensics.parser import MAX_LINE_CHARS, parse_stream
+    from vram_detective.engines.vllm.logs.reader import MAX_LINE_CHARS, parse_stream
 
     def parse(line: str):
         return lambda: parse_stream(io.BytesIO(line.encode()), "hostile.log").first.observed()

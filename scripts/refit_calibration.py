@@ -7,7 +7,7 @@
 Every constant enters a figure the logs print (non-torch memory, CUDA-graph memory, the KV budget behind the
 logged GPU blocks, the activation peak) linearly. For each case the tool's own prediction of that figure is
 probed with the constant at 0 and at 1 unit (scoring's path to vram_detective.api.explain, or profile.non_torch
-for the model-free non-torch term, with the release read from the log by forensics.formats): the case's estimate
+for the model-free non-torch term, with the release read from the log by engines/vllm/logs/eras.py): the case's estimate
 is (logged - the modelled rest) / slope. The refit is the median of the estimates over the record's `fitted_on`,
 rounded to its step; a choice record keeps the choice with the lowest median error. The term error is
 |prediction with the value - logged| / logged, on the fitted cases and on the held-out ones (calibration.held_out,
@@ -33,7 +33,7 @@ from vram_detective import scoring  # noqa: E402
 from vram_detective.engines.vllm import calibration, profile, releases  # noqa: E402
 from vram_detective.engines.vllm.calibration import Fitted  # noqa: E402
 from vram_detective.engines.vllm.settings import pick_engine  # noqa: E402
-from vram_detective.forensics.formats import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: E402
+from vram_detective.scoring import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: E402
 from vram_detective.units import GIB, parse_version  # noqa: E402
 
 FIGURE_LABELS = {"non_torch": "logged non-torch memory", "graphs": "logged CUDA-graph memory",
@@ -110,7 +110,7 @@ def case_gpu(case: dict):
 
 
 def case_release(case: dict, gpu):
-    """The release and engine path the case's version and log say (forensics.formats), or None."""
+    """The release and engine path the case's version and log say (engines/vllm/logs/eras.py), or None."""
     log = case.get("log", "")
     version = case.get("engine_version")
     version = refine_wildcard_version(version, log) if version else infer_version_from_log(log)

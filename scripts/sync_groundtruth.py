@@ -99,7 +99,10 @@ ENGINE_MESSAGES = re.compile(
     r"|(?:Forcing|Setting) (?:kv cache|attention) block size|Setting kv cache block size"
     r"|enable_lora=|Overriding num_gpu_blocks|Application startup complete|Uvicorn running on"
     # SGLang
-    r"|Load weight (?:begin|end)\.|KV Cache is allocated\.|Memory pool end\.|max_total_num_tokens="
+    # (an author's condensed rendering of a line - labels or fields dropped - is not the engine's line: the
+    # KV and scheduler lines count only with the wording SGLang prints, e.g. memory_pool.py 'K size:')
+    r"|Load weight (?:begin|end)\.|KV Cache is allocated\. (?:dtype: \S+, )?#tokens: \d+, K?V? ?size: "
+    r"|Memory pool end\.|max_total_num_tokens=\d+, (?:chunked_prefill_size|max_prefill_tokens)="
     r"|Capture cuda graph (?:begin|end)\.|The server is fired up|server_args|Init torch distributed"
     r"|avail mem=[\d.]+ GB|K size: [\d.]+ GB|max_running_requests=\d"
     r"|ValueError: Loaded weights leave no GPU memory"

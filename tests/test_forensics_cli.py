@@ -184,7 +184,7 @@ def test_missing_log_and_double_stdin(capsys):
 def test_every_dev_log_renders_without_error(dev_cases, tmp_path):
     """Text and JSON for each dev log whose text has vLLM lines (no prediction search: fast)."""
     from vram_detective.forensics.command import analyze_run, render_text
-    from vram_detective.forensics.parser import parse_text
+    from vram_detective.engines.vllm.logs.reader import parse_text
 
     for case in dev_cases.values():
         parsed = parse_text(case["log"])
@@ -198,7 +198,7 @@ def test_every_dev_log_renders_without_error(dev_cases, tmp_path):
 
 def test_the_command_module_imports_light():
     code = ("import sys, vram_detective.cli as c, vram_detective.forensics.command as m; "
-            "heavy = [n for n in ('vram_detective.api', 'vram_detective.forensics.parser', "
+            "heavy = [n for n in ('vram_detective.api', 'vram_detective.engines.vllm.logs.reader', "
             "'vram_detective.engines.vllm.plan') if n in sys.modules]; print(heavy)")
     import os
     from pathlib import Path

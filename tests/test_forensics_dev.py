@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from vram_detective.forensics.parser import observed_from_log, parse_text
+from vram_detective.engines.vllm.logs.reader import observed_from_log, parse_text
 from vram_detective.scoring import score_cases
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,10 @@ import tracemalloc
 
 import pytest
 
-from vram_detective.forensics.formats import (
+from vram_detective.engines.vllm.logs.eras import (
     FormatMarkers, engine_from_markers, era_from_markers, infer_engine_from_log, infer_version_from_log,
 )
-from vram_detective.forensics.parser import (
+from vram_detective.engines.vllm.logs.reader import (
     MAX_LINE_CHARS, LineReader, LogInputError, observed_from_log, parse_stream, parse_text,
 )
 

@@ -6,7 +6,7 @@ import io
 import tracemalloc
 
 from vram_detective.forensics import streaming
-from vram_detective.forensics.parser import parse_stream
+from vram_detective.engines.vllm.logs.reader import parse_stream
 from vram_detective.forensics.streaming import BoundedLogParser, engine_of_file, parse_file_bounded, parse_stream_bounded
 
 START = """\

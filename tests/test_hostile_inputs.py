@@ -14,7 +14,7 @@ import pytest
 
 from vram_detective.forensics.nvidia_smi import SmiValueError, parse_file as parse_smi_file, parse_nvidia_smi
 from vram_detective.forensics.observed import build_observed
-from vram_detective.forensics.parser import MAX_LINE_CHARS, LogParser, parse_stream, parse_text
+from vram_detective.engines.vllm.logs.reader import MAX_LINE_CHARS, LogParser, parse_stream, parse_text
 from vram_detective.model.config import ConfigError, parse_config
 from vram_detective.model.gguf_source import GGUFError, gguf_config, parse_prefix, read_local
 from vram_detective.model.safetensors_headers import HeaderError, read_header
@@ -193,9 +193,9 @@ def test_a_line_of_40000_digits_is_no_figure_and_is_cut_to_the_cap():
 
 
 def test_numbers_have_bounded_lengths_and_runs_start_at_their_first_digit():
-    from vram_detective.forensics import parser
+    from vram_detective.engines.vllm.logs import reader as parser
 
-    for pattern, handler in parser._PATTERNS:
+    for pattern, handler in ((p.regex, p.name) for p in parser.PATTERNS):
         assert r"(\d+)" not in pattern.pattern, handler
     assert parse_text("# GPU blocks: " + "9" * 5000).runs[0].figures == []
     assert parse_text("x 12.5 GiB for peak activation").first.observed() == {"activation_peak_gib": 12.5}

@@ -12,7 +12,7 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from vram_detective.forensics.parser import parse_text  # noqa: E402
+from vram_detective.engines.vllm.logs.reader import parse_text  # noqa: E402
 from vram_detective.model.gguf_source import GGUFError, NeedMoreBytes, gguf_config, parse_prefix  # noqa: E402
 from vram_detective.model.config import ConfigError  # noqa: E402
 from vram_detective.model.safetensors_headers import HeaderError, header_length, parse_header  # noqa: E402

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import GIB, MIB, logged_message
-from vram_detective.engines.vllm.log_lines import LogFigures, format_gib, log_lines
+from vram_detective.engines.vllm.logs.lines import LogFigures, format_gib, log_lines
 from vram_detective.engines.vllm.releases import release
 
 # Llama-3.1-8B bf16: 8,030,261,248 params x 2 B + 131072 x 128 x 2 B rotary cache = 16,094,076,928 B

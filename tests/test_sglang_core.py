@@ -24,6 +24,16 @@ BY_ID = {case["id"]: case for case in CASES}
 NOT_IN_LOG = {("sglang-qwen25-05b-pd-prefill-4070tis-mfs015", "nvidia_smi_used_mib_before"),
               ("sglang-qwen3-14b-4x4090-tp4-mfs080", "nvidia_smi_used_mib"),
               ("sglang-qwen3-14b-4x4090-tp4-mfs080", "nvidia_smi_total_mib")}
+# The Qwen3.8-27B EAGLE case's boot log is its author's condensed rendering: 'KV Cache is allocated. #tokens: N,
+# K 5.22 GB, V 5.22 GB  <- target' (0.5.17 memory_pool.py prints 'dtype: ..., #tokens: N, K size: ..., V size: ...'),
+# 'max_total_num_tokens=N, context_len=..., available_gpu_mem=...' (scheduler.py prints five fields before
+# available_gpu_mem), the Mamba line split over two lines without its 'size:' labels. None is a line SGLang printed,
+# so the sync drops them all: every figure of the case is the author's record only.
+QWEN38_EAGLE = "sglang-v0517-a100pcie-qwen38-27b-eagle-mf092-ctx169k-r0"
+NOT_IN_LOG |= {(QWEN38_EAGLE, key) for key in BY_ID[QWEN38_EAGLE]["observed"]}
+# The GLM-5.2 MTP case: the author quoted the OOM inside a sentence, abbreviated ('Tried to allocate 1.50 GiB. ...
+# 488.19 MiB is free.'); the failed start is the author's record, no line of the log shows it
+NOT_IN_LOG.add(("sglang-v0513post1-8xh200-glm52-fp8-hisparse-1m-mf088-mtp-graph-oom", "startup_failed"))
 
 
 def _spec(repo: str):
@@ -41,7 +51,10 @@ def test_parser_recovers_every_printed_figure(case):
 
 
 def test_every_dev_case_is_read():
-    assert len(CASES) == 20
+    # every line of the file is one case with the fields the parser and the scorer read
+    lines = [line for line in CASES_PATH.read_text().splitlines() if line.strip()]
+    assert len(CASES) == len(lines) and len(BY_ID) == len(lines)
+    assert all(case["engine"] == "sglang" and isinstance(case["observed"], dict) and "log" in case for case in CASES)
 
 
 # (case, repo, mfs, tp, page) where the log prints both 'Load weight begin' and 'end' and mfs is known

@@ -136,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_arguments(explain, model_optional=True,
-                        gpu_help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"); omit for a table of common GPUs')
+                        gpu_help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"), or "auto": this machine\'s GPUs '
+                                 '(nvidia-smi, rocm-smi, Apple Silicon; the default where GPUs are found; else a '
+                                 'table of common GPUs)')
     explain.add_argument("--tensors", action="store_true",
                          help="also list the tensor groups each rank holds (name, count, shape, dtype, bytes, role)")
     _add_vllm_flags(explain)
@@ -380,6 +382,14 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     settings = _settings_from(args, launch_settings)
     gpu_memory = parse_memory_size(args.gpu_memory) if args.gpu_memory else None
 
+    if gpu_memory is None and (args.gpu is None or args.gpu.strip().lower() == "auto"):
+        from .machine import explain_here, local_machine, wants_local
+
+        found = local_machine(args) if wants_local(args) else []
+        if found and not args.tensors:
+            return explain_here(args, model, settings, found)  # machine.py: this machine's GPUs (--gpu auto)
+        if found:
+            args.gpu = found[0][1].short_name
     if args.tensors and args.gpu is None and gpu_memory is None:
         raise BadInput("--tensors needs a GPU (--gpu or --gpu-memory): the stored layout depends on it")
     if args.gpu is None and gpu_memory is None:

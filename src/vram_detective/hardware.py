@@ -48,6 +48,14 @@ class Gpu:
     # GH200/GB10: vLLM 0.33 sizes memory from psutil on these.
     unified_memory: bool = False
     notes: str = ""
+    # Memory other processes already hold on this device when the engine starts (`--gpu auto` reads it from
+    # nvidia-smi / NVML / rocm-smi); 0 for a catalog card. Engines that size from free memory subtract it.
+    in_use_bytes: int = 0
+
+    @property
+    def free_bytes(self) -> int:
+        """What torch.cuda.mem_get_info() returns as free before the engine loads anything."""
+        return self.cuda_total_bytes - self.in_use_bytes
 
     @property
     def cuda_total_gib(self) -> float:

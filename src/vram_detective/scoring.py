@@ -6,12 +6,27 @@ import re
 from pathlib import Path
 
 
-# the release and engine path a log's format shows live with the log parser (re-exported here)
 from .engines import get_engine
-from .forensics.formats import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: F401
 from . import fidelity
 from .render import schema_figures
 from .units import GIB, parse_version
+
+def _vllm_logs():
+    """vLLM's log reader (engines/vllm/logs/), through the engine: the release and path a log's format shows."""
+    return get_engine("vllm").logs.reader()
+
+
+def infer_engine_from_log(log: str) -> str | None:
+    return _vllm_logs().infer_engine_from_log(log)
+
+
+def infer_version_from_log(log: str) -> str | None:
+    return _vllm_logs().infer_version_from_log(log)
+
+
+def refine_wildcard_version(version: str, log: str, other_quantization: bool = False) -> str:
+    return _vllm_logs().refine_wildcard_version(version, log, other_quantization)
+
 
 # Figures compared when a case has them: observed key -> how to read the prediction.
 FIGURES = (
@@ -394,9 +409,7 @@ def _score_vllm_cases(cases: list[dict], from_logs: bool = False) -> dict:
     per_case = []
     skipped = []
     if from_logs:
-        from .forensics.parser import observed_from_log
-
-        cases = [dict(case, observed=observed_from_log(case.get("log", ""))) for case in cases]
+        cases = [dict(case, observed=_vllm_logs().observed_from_log(case.get("log", ""))) for case in cases]
     for case in cases:
         prediction, reason = _predict(case)
         if prediction is None:

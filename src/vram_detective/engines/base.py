@@ -45,6 +45,9 @@ class LogFormats:
     lines: Callable[..., tuple[str, ...]]  # (release, figures) -> what that release prints at startup
     parse: Callable[[str], dict]  # log text -> observed figures (shared/groundtruth/SCHEMA.md keys)
     is_mine: Callable[[str], bool]  # does this log come from this engine?
+    # the streaming reader `logs` analyses runs with (LogParser, parse_stream, parse_text, OBSERVED_KEYS, the eras);
+    # None: the engine's logs are read by `parse` only
+    reader: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -125,3 +128,14 @@ def common_settings(engine, *, context: int | None = None, gpus: int = 1) -> dic
     if hook is not None:
         return hook(context=context, gpus=gpus)
     return {"tensor_parallel_size": gpus, **({"max_model_len": context} if context else {})}
+
+
+def machine_settings(engine, free_bytes: tuple[int, ...]) -> dict:
+    """The settings that put the engine on these devices (free bytes each, what other processes hold already
+    gone), in the engine's own names: llama.cpp splits layers by free memory, Ollama sizes its estimate from it.
+    An engine without the hook (vLLM, SGLang) reads the free memory from the Gpu (Gpu.in_use_bytes) and takes
+    tensor parallelism over several devices."""
+    hook = getattr(engine, "machine_settings", None)
+    if hook is not None:
+        return hook(tuple(free_bytes))
+    return common_settings(engine, gpus=len(free_bytes)) if len(free_bytes) > 1 else {}

@@ -454,9 +454,9 @@ def _kv_pool(observed: dict, prediction, chosen_model) -> dict | None:
 
 
 def _ordered(observed: dict) -> list[str]:
-    from .parser import OBSERVED_KEYS
+    from ..engines import get_engine
 
-    return [key for key in OBSERVED_KEYS if key in observed]
+    return [key for key in get_engine("vllm").logs.reader().OBSERVED_KEYS if key in observed]
 
 
 # --- text ------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """`logs` for an engine other than vLLM (SGLang today): which engine wrote the log, the figures it printed,
 its settings and release, and (with the model and GPU) each figure against the prediction.
 
-vLLM's own logs keep their deeper analysis (command.py, parser.py, infer.py, reconcile.py)."""
+vLLM's own logs keep their deeper analysis (command.py, infer.py, reconcile.py; the reader: engines/vllm/logs/)."""
 from __future__ import annotations
 
 from ..units import GIB

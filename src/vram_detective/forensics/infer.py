@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 from ..engines import get_engine
 from ..units import GIB, format_version, parse_version
-from .formats import ERA_EVIDENCE, engine_from_markers, era_from_markers
 
 STRONG = ("given", "printed", "high")
 INFERRED = STRONG + ("medium", "low")
@@ -30,13 +29,6 @@ PREDICTION_SETTINGS = (
     "enable_chunked_prefill", "enable_expert_parallel", "cpu_offload_gb", "enable_lora", "max_loras",
     "max_lora_rank", "entrypoint",
 )
-ERA_RANGES = {
-    "kv-one-line": "0.28 or newer", "weights-format-gib": "0.15 or newer", "weights-gib-memory": "0.12-0.13",
-    "available-kv": "0.9.1 or newer (V1)", "kv-tokens": "0.8-0.27 (V1)", "weights-gib-and": "0.8.3-0.11",
-    "weights-gb-and": "0.8.0-0.8.2", "cuda-blocks-lower": "0.7.3-0.10 (V0)", "cuda-blocks-upper": "0.7.0-0.7.2 (V0)",
-    "v1-alpha-blocks": "0.6.4-0.7.x (V1 alpha), or a V0 line quoted without its CPU blocks",
-    "profiling-takes": "0.6.5-0.10 (V0)", "profiling-results": "0.6.4.x (V0)", "weights-gb": "0.4-0.6.3 (V0)",
-}
 GPU_TOTAL_TOLERANCE_GIB = 0.35  # the CUDA total of one card varies with driver and ECC (hardware.py)
 CANDIDATE_TOLERANCE = 0.02  # weights within 2 % of the logged figure
 
@@ -125,12 +117,13 @@ def _normalize_version(text: str) -> str | None:
 
 
 def infer_release(run, log_markers=None, given: str | None = None) -> tuple[Inferred | None, Inferred | None]:
+    logs = get_engine("vllm").logs.reader()  # vLLM's log formats and eras (engines/vllm/logs/)
     version = None
     if given:
         version = Inferred(_normalize_version(given) or given, "--vllm-version", "given")
     else:
         stated = run.version
-        era = era_from_markers(run.markers) or (era_from_markers(log_markers) if log_markers else None)
+        era = logs.era_from_markers(run.markers) or (logs.era_from_markers(log_markers) if log_markers else None)
         if stated is not None and not stated[1].startswith("CUDA-graph hint"):
             text, basis, line = stated
             normalized = _normalize_version(text)
@@ -143,17 +136,17 @@ def infer_release(run, log_markers=None, given: str | None = None) -> tuple[Infe
             if hints:
                 candidates.append((parse_version(hints[0][0]), hints[0][1]))
             if era:
-                candidates.append((parse_version(era[0]), "log format: " + ERA_EVIDENCE[era[1]]))
+                candidates.append((parse_version(era[0]), "log format: " + logs.era_evidence()[era[1]]))
             if candidates:
                 best = max(candidates, key=lambda item: item[0])
                 detail = best[1]
                 if era and best[1].startswith("log format"):
-                    detail += f"; that format is printed by {ERA_RANGES.get(era[1], 'that era')}"
+                    detail += f"; that format is printed by {logs.era_ranges().get(era[1], 'that era')}"
                 version = Inferred(format_version(best[0]), detail, "medium" if era and era[1] != "v1-alpha-blocks"
                                    else "low")
     engine = None
-    source = run.markers if engine_from_markers(run.markers) else log_markers
-    markers = engine_from_markers(source) if source is not None else None
+    source = run.markers if logs.engine_from_markers(run.markers) else log_markers
+    markers = logs.engine_from_markers(source) if source is not None else None
     if run.engine_hint:
         engine = Inferred(run.engine_hint, "config line ('Initializing a V0/V1 LLM engine')", "printed")
     elif markers:

@@ -16,8 +16,12 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
+from ..engines import get_engine
 from ..units import open_regular_file
-from .parser import LogParser, ParsedLog, Run, parse_stream
+
+# vLLM's run reader (engines/vllm/logs/reader.py), through the engine interface
+_READER = get_engine("vllm").logs.reader()
+LogParser, ParsedLog, Run, parse_stream = _READER.LogParser, _READER.ParsedLog, _READER.Run, _READER.parse_stream
 
 KEEP_RUNS = 8  # runs kept in full (forensics/command.py analyses the last DEEP_RUNS = 8)
 HEAD_BYTES = 4 << 20  # what engine detection reads: every engine's banner comes in the first lines
@@ -136,7 +140,7 @@ class BoundedParse:
 
 
 def parse_stream_bounded(stream, name: str = "input", keep: int = KEEP_RUNS) -> BoundedParse:
-    """parser.parse_stream with bounded memory: the same errors (binary, empty, no vLLM memory lines)."""
+    """The reader's parse_stream with bounded memory: the same errors (binary, empty, no vLLM memory lines)."""
     parser = BoundedLogParser(keep)
     parsed = parse_stream(stream, name, parser)
     return BoundedParse(parsed, parser.earlier)

@@ -296,16 +296,16 @@ def logs_json(log: str, nvidia_smi: str | None = None, model: str | None = None,
 def _logs_with_smi(log: str, smi_text: str, model, gpu, version) -> dict:
     """build_report's steps for a log and nvidia-smi output both held in memory (build_report reads the
     nvidia-smi output from a path or standard input only)."""
+    from ..engines import get_engine
     from ..forensics import command
     from ..forensics.nvidia_smi import parse_nvidia_smi
-    from ..forensics.parser import parse_stream
 
     _check_log_options(model, gpu, version)
     smi = parse_nvidia_smi(smi_text)
     engine = command._other_engine(log, "-", model, gpu, version, smi)
     if engine is not None:
         return engine
-    parsed = parse_stream(io.BytesIO(log.encode("utf-8")), "standard input")
+    parsed = get_engine("vllm").logs.reader().parse_stream(io.BytesIO(log.encode("utf-8")), "standard input")
     last = len(parsed.runs) - 1
     runs = [command.analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=version,
                                 smi=smi if index == last else None)

@@ -195,6 +195,11 @@ class LlamaCppEngine:
         """The common knobs in llama.cpp's names: -c, and the GPUs the layers are split over (-sm layer)."""
         return {**({"n_ctx": context} if context else {}), **({"num_gpus": gpus} if gpus > 1 else {})}
 
+    def machine_settings(self, free_bytes: tuple[int, ...]) -> dict:
+        """Several devices: -ts as llama.cpp's default split (each device's free memory, llama-model.cpp
+        load_tensors when no split is given); one device: nothing to set."""
+        return {"tensor_split": tuple(free // (1 << 20) for free in free_bytes)} if len(free_bytes) > 1 else {}
+
     def first_release_serving(self, architecture: str, version):
         return None  # architectures by build are not tabled yet: every modelled build is taken to serve it
 

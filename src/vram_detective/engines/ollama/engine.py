@@ -145,6 +145,10 @@ class OllamaEngine:
             return None
         return _stored(reference, str(manifest_path(reference)))
 
+    def machine_settings(self, free_bytes: tuple[int, ...]) -> dict:
+        """Ollama sizes its layer estimate from each GPU's free memory (its gpu_free_mib setting)."""
+        return {"gpu_free_mib": [free // (1 << 20) for free in free_bytes], "num_gpus": len(free_bytes)}
+
     def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
         return {**({"num_ctx": context} if context else {}), **({"num_gpus": gpus} if gpus > 1 else {})}
 

@@ -126,6 +126,10 @@ class SGLangEngine:
         return vllm.checkpoint_report(spec, gpu, {"tensor_parallel_size": s.tp_size,
                                                   "pipeline_parallel_size": s.pp_size}, layout, checkpoint)
 
+    def machine_settings(self, free_bytes: tuple[int, ...]) -> dict:
+        """Several devices: --tp over all of them (each rank reads its own free memory: Gpu.in_use_bytes)."""
+        return {"tp_size": len(free_bytes)} if len(free_bytes) > 1 else {}
+
     def first_release_serving(self, architecture: str, version):
         from .releases import first_release_serving
 

@@ -126,7 +126,9 @@ def startup(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Startup:
     segments = allocator.segment_overhead(inventory.allocations)
     weights = inventory.total_bytes + segments + calibration.LOAD_OVERHEAD.bytes
     context = calibration.CUDA_CONTEXT.bytes
-    pool = predict_pool(gpu.cuda_total_bytes - context, weights, spec, s, version)
+    # free memory before the weights (model_runner.py init_torch_distributed: get_available_gpu_memory, i.e.
+    # torch.cuda.mem_get_info's free): what other processes hold on the device is not there
+    pool = predict_pool(gpu.free_bytes - context, weights, spec, s, version)
     sizes = graphs.capture_batch_sizes(s, r, gpu_memory_mib(gpu), req_pool_size(max(pool.max_total_num_tokens, 1),
                                                                                  pool.context_len, r))
     layers = spec.num_layers // s.pp_size

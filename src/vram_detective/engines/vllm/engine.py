@@ -1,5 +1,5 @@
 """vLLM behind engines/base.py's interface: every part delegates to the vLLM modules beside this one
-(and to forensics/ for vLLM's log formats). Parts are built on first use, so importing this module is light."""
+(vLLM's logs: logs/). Parts are built on first use, so importing this module is light."""
 from __future__ import annotations
 
 from functools import cached_property
@@ -8,16 +8,22 @@ from ..base import LaunchLine, Levers, LogFormats, Releases
 
 
 def _is_vllm_log(text: str) -> bool:
-    """A log is vLLM's when one of its release formats matches (forensics/formats.py) or it names vLLM."""
-    from ...forensics.formats import infer_version_from_log
+    """A log is vLLM's when one of its release formats matches (logs/eras.py) or it names vLLM."""
+    from .logs.eras import infer_version_from_log
 
     return infer_version_from_log(text) is not None or "vllm" in text.lower()
 
 
 def _observed(text: str) -> dict:
-    from ...forensics.parser import observed_from_log
+    from .logs.reader import observed_from_log
 
     return observed_from_log(text)
+
+
+def _reader():
+    from .logs import reader
+
+    return reader
 
 
 def _flag_names() -> dict[str, str]:
@@ -61,9 +67,9 @@ class VllmEngine:
 
     @cached_property
     def logs(self) -> LogFormats:
-        from .log_lines import log_lines
+        from .logs.lines import log_lines
 
-        return LogFormats(log_lines, _observed, _is_vllm_log)
+        return LogFormats(log_lines, _observed, _is_vllm_log, _reader)
 
     @cached_property
     def levers(self) -> Levers:

@@ -131,7 +131,7 @@ _TRY = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` wh
 
 
 def v1_fit_message(style: str, max_model_len: int, needed: int, available: int, estimate: int) -> str:
-    from .log_lines import format_gib
+    from .logs.lines import format_gib
 
     subject = "model's" if style == "model-s" else "models's"
     head = f"To serve at least one request with the {subject} max seq len ({max_model_len}), "

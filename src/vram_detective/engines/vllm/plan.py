@@ -12,7 +12,7 @@ from ...model.dtypes import DTYPE_BYTES
 from ...model.quantization import QuantConfig, QuantizationError
 from ...units import GIB, MIB
 from . import allocator, kv_cache, kv_dtypes, kv_groups, profile, speculative
-from .log_lines import LogFigures, format_gib, log_lines
+from .logs.lines import LogFigures, format_gib, log_lines
 from .quant_kernels import ONLINE_BNB, ONLINE_FP8, KernelLayout, kernel_for
 from .releases import Release, release as release_rules
 from .settings import EngineSettings, StartupRefusal, resolve_settings
@@ -322,7 +322,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     first = stages[0]
     rank0, peak, graphs, available = ranks[0], first.peak, first.graphs, first.figures.kv_cache_bytes
     cpu_blocks = int(settings.swap_space_gib * GIB // kv.block_bytes) if settings.engine == "v0" else 0
-    failure = _startup_failure(spec, settings, release, kv, ranks, total, layer_counts[0], auto_fit_line)
+    failure = (_free_memory_failure(gpu, settings, release)
+               or _startup_failure(spec, settings, release, kv, ranks, total, layer_counts[0], auto_fit_line))
 
     graph_budgeted = bool(release["cuda_graph_subtracted"])
     pool_bytes = kv.pool_bytes if available > 0 else 0
@@ -423,6 +424,21 @@ def _kv_plan(attention, workers, budgets: list[int], settings: EngineSettings,
         return kv, settings, (f"Auto-fit max_model_len: full model context length {settings.max_model_len} fits in "
                               "available GPU memory")
     return kv, settings, None
+
+
+def _free_memory_failure(gpu: Gpu, settings: EngineSettings, release: Release) -> StartupFailure | None:
+    """V1's first check, before any weight loads: the free memory (what other processes hold is gone) must cover
+    total x gpu_memory_utilization (the rule's source); vLLM's message, rounded as it rounds (2 decimals)."""
+    if settings.engine != "v1" or not release["v1_startup_free_check"] or not gpu.in_use_bytes:
+        return None
+    requested = math.ceil(gpu.cuda_total_bytes * settings.gpu_memory_utilization)
+    if gpu.free_bytes >= requested:
+        return None
+    return StartupFailure(
+        f"Free memory on device ({round(gpu.free_bytes / GIB, 2)}/{round(gpu.cuda_total_bytes / GIB, 2)} GiB) on "
+        f"startup is less than desired GPU memory utilization ({settings.gpu_memory_utilization}, "
+        f"{round(requested / GIB, 2)} GiB). "
+        "Decrease GPU memory utilization or reduce GPU memory used by other processes.", None)
 
 
 def _startup_failure(spec: ModelSpec, settings: EngineSettings, release: Release, kv: kv_groups.KvGroupPlan,

@@ -254,6 +254,10 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.0.0"), None, "serves_mllama", True, "mllama.py, SupportsV0Only (up to 0.10.2)"),
     RuleChange(_v("0.11.0"), None, "serves_mllama", False, "registry _PREVIOUSLY_SUPPORTED_MODELS 'MllamaForConditionalGeneration': '0.10.2' (0.11.0)"),
     *_added("0.7.0", "serves_whisper", "model_executor/models/whisper.py (0.7.0)"),
+    # V1 refuses to start when the device's free memory (other processes' allocations gone) is below
+    # total x gpu_memory_utilization (v1/worker/gpu_worker.py init_device, 0.9.1+; v1/worker/utils.py request_memory
+    # in 0.19); 0.9.0 took a snapshot without the check
+    *_added("0.9.1", "v1_startup_free_check", "v1/worker/gpu_worker.py init_device (0.9.1): free_memory < requested_memory"),
     RuleChange(_v("0.0.0"), None, "whisper_on_v1", False, "whisper.py SupportsV0Only until 0.10.1: V1 falls back to V0 (engine/arg_utils.py _raise_or_fallback)"),
     RuleChange(_v("0.10.2"), None, "whisper_on_v1", True, "V1 serves Whisper from 0.10.2"),
 
@@ -299,32 +303,7 @@ RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(_v("0.6.5"), None, "v0_mamba_batch", "capture-capped", "jamba.py __init__: pad_for_cudagraph(max_num_seqs) capped at max_capture_size, 8192 + 2 eager (0.6.5-0.7.2)"),
     RuleChange(_v("0.7.3"), None, "v0_mamba_batch", "max-num-seqs", "mamba_cache.py MambaCacheManager: max_num_seqs, padded to the CUDA-graph batch unless eager (0.7.3-0.10.x)"),
 
-    # Log formats (vllm-memory.md §2).
-    RuleChange(_v("0.0.0"), None, "weights_log", "Loading model weights took {gib:.4f} GB", "worker/model_runner.py (0.4-0.7)"),
-    RuleChange(_v("0.8.0"), None, "weights_log", "Model loading took {gib:.4f} GB and {seconds:.6f} seconds", "model_runner.py / gpu_model_runner.py 0.8.0-0.8.2"),
-    RuleChange(_v("0.8.3"), None, "weights_log", "Model loading took {gib:.4f} GiB and {seconds:.6f} seconds", "0.8.3-0.11.x"),
-    RuleChange(_v("0.12.0"), "v1", "weights_log", "Model loading took {gib:.4f} GiB memory and {seconds:.6f} seconds", "gpu_model_runner.py 0.12-0.13"),
-    RuleChange(_v("0.15.0"), "v1", "weights_log", "Model loading took {gib_short} GiB memory and {seconds:.6f} seconds", "format_gib (0.15+)"),
-    RuleChange(_v("0.0.0"), "v0", "blocks_log", "# GPU blocks: {gpu}, # CPU blocks: {cpu}", "executor/gpu_executor.py (<=0.6)"),
-    RuleChange(_v("0.7.0"), "v0", "blocks_log", "# CUDA blocks: {gpu}, # CPU blocks: {cpu}", "current_platform.dispatch_key (0.7.0-0.7.2)"),
-    RuleChange(_v("0.7.3"), "v0", "blocks_log", "# cuda blocks: {gpu}, # CPU blocks: {cpu}", "current_platform.device_name (0.7.3-0.10)"),
-    RuleChange(_v("0.0.0"), "v1", "blocks_log", "# GPU blocks: {gpu}", "v1/engine/core.py (0.6.4-0.7.x)"),
-    RuleChange(_v("0.8.0"), "v1", "blocks_log", None, "replaced by the KV-size line"),
-    RuleChange(_v("0.0.0"), None, "profile_log", None, "no profiling summary"),
-    RuleChange(_v("0.6.4"), "v0", "profile_log", "v0-d", "'Memory profiling results: total_gpu_memory=...' (0.6.4.x)"),
-    RuleChange(_v("0.6.5"), "v0", "profile_log", "v0-e", "three lines: 'Memory profiling takes ...' (0.6.5-0.10)"),
-    RuleChange(_v("0.0.0"), None, "available_kv_log", None, "not printed"),
-    RuleChange(_v("0.9.1"), "v1", "available_kv_log", "Available KV cache memory: {gib:.2f} GiB", "gpu_worker.py (0.9.1-0.13)"),
-    RuleChange(_v("0.15.0"), "v1", "available_kv_log", "Available KV cache memory: {gib_short} GiB", "format_gib (0.15+)"),
-    RuleChange(_v("0.0.0"), None, "concurrency_log", None, "not printed"),
-    RuleChange(_v("0.6.3"), "v0", "concurrency_log", "plain", "'Maximum concurrency for %s tokens per request: %.2fx' (0.6.3+)"),
-    RuleChange(_v("0.7.2"), "v1", "concurrency_log", "plain", "v1 kv_cache_utils.py logs '# GPU blocks' and the concurrency line (0.7.2-0.7.3)"),
-    RuleChange(_v("0.8.0"), "v1", "concurrency_log", "two-lines", "'GPU KV cache size: %s tokens' + concurrency line, commas (0.8-0.27)"),
-    RuleChange(_v("0.28.0"), "v1", "concurrency_log", "one-line", "one line 'GPU KV cache size: N tokens, Maximum concurrency ...' (0.28+)"),
-    RuleChange(_v("0.0.0"), None, "graph_log", "Graph capturing finished in {seconds:.0f} secs.", "V0 model_runner (<=0.6.3)"),
-    RuleChange(_v("0.6.4"), None, "graph_log", "Graph capturing finished in {seconds:.0f} secs, took {gib:.2f} GiB", "0.6.4+ (cudaMemGetInfo delta)"),
-    RuleChange(_v("0.18.0"), "v1", "graph_estimate_log", True, "'Estimated CUDA graph memory: %.2f GiB total' (0.18+)"),
-    RuleChange(_v("0.0.0"), None, "graph_estimate_log", False, "not printed"),
+    # Log formats: one row per format in logs/formats.py (what explain prints, what logs reads back).
 
     # How KV tokens and concurrency are reported (vllm-memory.md §3.4).
     RuleChange(_v("0.0.0"), None, "kv_tokens_rule", "blocks", "num_blocks x block_size, concurrency = tokens / max_model_len (V0; V1 <= 0.9.0)"),

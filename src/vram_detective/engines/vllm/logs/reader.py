@@ -13,12 +13,15 @@ Figures carry SCHEMA.md's `observed` key names (shared/groundtruth/SCHEMA.md): s
 from __future__ import annotations
 
 import ast
-import codecs
 import re
 from dataclasses import dataclass, field
 
-from .formats import FormatMarkers
-from .serving import ServingStats
+from ....forensics.serving import ServingStats
+from ....textlog import MAX_LINE_CHARS, LineReader, LogInputError
+from .eras import (  # noqa: F401 - the era functions, read through the engine with the reader
+    FormatMarkers, engine_from_markers, era_evidence, era_from_markers, era_ranges, infer_engine_from_log,
+    infer_version_from_log, refine_wildcard_version,
+)
 
 OBSERVED_KEYS = (
     "total_gpu_memory_gib", "requested_memory_gib", "weights_gib", "non_torch_gib", "activation_peak_gib",
@@ -34,20 +37,6 @@ SETTING_KEYS = (
     # not in SCHEMA's list but vLLM arguments the tool sizes
     "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel", "max_loras", "max_lora_rank",
 )
-
-CHUNK_BYTES = 1 << 20
-# Lines longer than this are cut to their first MAX_LINE_CHARS characters (and counted in `truncated_lines`):
-# vLLM's longest records (the engine config line, non-default args) are a few KiB, and a cap keeps the work
-# per line bounded (a 1 GB file without newlines is still streamed). Every pattern below runs in time linear
-# in the line (numbers are bounded: at most 15 integer and 20 fraction digits), so a cut line costs at most a
-# few milliseconds whatever it holds (benchmarks/hostile.py).
-MAX_LINE_CHARS = 64 * 1024
-SNIFF_BYTES = 8192
-
-
-class LogInputError(ValueError):
-    """The input is not a readable vLLM log (binary, empty, or without one vLLM memory line)."""
-
 
 # --- one printed figure ------------------------------------------------------------------------------------------
 
@@ -177,7 +166,7 @@ class Run:
         return {key: out[key] for key in OBSERVED_KEYS if key in out}
 
     def nvidia_smi(self):
-        from .nvidia_smi import observed_smi
+        from ....forensics.nvidia_smi import observed_smi
 
         return observed_smi(self.smi_gpus, self.smi_processes)
 
@@ -368,147 +357,192 @@ def _tokens(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-# (pattern, handler name); handlers live on _RunBuilder. Order matters only within one record.
-_PATTERNS: list[tuple[re.Pattern, str]] = [
+@dataclass(frozen=True)
+class Pattern:
+    """One regex the reader runs, the `_on_<name>` handler that takes its match, and the literals a line needs
+    (any of them) before the regex is tried: a substring test is far cheaper than a regex search."""
+
+    name: str
+    regex: re.Pattern
+    keywords: tuple[str, ...]
+
+
+def _p(name: str, regex: str, *keywords: str) -> Pattern:
+    return Pattern(name, re.compile(regex), keywords)
+
+
+# Order matters only within one record. The formats `explain` prints (formats.py) name the patterns that read
+# them back (LogFormat.read_by); the rest are lines only read (banners, settings, errors).
+# fmt: off
+PATTERNS: tuple[Pattern, ...] = (
     # identity first: a banner or config line after figures starts the next run before its figures land
-    (re.compile(r"Initializing (?:an?|a V[01]) LLM engine(?: \(v(?P<version>[^)\s]+)\))? with config:?(?P<body>.*)"),
-     "config_line"),
-    (re.compile(r"non-default args: (?P<body>\{.*)"), "non_default_args"),
-    (re.compile(r"vLLM(?: API)? server version v?(?P<version>\d+\.\d+[\w.+-]*)(?:, serving model (?P<model>\S+))?"),
-     "server_banner"),
-    (re.compile(r"█\s+version\s+v?(?P<version>\d+\.\d+[\w.+-]*)(?:.*?\bmodel\s+(?P<model>\S+))?"), "logo_version"),
-    (re.compile(r"█\s+model\s+(?P<model>\S+)"), "logo_model"),
-    (re.compile(r"^version\s+v?(?P<version>\d+\.\d+[\w.+-]*)(?:.*?\bmodel\s+(?P<model>\S+))?"), "logo_version"),
-    (re.compile(r"\bvLLM(?: [Vv]ersion)?:?\s+v?(?P<version>\d+\.\d+(?:\.\d+)?(?:[.\w+-]*\w)?)"), "stated_version"),
-    (re.compile(r"vllm-openai:v(?P<version>\d+\.\d+(?:\.\d+)?(?:[.\w+-]*\w)?)"), "docker_version"),
-    (re.compile(r"\bvllm-(?P<version>\d+\.\d+\.\d+[\w.+]*?)(?:\.cu\d+)?-cp\d"), "wheel_version"),
-    (re.compile(r"(?:vllm serve|python3? -m vllm\.entrypoints\.[\w.]+|-m vllm\.entrypoints\.[\w.]+)\s.*"), "launch_command"),
+    _p("config_line", r"Initializing (?:an?|a V[01]) LLM engine(?: \(v(?P<version>[^)\s]+)\))? with config:?(?P<body>.*)",
+       "LLM engine"),
+    _p("non_default_args", r"non-default args: (?P<body>\{.*)",
+       "non-default args"),
+    _p("server_banner", r"vLLM(?: API)? server version v?(?P<version>\d+\.\d+[\w.+-]*)(?:, serving model (?P<model>\S+))?",
+       "server version"),
+    _p("logo_version", r"█\s+version\s+v?(?P<version>\d+\.\d+[\w.+-]*)(?:.*?\bmodel\s+(?P<model>\S+))?",
+       "version"),
+    _p("logo_model", r"█\s+model\s+(?P<model>\S+)",
+       "█"),
+    _p("logo_version", r"^version\s+v?(?P<version>\d+\.\d+[\w.+-]*)(?:.*?\bmodel\s+(?P<model>\S+))?",
+       "version"),
+    _p("stated_version", r"\bvLLM(?: [Vv]ersion)?:?\s+v?(?P<version>\d+\.\d+(?:\.\d+)?(?:[.\w+-]*\w)?)",
+       "vLLM"),
+    _p("docker_version", r"vllm-openai:v(?P<version>\d+\.\d+(?:\.\d+)?(?:[.\w+-]*\w)?)",
+       "vllm-openai:"),
+    _p("wheel_version", r"\bvllm-(?P<version>\d+\.\d+\.\d+[\w.+]*?)(?:\.cu\d+)?-cp\d",
+       "vllm-"),
+    _p("launch_command", r"(?:vllm serve|python3? -m vllm\.entrypoints\.[\w.]+|-m vllm\.entrypoints\.[\w.]+)\s.*",
+       "vllm serve", "-m vllm"),
     # weights
-    (re.compile(r"model weights took " + _N + r" ?(GB|GiB|MB|MiB)\b"), "weights_line"),
-    (re.compile(r"Model loading took:?\**\s*" + _N + r" ?(GiB|GB)(?! for)(?P<rest>.*)"), "model_loading"),
-    (re.compile(r"model weights take\s+" + _N + r"\s*GiB"), "weights_summary"),
+    _p("weights_line", r"model weights took " + _N + r" ?(GB|GiB|MB|MiB)\b",
+       "weights took"),
+    _p("model_loading", r"Model loading took:?\**\s*" + _N + r" ?(GiB|GB)(?! for)(?P<rest>.*)",
+       "loading took"),
+    _p("weights_summary", r"model weights take\s+" + _N + r"\s*GiB",
+       "weights take"),
     # V0 0.6.4.x
-    (re.compile(r"Memory profiling results:?(?P<body>.*)"), "profiling_results"),
+    _p("profiling_results", r"Memory profiling results:?(?P<body>.*)",
+       "profiling results"),
     # V0 0.6.5-0.10 (three lines, or the one-per-line table of the #10511 dev build)
-    (re.compile(r"total_gpu_memory\s*(?:[=:(]\s*|\s)" + _N + r"\s*GiB"), "total_gpu_memory"),
-    (re.compile(r"gpu_memory_utilization\s*(?:\(\s*|=\s*|\s+)" + _N + r"\b"), "utilization_printed"),
-    (re.compile(r"the current vLLM instance can use(?:.*?=\s*|\s+)" + _N + r"\s*GiB"), "requested_v0"),
-    (re.compile(r"non_torch_memory(?:\s+takes)?\s+" + _N + r"\s*GiB"), "non_torch_summary"),
-    (re.compile(r"PyTorch activation peak memory(?:\s+takes)?\s+" + _N + r"\s*GiB"), "activation_summary"),
-    (re.compile(r"(?:KV Cache is|available_kv_cache_memory)\s+" + _N + r"\s*GiB"),
-     "kv_summary"),
-    (re.compile(r"Memory profiling takes " + _N + r" seconds"), "profiling_takes"),
+    _p("total_gpu_memory", r"total_gpu_memory\s*(?:[=:(]\s*|\s)" + _N + r"\s*GiB",
+       "total_gpu_memory"),
+    _p("utilization_printed", r"gpu_memory_utilization\s*(?:\(\s*|=\s*|\s+)" + _N + r"\b",
+       "gpu_memory_utilization"),
+    _p("requested_v0", r"the current vLLM instance can use(?:.*?=\s*|\s+)" + _N + r"\s*GiB",
+       "instance can use"),
+    _p("non_torch_summary", r"non_torch_memory(?:\s+takes)?\s+" + _N + r"\s*GiB",
+       "non_torch_memory"),
+    _p("activation_summary", r"PyTorch activation peak memory(?:\s+takes)?\s+" + _N + r"\s*GiB",
+       "activation peak memory"),
+    _p("kv_summary", r"(?:KV Cache is|available_kv_cache_memory)\s+" + _N + r"\s*GiB",
+       "KV Cache is", "available_kv_cache_memory"),
+    _p("profiling_takes", r"Memory profiling takes " + _N + r" seconds",
+       "profiling takes"),
     # V1 DEBUG profile summary (0.9.1-0.26; 0.27+ 'total consumed')
-    (re.compile(r"Total non KV cache memory: " + _N + r"\s*GiB"), "debug_non_kv"),
-    (re.compile(r"torch peak memory increase: " + _N + r"\s*GiB"), "debug_activation"),
-    (re.compile(r"non-torch forward increase memory: " + _N + r"\s*GiB"), "debug_non_torch"),
-    (re.compile(r"total consumed \(from mem_get_info\): " + _N + r"\s*GiB"), "debug_consumed"),
-    (re.compile(r"weights memory: " + _N + r"\s*GiB"), "debug_weights"),
-    (re.compile(r"Initial free memory:? " + _N + r" ?GiB[;,] Requested memory: " + _N + r" \(util\), " + _N + r" ?GiB"),
-     "debug_requested"),
-    (re.compile(r"Initial free memory " + _N + r" ?GiB, reserved " + _N + r" ?GiB memory for KV Cache"), "kv_memory_bytes"),
+    _p("debug_non_kv", r"Total non KV cache memory: " + _N + r"\s*GiB",
+       "non KV cache memory"),
+    _p("debug_activation", r"torch peak memory increase: " + _N + r"\s*GiB",
+       "peak memory increase"),
+    _p("debug_non_torch", r"non-torch forward increase memory: " + _N + r"\s*GiB",
+       "forward increase"),
+    _p("debug_consumed", r"total consumed \(from mem_get_info\): " + _N + r"\s*GiB",
+       "total consumed"),
+    _p("debug_weights", r"weights memory: " + _N + r"\s*GiB",
+       "weights memory:"),
+    _p("debug_requested", r"Initial free memory:? " + _N + r" ?GiB[;,] Requested memory: " + _N + r" \(util\), " + _N + r" ?GiB",
+       "Requested memory"),
+    _p("kv_memory_bytes", r"Initial free memory " + _N + r" ?GiB, reserved " + _N + r" ?GiB memory for KV Cache",
+       "memory for KV Cache"),
     # V1 budget
-    (re.compile(r"Available KV cache memory:?\**\s*" + _N + r" ?GiB"), "available_kv"),
-    (re.compile(r"Free memory on device(?: [\w:]+)?:?\**\s*\(?" + _N + r"/" + _N + r" GiB\)? on startup(?P<rest>.*)"),
-     "free_on_startup"),
-    (re.compile(r"Desired GPU memory utilization is \(" + _N + r", " + _N + r" GiB\)"), "desired_utilization"),
-    (re.compile(r"Actual usage is " + _N + r" GiB for weight\b"), "suggest_weights"),
-    (re.compile(r"" + _N + r" GiB for consumed memory"), "suggest_consumed"),
-    (re.compile(r"" + _N + r" GiB for peak activation"), "suggest_activation"),
-    (re.compile(r"" + _N + r" GiB for non-torch memory"), "suggest_non_torch"),
-    (re.compile(r"" + _N + r" GiB for CUDAGraph memory"), "suggest_graphs"),
-    (re.compile(r"Current kv cache memory in use is " + _N + r" ?(GiB|bytes)"), "kv_in_use"),
-    (re.compile(r"--kv-cache-memory=(\d{1,15})`?(?: \(" + _N + r" GiB\))? to fit into requested memory"), "suggest_fit"),
-    (re.compile(r"--kv-cache-memory=(\d{1,15})`?(?: \(" + _N + r" GiB\))? to fully utilize"), "suggest_full"),
+    _p("available_kv", r"Available KV cache memory:?\**\s*" + _N + r" ?GiB",
+       "Available KV cache memory"),
+    _p("free_on_startup", r"Free memory on device(?: [\w:]+)?:?\**\s*\(?" + _N + r"/" + _N + r" GiB\)? on startup(?P<rest>.*)",
+       "Free memory on device"),
+    _p("desired_utilization", r"Desired GPU memory utilization is \(" + _N + r", " + _N + r" GiB\)",
+       "Desired GPU memory"),
+    _p("suggest_weights", r"Actual usage is " + _N + r" GiB for weight\b",
+       "GiB for "),
+    _p("suggest_consumed", r"" + _N + r" GiB for consumed memory",
+       "GiB for "),
+    _p("suggest_activation", r"" + _N + r" GiB for peak activation",
+       "GiB for "),
+    _p("suggest_non_torch", r"" + _N + r" GiB for non-torch memory",
+       "GiB for "),
+    _p("suggest_graphs", r"" + _N + r" GiB for CUDAGraph memory",
+       "GiB for "),
+    _p("kv_in_use", r"Current kv cache memory in use is " + _N + r" ?(GiB|bytes)",
+       "memory in use"),
+    _p("suggest_fit", r"--kv-cache-memory=(\d{1,15})`?(?: \(" + _N + r" GiB\))? to fit into requested memory",
+       "--kv-cache-memory="),
+    _p("suggest_full", r"--kv-cache-memory=(\d{1,15})`?(?: \(" + _N + r" GiB\))? to fully utilize",
+       "--kv-cache-memory="),
     # blocks, tokens, concurrency
-    (re.compile(r"(?:#\s*)?(?:GPU|CUDA|cuda|gpu) blocks: " + _COUNT + r"(?:, # CPU blocks: " + _COUNT + r")?"), "blocks"),
-    (re.compile(r"Overriding num_gpu_blocks=(\d{1,15}) with num_gpu_blocks_override=(\d{1,15})"), "blocks_override"),
-    (re.compile(r"GPU KV cache size: " + _TOKENS + r" tokens"), "kv_tokens"),
-    (re.compile(r"Maximum concurrency for " + _TOKENS + r" tokens per request: " + _N + r"x"), "concurrency"),
+    _p("blocks", r"(?:#\s*)?(?:GPU|CUDA|cuda|gpu) blocks: " + _COUNT + r"(?:, # CPU blocks: " + _COUNT + r")?",
+       "blocks: "),
+    _p("blocks_override", r"Overriding num_gpu_blocks=(\d{1,15}) with num_gpu_blocks_override=(\d{1,15})",
+       "num_gpu_blocks_override"),
+    _p("kv_tokens", r"GPU KV cache size: " + _TOKENS + r" tokens",
+       "KV cache size"),
+    _p("concurrency", r"Maximum concurrency for " + _TOKENS + r" tokens per request: " + _N + r"x",
+       "Maximum concurrency"),
     # CUDA graphs
-    (re.compile(r"Graph capturing finished in " + _N + r" secs?(?:, took " + _N + r" GiB)?"), "graph_capture"),
-    (re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)"), "graph_pool"),
-    (re.compile(r"Estimated CUDA graph memory: " + _N + r" GiB total"), "graph_estimate"),
-    (re.compile(r"--gpu-memory-utilization=" + _N + r" is equivalent to --gpu-memory-utilization=" + _N), "graph_hint"),
-    (re.compile(r"increase --gpu-memory-utilization from " + _N + r" to " + _N), "graph_hint_old"),
-    (re.compile(r"In v0\.19, CUDA graph memory profiling will be enabled"), "graph_hint_018"),
-    (re.compile(r"default since v0\.21\.0"), "graph_hint_021"),
+    _p("graph_capture", r"Graph capturing finished in " + _N + r" secs?(?:, took " + _N + r" GiB)?",
+       "Graph capturing finished"),
+    _p("graph_pool", r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)",
+       "graph pool memory"),
+    _p("graph_estimate", r"Estimated CUDA graph memory: " + _N + r" GiB total",
+       "Estimated CUDA graph"),
+    _p("graph_hint", r"--gpu-memory-utilization=" + _N + r" is equivalent to --gpu-memory-utilization=" + _N,
+       "is equivalent to"),
+    _p("graph_hint_old", r"increase --gpu-memory-utilization from " + _N + r" to " + _N,
+       "increase --gpu-memory-utilization"),
+    _p("graph_hint_018", r"In v0\.19, CUDA graph memory profiling will be enabled",
+       "In v0.19"),
+    _p("graph_hint_021", r"default since v0\.21\.0",
+       "default since v0.21"),
     # errors
-    (re.compile(r"No available memory for the cache blocks"), "no_kv_error"),
-    (re.compile(r"max seq len \((\d{1,15})\) is larger than the maximum number of tokens that can be stored in KV cache "
-                r"\((\d{1,15})\)"), "v0_fit_error"),
-    (re.compile(r"To serve at least one request with the models?'s? max seq len \((\d{1,15})\),? \(?" + _N
-                + r" ?(GiB|GB) KV cache is needed, which is larger than the available KV cache memory \(" + _N
-                + r" ?(GiB|GB)\)"), "v1_fit_error"),
-    (re.compile(r"estimated maximum model length is (\d{1,15})"), "estimated_max_len"),
-    (re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"), "oom"),
-    (re.compile(r"Tried to allocate " + _N + r" ?(GiB|MiB)"), "oom_allocate"),
-    (re.compile(r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception|"
-                r"WorkerProc hit an exception|Failed to load model|Traceback \(most recent call last\)"), "failure"),
-    (re.compile(r"init engine \(profile, create kv cache, warmup model\) took|Application startup complete|"
-                r"Starting vLLM API server|Uvicorn running on|Available routes are"), "success"),
-    (re.compile(r"Starting to load model (?P<model>\S+?)(?:\.\.\.)?$"), "starting_model"),
-    (re.compile(r"Using max model len (\d{1,15})"), "max_model_len_line"),
-    (re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d{1,15})"), "chunked_prefill"),
-    (re.compile(r"(?:Forcing kv cache block size to|Setting attention block size to|Setting kv cache block size to) "
-                r"(\d{1,15})"), "block_size_line"),
-    (re.compile(r"device_name=(NVIDIA_[\w-]+?)(?:,|\.json|$)"), "device_name"),
-    (re.compile(r"local_reader_ranks=\[([\d, ]+)\]"), "reader_ranks"),
-    (re.compile(r"GPU type:\s*(.+?)\s*$"), "gpu_type"),
-    (re.compile(r"\benable_lora=True|Using PunicaWrapper"), "lora_on"),
-    (re.compile(r"\bmax_loras=(\d{1,15})"), "max_loras"),
-    (re.compile(r"\bmax_lora_rank=(\d{1,15})"), "max_lora_rank"),
-    (re.compile(r"Detected MTP model|Loading drafter model|speculative_config=(?!None)\S"), "speculative_on"),
-    (re.compile(r"Encoder cache will be initialized with a budget of (\d{1,15}) tokens"), "encoder_cache"),
-    (re.compile(r"Add (\d{1,15}) padding layers"), "padding_layers"),
-    (re.compile(r"Using (\S+) attention backend|Using (\S+) backend\b"), "backend"),
-    (re.compile(r"Using FP8 KV cache|fp8_ds_mla KV cache format"), "fp8_kv"),
-]
+    _p("no_kv_error", r"No available memory for the cache blocks",
+       "No available memory"),
+    _p("v0_fit_error", r"max seq len \((\d{1,15})\) is larger than the maximum number of tokens that can be stored in KV cache " r"\((\d{1,15})\)",
+       "max seq len"),
+    _p("v1_fit_error", r"To serve at least one request with the models?'s? max seq len \((\d{1,15})\),? \(?" + _N + r" ?(GiB|GB) KV cache is needed, which is larger than the available KV cache memory \(" + _N + r" ?(GiB|GB)\)",
+       "max seq len"),
+    _p("estimated_max_len", r"estimated maximum model length is (\d{1,15})",
+       "estimated maximum model length"),
+    _p("oom", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory",
+       "out of memory", "OutOfMemoryError"),
+    _p("oom_allocate", r"Tried to allocate " + _N + r" ?(GiB|MiB)",
+       "Tried to allocate"),
+    _p("failure", r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception|" r"WorkerProc hit an exception|Failed to load model|Traceback \(most recent call last\)",
+       "EngineCore", "WorkerProc", "Failed to load", "Engine core", "Traceback"),
+    _p("success", r"init engine \(profile, create kv cache, warmup model\) took|Application startup complete|" r"Starting vLLM API server|Uvicorn running on|Available routes are",
+       "init engine", "startup complete", "Starting vLLM API", "Uvicorn running", "Available routes"),
+    _p("starting_model", r"Starting to load model (?P<model>\S+?)(?:\.\.\.)?$",
+       "Starting to load model"),
+    _p("max_model_len_line", r"Using max model len (\d{1,15})",
+       "Using max model len"),
+    _p("chunked_prefill", r"Chunked prefill is enabled with max_num_batched_tokens=(\d{1,15})",
+       "Chunked prefill is enabled"),
+    _p("block_size_line", r"(?:Forcing kv cache block size to|Setting attention block size to|Setting kv cache block size to) " r"(\d{1,15})",
+       "block size to"),
+    _p("device_name", r"device_name=(NVIDIA_[\w-]+?)(?:,|\.json|$)",
+       "device_name="),
+    _p("reader_ranks", r"local_reader_ranks=\[([\d, ]+)\]",
+       "local_reader_ranks="),
+    _p("gpu_type", r"GPU type:\s*(.+?)\s*$",
+       "GPU type"),
+    _p("lora_on", r"\benable_lora=True|Using PunicaWrapper",
+       "enable_lora=True", "PunicaWrapper"),
+    _p("max_loras", r"\bmax_loras=(\d{1,15})",
+       "max_loras="),
+    _p("max_lora_rank", r"\bmax_lora_rank=(\d{1,15})",
+       "max_lora_rank="),
+    _p("speculative_on", r"Detected MTP model|Loading drafter model|speculative_config=(?!None)\S",
+       "MTP model", "drafter model", "speculative_config="),
+    _p("encoder_cache", r"Encoder cache will be initialized with a budget of (\d{1,15}) tokens",
+       "Encoder cache"),
+    _p("padding_layers", r"Add (\d{1,15}) padding layers",
+       "padding layers"),
+    _p("backend", r"Using (\S+) attention backend|Using (\S+) backend\b",
+       "backend"),
+    _p("fp8_kv", r"Using FP8 KV cache|fp8_ds_mla KV cache format",
+       "FP8 KV cache", "fp8_ds_mla"),
+)
+# fmt: on
+
 
 
 _ERROR_WORDS = re.compile(r"error|exception|fail|out of memory", re.IGNORECASE)
 _EXCEPTION_LINE = re.compile(r"(?:\w*\.)*[A-Z]\w*(?:Error|Exception):\s")  # (\w*\.)*: one way to split dots
 
-# A literal each pattern needs (any of several): a substring test is far cheaper than a regex search.
-_KEYWORDS = {
-    "weights_line": ("weights took",), "model_loading": ("loading took",), "weights_summary": ("weights take",),
-    "profiling_results": ("profiling results",), "total_gpu_memory": ("total_gpu_memory",),
-    "utilization_printed": ("gpu_memory_utilization",), "requested_v0": ("instance can use",),
-    "non_torch_summary": ("non_torch_memory",), "activation_summary": ("activation peak memory",),
-    "kv_summary": ("KV Cache is", "available_kv_cache_memory"), "profiling_takes": ("profiling takes",),
-    "debug_non_kv": ("non KV cache memory",), "debug_activation": ("peak memory increase",),
-    "debug_non_torch": ("forward increase",), "debug_consumed": ("total consumed",),
-    "debug_weights": ("weights memory:",), "debug_requested": ("Requested memory",),
-    "kv_memory_bytes": ("memory for KV Cache",), "available_kv": ("Available KV cache memory",),
-    "free_on_startup": ("Free memory on device",), "desired_utilization": ("Desired GPU memory",),
-    "suggest_weights": ("GiB for ",), "suggest_consumed": ("GiB for ",), "suggest_activation": ("GiB for ",),
-    "suggest_non_torch": ("GiB for ",), "suggest_graphs": ("GiB for ",), "kv_in_use": ("memory in use",),
-    "suggest_fit": ("--kv-cache-memory=",), "suggest_full": ("--kv-cache-memory=",), "blocks": ("blocks: ",),
-    "blocks_override": ("num_gpu_blocks_override",), "kv_tokens": ("KV cache size",),
-    "concurrency": ("Maximum concurrency",), "graph_capture": ("Graph capturing finished",),
-    "graph_pool": ("graph pool memory",), "graph_estimate": ("Estimated CUDA graph",),
-    "graph_hint": ("is equivalent to",), "graph_hint_old": ("increase --gpu-memory-utilization",),
-    "graph_hint_018": ("In v0.19",), "graph_hint_021": ("default since v0.21",),
-    "no_kv_error": ("No available memory",), "v0_fit_error": ("max seq len",), "v1_fit_error": ("max seq len",),
-    "estimated_max_len": ("estimated maximum model length",), "oom": ("out of memory", "OutOfMemoryError"),
-    "oom_allocate": ("Tried to allocate",),
-    "failure": ("EngineCore", "WorkerProc", "Failed to load", "Engine core", "Traceback"),
-    "success": ("init engine", "startup complete", "Starting vLLM API", "Uvicorn running", "Available routes"),
-    "config_line": ("LLM engine",), "non_default_args": ("non-default args",), "server_banner": ("server version",),
-    "logo_version": ("version",), "logo_model": ("\u2588",), "stated_version": ("vLLM",),
-    "docker_version": ("vllm-openai:",), "wheel_version": ("vllm-",), "starting_model": ("Starting to load model",),
-    "max_model_len_line": ("Using max model len",), "chunked_prefill": ("Chunked prefill is enabled",),
-    "block_size_line": ("block size to",), "device_name": ("device_name=",), "reader_ranks": ("local_reader_ranks=",), "gpu_type": ("GPU type",),
-    "lora_on": ("enable_lora=True", "PunicaWrapper"), "max_loras": ("max_loras=",), "max_lora_rank": ("max_lora_rank=",),
-    "speculative_on": ("MTP model", "drafter model", "speculative_config="), "encoder_cache": ("Encoder cache",),
-    "padding_layers": ("padding layers",), "backend": ("backend",), "fp8_kv": ("FP8 KV cache", "fp8_ds_mla"),
-    "launch_command": ("vllm serve", "-m vllm"),
-}
-_MATCHERS = [(pattern, handler, _KEYWORDS[handler]) for pattern, handler in _PATTERNS]
+_MATCHERS = [(p.regex, p.name, p.keywords) for p in PATTERNS]
 # a line without any of these carries nothing the parser reads
 _GATE_WORDS = tuple(dict.fromkeys(
     ("GiB", " GB", "blocks", "took", "Error", "ERROR", "rror:", "xception", "MiB", "|", "memory.")
-    + tuple(word for words in _KEYWORDS.values() for word in words)
+    + tuple(word for p in PATTERNS for word in p.keywords)
     + ("Processes:", "NVIDIA", "Tesla", "Quadro")))
 
 
@@ -532,7 +566,7 @@ def _any_of(words) -> re.Pattern:
 
 
 _GATE = _any_of(_GATE_WORDS)
-_ALL_KEYWORDS = tuple(dict.fromkeys(word for words in _KEYWORDS.values() for word in words))
+_ALL_KEYWORDS = tuple(dict.fromkeys(word for p in PATTERNS for word in p.keywords))
 # keyword -> the indices in _MATCHERS of the patterns it admits, in _MATCHERS order
 _MATCHERS_OF: dict[str, tuple[int, ...]] = {
     word: tuple(index for index, (_, _, words) in enumerate(_MATCHERS) if word in words) for word in _ALL_KEYWORDS}
@@ -602,7 +636,7 @@ class LogParser:
     """Feed lines (str), then call result()."""
 
     def __init__(self) -> None:
-        from .nvidia_smi import LineScanner
+        from ....forensics.nvidia_smi import LineScanner
 
         self._builder = _RunBuilder(LineScanner())
         self.lines_read = 0
@@ -1050,10 +1084,7 @@ class LogParser:
     def _launch(self, text: str, source: SourceInfo) -> bool:
         import shlex
 
-        from ..engines import get_engine
-
-        launch = get_engine("vllm").launch
-        LaunchLineError, parse_launch_line = launch.error, launch.parse
+        from ..launch import LaunchLineError, parse_launch_line
 
         start = re.search(r"vllm serve|python3?\s+-m\s+vllm|-m\s+vllm", text)
         text = text[start.start():] if start else text
@@ -1209,104 +1240,6 @@ def _literal_prefix(text: str, start: int) -> str | None:
             return text[start:index].strip() or None
         index += 1
     return text[start:].strip() or None if depth == 0 and not quote and not cut else None
-
-
-# --- input -----------------------------------------------------------------------------------------------------
-
-def _looks_binary(head: bytes) -> bool:
-    if not head:
-        return False
-    if b"\x00" in head:
-        return True
-    if head.startswith((b"\x1f\x8b", b"PK\x03\x04", b"\x89PNG", b"%PDF", b"\x7fELF", b"BZh", b"\xfd7zXZ")):
-        return True
-    text_bytes = sum(1 for byte in head if byte >= 32 or byte in (9, 10, 12, 13, 27))
-    if text_bytes / len(head) < 0.85:
-        return True
-    # a few stray bytes (latin-1 text, a cut multi-byte character) are fine; mostly undecodable data is not text
-    bad = head.decode("utf-8", errors="replace").count("\ufffd")
-    return bad > max(16, len(head) // 20)
-
-
-class LineReader:
-    """Text lines of a binary stream, read in 1 MiB chunks (never the whole input at once).
-
-    "\r\n", "\n" and a bare "\r" (progress bars) end a line. Lines longer than MAX_LINE_CHARS are cut
-    (the rest up to the next line break is skipped and counted in `truncated`). Raises LogInputError for
-    binary data."""
-
-    def __init__(self, stream, name: str = "input") -> None:
-        self._stream = stream
-        self.name = name
-        self.truncated = 0
-        self.bytes_read = 0
-
-    def _read(self, size: int) -> bytes:
-        data = self._stream.read(size)
-        if not isinstance(data, (bytes, bytearray)):
-            raise TypeError("LineReader needs a binary stream")
-        self.bytes_read += len(data)
-        return bytes(data)
-
-    def __iter__(self):
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        chunk = self._read(SNIFF_BYTES)
-        if _looks_binary(chunk):
-            raise LogInputError(f"{self.name} is not a text log (binary data)")
-        pending: list[str] = []
-        pending_len = 0
-        skipping = False
-        carry = ""
-        while True:
-            final = not chunk
-            if skipping and not final:
-                # the rest of an over-long line: find its end in the raw bytes, decode nothing before it
-                cut = min((i for i in (chunk.find(b"\n"), chunk.find(b"\r")) if i >= 0), default=-1)
-                if cut < 0:
-                    chunk = self._read(CHUNK_BYTES)
-                    continue
-                decoder.reset()
-                skipping, carry = False, ""
-                chunk = chunk[cut + 1:] or self._read(CHUNK_BYTES)
-                continue
-            text = carry + decoder.decode(chunk, final=final)
-            carry = ""
-            if not final and text.endswith("\r"):
-                carry, text = "\r", text[:-1]
-            if "\r" in text:
-                text = text.replace("\r\n", "\n").replace("\r", "\n")
-            start = 0
-            while True:
-                newline = text.find("\n", start)
-                if newline < 0:
-                    break
-                if skipping:
-                    skipping = False
-                else:
-                    piece = text[start:newline]
-                    if pending:
-                        piece = "".join(pending) + piece
-                        pending, pending_len = [], 0
-                    if len(piece) > MAX_LINE_CHARS:
-                        self.truncated += 1
-                        piece = piece[:MAX_LINE_CHARS]
-                    yield piece
-                start = newline + 1
-            rest = text[start:]
-            if rest and not skipping:
-                pending.append(rest)
-                pending_len += len(rest)
-                if pending_len > MAX_LINE_CHARS:
-                    line = "".join(pending)[:MAX_LINE_CHARS]
-                    pending, pending_len = [], 0
-                    self.truncated += 1
-                    skipping = True
-                    yield line
-            if final:
-                break
-            chunk = self._read(CHUNK_BYTES)
-        if pending and not skipping:
-            yield "".join(pending)
 
 
 def parse_lines(lines) -> ParsedLog:

@@ -1,0 +1,1 @@
+"""What the engines share: the shape of a rule table (rules.py). Nothing engine-specific lives here."""

@@ -53,7 +53,9 @@ def test_gpu_from_name_total_and_nvidia_smi_total():
     _, run = run_of("the current vLLM instance can use total_gpu_memory (23.65GiB) x gpu_memory_utilization (0.50) = "
                     "11.82GiB\n")
     gpu = infer_gpu(run, run.observed())
-    assert gpu.value.name == "NVIDIA GeForce RTX 4090" and gpu.confidence == "medium"
+    # 23.65 GiB is the RTX 4090 and the RTX 4090 D (the same memory): the common one, low, with the other named
+    assert gpu.value.name == "NVIDIA GeForce RTX 4090" and gpu.confidence == "low"
+    assert "NVIDIA GeForce RTX 4090 D" in gpu.alternatives
     _, run = run_of("the current vLLM instance can use total_gpu_memory (14.74GiB) x gpu_memory_utilization (0.90) = "
                     "13.27GiB\n")
     gpu = infer_gpu(run, run.observed())

@@ -125,8 +125,41 @@ def test_lookup_ignores_case_spaces_dashes_underscores(query):
 
 def test_every_name_short_name_alias_and_default_resolves_to_its_own_card():
     for gpu in all_gpus():
-        for text in (gpu.name, gpu.short_name, *gpu.aliases, *gpu.default_for):
+        for text in (gpu.short_name, *gpu.aliases, *gpu.default_for):
             assert find_gpu(text) is gpu, (text, gpu.name)
+        if gpu.name not in SEVERAL_CARDS:
+            assert find_gpu(gpu.name) is gpu, gpu.name
+
+
+# names nvidia-smi gives cards of two sizes: asked for, they list both and pick neither (exit 2 on the CLI)
+SEVERAL_CARDS = {"NVIDIA GeForce RTX 3080": ("RTX 3080 10GB", "RTX 3080 12GB"),
+                 "NVIDIA GeForce RTX 4060 Ti": ("RTX 4060 Ti 16GB", "RTX 4060 Ti 8GB")}
+
+
+@pytest.mark.parametrize("query", ["3080", "RTX 3080", "NVIDIA GeForce RTX 3080", "rtx-3080", "4060 Ti",
+                                   "NVIDIA GeForce RTX 4060 Ti"])
+def test_a_name_of_two_sizes_is_never_picked_silently(query):
+    from vram_detective.hardware import AmbiguousGpuError
+
+    with pytest.raises(AmbiguousGpuError) as error:
+        find_gpu(query)
+    cards = next(cards for name, cards in SEVERAL_CARDS.items() if query.replace(" ", "").replace("-", "").lower()
+                 in name.replace(" ", "").lower())
+    assert all(f'--gpu "{card}"' in str(error.value) for card in cards)
+    assert find_gpu("3080 Ti").short_name == "RTX 3080 Ti" and find_gpu("3080 12GB").short_name == "RTX 3080 12GB"
+
+
+def test_the_cards_people_ask_about_are_in_the_catalog():
+    expected = {"RTX 4090 Laptop": 16, "RTX 4080 Laptop": 12, "RTX 4070 Laptop": 8, "RTX 4090 D": 24,
+                "GTX 1080 Ti": 11, "MI210": 64, "MI250": 64, "MI250X": 64, "MI300X": 192, "MI325X": 256,
+                "7900 XTX": 24, "M2 Ultra 192GB": 192 * 3 / 4, "M4 Pro 24GB": 16, "M4 Max 128GB": 96}
+    for query, gib in expected.items():
+        gpu = find_gpu(query)
+        # CUDA/ROCm totals sit a little under the nominal size; Apple's is the default Metal working set
+        assert gib - 0.75 <= gpu.cuda_total_gib <= gib, (query, gpu.cuda_total_gib)
+        assert gpu.source.startswith(("vendor spec", "cuda total")), query
+    assert not find_gpu("7900 XTX").supports_fp8 and find_gpu("MI325X").supports_fp8
+    assert find_gpu("M4 Max 128GB").unified_memory and find_gpu("M4 Max 128GB").vendor == "apple"
 
 
 def test_vllm_device_name_form_resolves():
@@ -329,15 +362,16 @@ def test_json_schema():
     for e in entries:
         for key, typ in REQUIRED.items():
             assert key in e and isinstance(e[key], typ), (e.get("name"), key)
-        assert e["vendor"] in {"nvidia", "amd"}
+        assert e["vendor"] in {"nvidia", "amd", "apple"}
         assert len(e["compute_capability"]) == 2 and all(isinstance(x, int) for x in e["compute_capability"])
         assert 1 < e["cuda_total_gib"] < 1024
         assert e["source"].startswith(("cuda total", "nvidia-smi", "vendor spec")), e["name"]
         # A null nvidia-smi total must be explained (unified memory).
         if e["nvidia_smi_total_mib"] is None:
             assert e.get("unified_memory") and e.get("notes")
-        if e["vendor"] == "amd":
-            assert e["compute_capability"] == [9, 4]
+        if e["vendor"] == "amd":  # nominal: gfx90a 9.0, gfx942 9.4, gfx1100 11.0 (the notes say which)
+            gfx = {(9, 0): "gfx90a", (9, 4): "gfx942", (11, 0): "gfx1100"}[tuple(e["compute_capability"])]
+            assert gfx in e["notes"] or e["name"] == "AMD Instinct MI300X", e["name"]
 
 
 def test_sources_cite_observations_or_say_derived():

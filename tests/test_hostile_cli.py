@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from vram_detective.cli import main
-from vram_detective.errors import EXIT_BAD_INPUT, EXIT_BUG, EXIT_REFUSED, run_guarded
+from vram_detective.errors import EXIT_BAD_INPUT, EXIT_BUG, EXIT_REFUSED, EngineRefused, NotFound, run_guarded
 
 QWEN = ("explain", "Qwen/Qwen3-8B", "--gpu", "H100")
 
@@ -106,9 +106,36 @@ def test_an_unexpected_exception_is_one_line_asking_for_a_report(capsys):
     assert "please report" in line
 
 
-def test_bad_input_raised_anywhere_is_exit_2(capsys):
+def test_a_lookup_failing_inside_the_tool_is_a_bug_not_bad_input(capsys):
+    """Issue 23: a bare KeyError / IndexError escaping a command is the tool's own lookup failing (exit 3);
+    only a lookup of something the user named (errors.NotFound: model, GPU, engine) is bad input."""
     def missing(argv):
         raise KeyError("max_position_embeddings")
 
-    assert run_guarded(missing, []) == EXIT_BAD_INPUT
-    assert _one_line(capsys.readouterr().err) == "vram-detective: error: missing field 'max_position_embeddings'"
+    assert run_guarded(missing, []) == EXIT_BUG
+    assert _one_line(capsys.readouterr().err).startswith(
+        "vram-detective: internal error (KeyError: 'max_position_embeddings')")
+
+    def out_of_range(argv):
+        return [][0]
+
+    assert run_guarded(out_of_range, []) == EXIT_BUG
+    assert "IndexError" in _one_line(capsys.readouterr().err)
+
+    def unknown(argv):
+        raise NotFound("unknown model 'nobody/nothing'")
+
+    assert run_guarded(unknown, []) == EXIT_BAD_INPUT
+    assert _one_line(capsys.readouterr().err).endswith("vram-detective: error: unknown model 'nobody/nothing'")
+
+
+def test_any_engines_refusal_is_exit_1_with_the_engines_words(capsys):
+    class Refusal(EngineRefused, RuntimeError):
+        engine_label = "SGLang"
+
+    def refuses(argv):
+        raise Refusal("Not enough memory. Please try to increase --mem-fraction-static.")
+
+    assert run_guarded(refuses, []) == EXIT_REFUSED
+    assert _one_line(capsys.readouterr().err) == ("SGLang would refuse to start: Not enough memory. Please try to "
+                                                  "increase --mem-fraction-static.")

@@ -128,7 +128,7 @@ def test_the_real_nvidia_smi_capture_with_header_and_units():
 def test_one_name_two_sizes_is_told_apart_by_the_total():
     ten, twelve = parse_nvidia_smi_csv("NVIDIA GeForce RTX 3080, 10240, 500, 9400\n"
                                        "NVIDIA GeForce RTX 3080, 12288, 500, 11400\n")
-    assert catalog_gpu(ten)[0].short_name == "RTX 3080"
+    assert catalog_gpu(ten)[0].short_name == "RTX 3080 10GB"
     assert catalog_gpu(twelve)[0].short_name == "RTX 3080 12GB"
 
 
@@ -177,3 +177,10 @@ def test_probe_off_switch(fake_path, monkeypatch, capsys):
     assert main(["explain", "Qwen/Qwen3-8B", "--json"]) == 0
     assert "gpus" in json.loads(capsys.readouterr().out)
     assert os.environ["PATH"] == str(fake_path)
+
+
+def test_gpu_3080_lists_both_cards_and_exits_2(capsys):
+    assert main(["explain", "Qwen/Qwen3-8B", "--gpu", "3080"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "'3080' is several cards: RTX 3080 10GB (9.77 GiB) or RTX 3080 12GB (11.77 GiB)" in err

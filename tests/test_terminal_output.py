@@ -195,7 +195,7 @@ def test_models_filter_and_header(capsys, monkeypatch):
 def test_gpus_filter_by_size(capsys, monkeypatch):
     _, out, _ = _run(["gpus", "16GB"], capsys, monkeypatch, 120)
     names = [line.split("  ")[0] for line in out.splitlines()[1:] if line and not line.startswith(" ")]
-    assert {"RTX 4060 Ti", "RTX 4080", "RTX 4080 SUPER", "RTX A4000", "RTX 5080"} <= set(names)
+    assert {"RTX 4060 Ti 16GB", "RTX 4080", "RTX 4080 SUPER", "RTX A4000", "RTX 5080"} <= set(names)
     assert "H100 SXM" not in names and "RTX 4090" not in names
     assert out.splitlines()[0].split()[:3] == ["GPU", "CUDA", "total"]
 

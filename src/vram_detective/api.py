@@ -1,19 +1,22 @@
 """The one path every front end (CLI, benchmarks, later the web page) takes to a Breakdown."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 
 from .breakdown import Breakdown
 from .engines import get_engine
 from .engines.base import resolve_model as engine_model
+from .errors import EngineRefused
 from .hardware import Gpu, custom_gpu, find_gpu
 from .intervals import attach as attach_intervals
 from .model.config import ConfigError, ModelSpec, parse_config
 from .model.sources import ModelSource, load_model
 
 
-# Errors that mean "the engine itself would not start" (exit 1), as opposed to bad input (exit 2).
-REFUSALS = get_engine("vllm").refusals
+# Errors that mean "the engine itself would not start" (exit 1, HTTP 422), as opposed to bad input (exit 2): one
+# type for every engine (errors.EngineRefused); kept as a tuple for `except api.REFUSALS`.
+REFUSALS: tuple[type[Exception], ...] = (EngineRefused,)
 
 # vLLM's V0/V1 engine paths: what `engine=` meant before there was more than one engine
 VLLM_PATHS = ("v0", "v1")
@@ -82,4 +85,17 @@ def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None 
     spec, checkpoint = model_and_checkpoint(model, runner.name, source, revision, hf_token, gguf_file)
     device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
     gguf = checkpoint if checkpoint is not None and checkpoint.format == "gguf" else None
-    return attach_intervals(runner.plan(spec, device, settings, runner.releases.resolve(version), gguf_checkpoint=gguf))
+    with refusals_named(runner):
+        return attach_intervals(runner.plan(spec, device, settings, runner.releases.resolve(version),
+                                            gguf_checkpoint=gguf))
+
+
+@contextmanager
+def refusals_named(engine):
+    """A refusal raised while `engine` plans names that engine (Ollama's llama.cpp runner refusing is Ollama
+    refusing; SGLang refusing a kernel through vLLM's table is SGLang refusing)."""
+    try:
+        yield
+    except EngineRefused as error:
+        error.engine_label = engine.label
+        raise

@@ -395,12 +395,8 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
     if args.gpu is None and gpu_memory is None:
         return _explain_common_gpus(args, model, settings)
 
-    try:
-        breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, settings),
-                                **_source_options(args))
-    except (*api.REFUSALS, *get_engine(args.engine_name).refusals) as error:
-        print(f"{get_engine(args.engine_name).label} would refuse to start: {error}", file=sys.stderr)
-        return EXIT_REFUSED
+    breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, settings),
+                            **_source_options(args))  # a refusal: errors.EngineRefused, exit 1 (errors.py)
     if args.html:
         from .web.report import html_report
 
@@ -610,12 +606,6 @@ def _main(argv: list[str] | None = None) -> int:
         return cmd_score(args)
     except BrokenPipeError:
         return 0
-    except (BadInput, ValueError, LookupError, OSError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        if isinstance(error, KeyError):
-            message = f"missing field {error}"
-        print(f"vram-detective: error: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

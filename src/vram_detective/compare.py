@@ -76,6 +76,7 @@ def compare(model: str, gpu: str, *, context: int | None = None, tp: int = 1, ve
     from . import api
     from .engines import get_engine
     from .engines.base import common_settings
+    from .errors import EngineRefused
 
     out = []
     for name in engines:
@@ -83,7 +84,7 @@ def compare(model: str, gpu: str, *, context: int | None = None, tp: int = 1, ve
         values = {**common_settings(engine, context=context, gpus=tp), **((settings or {}).get(name, {}))}
         try:
             out.append(api.explain(model, gpu, engine=name, engine_version=(versions or {}).get(name), **values))
-        except (ValueError, *engine.refusals) as error:
+        except (ValueError, EngineRefused) as error:
             if skipped is None:
                 raise
             skipped.append((engine.label, str(error).splitlines()[0]))

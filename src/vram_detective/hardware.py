@@ -21,6 +21,7 @@ __all__ = [
     "GIB",
     "Gpu",
     "UnknownGpuError",
+    "AmbiguousGpuError",
     "all_gpus",
     "common_gpus",
     "find_gpu",
@@ -51,6 +52,8 @@ class Gpu:
     # Memory other processes already hold on this device when the engine starts (`--gpu auto` reads it from
     # nvidia-smi / NVML / rocm-smi); 0 for a catalog card. Engines that size from free memory subtract it.
     in_use_bytes: int = 0
+    # the name nvidia-smi prints when it is not `name` (the RTX 3080 12GB prints "NVIDIA GeForce RTX 3080")
+    nvidia_smi_name: str = ""
 
     @property
     def free_bytes(self) -> int:
@@ -70,8 +73,10 @@ class Gpu:
     @property
     def supports_fp8(self) -> bool:
         if self.vendor == "amd":
-            # gfx942 (MI300 series) and newer.
-            return self.compute_capability >= (9, 4)
+            # gfx942/gfx950 (MI300, MI325X, MI350): 9.4+; RDNA3 (gfx1100, nominal 11.0) has no FP8
+            return (9, 4) <= self.compute_capability < (10, 0)
+        if self.vendor == "apple":
+            return False
         return self.compute_capability >= (8, 9)
 
     @property
@@ -114,6 +119,7 @@ def _gpu_from_entry(entry: dict) -> Gpu:
         default_for=tuple(entry.get("default_for", ())),
         unified_memory=bool(entry.get("unified_memory", False)),
         notes=entry.get("notes", ""),
+        nvidia_smi_name=entry.get("nvidia_smi_name", ""),
     )
 
 
@@ -121,6 +127,30 @@ def lookup_keys(gpu: Gpu) -> tuple[str, ...]:
     """Every normalized key that resolves to this card."""
     names = (gpu.name, gpu.short_name, *gpu.aliases, *gpu.default_for)
     return tuple(dict.fromkeys(normalize_gpu_key(n) for n in names))
+
+
+class AmbiguousGpuError(UnknownGpuError):
+    """A name that is several cards of different sizes (RTX 3080: 10 or 12 GB): never picked silently."""
+
+
+def _shared_name_keys(name: str) -> tuple[str, ...]:
+    """The keys a name nvidia-smi gives several cards answers to: "NVIDIA GeForce RTX 3080" -> rtx3080, 3080."""
+    tokens = [t for t in _SEPARATORS.split(name.strip().lower()) if t]
+    while len(tokens) > 1 and tokens[0] in _BRAND_WORDS:
+        tokens.pop(0)
+    return tuple("".join(tokens[i:]) for i in range(len(tokens)) if i == 0 or tokens[i][:1].isdigit())
+
+
+@lru_cache(maxsize=1)
+def _ambiguous() -> dict[str, tuple[Gpu, ...]]:
+    """Keys that are several cards: a card nvidia-smi names like another (nvidia_smi_name) shares the bare name."""
+    out: dict[str, tuple[Gpu, ...]] = {}
+    for gpu in all_gpus():
+        if gpu.nvidia_smi_name and gpu.nvidia_smi_name != gpu.name:
+            cards = tuple(g for g in all_gpus() if gpu.nvidia_smi_name in (g.name, g.nvidia_smi_name))
+            for key in _shared_name_keys(gpu.nvidia_smi_name):
+                out[key] = cards
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -162,6 +192,11 @@ def _suggestions(key: str, limit: int = 3) -> list[Gpu]:
 def find_gpu(query: str) -> Gpu:
     """Resolve a GPU name or alias (case, spaces, dashes and underscores don't matter)."""
     key = normalize_gpu_key(query or "")
+    several = _ambiguous().get(key)
+    if several:
+        sizes = " or ".join(f"{g.short_name} ({g.cuda_total_gib:.2f} GiB)" for g in several)
+        asks = " or ".join(f'--gpu "{g.short_name}"' for g in several)
+        raise AmbiguousGpuError(f"{query!r} is several cards: {sizes}; pass {asks}")
     gpu = _catalog()[1].get(key) if key else None
     if gpu is not None:
         return gpu

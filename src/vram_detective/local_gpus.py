@@ -24,8 +24,6 @@ __all__ = ["LocalGpu", "probe", "parse_nvidia_smi_csv", "parse_rocm_smi_json", "
 
 NVIDIA_SMI_QUERY = ("--query-gpu=name,memory.total,memory.used,memory.free", "--format=csv,noheader,nounits")
 PROBE_TIMEOUT_S = 5.0
-# the catalog's "NVIDIA GeForce RTX 3080 12GB" is a card nvidia-smi names "NVIDIA GeForce RTX 3080"
-_SIZE_SUFFIX = re.compile(r"[\s-]+\d+\s*GB$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -179,8 +177,8 @@ def catalog_gpu(device: LocalGpu) -> tuple[Gpu, str]:
     10 GB and 12 GB print the same name), carrying the memory other processes hold; with a note."""
     key = normalize_gpu_key(device.name)
     named = [gpu for gpu in all_gpus()
-             if key in {normalize_gpu_key(n) for n in (gpu.name, gpu.short_name, *gpu.aliases)}
-             or normalize_gpu_key(_SIZE_SUFFIX.sub("", gpu.name)) == key]
+             if key in {normalize_gpu_key(n) for n in (gpu.name, gpu.nvidia_smi_name or gpu.name, gpu.short_name,
+                                                       *gpu.aliases)}]
     total_mib = device.total_bytes / MIB
     sized = [gpu for gpu in named if gpu.nvidia_smi_total_mib is None or abs(gpu.nvidia_smi_total_mib - total_mib) < 256]
     if device.vendor == "amd" and not sized:

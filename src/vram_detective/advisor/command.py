@@ -163,15 +163,8 @@ def run(args) -> int:
         if args.command == "whatif":
             return _run_whatif(args, json)
         return _run_fit(args, json)
-    except api.REFUSALS as error:
-        print(f"vLLM would refuse to start: {str(error).splitlines()[0]}", file=sys.stderr)
-        return EXIT_INFEASIBLE
-    except BrokenPipeError:
+    except BrokenPipeError:  # a refusal, bad input or a bug: errors.py's policy, the same for every command
         return 0
-    except (ValueError, LookupError, OSError, NotImplementedError) as error:
-        if isinstance(error, KeyError):
-            return _error(f"missing field {error}")
-        return _error(str(error))
 
 
 def _run_fit_workload(args, json) -> int:

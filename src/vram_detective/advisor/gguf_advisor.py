@@ -173,6 +173,7 @@ def fit(model: str, gpu, version_text, pins: dict, sources: dict, *, context=Non
     budget = ceiling or gpu.cuda_total_bytes
     layers = {k: v for k, v in settings.items() if k != "n_gpu_layers"}
     whole = {k: v for k, v in settings.items() if k != "n_ctx"}
+    _refusal_of_pins(engine, spec, gpu, dict(layers, n_ctx=n_ctx, n_gpu_layers=0), version, checkpoint)
     questions = [
         (f"the most layers on the GPU at -c {n_ctx}" + (f" ({slots} slots)" if slots > 1 else ""),
          lambda limit: engine.fit_layers(spec, gpu, layers, version, n_ctx=n_ctx, model=file,
@@ -190,6 +191,16 @@ def fit(model: str, gpu, version_text, pins: dict, sources: dict, *, context=Non
                 out.append(FitEntry(question, tighter, vram_margin(tighter, gpu, budget, version)))
         out.append(entry)
     return out
+
+
+def _refusal_of_pins(engine, spec, gpu, settings: dict, version, checkpoint) -> None:
+    """The pinned settings refused whatever the levers (a quantized V cache without flash attention): the
+    engine's refusal (exit 1, HTTP 422), not "nothing fits". Memory is the levers' business: a plan that does
+    not fit is no refusal here."""
+    from ..api import refusals_named
+
+    with refusals_named(engine):
+        engine.plan(spec, gpu, settings, version, gguf_checkpoint=checkpoint)
 
 
 def vram_margin(answer, gpu, budget: int, version):

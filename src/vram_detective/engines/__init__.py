@@ -5,6 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import import_module
 
+from ..errors import NotFound
+
 # name -> "module:attribute" of the object implementing engines/base.py's Engine
 ENGINES = {
     "vllm": "vram_detective.engines.vllm.engine:ENGINE",
@@ -16,7 +18,7 @@ ENGINES = {
 DEFAULT_ENGINE = "vllm"
 
 
-class UnknownEngineError(LookupError):
+class UnknownEngineError(NotFound):
     pass
 
 

@@ -65,6 +65,10 @@ def run(args) -> int:
         print("vram-detective: error: interrupted", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - the contract is one line on stderr, never a traceback
+        from ..errors import BAD_INPUT, kind, report
+
+        if kind(error) != BAD_INPUT:
+            return report(error)  # a refusal (exit 1) or a bug in the tool (exit 3)
         print(f"vram-detective: error: {_one_line(error)}", file=sys.stderr)
         return 2
     if getattr(args, "html", None) and report.get("log") is not None:

@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import NotFound
 from .checkpoint import CheckpointTable, CheckpointTensor, GGUF_PLAIN_TYPES
 from .config import ConfigError, UnsupportedArchitectureError
 
@@ -292,7 +293,7 @@ def choose_gguf(names: list[str], wanted: str | None, where: str) -> list[str]:
     return parts
 
 
-class AmbiguousGGUFError(LookupError):
+class AmbiguousGGUFError(NotFound):
     pass
 
 

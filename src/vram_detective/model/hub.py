@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import NotFound
 from .checkpoint import CheckpointTable, CheckpointTensor, table_from_safetensors
 from .safetensors_headers import TruncatedHeaderError, header_length, parse_header
 from .sources import (MAX_CONFIG_BYTES, MAX_INDEX_BYTES, MalformedConfigError, ModelSource, UnknownModelError,
@@ -54,7 +55,7 @@ CACHE_FORMAT = 1
 LOGIN_HINT = "log in with `huggingface-cli login` (or `hf auth login`), or set HF_TOKEN, or pass --hf-token"
 
 
-class HubError(LookupError):
+class HubError(NotFound):
     """Anything the Hub source cannot answer; one line."""
 
 

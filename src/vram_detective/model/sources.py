@@ -11,13 +11,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import NotFound
+
 if TYPE_CHECKING:
     from .checkpoint import CheckpointTable
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 
 
-class UnknownModelError(LookupError):
+class UnknownModelError(NotFound):
     pass
 
 

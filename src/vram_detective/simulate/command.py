@@ -78,15 +78,8 @@ def parse_cost(text: str):
 
 
 def run(args) -> int:
-    from .. import api
-    from ..engines import get_engine
-
     try:
-        return _run(args)
-    except (*api.REFUSALS, *get_engine(args.engine_name).refusals) as error:
-        print(f"{get_engine(args.engine_name).label} would refuse to start: {str(error).splitlines()[0]}",
-              file=sys.stderr)
-        return EXIT_REFUSED
+        return _run(args)  # a refusal, bad input or a bug: errors.py's policy, the same for every command
     except BrokenPipeError:
         return 0
 

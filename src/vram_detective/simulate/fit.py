@@ -111,8 +111,10 @@ def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None
                            "of the requests")
     index, at = _smallest_value(predict, lever, needed)
     if index is None:
-        return WorkloadFit(lever, None, None, None, needed, needed * base_pool.block_bytes, budget, runs,
-                           f"no {lever.flag} value gives a pool of {needed} blocks on this card")
+        why = (f"{at.engine_label} would refuse to start at the smallest {lever.flag} that gives that pool: "
+               f"{at.failure.message.splitlines()[0]}" if at is not None else
+               f"no {lever.flag} value gives a pool of {needed} blocks on this card")
+        return WorkloadFit(lever, None, None, None, needed, needed * base_pool.block_bytes, budget, runs, why)
     for step in range(CONFIRM_STEPS + 1):
         confirm = simulate(pool_from_breakdown(at), workload, seed=seed, cost=cost)
         runs += 1
@@ -126,24 +128,30 @@ def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None
 
 
 def _smallest_value(predict: Predict, lever: Lever, blocks: int) -> tuple[int | None, Breakdown | None]:
-    """Bisection over the lever's grid for the first value whose predicted pool starts and holds `blocks`."""
-    def holds(index: int) -> Breakdown | None:
+    """Bisection over the lever's grid for the first value whose predicted pool starts and holds `blocks`.
+    The engine may refuse at either end: too small a pool for one request (vLLM) or, at the top, no room left
+    for CUDA graphs (SGLang's --mem-fraction-static 0.95+): the search starts from the largest value that
+    starts, so a refusal at the top does not hide the smaller values that serve. (None, the refusing
+    prediction) when no value that holds the blocks starts."""
+    def sized(index: int) -> Breakdown | None:
         try:
             b = predict({lever.setting: lever.grid[index]})
         except ValueError:
             return None
-        if b.failure is not None or pool_from_breakdown(b).num_blocks < blocks:
-            return None
-        return b
+        return b if pool_from_breakdown(b).num_blocks >= blocks else None
 
-    low, high = -1, len(lever.grid) - 1
-    best = holds(high)
-    if best is None:
-        return None, None
+    high = len(lever.grid) - 1
+    best = refused = sized(high)
+    while best is not None and best.failure is not None and high > 0:  # refused at the top: step down
+        high -= 1
+        best = sized(high)
+    if best is None or best.failure is not None:
+        return None, refused
+    low = -1
     while high - low > 1:
         mid = (low + high) // 2
-        found = holds(mid)
-        if found is not None:
+        found = sized(mid)
+        if found is not None and found.failure is None:
             high, best = mid, found
         else:
             low = mid

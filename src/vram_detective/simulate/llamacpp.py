@@ -22,11 +22,17 @@ class LlamacppSim:
         self.now = 0.0
         self.shifts = 0
         self.errors = 0  # requests failed when the unified pool ran out
+        self.rejected = 0  # requests refused because a slot holds no cell (n_ctx below -np)
 
     def _used(self) -> int:
         return sum(slot[1] for slot in self.slots)
 
     def _admit(self) -> int:
+        if self.slot_ctx < 1:  # n_ctx / np rounds to 0 cells: no slot can hold a token, every request fails
+            while self.waiting:
+                self.rejected += 1
+                self.arrivals.finished(self.waiting.popleft(), self.now)
+            return 0
         tokens = 0
         for slot in self.slots:
             if slot[0] is None and self.waiting:

@@ -67,7 +67,7 @@ def _too_large(limit: int) -> Response:
 
 
 def _error(error: BaseException) -> JSONResponse:
-    from .. import api
+    from .. import errors
 
     text = str(error).strip()
     text = text.splitlines()[0] if text else type(error).__name__
@@ -75,13 +75,9 @@ def _error(error: BaseException) -> JSONResponse:
         return JSONResponse({"error": text}, status_code=403)
     if isinstance(error, service.TooLarge):
         return JSONResponse({"error": text}, status_code=413)
-    if isinstance(error, api.REFUSALS):
-        return JSONResponse({"error": f"the engine would refuse to start: {text}", "refused": True}, status_code=422)
-    if isinstance(error, (ValueError, LookupError, OSError, NotImplementedError)):
-        if isinstance(error, KeyError):
-            text = f"missing field {error}"
-        return JSONResponse({"error": text}, status_code=400)
-    return JSONResponse({"error": f"internal error ({type(error).__name__}: {text})"}, status_code=500)
+    status = errors.http_status(error)  # the CLI's exit-code policy: 422 refused, 400 bad input, 500 a bug
+    body = {"error": errors.message(error)}
+    return JSONResponse(body | ({"refused": True} if status == 422 else {}), status_code=status)
 
 
 async def _params(request: Request) -> dict:

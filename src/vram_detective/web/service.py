@@ -417,9 +417,11 @@ def simulate(request: Request, params: dict) -> Simulation:
         raise RequestError(f"preemption_budget is a fraction in [0, 1), got {budget}")
     breakdown = explain(request)
     if breakdown.failure is not None:
-        from .. import api
+        from ..errors import EngineRefused
 
-        raise api.REFUSALS[0](breakdown.failure.message.splitlines()[0])
+        refusal = EngineRefused(breakdown.failure.message.splitlines()[0])
+        refusal.engine_label = breakdown.engine_label
+        raise refusal
     cost = parse_cost(params["cost"]) if params.get("cost") else default_cost(breakdown)
     pinned = {key: value for key, value in request.settings.items() if key != "engine"}
 

@@ -149,11 +149,12 @@ class LlamaCppEngine:
         return largest_context_for_kv(spec, settings, version[0], kv_budget_bytes)
 
     def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
+        from .inventory import inventory
         from .plan import model_tensors
         from .settings import resolve
 
         tensors, _ = model_tensors(spec, resolve(settings, version[0]))
-        return [(0, tensors)]
+        return [(0, inventory(tensors))]
 
     def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
         """The GGUF header's tensors beside the model buffers they land in (None for a non-GGUF checkpoint,

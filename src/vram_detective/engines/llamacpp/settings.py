@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ...errors import EngineRefused
 from .ggml_types import BY_NAME, is_quantized
 from .quant_mix import BASE_TYPE
 from .releases import rule
@@ -18,8 +19,10 @@ class SettingsError(ValueError):
     """A value llama.cpp rejects at the command line."""
 
 
-class StartupRefusal(RuntimeError):
+class StartupRefusal(EngineRefused, RuntimeError):
     """llama.cpp would exit at context creation (e.g. a quantized V cache without flash attention)."""
+
+    engine_label = "llama.cpp"
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ class OllamaEngine:
     def releases(self) -> Releases:
         from . import releases as r
 
-        return Releases(r.KNOWN, r.KNOWN[0], ".".join(map(str, r.NEWEST)), r.parse_version, r.rules_at, r.rule_at,
+        return Releases(r.KNOWN, r.KNOWN[0], ".".join(map(str, r.NEWEST)), r.resolve_version, r.rules_at, r.rule_at,
                         r.first_release, r.is_modelled)
 
     @cached_property
@@ -240,7 +240,15 @@ class OllamaEngine:
         return ENGINE.kv_plan_for_budget(spec, gpu, {}, (rule("llamacpp_build", version),), kv_budget_bytes)
 
     def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
-        return [(0, decide(spec, gpu, settings, version).layout.model)]
+        from ..llamacpp.inventory import inventory
+        from ..llamacpp.plan import model_tensors
+        from ..llamacpp.settings import resolve
+
+        from . import releases as r
+
+        run = decide(spec, gpu, settings, version)
+        tensors, _ = model_tensors(spec, resolve(run.llamacpp_settings, r.rule("llamacpp_build", version)))
+        return [(0, inventory(tensors))]
 
     def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
         from ..llamacpp.report import GgufReport

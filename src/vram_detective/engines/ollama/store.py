@@ -9,13 +9,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import NotFound
+
 DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", "latest"
 MODEL_MEDIA = "application/vnd.ollama.image.model"
 PROJECTOR_MEDIA = "application/vnd.ollama.image.projector"
 PARAMS_MEDIA = "application/vnd.ollama.image.params"
 
 
-class OllamaModelNotFound(LookupError):
+class OllamaModelNotFound(NotFound):
     pass
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ...errors import EngineRefused
 from ...breakdown import Breakdown, Component, EngineFigure, Setting, StartupFailure
 from ...hardware import Gpu
 from ...model.config import ModelSpec
@@ -32,8 +33,10 @@ class SettingsError(ValueError):
     """A setting SGLang does not have or rejects."""
 
 
-class StartupRefusal(RuntimeError):
+class StartupRefusal(EngineRefused, RuntimeError):
     """SGLang would not start (the message is the one it prints)."""
+
+    engine_label = "SGLang"
 
 
 def gpu_memory_mib(gpu: Gpu) -> float:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from ...errors import EngineRefused
 from ...model.attention import AttentionFacts
 from ...model.hybrid import MixerFacts
 from ...units import ceil_div
@@ -51,13 +52,17 @@ def rule_source(version: Version | None, name: str, engine: str = "v1") -> str:
     return _rules(tuple(version or NEWEST_KNOWN), engine)[name][1]
 
 
-class KvLayoutRefusal(NotImplementedError):
+class KvLayoutRefusal(EngineRefused, NotImplementedError):
     """A KV layout the release itself refuses at startup (vLLM raises NotImplementedError or asserts while
     grouping the layers: kv_cache_utils.py get_kv_cache_config / unify_kv_cache_spec_page_size)."""
 
+    engine_label = "vLLM"
 
-class KvSpecRefusal(ValueError):
+
+class KvSpecRefusal(EngineRefused, ValueError):
     """A KV configuration the release refuses with a ValueError of its own (the message is vLLM's)."""
+
+    engine_label = "vLLM"
 
 
 class KvNotModelledError(NotImplementedError, ValueError):

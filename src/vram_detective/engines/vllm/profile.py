@@ -343,14 +343,14 @@ def non_torch(gpu: Gpu, settings: EngineSettings, release: Release) -> tuple[int
 def capture_sizes(settings: EngineSettings, release: Release) -> tuple[int, ...]:
     rule = release["capture_sizes"]
     seqs = settings.max_num_seqs
-    if rule == "v0":
+    if rule == "up-to-max-num-seqs":
         sizes = [1, 2, 4] + [8 * i for i in range(1, 33)]  # _BATCH_SIZES_TO_CAPTURE up to 256
         limit = next((size for size in sizes if size >= seqs), sizes[-1])
         return tuple(size for size in sizes if size <= limit)
-    if rule == "v1-512":
+    if rule == "step-8-to-512":
         top = 512
         sizes = [1, 2, 4] + list(range(8, top + 1, 8))
-    elif rule == "v1-2seqs":
+    elif rule == "step-8-to-twice-max-num-seqs":
         top = min(2 * seqs, 512)
         sizes = [1, 2, 4] + list(range(8, top + 1, 8))
     else:

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import EngineRefused
 from ...model.dtypes import DTYPE_BYTES
 from ...model.quantization import QuantConfig, QuantizationError, StoredTensor
 from ...units import ceil_div, round_up
 
 
-class UnsupportedOnGpuError(QuantizationError):
+class UnsupportedOnGpuError(EngineRefused, QuantizationError):
     """The engine itself refuses this format on this GPU (a startup refusal, not a tool limitation)."""
+
+    engine_label = "vLLM"
 
 
 class UnsupportedInReleaseError(UnsupportedOnGpuError):

@@ -128,6 +128,21 @@ RULE_CHANGES: tuple[Rule, ...] = (
     # Where NCCL / custom all-reduce memory lands.
     _row("0.0.0", None, "nccl_inside_budget", True, "NCCL initialised after the baseline snapshot (V0 worker.py init_device)"),
     _row("0.11.0", "v1", "nccl_inside_budget", False, "init_worker_distributed_environment before the snapshot (gpu_worker.py 0.11.0)"),
+    # Non-torch memory is read at the exit of memory_profiling, which from 0.18 also wraps profile_cudagraph_memory's
+    # trial captures (their driver memory and module loads stay in the figure).
+    _row("0.0.0", None, "non_torch_after_graph_profile", False, "non-torch read right after profile_run"),
+    _row("0.18.0", "v1", "non_torch_after_graph_profile", True, "gpu_worker.py determine_available_memory: profile_cudagraph_memory inside memory_profiling (0.18.0)"),
+    # The TP device group's NCCL communicator: torch.distributed makes it at the group's first collective. With
+    # NCCL_CUMEM_ENABLE no longer forced to 0 (env_override.py until 0.10.x) and NCCL outside the snapshot (0.11),
+    # the profile's logits all-gather (base_device_communicator.py all_gather -> all_gather_into_tensor on the
+    # device group; CudaCommunicator has none of its own) creates it inside the non-torch increase.
+    _row("0.0.0", None, "profile_lazy_nccl_communicator", False, "NCCL inside the budget / NCCL_CUMEM_ENABLE=0 (<= 0.10.x)"),
+    _row("0.11.0", "v1", "profile_lazy_nccl_communicator", True, "logits all-gather through torch.distributed on the TP device group (0.11.0-0.24.x; NCCL_CUMEM_ENABLE override gone from env_override.py in 0.11.0)"),
+    _row("0.25.0", "v1", "profile_lazy_nccl_communicator", False, "cuda_communicator.py all_gather through PyNccl, made before the snapshot (0.25.0)"),
+    # FlashInfer all-reduce + RMSNorm fusion (profile.py fi_allreduce_workspace): which workspace the pass builds.
+    _row("0.0.0", None, "fi_allreduce_fusion", None, "fuse_allreduce_rms off by default (config/vllm.py OPTIMIZATION_LEVEL_02, 0.16.0)"),
+    _row("0.17.0", "v1", "fi_allreduce_fusion", "trtllm", "OPTIMIZATION_LEVEL_02 fuse_allreduce_rms = enable_allreduce_rms_fusion (0.17.0); VLLM_FLASHINFER_ALLREDUCE_BACKEND trtllm (0.17-0.18), auto -> trtllm on one node (0.19-0.24)"),
+    _row("0.25.0", "v1", "fi_allreduce_fusion", "mnnvl", "_resolve_fi_ar_backend: auto -> mnnvl (0.25.0); its workspace size is not modelled"),
     # cuBLAS handles created before the snapshot (0.33): their workspace leaves N.
     _row("0.0.0", None, "cublas_prewarmed", False, "cuBLAS created lazily in the profile run"),
     _row("0.33.0", "v1", "cublas_prewarmed", True, "gpu_worker.py init_device torch.mm warm-up (0.33.0; absent in 0.30.0)"),
@@ -240,7 +255,18 @@ RULE_CHANGES: tuple[Rule, ...] = (
 
     # Bytes alive per logits element in the profile's dummy sampler run (profile.py explains the sum).
     _row("0.0.0", None, "sampler_bytes_per_logit", 39, "PyTorch sort-based top-k/top-p (sampler.py; v1 topk_topp_sampler.py forward_native)"),
-    _row("0.20.0", "v1", "sampler_bytes_per_logit", 14, "Triton top-k/top-p for >= 8 requests, no full sort (topk_topp_sampler.py 0.20.0; absent in 0.15.1)"),
+    _row("0.17.0", "v1", "sampler_bytes_per_logit", 14, "Triton top-k/top-p for >= 8 requests, no full sort (v1/sample/ops/topk_topp_triton.py, first in the 0.17.0 wheel, absent in 0.16.0; topk_topp_sampler.py apply_top_k_top_p)"),
+    # The Triton top-k/top-p kernel's per-program scratch rows, cached in the module (_TRITON_BUFFER_CACHE) from the
+    # profile's dummy sampler run on: [min(next_power_of_2(programs), SMs), vocab] fp32, programs = min(SMs, requests)
+    _row("0.0.0", None, "sampler_triton_buffer", False, "no Triton top-k/top-p before 0.17.0"),
+    _row("0.17.0", "v1", "sampler_triton_buffer", True, "topk_topp_triton.py apply_top_k_top_p_triton buffer = logits.new_empty((size, vocab)) (0.17.0-0.19.0)"),
+    _row("0.28.0", "v1", "sampler_triton_buffer", False, "FlashInfer sampler by default (the 0.28 row of sampler_bytes_per_logit)"),
+    # cuBLAS's workspace comes from PyTorch's caching allocator at the first matmul (c10/cuda CublasHandlePool.cpp
+    # getCurrentCUDABlasHandle: 32 MiB on sm90, 4096 KiB x 2 + 16 KiB x 8 otherwise); the first matmul of the worker
+    # is the profile run's, so the torch peak increase holds it (gpu_model_runner.py profile_run, 0.17.0-0.30.0)
+    _row("0.0.0", None, "cublas_workspace_in_peak", False, "not modelled before 0.17.0 (releases not re-read)"),
+    _row("0.17.0", "v1", "cublas_workspace_in_peak", True, "first cuBLAS handle in profile_run (gpu_worker.py 0.17.0-0.30.0: no matmul before the snapshot)"),
+    _row("0.33.0", "v1", "cublas_workspace_in_peak", False, "gpu_worker.py init_device torch.mm warm-up before the snapshot (0.33.0)"),
     _row("0.28.0", "v1", "sampler_bytes_per_logit", SAMPLER_BYTES_PER_LOGIT_FROM_0_28.value, "FlashInfer sampler default (VLLM_USE_FLASHINFER_SAMPLER=True, 0.28.0); logged peaks of 0.28-0.31 fit the sort-path footprint"),
 
     # Swap space (CPU blocks).

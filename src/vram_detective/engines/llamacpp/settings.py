@@ -89,7 +89,7 @@ COUNT_RANGES = {
     "n_ctx": ("-c/--ctx-size", 0, _TOKENS, ()), "n_parallel": ("-np/--parallel", 1, 1 << 16, (-1, "auto")),
     "n_batch": ("-b/--batch-size", 1, _TOKENS, ()), "n_ubatch": ("-ub/--ubatch-size", 1, _TOKENS, ()),
     "n_gpu_layers": ("-ngl/--n-gpu-layers", -1, 1 << 20, ("all", "auto")),
-    "num_gpus": ("-dev/--device (devices)", 1, 1 << 12, ()), "main_gpu": ("-mg/--main-gpu", 0, 1 << 12, ()),
+    "num_gpus": ("-dev/--device (devices)", 0, 1 << 12, ()),  # 0: -dev none / a CPU-only build "main_gpu": ("-mg/--main-gpu", 0, 1 << 12, ()),
     "n_cpu_moe": ("--n-cpu-moe", 0, 1 << 20, ()),
 }
 

@@ -19,6 +19,7 @@ from vram_detective.model.sources import load_model
 from vram_detective.model.config import parse_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import llamacpp_accuracy as bench  # noqa: E402
 from dev_shapes import LLAMA31_8B, QWEN3_30B, case_spec  # noqa: E402
 
@@ -169,8 +170,12 @@ def test_dev_targets():
 
 
 def test_calibration_cases():
-    assert calibration.residuals(calibration.FITTED_ON) == [304.74, 304.74, 304.74]
-    assert calibration.residuals(calibration.HELD_OUT) == [210.9]
+    import calibration_cases
+
+    assert calibration.residuals(calibration_cases.llamacpp_pairs("fitted_on")) == [304.74, 304.74, 304.74]
+    assert calibration.residuals(calibration_cases.llamacpp_pairs("held_out")) == [210.9]
+    # the constant is the fitted residual
+    assert calibration.CUDA_CONTEXT_BYTES == round(304.74 * 2**20)
 
 
 # --- fit -------------------------------------------------------------------------------------------------

@@ -31,8 +31,8 @@ GPU = custom_gpu(24 * 2**30)
 def test_registered_and_speaks_the_protocol():
     assert isinstance(ENGINE, Engine) and isinstance(get_engine("ollama"), Engine)
     assert (ENGINE.name, ENGINE.label) == ("llamacpp", "llama.cpp")
-    assert ENGINE.releases.resolve("b5274") == (5274,) and ENGINE.releases.resolve(None) == (7342,)
-    assert ENGINE.releases.newest == "b7342"
+    assert ENGINE.releases.resolve("b5274") == (5274,) and ENGINE.releases.resolve(None) == (11312,)
+    assert ENGINE.releases.newest == "b11312"
     with pytest.raises(ValueError):
         ENGINE.releases.resolve("b1200")
 
@@ -49,7 +49,9 @@ def test_llama_server_line():
     old = parse_launch_line("llama-cli -m m.gguf -fa -ngl 33")  # bare -fa of older builds
     assert old.settings == {"flash_attn": "on", "n_gpu_layers": 33}
     py = parse_launch_line("python3 -m llama_cpp.server --model m.gguf --n_gpu_layers -1 --n_ctx 8192 --type_k 8")
-    assert py.settings == {"n_gpu_layers": -1, "n_ctx": 8192, "type_k": "q8_0"} and py.binary == "llama_cpp.server"
+    # llama-cpp-python's server defaults under the flags (llama_cpp/server/settings.py; -1 = every layer)
+    assert py.settings == {"n_gpu_layers": "all", "n_ctx": 8192, "type_k": "q8_0", "n_batch": 512, "n_ubatch": 512,
+                           "flash_attn": "off", "n_parallel": 1, "swa_full": True} and py.binary == "llama_cpp.server"
     assert is_launch_line("llama-server -m x.gguf") and not is_launch_line("vllm serve Qwen/Qwen3-8B")
     assert ENGINE.is_launch_line(["llama-server.exe", "-m", "x"])
     with pytest.raises(LaunchLineError):

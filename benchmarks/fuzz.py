@@ -223,6 +223,7 @@ def main() -> int:
     parser.add_argument("--show", type=int, default=5, help="unexpected errors / violations to print in full")
     parser.add_argument("--engines", default="all", help="comma-separated engines (default all four)")
     parser.add_argument("--web", type=float, default=0, metavar="SECONDS", help="also fuzz a real server's JSON API")
+    parser.add_argument("--seconds", type=float, default=0, help="stop the in-process cases after this long (0: none)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     engines = ENGINES if args.engines == "all" else tuple(args.engines.split(","))
@@ -242,7 +243,11 @@ def main() -> int:
             shown[0] += 1
             print(f"{kind}: {what}\n  {case}")
 
+    done = 0
     for index in range(args.cases):
+        if args.seconds and time.perf_counter() - started > args.seconds:
+            break
+        done += 1
         engine = engines[index % len(engines)]
         case = random_case(rng, models, gpus, versions, engine)
         began = time.perf_counter()
@@ -272,7 +277,7 @@ def main() -> int:
 
         fuzz_web(args.web, rng, models, gpus, counts, bad)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"cases: {args.cases:,} in {total:.1f} s ({args.cases / max(total, 1e-9):,.0f}/s), seed {args.seed}")
+    print(f"cases: {done:,} in {total:.1f} s ({done / max(total, 1e-9):,.0f}/s), seed {args.seed}")
     rows = sorted(key for key in counts if isinstance(key, tuple))
     for key in rows:
         print(f"  {key[0]:<16} {key[1]:<28} {counts[key]:>8,}")

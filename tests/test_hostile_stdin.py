@@ -13,24 +13,22 @@ from test_hostile_regressions import SRC
 ROOT = SRC.parent
 
 
-def _logs_stdin(path, *extra: str, timeout: float = 120):
-    with open(path, "rb") as stdin:
-        child = subprocess.Popen([sys.executable, "-m", "vram_detective", "logs", "-", "--json", *extra], stdin=stdin,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env={**os.environ, "PYTHONPATH": str(SRC)})
-        out, err = child.communicate(timeout=timeout)
-        _, status, usage = os.wait4(child.pid, 0) if child.returncode is None else (0, 0, None)
-    return child.returncode, out.decode(), err.decode()
+# the child reports its own peak (VmHWM of its own address space, after exec): wait4's ru_maxrss would include the
+# pages the child shared with this (large) pytest process between fork and exec
+_MEASURED = ("import atexit, runpy, sys; out = sys.argv[1]; "
+             "atexit.register(lambda: open(out, 'w').write(next(l for l in open('/proc/self/status') "
+             "if l.startswith('VmHWM')).split()[1])); sys.argv = ['vram_detective', *sys.argv[2:]]; "
+             "runpy.run_module('vram_detective', run_name='__main__', alter_sys=True)")
 
 
-def _peak_mib(path, timeout: float = 120) -> tuple[int, float, str]:
+def _peak_mib(path, tmp_path, timeout: float = 300) -> tuple[int, float, str]:
+    """`logs - --json` with `path` on standard input: (exit code, the child's peak resident MiB, stderr)."""
+    report = tmp_path / "peak.txt"
     with open(path, "rb") as stdin:
-        child = subprocess.Popen([sys.executable, "-m", "vram_detective", "logs", "-", "--json"], stdin=stdin,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 env={**os.environ, "PYTHONPATH": str(SRC)})
-        err = child.stderr.read()
-        _, status, usage = os.wait4(child.pid, 0)
-    return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, err.decode()
+        done = subprocess.run([sys.executable, "-c", _MEASURED, str(report), "logs", "-", "--json"], stdin=stdin,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout,
+                              env={**os.environ, "PYTHONPATH": str(SRC)})
+    return done.returncode, int(report.read_text()) / 1024, done.stderr.decode()
 
 
 def _dev_logs() -> bytes:
@@ -49,7 +47,7 @@ def test_random_bytes_on_stdin_are_refused_from_the_first_chunk(tmp_path):
     with open(path, "wb") as out:
         for _ in range(40):
             out.write(os.urandom(1 << 20))
-    code, peak, err = _peak_mib(path)
+    code, peak, err = _peak_mib(path, tmp_path)
     assert code == 2 and err.strip() == "vram-detective: error: standard input is not a text log (binary data)"
     assert peak < 64, f"{peak:.0f} MiB"
 
@@ -61,7 +59,7 @@ def test_a_large_mixed_log_on_stdin_stays_in_bounded_memory(tmp_path):
     with open(path, "wb") as out:
         for _ in range(80_000_000 // len(unit) + 1):
             out.write(unit)
-    code, peak, err = _peak_mib(path)
+    code, peak, err = _peak_mib(path, tmp_path)
     assert code == 0, err
     assert peak < 64, f"{peak:.0f} MiB"
 

@@ -131,3 +131,15 @@ def test_llama_engines_with_a_safetensors_checkpoint_answer(tmp_path, engine):
         status, body = request(base, "/api/explain?" + query(model="tiny", gpu="H100", engine=engine))
     assert status == 200, body
     assert body["engine_name"] == engine and "checkpoint_vs_gpu" not in body
+
+
+@pytest.mark.parametrize("path, words", [
+    ("/api/explain?" + query(model="Qwen/Qwen3-8B", gpu="T4", engine="llamacpp", type_k="9" * 40),
+     "is not a KV cache type"),  # was 500 (KeyError), found by benchmarks/fuzz_web.py
+    ("/api/fit?" + query(model="Qwen/Qwen3-8B", gpu="T4", context="4k", concurrency="1e308"),
+     "more than any GPU's KV cache holds"),  # was 500 (OverflowError); the CLI refused it already
+])
+def test_values_the_cli_refuses_are_400_on_the_api_too(server, path, words):
+    status, body = request(server[0], path)
+    assert status == 400, body
+    assert words in body["error"]

@@ -305,8 +305,14 @@ def fit_json(request: Request, params: dict) -> dict:
     from ..hardware import parse_memory_size
     from ..units import parse_token_count
 
+    from argparse import Namespace
+
+    from ..input_checks import check_arguments
+
     context = parse_token_count(params["context"]) if params.get("context") else None
     concurrency = float(params["concurrency"]) if params.get("concurrency") else None
+    # the command line's own checks of the targets (a finite, positive concurrency the KV cache could hold)
+    check_arguments(Namespace(concurrency=concurrency, context=params.get("context") or None))
     ceiling = parse_memory_size(params["max_gpu_memory"]) if params.get("max_gpu_memory") else None
     gpus, top = int(params.get("gpus") or 1), int(params.get("top") or 5)
     if not 1 <= gpus <= 64 or not 1 <= top <= 50:

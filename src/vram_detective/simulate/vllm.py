@@ -80,6 +80,7 @@ class VllmSim:
         self.any_preemption_stops = rules.no_admission_after_preemption == "any"
         self.fits_prompt = rules.admission_fits_prompt
         self.counts_preempted = rules.lookup_counts_preempted
+        self.counts_retries = rules.lookup_counts_retries
 
     # --- allocation -------------------------------------------------------------------------------
     def _spans(self, r: _Live, start: int, stop: int) -> tuple[tuple[object, int, int], ...]:
@@ -485,7 +486,7 @@ class VllmSim:
             hits = self._hits(r) if r.computed == 0 else []
             hit = self._hit_blocks(hits) * self.bs
             looked = r.computed == 0 and self.blocks.caching and (self.counts_preempted or r.n not in rec.preempted)
-            if looked:  # vLLM's counter: every lookup (v1/core/kv_cache_manager.py get_computed_blocks, 0.11.0)
+            if looked and self.counts_retries:  # vLLM's counter: every lookup (get_computed_blocks, 0.11.0)
                 rec.lookup_queries += r.tokens
                 rec.lookup_hits += hit
             n = r.tokens - hit
@@ -495,10 +496,13 @@ class VllmSim:
             n = min(n, budget)
             if (self.fits_prompt and not self._fits(r, hits)) or not self._allocate(r, hit + n, hits, self.watermark):
                 self.blocked = True
-                self.lookup = (r.tokens, hit) if looked else None
+                self.lookup = (r.tokens, hit) if looked and self.counts_retries else None
                 rec.held.add(r.n)  # waits for blocks, not for the step budget or max_num_seqs
                 break
             self.waiting.popleft()
+            if looked and not self.counts_retries:  # counted at admission (Scheduler.schedule, 0.27.0)
+                rec.lookup_queries += r.tokens
+                rec.lookup_hits += hit
             r.computed, r.keys = hit, hit // self.bs
             self.admitted += 1
             r.order = self.admitted

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -78,6 +79,17 @@ def test_vllm_v1_refuses_when_free_memory_is_below_its_budget(fake_path, capsys)
     assert main(["explain", "Qwen/Qwen3-8B", "--max-model-len", "8192", "--engine-version", "0.9.0"]) == 0
     capsys.readouterr()
     assert main(["explain", "Qwen/Qwen3-8B", "--max-model-len", "8192", "--engine-version", "0.6.3"]) == 0
+
+
+def test_vllm_v1_before_0_9_1_reads_what_others_hold_as_non_torch_memory():
+    """0.9.0's determine_available_memory: non-torch = (total - free) - torch allocated, every process on the
+    device: the KV budget loses exactly what others hold; 0.9.1 measures from its init snapshot (and checks)."""
+    card = find_gpu("RTX 4090")
+    busy = replace(card, in_use_bytes=GIB)
+    for version, lost in (("0.8.5", GIB), ("0.9.0", GIB), ("0.9.1", 0)):
+        idle = api.explain("Qwen/Qwen3-8B", card, engine_version=version, max_model_len=8192)
+        loaded = api.explain("Qwen/Qwen3-8B", busy, engine_version=version, max_model_len=8192)
+        assert idle.kv_cache_bytes - loaded.kv_cache_bytes == lost, version
 
 
 def test_sglang_pool_loses_mem_fraction_static_times_what_others_hold():
@@ -194,3 +206,50 @@ def test_gpu_auto_on_one_card_commands(fake_path, capsys):
     assert main(["whatif", "Qwen/Qwen3-8B", "--gpu", "auto", "--max-model-len", "8192", "--json"]) == 1
     assert main(["explain", "Qwen/Qwen3-8B", "--gpu", "auto", "--gpu-memory-utilization", "0.85", "--max-model-len",
                  "8192", "--json"]) == 0
+
+
+def test_this_machine_answer_writes_the_html_report(fake_path, tmp_path, capsys):
+    _nvidia_smi(fake_path, TWO_4090)
+    report = tmp_path / "report.html"
+    assert main(["explain", "Qwen/Qwen3-8B", "--max-model-len", "16384", "--html", str(report)]) == 0
+    assert "NVIDIA GeForce RTX 4090" in report.read_text()
+
+
+def test_nvml_when_nvidia_ml_py_is_installed(fake_path, monkeypatch, capsys):
+    """NVML first (the [nvml] extra): a stand-in `pynvml` module answering as nvidia-ml-py's functions do (names as
+    bytes from old releases; c_nvmlMemory_v2_t's total / reserved / free / used)."""
+    (fake_path / "pynvml.py").write_text(
+        "from types import SimpleNamespace\n"
+        "nvmlMemory_v2 = 0x02000028\n"
+        "def nvmlInit(): pass\n"
+        "def nvmlShutdown(): pass\n"
+        "def nvmlDeviceGetCount(): return 1\n"
+        "def nvmlDeviceGetHandleByIndex(i): return i\n"
+        "def nvmlDeviceGetName(handle): return b'NVIDIA H100 80GB HBM3'\n"
+        "def nvmlDeviceGetMemoryInfo(handle, version=None):\n"
+        "    assert version == nvmlMemory_v2\n"
+        "    mib = 1 << 20\n"
+        "    return SimpleNamespace(version=version, total=81559 * mib, reserved=528 * mib, free=79031 * mib,\n"
+        "                           used=2000 * mib)\n")
+    monkeypatch.syspath_prepend(str(fake_path))
+    try:
+        assert main(["explain", "Qwen/Qwen3-8B", "--json"]) == 0
+    finally:
+        sys.modules.pop("pynvml", None)  # the stand-in leaves with this test
+    (machine,) = json.loads(capsys.readouterr().out)["machine"]
+    assert (machine["source"], machine["catalog_gpu"], machine["used_bytes"]) == ("NVML", "H100 SXM", 2000 * MIB)
+
+
+def test_apple_silicon_through_sysctl(fake_path, monkeypatch):
+    from vram_detective import local_gpus
+
+    for name, answers in (("sysctl", {"-n hw.memsize": str(64 << 30), "-n iogpu.wired_limit_mb": "0"}),):
+        lines = "\n".join(f'  "{args}") echo {value};;' for args, value in answers.items())
+        path = fake_path / name
+        path.write_text(f'#!/bin/sh\ncase "$*" in\n{lines}\n  *) exit 1;;\nesac\n')
+        path.chmod(0o755)
+    monkeypatch.setattr(local_gpus.sys, "platform", "darwin")
+    (device,) = local_gpus.probe()
+    assert (device.vendor, device.source, device.total_bytes) == ("apple", "sysctl", 48 << 30)
+    gpu, _ = local_gpus.catalog_gpu(device)
+    assert gpu.vendor == "apple" and gpu.unified_memory and gpu.cuda_total_bytes == 48 << 30

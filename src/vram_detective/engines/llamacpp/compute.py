@@ -1,8 +1,7 @@
 """Compute buffers (llama-context.cpp graph_reserve -> ggml_backend_sched_reserve on the worst-case graph:
 n_ubatch tokens against the whole KV). A documented APPROXIMATION of the graph allocator's peak, not a graph
-walk. Fitted on the full-offload dev cases llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4,
-llamacpp-phi3-mini-4k-q4km-3070-tgwebui-4k, llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa and
-llamacpp-b7342-qwen3-coder-30b-a3b-q8-a100-40g-64k-np4 (errors in benchmarks/llamacpp_accuracy.py).
+walk. Fitted on four full-offload dev cases (named in scripts/calibration_cases.json, `llamacpp`
+COMPUTE_BUFFERS; errors in benchmarks/llamacpp_accuracy.py).
 
 - CUDA_Host compute (inputs kept on the host): the f32 KQ mask n_kv x n_ubatch plus the token embeddings
   n_ubatch x n_embd, f32 (exact on 7 of the 9 dev cases that print it at full offload).
@@ -37,6 +36,24 @@ def gpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool)
     attention = (0 if flash_attn else g.n_head * n_kv * n_ubatch * 4) + activations
     logits = g.n_vocab * n_ubatch * 4 + activations
     return max(attention, logits)
+
+
+def cpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool) -> int:
+    """A CPU-only build's compute buffer: ggml_backend_sched_reserve on one CPU backend allocates the whole
+    worst-case graph (n_ubatch tokens, every token an output, n_kv cells of one stream) with ggml-alloc's
+    reuse, so the buffer is the larger of two peaks (llama-context.cpp graph_reserve, 0.3.16 / 0.3.36 trees):
+    - logits: the n_vocab x n_ubatch f32 output beside the last hidden state, normed and scaled by
+      output_norm (2 x n_ubatch x n_embd f32);
+    - attention without flash attention: the KQ scores n_head x n_kv x n_ubatch f32 (soft_max runs in place)
+      and the f32 KQ mask n_kv x n_ubatch, with the layer's live activations (calibration
+      CPU_ATTENTION_ACTIVATIONS x n_ubatch x n_embd f32). With flash attention no score matrix is kept."""
+    from .calibration import CPU_ATTENTION_ACTIVATIONS
+
+    logits = g.n_vocab * n_ubatch * 4 + 2 * n_ubatch * g.n_embd * 4
+    if flash_attn:
+        return logits
+    attention = (g.n_head + 1) * n_kv * n_ubatch * 4 + round(CPU_ATTENTION_ACTIVATIONS * n_ubatch * g.n_embd * 4)
+    return max(logits, attention)
 
 
 def output_buffer_bytes(n_vocab: int, n_seq_max: int, n_embd: int = 0, embeddings: bool = False) -> int:

@@ -165,7 +165,11 @@ def save_fixtures(path: Path, release: str, traces: list[dict], series: dict, pe
     for trace in traces:
         if seen[trace["kind"], trace["prefix_caching"]] < per_kind and not isinstance(series[trace["name"]], dict):
             seen[trace["kind"], trace["prefix_caching"]] += 1
-            chosen.append({"trace": trace, "steps": run_length(series[trace["name"]])})
+            case = {"trace": trace, "steps": run_length(series[trace["name"]])}
+            divergence = first_divergence(series[trace["name"]], step_rows(trace, release))
+            if divergence:  # a known gap: the test expects it to fail (xfail strict), with what was observed
+                case["known_divergence"] = divergence
+            chosen.append(case)
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"release": release, "source": "benchmarks/scheduler_conformance.py: vLLM's own Scheduler on a CPU",
             "fields": ["used", "running", "waiting", "preempted", "hits", "finished", "queries", "query_hits"],

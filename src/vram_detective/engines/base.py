@@ -28,6 +28,10 @@ class Releases:
     is_modelled: Callable[[Version], bool]  # does the rule table reach back to this release?
 
 
+def claims_no_model(reference: str) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class LaunchLine:
     """The engine's own flags and its pasted launch lines."""
@@ -36,6 +40,11 @@ class LaunchLine:
     parse_value: Callable[[Any, str], object]  # (flag, raw text) -> value; ValueError when bad
     parse: Callable[[list[str]], Any]  # words -> object with .model and .settings
     error: type[Exception]  # what `parse` raises on a line it cannot read
+    # other engines' setting names this engine reads as its own (SGLang: vLLM's max_model_len is context_length);
+    # a flag of another engine outside these is an error naming that engine (engine_choice.py), never ignored
+    foreign: frozenset = frozenset()
+    # does a model reference mean this engine (llama.cpp: a .gguf file; Ollama: a "name:tag")?
+    claims_model: Callable[[str], bool] = claims_no_model
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,10 @@ class Levers:
     numpy_or_none: Callable[[], Any]
     flag_names: Callable[[], dict[str, str]]  # setting -> its flag on the launch line
     path_switch: Callable[..., str | None]  # (spec, gpu, version, settings) -> env switch for a non-default path
+    # which search answers whatif / fit (advisor/answers.py): "sweep" (the vectorized sweep over levers and
+    # checkpoints), "loop" (a loop over plan() with the engine's levers), "gguf" (llama.cpp's layer/context solvers)
+    advisor: str = "loop"
+    solves_layers: bool = True  # False: the engine picks its GPU layers itself (Ollama), `fit` has nothing to set
 
 
 @runtime_checkable
@@ -97,6 +110,9 @@ class Engine(Protocol):
     def cuda_context_bytes(self) -> int:
         """The CUDA context each process holds outside the engine's budget."""
 
+    def is_launch_line(self, words: list[str]) -> bool:
+        """Do these words start one of the engine's programs (after any VAR=value words)?"""
+
 
 # --- optional hooks: an engine may define these methods; callers go through the functions below, which
 # give the default for an engine without one (vLLM and SGLang read each other's names, so the defaults are
@@ -110,15 +126,8 @@ def resolve_model(engine, reference: str):
 
 
 def is_launch_line(engine, words: list[str]) -> bool:
-    """Do these words start one of the engine's programs (its own test when it has one, else its parser)?"""
-    hook = getattr(engine, "is_launch_line", None)
-    if hook is not None:
-        return bool(hook(words))
-    try:
-        engine.launch.parse(words)
-        return True
-    except engine.launch.error:
-        return False
+    """Do these words start one of the engine's programs (`vllm serve`, `sglang serve`, `llama-server`, ...)?"""
+    return bool(engine.is_launch_line(words))
 
 
 def common_settings(engine, *, context: int | None = None, gpus: int = 1) -> dict:

@@ -55,7 +55,19 @@ class SGLangEngine:
     def launch(self) -> LaunchLine:
         from . import launch
 
-        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_words, launch.LaunchLineError)
+        from .plan import ALIASES
+
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_words, launch.LaunchLineError,
+                          foreign=frozenset(ALIASES))
+
+    def is_launch_line(self, words) -> bool:
+        from .launch import _entrypoint
+
+        try:
+            _entrypoint(list(words))
+        except ValueError:
+            return False
+        return True
 
     @cached_property
     def logs(self) -> LogFormats:

@@ -65,6 +65,11 @@ class VllmEngine:
 
         return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
 
+    def is_launch_line(self, words) -> bool:
+        from .launch import is_launch_line
+
+        return is_launch_line(words)
+
     @cached_property
     def logs(self) -> LogFormats:
         from .logs.lines import log_lines
@@ -77,7 +82,7 @@ class VllmEngine:
 
         # numpy_or_none read at call time: tests hide numpy by patching the sweep module
         return Levers(sweep.SWEPT, sweep.FastPath, sweep.FastPathUnsupported, lambda: sweep.numpy_or_none(),
-                      _flag_names, _path_switch)
+                      _flag_names, _path_switch, advisor="sweep")
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

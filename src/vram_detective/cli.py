@@ -338,7 +338,7 @@ def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
         settings["engine"] = args.engine
     if getattr(args, "gguf_type", None):
         engine = get_engine(args.engine_name)
-        if not getattr(engine, "gguf_mixes", False):  # an engine that sizes llama.cpp's quantization mixes
+        if not engine.gguf_mixes:  # an engine that sizes llama.cpp's quantization mixes
             raise BadInput(f"--gguf-type sizes a llama.cpp quantization mix: it goes with --engine llamacpp or "
                            f"ollama, not {engine.label}")
         settings["gguf_type"] = args.gguf_type
@@ -571,7 +571,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     report = score_cases(load_cases(args.cases), from_logs=args.from_logs)
     if args.json:
-        print(json.dumps(report, indent=2))
+        from .library import envelope
+
+        print(json.dumps(envelope("score", None, report), indent=2))
     elif args.markdown:
         print("```\n" + format_summary(report) + "\n```")
     else:

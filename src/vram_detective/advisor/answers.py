@@ -39,8 +39,10 @@ class AdvisorAnswer:
     text: Callable[[int | None, bool], str]  # (columns, markdown) -> the terminal listing
     wrapped: bool = False  # True: `text` fits the columns itself; False: one line per candidate, to be wrapped
 
-    def to_dict(self) -> Any:
-        return self.data
+    def to_dict(self) -> dict:
+        from ..library import envelope
+
+        return envelope(self.command, self.engine, self.data)
 
 
 def whatif(model: str, gpu, engine, version: str | None, settings: dict, sources: dict, *,

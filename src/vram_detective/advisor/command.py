@@ -124,7 +124,7 @@ def _settings(args) -> dict:
     if args.engine:
         out["engine"] = args.engine
     if getattr(args, "gguf_type", None):
-        if not getattr(get_engine(getattr(args, "engine_name", None)), "gguf_mixes", False):
+        if not get_engine(getattr(args, "engine_name", None)).gguf_mixes:
             raise ValueError("--gguf-type sizes a llama.cpp quantization mix: it goes with --engine llamacpp or ollama")
         out["gguf_type"] = args.gguf_type  # llama.cpp / Ollama without a GGUF file
     return out

@@ -113,38 +113,30 @@ class Engine(Protocol):
     def is_launch_line(self, words: list[str]) -> bool:
         """Do these words start one of the engine's programs (after any VAR=value words)?"""
 
+    gguf_mixes: bool  # does it size a model at a llama.cpp quantization mix without the file (--gguf-type)?
+    log_figures: tuple  # (observed key, label, prediction reader) rows `logs` compares (engine_logs.py)
+    log_only_settings: tuple  # settings read from a log beside the flags (llama.cpp: the file's mix)
+    log_version_basis: str  # how `logs` reads the release from a log, in words
 
-# --- optional hooks: an engine may define these methods; callers go through the functions below, which
-# give the default for an engine without one (vLLM and SGLang read each other's names, so the defaults are
-# vLLM's). Optional, so the Protocol above stays what every engine already implements.
+    def log_findings(self, observed: dict) -> Any:
+        """What the engine's own log says beyond the figures (Ollama's estimate vs llama.cpp's); None if nothing."""
+
+    def log_version(self, text: str) -> Version | None:
+        """The release a log shows (None when it does not say)."""
+
+    def resolve_model(self, reference: str) -> Any:
+        """(ModelSpec, checkpoint) for a model named the engine's own way (an Ollama tag), else None."""
+
+    def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
+        """Context per request and GPUs in the engine's own setting names."""
+
 
 def resolve_model(engine, reference: str):
-    """(ModelSpec, checkpoint table or None) when the engine names models its own way (Ollama's
-    "qwen2.5:7b" through its local store); None when `reference` is for the common sources."""
-    hook = getattr(engine, "resolve_model", None)
-    return hook(reference) if hook is not None else None
-
-
-def is_launch_line(engine, words: list[str]) -> bool:
-    """Do these words start one of the engine's programs (`vllm serve`, `sglang serve`, `llama-server`, ...)?"""
-    return bool(engine.is_launch_line(words))
+    """(ModelSpec, checkpoint table or None) when the engine names models its own way (Ollama's "qwen2.5:7b"
+    through its local store); None when `reference` is for the common sources."""
+    return engine.resolve_model(reference)
 
 
 def common_settings(engine, *, context: int | None = None, gpus: int = 1) -> dict:
-    """The knobs every engine has (context per request, GPUs the model is split over) in the engine's own
-    setting names; vLLM's names (max_model_len, tensor_parallel_size) for an engine without the hook."""
-    hook = getattr(engine, "common_settings", None)
-    if hook is not None:
-        return hook(context=context, gpus=gpus)
-    return {"tensor_parallel_size": gpus, **({"max_model_len": context} if context else {})}
-
-
-def machine_settings(engine, free_bytes: tuple[int, ...]) -> dict:
-    """The settings that put the engine on these devices (free bytes each, what other processes hold already
-    gone), in the engine's own names: llama.cpp splits layers by free memory, Ollama sizes its estimate from it.
-    An engine without the hook (vLLM, SGLang) reads the free memory from the Gpu (Gpu.in_use_bytes) and takes
-    tensor parallelism over several devices."""
-    hook = getattr(engine, "machine_settings", None)
-    if hook is not None:
-        return hook(tuple(free_bytes))
-    return common_settings(engine, gpus=len(free_bytes)) if len(free_bytes) > 1 else {}
+    """The knobs every engine has (context per request, GPUs the model is split over) in the engine's names."""
+    return engine.common_settings(context=context, gpus=gpus)

@@ -374,6 +374,13 @@ def read_workload(params: dict):
     return spec, parse_workload(spec), seed
 
 
+def token_count(raw) -> int | None:
+    """`32k` / `32768` / empty -> tokens (None when not given)."""
+    from ..units import parse_token_count
+
+    return parse_token_count(str(raw)) if raw not in (None, "") else None
+
+
 def _int(raw, name: str) -> int:
     try:
         return int(raw)

@@ -198,6 +198,9 @@ class LlamaCppEngine:
         return largest_context(spec, settings, version[0], self._budgets(gpu, settings, ceiling), model,
                                gguf_checkpoint)
 
+    def resolve_model(self, reference: str):
+        return None  # a .gguf path, a Hub GGUF repo or the catalog: the common sources
+
     def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
         """The common knobs in llama.cpp's names: -c, and the GPUs the layers are split over (-sm layer)."""
         return {**({"n_ctx": context} if context else {}), **({"num_gpus": gpus} if gpus > 1 else {})}

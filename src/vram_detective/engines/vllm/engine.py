@@ -65,6 +65,23 @@ class VllmEngine:
 
         return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
 
+    gguf_mixes = False  # sizes no llama.cpp quantization mix
+    log_figures: tuple = ()  # vLLM's logs have their own reconciliation (forensics/reconcile.py)
+    log_only_settings: tuple[str, ...] = ()
+    log_version_basis = "the oldest release printing these line formats"
+
+    def log_findings(self, observed: dict):
+        return None
+
+    def log_version(self, text: str):
+        return None  # read by the vLLM log reader's era tables (engines/vllm/logs/)
+
+    def resolve_model(self, reference: str):
+        return None  # the common sources (catalog, local, Hub) name vLLM's models
+
+    def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
+        return {"tensor_parallel_size": gpus, **({"max_model_len": context} if context else {})}
+
     def is_launch_line(self, words) -> bool:
         from .launch import is_launch_line
 

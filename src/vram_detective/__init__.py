@@ -1,15 +1,16 @@
 """VRAM Detective: predict, explain and fit LLM inference GPU memory, byte by byte, without a GPU.
 
-Library API (the CLI and the web API serialize the same results; docs/api.md):
-    from vram_detective import explain, whatif, fit, compare, logs, simulate, score
+Library API (the CLI and the web API serialize the same results; docs/api.md): one function per command in
+`vram_detective.library` (`compare` and `simulate` are also subpackage names, so import them from there):
+    from vram_detective.library import explain, whatif, fit, compare, logs, simulate, score
     breakdown = explain("Qwen/Qwen2.5-7B-Instruct-AWQ", gpu="RTX 4090", max_model_len=32768)
     whatif("Qwen/Qwen3-8B", "RTX 4090", engine="llamacpp", n_ctx=32768).to_dict()   # what `whatif --json` prints
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["explain", "whatif", "fit", "compare", "logs", "simulate", "score", "EngineRefused", "NotOffered",
-           "SCHEMA_VERSION", "__version__"]
+__all__ = ["explain", "whatif", "fit", "logs", "score", "EngineRefused", "NotOffered", "SCHEMA_VERSION",
+           "__version__"]
 
 SCHEMA_VERSION = 1  # library.SCHEMA_VERSION (kept equal by tests/test_library_api.py)
 
@@ -29,7 +30,7 @@ def explain(model: str, gpu: str | None = None, *, gpu_memory: int | None = None
 
 def __getattr__(name: str):
     """The other commands and error types, imported on first use (the package import stays light)."""
-    if name in ("whatif", "fit", "compare", "logs", "simulate", "score"):
+    if name in ("whatif", "fit", "logs", "score"):
         from . import library
 
         return getattr(library, name)

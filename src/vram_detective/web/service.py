@@ -138,6 +138,10 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
         settings[flag.setting] = _flag_value(engine, flag, str(raw))
     if params.get("entrypoint") and engine_name == "vllm":
         settings["entrypoint"] = params["entrypoint"]
+    if params.get("gguf_type"):  # llama.cpp / Ollama without a GGUF file: the quantizer's mix (--gguf-type)
+        if not engine.gguf_mixes:
+            raise RequestError(f"gguf_type sizes a llama.cpp quantization mix: {engine.label} loads no GGUF")
+        settings["gguf_type"] = str(params["gguf_type"]).upper()
     return model, settings
 
 

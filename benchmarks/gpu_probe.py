@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 MIB = 1 << 20
-# vLLM V1's capture sizes (engines/vllm/profile.py capture_sizes, rule "v1-step16" of 0.12+; max_num_seqs 256)
+# vLLM V1's capture sizes (engines/vllm/profile.py capture_sizes, rule "step-16-above-256" of 0.12+; max_num_seqs 256)
 CAPTURE_SIZES = tuple([1, 2, 4] + list(range(8, 249, 8)) + list(range(256, 513, 16)))
 ALLOCATION_SIZES = (1, 511, 512, 513, MIB - 1, MIB + 1, 10 * MIB + 1, 20 * MIB + 1, 64 * MIB + 1)
 # the dummy sampler run's shapes: max_num_seqs requests x a vocabulary (Llama 3, Qwen 2/3)

@@ -39,7 +39,7 @@ from vram_detective.units import GIB, parse_version  # noqa: E402
 FIGURE_LABELS = {"non_torch": "logged non-torch memory", "graphs": "logged CUDA-graph memory",
                  "kv_from_blocks": "KV budget of the logged GPU blocks", "activation": "logged activation peak"}
 DEFAULT_GROUNDTRUTH = ROOT / "groundtruth"  # the repo copy (scripts/sync_groundtruth.py)
-DEV_FILES = ("dev.jsonl", "dev-vllm-more.jsonl")
+DEV_FILES = ("dev.jsonl", "dev-vllm-more.jsonl", "dev-vllm-modern.jsonl")
 CALIBRATION_FILE = ROOT / "src" / "vram_detective" / "engines" / "vllm" / "calibration.py"
 
 # record -> (figure it enters, where the code reads it)
@@ -49,6 +49,8 @@ TARGETS = {
     "NCCL_PER_RANK": ("non_torch", ("profile", "NCCL_PER_RANK")),
     "CUDA_CONTEXT": ("non_torch", ("profile", "CUDA_CONTEXT")),
     "GLOBAL_ERA_PER_EXTRA_RANK": ("non_torch", ("profile", "GLOBAL_ERA_PER_EXTRA_RANK")),
+    "NON_TORCH_HOPPER_PLUS_FROM_0_18": ("non_torch", ("profile", "NON_TORCH_HOPPER_PLUS_FROM_0_18")),
+    "NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS": ("non_torch", ("profile", "NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS")),
     "GRAPH_BYTES_PER_LAYER_V0": ("graphs", ("graph", "v0")),
     "GRAPH_BYTES_PER_LAYER_V1_PIECEWISE": ("graphs", ("graph", "v1-piecewise")),
     "GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE": ("graphs", ("graph", "v1-full-and-piecewise")),
@@ -123,8 +125,12 @@ def case_release(case: dict, gpu):
 
 
 def non_torch_bytes(case: dict) -> float | None:
-    """Non-torch memory inside the budget as the tool models it (it depends on the GPU, world size and release,
-    not on the model, so cases that name no model count too)."""
+    """Non-torch memory inside the budget as the tool models it: the scorer's prediction where the case's model
+    resolves (the FlashInfer all-reduce workspace is sized by the model), else the model-free term, which depends
+    on the GPU, world size and release only (so cases that name no model count too)."""
+    breakdown = breakdown_of(case, need_gpu=False) if case.get("model") else None
+    if breakdown is not None and breakdown.figure("non_torch_bytes") is not None:
+        return breakdown.figure("non_torch_bytes")
     gpu = case_gpu(case)
     release = case_release(case, gpu)
     if release is None:

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from vram_detective import intervals  # noqa: E402
 from vram_detective.scoring import load_cases, score_cases  # noqa: E402
 
-FILES = ("dev.jsonl", "dev-vllm-more.jsonl", "dev-sglang.jsonl", "dev-llamacpp.jsonl")
+FILES = ("dev.jsonl", "dev-vllm-more.jsonl", "dev-vllm-modern.jsonl", "dev-sglang.jsonl", "dev-llamacpp.jsonl")
 OUT = ROOT / "src" / "vram_detective" / "data" / "intervals.json"
 
 

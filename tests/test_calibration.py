@@ -14,7 +14,7 @@ from vram_detective.engines.vllm import calibration, profile
 from vram_detective.engines.vllm.calibration import RECORDS
 
 ROOT_DIR = Path(__file__).resolve().parents[1]
-DEV_FILES = ("dev.jsonl", "dev-vllm-more.jsonl")
+DEV_FILES = ("dev.jsonl", "dev-vllm-more.jsonl", "dev-vllm-modern.jsonl")
 
 # Refits that differ from the shipped value today (the record's refit_note says why); values stay until rescored.
 # (GRAPH_BYTES_PER_LAYER_V0 0.14 and RESERVED_OVER_ALLOCATED_AT_PEAK 1.30 were rescored and adopted, issue 14.)
@@ -99,7 +99,8 @@ def test_term_errors_on_fitted_and_held_out_cases(results):
     # the held-out global-era logs: a vGPU (4.09 GiB logged, 0.35 predicted) and Bamba at TP 2 on H100s
     assert set(context.held_out_ids) == {"vllm-11230-qwen25-72b-gptq-v064post1-test21", "vllm-pr10909-bamba-h100-tp2"}
     sampler = results["SAMPLER_BYTES_PER_LOGIT_FROM_0_28"]
-    assert sampler.value == 39 and sampler.errors_fitted == pytest.approx((0.161,), abs=1e-3)  # 1.21 vs 1.44 GiB
+    # 1.22 vs 1.44 GiB (the 8 MiB cuBLAS workspace of an sm80 card is in the peak, 0.17-0.32)
+    assert sampler.value == 39 and sampler.errors_fitted == pytest.approx((0.1555,), abs=1e-3)
 
 
 def test_split_covers_the_dev_set_once(cases):

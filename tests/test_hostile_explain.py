@@ -81,8 +81,9 @@ def test_each_pipeline_rank_adds_up_on_its_own():
     """The issue's example: rank 0's tree showed its weights with the pool another stage's block count sets."""
     b = api.explain("unsloth/Llama-3.2-3B-Instruct", "H100 NVL", vllm_version="0.11.2", tensor_parallel_size=2,
                     pipeline_parallel_size=4, max_num_seqs=851, kv_cache_dtype="bfloat16")
-    assert [r.num_blocks_own for r in b.per_rank] == [384_734, 386_453, 386_453, 367_493]
-    assert {r.kv_pool_bytes for r in b.per_rank} == {367_493 * 229_376}
+    # (each rank's budget holds the TP group's NCCL communicator made in the profile run, 0.11-0.24)
+    assert [r.num_blocks_own for r in b.per_rank] == [378_555, 380_274, 380_274, 361_314]
+    assert {r.kv_pool_bytes for r in b.per_rank} == {361_314 * 229_376}
     # the smallest stage leaves less than one block; the others what their larger counts would have held
     assert [r.kv_unused_bytes >= 229_376 for r in b.per_rank] == [True, True, True, False]
     for rank in b.per_rank:

@@ -18,5 +18,5 @@ def test_defaults_by_build():
 
 def test_every_rule_cites_a_source_and_has_a_base_row():
     for name in rule_names():
-        assert any(r.since_build == 0 for r in RULES if r.rule == name), name
+        assert any(r.since == (0,) for r in RULES if r.rule == name), name
     assert all(r.source for r in RULES)

@@ -30,7 +30,7 @@ ABSENT = object()
 
 
 def _engines(change):
-    return ("v0", "v1") if change.engine is None else (change.engine,)
+    return ("v0", "v1") if change.path is None else (change.path,)
 
 
 def _just_before(version):
@@ -49,14 +49,14 @@ def _value(version, engine, rule):
 def _shadowed(change, engine):
     """Another row for the same rule, engine and release that is more specific (engine-specific
     over engine-agnostic) decides this engine's value instead."""
-    return change.engine is None and any(
-        other.rule == change.rule and other.since == change.since and other.engine == engine
+    return change.path is None and any(
+        other.rule == change.rule and other.since == change.since and other.path == engine
         for other in RULE_CHANGES
     )
 
 
 def _change_id(change):
-    return f"{change.rule}@{'.'.join(map(str, change.since))}/{change.engine or 'both'}"
+    return f"{change.rule}@{'.'.join(map(str, change.since))}/{change.path or 'both'}"
 
 
 @pytest.mark.parametrize("change", RULE_CHANGES, ids=[_change_id(c) for c in RULE_CHANGES])

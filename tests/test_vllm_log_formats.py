@@ -26,7 +26,7 @@ def _rendered(row) -> list[str]:
     return [line.format(**dict(_fields(FIGURES), seconds="7.25")) for line in row.value.lines]
 
 
-@pytest.mark.parametrize("row", PRINTED, ids=lambda row: f"{row.name}-{'.'.join(map(str, row.since))}-{row.path}")
+@pytest.mark.parametrize("row", PRINTED, ids=lambda row: f"{row.rule}-{'.'.join(map(str, row.since))}-{row.path}")
 def test_each_printed_format_is_read_back_by_the_patterns_it_names(row):
     assert row.value.read_by and set(row.value.read_by) <= PATTERN_NAMES
     lines = _rendered(row)

@@ -80,9 +80,35 @@ class Gpu:
         return self.compute_capability >= (8, 9)
 
     @property
+    def sm_count(self) -> int:
+        """Streaming multiprocessors (compute units on AMD); 0 when the catalog does not know the card (a card sized
+        by hand keeps its catalog name, and with it the count)."""
+        if self.short_name in SM_COUNTS:
+            return SM_COUNTS[self.short_name]
+        known = _catalog()[1].get(normalize_gpu_key(self.name))
+        return SM_COUNTS.get(known.short_name, 0) if known is not None else 0
+
+    @property
     def is_a100(self) -> bool:
         # vLLM keeps the smaller default batch sizes on A100 (#17885).
         return "A100" in self.name.upper()
+
+
+# Streaming multiprocessors per card (vendor specifications; AMD: compute units), by catalog short name. Kernels
+# that size per-program buffers by the SM count (vLLM's Triton top-k/top-p sampler) read it.
+SM_COUNTS = {
+    "T4": 40, "V100 16GB": 80, "V100 32GB": 80, "A10": 72, "A10G": 80, "A30": 56, "L4": 58, "L20": 92, "L40": 142,
+    "L40S": 142, "A40": 84, "RTX A5000": 64, "RTX A6000": 84, "RTX 6000 Ada": 142, "RTX A4000": 48,
+    "RTX A4500": 56, "RTX 4000 Ada": 48, "RTX 5000 Ada": 100, "RTX 3090": 82, "RTX 3090 Ti": 84,
+    "RTX 4070 Laptop": 36, "RTX 4080": 76, "RTX 4090": 128, "RTX 5070 Ti": 70, "RTX 5090": 170, "RTX 5090 D": 170,
+    "RTX 2080 Ti": 68, "TITAN RTX": 72, "RTX 3060": 28, "RTX 3060 Ti": 38, "RTX 3070": 46, "RTX 3070 Ti": 48,
+    "RTX 3080": 68, "RTX 3080 12GB": 70, "RTX 3080 Ti": 80, "RTX 4060 Ti": 34, "RTX 4060 Ti 8GB": 34,
+    "RTX 4060": 24, "RTX 4070": 46, "RTX 4070 SUPER": 56, "RTX 4070 Ti": 60, "RTX 4070 Ti SUPER": 66,
+    "RTX 4080 SUPER": 80, "RTX 5060 Ti": 36, "RTX 5070": 48, "RTX 5080": 84, "A100 40GB": 108,
+    "A100 40GB PCIe": 108, "A100 80GB": 108, "A100 80GB PCIe": 108, "A800 80GB": 108, "H100 SXM": 132,
+    "H100 PCIe": 114, "H100 NVL": 132, "H800": 132, "H20": 78, "H200": 132, "GH200": 132, "B200": 148,
+    "RTX PRO 6000 Server": 188, "RTX PRO 6000 Workstation": 188, "GB10": 48, "MI300X": 304,
+}
 
 
 class UnknownGpuError(ValueError):

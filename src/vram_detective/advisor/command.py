@@ -30,6 +30,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
     add_model_arguments(parser)
     add_output_arguments(parser)
+    from ..deploy.command import add_emit_argument
+
+    add_emit_argument(parser)
 
 
 def register(subparsers) -> None:
@@ -148,6 +151,10 @@ def run(args) -> int:
     import json
 
     try:
+        if getattr(args, "emit", None):
+            from ..deploy.command import emit_advisor
+
+            return emit_advisor(args)  # deploy/command.py: the deployment of the answer
         if args.command == "fit" and getattr(args, "workload", None):
             return _run_fit_workload(args, json)
         answer = answer_for(args)

@@ -9,139 +9,128 @@ this module.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..common.rules import ReleaseWindow, Rule, UnsupportedReleaseError, rule_names as _names, value_at
+
+Version = tuple[int]  # (build,)
 
 
-@dataclass(frozen=True)
-class RuleChange:
-    since_build: int
-    rule: str
-    value: object
-    source: str
-    approximate: bool = False
-
-
-RULES: tuple[RuleChange, ...] = (
+RULES: tuple[Rule, ...] = (
     # --- log line prefixes ---------------------------------------------------------------------------------
-    RuleChange(0, "log.load_tensors", "llm_load_tensors", "src/llama.cpp llm_load_tensors (0.2.90 tree)"),
-    RuleChange(4400, "log.load_tensors", "load_tensors",
+    Rule((0,), "log.load_tensors", "llm_load_tensors", "src/llama.cpp llm_load_tensors (0.2.90 tree)"),
+    Rule((4400,), "log.load_tensors", "load_tensors",
                "src/llama-model.cpp llama_model::load_tensors (0.3.8 tree; absent in 0.3.2)", True),
-    RuleChange(0, "log.model_buffer_word", "buffer", "'CUDA0 buffer size' (ollama 0.3.x, commit 1e6f655)"),
-    RuleChange(3700, "log.model_buffer_word", "model buffer", "'CUDA0 model buffer size' (0.3.2 tree)", True),
-    RuleChange(0, "log.mapped_buffer_name", "CPU", "mmap'd host buffer printed as 'CPU' (0.2.90 tree; ollama 0.3 logs)"),
-    RuleChange(4000, "log.mapped_buffer_name", "CPU_Mapped",
+    Rule((0,), "log.model_buffer_word", "buffer", "'CUDA0 buffer size' (ollama 0.3.x, commit 1e6f655)"),
+    Rule((3700,), "log.model_buffer_word", "model buffer", "'CUDA0 model buffer size' (0.3.2 tree)", True),
+    Rule((0,), "log.mapped_buffer_name", "CPU", "mmap'd host buffer printed as 'CPU' (0.2.90 tree; ollama 0.3 logs)"),
+    Rule((4000,), "log.mapped_buffer_name", "CPU_Mapped",
                "ggml-backend.cpp ggml_backend_cpu_buffer_from_ptr named CPU_Mapped (0.3.2 tree)", True),
-    RuleChange(0, "log.split_buffer_name", "CUDA_Split", "ggml-cuda.cu split buffer type named GGML_CUDA_NAME \"_Split\""),
-    RuleChange(4000, "log.split_buffer_name", "",
+    Rule((0,), "log.split_buffer_name", "CUDA_Split", "ggml-cuda.cu split buffer type named GGML_CUDA_NAME \"_Split\""),
+    Rule((4000,), "log.split_buffer_name", "",
                "ggml-cuda.cu ggml_backend_cuda_split_buffer_type: one per main device, 'CUDA<N>_Split' (0.3.16)", True),
-    RuleChange(0, "log.kv_cache", "llama_kv_cache_init", "src/llama.cpp llama_kv_cache_init (0.2.90 tree)"),
-    RuleChange(4880, "log.kv_cache", "llama_kv_cache_unified",
+    Rule((0,), "log.kv_cache", "llama_kv_cache_init", "src/llama.cpp llama_kv_cache_init (0.2.90 tree)"),
+    Rule((4880,), "log.kv_cache", "llama_kv_cache_unified",
                "src/llama-kv-cache.cpp llama_kv_cache_unified (llama_context refactor; b5274 log)", True),
-    RuleChange(6700, "log.kv_cache", "llama_kv_cache",
+    Rule((6700,), "log.kv_cache", "llama_kv_cache",
                "src/llama-kv-cache.cpp renamed from -unified (b7342 log; 0.3.16 still unified)", True),
-    RuleChange(0, "log.context", "llama_new_context_with_model", "src/llama.cpp (0.2.90, 0.3.2 trees)"),
-    RuleChange(4880, "log.context", "llama_context", "src/llama-context.cpp (0.3.8 tree)", True),
-    RuleChange(0, "log.compute_buffer", "context", "compute buffer lines under the context prefix (log.context)"),
-    RuleChange(7600, "log.compute_buffer", "sched_reserve",
+    Rule((0,), "log.context", "llama_new_context_with_model", "src/llama.cpp (0.2.90, 0.3.2 trees)"),
+    Rule((4880,), "log.context", "llama_context", "src/llama-context.cpp (0.3.8 tree)", True),
+    Rule((0,), "log.compute_buffer", "context", "compute buffer lines under the context prefix (log.context)"),
+    Rule((7600,), "log.compute_buffer", "sched_reserve",
                "compute buffer lines printed by sched_reserve (2026 logs)", True),
-    RuleChange(0, "log.kv_size_line", "KV self size", "'KV self size = X MiB, K (f16): a, V (f16): b' (b5274)"),
-    RuleChange(5400, "log.kv_size_line", "size (cells, layers, seqs)",
+    Rule((0,), "log.kv_size_line", "KV self size", "'KV self size = X MiB, K (f16): a, V (f16): b' (b5274)"),
+    Rule((5400,), "log.kv_size_line", "size (cells, layers, seqs)",
                "llama-kv-cache-unified.cpp 'size = X MiB (N cells, L layers, s seqs)' (b5622 log)", True),
-    RuleChange(6050, "log.kv_size_line", "size (cells, layers, s/S seqs)",
+    Rule((6050,), "log.kv_size_line", "size (cells, layers, s/S seqs)",
                "llama-kv-cache-unified.cpp '%2u/%u seqs' = n_seq_max/n_stream (0.3.16 tree)", True),
     # --- context / KV rules ----------------------------------------------------------------------------------
-    RuleChange(0, "kv.padding_fa", 256, "llama_kv_cache(_unified)::get_padding: FA kernels need 256 (0.2.90..0.3.16)"),
-    RuleChange(0, "kv.padding_no_fa", 32, "llama_kv_cache(_unified)::get_padding: 32 without FA (0.2.90..0.3.16)"),
-    RuleChange(7000, "kv.padding_no_fa", 256, "n_ctx padded to 256 regardless of FA (late 2025)", True),
-    RuleChange(0, "kv.streams", False,
+    Rule((0,), "kv.padding_fa", 256, "llama_kv_cache(_unified)::get_padding: FA kernels need 256 (0.2.90..0.3.16)"),
+    Rule((0,), "kv.padding_no_fa", 32, "llama_kv_cache(_unified)::get_padding: 32 without FA (0.2.90..0.3.16)"),
+    Rule((7000,), "kv.padding_no_fa", 256, "n_ctx padded to 256 regardless of FA (late 2025)", True),
+    Rule((0,), "kv.streams", False,
                "one KV stream shared by all sequences (0.3.8 tree: n_ctx cells for all n_seq_max)"),
-    RuleChange(6050, "kv.streams", True,
+    Rule((6050,), "kv.streams", True,
                "llama-model.cpp create_memory: !kv_unified -> n_seq_max streams of pad(n_ctx/n_seq_max) (0.3.16)",
                True),
-    RuleChange(0, "kv.iswa", False, "gemma3 SWA layers still get full n_ctx cells (LlamaSharp ~b4900-b5100 log)"),
-    RuleChange(5370, "kv.iswa", True,
+    Rule((0,), "kv.iswa", False, "gemma3 SWA layers still get full n_ctx cells (LlamaSharp ~b4900-b5100 log)"),
+    Rule((5370,), "kv.iswa", True,
                "llama-kv-cache-unified-iswa.cpp: SWA layers hold min(n_ctx, pad(n_swa*S + n_ubatch)) (PR 13194)",
                True),
-    RuleChange(0, "kv.mla_latent", False, "deepseek2 caches full per-head K (192) and V (128) (0.3.8 tree)"),
-    RuleChange(5170, "kv.mla_latent", True,
+    Rule((0,), "kv.mla_latent", False, "deepseek2 caches full per-head K (192) and V (128) (0.3.8 tree)"),
+    Rule((5170,), "kv.mla_latent", True,
                "llama-model.cpp deepseek2: K = kv_lora_rank + rope (576), V = kv_lora_rank (512), 1 KV head, "
                "for GGUFs carrying attn_k_b/attn_v_b (May 2025 DSV3 log)", True),
-    RuleChange(0, "kv.unified_default", True, "one stream (no kv_unified switch yet)"),
-    RuleChange(6050, "kv.unified_default", False, "common.h kv_unified = false (0.3.16 tree)", True),
-    RuleChange(6700, "kv.unified_default", "server: true when -np auto",
+    Rule((0,), "kv.unified_default", True, "one stream (no kv_unified switch yet)"),
+    Rule((6050,), "kv.unified_default", False, "common.h kv_unified = false (0.3.16 tree)", True),
+    Rule((6700,), "kv.unified_default", "server: true when -np auto",
                "llama-server 'setting n_parallel = 4 and kv_unified = true' (b7342 log)", True),
     # --- flash attention / offload / output -------------------------------------------------------------
-    RuleChange(0, "flash_attn.default", "off", "common.h flash_attn = false (0.2.90..0.3.16)"),
-    RuleChange(6325, "flash_attn.default", "auto",
+    Rule((0,), "flash_attn.default", "off", "common.h flash_attn = false (0.2.90..0.3.16)"),
+    Rule((6325,), "flash_attn.default", "auto",
                "llama_flash_attn_type AUTO, resolved at context creation ('Flash Attention was auto, set to "
                "enabled', b7342 log)", True),
-    RuleChange(0, "ngl.output_layer_counted", True,
+    Rule((0,), "ngl.output_layer_counted", True,
                "llama-model.cpp load_tensors: act_gpu_layers = min(ngl, n_layer + 1); output on GPU iff ngl > n_layer"),
-    RuleChange(0, "ngl.output_first", False,
+    Rule((0,), "ngl.output_first", False,
                "llama-model.cpp load_tensors: i_gpu_start = n_layer - ngl (0.2.90, 0.3.8, 0.3.16 trees)"),
-    RuleChange(6700, "ngl.output_first", True,
+    Rule((6700,), "ngl.output_first", True,
                "i_gpu_start = n_layer + 1 - ngl: the output layer takes the first of N (Windows ollama log, "
                "-ngl 26 of 37: KV of 25 layers on CUDA0)", True),
-    RuleChange(0, "input.pinned_no_mmap", False, "input layer (token_embd) in the CPU buffer without mmap"),
-    RuleChange(6700, "input.pinned_no_mmap", True,
+    Rule((0,), "input.pinned_no_mmap", False, "input layer (token_embd) in the CPU buffer without mmap"),
+    Rule((6700,), "input.pinned_no_mmap", True,
                "without mmap the input layer takes the GPU's host buffer type first in make_cpu_buft_list "
                "(Windows ollama log: CUDA_Host 934.54 MiB holds token_embd with the CPU layers)", True),
-    RuleChange(0, "split_row.layers_on_main", True,
+    Rule((0,), "split_row.layers_on_main", True,
                "src/llama.cpp llm_load_tensors: -sm row gives every GPU layer {split buffer, main GPU} (0.2.90 "
                "tree): layers, norms and KV on the main GPU"),
-    RuleChange(4000, "split_row.layers_on_main", False,
+    Rule((4000,), "split_row.layers_on_main", False,
                "llama-model.cpp load_tensors: -sm row splits layers by -ts like -sm layer, each GPU's buffer list "
                "led by its split buffer 'CUDA<N>_Split' (backend-registry loader; 0.3.2 / 0.3.16 trees)", True),
-    RuleChange(0, "ngl.minus_one", "none", "-ngl -1 offloads 0 layers (early-2025 log: 'offloaded 0/65')"),
-    RuleChange(6500, "ngl.minus_one", "all", "-ngl -1 / auto / all = every layer (late 2025)", True),
-    RuleChange(0, "ngl.default", 0, "llama_model_default_params n_gpu_layers = 0 (0.3.16 tree)"),
-    RuleChange(7000, "ngl.default", "all", "default offloads every layer ('default (all, 49/49)', b7342 log)", True),
-    RuleChange(0, "output.includes_embd", "when embeddings on",
+    Rule((0,), "ngl.minus_one", "none", "-ngl -1 offloads 0 layers (early-2025 log: 'offloaded 0/65')"),
+    Rule((6500,), "ngl.minus_one", "all", "-ngl -1 / auto / all = every layer (late 2025)", True),
+    Rule((0,), "ngl.default", 0, "llama_model_default_params n_gpu_layers = 0 (0.3.16 tree)"),
+    Rule((7000,), "ngl.default", "all", "default offloads every layer ('default (all, 49/49)', b7342 log)", True),
+    Rule((0,), "output.includes_embd", "when embeddings on",
                "llama-context.cpp output_reserve: (n_vocab + n_embd if embeddings) x max(n_outputs, n_seq_max) x 4"),
-    RuleChange(0, "kv.swa_cells_per_seq", True,
+    Rule((0,), "kv.swa_cells_per_seq", True,
                "iSWA: n_swa x n_seq_max when unified, n_swa per stream otherwise (0.3.16 tree)"),
-    RuleChange(0, "fit.params", False, "no automatic fitting"),
-    RuleChange(7400, "fit.params", True, "common_params_fit / memory breakdown print (2026 logs)", True),
-    RuleChange(0, "ctx.default", 0, "common.h n_ctx = 0: the model's n_ctx_train (0.2.90 tree)"),
-    RuleChange(3900, "ctx.default", 4096, "common.h n_ctx = 4096 (0.3.8 and 0.3.16 trees)", True),
-    RuleChange(0, "server.n_parallel_default", 1, "common.h n_parallel = 1 (0.2.90..0.3.16)"),
-    RuleChange(6700, "server.n_parallel_default", 4,
+    Rule((0,), "fit.params", False, "no automatic fitting"),
+    Rule((7400,), "fit.params", True, "common_params_fit / memory breakdown print (2026 logs)", True),
+    Rule((0,), "ctx.default", 0, "common.h n_ctx = 0: the model's n_ctx_train (0.2.90 tree)"),
+    Rule((3900,), "ctx.default", 4096, "common.h n_ctx = 4096 (0.3.8 and 0.3.16 trees)", True),
+    Rule((0,), "server.n_parallel_default", 1, "common.h n_parallel = 1 (0.2.90..0.3.16)"),
+    Rule((6700,), "server.n_parallel_default", 4,
                "llama-server -np auto: 'setting n_parallel = 4 and kv_unified = true' (b7342 log)", True),
-    RuleChange(0, "mla.fa_needs_equal_heads", True,
+    Rule((0,), "mla.fa_needs_equal_heads", True,
                "ggml-cuda fattn.cu: K and V head sizes must match (MLA 576/512 excepted), else FA auto -> off"),
-    RuleChange(0, "moe.n_cpu_moe", False, "expert placement only by -ot"),
-    RuleChange(6200, "moe.n_cpu_moe", True, "--n-cpu-moe N keeps the experts of the first N layers on CPU", True),
+    Rule((0,), "moe.n_cpu_moe", False, "expert placement only by -ot"),
+    Rule((6200,), "moe.n_cpu_moe", True, "--n-cpu-moe N keeps the experts of the first N layers on CPU", True),
     # --- scheduler (simulate): the server's slot rules `vram-detective simulate` follows (issue 18), read by
     # simulate/rules.py (tools/server/server.cpp as llama-cpp-python 0.3.16 vendors it)
-    RuleChange(0, "scheduler_prefix_caching", True, "tools/server/server.cpp (0.3.16 tree): cache_prompt per slot"),
-    RuleChange(0, "scheduler_chunked_prefill", True, "server: the prompt is decoded in n_batch chunks"),
-    RuleChange(0, "scheduler_mixed_prefill_decode", True, "server: one batch for all slots"),
-    RuleChange(0, "scheduler_reserved_blocks", 0, "cells, no reserved block"),
-    RuleChange(0, "scheduler_admission_watermark", 0.0, "a free slot admits"),
-    RuleChange(0, "scheduler_preemption", "none", "server: a full slot shifts its context, nothing preempts"),
-    RuleChange(0, "scheduler_victim", "none", "server: nothing preempts"),
-    RuleChange(0, "scheduler_sliding_window_frees", False, "SWA cells kept per slot"),
+    Rule((0,), "scheduler_prefix_caching", True, "tools/server/server.cpp (0.3.16 tree): cache_prompt per slot"),
+    Rule((0,), "scheduler_chunked_prefill", True, "server: the prompt is decoded in n_batch chunks"),
+    Rule((0,), "scheduler_mixed_prefill_decode", True, "server: one batch for all slots"),
+    Rule((0,), "scheduler_reserved_blocks", 0, "cells, no reserved block"),
+    Rule((0,), "scheduler_admission_watermark", 0.0, "a free slot admits"),
+    Rule((0,), "scheduler_preemption", "none", "server: a full slot shifts its context, nothing preempts"),
+    Rule((0,), "scheduler_victim", "none", "server: nothing preempts"),
+    Rule((0,), "scheduler_sliding_window_frees", False, "SWA cells kept per slot"),
 )
 
 
 def rule(name: str, build: int | None):
     """The value of `name` at `build` (None: the newest row)."""
-    rows = [r for r in RULES if r.rule == name]
-    if not rows:
-        raise KeyError(name)
-    if build is not None:
-        rows = [r for r in rows if r.since_build <= build]
-    return max(rows, key=lambda r: r.since_build).value
+    return value_at(RULES, name, None if build is None else (build,))
 
 
 def rule_names() -> tuple[str, ...]:
-    return tuple(dict.fromkeys(r.rule for r in RULES))
+    return _names(RULES)
 
 
 # --- the Releases part of engines/base.py ------------------------------------------------------------------
 KNOWN_BUILDS: tuple[str, ...] = ("b3600", "b4400", "b5274", "b5622", "b6150", "b7342")
 OLDEST_BUILD = 3000  # the mid-2024 log formats are the oldest modelled
 NEWEST_BUILD = 7342  # the newest build a dev log prints
+WINDOW = ReleaseWindow("llama.cpp build", (OLDEST_BUILD,), (NEWEST_BUILD,), 1, lambda version: f"b{version[0]}")
 
 
 def resolve_build(text: str | None) -> tuple[int]:

@@ -61,6 +61,24 @@ NCCL_PER_RANK = Fitted(
     "median over the cases of the logged non_torch_memory at TP>1 (V0, V1 0.9.1-0.10.2) minus the modelled kernel "
     "term of the GPU", 0.01)
 
+_MODERN_TP1 = ("vllm-llmdplanner-h100-qwen3-8b-tp1-8192-v0190", "vllm-llmdplanner-h100-gemma-3-4b-it-tp1-8192-v0190",
+               "vllm-llmdplanner-h100-phi-4-tp1-8192-v0190")
+
+NON_TORCH_HOPPER_PLUS_FROM_0_18 = Fitted(
+    "NON_TORCH_HOPPER_PLUS_FROM_0_18", 0.25, "GiB",
+    "non-torch growth on one Hopper+ GPU from 0.18, where vLLM reads it after profile_cudagraph_memory's captures "
+    "(gpu_worker.py determine_available_memory 0.18.0): kernels, cuBLAS/cuBLASLt handles, graph-capture residue",
+    _MODERN_TP1,
+    "median over the cases of the logged non_torch_memory at TP=1 (0.19.0 logs on H100 of 0.25 GiB)", 0.01)
+
+NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS = Fitted(
+    "NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS", 1.32, "GiB",
+    "the TP device group's NCCL communicator on Hopper+ (NVSwitch servers, cuMem and NVLS on from 0.11), created "
+    "lazily by the profile run's logits all-gather (0.11-0.24)",
+    ("vllm-llmdplanner-h100-llama-3-1-8b-instruct-tp2-8192-v0190",),
+    "median over the cases of the logged non_torch_memory at TP>1 minus the modelled rest (the 0.18+ Hopper term and "
+    "the FlashInfer all-reduce workspace)", 0.01)
+
 CUDA_CONTEXT = Fitted(
     "CUDA_CONTEXT", 0.30, "GiB",
     "CUDA context of the vLLM worker (counted by the global eras V0-d / V1-a, outside the budget otherwise)",
@@ -119,6 +137,7 @@ SAMPLER_BYTES_PER_LOGIT_FROM_0_28 = Fitted(
 
 RECORDS: tuple[Fitted, ...] = (
     NON_TORCH_HOPPER_PLUS, NON_TORCH_OTHER, NCCL_PER_RANK, CUDA_CONTEXT, GLOBAL_ERA_PER_EXTRA_RANK,
+    NON_TORCH_HOPPER_PLUS_FROM_0_18, NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS,
     GRAPH_BYTES_PER_LAYER_V0, GRAPH_BYTES_PER_LAYER_V1_PIECEWISE, GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE,
     RESERVED_OVER_ALLOCATED_AT_PEAK, SAMPLER_BYTES_PER_LOGIT_FROM_0_28,
 )

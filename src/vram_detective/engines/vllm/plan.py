@@ -260,11 +260,12 @@ def _engine_rope_rows(spec: ModelSpec, settings: EngineSettings) -> ModelSpec:
 
 
 def stage_profile(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int, is_last_stage: bool,
-                  stage_layers: int, staged_bytes: int = 0) -> tuple[profile.ProfileEstimate, profile.GraphEstimate]:
+                  stage_layers: int, staged_bytes: int = 0,
+                  gpu: Gpu | None = None) -> tuple[profile.ProfileEstimate, profile.GraphEstimate]:
     """One pipeline stage's profiled activation peak and CUDA-graph pool: the model's own (profile.py), a
     speculative drafter's share on the last stage, and a CPU-offloaded layer copied in (`staged_bytes`).
     plan() and the advisor's sweep both call this, so they cannot drift apart."""
-    peak = profile.activation_peak(spec, settings, release, dtype_bytes, is_last_stage)
+    peak = profile.activation_peak(spec, settings, release, dtype_bytes, is_last_stage, gpu)
     drafter = speculative.drafter_profile(spec, settings, release, dtype_bytes) if is_last_stage \
         else speculative.DrafterProfile(0, 0, 0, "")
     if drafter.peak_bytes > peak.activation_peak_bytes:
@@ -275,6 +276,10 @@ def stage_profile(spec: ModelSpec, settings: EngineSettings, release: Release, d
     if staged_bytes:
         peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + staged_bytes,
                        peak_phase=peak.peak_phase + " + one CPU-offloaded layer copied in")
+    workspace, phrase = profile.profile_workspaces(gpu, release)
+    if workspace:
+        peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + workspace,
+                       peak_phase=peak.peak_phase + phrase)
     return peak, profile.cuda_graphs(stage_layers, settings, release, drafter.graph_layers)
 
 
@@ -311,7 +316,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     layer_counts = pipeline_layer_counts(spec.num_layers, settings.pipeline_parallel_size,
                                          bool(release["pp_remainder_to_last"]))
     attention, workers = attention_layers(spec, settings, release, layer_counts)
-    non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release)
+    non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release, spec)
     stages = _stages(spec, gpu, settings, release, layer_counts, budget, non_torch_inside, gguf_checkpoint)
     budgets = [stage.figures.kv_cache_bytes for stage in stages]
     kv, settings, auto_fit_line = _kv_plan(attention, workers, budgets, settings, release)
@@ -383,7 +388,7 @@ def _stages(spec: ModelSpec, gpu: Gpu, settings: EngineSettings, release: Releas
         weights, allocator_bytes, offloaded = resident_weights(inventory, settings, release)
         staged = allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0
         peak, graphs = stage_profile(spec, settings, release, DTYPE_BYTES[settings.dtype], shard.is_last_stage,
-                                     layer_counts[stage], staged)
+                                     layer_counts[stage], staged, gpu)
         graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
         mamba_cache = v0_mamba_cache(spec, settings, release, sum(layer_counts[:stage]), layer_counts[stage])
         if settings.kv_cache_memory_bytes is not None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ...hardware import Gpu
 from ...model.config import ModelSpec
-from ...units import GIB
+from ...units import GIB, MIB
 from . import calibration
 from .releases import Release
 from .settings import EngineSettings
@@ -28,6 +28,19 @@ SAMPLER_BYTES_PER_LOGIT = 39
 # + exponential noise 4 = 14; checks: Qwen3-4B 1024 x 151936 on H100 (~0.19 dev, #38479) implies
 # ~2.3 GiB of peak + non-torch; Qwen3-8B on an A5000 (0.21, LMCache #3430) implies ~0.6 GiB.
 TRITON_SAMPLER_BYTES_PER_LOGIT = 14
+
+# The rest of the dummy sampler run's inventory in the Triton era (0.17.0+, gpu_model_runner.py _dummy_run /
+# _dummy_sampler_run, sampler.py, topk_topp_sampler.py): the last tokens' hidden states hidden_states[logit_indices]
+# and torch.rand_like of them ([R, hidden] twice, model dtype), the kernel's cached per-program rows
+# (TRITON_BUFFER_BYTES per vocabulary entry, fp32) and the caching allocator's whole blocks for the [R, vocab]
+# tensors (bf16 logits, fp32 logits, probs, exponential noise). Checks (H100, 1,024 requests, 8,192 tokens, 0.19.0):
+# Llama-3.1-8B 1.888 GiB (logged 1.89), Qwen3-8B 2.214 (2.21), Phi-4 1.518 (1.52).
+SAMPLER_HIDDEN_COPIES = 2
+TRITON_BUFFER_BYTES = 4
+# PyTorch's cuBLAS workspace, taken from the caching allocator when the first cuBLAS handle is made
+# (c10/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: ":4096:8" = 32 MiB on sm90, ":4096:2:16:8" otherwise).
+CUBLAS_WORKSPACE_SM90 = 4096 * 1024 * 8
+CUBLAS_WORKSPACE_OTHER = 4096 * 1024 * 2 + 16 * 1024 * 8
 
 # V0-c (<= 0.6.3) measures the profile with free memory, i.e. *reserved* bytes (fitted: calibration.py)
 RESERVED_OVER_ALLOCATED_AT_PEAK = calibration.RESERVED_OVER_ALLOCATED_AT_PEAK.value
@@ -48,6 +61,8 @@ FUSED_MOE_CHUNK_TOKENS = 32768
 NON_TORCH_HOPPER_PLUS = calibration.NON_TORCH_HOPPER_PLUS.bytes
 NON_TORCH_OTHER = calibration.NON_TORCH_OTHER.bytes
 NCCL_PER_RANK = calibration.NCCL_PER_RANK.bytes
+NON_TORCH_HOPPER_PLUS_FROM_0_18 = calibration.NON_TORCH_HOPPER_PLUS_FROM_0_18.bytes
+NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS = calibration.NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS.bytes
 CUDA_CONTEXT = calibration.CUDA_CONTEXT.bytes
 GLOBAL_ERA_PER_EXTRA_RANK = calibration.GLOBAL_ERA_PER_EXTRA_RANK.bytes
 # Only peers on the same node map memory here; nodes hold at most 8 GPUs.
@@ -265,7 +280,34 @@ class ProfileEstimate:
     peak_phase: str  # "forward" or "sampler"
 
 
-def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int, is_last_stage: bool) -> ProfileEstimate:
+def cublas_workspace(gpu: Gpu) -> int:
+    return CUBLAS_WORKSPACE_SM90 if gpu.compute_capability == (9, 0) else CUBLAS_WORKSPACE_OTHER
+
+
+def triton_sampler_rows(sm_count: int, requests: int) -> int:
+    """Rows of the Triton top-k/top-p kernel's cached buffer: min(next_power_of_2(programs), SMs), one program
+    per SM at most (topk_topp_triton.py apply_top_k_top_p_triton, 0.17.0+)."""
+    programs = max(1, min(sm_count, requests))
+    return min(1 << (programs - 1).bit_length(), sm_count)
+
+
+def sampler_extras(spec: ModelSpec, requests: int, release: Release, dtype_bytes: int, gpu: Gpu | None) -> int:
+    """What the Triton-era dummy sampler run holds beyond the bytes per logits element (SAMPLER_HIDDEN_COPIES)."""
+    if gpu is None or not release["sampler_triton_buffer"] or requests < 8 or not gpu.sm_count:
+        return 0
+    from .allocator import block_overhead
+
+    vocab = spec.padded_vocab_size
+    rows = triton_sampler_rows(gpu.sm_count, requests)
+    rounding = block_overhead(requests * vocab * dtype_bytes, 0) + 3 * block_overhead(requests * vocab * 4, 0)
+    return (rows * vocab * TRITON_BUFFER_BYTES + SAMPLER_HIDDEN_COPIES * requests * spec.hidden_size * dtype_bytes
+            + rounding)
+
+
+def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int, is_last_stage: bool,
+                    gpu: Gpu | None = None) -> ProfileEstimate:
+    """`gpu`: the card, for what the release sizes by it (the Triton sampler's rows, cuBLAS's workspace); None leaves
+    those terms out."""
     tp = settings.tensor_parallel_size
     tokens = settings.max_num_batched_tokens
     requests = min(settings.max_num_seqs, tokens)
@@ -288,6 +330,8 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
         if requests < 8 and per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
             per_logit = SAMPLER_BYTES_PER_LOGIT  # the Triton path needs >= 8 requests; fewer use the sort
         sampler = requests * spec.padded_vocab_size * per_logit + tokens * hidden * dtype_bytes
+        if per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
+            sampler += sampler_extras(spec, requests, release, dtype_bytes, gpu)
     peak = max(forward, sampler)
     phase = "forward" if forward >= sampler else "sampler"
     if spec.vision is not None and spec.vision.kind == "mllama" and settings.engine == "v0" and (
@@ -319,10 +363,57 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
     return ProfileEstimate(peak, forward, sampler, tokens, requests, phase)
 
 
-def non_torch(gpu: Gpu, settings: EngineSettings, release: Release) -> tuple[int, int, str]:
-    """(inside the budget, outside the budget, reason). Outside = what nvidia-smi sees beyond vLLM's numbers."""
+def profile_workspaces(gpu: Gpu | None, release: Release) -> tuple[int, str]:
+    """(bytes, phrase) the profile's torch peak holds beside any phase: cuBLAS's workspace when the worker's first
+    matmul is the profile run's (release rule cublas_workspace_in_peak)."""
+    if gpu is None or not release["cublas_workspace_in_peak"]:
+        return 0, ""
+    size = cublas_workspace(gpu)
+    return size, f" + cuBLAS workspace {size / MIB:.0f} MiB (the worker's first matmul)"
+
+
+# FlashInfer's all-reduce + RMSNorm fusion (compilation/passes/fusion/allreduce_rms_fusion.py AllReduceFusionPass, on
+# by default at -O2 from 0.17.0): its largest fused input per compute capability and TP size, in MB (the
+# FI_ALLREDUCE_FUSION_MAX_SIZE_MB table, the same for sm90 and sm100 in 0.17.0-0.33.0).
+FI_ALLREDUCE_MAX_SIZE_MB = {(9, 0): {2: 64, 4: 2, 8: 0.5}, (10, 0): {2: 64, 4: 32, 8: 1}}
+# flashinfer comm/trtllm_ar.py trtllm_create_ipc_workspace_for_all_reduce_fusion (flashinfer-python 0.6.6, the
+# release vLLM 0.19.0 pins): three symmetric-memory buffers (cuMem, outside torch), each rounded up to 2 MiB - data
+# tp x tokens x hidden x 2 B, flags tp x 256 x 4 B, and three Lamport buffers of tp x tokens x hidden x 2 B (4 B for
+# fp32 models; one buffer at most MAX_COMM_SIZE).
+FI_AR_ALIGN = 2 * MIB
+FI_AR_BARRIER_FLAGS = 256
+FI_AR_MAX_COMM = 2147483647 & ~(FI_AR_ALIGN - 1)
+
+
+def _round_up(value: int, step: int) -> int:
+    return -(-value // step) * step
+
+
+def fi_allreduce_workspace(spec: ModelSpec | None, settings, release: Release, gpu: Gpu) -> int:
+    """Bytes of the FlashInfer all-reduce fusion workspace one rank allocates when the compiler builds the pass,
+    i.e. inside the profile run (enable_allreduce_rms_fusion: TP > 1 on sm90 / sm100 with PP = DP = 1, compiled).
+    0 where the release does not build it or its backend's size is not modelled."""
+    tp = settings.tensor_parallel_size
+    if (spec is None or release.get("fi_allreduce_fusion") != "trtllm" or getattr(settings, "enforce_eager", False)
+            or getattr(settings, "pipeline_parallel_size", 1) != 1 or getattr(settings, "data_parallel_size", 1) != 1):
+        return 0
+    limit_mb = FI_ALLREDUCE_MAX_SIZE_MB.get(gpu.compute_capability, {}).get(tp)
+    if limit_mb is None:
+        return 0
+    element = 4 if settings.dtype == "float32" else 2
+    tokens = min(int(limit_mb * MIB) // (spec.hidden_size * element), settings.max_num_batched_tokens)
+    data = tp * tokens * spec.hidden_size * 2
+    lamport = min(tp * tokens * spec.hidden_size * element, FI_AR_MAX_COMM)
+    return sum(_round_up(size, FI_AR_ALIGN) for size in (data, tp * FI_AR_BARRIER_FLAGS * 4, 3 * lamport))
+
+
+def non_torch(gpu: Gpu, settings: EngineSettings, release: Release, spec: ModelSpec | None = None) -> tuple[int, int, str]:
+    """(inside the budget, outside the budget, reason). Outside = what nvidia-smi sees beyond vLLM's numbers.
+    `spec`: the model, for the terms sized by it (the FlashInfer all-reduce workspace); None leaves them out."""
     world = settings.tensor_parallel_size * settings.pipeline_parallel_size
     kernels = NON_TORCH_HOPPER_PLUS if gpu.compute_capability >= (9, 0) else NON_TORCH_OTHER
+    if gpu.compute_capability >= (9, 0) and release.get("non_torch_after_graph_profile"):
+        kernels = NON_TORCH_HOPPER_PLUS_FROM_0_18
     nccl = NCCL_PER_RANK if world > 1 else 0
     era = release["budget_era"]
     if era in ("V0-d", "V1-a"):
@@ -332,25 +423,36 @@ def non_torch(gpu: Gpu, settings: EngineSettings, release: Release) -> tuple[int
         )
     inside = kernels
     outside = CUDA_CONTEXT
+    reason = f"{era}: growth of non-torch memory during profiling (context outside the budget)"
     if nccl:
         if release["nccl_inside_budget"]:
             inside += nccl
         else:
             outside += nccl
-    return inside, outside, f"{era}: growth of non-torch memory during profiling (context outside the budget)"
+    if settings.tensor_parallel_size > 1 and release.get("profile_lazy_nccl_communicator"):
+        # the TP device group's own NCCL communicator, made by its first collective: the logits all-gather of the
+        # profile's dummy sampler run (calibration.py; NVLS buffers on NVSwitch Hopper+ systems)
+        lazy = NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS if gpu.compute_capability >= (9, 0) else NCCL_PER_RANK
+        inside += lazy
+        reason += f"; + {lazy / GIB:.2f} GiB: the TP group's NCCL communicator, created by the profile's logits all-gather"
+    workspace = fi_allreduce_workspace(spec, settings, release, gpu)
+    if workspace:
+        inside += workspace
+        reason += f"; + {workspace / MIB:.0f} MiB FlashInfer all-reduce fusion workspace (built with the compiled graph)"
+    return inside, outside, reason
 
 
 def capture_sizes(settings: EngineSettings, release: Release) -> tuple[int, ...]:
     rule = release["capture_sizes"]
     seqs = settings.max_num_seqs
-    if rule == "v0":
+    if rule == "up-to-max-num-seqs":
         sizes = [1, 2, 4] + [8 * i for i in range(1, 33)]  # _BATCH_SIZES_TO_CAPTURE up to 256
         limit = next((size for size in sizes if size >= seqs), sizes[-1])
         return tuple(size for size in sizes if size <= limit)
-    if rule == "v1-512":
+    if rule == "step-8-to-512":
         top = 512
         sizes = [1, 2, 4] + list(range(8, top + 1, 8))
-    elif rule == "v1-2seqs":
+    elif rule == "step-8-to-twice-max-num-seqs":
         top = min(2 * seqs, 512)
         sizes = [1, 2, 4] + list(range(8, top + 1, 8))
     else:

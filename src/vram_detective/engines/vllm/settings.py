@@ -178,15 +178,15 @@ def batch_defaults(release: Release, engine: str, gpu: Gpu, entrypoint: str, max
         return max(max_model_len, 2048), 256, "V0: max(max_model_len, 2048), 256 sequences"
     total = gpu.cuda_total_bytes
     rule = release["batch_defaults"]
-    big = total >= 70 * GIB
-    if rule in ("v1-0.9", "v1-0.28"):
+    big = total >= rule.large_from_gib * GIB
+    if not rule.a100_large:
         big = big and not gpu.is_a100  # #17885: A100 keeps the small defaults
     llm = entrypoint == "llm"
-    if rule == "v1-0.28" and total >= 160 * GIB:
-        return 16384, 1024, "V1 >= 160 GiB GPU defaults"
+    if rule.serve_large_from_gib is not None and total >= rule.serve_large_from_gib * GIB:
+        return 16384, 1024, f"V1 >= {rule.serve_large_from_gib} GiB GPU defaults"
     if big:
-        return (16384 if llm else 8192), 1024, "V1 >= 70 GiB GPU defaults"
-    return (8192 if llm else 2048), 256, "V1 defaults for GPUs under 70 GiB (or A100)"
+        return (16384 if llm else 8192), 1024, f"V1 >= {rule.large_from_gib} GiB GPU defaults"
+    return (8192 if llm else 2048), 256, f"V1 defaults for GPUs under {rule.large_from_gib} GiB (or A100)"
 
 
 def resolve_settings(user: dict, spec: ModelSpec, gpu: Gpu, release_for, version) -> tuple[EngineSettings, Release]:

@@ -171,7 +171,7 @@ class FastPath:
         self.tensor_parallel_size, self.pipeline_parallel_size = tp, pp
         self.layer_counts = pipeline_layer_counts(self.spec.num_layers, pp, bool(release["pp_remainder_to_last"]))
         self._load_weights()
-        self.non_torch_inside, self.non_torch_outside, _ = profile.non_torch(self.gpu, settings_, release)
+        self.non_torch_inside, self.non_torch_outside, _ = profile.non_torch(self.gpu, settings_, release, self.spec)
         self.graph_subtracted = bool(release["cuda_graph_subtracted"])
         self.layers, self.workers = plan_module.attention_layers(self.spec, settings_, release, self.layer_counts)
         self._cross_follows_tokens = (self.spec.encoder is not None and settings_.engine == "v1"
@@ -246,7 +246,8 @@ class FastPath:
                 settings = replace(settings, max_model_len=max_model_len)
             last = self.pipeline_parallel_size - 1
             stages = [self._plan_module.stage_profile(self.spec, settings, self.release, self._dtype_bytes,
-                                                      stage == last, self.layer_counts[stage], self.staged[stage])
+                                                      stage == last, self.layer_counts[stage], self.staged[stage],
+                                                      self.gpu)
                       for stage in range(self.pipeline_parallel_size)]
             peaks = tuple(peak.activation_peak_bytes for peak, _ in stages)
             graphs = tuple(graph.bytes for _, graph in stages)

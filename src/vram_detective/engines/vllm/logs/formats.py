@@ -45,7 +45,7 @@ _MEMORY = "Memory profiling results: total_gpu_memory={total:.2f}GiB"
 
 
 def _row(since: str, line: str, value: LogFormat, source: str, path: str | None = None) -> Rule[LogFormat]:
-    return Rule(tuple(int(x) for x in since.split(".")), line, value, source, path)
+    return Rule(tuple(int(x) for x in since.split(".")), line, value, source, path=path)
 
 
 # fmt: off

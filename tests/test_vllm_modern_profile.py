@@ -1,0 +1,95 @@
+"""vLLM 0.17+: the profile run's sampler (Triton top-k/top-p), cuBLAS's workspace, and the non-torch growth at TP >= 2
+(the FlashInfer all-reduce fusion workspace, the TP group's NCCL communicator) - engines/vllm/profile.py - against
+hand arithmetic from the release's source and the real 0.19.0 logs of groundtruth/dev-vllm-modern.jsonl."""
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from conftest import GROUNDTRUTH
+
+from vram_detective.api import explain
+from vram_detective.scoring import load_cases, score_cases
+from vram_detective.units import GIB, MIB
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+VOCAB, HIDDEN = 128256, 4096
+REQUESTS, TOKENS = 1024, 8192  # vLLM's serve defaults on an H100 (>= 70 GiB): max_num_seqs, max_num_batched_tokens
+
+
+def _llama(version: str, **settings):
+    return explain(LLAMA, "H100", vllm_version=version, max_model_len=8192, gpu_memory_utilization=0.95, **settings)
+
+
+def test_sampler_peak_of_the_triton_era_by_hand():
+    """0.19.0: [R, V] bf16 logits + fp32 logits + probs + noise (2 + 4 + 4 + 4 B), a whole 2 MiB block for each fp32
+    tensor whose rest is 1 MiB (525,336,576 B), the kernel's 132 cached rows (one per H100 SM) of fp32, the last hidden
+    states and their random copy [R, H], the model's [T, H] output, and cuBLAS's 32 MiB sm90 workspace. The real
+    log (dev-vllm-modern.jsonl, 0.19.0, H100) says 1.89 GiB."""
+    logits = REQUESTS * VOCAB
+    expected = (logits * 14 + 3 * MIB + 132 * VOCAB * 4 + 2 * REQUESTS * HIDDEN * 2 + TOKENS * HIDDEN * 2
+                + 32 * MIB)
+    peak = _llama("0.19.0").activation_peak_bytes
+    assert peak == expected
+    assert round(peak / GIB, 2) == 1.89
+
+
+def test_sampler_before_the_triton_kernel_sorts():
+    """0.16.0 has no topk_topp_triton.py: the sort path's 39 B per logits element and no workspace term."""
+    assert _llama("0.16.0").activation_peak_bytes == REQUESTS * VOCAB * 39 + TOKENS * HIDDEN * 2
+
+
+def _peak_reason(breakdown) -> str:
+    return next(part for part in breakdown.components.children if part.key == "activation_peak").reason
+
+
+def test_cublas_workspace_is_made_before_the_snapshot_in_0_33():
+    assert "cuBLAS workspace 32 MiB" in _peak_reason(_llama("0.32.0"))
+    assert "cuBLAS" not in _peak_reason(_llama("0.33.0"))
+
+
+def test_non_torch_at_tp2_on_hopper_by_hand():
+    """0.19.0, TP 2, H100: the Hopper growth of 0.18+ (0.25 GiB, calibration), the TP group's NCCL communicator
+    (1.32 GiB, calibration) and FlashInfer's trtllm workspace for min(64 MB / (4096 x 2 B), 8192) = 8192 tokens:
+    2 x 8192 x 4096 x 2 B of data, 2 MiB of flags, 3 x that of Lamport buffers. The real logs say 2.07 GiB."""
+    data = 2 * 8192 * HIDDEN * 2
+    workspace = data + 2 * MIB + 3 * data
+    non_torch = _llama("0.19.0", tensor_parallel_size=2).figure("non_torch_bytes")
+    assert non_torch == int(0.25 * GIB) + int(1.32 * GIB) + workspace
+    assert round(non_torch / GIB, 2) == 2.07
+
+
+def test_fusion_workspace_at_tp4_and_where_it_is_not_built():
+    """TP 4 on sm90: 2 MB of fused input -> 256 tokens of 4096 x 2 B; data 4 x 256 x 4096 x 2 B = 8 MiB, Lamport 3 x
+    8 MiB, flags 2 MiB. Not built with pipeline parallelism, eagerly, before 0.17.0, nor sized for 0.25's mnnvl."""
+    base = int(0.25 * GIB) + int(1.32 * GIB)
+    assert _llama("0.19.0", tensor_parallel_size=4).figure("non_torch_bytes") == base + 34 * MIB
+    assert _llama("0.19.0", tensor_parallel_size=2, pipeline_parallel_size=2).figure("non_torch_bytes") == base
+    assert _llama("0.19.0", tensor_parallel_size=2, enforce_eager=True).figure("non_torch_bytes") == base
+    assert _llama("0.16.0", tensor_parallel_size=2).figure("non_torch_bytes") == int(0.14 * GIB) + int(1.32 * GIB)
+    assert _llama("0.25.0", tensor_parallel_size=2).figure("non_torch_bytes") == int(0.25 * GIB)
+
+
+def test_dev_vllm_modern_profile_terms():
+    """Issue 25's targets on the real 0.19.0 runs: activation peak and non-torch medians within 10 %, the KV pool
+    within 0.5 GiB at the median."""
+    report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))
+    figures = report["figures"]
+    assert report["scored"] == 7
+    assert figures["activation_peak_gib"]["median_abs_rel_err"] <= 0.10
+    assert figures["non_torch_gib"]["median_abs_rel_err"] <= 0.10
+    assert figures["kv_cache_gib"]["median_abs_err_gib"] <= 0.5
+    errors = {case["id"]: case["figures"]["activation_peak_gib"]["rel_err"] for case in report["per_case"]}
+    # the four text-only last stages are exact to the printed 0.01 GiB
+    exact = [case for case in report["per_case"] if case["figures"]["activation_peak_gib"]["abs_err_gib"] < 0.005]
+    assert len(exact) == 4
+    assert statistics.median(errors.values()) < 0.01
+
+
+@pytest.mark.xfail(strict=True, reason="first pipeline stage: 0.88 GiB predicted (3 hidden + 3 intermediate tensors "
+                                       "per token + cuBLAS), 1.10 GiB logged - one [T, intermediate] tensor more is "
+                                       "alive in 0.19's compiled forward; not found in the source yet")
+def test_first_pipeline_stage_forward_peak():
+    report = score_cases([case for case in load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl"))
+                          if "tp1pp2" in case["id"]])
+    assert report["per_case"][0]["figures"]["activation_peak_gib"]["rel_err"] <= 0.10

@@ -230,9 +230,17 @@ def normalize_engine_args(args: argparse.Namespace, own: list[str] = ()) -> None
     if hasattr(args, "engine_name"):
         args.engine_given = args.engine_name is not None
         args.engine_options = engine_options(own)
-        args.engine_name, note = choose(args.engine_name, getattr(args, "model", None), args.engine_options)
+        named = args.engine_name or _engine_of_own_options(own)
+        args.engine_given = named is not None
+        args.engine_name, note = choose(named, getattr(args, "model", None), args.engine_options)
         if note:
             args.input_notes = [*getattr(args, "input_notes", ()), f"engine: {note}"]
+
+
+def _engine_of_own_options(own) -> str | None:
+    """The tool's options spelled with an engine's name (`--vllm-version`, `--vllm-engine`) name that engine."""
+    return next((name for word in own if word.startswith("--") and word not in ("--engine", "--engine-version")
+                 for name in ENGINES if word[2:].startswith(name + "-")), None)
 
 
 def docker_launch(words: list[str]) -> tuple[list[str], str | None]:

@@ -228,7 +228,8 @@ def run(args) -> int:
         print("\n".join(fitted(table[0], table[1:], "l" * len(table[0]), columns, under=False)))
     print("\nWhy they differ, term by term:")
     print("\n".join(paragraph([f"  {line}" for line in why(breakdowns)], columns, "    ")))
-    for label, reason in skipped:
+    for item in report["skipped"]:
+        label, reason = item["engine"], item["why"]
         print("\n".join(paragraph([f"  {label}: not sized ({reason})"], columns, "    ")))
     for b in breakdowns:
         if b.failure is not None:

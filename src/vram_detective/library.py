@@ -57,10 +57,17 @@ def _sources(source=None, revision=None, hf_token=None, gguf_file=None) -> dict:
 
 
 def explain(model: str, gpu=None, *, engine: str | None = None, **options):
-    """The engine's startup prediction: a breakdown.Breakdown (`render.to_json(b)` is `explain --json`)."""
+    """The engine's startup prediction: a breakdown.Breakdown (`render.to_json(b)` is `explain --json`).
+    `engine="v0"`/`"v1"` (vLLM's path, the old spelling) still works: `vllm_path` is its name now."""
     from . import api
 
-    return api.explain(model, gpu, engine=_engine(engine, model).name, **options)
+    from .engines import ENGINES
+
+    if engine in api.VLLM_PATHS:
+        return api.explain(model, gpu, engine=engine, **options)
+    # a keyword spelled with an engine's name (`vllm_version=`, `vllm_engine=`) names that engine
+    named = engine or next((name for key in options for name in ENGINES if key.startswith(name + "_")), None)
+    return api.explain(model, gpu, engine=_engine(named, model).name, **options)
 
 
 def whatif(model: str, gpu=None, *, engine: str | None = None, engine_version: str | None = None,

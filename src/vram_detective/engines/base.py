@@ -130,6 +130,9 @@ class Engine(Protocol):
     def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
         """Context per request and GPUs in the engine's own setting names."""
 
+    def machine_settings(self, free_bytes: tuple[int, ...]) -> dict:
+        """The settings that put the engine on devices with these free bytes (--gpu auto)."""
+
 
 def resolve_model(engine, reference: str):
     """(ModelSpec, checkpoint table or None) when the engine names models its own way (Ollama's "qwen2.5:7b"
@@ -140,3 +143,15 @@ def resolve_model(engine, reference: str):
 def common_settings(engine, *, context: int | None = None, gpus: int = 1) -> dict:
     """The knobs every engine has (context per request, GPUs the model is split over) in the engine's names."""
     return engine.common_settings(context=context, gpus=gpus)
+
+
+def machine_settings(engine, free_bytes: tuple[int, ...]) -> dict:
+    """The settings that put the engine on these devices (free bytes each, what other processes hold already
+    gone), in the engine's own names: llama.cpp splits layers by free memory, Ollama sizes its estimate from it;
+    vLLM and SGLang read the free memory from the Gpu and take tensor parallelism over several devices."""
+    return engine.machine_settings(tuple(free_bytes))
+
+
+def is_launch_line(engine, words: list[str]) -> bool:
+    """Do these words start one of the engine's programs (`vllm serve`, `sglang serve`, `llama-server`, ...)?"""
+    return bool(engine.is_launch_line(words))

@@ -82,6 +82,10 @@ class VllmEngine:
     def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
         return {"tensor_parallel_size": gpus, **({"max_model_len": context} if context else {})}
 
+    def machine_settings(self, free_bytes: tuple[int, ...]) -> dict:
+        """Free memory comes with the Gpu (Gpu.in_use_bytes); several devices: tensor parallel over them."""
+        return self.common_settings(gpus=len(free_bytes)) if len(free_bytes) > 1 else {}
+
     def is_launch_line(self, words) -> bool:
         from .launch import is_launch_line
 

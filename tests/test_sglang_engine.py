@@ -143,7 +143,8 @@ def test_cli_logs_on_an_sglang_log(tmp_path, capsys):
 
 
 def test_cli_compare(capsys):
-    assert main(["compare", "Qwen/Qwen3-8B", "--gpu", "4090", "--context", "32k"]) == 0
+    assert main(["compare", "Qwen/Qwen3-8B", "--gpu", "4090", "--context", "32k", "--version", "vllm=0.33.0",
+                 "--version", "sglang=0.5.23"]) == 0
     out = capsys.readouterr().out
     assert "vLLM 0.33.0" in out and "SGLang 0.5.23" in out and "mem_fraction_static" in out
     assert "gpu_memory_utilization" in out and "at 32,768" in out

@@ -83,7 +83,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_optional: bool = 
                              f"name:tag ollama, a pasted line its program, else {DEFAULT_ENGINE}); "
                              "the old `--engine v0|v1` still means --vllm-engine")
     parser.add_argument("--engine-version", "--vllm-version", dest="vllm_version", metavar="VERSION",
-                        help="engine release to reproduce (vLLM 0.3.0 .. 0.33.x; default: newest); "
+                        help="engine release to reproduce (default: the engine's newest modelled release; an "
+                             "unmodelled one is refused with the known range); "
                              "--vllm-version is the old name")
     parser.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
                         help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")

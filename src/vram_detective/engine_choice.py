@@ -9,8 +9,6 @@ that has it, never ignored. Everything here asks the engines (their flags, `is_l
 `launch.claims_model`, `launch.foreign`): no engine is named."""
 from __future__ import annotations
 
-from functools import lru_cache
-
 from .errors import BadInput
 
 
@@ -28,7 +26,6 @@ def canonical(name: str | None) -> str | None:
     return key
 
 
-@lru_cache(maxsize=1)
 def _owners() -> dict[str, tuple[tuple[str, str], ...]]:
     """Each engine flag's option string -> ((engine, setting), ...) of the engines that have it."""
     from .engines import ENGINES, get_engine
@@ -57,7 +54,9 @@ def reads(engine_name: str, option: str) -> bool:
     from .engines import get_engine
 
     engine = get_engine(engine_name)
-    return any(name == engine_name or setting in engine.launch.foreign for name, setting in _owners()[option])
+    if any(option in flag.names for flag in engine.launch.flags):
+        return True
+    return any(setting in engine.launch.foreign for _, setting in _owners()[option])
 
 
 def check_options(engine_name: str, options) -> None:

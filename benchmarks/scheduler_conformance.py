@@ -135,18 +135,23 @@ def compare(traces: list[dict], series: dict, version: str, verbose: bool) -> li
 
 
 def table(results: list[tuple[dict, str | None]], release: str) -> None:
+    """Traces, divergent ones (the first differing field of each), and those the real scheduler itself could
+    not run (an exception inside vLLM: nothing to compare)."""
     by_kind: dict[str, list] = defaultdict(list)
     for trace, divergence in results:
         by_kind[trace["kind"]].append(divergence)
     print(f"\nvLLM {release}: the simulator against the real Scheduler, step for step")
-    print(f"{'kind':10} {'traces':>7} {'divergent':>10}  first divergences (field)")
+    print(f"{'kind':10} {'traces':>7} {'divergent':>10} {'vLLM failed':>12}  first divergences (field)")
+    total = bad_total = failed_total = 0
     for kind in KINDS:
         found = by_kind.get(kind, [])
-        bad = [d for d in found if d]
+        failed = [d for d in found if d and d.startswith("the real scheduler failed")]
+        bad = [d for d in found if d and d not in failed]
         fields = Counter(d.split(":")[1].split()[0] if d.startswith("step ") else d.split(":")[0] for d in bad)
-        print(f"{kind:10} {len(found):7} {len(bad):10}  {', '.join(f'{k} {v}' for k, v in fields.most_common())}")
-    total = [d for _, d in results]
-    print(f"{'all':10} {len(total):7} {sum(1 for d in total if d):10}")
+        print(f"{kind:10} {len(found):7} {len(bad):10} {len(failed):12}  "
+              f"{', '.join(f'{k} {v}' for k, v in fields.most_common())}")
+        total, bad_total, failed_total = total + len(found), bad_total + len(bad), failed_total + len(failed)
+    print(f"{'all':10} {total:7} {bad_total:10} {failed_total:12}")
 
 
 def run_length(rows: list[list]) -> list[list]:

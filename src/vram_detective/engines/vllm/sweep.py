@@ -173,6 +173,8 @@ class FastPath:
         self._load_weights()
         self.non_torch_inside, self.non_torch_outside, _ = profile.non_torch(self.gpu, settings_, release, self.spec)
         self.graph_subtracted = bool(release["cuda_graph_subtracted"])
+        # the stage tables hold vLLM's CUDA-graph estimate; the pool is it times this (profile.graph_actual_ratio)
+        self.graph_actual_ratio = profile.graph_actual_ratio(self.gpu, settings_, release)
         self.layers, self.workers = plan_module.attention_layers(self.spec, settings_, release, self.layer_counts)
         self._cross_follows_tokens = (self.spec.encoder is not None and settings_.engine == "v1"
                                       and not release["encdec_encoder_tokens_override"])
@@ -235,8 +237,9 @@ class FastPath:
 
     def _st_pieces(self, seqs: int, tokens: int, max_model_len: int | None = None
                    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        """(activation peak, CUDA-graph pool, weights) of each stage for max_num_seqs / max_num_batched_tokens
-        (and max_model_len where the profile depends on it: profile_length_class)."""
+        """(activation peak, CUDA-graph estimate - vLLM's, or the pool where none is modelled -, weights) of each
+        stage for max_num_seqs / max_num_batched_tokens (and max_model_len where the profile depends on it:
+        profile_length_class)."""
         length_class = self.profile_length_class(max_model_len) if max_model_len is not None else 0
         key = (seqs, tokens, length_class)
         found = self._st_cache.get(key)
@@ -250,7 +253,7 @@ class FastPath:
                                                       self.gpu)
                       for stage in range(self.pipeline_parallel_size)]
             peaks = tuple(peak.activation_peak_bytes for peak, _ in stages)
-            graphs = tuple(graph.bytes for _, graph in stages)
+            graphs = tuple(graph.estimate_bytes for _, graph in stages)
             found = self._st_cache[key] = (peaks, graphs, self._weights_at(tokens))
         return found
 
@@ -318,7 +321,7 @@ class FastPath:
                 avails.append(self.kv_fixed + 0 * budget)
             else:
                 avails.append(budget - weights[stage] - peaks[stage] - self.non_torch_inside
-                              - (graphs[stage] if self.graph_subtracted else 0))
+                              - (graphs[stage] if self.graph_subtracted else 0))  # (the estimate)
         own = [ops.where(avail > 0, avail // wb[stage], 0) for stage, avail in enumerate(avails)]
         blocks, min_avail = own[0], avails[0]
         for stage in range(1, stages):
@@ -352,7 +355,7 @@ class FastPath:
                 fits = fits & (avails[worker] > 0) & (needed[worker] <= against)
             starts = weights_ok & (min_avail > 0) & fits
         pool = ops.where(avails[0] > 0, blocks * wb[0], 0)
-        graphs0 = graphs[0]
+        graphs0 = graphs[0] if self.graph_actual_ratio == 1.0 else ops.trunc(graphs[0] * self.graph_actual_ratio)
         smi = self._plan_module.nvidia_smi_used_mib(
             self.total, self.engine, weights[0] + self.non_torch_inside + pool + self.non_torch_outside + graphs0,
             peaks[0], ops.minimum, ops.rint)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from functools import lru_cache
 
+from .budget import check as budget_check
 from .breakdown import Breakdown
 from .engines import get_engine
 from .engines.base import resolve_model as engine_model
@@ -74,6 +75,7 @@ def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None 
     """The engine's startup prediction for `model` on a GPU. Settings use the engine's own names
     (snake_case). Old spellings still work: `vllm_version` for `engine_version`, and `engine="v0"`/`"v1"`
     (vLLM's V0/V1 path, now `vllm_engine`)."""
+    budget_check()  # the advisor and the simulate fit predict in loops: a web request's budget stops them
     if engine in VLLM_PATHS:
         engine, vllm_engine = "vllm", engine
     if vllm_engine is not None:

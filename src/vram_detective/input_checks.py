@@ -48,3 +48,42 @@ def _check_gpus(args: argparse.Namespace) -> None:
     top = getattr(args, "top", None)
     if top is not None and top < 1:
         raise BadInput(f"--top must be at least 1, got {top}")
+
+
+# --- engine settings: whole numbers each engine takes, checked where its settings are read ---------------------
+
+MAX_INT64 = (1 << 63) - 1
+
+
+def check_counts(values: dict, ranges: dict, error: type[Exception] = BadInput) -> None:
+    """Every setting of `values` named in `ranges` (setting -> (flag, lowest, highest, also-allowed values)) is a
+    whole number inside its range; else `error` with one line naming the flag. Booleans, NaN, infinities and
+    non-numbers are refused too (a count is never True or 2.5). One helper for every engine's counts (vLLM's
+    token counts: engines/vllm/settings.py check_amounts)."""
+    for key, (flag, lowest, highest, special) in ranges.items():
+        value = values.get(key)
+        if value is None or (isinstance(value, str) and value.lower() in special):
+            continue
+        if isinstance(value, str):
+            try:
+                value = int(value)
+            except ValueError:
+                raise error(f"{flag} must be a whole number, got {value[:40]!r}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or (
+                isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
+            raise error(f"{flag} must be a whole number, got {str(value)[:40]!r}")
+        if value in special:
+            continue
+        if not lowest <= value <= highest:
+            shown = f"{value:,}" if abs(value) < 10 ** 30 else f"a {len(str(int(abs(value))))}-digit number"
+            allowed = "".join(f" or {s}" for s in special if not isinstance(s, str))
+            raise error(f"{flag} must be from {lowest:,} to {highest:,}{allowed}, got {shown}")
+
+
+def check_fraction(values: dict, key: str, flag: str, error: type[Exception] = BadInput) -> None:
+    """A fraction in (0, 1] (memory fractions)."""
+    value = values.get(key)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise error(f"{flag} must be a fraction in (0, 1], got {str(value)[:40]}")

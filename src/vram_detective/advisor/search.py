@@ -20,6 +20,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from ..budget import check as budget_check
 from ..units import GIB, MIB
 
 CONTEXT_LADDER = (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152, 65536,
@@ -269,6 +270,7 @@ class _Searcher:
         return utilizations, lengths, seqs, tokens, default_seqs, default_tokens
 
     def best_of_family(self, family: Family, target: Target, lengths_override=None) -> Candidate | None:
+        budget_check()  # a web request's budget (budget.py): a fit over 64 GPUs visits hundreds of families
         fast = self.fast_path(family)
         if fast is None:
             return None

@@ -55,6 +55,10 @@ def register(subparsers) -> None:
                                 "99th percentile)")
     run_group.add_argument("--cost", default=None, metavar="decode=S,seq=S,prefill=TOK_PER_S",
                            help="step cost model (default: from the card's bandwidth and the weights)")
+    run_group.add_argument("--max-requests", type=int, default=None, metavar="N",
+                           help="the most requests one run may simulate (default 100,000: larger runs take minutes)")
+    run_group.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                           help="the most prompt + output tokens one run may simulate (default 2,000,000,000)")
     run_group.add_argument("--log", metavar="FILE",
                            help="an engine log of this traffic: compare the KV cache usage it printed while serving "
                                 "(vLLM's 'GPU KV cache usage: X%%', SGLang's 'token usage: U') with the simulation")
@@ -67,13 +71,25 @@ def register(subparsers) -> None:
 def parse_cost(text: str):
     from .cost import CostModel
 
+    import math
+
     names = {"decode": "decode_step_s", "seq": "per_seq_s", "prefill": "prefill_tokens_per_s"}
     values = {}
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
         if key not in names:
-            raise ValueError(f"--cost takes decode=, seq=, prefill= (got {key!r})")
-        values[names[key]] = float(value)
+            raise ValueError(f"--cost takes decode=, seq=, prefill= (got {key[:40]!r})")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"--cost {key}={value[:40]!r} is not a number of seconds") from None
+        # a step takes time (decode > 0) and prefill runs at a finite positive speed: else a step takes 0 s
+        # (or infinite) and the simulated clock never moves
+        low_ok = number >= 0 if key == "seq" else number > 0
+        if not (low_ok and math.isfinite(number) and number <= 1e9):
+            raise ValueError(f"--cost {key} must be a finite number {'>= 0' if key == 'seq' else '> 0'} "
+                             f"(at most 1e9), got {value[:40]}")
+        values[names[key]] = number
     return CostModel(**values)
 
 
@@ -96,7 +112,14 @@ def _run(args) -> int:
         raise ValueError("simulate needs a GPU (--gpu NAME or --gpu-memory SIZE)")
     if not 0 <= args.preemption_budget < 1:
         raise ValueError(f"--preemption-budget is a fraction in [0, 1), got {args.preemption_budget}")
-    workload = parse_workload(args.workload)
+    from .workloads import MAX_REQUESTS, MAX_TOKENS, size
+
+    limits = _limits(args, MAX_REQUESTS, MAX_TOKENS)
+    workload = parse_workload(args.workload, limits[0])
+    requests = size(workload, args.seed, *limits)
+    if requests > PROGRESS_REQUESTS:
+        print(f"simulate: {requests:,} requests; the smallest-pool search runs them about 10 times, this takes "
+              f"a while", file=sys.stderr, flush=True)
     logged = _logged_usage(args.log) if args.log else None
     settings = cli._settings_from(args, {})
     options = cli._engine_options(args, settings)
@@ -128,6 +151,17 @@ def _run(args) -> int:
         if compared:
             print("\n".join(compared_lines(compared)))
     return 0
+
+
+PROGRESS_REQUESTS = 20_000  # a run this large takes tens of seconds: say so before starting
+
+
+def _limits(args, max_requests: int, max_tokens: int) -> tuple[int, int]:
+    requests = args.max_requests if getattr(args, "max_requests", None) is not None else max_requests
+    tokens = args.max_tokens if getattr(args, "max_tokens", None) is not None else max_tokens
+    if not 1 <= requests <= 1 << 40 or not 1 <= tokens <= 1 << 50:
+        raise ValueError(f"--max-requests and --max-tokens must be positive (got {requests}, {tokens})")
+    return requests, tokens
 
 
 def _logged_usage(path: str) -> dict:

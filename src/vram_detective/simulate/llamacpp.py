@@ -87,6 +87,7 @@ class LlamacppSim:
             if self.pool.unified_kv and self._used() > self.pool.num_blocks:
                 self._fail_every_slot()
             rec.state(self.now, self._used(), decodes, len(self.waiting))
+            rec.tick()
 
     def _fail_every_slot(self) -> None:
         """The unified pool ran out: every slot's request fails and the slot is released; its cells are reused

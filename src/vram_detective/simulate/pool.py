@@ -107,9 +107,16 @@ def _sglang_pool(b: Breakdown) -> PoolSpec:
         engine="sglang", version=b.engine_version, variant="", num_blocks=tokens // page, block_size=page,
         block_bytes=b.kv_bytes_per_token * page,
         max_num_seqs=int(b.figure("max_running_requests") or _setting(b, "max_running_requests", 4096)),
-        max_num_batched_tokens=int(_setting(b, "chunked_prefill_size", 8192)), max_model_len=b.max_model_len,
+        max_num_batched_tokens=_sglang_step_tokens(b), max_model_len=b.max_model_len,
         prefix_caching=not _setting(b, "disable_radix_cache", False), chunked_prefill=True,
     )
+
+
+def _sglang_step_tokens(b: Breakdown) -> int:
+    """A prefill step's tokens: chunked_prefill_size; 0 or -1 turn chunking off (scheduler.py 0.5.23 sets it to
+    None when <= 0), and the scheduler's PrefillAdder then takes a whole prompt, however long, as a batch's first."""
+    chunk = int(_setting(b, "chunked_prefill_size", 8192))
+    return chunk if chunk > 0 else max(b.max_model_len, 1)
 
 
 def _llamacpp_pool(b: Breakdown) -> PoolSpec:

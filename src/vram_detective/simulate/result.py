@@ -7,6 +7,7 @@ import json
 from operator import mul
 from dataclasses import asdict, dataclass, field
 
+from ..budget import check as budget_check
 from .series import Histogram, Series
 
 MAX_LISTED_PREEMPTIONS = 200
@@ -108,6 +109,13 @@ class Recorder:
         self.hit_tokens = self.prompt_tokens = self.swap_out = self.swap_in = 0
         self.request_steps = self.arrived = self.finished = 0
         self.peak_running = self.peak_waiting = 0
+        self.steps = 0
+
+    def tick(self) -> None:
+        """Once a scheduler step: every 1024 steps, the web server's per-request budget (budget.py)."""
+        self.steps += 1
+        if not self.steps & 1023:
+            budget_check()
 
     def state(self, t: float, used: int, running: int, waiting: int) -> None:
         last = self.last

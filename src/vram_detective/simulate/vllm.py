@@ -556,3 +556,4 @@ class VllmSim:
                 self.now = max(self.now, t)
             self._fast_forward()
             self._step()
+            self.rec.tick()

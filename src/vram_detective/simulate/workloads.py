@@ -188,47 +188,154 @@ def _prefix_tokens(shape: Shape, pick: int) -> int:
     return shape.prefix.draw(random.Random(f"{shape.name}:{pick}")) if shape.prefix else 0
 
 
-def read_trace(path: str) -> tuple[Request, ...]:
+# What one simulation may take by default on the command line (`simulate --max-requests/--max-tokens` raise
+# them): 100,000 trace lines took 107 s (issue 30), so past these a run is refused with the flag to raise them.
+MAX_REQUESTS = 100_000
+MAX_TOKENS = 2_000_000_000
+MAX_REQUEST_TOKENS = 1 << 31  # one request's prompt or output: more than any model's context
+MAX_TRACE_LINE_BYTES = 1 << 16  # one JSONL request line (a request is a handful of numbers)
+MAX_TRACE_DEPTH = 4  # {"timestamp": ..., ...}: a flat object; deeper nesting is not a request
+
+
+class WorkloadError(ValueError):
+    """A workload or trace no simulation can take (bad input, one line)."""
+
+
+def read_trace(path: str, max_requests: int = MAX_REQUESTS) -> tuple[Request, ...]:
     """JSONL, one request a line: timestamp (s), prompt_tokens, output_tokens, optional prefix_id /
     prefix_tokens / session. Timestamps are made relative to the first; lines are sorted by time."""
-    with open(path, encoding="utf-8") as handle:
-        return parse_trace(handle, path)
+    import io
+
+    from ..units import open_regular_file
+
+    with open_regular_file(path, "the trace") as raw:
+        return parse_trace(io.TextIOWrapper(raw, encoding="utf-8", errors="replace"), path, max_requests)
 
 
-def parse_trace(lines, source: str = "trace") -> tuple[Request, ...]:
-    """read_trace's rules over lines already in memory (a pasted trace); `source` names it in errors."""
+def _nesting(line: str) -> int:
+    depth = deepest = 0
+    for char in line:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _count(row: dict, key: str, where: str, minimum: int, default=None) -> int:
+    value = row.get(key, default)
+    if value is None and default is None:
+        raise WorkloadError(f"{where}: missing {key!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise WorkloadError(f"{where}: {key} must be a whole number of tokens, got {str(value)[:40]!r}")
+    if not minimum <= value <= MAX_REQUEST_TOKENS or value != int(value):
+        raise WorkloadError(f"{where}: {key} must be a whole number from {minimum} to {MAX_REQUEST_TOKENS:,}, "
+                            f"got {value:g}")
+    return int(value)
+
+
+def _trace_request(line: str, where: str, number: int) -> Request:
+    if len(line) > MAX_TRACE_LINE_BYTES:
+        raise WorkloadError(f"{where}: a line of {len(line):,} characters is not a request (at most "
+                            f"{MAX_TRACE_LINE_BYTES:,})")
+    if _nesting(line) > MAX_TRACE_DEPTH:
+        raise WorkloadError(f"{where}: not a JSON request (nested deeper than {MAX_TRACE_DEPTH} levels)")
+    try:
+        row = json.loads(line)
+    except ValueError as error:
+        raise WorkloadError(f"{where}: not a JSON request ({error})") from None
+    if not isinstance(row, dict):
+        raise WorkloadError(f"{where}: not a JSON request (a {type(row).__name__}, not an object)")
+    stamp = row.get("timestamp")
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+        raise WorkloadError(f"{where}: missing 'timestamp' (seconds, a number)" if stamp is None else
+                            f"{where}: timestamp must be a number of seconds, got {str(stamp)[:40]!r}")
+    if not (math.isfinite(stamp) and 0 <= stamp <= 1e9):
+        raise WorkloadError(f"{where}: timestamp must be finite seconds from 0 to 1e9, got {stamp}")
+    prompt = _count(row, "prompt_tokens", where, 1)
+    output = _count(row, "output_tokens", where, 0)
+    prefix = _count(row, "prefix_tokens", where, 0, 0)
+    if prefix > prompt:
+        raise WorkloadError(f"{where}: prefix_tokens {prefix} is more than prompt_tokens {prompt}")
+    prefix_id = row.get("prefix_id")
+    return Request(float(stamp), prompt, output, None if prefix_id is None else str(prefix_id)[:200], prefix,
+                   str(row.get("session", "") or f"t{number}")[:200])
+
+
+def parse_trace(lines, source: str = "trace", max_requests: int = MAX_REQUESTS,
+                max_tokens: int = MAX_TOKENS) -> tuple[Request, ...]:
+    """read_trace's rules over lines already in memory (a pasted trace); `source` names it in errors. Every
+    value is checked here (finite, non-negative timestamps; whole, bounded token counts), and a trace over
+    `max_requests` requests or `max_tokens` tokens is refused (WorkloadError names the limit)."""
     rows = []
+    tokens = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-            rows.append(Request(float(row["timestamp"]), int(row["prompt_tokens"]), int(row["output_tokens"]),
-                                row.get("prefix_id"), int(row.get("prefix_tokens", 0) or 0),
-                                str(row.get("session", "") or f"t{number}")))
-        except KeyError as missing:
-            raise ValueError(f"{source}:{number}: missing {missing}") from None
-        except (json.JSONDecodeError, TypeError, AttributeError) as error:
-            raise ValueError(f"{source}:{number}: not a JSON request ({error})") from None
+        request = _trace_request(line, f"{source}:{number}", number)
+        rows.append(request)
+        tokens += request.prompt_tokens + request.output_tokens
+        if len(rows) > max_requests or tokens > max_tokens:
+            raise WorkloadError(f"{source}: more than {max_requests:,} requests or {max_tokens:,} tokens "
+                                "(simulate --max-requests N / --max-tokens N raise the limit)")
     rows.sort(key=lambda r: r.arrival)
     first = rows[0].arrival if rows else 0.0
     return tuple(replace(r, arrival=r.arrival - first) for r in rows)
 
 
-def parse_workload(spec: str) -> Workload:
+def size(workload: Workload, seed: int, max_requests: int = MAX_REQUESTS, max_tokens: int = MAX_TOKENS) -> int:
+    """The requests a run of `workload` sends (an upper bound for a closed loop), refused past the limits with
+    WorkloadError (the CLI's flags raise them). An open loop's requests are drawn to count them (cheap)."""
+    hint = "(simulate --max-requests N / --max-tokens N raise the limit)"
+    if workload.closed:
+        bound = workload.users * (int(workload.duration / max(workload.think, 0.01)) + 1)
+        count = min(bound, workload.max_requests) if workload.max_requests else bound
+        if count > max_requests:
+            raise WorkloadError(f"{workload.users} users for {workload.duration:g} s may send {bound:,} requests, "
+                                f"over the limit of {max_requests:,} {hint} (or add requests=N to the workload)")
+        return count
+    tokens = count = 0
+    for count, request in enumerate(workload.open_requests(seed), 1):
+        tokens += request.prompt_tokens + request.output_tokens
+        if count > max_requests or tokens > max_tokens:
+            raise WorkloadError(f"the workload sends more than {max_requests:,} requests or {max_tokens:,} tokens "
+                                f"{hint}")
+    return count
+
+
+# workload options: (smallest, largest) each may take
+OPTION_RANGES = {"rate": (0.0, 1e6), "duration": (0.0, 1e9), "burst": (0, 1_000_000), "period": (1e-3, 1e9),
+                 "users": (0, 100_000), "think": (0.0, 1e6), "requests": (0, 1e12)}
+
+
+def _option(key: str, value: str, spec: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise WorkloadError(f"workload option {key}={value[:40]!r} is not a number (in {spec[:80]!r})") from None
+    low, high = OPTION_RANGES[key]
+    if not low <= number <= high:  # NaN fails too
+        raise WorkloadError(f"workload option {key} must be from {low:g} to {high:g}, got {value[:40]}")
+    if key in ("burst", "users", "requests") and number != int(number):
+        raise WorkloadError(f"workload option {key} must be a whole number, got {value[:40]}")
+    return number
+
+
+def parse_workload(spec: str, max_requests: int = MAX_REQUESTS) -> Workload:
     """'chat', 'chat:rate=5,duration=600', 'agent:users=16', 'rag:burst=40,period=30',
     'trace:requests.jsonl' (options: rate, duration, burst, period, users, think, requests)."""
     name, _, options = spec.partition(":")
     if name == "trace":
-        return Workload("trace", trace=read_trace(options), description=f"trace {options}")
+        return Workload("trace", trace=read_trace(options, max_requests), description=f"trace {options}")
     if name not in SHAPES:
         raise ValueError(f"unknown workload {name!r} (known: {', '.join(SHAPES)}, trace:FILE.jsonl)")
     values: dict[str, float] = {}
     for item in filter(None, options.split(",")):
         key, _, value = item.partition("=")
-        if key not in ("rate", "duration", "burst", "period", "users", "think", "requests"):
-            raise ValueError(f"unknown workload option {key!r} in {spec!r}")
-        values[key] = float(value)
+        if key not in OPTION_RANGES:
+            raise WorkloadError(f"unknown workload option {key[:40]!r} in {spec[:80]!r}")
+        values[key] = _option(key, value, spec)
     shape = SHAPES[name]
     rate = values.get("rate", 0.0 if ("users" in values or "burst" in values) else 2.0)
     return Workload(name, shape, rate=rate, duration=values.get("duration", 600.0),

@@ -3,8 +3,9 @@
 `--json` prints).
 
 Errors are JSON `{"error": "one line"}`: 400 bad input, 403 a local path (or trace file) the server may not
-read, 413 a body over service.MAX_BODY_BYTES or a workload over the simulate caps (service.MAX_SIM_*), 422 the
-engine would refuse to start, 500 anything else."""
+read, or a Host / Origin it was not started for, 413 a body over service.MAX_BODY_BYTES or a workload over the
+simulate caps (service.MAX_SIM_*), 422 the engine would refuse to start, 503 a request past its computation
+budget (REQUEST_SECONDS), 500 anything else."""
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from .. import budget
 from . import page, report, service
 
 STATIC_TYPES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
@@ -75,6 +77,8 @@ def _error(error: BaseException) -> JSONResponse:
         return JSONResponse({"error": text}, status_code=403)
     if isinstance(error, service.TooLarge):
         return JSONResponse({"error": text}, status_code=413)
+    if isinstance(error, budget.OverBudget):
+        return JSONResponse({"error": text}, status_code=503)
     status = errors.http_status(error)  # the CLI's exit-code policy: 422 refused, 400 bad input, 500 a bug
     body = {"error": errors.message(error)}
     return JSONResponse(body | ({"refused": True} if status == 422 else {}), status_code=status)
@@ -102,24 +106,90 @@ async def _params(request: Request) -> dict:
 # computations at once: the work is pure Python (one GIL), so more threads only interleave and stretch
 # each request; waiting requests queue instead (a long `fit` still leaves the others threads to run on)
 COMPUTE_THREADS = 4
-_LIMITER = None
+# requests that fetch from the Hub wait on the network, not the CPU: their own pool, so that slow (or
+# trickling) Hub servers never hold the threads a catalog-only request needs
+HUB_THREADS = 4
+# seconds of computation one request may take (`serve --request-budget`); past it: 503 with one line
+REQUEST_SECONDS = 10.0
+_LIMITERS: dict = {}
 
 
-def _limiter():
-    global _LIMITER
-    if _LIMITER is None:
-        _LIMITER = anyio.CapacityLimiter(COMPUTE_THREADS)
-    return _LIMITER
+def _limiter(kind: str = "compute"):
+    if kind not in _LIMITERS:
+        _LIMITERS[kind] = anyio.CapacityLimiter(HUB_THREADS if kind == "hub" else COMPUTE_THREADS)
+    return _LIMITERS[kind]
 
 
-def _timed(work, params):
+def _timed(work, params, allowance: budget.Budget | None = None):
     started = time.perf_counter()
-    result = work(params)
+    if allowance is None:
+        return work(params), time.perf_counter() - started
+    allowance.start()  # the budget counts from here: time spent queued is not the request's computation
+    with budget.running(allowance):
+        allowance.check()
+        result = work(params)
     return result, time.perf_counter() - started
 
 
-def create_app(local_root: str | None = None, max_body: int = service.MAX_BODY_BYTES) -> Starlette:
-    """The application; `local_root` is --allow-local-models (None: no local path is ever read)."""
+class HostCheck:
+    """ASGI middleware: a request whose Host (or Origin, when the browser sends one) names a host this server
+    was not started for is answered 403. Loopback servers are otherwise readable by any web page through DNS
+    rebinding (a name the attacker controls resolved to 127.0.0.1); Jupyter checks the same way."""
+
+    def __init__(self, app, allowed: frozenset[str] | None):
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or self.allowed is None:
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        host = _host_name(headers.get(b"host", b"").decode("latin-1"))
+        origin = headers.get(b"origin")
+        bad = None
+        if host not in self.allowed:
+            bad = f"Host {host or '(none)'!r}"
+        elif origin is not None and origin != b"null":
+            origin_host = _host_name(origin.decode("latin-1").partition("://")[2])
+            if origin_host not in self.allowed:
+                bad = f"Origin {origin.decode('latin-1')[:100]!r}"
+        if bad is not None:
+            response = JSONResponse({"error": f"{bad[:120]} is not a name this server answers to (start it with "
+                                              "--allow-host NAME to add one)"}, status_code=403)
+            return await response(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+def _host_name(value: str) -> str:
+    """'127.0.0.1:8000' -> '127.0.0.1', '[::1]:80' -> '::1', 'Localhost.' -> 'localhost'."""
+    value = value.strip().split("/", 1)[0].lower()
+    if value.startswith("["):
+        return value[1:].partition("]")[0]
+    if value.count(":") == 1:
+        value = value.partition(":")[0]
+    return value.rstrip(".")
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def allowed_hosts(host: str, extra: tuple[str, ...] = ()) -> frozenset[str] | None:
+    """The Host names accepted: the loopback names, the address served on and `extra` (None: any, `*`)."""
+    if "*" in extra:
+        return None
+    names = {*LOOPBACK_NAMES, _host_name(host), *(_host_name(name) for name in extra)}
+    if host in ("0.0.0.0", "::", ""):  # every address of this machine: its own names too
+        import socket
+
+        names.add(socket.gethostname().lower())
+        names.add(socket.getfqdn().lower())
+    return frozenset(names)
+
+
+def create_app(local_root: str | None = None, max_body: int = service.MAX_BODY_BYTES,
+               allowed: frozenset[str] | None = frozenset(LOOPBACK_NAMES),
+               request_seconds: float = REQUEST_SECONDS) -> Starlette:
+    """The application; `local_root` is --allow-local-models (None: no local path is ever read); `allowed` the
+    Host names it answers to (None: any); `request_seconds` each request's computation budget."""
     policy = service.Policy(Path(local_root).resolve() if local_root else None)
     service.install_read_guard(policy)
     static = {name: files("vram_detective.web").joinpath(f"static/{name}").read_bytes() for name in STATIC_TYPES}
@@ -137,22 +207,48 @@ def create_app(local_root: str | None = None, max_body: int = service.MAX_BODY_B
     async def describe(request: Request) -> Response:
         return JSONResponse(api_description(max_body))
 
-    routes = [Route("/", index), Route("/static/{name}", asset), Route("/api", describe), *_work_routes(policy)]
+    routes = [Route("/", index), Route("/static/{name}", asset), Route("/api", describe),
+              *_work_routes(policy, request_seconds)]
     app = Starlette(routes=routes)
     app.add_middleware(BodyLimit, limit=max_body)
+    app.add_middleware(HostCheck, allowed=allowed)
     return app
 
 
-def _endpoint(work, kind: str = "json", indent: int = 2):
-    """An endpoint running `work(params)` on the compute threads: JSON (or an HTML fragment), errors as JSON."""
+async def _watch_disconnect(request: Request, allowance: budget.Budget) -> None:
+    """Cancel the request's work when the client goes away (the body has been read: the next message the
+    server sends is the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            allowance.cancel()
+            return
+
+
+def _budgeted_endpoint(work, kind: str = "json", indent: int = 2, seconds: float | None = REQUEST_SECONDS):
+    """An endpoint running `work(params)` on a worker thread (the Hub pool when the request names a Hub
+    model) under a budget of `seconds`, cancelled when the client leaves: JSON (or an HTML fragment), errors
+    as JSON."""
     async def handle(request: Request) -> Response:
         try:
             params = await _params(request)
-            result, seconds = await anyio.to_thread.run_sync(_timed, work, params, limiter=_limiter())
+            hub = service.uses_hub(params)
         except Exception as error:  # noqa: BLE001 - every error is one JSON line with its status
             return _error(error)
+        allowance = budget.Budget(None if seconds is None else seconds + (service.hub_deadline() if hub else 0))
+        response = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(_watch_disconnect, request, allowance)
+            try:
+                result, spent = await anyio.to_thread.run_sync(_timed, work, params, allowance,
+                                                               limiter=_limiter("hub" if hub else "compute"))
+            except Exception as error:  # noqa: BLE001
+                response = _error(error)
+            group.cancel_scope.cancel()
+        if response is not None:
+            return response
         # the computation's own time (benchmarks/web.py reads it: the server-side latency)
-        headers = {"Server-Timing": f"app;dur={seconds * 1000:.2f}", "Cache-Control": "no-store"}
+        headers = {"Server-Timing": f"app;dur={spent * 1000:.2f}", "Cache-Control": "no-store"}
         if kind == "html":
             return HTMLResponse(result, headers=headers)
         return Response(json.dumps(result, indent=indent, default=str) + "\n", media_type="application/json",
@@ -160,8 +256,11 @@ def _endpoint(work, kind: str = "json", indent: int = 2):
     return handle
 
 
-def _work_routes(policy: service.Policy) -> list[Route]:
+def _work_routes(policy: service.Policy, seconds: float | None = REQUEST_SECONDS) -> list[Route]:
     """The API and the page's fragments: each a function of the request's parameters."""
+    def _endpoint(work, kind: str = "json", indent: int = 2):
+        return _budgeted_endpoint(work, kind, indent, seconds)
+
     def read(params):
         return service.read_request(params, policy)
 

@@ -20,6 +20,12 @@ def register(subparsers) -> None:
                         help="let requests name model directories and GGUF files under DIR (default: none)")
     parser.add_argument("--hub-deadline", type=float, default=None, metavar="SECONDS",
                         help="seconds a Hub fetch may take in all (default 15)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests whose Host (or Origin) is NAME (repeatable; '*' any). By default "
+                             "only the loopback names and --host are answered, so that a web page elsewhere cannot "
+                             "reach this server through DNS rebinding")
+    parser.add_argument("--request-budget", type=float, default=None, metavar="SECONDS",
+                        help="seconds of computation one request may take before it is answered 503 (default 10)")
 
 
 def run(args) -> int:
@@ -32,9 +38,13 @@ def run(args) -> int:
     try:
         import uvicorn
 
-        from .app import create_app
+        from .app import REQUEST_SECONDS, allowed_hosts, create_app
     except ModuleNotFoundError as error:
         print(f"vram-detective: error: serve needs {error.name}: pip install 'vram-detective[web]'", file=sys.stderr)
+        return 2
+    budget = args.request_budget if args.request_budget is not None else REQUEST_SECONDS
+    if not 0 < budget < 1e6 or not 0 < (args.hub_deadline or 1) < 1e6:
+        print("vram-detective: error: --request-budget and --hub-deadline are positive seconds", file=sys.stderr)
         return 2
     if args.allow_local_models and not Path(args.allow_local_models).is_dir():
         print(f"vram-detective: error: --allow-local-models {args.allow_local_models}: not a directory", file=sys.stderr)
@@ -46,7 +56,9 @@ def run(args) -> int:
              else "no local paths read")
     print(f"vram-detective: serving http://{_url_host(args.host)}:{args.port}/ ({where}; {local}; "
           f"API at /api). Ctrl+C stops it.", file=sys.stderr, flush=True)
-    config = uvicorn.Config(create_app(args.allow_local_models), host=args.host, port=args.port,
+    app = create_app(args.allow_local_models, allowed=allowed_hosts(args.host, tuple(args.allow_host)),
+                     request_seconds=budget)
+    config = uvicorn.Config(app, host=args.host, port=args.port,
                             log_level="warning", access_log=False)
     uvicorn.Server(config).run()
     return 0

@@ -112,6 +112,32 @@ def install_read_guard(policy: Policy) -> None:
         setattr(sources, name, guarded)
 
 
+def uses_hub(params: dict) -> bool:
+    """Whether the request names a model that is fetched from the Hub (neither the catalog nor a local path):
+    such requests run in the web server's Hub pool."""
+    from ..model.sources import _catalog_files
+
+    model = str(params.get("model") or "").strip()
+    if not model and params.get("line"):
+        try:
+            words = shlex.split(str(params["line"]))
+        except ValueError:
+            return False
+        model = next((word for word in words if "/" in word and not word.startswith(("-", "/", "."))), "")
+    if not model or params.get("source") in ("catalog", "local", "gguf"):
+        return False
+    return params.get("source") == "hub" or (model.lower() not in _catalog_files() and not _looks_like_path(model)
+                                             and "/" in model)
+
+
+def hub_deadline() -> float:
+    """Seconds a Hub fetch may take (serve --hub-deadline, through the environment model/hub.py reads)."""
+    try:
+        return float(os.environ.get("VRAM_DETECTIVE_HUB_DEADLINE") or HUB_DEADLINE_SECONDS)
+    except ValueError:
+        return HUB_DEADLINE_SECONDS
+
+
 # --- parameters -> library calls -------------------------------------------------------------------------------
 
 def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...errors import EngineRefused
+from ...input_checks import check_counts
 from .ggml_types import BY_NAME, is_quantized
 from .quant_mix import BASE_TYPE
 from .releases import rule
@@ -77,6 +78,27 @@ DEFAULTS = {"n_batch": 2048, "n_ubatch": 512, "type_k": "f16", "type_v": "f16", 
 KNOWN = set(DEFAULTS) | {"n_gpu_layers", "n_ctx", "n_parallel", "flash_attn", "cpu_moe"}
 
 
+_TOKENS = 1 << 32  # more tokens than any model's context
+# llama.cpp's whole-number flags (common/arg.cpp): setting -> (flag, lowest, highest, also allowed). -c 0 is the
+# model's own context; -np -1 / auto and -ngl -1 / all / auto are the builds' "choose for me"; the upper bounds are
+# past any real value (a slot, layer or device count iterated over)
+COUNT_RANGES = {
+    "n_ctx": ("-c/--ctx-size", 0, _TOKENS, ()), "n_parallel": ("-np/--parallel", 1, 1 << 16, (-1, "auto")),
+    "n_batch": ("-b/--batch-size", 1, _TOKENS, ()), "n_ubatch": ("-ub/--ubatch-size", 1, _TOKENS, ()),
+    "n_gpu_layers": ("-ngl/--n-gpu-layers", -1, 1 << 20, ("all", "auto")),
+    "num_gpus": ("-dev/--device (devices)", 1, 1 << 12, ()), "main_gpu": ("-mg/--main-gpu", 0, 1 << 12, ()),
+    "n_cpu_moe": ("--n-cpu-moe", 0, 1 << 20, ()),
+}
+
+
+def _check_values(user: dict) -> None:
+    check_counts(user, COUNT_RANGES, SettingsError)
+    for key, flag in (("tensor_split", "-ts/--tensor-split"), ("device_free_mib", "device free MiB")):
+        for value in user.get(key) or ():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1 << 40:
+                raise SettingsError(f"{flag}: each value must be a non-negative number, got {str(value)[:40]}")
+
+
 def _ngl(value, build: int) -> int:
     if value is None:
         value = rule("ngl.default", build)
@@ -114,6 +136,7 @@ def resolve(user: dict, build: int) -> LlamaCppSettings:
     unknown = set(user) - KNOWN
     if unknown:
         raise SettingsError(f"unknown llama.cpp setting(s): {', '.join(sorted(unknown))}")
+    _check_values(user)
     values = {**DEFAULTS, **{k: v for k, v in user.items() if v is not None}}
     n_cpu_moe = ALL_LAYERS if user.get("cpu_moe") else int(values["n_cpu_moe"])
     gguf_type = str(values["gguf_type"]).upper()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
+from ...input_checks import check_counts
 from ..base import LaunchLine, Levers, LogFormats, Releases
 
 MIB = 1024 * 1024
@@ -75,6 +76,15 @@ def _projector(table) -> str:
     return str((getattr(table, "metadata", None) or {}).get(PROJECTOR_KEY) or "")
 
 
+# Ollama's whole-number knobs (api/types.go Options, envconfig): setting -> (flag, lowest, highest, also allowed).
+# num_ctx / num_parallel 0 leave the choice to Ollama (its default); num_gpu -1 is Ollama's own estimate.
+COUNT_RANGES = {
+    "num_ctx": ("--num-ctx", 0, 1 << 32, ()), "num_parallel": ("--num-parallel", 0, 1 << 16, ()),
+    "num_gpu": ("--num-gpu", -1, 1 << 20, ()), "num_batch": ("--num-batch", 1, 1 << 32, ()),
+    "num_gpus": ("number of GPUs", 1, 1 << 12, ()),
+}
+
+
 def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
     """Ollama's choices for this model on this GPU, and llama.cpp's allocation for them."""
     from ..llamacpp.plan import layout, model_tensors
@@ -86,6 +96,7 @@ def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
     unknown = set(user) - KNOWN
     if unknown:
         raise OllamaSettingsError(f"unknown Ollama setting(s): {', '.join(sorted(unknown))}")
+    check_counts(user, COUNT_RANGES, OllamaSettingsError)
     build = r.rule("llamacpp_build", version)
     num_ctx = int(user.get("num_ctx") or r.default_num_ctx(version, gpu.cuda_total_bytes))
     parallel = int(user.get("num_parallel") or r.default_num_parallel(version))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ...errors import EngineRefused
+from ...input_checks import check_counts, check_fraction
 from ...breakdown import Breakdown, Component, EngineFigure, Setting, StartupFailure
 from ...hardware import Gpu
 from ...model.config import ModelSpec
@@ -50,14 +51,42 @@ def user_settings(values: dict) -> SGLangSettings:
     unknown = sorted(key for key in named if key not in SETTING_NAMES)
     if unknown:
         raise SettingsError(f"SGLang has no setting {', '.join(unknown)} (its settings: {', '.join(SETTING_NAMES)})")
+    check_counts(named, COUNT_RANGES, SettingsError)
+    check_fraction(named, "mem_fraction_static", "--mem-fraction-static", SettingsError)
     return from_values(named)
+
+
+_TOKENS = 1 << 32  # more tokens than any model's context or any GPU's pool
+_GPUS = 1 << 12
+# SGLang's whole-number flags: setting -> (flag, lowest, highest, also allowed). chunked_prefill_size 0 or -1
+# turns chunking off (scheduler.py 0.5.23: None when <= 0); the upper bounds are past any real value (graph
+# sizes and chunk lists are built up to them, so an unbounded value would be an unbounded list)
+COUNT_RANGES = {
+    "tp_size": ("--tp-size", 1, _GPUS, ()), "dp_size": ("--dp-size", 1, _GPUS, ()),
+    "pp_size": ("--pp-size", 1, _GPUS, ()), "context_length": ("--context-length", 1, _TOKENS, ()),
+    "chunked_prefill_size": ("--chunked-prefill-size", 1, 1 << 24, (0, -1)),
+    "max_prefill_tokens": ("--max-prefill-tokens", 1, _TOKENS, ()),
+    "max_running_requests": ("--max-running-requests", 1, _TOKENS, ()),
+    "max_total_tokens": ("--max-total-tokens", 1, 1 << 40, ()),
+    "cuda_graph_max_bs": ("--cuda-graph-max-bs", 1, 1 << 16, ()), "page_size": ("--page-size", 1, 1 << 20, ()),
+    "max_mamba_cache_size": ("--max-mamba-cache-size", 1, _TOKENS, ()),
+    "speculative_num_steps": ("--speculative-num-steps", 1, 1 << 10, ()),
+    "speculative_eagle_topk": ("--speculative-eagle-topk", 1, 1 << 10, ()),
+    "speculative_num_draft_tokens": ("--speculative-num-draft-tokens", 1, 1 << 14, ()),
+}
 
 
 def resolve_settings(values: dict, spec: ModelSpec, gpu: Gpu, version) -> tuple[SGLangSettings, Rules]:
     s = resolve(user_settings(values), version, gpu_memory_mib(gpu), use_mla=spec.mla is not None,
                 architecture=spec.architecture)
     if not 0 < s.mem_fraction_static < 1:
-        raise SettingsError(f"mem_fraction_static must be in (0, 1), got {s.mem_fraction_static}")
+        if s.is_given("mem_fraction_static"):
+            raise SettingsError(f"--mem-fraction-static must be in (0, 1), got {s.mem_fraction_static}")
+        # the fraction SGLang derives leaves nothing: what it reserves for activations and graphs is more
+        # than the card (server_args.py computes it the same way and the pool cannot be sized)
+        raise StartupRefusal(f"the default mem_fraction_static for this GPU and these settings is "
+                             f"{s.mem_fraction_static:g}: what SGLang reserves for activations and CUDA graphs is "
+                             "more than the GPU holds (give --mem-fraction-static, or fewer graphs/requests)")
     return s, rules(version)
 
 

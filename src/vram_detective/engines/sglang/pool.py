@@ -205,7 +205,7 @@ def mamba_slots(rest: float, per_request: int, r: Rules, max_running_requests: i
         return slots, rest - slots * per_request / (1 << 30)
     joint = draft_tokens > 0 and r["mamba_spec_intermediate"] == "joint_solve"
     if draft_tokens and not joint:  # 0.5.4-0.5.12: every request's intermediate states come off rest first
-        rest -= per_request * (max_running_requests // dp) * draft_tokens / (1 << 30)
+        rest -= per_request * ((max_running_requests or 0) // dp) * draft_tokens / (1 << 30)
     if max_mamba_cache_size is not None:
         slots = max_mamba_cache_size // dp
     elif joint:
@@ -213,8 +213,10 @@ def mamba_slots(rest: float, per_request: int, r: Rules, max_running_requests: i
         slots = int(budget // (per_request * (1 + draft_tokens / per_slot)))
     else:
         slots = int(rest * ratio / (1 + ratio) * (1 << 30) // per_request)
-    if joint:  # the intermediate states of the requests the slots allow
-        rest -= min(max_running_requests // dp, slots // per_slot) * per_request * draft_tokens / (1 << 30)
+    if joint:  # the intermediate states of the requests the slots allow (no max_running_requests: the slots')
+        requests = slots // per_slot if max_running_requests is None else min(max_running_requests // dp,
+                                                                               slots // per_slot)
+        rest -= requests * per_request * draft_tokens / (1 << 30)
     return slots, rest - slots * per_request / (1 << 30)
 
 

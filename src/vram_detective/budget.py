@@ -1,0 +1,58 @@
+"""A cooperative time budget for one piece of work (a web request): the loops that can run long (the
+simulator's steps, the advisor's and the simulate fit's predictions) call `check()`, which raises OverBudget
+once the budget's deadline has passed or its owner cancelled it (the client went away).
+
+No budget is set on the command line, so `check()` costs one thread-local read there. The budget is per
+thread: the web server runs each request's work on a worker thread of its own (web/app.py)."""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+
+class OverBudget(RuntimeError):
+    """The work ran past its deadline, or was cancelled; `reason` is one line for the client."""
+
+
+class Budget:
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.deadline = None
+        self.cancelled = threading.Event()
+        self.start()
+
+    def start(self) -> None:
+        """(Re)start the clock: the budget counts from the work's start, not from when it was queued."""
+        self.deadline = None if self.seconds is None else time.monotonic() + self.seconds
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def check(self) -> None:
+        if self.cancelled.is_set():
+            raise OverBudget("the request was cancelled (the client went away)")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise OverBudget(f"the request ran past its budget of {self.seconds:g} s of computation "
+                             "(the web server's limit; run the command line for larger work)")
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def running(budget: Budget):
+    """Run the body under `budget` on this thread."""
+    previous = getattr(_local, "budget", None)
+    _local.budget = budget
+    try:
+        yield budget
+    finally:
+        _local.budget = previous
+
+
+def check() -> None:
+    """Raise OverBudget when this thread's budget (if any) is spent or cancelled."""
+    budget = getattr(_local, "budget", None)
+    if budget is not None:
+        budget.check()

@@ -1,0 +1,115 @@
+"""Issue 30, the web server under hostile requests (a real `vram-detective serve` on loopback, raw HTTP): the
+Host and Origin checks, each request's computation budget, work cancelled when the client leaves, requests
+that used to spin forever, and errors that are the user's input rather than internal ones."""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+import urllib.parse
+
+import pytest
+
+from web_server import running_server
+
+FIT_7S = {"model": "Qwen/Qwen3-235B-A22B", "gpu": "H100", "gpus": "64", "context": "128k", "concurrency": "256"}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as (base, process):
+        yield base, process
+
+
+def request(base: str, path: str, headers: dict | None = None, body: bytes | None = None, method: str = "GET",
+            timeout: float = 60) -> tuple[int, dict]:
+    parts = urllib.parse.urlsplit(base)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    connection.request(method, path, body=body, headers=headers or {})
+    response = connection.getresponse()
+    data = response.read().decode()
+    connection.close()
+    return response.status, (json.loads(data) if data.startswith("{") else {"text": data})
+
+
+def query(**params) -> str:
+    return urllib.parse.urlencode(params)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("headers", [{"Host": "attacker.example"}, {"Host": "attacker.example:8000"},
+                                     {"Origin": "http://attacker.example"}, {"Host": "127.0.0.1.nip.io"}])
+def test_a_foreign_host_or_origin_is_refused(server, headers):
+    """DNS rebinding: a page on attacker.example resolving its name to 127.0.0.1 sends Host: attacker.example."""
+    status, body = request(server[0], "/api/releases", headers)
+    assert status == 403
+    assert "not a name this server answers to" in body["error"] and "--allow-host" in body["error"]
+
+
+@pytest.mark.parametrize("headers", [{}, {"Host": "localhost:1234"}, {"Host": "[::1]:80"},
+                                     {"Origin": "http://localhost:8000"}, {"Origin": "null"}])
+def test_loopback_names_are_served(server, headers):
+    status, body = request(server[0], "/api/releases", headers)
+    assert status == 200 and "vllm" in body
+
+
+def test_allow_host_adds_a_name():
+    with running_server("--allow-host", "gpu-box.lan") as (base, _):
+        assert request(base, "/api/releases", {"Host": "gpu-box.lan:8000"})[0] == 200
+        assert request(base, "/api/releases", {"Host": "other.lan"})[0] == 403
+
+
+def test_sglang_without_chunked_prefill_answers(server):
+    """chunked_prefill_size=-1 (SGLang: no chunking) spun the server forever (issue 30)."""
+    status, body = request(server[0], "/api/simulate?" + query(engine="sglang", model="Qwen/Qwen3-8B", gpu="H100",
+                                                               chunked_prefill_size=-1, workload="chat:requests=1"),
+                           timeout=30)
+    assert status == 200, body
+    assert body["result"]["requests"] == 1
+
+
+@pytest.mark.parametrize("row, words", [
+    ({"timestamp": float("nan"), "prompt_tokens": 10, "output_tokens": 5}, "timestamp must be finite"),
+    ({"timestamp": float("-inf"), "prompt_tokens": 10, "output_tokens": 5}, "timestamp must be finite"),
+    ({"timestamp": 0, "prompt_tokens": -10 ** 12, "output_tokens": 5}, "prompt_tokens must be a whole number"),
+    ({"timestamp": 0, "prompt_tokens": 10, "output_tokens": 2.5}, "output_tokens must be a whole number"),
+])
+def test_a_bad_trace_is_400_at_once(server, row, words):
+    trace = json.dumps(row) + "\n" + json.dumps({"timestamp": 1, "prompt_tokens": 10, "output_tokens": 5})
+    started = time.monotonic()
+    status, body = request(server[0], "/api/simulate?" + query(model="Qwen/Qwen3-8B", gpu="H100"),
+                           {"Content-Type": "application/json"}, json.dumps({"trace": trace}).encode(), "POST",
+                           timeout=30)
+    assert status == 400, body
+    assert words in body["error"] and "trace:1" in body["error"]
+    assert time.monotonic() - started < 5
+
+
+def test_a_request_past_its_budget_is_503():
+    with running_server("--request-budget", "0.3") as (base, _):
+        started = time.monotonic()
+        status, body = request(base, "/api/fit?" + query(**FIT_7S))
+        assert status == 503
+        assert "ran past its budget of 0.3 s" in body["error"]
+        assert time.monotonic() - started < 3  # the fit takes about 7 s unbounded
+
+
+def test_work_stops_when_the_client_leaves(server):
+    """A 7-second fit abandoned after half a second: the server's CPU is idle again within a second."""
+    base, process = server
+    parts = urllib.parse.urlsplit(base)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    connection.request("GET", "/api/fit?" + query(**FIT_7S))
+    time.sleep(0.5)
+    connection.sock.close()
+    time.sleep(1.5)
+    before = cpu_seconds(process.pid)
+    time.sleep(2.0)
+    spent = cpu_seconds(process.pid) - before
+    assert spent < 0.3, f"{spent:.2f} s of server CPU in the 2 s after the client left"
+    assert request(base, "/api/releases")[0] == 200

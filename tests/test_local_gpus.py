@@ -184,3 +184,13 @@ def test_gpu_3080_lists_both_cards_and_exits_2(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "'3080' is several cards: RTX 3080 10GB (9.77 GiB) or RTX 3080 12GB (11.77 GiB)" in err
+
+
+def test_gpu_auto_on_one_card_commands(fake_path, capsys):
+    _nvidia_smi(fake_path, "NVIDIA GeForce RTX 4090, 24564, 3072, 21126\n")
+    gpu = api.resolve_gpu("auto", None)
+    assert gpu.short_name == "RTX 4090" and gpu.in_use_bytes == 3072 * MIB
+    # whatif's baseline on this machine: vLLM V1 refuses (21.76 GiB asked, 20.65 GiB free)
+    assert main(["whatif", "Qwen/Qwen3-8B", "--gpu", "auto", "--max-model-len", "8192", "--json"]) == 1
+    assert main(["explain", "Qwen/Qwen3-8B", "--gpu", "auto", "--gpu-memory-utilization", "0.85", "--max-model-len",
+                 "8192", "--json"]) == 0

@@ -65,6 +65,10 @@ def resolve_gpu(gpu: str | None, gpu_memory: int | None) -> Gpu:
         return custom_gpu(gpu_memory, name=base.name, compute_capability=base.compute_capability)
     if gpu is None:
         raise ValueError("no GPU given (use --gpu NAME or --gpu-memory SIZE)")
+    if gpu.strip().lower() == "auto":
+        from .local_gpus import this_machine_gpu
+
+        return this_machine_gpu()  # this machine's first GPU, with what other processes hold on it
     return find_gpu(gpu)
 
 

@@ -145,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_output_arguments(explain)
     explain.add_argument("--html", metavar="FILE",
                          help="also write a self-contained HTML report (verdict, bars, tables; inline SVG and CSS)")
+    from .deploy.command import add_emit_argument
+
+    add_emit_argument(explain)
 
     score = commands.add_parser("score", help="accuracy against real engine logs (ground-truth JSONL; default groundtruth/dev.jsonl)")
     score.add_argument("cases", nargs="?", default=str(REPO_DEV_CASES),
@@ -174,6 +177,7 @@ PLUGIN_COMMANDS = {
     "compare": "vram_detective.compare",
     "serve": "vram_detective.web.command",
     "simulate": "vram_detective.simulate.command",
+    "watch": "vram_detective.watch.command",
 }
 
 
@@ -390,6 +394,8 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
             return explain_here(args, model, settings, found)  # machine.py: this machine's GPUs (--gpu auto)
         if found:
             args.gpu = found[0][1].short_name
+    if getattr(args, "emit", None) and args.gpu is None and gpu_memory is None:
+        raise BadInput("--emit needs a GPU (--gpu NAME, --gpu auto or --gpu-memory SIZE): the deployment is for one")
     if args.tensors and args.gpu is None and gpu_memory is None:
         raise BadInput("--tensors needs a GPU (--gpu or --gpu-memory): the stored layout depends on it")
     if args.gpu is None and gpu_memory is None:
@@ -397,6 +403,10 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
 
     breakdown = api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, settings),
                             **_source_options(args))  # a refusal: errors.EngineRefused, exit 1 (errors.py)
+    if getattr(args, "emit", None):
+        from .deploy.command import emit
+
+        return emit(args, model, settings, breakdown)
     if args.html:
         from .web.report import html_report
 

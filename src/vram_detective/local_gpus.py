@@ -16,7 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .hardware import GIB, MIB, Gpu, all_gpus, custom_gpu, normalize_gpu_key
 
@@ -190,10 +190,11 @@ def catalog_gpu(device: LocalGpu) -> tuple[Gpu, str]:
         # Not in the catalog: nvidia-smi's total less the driver's share, which CUDA does not report as total
         reserve = _typical_reserve() if device.vendor == "nvidia" else 0
         gpu = custom_gpu(device.total_bytes - reserve, name=device.name)
+        if device.vendor != "nvidia":  # ROCm's nominal capability / Apple's unified memory, as the catalog has them
+            gpu = replace(gpu, vendor=device.vendor, unified_memory=device.vendor == "apple",
+                          compute_capability=(9, 0) if device.vendor == "amd" else (0, 0))
         note = (f"GPU {device.index}: {device.name} is not in the catalog: took {device.source}'s total "
                 f"{device.total_bytes / GIB:.2f} GiB less {reserve / GIB:.2f} GiB the driver keeps")
-    from dataclasses import replace
-
     return replace(gpu, in_use_bytes=min(device.used_bytes, gpu.cuda_total_bytes)), note
 
 
@@ -213,3 +214,12 @@ def machine_gpus(devices: list[LocalGpu] | None = None) -> list[tuple[LocalGpu, 
 def disabled() -> bool:
     """VRAM_DETECTIVE_NO_PROBE=1: never read the local GPUs (explain without --gpu prints the common table)."""
     return os.environ.get("VRAM_DETECTIVE_NO_PROBE", "") not in ("", "0")
+
+
+def this_machine_gpu() -> Gpu:
+    """`--gpu auto` where one card is asked for (whatif, fit, simulate, compare, the library): the first local GPU
+    as the engine will find it; ValueError (bad input) on a machine without one."""
+    found = machine_gpus()
+    if not found:
+        raise ValueError("--gpu auto found no GPU here (no NVML, nvidia-smi, rocm-smi or Apple Silicon): pass --gpu NAME")
+    return found[0][1]

@@ -56,6 +56,14 @@ def explain_here(args, model: str, settings: dict, found) -> int:
             per_gpu.append((device, gpu, api.explain(model, gpu, **_engine_options(args, alone), **_source_options(args))))
         except refusals as error:
             per_gpu.append((device, gpu, error))
+    if getattr(args, "emit", None):
+        from .deploy.command import emit
+
+        device, gpu, first = per_gpu[0]
+        if isinstance(first, Exception):
+            print(f"{engine.label} would refuse to start on GPU {device.index}: {first}", file=sys.stderr)
+            return 1
+        return emit(args, model, dict(machine_settings(engine, (gpu.free_bytes,)), **settings), first, gpu.vendor)
     together = _all_devices(args, model, settings, found, engine, refusals) if len(found) > 1 else None
     if args.json:
         print(json.dumps(_json(found, per_gpu, together), indent=2, default=str))

@@ -30,6 +30,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
     add_model_arguments(parser)
     add_output_arguments(parser)
+    from ..deploy.command import add_emit_argument
+
+    add_emit_argument(parser)
 
 
 def register(subparsers) -> None:
@@ -156,6 +159,10 @@ def run(args) -> int:
     from .. import api
 
     try:
+        if getattr(args, "emit", None):
+            from ..deploy.command import emit_advisor
+
+            return emit_advisor(args)  # deploy/command.py: the deployment of the answer
         if args.command == "fit" and getattr(args, "workload", None):
             return _run_fit_workload(args, json)
         if getattr(args, "engine_name", "vllm") != "vllm":

@@ -207,6 +207,20 @@ class LlamaCppEngine:
     def unsized_reason(self, speculative_config, spec) -> str | None:
         return "llama.cpp draft models are not sized yet" if speculative_config else None
 
+    @cached_property
+    def live_metrics(self):
+        """Reads the running server's /metrics (metrics.py: names by release)."""
+        from .metrics import read
+
+        return read
+
+    @cached_property
+    def deployment(self):
+        """How the engine runs as a server in a container (deploy.py: image, port, health, command)."""
+        from .deploy import DEPLOYMENT
+
+        return DEPLOYMENT
+
     def cuda_context_bytes(self) -> int:
         from .calibration import CUDA_CONTEXT_BYTES
 

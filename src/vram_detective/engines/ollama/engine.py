@@ -274,6 +274,13 @@ class OllamaEngine:
     def unsized_reason(self, speculative_config, spec) -> str | None:
         return None
 
+    @cached_property
+    def deployment(self):
+        """How the engine runs as a server in a container (deploy.py: image, port, health, command)."""
+        from .deploy import DEPLOYMENT
+
+        return DEPLOYMENT
+
     def cuda_context_bytes(self) -> int:
         from ..llamacpp.calibration import CUDA_CONTEXT_BYTES
 

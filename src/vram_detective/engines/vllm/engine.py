@@ -130,6 +130,20 @@ class VllmEngine:
 
         return unsized_reason(speculative_config, spec)
 
+    @cached_property
+    def live_metrics(self):
+        """Reads the running server's /metrics (metrics.py: names by release)."""
+        from .metrics import read
+
+        return read
+
+    @cached_property
+    def deployment(self):
+        """How the engine runs as a server in a container (deploy.py: image, port, health, command)."""
+        from .deploy import DEPLOYMENT
+
+        return DEPLOYMENT
+
     def cuda_context_bytes(self) -> int:
         from .profile import CUDA_CONTEXT
 

@@ -108,6 +108,9 @@ class Recorder:
         self.held: set[int] = set()  # requests admission held back for blocks
         self.hit_tokens = self.prompt_tokens = self.swap_out = self.swap_in = 0
         self.request_steps = self.arrived = self.finished = 0
+        # vLLM's own prefix-cache counter (v1/core/kv_cache_manager.py get_computed_blocks, 0.11.0): every lookup
+        # counts, a blocked request's retries too; hit_tokens / prompt_tokens count once per admission
+        self.lookup_queries = self.lookup_hits = 0
         self.peak_running = self.peak_waiting = 0
         self.steps = 0
 

@@ -24,6 +24,8 @@ class EngineRules:
     new_token_ratio: tuple[float, float, int] = (0.0, 0.0, 1)  # SGLang: init, min factor, decay steps
     retract_decode_steps: int = 0
     clip_max_new_tokens: int = 0
+    hash_at_schedule: bool = False  # a full block's hash is registered when it is scheduled, not after the step
+    no_admission_after_preemption: str = "prefill"  # a step admits nothing after a preemption by: "prefill", "any"
     sources: tuple[str, ...] = ()
 
 

@@ -50,14 +50,19 @@ class SglangSim(VllmSim):
         return int(left * self.ratio) // self.bs
 
     def _admit(self, budget: int):
-        if self.waiting and not self.blocked:
+        if self.blocked:  # retried after a free only (vLLM's base class retries every step)
+            return []
+        if self.waiting:
             r = self.waiting[0]
             need = -(-(r.tokens + min(r.req.output_tokens, self.rules.clip_max_new_tokens)) // self.bs)
             if need >= self.blocks.num_free - self._reserved():
                 self.blocked = True
                 self.rec.held.add(r.n)
                 return []
-        return super()._admit(budget)
+        admitted = super()._admit(budget)
+        for r, _ in admitted:  # decodes are stepped in arrival order (the base class: vLLM's running order)
+            r.order = r.n
+        return admitted
 
     def _step(self) -> None:
         if self.decoding:

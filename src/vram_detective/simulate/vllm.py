@@ -24,7 +24,7 @@ from .runs import RunPool
 
 class _Live:
     __slots__ = ("n", "req", "prompt", "tokens", "computed", "skip", "c0", "d0", "epoch", "keys", "decoding",
-                 "table", "nblocks")
+                 "table", "nblocks", "order")
 
     def __init__(self, n: int, req, groups: int):
         """groups: 0 on the one-group path (table: that group's runs), else one table of runs per group."""
@@ -40,11 +40,7 @@ class _Live:
         self.table: list = [[] for _ in range(groups)] if groups else []
         self.skip = [0] * groups
         self.nblocks = 0  # every group holds (or has freed) the same number of blocks
-
-
-def _clip(runs: list[list], stop: int) -> list[list]:
-    """The runs of positions before stop (runs cover 0, 1, ... in order)."""
-    return [[chain, lo, min(hi, stop)] for chain, lo, hi in runs if lo < stop]
+        self.order = 0  # its place in the running list (admission order): decodes are scheduled in this order
 
 
 class VllmSim:
@@ -61,6 +57,7 @@ class VllmSim:
         self.simple = len(self.windows) == 1 and not self.windows[0]
         self.ngroups = 0 if self.simple else len(self.windows)
         self.slides = [(g, window - 1) for g, window in enumerate(self.windows) if window]
+        self.slides_all = [(g, window) for g, window in enumerate(self.windows) if window]
         self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching)
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
@@ -73,7 +70,14 @@ class VllmSim:
         self.now = 0.0
         self.dstep = 0  # decode clock: advances on steps that decode
         self.number = 0
-        self.blocked = False  # the waiting head failed to allocate; retried after a free
+        self.admitted = 0  # admissions so far: a request's place in the running order
+        # the waiting head failed to allocate: retried at the next step that is not skipped (vLLM retries every
+        # step; a skipped step changes no block, so its retry would fail the same way); lookup: its tokens and
+        # hit then, counted again on every skipped step as vLLM's prefix-cache counter counts every retry
+        self.blocked = False
+        self.lookup: tuple[int, int] | None = None
+        self.hash_at_schedule = rules.hash_at_schedule
+        self.any_preemption_stops = rules.no_admission_after_preemption == "any"
 
     # --- allocation -------------------------------------------------------------------------------
     def _spans(self, r: _Live, start: int, stop: int) -> tuple[tuple[object, int, int], ...]:
@@ -89,38 +93,84 @@ class VllmSim:
             return ((req.prefix_id, start, stop),)
         return ((req.prefix_id, start, inside), (own, inside, stop))
 
-    def _hits(self, r: _Live) -> list:
-        """The longest run of cached blocks at the start of the request (all groups), at most tokens - 1: runs
-        (one group) or one list of runs per group."""
+    def _hits(self, r: _Live):
+        """The request's prefix-cache hit, at most tokens - 1: one group, the runs of cached blocks from its
+        start; several groups, (hit blocks, runs per group, first held block per group) or ()."""
         if not self.blocks.caching:
             return []
         spans = self._spans(r, 0, (r.tokens - 1) // self.bs)
         if self.simple:
             return self.blocks.hits(spans)
-        hits, reach = [], spans[-1][2]
-        for g in range(self.ngroups):  # each group's hits stop at the previous groups' first miss
-            runs = self.blocks.hits([((owner, g), first, min(stop, reach)) for owner, first, stop in spans
-                                     if first < reach])
-            reach = runs[-1][2] if runs else 0
-            if not reach:
-                return []
-            hits.append(runs)
-        return [_clip(runs, reach) for runs in hits]
+        return self._hybrid_hits(spans)
 
-    def _allocate(self, r: _Live, upto: int, hits: list[list[int]] = (), watermark: int = 0) -> bool:
+    def _hybrid_hits(self, spans) -> tuple:
+        """HybridKVCacheCoordinator.find_longest_cache_hit (v1/core/kv_cache_coordinator.py, 0.11.0): the full
+        groups' longest prefix of cached blocks first; within it a sliding-window group
+        (SlidingWindowManager.find_longest_cache_hit) needs only the cdiv(window - 1, block) cached blocks before
+        the hit point, scanning down from the top (the blocks before them are the null block: neither held nor
+        needed), or else the cached blocks from block 0. Several windows: repeated until the hit stops
+        shrinking (one window: once)."""
+        pool, reach = self.blocks, spans[-1][2]
+        for g, window in enumerate(self.windows):
+            if not window:
+                runs = pool.hits([((owner, g), first, min(stop, reach)) for owner, first, stop in spans
+                                  if first < reach])
+                reach = runs[-1][2] if runs else 0
+                if not reach:
+                    return ()
+        starts = [0] * self.ngroups
+        while True:
+            top = reach
+            for g, window in self.slides_all:
+                starts[g], reach = self._window_hit(spans, g, window, reach)
+                if not reach:
+                    return ()
+            if reach == top:
+                break
+        hits = [pool.hits([((owner, g), max(first, starts[g]), min(stop, reach)) for owner, first, stop in spans
+                           if first < reach and stop > starts[g]]) for g in range(self.ngroups)]
+        return reach, hits, starts
+
+    def _window_hit(self, spans, g: int, window: int, reach: int) -> tuple[int, int]:
+        """(first held block, hit blocks) of sliding group g below `reach` (_hybrid_hits)."""
+        cached, refs = self.blocks.cached, []
+        for owner, first, stop in spans:
+            if first >= reach:
+                break
+            stop = min(stop, reach)
+            chain = cached.get((owner, g))
+            seg = chain.ref[first:stop] if chain is not None else []
+            refs += seg
+            refs += [-1] * (stop - first - len(seg))
+        need = -(-(window - 1) // self.bs)
+        top = reach
+        while top > 0:  # runs of cached blocks from the top down: the first one of `need` blocks is the hit
+            try:
+                low = top - refs[top - 1::-1].index(-1)
+            except ValueError:
+                low = 0
+            if top - low >= need:
+                return top - need, top
+            if low == 0:
+                return 0, top
+            top = low - 1
+        return 0, 0
+
+    def _allocate(self, r: _Live, upto: int, hits=(), watermark: int = 0) -> bool:
         """allocate_slots: blocks for `upto` tokens in every group, or False when the pool lacks them."""
         target = -(-upto // self.bs)
         if self.simple:
             return self._allocate_runs(r, target, hits, watermark)
         pool = self.blocks
-        hit = sum(hi - lo for _, lo, hi in hits[0]) if hits else 0
+        hit, runs_by_group, starts = hits if hits else (0, (), ())
         fresh = self.ngroups * (target - r.nblocks - hit)
-        if fresh + (sum(map(pool.revived, hits)) if hits else 0) > pool.nfree - watermark:
+        if fresh + (sum(map(pool.revived, runs_by_group)) if hits else 0) > pool.nfree - watermark:
             return False
         if hits:  # every group's hits are touched before any group takes new blocks (v1/core/kv_cache_manager.py
-            for table, runs in zip(r.table, hits):  # allocate_slots, 0.11.0): a take cannot evict a later group's hit
-                pool.touch(runs)
+            for table, runs in zip(r.table, runs_by_group):  # allocate_slots, 0.11.0): a take cannot evict a
+                pool.touch(runs)  # later group's hit
                 table += runs
+            r.skip = list(starts)  # a window's blocks before its hit are the null block
             r.nblocks += hit
         if fresh > 0:  # group by group from the front of the one queue: one take
             pool.take(fresh)
@@ -144,8 +194,10 @@ class VllmSim:
             r.nblocks += fresh
         return True
 
-    def _hit_blocks(self, hits: list) -> int:
-        return sum(hi - lo for _, lo, hi in (hits if self.simple else hits[0] if hits else ()))
+    def _hit_blocks(self, hits) -> int:
+        if self.simple:
+            return sum(hi - lo for _, lo, hi in hits)
+        return hits[0] if hits else 0
 
     def _skip_window(self, r: _Live, computed: int) -> None:
         """SlidingWindowManager.remove_skipped_blocks (v1/core/single_type_kv_cache_manager.py, 0.11.0): blocks
@@ -228,12 +280,14 @@ class VllmSim:
         for g, window in enumerate(self.windows):
             if window:
                 skipped = max(0, c - window + 1) // self.bs
-                until = min(until, (skipped + 1) * self.bs + window - 1 - c)
-        heapq.heappush(self.events, (self.dstep + max(until, 0), r.n, r.epoch, r))
+                until = 0 if skipped > r.skip[g] else min(until, (skipped + 1) * self.bs + window - 1 - c)
+        heapq.heappush(self.events, (self.dstep + max(until, 0), r.order, r.epoch, r))
 
     def _start_decode(self, r: _Live) -> None:
+        """The window's out-of-window blocks are freed by the next step's allocate_slots (its first decode event:
+        SlidingWindowManager.remove_skipped_blocks, v1/core/single_type_kv_cache_manager.py 0.11.0), in running
+        order among the step's other allocations."""
         r.c0, r.d0 = r.computed, self.dstep
-        self._skip_window(r, r.computed)  # vLLM: at the next step's allocate_slots, before any other allocation
         r.decoding = True
         self.decoding += 1
         self._next_event(r)
@@ -254,6 +308,8 @@ class VllmSim:
         if victim.decoding:
             self._stop_decode(victim)
         self.prefilling.pop(victim.n, None)
+        if self.hash_at_schedule:  # its last allocate_slots hashed every full block of what it had computed
+            self._cache_full(victim, victim.computed)
         held = victim.nblocks if self.simple else sum(victim.nblocks - skip for skip in victim.skip)
         if self.swap and held <= self.cpu_free:
             self.cpu_free -= held
@@ -347,7 +403,7 @@ class VllmSim:
                 until_block = r.nblocks * bs - c
                 if until_block < until:
                     until = until_block
-                replace(events, (dstep + (until if until > 0 else 0), r.n, r.epoch, r))  # pop and push in one
+                replace(events, (dstep + (until if until > 0 else 0), r.order, r.epoch, r))  # pop and push in one
         return finishing
 
     def _decode_events_one_group(self) -> list[_Live]:
@@ -384,7 +440,7 @@ class VllmSim:
                 finishing.append(r)
             else:
                 until = r.nblocks * bs - c
-                push(events, (dstep + max(min(until, left), 0), r.n, r.epoch, r))
+                push(events, (dstep + max(min(until, left), 0), r.order, r.epoch, r))
         return finishing
 
     def _prefills(self, budget: int) -> tuple[list[tuple[_Live, int]], int, bool]:
@@ -401,6 +457,8 @@ class VllmSim:
                 preempted = True
                 continue
             preempted |= self.rec.preemption_count != before
+            if self.hash_at_schedule:
+                self._cache_full(r, r.computed + n)
             scheduled.append((r, n))
             budget -= n
         return scheduled, budget, preempted
@@ -408,11 +466,16 @@ class VllmSim:
     # --- admission ----------------------------------------------------------------------------------
     def _admit(self, budget: int) -> list[tuple[_Live, int]]:
         """Waiting requests in order while the budget, max_num_seqs and the pool allow."""
-        scheduled = []
-        while self.waiting and budget > 0 and len(self.running) < self.pool.max_num_seqs and not self.blocked:
+        scheduled, rec = [], self.rec
+        self.blocked, self.lookup = False, None
+        while self.waiting and budget > 0 and len(self.running) < self.pool.max_num_seqs:
             r = self.waiting[0]
             hits = self._hits(r) if r.computed == 0 else []
             hit = self._hit_blocks(hits) * self.bs
+            looked = r.computed == 0 and self.blocks.caching
+            if looked:  # vLLM's counter: every lookup (v1/core/kv_cache_manager.py get_computed_blocks, 0.11.0)
+                rec.lookup_queries += r.tokens
+                rec.lookup_hits += hit
             n = r.tokens - hit
             if not self.chunked and n > budget:
                 self.blocked = n > self.pool.max_num_batched_tokens  # never fits one step
@@ -420,12 +483,17 @@ class VllmSim:
             n = min(n, budget)
             if not self._allocate(r, hit + n, hits, self.watermark):
                 self.blocked = True
-                self.rec.held.add(r.n)  # waits for blocks, not for the step budget or max_num_seqs
+                self.lookup = (r.tokens, hit) if looked else None
+                rec.held.add(r.n)  # waits for blocks, not for the step budget or max_num_seqs
                 break
             self.waiting.popleft()
             r.computed, r.keys = hit, hit // self.bs
-            self.rec.hit_tokens += hit
-            self.rec.prompt_tokens += r.tokens
+            self.admitted += 1
+            r.order = self.admitted
+            if self.hash_at_schedule:  # KVCacheManager.allocate_slots -> cache_blocks (0.11.0): the next request
+                self._cache_full(r, hit + n)  # of this very step already hits these blocks
+            rec.hit_tokens += hit
+            rec.prompt_tokens += r.tokens
             self.running[r.n] = self.prefilling[r.n] = r
             scheduled.append((r, n))
             budget -= n
@@ -441,6 +509,8 @@ class VllmSim:
             self.cpu_free += r.keys
             self.rec.swap_in += r.keys * self.pool.block_bytes
             r.keys = 0
+            self.admitted += 1
+            r.order = self.admitted
             self.running[r.n] = r
             self._start_decode(r)
 
@@ -470,14 +540,16 @@ class VllmSim:
         scheduled: list[tuple[_Live, int]] = []
         finishing: list[_Live] = []
         decodes = 0
+        rec = self.rec
         if not self.mixed and not self.swapped:
             scheduled = self._admit(self.pool.max_num_batched_tokens)  # V0: a step of prompts only, when one fits
         if not scheduled:
+            before = rec.preemption_count
             finishing = self._decode_events()
             decodes = self.decoding
-            if self.prefilling or self.swapped or (self.waiting and not self.blocked):
-                scheduled = self._schedule(self.pool.max_num_batched_tokens - decodes)
-        rec = self.rec
+            if self.prefilling or self.swapped or self.waiting:
+                by_decode = self.any_preemption_stops and rec.preemption_count != before
+                scheduled = self._schedule(self.pool.max_num_batched_tokens - decodes, by_decode)
         if scheduled:
             self.now += self.cost.step_s(sum([n for _, n in scheduled]), decodes)
             rec.request_steps += decodes + len(scheduled)
@@ -498,14 +570,17 @@ class VllmSim:
         if state != rec.last:
             rec.state(self.now, *state)
 
-    def _schedule(self, budget: int) -> list[tuple[_Live, int]]:
-        """The step's prefills, swap-ins and admissions after its decodes (budget: the tokens they left)."""
-        scheduled, preempted = [], False
+    def _schedule(self, budget: int, preempted: bool) -> list[tuple[_Live, int]]:
+        """The step's prefills, swap-ins and admissions after its decodes (budget: the tokens they left). A step
+        whose prefills preempted admits nothing; on vLLM V1 a step whose decodes preempted neither
+        (`preempted`; rules.no_admission_after_preemption)."""
+        scheduled = []
         if self.prefilling:
-            scheduled, budget, preempted = self._prefills(budget)
+            scheduled, budget, by_prefill = self._prefills(budget)
+            preempted |= by_prefill
         if self.swapped:
             self._swap_in()
-        if not preempted and self.mixed and not self.swapped and self.waiting and not self.blocked:
+        if not preempted and self.mixed and not self.swapped and self.waiting:
             scheduled += self._admit(budget)
         return scheduled
 
@@ -545,6 +620,10 @@ class VllmSim:
             self.now += k * dt
             self.dstep += k
             self.rec.request_steps += k * self.decoding
+            if self.lookup and len(self.running) < self.pool.max_num_seqs \
+                    and self.decoding < self.pool.max_num_batched_tokens:  # the blocked head's k failed retries
+                self.rec.lookup_queries += k * self.lookup[0]
+                self.rec.lookup_hits += k * self.lookup[1]
 
     def run(self) -> float:
         self.rejected = 0

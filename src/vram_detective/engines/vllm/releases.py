@@ -476,6 +476,10 @@ RULE_CHANGES: tuple[Rule, ...] = (
     _row("0.0.0", "v0", "scheduler_preemption", "recompute", "vllm/core/scheduler.py 0.6.3 _preempt: one running sequence -> RECOMPUTE (SWAP for n>1 or when asked)"),
     _row("0.0.0", "v0", "scheduler_victim", "newest", "vllm/core/scheduler.py 0.6.3: running_queue.pop()"),
     _row("0.0.0", "v0", "scheduler_sliding_window_frees", False, "V0 allocates full attention for every layer"),
+    _row("0.0.0", "v1", "scheduler_hash_at_schedule", True, "v1/core/kv_cache_manager.py 0.8.5-0.33.0: allocate_slots ends with cache_blocks / cache_full_blocks"),
+    _row("0.0.0", "v1", "scheduler_no_admission_after_preemption", "any", "v1/core/sched/scheduler.py 0.8.5-0.33.0: waiting requests only `if not preempted_reqs`"),
+    _row("0.0.0", "v0", "scheduler_no_admission_after_preemption", "prefill", "vllm/core/scheduler.py 0.6.3 _schedule_default: new prefills are scheduled before the running decodes, never after them"),
+    _row("0.0.0", "v0", "scheduler_hash_at_schedule", False, "vllm/core/block_manager.py 0.6.3: a block counts as cached once computed (mark_blocks_as_computed after the step)"),
 )
 # fmt: on
 

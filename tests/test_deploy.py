@@ -199,3 +199,14 @@ def test_command_reads_back_as_a_launch_line(capsys):
     before = _explain_json(["Qwen/Qwen3-8B", "--engine", "sglang", "--gpu", "H100", "--mem-fraction-static", "0.75"],
                            capsys)
     _same_figures(before, _explain_json(["--gpu", "H100", "--", *shlex.split(line)], capsys))
+
+
+def test_library_deployment_is_the_cli_file(capsys):
+    from vram_detective.deploy import deployment
+
+    text = deployment("Qwen/Qwen3-8B", "H100", "compose", max_model_len=16384, tensor_parallel_size=2)
+    _, out, _ = _run(["explain", "Qwen/Qwen3-8B", "--gpu", "H100", "--max-model-len", "16384", "-tp", "2",
+                      "--emit", "compose"], capsys)
+    assert text == out
+    with pytest.raises(ValueError, match="no common Helm chart"):
+        deployment("Qwen/Qwen3-8B", "H100", "helm-values", engine="sglang")

@@ -194,3 +194,10 @@ def test_gpu_auto_on_one_card_commands(fake_path, capsys):
     assert main(["whatif", "Qwen/Qwen3-8B", "--gpu", "auto", "--max-model-len", "8192", "--json"]) == 1
     assert main(["explain", "Qwen/Qwen3-8B", "--gpu", "auto", "--gpu-memory-utilization", "0.85", "--max-model-len",
                  "8192", "--json"]) == 0
+
+
+def test_this_machine_answer_writes_the_html_report(fake_path, tmp_path, capsys):
+    _nvidia_smi(fake_path, TWO_4090)
+    report = tmp_path / "report.html"
+    assert main(["explain", "Qwen/Qwen3-8B", "--max-model-len", "16384", "--html", str(report)]) == 0
+    assert "NVIDIA GeForce RTX 4090" in report.read_text()

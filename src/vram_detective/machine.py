@@ -74,6 +74,11 @@ def explain_here(args, model: str, settings: dict, found) -> int:
         print(f"{engine.label} would refuse to start on GPU {first[0].index}: {first[2]}", file=sys.stderr)
     else:
         args.gpu = first[1].short_name
+        if getattr(args, "html", None):
+            from .cli import _write_text
+            from .web.report import html_report
+
+            _write_text(args.html, html_report(first[2]))
         _print_explain(args, model, None, settings, first[2], None, [])
     for number, (device, gpu, result) in enumerate(per_gpu[1:], start=1):
         twin = next((d for d, g, _ in per_gpu[:number] if g == gpu), None)  # same card, same memory in use

@@ -1,1 +1,21 @@
-"""Deployment files (compose, Kubernetes, Helm values, the command) from a prediction; `watch` lives beside."""
+"""Deployment files (compose, Kubernetes, Helm values, the command) from a prediction (`--emit`)."""
+from __future__ import annotations
+
+
+def deployment(model: str, gpu, kind: str = "k8s", *, engine: str = "vllm", engine_version: str | None = None,
+               **settings) -> str:
+    """The library's --emit: the file (YAML, or the command line) that serves `model` on `gpu` with these settings
+    (the engine's own names), for the release the prediction uses. ValueError when the engine would refuse to start
+    or has no such file (SGLang and llama.cpp have no common Helm chart)."""
+    from .. import api
+    from ..engines import get_engine
+    from .command import render
+    from .files import KINDS, Server
+
+    if kind not in KINDS:
+        raise ValueError(f"unknown deployment {kind!r} (known: {', '.join(KINDS)})")
+    breakdown = api.explain(model, gpu, engine=engine, engine_version=engine_version, **settings)
+    if breakdown.failure is not None:
+        raise ValueError(f"{breakdown.engine_label} would refuse to start: {breakdown.failure.message}")
+    device = gpu if hasattr(gpu, "vendor") else api.resolve_gpu(gpu, None)
+    return render(Server(get_engine(engine), model, dict(settings), breakdown.engine_version, device.vendor), kind)

@@ -120,5 +120,6 @@ def run(args) -> int:
     from .compare import compare
 
     answer = compare(args, live)
-    print(render(url, live, answer, as_json=bool(getattr(args, "json", False))))
+    text = render(url, live, answer, as_json=bool(getattr(args, "json", False)))
+    print(f"```\n{text}\n```" if getattr(args, "markdown", False) else text)
     return 0

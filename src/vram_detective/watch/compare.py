@@ -1,6 +1,8 @@
 """The watched engine beside the prediction for its model and GPU, and a simulation of the traffic it saw."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 GIB = 1 << 30
 SIMULATED_SECONDS = 120.0  # arrivals of the observed rate over this long (at least 40, at most 400 requests)
 
@@ -40,7 +42,10 @@ def _gpu(args, out):
         if not found:
             out["notes"].append("--gpu auto found no GPU here")
             return None
-        return found[0][1]
+        # the memory in use now is mostly the watched engine's own: predict for the card as it was before it started
+        out["notes"].append(f"--gpu auto: {found[0][1].short_name}, taken as empty (what is in use now is the "
+                            "running engine's)")
+        return replace(found[0][1], in_use_bytes=0)
     memory = parse_memory_size(args.gpu_memory) if args.gpu_memory else None
     if args.gpu is None and memory is None:
         return None

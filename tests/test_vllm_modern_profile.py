@@ -18,7 +18,8 @@ REQUESTS, TOKENS = 1024, 8192  # vLLM's serve defaults on an H100 (>= 70 GiB): m
 
 
 def _llama(version: str, **settings):
-    return explain(LLAMA, "H100", vllm_version=version, max_model_len=8192, gpu_memory_utilization=0.95, **settings)
+    return explain(LLAMA, "H100", vllm_version=version, **{"max_model_len": 8192, "gpu_memory_utilization": 0.95,
+                                                            **settings})
 
 
 def test_sampler_peak_of_the_triton_era_by_hand():
@@ -135,3 +136,17 @@ def test_estimate_line_within_a_hundredth_of_a_gib():
     report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))
     errors = [case["figures"]["cuda_graph_estimate_gib"]["abs_err_gib"] for case in report["per_case"]]
     assert max(errors) <= 0.01
+
+
+def test_sampler_warm_up_after_capture_takes_what_pool_and_graphs_leave():
+    """compile_or_warm_up_model runs the sampler on min(max_num_seqs, max_num_batched_tokens) = 1,024 dummy requests
+    after the KV pool and the graphs: 1,024 x 128,256 x 14 B = 1.67 GiB (+ the last hidden states). At u = 0.98 an
+    H100's 79.19 GiB leave 1.58 GiB beyond the budget, plus the 1.89 GiB peak the budget kept free, minus the CUDA
+    context (0.30) and the 0.93 GiB graph pool 0.19 captures outside the budget: it fits. At 0.99 (0.79 GiB beyond
+    the budget) it does not, with vLLM's own message."""
+    assert _llama("0.19.0", gpu_memory_utilization=0.98).failure is None
+    failed = _llama("0.19.0", gpu_memory_utilization=0.99).failure
+    assert failed.message == ("CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please "
+                              "try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")
+    # 0.20 subtracts the graph estimate from the budget: the headroom is no longer the graphs' too
+    assert _llama("0.20.0", gpu_memory_utilization=0.99).failure is None

@@ -328,7 +328,9 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     rank0, peak, graphs, available = ranks[0], first.peak, first.graphs, first.figures.kv_cache_bytes
     cpu_blocks = int(settings.swap_space_gib * GIB // kv.block_bytes) if settings.engine == "v0" else 0
     failure = (_free_memory_failure(gpu, settings, release)
-               or _startup_failure(spec, settings, release, kv, ranks, total, layer_counts[0], auto_fit_line))
+               or _startup_failure(spec, settings, release, kv, ranks, total, layer_counts[0], auto_fit_line)
+               or _sampler_warmup_failure(spec, gpu, settings, release, ranks[-1], stages[-1].graphs,
+                                          non_torch_outside, total))
 
     graph_budgeted = bool(release["cuda_graph_subtracted"])
     pool_bytes = kv.pool_bytes if available > 0 else 0
@@ -477,6 +479,26 @@ def _startup_failure(spec: ModelSpec, settings: EngineSettings, release: Release
     if message is None and (message := _kv_allocation_failure(kv, ranks, total)):
         largest = 0  # no length helps: the pool's size was given
     return StartupFailure(message, largest or None) if message else None
+
+
+def _sampler_warmup_failure(spec: ModelSpec, gpu: Gpu, settings: EngineSettings, release: Release, last: RankFigures,
+                            graphs: profile.GraphEstimate, non_torch_outside: int, total: int) -> StartupFailure | None:
+    """V1's sampler warm-up after graph capture (profile.sampler_warmup_bytes) takes what the KV pool and the graphs
+    left free: the budget kept the profile's peak free for it, but graphs captured outside the budget (before 0.20),
+    the pool beyond vLLM's estimate, the CUDA context and the kernel's cached rows come out of the same headroom."""
+    if settings.engine != "v1" or spec.padded_vocab_size <= 0 or last.kv_pool_bytes <= 0:
+        return None
+    dtype_bytes = DTYPE_BYTES[settings.dtype]
+    need = profile.sampler_warmup_bytes(spec, settings, release, dtype_bytes, gpu)
+    kept = profile.persistent_sampler_bytes(spec, settings, release, gpu) + profile.profile_workspaces(gpu, release)[0]
+    free = (total - last.weights_bytes - last.kv_pool_bytes - last.non_torch_bytes - non_torch_outside - graphs.bytes
+            - kept)
+    if need <= free:
+        return None
+    requests = min(settings.max_num_seqs, settings.max_num_batched_tokens)
+    return StartupFailure(
+        f"CUDA out of memory occurred when warming up sampler with {requests} dummy requests. Please try lowering "
+        "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.", None)
 
 
 def _kv_allocation_failure(kv: kv_groups.KvGroupPlan, ranks: list[RankFigures], total: int) -> str | None:

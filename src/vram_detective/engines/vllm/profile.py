@@ -366,6 +366,31 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
     return ProfileEstimate(peak, forward, sampler, tokens, requests, phase)
 
 
+def sampler_warmup_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int,
+                         gpu: Gpu | None) -> int:
+    """What the V1 worker's sampler warm-up allocates anew after the KV pool and the CUDA graphs
+    (gpu_worker.py compile_or_warm_up_model, 0.9.0-0.33.0: _dummy_run(min(max_num_seqs, max_num_batched_tokens))
+    then _dummy_sampler_run, "called after capture_model on purpose"): the sampler's [R, vocab] tensors, R tokens'
+    hidden states and their last-token copies. The Triton kernel's rows and cuBLAS's workspace stay from the profile."""
+    requests = min(settings.max_num_seqs, settings.max_num_batched_tokens)
+    per_logit = int(release["sampler_bytes_per_logit"])
+    if requests < 8 and per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
+        per_logit = SAMPLER_BYTES_PER_LOGIT
+    extra = 0
+    if per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
+        extra = sampler_extras(spec, requests, release, dtype_bytes, gpu) - persistent_sampler_bytes(
+            spec, settings, release, gpu)
+    return requests * spec.padded_vocab_size * per_logit + requests * spec.hidden_size * dtype_bytes + max(extra, 0)
+
+
+def persistent_sampler_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, gpu: Gpu | None) -> int:
+    """The Triton top-k/top-p kernel's cached rows, kept from the profile run on (0.17+)."""
+    requests = min(settings.max_num_seqs, settings.max_num_batched_tokens)
+    if gpu is None or not release["sampler_triton_buffer"] or requests < 8 or not gpu.sm_count:
+        return 0
+    return triton_sampler_rows(gpu.sm_count, requests) * spec.padded_vocab_size * TRITON_BUFFER_BYTES
+
+
 def profile_workspaces(gpu: Gpu | None, release: Release) -> tuple[int, str]:
     """(bytes, phrase) the profile's torch peak holds beside any phase: cuBLAS's workspace when the worker's first
     matmul is the profile run's (release rule cublas_workspace_in_peak)."""

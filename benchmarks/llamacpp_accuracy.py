@@ -2,13 +2,14 @@
 
     PYTHONPATH=src python3 benchmarks/llamacpp_accuracy.py
 
-The plans and the comparison live in engines/llamacpp/accuracy.py, shared with `vram-detective score`.
+Each case is planned from its own fields by engines/llamacpp/accuracy.py, as `vram-detective score` plans it.
 
 Per case: model buffer per device, KV buffer per device (exact), compute buffer per device, VRAM per device
 (llama.cpp's own buffers on that GPU: model + KV + compute, the figures a log prints) and host RAM (host model
 buffer + CPU KV + CUDA_Host compute + output buffer), where the log prints every part. Cases whose model has no
-stock llama.cpp mix (Unsloth UD, ik_llama forks, unnamed files) or whose layout quant_mix does not
-write are listed as not planned, with the reason. Model shapes are the public config.json values of the named models.
+stock llama.cpp mix (Unsloth UD, QAT) are compared without their model buffers; forks and cases whose build is
+neither stated nor printed are listed as not planned, with the reason. Model shapes come from each case's
+`model_config` (groundtruth/SCHEMA.md) or the model sources `explain` reads.
 """
 from __future__ import annotations
 
@@ -16,14 +17,35 @@ import json
 import statistics
 from pathlib import Path
 
-from vram_detective.engines.llamacpp.accuracy import (  # noqa: F401  (re-exported for the tests)
-    LLAMA31_8B, NOT_COMPARED, NOT_PLANNED, PLANS, QWEN3_30B, _spec, compare, predict)
+from vram_detective.engines.llamacpp import accuracy
+from vram_detective.scoring import case_model
 
 CASES = Path(__file__).resolve().parents[1] / "groundtruth" / "dev-llamacpp.jsonl"
 
 
 def _cases() -> list[dict]:
     return [json.loads(line) for line in CASES.read_text().splitlines() if line.strip()]
+
+
+def _planned() -> tuple[dict, dict]:
+    """({case id: (plan, model)}, {case id: why not planned}): each case planned from its own fields, as `score`."""
+    plans, skipped = {}, {}
+    for case in _cases():
+        plan = accuracy.plan_case(case)
+        model = case_model(case) if not isinstance(plan, str) else plan
+        if isinstance(model, str):
+            skipped[case["id"]] = model
+        else:
+            plans[case["id"]] = (plan, model)
+    return plans, skipped
+
+
+PLANS, NOT_PLANNED = _planned()
+
+
+def compare(case: dict) -> list[tuple[str, str, float, float]]:
+    plan, model = PLANS[case["id"]]
+    return accuracy.compare(case, model.spec, plan)
 
 
 def table() -> tuple[list[tuple], dict]:
@@ -55,8 +77,9 @@ def main() -> None:
     print(f"\n{'kind':8} {'n':>3} {'median':>8} {'p90':>8} exact")
     for kind, (n, med, p90, exact) in summary(errors).items():
         print(f"{kind:8} {n:3d} {med:8.2%} {p90:8.2%} {exact}")
-    for case_id, (kinds, why) in NOT_COMPARED.items():
-        print(f"not compared: {case_id}: {', '.join(kinds)}: {why}")
+    for case_id, (plan, _) in PLANS.items():
+        if plan.not_compared:
+            print(f"not compared: {case_id}: {', '.join(plan.not_compared)}: {plan.not_compared_why}")
     for case_id, why in NOT_PLANNED.items():
         print(f"not planned: {case_id}: {why}")
 

@@ -147,9 +147,9 @@ def non_torch_bytes(case: dict) -> float | None:
 
 def breakdown_of(case: dict, need_gpu: bool):
     found, _ = scoring._predict(case)
-    if not found or found[0] == "refused" or (need_gpu and found[3]):
+    if not found or found.refused or (need_gpu and found.partial):
         return None
-    return found[0]
+    return found.breakdown
 
 
 def logged_figure(kind: str, case: dict) -> float | None:

@@ -31,6 +31,11 @@ under Windows or WSL and nowhere says Linux: those report the whole board, not t
 The parser must read the same figures from the filtered log as from the original wherever a figure came
 from a program's line; figures that only an author's table or sentence gave are listed in
 tests/test_forensics_dev.py NOT_IN_THE_LOG (they stay in `observed`, which is the case's record).
+
+Supplements (scripts/case_supplements.json, kept in this repo): what a case cannot say by itself for a plan -
+the model's config.json when it names a file no model source holds, the release its log format shows, a setting
+its log implies - keyed by case id, each with its `basis`. They are merged into the copied case on every sync
+(SUPPLEMENT_FIELDS; the basis becomes `supplement_basis`) and documented in the SCHEMA.md copy (SUPPLEMENT_SCHEMA).
 """
 from __future__ import annotations
 
@@ -51,6 +56,21 @@ MODEL_CONFIGS = (  # the config.json files tests/test_kv_groups.py reads
     "openai--gpt-oss-120b", "openai--gpt-oss-20b",
 )
 DROPPED_FIELDS = ("notes",)
+SUPPLEMENTS = Path(__file__).resolve().parent / "case_supplements.json"
+# fields a supplement may set on a case (the case's own value replaced), besides its `basis`
+SUPPLEMENT_FIELDS = ("model_config", "plan_settings", "engine_version", "engine_version_basis")
+SUPPLEMENT_SCHEMA = """
+## Supplementary fields (this repository)
+Merged by `scripts/sync_groundtruth.py` from `scripts/case_supplements.json` where a case cannot say by itself
+what a plan needs; absent elsewhere. Not figures: `observed` stays what the engine printed.
+
+| field | type | meaning |
+|---|---|---|
+| `model_config` | object | the model's config.json values (Hugging Face names) when `model` names a file no model source holds (a GGUF repo, an unpublished checkpoint); the scorer plans with it instead of resolving `model` |
+| `plan_settings` | object | settings in the engine's own names that the log implies but does not print as a setting (e.g. llama.cpp `override_tensor`, `gguf_type`); applied over the settings read from `settings` and the log |
+| `engine_version`, `engine_version_basis` | string | replaced by a release the tool models (e.g. `b5800`, `ollama 0.12.0`) when the case states only a range or a description; basis `log-format` |
+| `supplement_basis` | string | why the supplement holds (the source of the config, the log lines that date the build) |
+"""
 
 # --- what a program printed ---------------------------------------------------------------------------------
 
@@ -233,9 +253,22 @@ def clean_gpu_reading(record: dict) -> dict:
 
 # --- copying ------------------------------------------------------------------------------------------------
 
-def _copy_cases(source: Path, target: Path) -> tuple[int, int, int]:
+def supplemented(case: dict, supplements: dict) -> dict:
+    """The case with its supplement's fields (SUPPLEMENT_FIELDS) and `supplement_basis`, when it has one."""
+    extra = supplements.get(case.get("id"))
+    if not extra:
+        return case
+    unknown = set(extra) - set(SUPPLEMENT_FIELDS) - {"basis"}
+    if unknown:
+        raise ValueError(f"{case['id']}: supplement fields {sorted(unknown)} (allowed: {SUPPLEMENT_FIELDS})")
+    out = dict(case, **{key: extra[key] for key in SUPPLEMENT_FIELDS if key in extra})
+    out["supplement_basis"] = extra["basis"]
+    return out
+
+
+def _copy_cases(source: Path, target: Path, supplements: dict) -> tuple[int, int, int]:
     cases = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-    cleaned = [clean_case(case) for case in cases]
+    cleaned = [supplemented(clean_case(case), supplements) for case in cases]
     target.write_text("".join(json.dumps(case, ensure_ascii=False) + "\n" for case in cleaned), encoding="utf-8")
     before = sum(len(case.get("log", "").splitlines()) for case in cases)
     after = sum(len(case["log"].splitlines()) for case in cleaned)
@@ -251,10 +284,12 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 1
     (TARGET / "gpus").mkdir(parents=True, exist_ok=True)
+    supplements = json.loads(SUPPLEMENTS.read_text(encoding="utf-8"))
     for name in CASE_FILES:
-        count, before, after = _copy_cases(SHARED / "groundtruth" / name, TARGET / name)
+        count, before, after = _copy_cases(SHARED / "groundtruth" / name, TARGET / name, supplements)
         print(f"{name}: {count} cases, log lines {before} -> {after}")
-    shutil.copyfile(SHARED / "groundtruth" / "SCHEMA.md", TARGET / "SCHEMA.md")
+    schema = (SHARED / "groundtruth" / "SCHEMA.md").read_text(encoding="utf-8")
+    (TARGET / "SCHEMA.md").write_text(schema.rstrip("\n") + "\n" + SUPPLEMENT_SCHEMA, encoding="utf-8")
     readings = [json.loads(line) for line in (SHARED / "gpus" / "observed.jsonl").read_text(encoding="utf-8").splitlines()
                 if line.strip()]
     (TARGET / "gpus" / "observed.jsonl").write_text(

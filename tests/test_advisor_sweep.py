@@ -160,9 +160,9 @@ def _case_inputs(case):
     from vram_detective.scoring import _half_unit, _predict
 
     prediction, reason = _predict(case)
-    if prediction is None or prediction[0] == "refused" or prediction[3]:
+    if prediction is None or prediction.refused or prediction.partial:
         return None
-    breakdown, version, _, _, (spec, gpu, user) = prediction
+    breakdown, spec, gpu, user = prediction.breakdown, prediction.spec, prediction.gpu, prediction.user
     observed = case["observed"]
     logged = observed.get("kv_cache_gib")
     key = "num_gpu_blocks" if "num_gpu_blocks" in observed else "kv_cache_tokens" if "kv_cache_tokens" in observed else None

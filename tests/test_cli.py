@@ -326,9 +326,17 @@ def test_score_text(capsys):
     assert "weights_gib" in out
 
 
-def test_score_defaults_to_the_repo_dev_set(capsys):
+def test_score_defaults_to_every_shipped_dev_file(capsys):
     assert main(["score", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["cases"] == sum(1 for line in DEV.read_text().splitlines() if line.strip())
+    report = json.loads(capsys.readouterr().out)
+    counts: dict[str, int] = {}
+    for path in sorted(DEV.parent.glob("dev*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                engine = json.loads(line).get("engine") or "vllm"
+                counts[engine] = counts.get(engine, 0) + 1
+    assert report["cases"] == counts.pop("vllm")
+    assert {name: report[name]["cases"] for name in counts} == counts and set(counts) == {"sglang", "llamacpp"}
 
 
 def test_score_missing_file():

@@ -20,6 +20,7 @@ from vram_detective.model.config import parse_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import llamacpp_accuracy as bench  # noqa: E402
+from dev_shapes import LLAMA31_8B, QWEN3_30B, case_spec  # noqa: E402
 
 MIB = 2**20
 ENGINE = get_engine("llamacpp")
@@ -106,7 +107,7 @@ def test_plan_of_a_real_gguf(tmp_path):
 
 
 def test_quantized_v_needs_flash_attention():
-    spec = bench._spec(dict(args=bench.LLAMA31_8B))
+    spec = case_spec(LLAMA31_8B)
     with pytest.raises(StartupRefusal):
         ENGINE.plan(spec, GPU, {"type_v": "q8_0", "flash_attn": "off"}, (5274,))
     assert ENGINE.layout(spec, GPU, {"type_v": "q8_0", "flash_attn": "auto"}, (7342,)).flash_attn is True
@@ -114,7 +115,7 @@ def test_quantized_v_needs_flash_attention():
 
 @pytest.mark.parametrize("build", [3600, 5274, 5622, 7342])
 def test_every_printed_figure_reads_back(build):
-    spec = bench._spec(bench.QWEN3_30B)
+    spec = case_spec(QWEN3_30B)
     b = ENGINE.plan(spec, GPU, {"n_ctx": 8192, "n_gpu_layers": 30, "num_gpus": 2, "gguf_type": "Q4_K_M"}, (build,))
     printed = {f.key: f.value for f in b.engine_figures if f.schema}
     read = parse("\n".join(b.log_lines))
@@ -174,7 +175,7 @@ def test_calibration_cases():
 
 # --- fit -------------------------------------------------------------------------------------------------
 def test_most_layers_at_a_context_and_largest_context():
-    spec = bench._spec(dict(args=bench.LLAMA31_8B))
+    spec = case_spec(LLAMA31_8B)
     budget = {"CUDA0": 6 * 2**30}
     most = fit.most_gpu_layers(spec, {"gguf_type": "Q4_K_M"}, 5274, budget, 32768, "llama31-8b.gguf")
     ngl = most.settings.n_gpu_layers

@@ -154,7 +154,8 @@ def test_logs_of_llama_cpp(tmp_path, capsys):
 
 
 def test_compare_three_engines(capsys):
-    assert main(["compare", "Qwen/Qwen3-8B", "--gpu", "4090", "--context", "32k"]) == 0
+    assert main(["compare", "Qwen/Qwen3-8B", "--gpu", "4090", "--context", "32k", "--version", "vllm=0.33.0",
+                 "--version", "sglang=0.5.23", "--version", "llamacpp=b7342"]) == 0
     out = capsys.readouterr().out
     assert "vLLM 0.33.0" in out and "SGLang 0.5.23" in out and "llama.cpp b7342" in out
     assert "4.35 GiB (Q4_K_M)" in out and "host RAM" in out

@@ -1,5 +1,5 @@
 """-sm row (split buffers, by build), -ot regex=CUDA<N>, --no-kv-offload: where llama.cpp puts each buffer."""
-from vram_detective.engines.llamacpp.accuracy import LLAMA31_8B, _spec
+from dev_shapes import LLAMA31_8B, case_spec
 from vram_detective.engines.llamacpp.launch import parse_launch_line
 from vram_detective.engines.llamacpp.plan import layout
 from vram_detective.engines.llamacpp.report import figures as figures_of
@@ -7,7 +7,7 @@ from vram_detective.engines.llamacpp.settings import resolve
 from vram_detective.engines.llamacpp.weights import GgufTensor, row_split
 
 MIB = 1024 * 1024
-SPEC = _spec(dict(args=LLAMA31_8B))
+SPEC = case_spec(LLAMA31_8B)
 BASE = {"gguf_type": "Q4_K_M", "n_ctx": 8192, "n_gpu_layers": 99, "num_gpus": 2}
 
 

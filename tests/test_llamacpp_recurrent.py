@@ -3,8 +3,9 @@ beside a KV cache of the attention layers only, checked on the Qwen3.6-27B dev c
 q8_0 KV: KV 4352.00 MiB of 16 layers, RS 598.50 MiB = R 22.50 + S 576.00, as its log prints)."""
 import pytest
 
+from dev_shapes import QWEN36_27B, case_spec
+
 from vram_detective.engines import get_engine
-from vram_detective.engines.llamacpp.accuracy import QWEN36_27B, _spec
 from vram_detective.engines.llamacpp.kv_cache import mamba_state, rwkv_state
 from vram_detective.engines.llamacpp.log_parser import parse
 from vram_detective.engines.llamacpp.plan import layout
@@ -17,7 +18,7 @@ Q36 = {"n_ctx": 131072, "type_k": "q8_0", "type_v": "q8_0", "flash_attn": "on"}
 
 
 def _layout(settings, build=7600, spec=None):
-    return layout(spec or _spec(QWEN36_27B), resolve(settings, build))
+    return layout(spec or case_spec(QWEN36_27B), resolve(settings, build))
 
 
 def test_qwen36_dev_case_kv_of_attention_layers_and_rs_exact():
@@ -43,7 +44,7 @@ def test_rs_follows_the_layers_split_and_no_kv_offload():
 
 def test_plan_prints_rs_lines_that_parse_back():
     engine = get_engine("llamacpp")
-    b = engine.plan(_spec(QWEN36_27B), custom_gpu(32 * 2**30), dict(Q36), engine.releases.resolve("b7600"))
+    b = engine.plan(case_spec(QWEN36_27B), custom_gpu(32 * 2**30), dict(Q36), engine.releases.resolve("b7600"))
     lines = "\n".join(b.log_lines)
     assert "llama_memory_recurrent:      CUDA0 RS buffer size =   598.50 MiB" in lines
     assert "(     4 cells,  64 layers,  4 seqs), R (f32):   22.50 MiB, S (f32):  576.00 MiB" in lines

@@ -102,7 +102,7 @@ def test_stock_mix_predicts_the_logged_cuda_model_buffers():
 def test_family_layouts_fused_post_norm_and_mla():
     """The tensor names and types quant_mix writes for Phi-3, GLM-4 and DeepSeek-V2 (llama-model.cpp
     load_tensors, convert_hf_to_gguf.py; llama-quant.cpp llama_tensor_get_type)."""
-    from vram_detective.engines.llamacpp.accuracy import DSCODER_V2_LITE, GLM4_32B, _spec as shape_spec
+    from dev_shapes import DSCODER_V2_LITE, GLM4_32B, case_spec as shape_spec
     from vram_detective.engines.llamacpp.quant_mix import quantized_tensors
 
     def layer(tensors, il):

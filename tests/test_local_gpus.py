@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -201,3 +202,43 @@ def test_this_machine_answer_writes_the_html_report(fake_path, tmp_path, capsys)
     report = tmp_path / "report.html"
     assert main(["explain", "Qwen/Qwen3-8B", "--max-model-len", "16384", "--html", str(report)]) == 0
     assert "NVIDIA GeForce RTX 4090" in report.read_text()
+
+
+def test_nvml_when_nvidia_ml_py_is_installed(fake_path, monkeypatch, capsys):
+    """NVML first (the [nvml] extra): a stand-in `pynvml` module answering as nvidia-ml-py's functions do (names as
+    bytes from old releases; c_nvmlMemory_v2_t's total / reserved / free / used)."""
+    (fake_path / "pynvml.py").write_text(
+        "from types import SimpleNamespace\n"
+        "nvmlMemory_v2 = 0x02000028\n"
+        "def nvmlInit(): pass\n"
+        "def nvmlShutdown(): pass\n"
+        "def nvmlDeviceGetCount(): return 1\n"
+        "def nvmlDeviceGetHandleByIndex(i): return i\n"
+        "def nvmlDeviceGetName(handle): return b'NVIDIA H100 80GB HBM3'\n"
+        "def nvmlDeviceGetMemoryInfo(handle, version=None):\n"
+        "    assert version == nvmlMemory_v2\n"
+        "    mib = 1 << 20\n"
+        "    return SimpleNamespace(version=version, total=81559 * mib, reserved=528 * mib, free=79031 * mib,\n"
+        "                           used=2000 * mib)\n")
+    monkeypatch.syspath_prepend(str(fake_path))
+    try:
+        assert main(["explain", "Qwen/Qwen3-8B", "--json"]) == 0
+    finally:
+        sys.modules.pop("pynvml", None)  # the stand-in leaves with this test
+    (machine,) = json.loads(capsys.readouterr().out)["machine"]
+    assert (machine["source"], machine["catalog_gpu"], machine["used_bytes"]) == ("NVML", "H100 SXM", 2000 * MIB)
+
+
+def test_apple_silicon_through_sysctl(fake_path, monkeypatch):
+    from vram_detective import local_gpus
+
+    for name, answers in (("sysctl", {"-n hw.memsize": str(64 << 30), "-n iogpu.wired_limit_mb": "0"}),):
+        lines = "\n".join(f'  "{args}") echo {value};;' for args, value in answers.items())
+        path = fake_path / name
+        path.write_text(f'#!/bin/sh\ncase "$*" in\n{lines}\n  *) exit 1;;\nesac\n')
+        path.chmod(0o755)
+    monkeypatch.setattr(local_gpus.sys, "platform", "darwin")
+    (device,) = local_gpus.probe()
+    assert (device.vendor, device.source, device.total_bytes) == ("apple", "sysctl", 48 << 30)
+    gpu, _ = local_gpus.catalog_gpu(device)
+    assert gpu.vendor == "apple" and gpu.unified_memory and gpu.cuda_total_bytes == 48 << 30

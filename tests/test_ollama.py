@@ -20,6 +20,7 @@ from vram_detective.hardware import custom_gpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import llamacpp_accuracy as bench  # noqa: E402
+from dev_shapes import LLAMA31_8B, QWEN3_30B, case_spec  # noqa: E402
 
 OLLAMA = get_engine("ollama")
 
@@ -89,7 +90,7 @@ def test_store_resolves_a_name_to_its_gguf(tmp_path, monkeypatch):
 
 
 def test_estimate_reproduces_the_t4_line():
-    spec = bench._spec(dict(args=bench.LLAMA31_8B))
+    spec = case_spec(LLAMA31_8B)
     est = estimate(quantized_tensors(spec, "Q4_0"), shape_of(spec), [15720382464], 8192)
     case = next(c for c in bench._cases() if c["id"] == "llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4")
     logged = {k: v for k, v in parse(case["log"]).items() if k.startswith("ollama_") and "layers" not in k}
@@ -99,7 +100,7 @@ def test_estimate_reproduces_the_t4_line():
 
 
 def test_partial_estimate_keeps_layers_off_a_small_gpu():
-    spec = bench._spec(dict(args=bench.LLAMA31_8B))
+    spec = case_spec(LLAMA31_8B)
     est = estimate(quantized_tensors(spec, "Q4_0"), shape_of(spec), [3 * 2**30], 8192)
     assert 0 < est.layers_offload < 33 and est.required_full > est.required_partial
 
@@ -142,7 +143,7 @@ def test_defaults_by_version():
 
 
 def test_t4_case_end_to_end_through_the_engine():
-    spec = bench._spec(dict(args=bench.LLAMA31_8B))
+    spec = case_spec(LLAMA31_8B)
     run = OLLAMA.decide(spec, custom_gpu(15 * 2**30), {"gguf_type": "Q4_0", "gpu_free_mib": [14992]}, (0, 3, 8))
     assert (run.num_ctx, run.num_parallel) == (2048, 4)
     assert run.llamacpp_settings["n_ctx"] == 8192 and run.llamacpp_settings["n_gpu_layers"] == 33

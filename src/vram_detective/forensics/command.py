@@ -19,7 +19,7 @@ EXAMPLES = """examples:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "logs", help="read a real vLLM, SGLang, llama.cpp or Ollama log (and nvidia-smi): who took the memory, and why",
-        description="Parse an engine's startup log (vLLM of any release 0.2 - 0.33; SGLang, llama.cpp and Ollama through "
+        description="Parse an engine's startup log (vLLM of any release from 0.2 on; SGLang, llama.cpp and Ollama through "
                     "their own parsers): the figures each rank printed, the "
                     "settings and release it implies, the catalog models consistent with it, observed vs predicted "
                     "with the likely cause of each gap, what nvidia-smi's number is made of, which flags would "

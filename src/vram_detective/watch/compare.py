@@ -25,7 +25,7 @@ def compare(args, live) -> dict:
     _prediction_lines(out, live, breakdown)
     if live.arrival_rate and live.prompt_mean and live.output_mean:
         _simulation(out, live, model, gpu, engine, args.vllm_version, settings, args)
-    elif live.engine != "llamacpp":
+    elif live.counts_requests:
         out["notes"].append("no finished requests between the scrapes: nothing to simulate (watch longer: "
                             "--samples / --interval)")
     return out

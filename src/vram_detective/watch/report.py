@@ -27,6 +27,7 @@ class Observed:
     model: str | None
     settings: dict
     notes: tuple
+    counts_requests: bool = True  # the engine exports a finished-request counter (llama-server does not)
 
 
 def _peak(values) -> float | None:
@@ -56,7 +57,7 @@ def observed(scrapes) -> Observed:
         arrival_rate=rate((t0, first.finished), (t1, last.finished)),
         prompt_mean=_mean(last.prompt_sum, last.prompt_count), output_mean=_mean(last.output_sum, last.output_count),
         prompt_buckets=last.prompt_buckets, output_buckets=last.output_buckets, pool_tokens=last.pool_tokens,
-        model=last.model, settings=dict(last.settings), notes=last.notes)
+        model=last.model, settings=dict(last.settings), notes=last.notes, counts_requests=last.finished is not None)
 
 
 def lengths(buckets: tuple, mean: float | None, count: int) -> list[int]:

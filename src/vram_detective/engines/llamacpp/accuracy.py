@@ -1,132 +1,220 @@
-"""llama.cpp / Ollama figures for a ground-truth case (shared/groundtruth/SCHEMA.md's llama.cpp `observed` keys),
-shared by scoring.py and benchmarks/llamacpp_accuracy.py: the plan of each case, and the rows comparing each
+"""llama.cpp / Ollama figures for a ground-truth case (groundtruth/SCHEMA.md's llama.cpp `observed` keys), for
+scoring.py and benchmarks/llamacpp_accuracy.py: a case planned from its own fields, and the rows comparing each
 buffer the log prints with the plan's.
+
+A case is planned the way `explain` plans the same flags: the program (llama.cpp, or Ollama when the case runs
+Ollama's own runner), the build (`engine_version`, else the `build: N` line; an Ollama release runs the build it
+vendors), the settings in llama.cpp's names (the case's `settings`, then what the log's context and KV lines show),
+the GGUF mix the quantizer writes for the case's `quant` (a file type llama.cpp's quantizer has: an Unsloth UD or
+QAT mix has no stock per-tensor types, so its model buffers are not compared), and the free memory the log printed
+per device. What a case lacks for a plan is its skip reason. The model's shape is resolved by the caller (the
+case's `model_config`, else the model sources `explain` reads).
 
 Per case: model buffer per device, KV buffer per device (exact), compute buffer per device, VRAM per device
 (llama.cpp's own buffers on that GPU: model + KV + compute, the figures a log prints) and host RAM (host model
-buffer + CPU KV + CUDA_Host compute + output buffer), where the log prints every part. The cases name GGUF files
-the model catalog does not hold, so each planned case carries its model's shape (the public config.json values)
-and the settings its log shows, in the engine's names: inputs read from the case, not fitted values. Cases whose
-model has no stock llama.cpp mix (Unsloth UD, ik_llama forks, unnamed files) or whose layout quant_mix does not
-write are listed as not planned, with the reason.
+buffer + CPU KV + CUDA_Host compute + output buffer), where the log prints every part.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ...hardware import custom_gpu
-from ...model.config import parse_config
-from .. import get_engine
 
 MIB = 1024 * 1024
+# every plan runs on a GPU large enough that no layer placement depends on its size: the log's own free memory
+# per device (device_free_mib) is what sets a split or Ollama's layer count
+PLAN_GPU_BYTES = 48 * 2**30
 
-
-def _cfg(arch, h, layers, heads, kv, ff, vocab, tie=False, head_dim=None, **extra):
-    cfg = {"architectures": [arch], "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
-           "num_key_value_heads": kv, "intermediate_size": ff, "vocab_size": vocab, "tie_word_embeddings": tie,
-           "torch_dtype": "bfloat16", "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1e6}
-    if head_dim:
-        cfg["head_dim"] = head_dim
-    cfg.update(extra)
-    return parse_config(cfg, arch)
-
-
-QWEN3_MOE = dict(num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768, decoder_sparse_step=1,
-                 norm_topk_prob=True)
-LLAMA31_8B = ("LlamaForCausalLM", 4096, 32, 32, 8, 14336, 128256)
-QWEN25_32B = ("Qwen2ForCausalLM", 5120, 64, 40, 8, 27648, 152064)
-QWEN3_4B = dict(args=("Qwen3ForCausalLM", 2560, 36, 32, 8, 9728, 151936), tie=True, head_dim=128)
-QWEN36_27B = dict(args=("Qwen3_5ForCausalLM", 5120, 64, 24, 4, 17408, 248320), head_dim=256, model_type="qwen3_5_text",
-                  linear_num_key_heads=16, linear_num_value_heads=48, linear_key_head_dim=128,
-                  linear_value_head_dim=128, linear_conv_kernel_dim=4, full_attention_interval=4)
-QWEN3_30B = dict(args=("Qwen3MoeForCausalLM", 2048, 48, 32, 4, 6144, 151936), head_dim=128, **QWEN3_MOE)
-GLM4_32B = dict(args=("Glm4ForCausalLM", 6144, 61, 48, 2, 23040, 151552), head_dim=128, model_type="glm4",
-                attention_bias=False, partial_rotary_factor=0.5)
-GEMMA3_4B = dict(args=("Gemma3ForCausalLM", 2560, 34, 8, 4, 10240, 262208), tie=True, head_dim=256,
-                 model_type="gemma3_text", sliding_window=1024, query_pre_attn_scalar=256)
-DSCODER_V2_LITE = dict(args=("DeepseekV2ForCausalLM", 2048, 27, 16, 16, 10944, 102400), model_type="deepseek_v2",
-                       kv_lora_rank=512, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64,
-                       v_head_dim=128, n_routed_experts=64, n_shared_experts=2, num_experts_per_tok=6,
-                       moe_intermediate_size=1408, first_k_dense_replace=1, moe_layer_freq=1)
-
-# case id -> (engine, version, model shape, settings in the engine's names)
-PLANS = {
-    "llamacpp-ollama-runpod-llama31-8b-lora-ctx8192-4seq": (
-        "ollama", "0.3.8", dict(args=LLAMA31_8B), {"gguf_type": "Q4_K_M", "gpu_free_mib": [23818]}),
-    "llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4": (
-        "ollama", "0.3.8", dict(args=LLAMA31_8B), {"gguf_type": "Q4_0", "gpu_free_mib": [14992]}),
-    "llamacpp-dsr1-distill-qwen32b-q4km-4x3090-ngl65": (
-        "llamacpp", "b4500", dict(args=QWEN25_32B),
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": 65, "n_ctx": 8192, "num_gpus": 4,
-         "device_free_mib": (23982, 23982, 23982, 23923)}),
-    "llamacpp-dsr1-distill-qwen32b-q4km-4x3090-ngl-minus1-zero": (
-        "llamacpp", "b4500", dict(args=QWEN25_32B),
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": -1, "n_ctx": 8192, "num_gpus": 4}),
-    "llamacpp-pyllama-mistral7b-q4km-4060laptop-ngl20-768": (
-        "llamacpp", "b6150", dict(args=("MistralForCausalLM", 4096, 32, 32, 8, 14336, 32000)),
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": 20, "n_ctx": 768, "n_batch": 256, "n_ubatch": 256, "flash_attn": "on"}),
-    "llamacpp-b7342-qwen3-coder-30b-a3b-q8-a100-40g-64k-np4": (
-        "llamacpp", "b7342", QWEN3_30B, {"gguf_type": "Q8_0", "n_ctx": 65536}),
-    "llamacpp-b5622-qwen3-30b-a3b-q4km-4090-5090-experts-cpu": (
-        "llamacpp", "b5622", QWEN3_30B,
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": 99, "n_ctx": 16384, "flash_attn": "off", "num_gpus": 2,
-         "override_tensor": ("exps=CPU",), "device_free_mib": (9862, 31518)}),
-    "llamacpp-phi3-mini-4k-q4km-3070-tgwebui-4k": (
-        "llamacpp", "b5800", dict(args=("Phi3ForCausalLM", 3072, 32, 32, 32, 8192, 32064)),
-        {"gguf_type": "Q4_K_M", "n_gpu_layers": 33, "n_ctx": 4096, "n_batch": 256, "n_ubatch": 256}),
-    "llamacpp-ollama-qwen3-4b-q4km-4g-full-fa-q8kv": (
-        "ollama", "0.12.0", QWEN3_4B, {"gguf_type": "Q4_K_M", "num_ctx": 4096, "flash_attention": True,
-                                       "kv_cache_type": "q8_0", "os": "windows", "gpu_free_mib": [3801]}),
-    "llamacpp-ollama-qwen3-4b-q4km-4g-partial26-f16kv": (
-        "ollama", "0.12.0", QWEN3_4B, {"gguf_type": "Q4_K_M", "num_ctx": 4096, "flash_attention": False,
-                                       "os": "windows", "num_gpu": 26, "gpu_free_mib": [3801]}),
-    "llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa": (
-        "llamacpp", "b5274", GLM4_32B,
-        {"gguf_type": "IQ4_XS", "n_gpu_layers": 99, "n_ctx": 32768, "n_batch": 2048, "n_ubatch": 512,
-         "flash_attn": "on"}),
-    "llamacpp-llamasharp-gemma3-4b-q6k-4080s-131k-ngl20": (
-        "llamacpp", "b5000", GEMMA3_4B,
-        {"gguf_type": "Q6_K", "n_gpu_layers": 20, "n_ctx": 131072, "n_batch": 512, "n_ubatch": 512}),
-    # Ollama 0.32.13 runs its bundled llama-server (build 7342, ollama releases.py) on a 2024 blob converted
-    # before the MLA split (attn_kv_b only: the log's K of 192 per head); the figures are llama-server's own
-    "llamacpp-ollama-0.32-dscoder-v2-lite-q5km-16g-ctx8192": (
-        "llamacpp", "b7342", DSCODER_V2_LITE,
-        {"gguf_type": "Q5_K_M", "gguf_mla_split": False, "n_ctx": 8192, "n_batch": 512, "n_ubatch": 512,
-         "n_parallel": 1, "flash_attn": "auto"}),
-    "llamacpp-qwen36-27b-udq4kxl-5090-131k-q8kv": (
-        "llamacpp", "b7600", QWEN36_27B,
-        {"n_ctx": 131072, "type_k": "q8_0", "type_v": "q8_0", "flash_attn": "on"}),
-}
-# figure kinds a planned case leaves out, and why (the rest of the case is compared)
-NOT_COMPARED = {
-    "llamacpp-qwen36-27b-udq4kxl-5090-131k-q8kv": (
-        ("model", "vram", "host"),
-        "Unsloth UD-Q4_K_XL mix: the log prints only the file type (Q4_K - Medium) and no per-tensor-type "
-        "counts, so the model buffers are not derivable without the file; KV, RS, compute and output are"),
-}
-NOT_PLANNED = {
-    "llamacpp-ik-dsr1-mla3-q8kv-16k-3gpu-draft": "ik_llama.cpp fork",
-    "llamacpp-ik259-dsr1-mla-q8kv-32k-8470mib-compute": "ik_llama.cpp fork",
-    "llamacpp-dsv3-0324-udq2kxl-5090-2x4090-a6000-16k": "Unsloth UD mix (no stock tensor types)",
-    "llamacpp-gemma4-12b-qat-5070laptop-swa-np-sweep": "file not quoted (QAT mix)",
-    "llamacpp-fit-qwen36-35b-a3b-udq4km-5060ti-16g": "Unsloth UD mix, hybrid model",
-    "llamacpp-fork-qwen38-27b-q5km-5060ti-3060-262k-np2-um": "unnamed fork, UD mix, hybrid model",
-}
 _HOST_KEYS = ("cpu_mapped_model_buffer_mib", "cpu_model_buffer_mib", "cuda_host_model_buffer_mib", "cpu_kv_buffer_mib",
               "cuda_host_compute_buffer_mib", "cuda_host_output_buffer_mib", "cpu_output_buffer_mib")
+# settings a case records in llama.cpp's names that the plan takes as they are
+_PASSED = ("n_ctx", "n_batch", "n_ubatch", "type_k", "type_v", "kv_unified", "split_mode", "tensor_split", "mmap",
+           "override_tensor", "n_cpu_moe", "main_gpu", "gguf_mla_split", "embeddings", "swa_full")
+# a fork's own flags: its memory is not llama.cpp's
+_FORK_KEYS = ("fork",)
 
 
-def _spec(shape: dict):
-    args = shape["args"]
-    return _cfg(*args, **{k: v for k, v in shape.items() if k != "args"})
+@dataclass(frozen=True)
+class CasePlan:
+    """What a case is planned with: program, release, settings in that program's names, figure kinds left out."""
+    engine: str  # "llamacpp" or "ollama"
+    version: str  # "b5274" / "0.3.8"
+    version_basis: str
+    settings: dict
+    not_compared: tuple[str, ...] = ()
+    not_compared_why: str = ""
 
 
-def predict(case_id: str) -> dict:
-    """The figures the engine's plan prints for this case (SCHEMA.md keys, MiB), plus vram_/host_ totals."""
-    engine_name, version, shape, settings = PLANS[case_id]
-    engine = get_engine(engine_name)
-    gpu = custom_gpu(48 * 2**30)
-    b = engine.plan(_spec(shape), gpu, dict(settings), engine.releases.resolve(version))
+def _count(value) -> int | str | None:
+    """-ngl as a case records it: 65, -1, "all (33/33)", "ollama auto (26)", "default (all, 49/49)", "all"."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    found = re.search(r"\((?:[^()]*\D)?(\d+)(?:/\d+)?\)", text) or re.fullmatch(r"\s*(-?\d+)\s*", text)
+    if found:
+        return int(found.group(1))
+    return "all" if text.strip().lower().startswith("all") else None
+
+
+def _flash(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    word = str(value).split()[0].lower()
+    return {"true": "on", "enabled": "on", "on": "on", "false": "off", "disabled": "off", "off": "off",
+            "auto": "auto"}.get(word)
+
+
+def stock_mix(quant) -> str | None:
+    """The llama.cpp quantizer mix a case's `quant` names (Q4_K_M, IQ4_XS, Q8_0); None for a mix it does not
+    write (Unsloth UD-*, QAT, a description)."""
+    from .quant_mix import BASE_TYPE
+
+    name = str(quant or "").strip().upper()
+    return name if name in BASE_TYPE else None
+
+
+def _devices_free(observed: dict) -> tuple[int, ...]:
+    """Free MiB per device as the log printed it (device_free_mib, device_free_mib_cuda<N>)."""
+    free = {}
+    for key, value in observed.items():
+        found = re.fullmatch(r"device_free_mib(?:_cuda(\d+))?", key)
+        if found and isinstance(value, (int, float)):
+            free[int(found.group(1) or 0)] = int(value)
+    return tuple(free[i] for i in sorted(free))
+
+
+def _ollama_release(case: dict) -> str | None:
+    text = f"{case.get('engine_version') or ''}"
+    found = re.search(r"ollama\s*~?\s*v?(\d+\.\d+(?:\.\d+)?)", text, re.I)
+    return found.group(1) if found else None
+
+
+def _is_ollama(case: dict) -> bool:
+    settings = case.get("settings") or {}
+    words = " ".join(str(settings.get(k) or "") for k in ("wrapper", "frontend")) + " " + str(case.get("engine_version") or "")
+    return "ollama" in words.lower()
+
+
+def _build(case: dict) -> tuple[str | None, str]:
+    """The llama.cpp build: the case's `engine_version` (bNNNN), else the log's `build: N` line."""
+    from .log_parser import infer_build
+
+    stated = re.fullmatch(r"\s*b?(\d{3,5})\s*", str(case.get("engine_version") or ""))
+    if stated:
+        return f"b{stated.group(1)}", case.get("engine_version_basis") or "stated"
+    build = infer_build(case.get("log", ""))
+    if build is not None:
+        return f"b{build}", "printed by the log (build: N)"
+    return None, ""
+
+
+def _llamacpp_settings(case: dict) -> dict:
+    """The case's settings in llama.cpp's names over what the log's lines show."""
+    from .log_parser import log_settings
+
+    settings = case.get("settings") or {}
+    out = dict(log_settings(case.get("log", "")))
+    out.pop("gguf_type", None)  # the file type line names the base type only (Q4_K - Medium): the quant names the mix
+    out.update({key: settings[key] for key in _PASSED if settings.get(key) is not None})
+    if isinstance(out.get("override_tensor"), str):
+        out["override_tensor"] = (out["override_tensor"],)
+    if isinstance(out.get("tensor_split"), str):
+        out["tensor_split"] = tuple(float(x) for x in re.split(r"[,/]", out["tensor_split"]) if x.strip())
+    for key in ("n_parallel", "n_seq_max"):
+        if isinstance(settings.get(key), int):
+            out["n_parallel"] = settings[key]
+    ngl = _count(settings.get("n_gpu_layers"))
+    if ngl is not None:
+        out["n_gpu_layers"] = ngl
+    flash = _flash(settings.get("flash_attn"))
+    if flash is not None:
+        out["flash_attn"] = flash
+    free = _devices_free(case.get("observed") or {})
+    if case.get("num_gpus"):
+        out["num_gpus"] = int(case["num_gpus"])
+    if len(free) > 1 and len(free) == out.get("num_gpus", len(free)):
+        out["device_free_mib"], out["num_gpus"] = free, len(free)
+    return out
+
+
+def _ollama_settings(case: dict) -> dict:
+    """An Ollama runner case in Ollama's names: its knobs from the log, free memory and OS from the case."""
+    from ..ollama.log_parser import log_settings
+
+    settings, observed = case.get("settings") or {}, case.get("observed") or {}
+    out = dict(log_settings(case.get("log", "")))
+    out.pop("gguf_type", None)
+    free = _devices_free(observed)
+    if not free and observed.get("ollama_available_bytes"):
+        free = (int(observed["ollama_available_bytes"]) // MIB,)
+    if free:
+        out["gpu_free_mib"] = list(free)
+    flash = _flash(settings.get("flash_attn"))
+    if flash is not None and "flash_attention" not in out:
+        out["flash_attention"] = flash == "on"
+    if flash == "on" and settings.get("type_k") and settings.get("type_k") == settings.get("type_v") \
+            and str(settings["type_k"]).lower() != "f16":
+        out["kv_cache_type"] = str(settings["type_k"]).lower()
+    ngl = _count(settings.get("n_gpu_layers"))
+    if isinstance(ngl, int):  # the layer count Ollama chose, as the log printed it: the buffers follow from it
+        out["num_gpu"] = ngl
+    if "windows" in str(settings.get("frontend") or "").lower():
+        out["os"] = "windows"
+    return out
+
+
+def plan_case(case: dict) -> CasePlan | str:
+    """The plan of one llama.cpp / Ollama case from its own fields, or why it cannot be planned."""
+    from .. import get_engine
+
+    settings = case.get("settings") or {}
+    fork = next((str(settings[key]) for key in _FORK_KEYS if settings.get(key)), None)
+    if fork:
+        return f"{fork}: a fork's memory is not llama.cpp's"
+    supplied = case.get("plan_settings") or {}
+    mix = stock_mix(supplied.get("gguf_type") or settings.get("quant"))
+    not_compared, why = (), ""
+    if mix is None:
+        if not settings.get("quant"):
+            return "quantization not stated (no `quant`)"
+        # the buffers that do not hold weights are still the build's arithmetic
+        mix, not_compared = "Q4_K_M", ("model", "vram", "host")
+        why = f"{settings['quant']}: not a mix llama.cpp's quantizer writes, so the model buffers are not derivable"
+    ollama = _ollama_release(case) if _is_ollama(case) else None
+    build, basis = _build(case)
+    if ollama is not None:
+        vendored = get_engine("ollama").releases.rule_at(get_engine("ollama").releases.resolve(ollama), "llamacpp_build")
+        if build is None and _spawns_llama_server(ollama):
+            # a release that spawns its bundled llama-server runs llama.cpp with the settings its log prints
+            build, basis = f"b{vendored}", f"the build Ollama {ollama} vendors"
+            ollama = None
+    if ollama is not None:
+        plan = {**_ollama_settings(case), "gguf_type": mix, **supplied}
+        return CasePlan("ollama", ollama, case.get("engine_version_basis") or "stated", plan, not_compared, why)
+    if build is None:
+        return "llama.cpp build not stated and not printed by the log"
+    plan = {**_llamacpp_settings(case), "gguf_type": mix, **supplied}
+    return CasePlan("llamacpp", build, basis, plan, not_compared, why)
+
+
+def _spawns_llama_server(release: str) -> bool:
+    from .. import get_engine
+
+    releases = get_engine("ollama").releases
+    return releases.rule_at(releases.resolve(release), "runner") == "llama-server"
+
+
+def predict(spec, plan: CasePlan) -> dict:
+    """The figures the plan prints (SCHEMA.md keys, MiB), plus vram_/host_ totals."""
+    from .. import get_engine
+
+    engine = get_engine(plan.engine)
+    b = engine.plan(spec, custom_gpu(PLAN_GPU_BYTES), dict(plan.settings), engine.releases.resolve(plan.version))
     out = {f.key: f.value for f in b.engine_figures if f.schema}
     out["vram_with_context_cuda0_mib"] = b.figure("vram_cuda0_bytes", 0) / MIB
     return out
@@ -136,9 +224,9 @@ def _devices(figures: dict) -> list[str]:
     return sorted({m.group(1) for k in figures if (m := re.match(r"(cuda\d+)_model_buffer_mib$", k))})
 
 
-def compare(case: dict) -> list[tuple[str, str, float, float]]:
+def compare(case: dict, spec, plan: CasePlan) -> list[tuple[str, str, float, float]]:
     """(kind, figure, predicted, observed) for each figure the log prints and the plan has (MiB)."""
-    obs, pred = case["observed"], predict(case["id"])
+    obs, pred = case["observed"], predict(spec, plan)
     rows = []
     for key, value in obs.items():
         m = re.match(r"(cuda\d+|cpu_mapped|cpu|cuda_host)_(model|kv|rs|compute|output)_buffer_mib$", key)
@@ -151,5 +239,4 @@ def compare(case: dict) -> list[tuple[str, str, float, float]]:
     host = [k for k in _HOST_KEYS if k in obs]
     if any("model" in k for k in host) and "cuda_host_compute_buffer_mib" in obs:
         rows.append(("host", "host RAM", sum(pred.get(k, 0) for k in host), sum(obs[k] for k in host)))
-    skip = NOT_COMPARED.get(case["id"], ((), ""))[0]
-    return [row for row in rows if row[0] not in skip]
+    return [row for row in rows if row[0] not in plan.not_compared]

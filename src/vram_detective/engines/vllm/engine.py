@@ -50,8 +50,10 @@ class VllmEngine:
     name = "vllm"
     label = "vLLM"
 
-    @cached_property
+    @property
     def releases(self) -> Releases:
+        # built when asked (cheap): NEWEST_KNOWN / NOTABLE_RELEASES in releases.py are the one place a release
+        # without new rules is added
         from ...units import format_version
         from . import releases
 

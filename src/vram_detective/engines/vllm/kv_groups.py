@@ -32,7 +32,8 @@ from ...model.hybrid import MixerFacts
 from ...units import ceil_div
 from .kv_specs import (KINDS, MLA, SPEC_TYPES, ChunkedLocal, CrossAttention, FullAttention, KvSpec, RequestBound,
                        SlidingWindow)
-from .releases import NEWEST_KNOWN, release
+from . import releases
+from .releases import release
 
 Version = tuple[int, int, int]
 
@@ -45,11 +46,11 @@ def _rules(version: Version, engine: str) -> dict[str, tuple[object, str]]:
 def rule(version: Version | None, name: str, engine: str = "v1") -> object:
     """The value of one rule of releases.RULE_CHANGES at `version` (None: the newest), by default on
     the V1 path (the KV-cache manager is V1's)."""
-    return _rules(tuple(version or NEWEST_KNOWN), engine)[name][0]
+    return _rules(tuple(version or releases.NEWEST_KNOWN), engine)[name][0]
 
 
 def rule_source(version: Version | None, name: str, engine: str = "v1") -> str:
-    return _rules(tuple(version or NEWEST_KNOWN), engine)[name][1]
+    return _rules(tuple(version or releases.NEWEST_KNOWN), engine)[name][1]
 
 
 class KvLayoutRefusal(EngineRefused, NotImplementedError):

@@ -20,9 +20,7 @@ Version = tuple[int, int, int]
 T = TypeVar("T")
 
 OLDEST_SUPPORTED: Version = (0, 3, 0)  # V0-c (#2863) is the oldest budget rule read from a wheel
-NEWEST_KNOWN: Version = (0, 33, 0)
-# a 0.33.x patch release is read with 0.33.0's rules (depth 2: the release line)
-WINDOW = ReleaseWindow("vLLM", OLDEST_SUPPORTED, NEWEST_KNOWN, 2, format_version)
+NEWEST_KNOWN: Version = (0, 33, 0)  # the one value to move for a release without new rules (docs/architecture.md)
 
 # The releases users pick most; `--vllm-version` accepts any version between the two ends.
 NOTABLE_RELEASES = (
@@ -520,7 +518,13 @@ class Release:
 def resolve_version(text: str | None) -> Version:
     if text is None or text in ("", "latest", "newest"):
         return NEWEST_KNOWN
-    return WINDOW.check(parse_version(text), text)
+    return window().check(parse_version(text), text)
+
+
+def window() -> ReleaseWindow:
+    """The modelled releases, read from OLDEST_SUPPORTED and NEWEST_KNOWN when asked; a patch of the newest line
+    (0.33.x) is read with that line's rules (depth 2)."""
+    return ReleaseWindow("vLLM", OLDEST_SUPPORTED, NEWEST_KNOWN, 2, format_version)
 
 
 @lru_cache(maxsize=256)

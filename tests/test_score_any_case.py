@@ -1,0 +1,79 @@
+"""`score` on files it was not prepared for: bad lines and cases among good ones, models beyond the catalog."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from vram_detective.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+GT = ROOT / "groundtruth"
+
+
+def _case(file: str, case_id: str) -> dict:
+    for line in (GT / file).read_text(encoding="utf-8").splitlines():
+        case = json.loads(line)
+        if case["id"] == case_id:
+            return case
+    raise KeyError(case_id)
+
+
+def test_one_bad_case_or_line_never_aborts_the_file(tmp_path, capsys):
+    good_vllm = _case("dev.jsonl", "vllm-10517-llama31-8b-3090-20k")
+    good_sglang = _case("dev-sglang.jsonl", "sglang-qwen3-06b-rtx5080-mineru")
+    good_llamacpp = _case("dev-llamacpp.jsonl", "llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa")
+    old_release = dict(good_sglang, id="too-old", engine_version="0.2.1")
+    unknown_gpu = dict(good_vllm, id="unknown-gpu", gpu="NVIDIA Imaginary 9000", observed={"weights_gib": 14.99})
+    lines = [json.dumps(good_vllm), json.dumps(old_release), '{"id": "broken", "engine": ', json.dumps(unknown_gpu),
+             json.dumps(good_sglang), "[1, 2]", json.dumps(good_llamacpp)]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["score", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [c["id"] for c in report["per_case"]] == [good_vllm["id"]]
+    assert [c["id"] for c in report["sglang"]["per_case"]] == [good_sglang["id"]]
+    assert [c["id"] for c in report["llamacpp"]["per_case"]] == [good_llamacpp["id"]]
+    skipped = {s["id"]: s["reason"] for s in report["skipped"] + report["sglang"]["skipped"]}
+    assert skipped["unknown-gpu"] == "unknown GPU 'NVIDIA Imaginary 9000' (not in the GPU table, no logged total)"
+    assert skipped["too-old"].startswith("cannot predict:") and "0.2.1" in skipped["too-old"]
+    assert report["unreadable_lines"] == [
+        {"line": 3, "reason": "not valid JSON (Expecting value)", "file": str(path)},
+        {"line": 6, "reason": "not a case (a JSON object with an `id`)", "file": str(path)}]
+    # the text report lists them too, and still exits 0
+    assert main(["score", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}:3: not valid JSON" in out and "1 x unknown GPU 'NVIDIA Imaginary 9000'" in out
+
+
+def test_a_model_only_in_the_local_hf_cache_as_config_json(tmp_path):
+    """HF_HUB_OFFLINE=1 and a cache holding only config.json: the weights are sized from the config as the
+    catalog sizes Qwen/Qwen2.5-7B-Instruct (the same config.json), and the row says so."""
+    snapshot = tmp_path / "hf" / "hub" / "models--acme--Private-7B" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    shutil.copyfile(GT / "models" / "Qwen--Qwen2.5-7B-Instruct" / "config.json", snapshot / "config.json")
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
+    real = _case("dev.jsonl", "file53128951888-qwen25-7b-fp16-sm70-v0180-eager")  # logged 14.25 GiB of weights
+    private = dict(real, id="private-7b", model="acme/Private-7B")
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps(real) + "\n" + json.dumps(private) + "\n")
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT / "src"))
+    env.pop("HF_HUB_CACHE", None)
+    run = subprocess.run([sys.executable, "-m", "vram_detective", "score", str(path), "--json"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    rows = {c["id"]: c for c in json.loads(run.stdout)["per_case"]}
+    assert rows["private-7b"]["figures"]["weights_gib"]["observed"] == 14.25
+    assert rows["private-7b"]["figures"]["weights_gib"]["predicted"] == rows[real["id"]]["figures"]["weights_gib"]["predicted"]
+    assert rows["private-7b"]["figures"]["weights_gib"]["rel_err"] < 0.001
+    assert "weights sized from config.json" in rows["private-7b"]["model_note"]
+    assert "model_note" not in rows[real["id"]]
+    # --catalog-only: the same case is skipped, with why
+    run = subprocess.run([sys.executable, "-m", "vram_detective", "score", str(path), "--json", "--catalog-only"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    skipped = {s["id"]: s["reason"] for s in json.loads(run.stdout)["skipped"]}
+    assert skipped == {"private-7b": "acme/Private-7B not in the catalog"}

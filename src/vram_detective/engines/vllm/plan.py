@@ -486,7 +486,7 @@ def _sampler_warmup_failure(spec: ModelSpec, gpu: Gpu, settings: EngineSettings,
     """V1's sampler warm-up after graph capture (profile.sampler_warmup_bytes) takes what the KV pool and the graphs
     left free: the budget kept the profile's peak free for it, but graphs captured outside the budget (before 0.20),
     the pool beyond vLLM's estimate, the CUDA context and the kernel's cached rows come out of the same headroom."""
-    if settings.engine != "v1" or spec.padded_vocab_size <= 0 or last.kv_pool_bytes <= 0:
+    if not release["sampler_warmup_checked"] or spec.padded_vocab_size <= 0 or last.kv_pool_bytes <= 0:
         return None
     dtype_bytes = DTYPE_BYTES[settings.dtype]
     need = profile.sampler_warmup_bytes(spec, settings, release, dtype_bytes, gpu)

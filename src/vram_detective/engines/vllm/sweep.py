@@ -260,7 +260,7 @@ class FastPath:
     def _warmup(self, settings) -> int:
         """The last stage's sampler warm-up after capture plus what the profile left allocated (plan's
         _sampler_warmup_failure): 0 where no warm-up is checked (V0)."""
-        if self.engine != "v1":
+        if not self.release["sampler_warmup_checked"]:
             return 0
         profile_module = self._profile
         need = profile_module.sampler_warmup_bytes(self.spec, settings, self.release, self._dtype_bytes, self.gpu)
@@ -367,7 +367,7 @@ class FastPath:
             starts = weights_ok & (min_avail > 0) & fits
         pool = ops.where(avails[0] > 0, blocks * wb[0], 0)
         graphs0 = graphs[0] if self.graph_actual_ratio == 1.0 else ops.trunc(graphs[0] * self.graph_actual_ratio)
-        if self.engine == "v1":
+        if self.release["sampler_warmup_checked"]:
             # the sampler warm-up after capture on the last stage (plan._sampler_warmup_failure)
             last = stages - 1
             pool_last = ops.where(avails[last] > 0, blocks * wb[last], 0)

@@ -8,9 +8,9 @@ Every constant enters a figure the logs print (non-torch memory, CUDA-graph memo
 logged GPU blocks, the activation peak) linearly. For each case the tool's own prediction of that figure is
 probed with the constant at 0 and at 1 unit (scoring's path to vram_detective.api.explain, or profile.non_torch
 for the model-free non-torch term, with the release read from the log by engines/vllm/logs/eras.py): the case's estimate
-is (logged - the modelled rest) / slope. The refit is the median of the estimates over the record's `fitted_on`,
+is (logged - the modelled rest) / slope. The refit is the median of the estimates over the cases scripts/calibration_cases.json names for the record,
 rounded to its step; a choice record keeps the choice with the lowest median error. The term error is
-|prediction with the value - logged| / logged, on the fitted cases and on the held-out ones (calibration.held_out,
+|prediction with the value - logged| / logged, on the fitted cases and on the held-out ones (calibration_cases.held_out,
 without the tags the scorer reports apart).
 """
 from __future__ import annotations
@@ -29,6 +29,8 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import calibration_cases  # noqa: E402
 from vram_detective import scoring  # noqa: E402
 from vram_detective.engines.vllm import calibration, profile, releases  # noqa: E402
 from vram_detective.engines.vllm.calibration import Fitted  # noqa: E402
@@ -72,7 +74,7 @@ def load_dev(folder: Path) -> dict[str, dict]:
 
 
 def with_assumptions(case: dict) -> dict:
-    changes, _ = calibration.CASE_ASSUMPTIONS.get(case["id"], ({}, ""))
+    changes, _ = calibration_cases.case_assumptions().get(case["id"], ({}, ""))
     out = dict(case, **{key: value for key, value in changes.items() if key != "settings"})
     if "settings" in changes:
         out["settings"] = dict(case.get("settings") or {}, **changes["settings"])
@@ -256,10 +258,10 @@ class Refit:
 
 
 def fit(record: Fitted, cases: dict[str, dict]) -> Refit:
-    held = [cases[i] for i in calibration.held_out(cases)
+    held = [cases[i] for i in calibration_cases.held_out("vllm", cases)
             if not set(cases[i].get("tags") or ()) & set(scoring.SEPARATE_TAGS)]
-    mine = [cases[i] for i in record.fitted_on if i in cases]
-    missing = tuple(i for i in record.fitted_on if i not in cases)
+    mine = [cases[i] for i in calibration_cases.fitted_on("vllm", record) if i in cases]
+    missing = tuple(i for i in calibration_cases.fitted_on("vllm", record) if i not in cases)
     if record.choices:
         fitted = choice_errors(record, mine)
         raw = min(record.choices, key=lambda c: (statistics.median([e for _, e in fitted[c]]) if fitted[c] else math.inf))
@@ -267,10 +269,10 @@ def fit(record: Fitted, cases: dict[str, dict]) -> Refit:
         shipped = fitted[record.value]
         return Refit(record, raw, raw, tuple(fitted[raw]), tuple(e for _, e in shipped),
                      tuple(e for _, e in held_errors), tuple(i for i, _ in held_errors),
-                     missing + tuple(i for i in record.fitted_on if i not in {c for c, _ in shipped}))
+                     missing + tuple(i for i in calibration_cases.fitted_on("vllm", record) if i not in {c for c, _ in shipped}))
     points = [p for p in (point(record, case) for case in mine) if p is not None]
     held_points = [p for p in (point(record, case) for case in held) if p is not None]
-    missing += tuple(i for i in record.fitted_on if i in cases and i not in {p.case_id for p in points})
+    missing += tuple(i for i in calibration_cases.fitted_on("vllm", record) if i in cases and i not in {p.case_id for p in points})
     raw = statistics.median(p.estimate for p in points) if points else math.nan
     value = _round(raw, record.rounding) if points else math.nan
     return Refit(record, value, raw, tuple((p.case_id, p.estimate) for p in points),
@@ -291,7 +293,7 @@ def report(result: Refit) -> str:
     shown = f"{{:.{_decimals(record)}f}}"
     lines = [f"{record.name} ({record.unit}): shipped {shown.format(record.value)}, refit {shown.format(result.value)}"
              + ("" if same else f"  <- DIFFERS by {result.value - record.value:+.4g}") + f"  [raw {result.raw:.4g}]",
-             f"  fitted ({len(record.fitted_on)}{', error per case' if record.choices else ''}): " + ", ".join(f"{c} {v:.4g}" for c, v in result.fitted),
+             f"  fitted ({len(calibration_cases.fitted_on('vllm', record))}{', error per case' if record.choices else ''}): " + ", ".join(f"{c} {v:.4g}" for c, v in result.fitted),
              f"  error of the {FIGURE_LABELS[TARGETS[record.name][0]]} with {record.value}: "
              f"fitted {_stats(result.errors_fitted)}; "
              f"held out {_stats(result.errors_held_out)}"]
@@ -334,7 +336,7 @@ def main() -> int:
         print(f"{folder}: {', '.join(DEV_FILES)} not found (pass --groundtruth)", file=sys.stderr)
         return 2
     cases = load_dev(folder)
-    held = calibration.held_out(cases)
+    held = calibration_cases.held_out("vllm", cases)
     results = [fit(record, cases) for record in calibration.RECORDS]
     if args.json:
         print(json.dumps([{"name": r.record.name, "shipped": r.record.value, "refit": r.value, "raw": r.raw,

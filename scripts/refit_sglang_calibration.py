@@ -7,7 +7,7 @@ Each constant is one term of a figure the logs print; a case's estimate is that 
 around the term (weights: logged mem usage minus the tensors and allocator segments of one rank; context: the
 catalog's CUDA total minus the logged free memory before weights; distributed init: its logged mem usage; backend: memory-pool-end minus graph-begin
 avail; graphs: logged graph memory over (captured batch sizes x layers); piecewise: over its token counts). The
-refit is the median estimate over the record's `fitted_on`, rounded to its step. The error is |estimate - value|
+refit is the median estimate over the cases scripts/calibration_cases.json names for the record, rounded to its step. The error is |estimate - value|
 in the record's unit on the fitted cases and on the others that print the figure (held out).
 """
 from __future__ import annotations
@@ -21,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import calibration_cases  # noqa: E402
 from vram_detective.api import model_spec  # noqa: E402
 from vram_detective.engines.sglang import accuracy, calibration  # noqa: E402
 from vram_detective.engines.sglang.plan import startup  # noqa: E402
@@ -84,8 +86,8 @@ def main() -> None:
     per_case = {case["id"]: estimates(case) for case in cases}
     for record in calibration.ALL:
         unit = UNIT[record.unit]
-        fit = [per_case[i][record.name] / unit for i in record.fitted_on if record.name in per_case.get(i, {})]
-        held = {i: e[record.name] / unit for i, e in per_case.items() if record.name in e and i not in record.fitted_on}
+        fit = [per_case[i][record.name] / unit for i in calibration_cases.fitted_on("sglang", record) if record.name in per_case.get(i, {})]
+        held = {i: e[record.name] / unit for i, e in per_case.items() if record.name in e and i not in calibration_cases.fitted_on("sglang", record)}
         refit = _round(statistics.median(fit), record.rounding) if fit else float("nan")
         print(f"{record.name}: shipped {record.value} {record.unit}, refit {refit} (from {len(fit)} cases)")
         print(f"  fit cases     : " + ", ".join(f"{v:.3f}" for v in fit))

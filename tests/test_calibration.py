@@ -13,6 +13,9 @@ from conftest import GROUNDTRUTH
 from vram_detective.engines.vllm import calibration, profile
 from vram_detective.engines.vllm.calibration import RECORDS
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import calibration_cases  # noqa: E402
+
 ROOT_DIR = Path(__file__).resolve().parents[1]
 DEV_FILES = ("dev.jsonl", "dev-vllm-more.jsonl", "dev-vllm-modern.jsonl")
 
@@ -45,15 +48,15 @@ def results(refit, cases) -> dict:
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda record: record.name)
 def test_fitted_on_names_ground_truth_cases(record, cases):
-    assert record.fitted_on
-    assert [case for case in record.fitted_on if case not in cases] == []
+    assert calibration_cases.fitted_on("vllm", record)
+    assert [case for case in calibration_cases.fitted_on("vllm", record) if case not in cases] == []
     assert record.method and record.models and record.unit
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda record: record.name)
 def test_every_fitted_case_gives_a_point(record, results):
     assert results[record.name].missing == ()
-    assert len(results[record.name].fitted) == len(record.fitted_on)
+    assert len(results[record.name].fitted) == len(calibration_cases.fitted_on("vllm", record))
 
 
 def _refit_cases():
@@ -104,10 +107,13 @@ def test_term_errors_on_fitted_and_held_out_cases(results):
 
 
 def test_split_covers_the_dev_set_once(cases):
-    held = set(calibration.held_out(cases))
-    assert held.isdisjoint(calibration.FIT_CASES)
-    assert held | calibration.FIT_CASES == set(cases)
-    assert set(calibration.CASE_ASSUMPTIONS) <= calibration.FIT_CASES
+    held = set(calibration_cases.held_out("vllm", cases))
+    fit = calibration_cases.fit_cases("vllm")
+    assert held.isdisjoint(fit)
+    assert held | fit == set(cases)
+    assert set(calibration_cases.case_assumptions()) <= fit
+    # every record of the product has its cases named, and no name is left without a record
+    assert set(calibration_cases.data()["vllm"]) == {record.name for record in RECORDS}
 
 
 def test_fit_leaves_the_constants_as_shipped(results):

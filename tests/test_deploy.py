@@ -126,7 +126,7 @@ def test_fit_emit_compose_for_llamacpp_round_trips_the_flags(capsys):
     document = yaml.safe_load(out)
     jsonschema.Draft7Validator(_schema("compose-spec.json")).validate(document)
     (service,) = document["services"].values()
-    assert service["image"] == "ghcr.io/ggml-org/llama.cpp:server-cuda-b7342"
+    assert service["image"] == "ghcr.io/ggml-org/llama.cpp:server-cuda-b11312"  # the newest modelled build
     assert service["volumes"] == ["./models:/models:ro"]
     words = service["entrypoint"]
     model_at = words.index("-m")

@@ -113,3 +113,24 @@ def test_work_stops_when_the_client_leaves(server):
     spent = cpu_seconds(process.pid) - before
     assert spent < 0.3, f"{spent:.2f} s of server CPU in the 2 s after the client left"
     assert request(base, "/api/releases")[0] == 200
+
+
+def _safetensors_model(folder) -> None:
+    from test_hostile_regressions import LLAMA
+
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(LLAMA))
+    header = json.dumps({"model.embed_tokens.weight": {"dtype": "BF16", "shape": [1000, 256],
+                                                       "data_offsets": [0, 512000]}}).encode()
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 512000)
+
+
+@pytest.mark.parametrize("engine", ["llamacpp", "ollama"])
+def test_llama_engines_with_a_safetensors_checkpoint_answer(tmp_path, engine):
+    """A Hub or local model with safetensors under engine=llamacpp/ollama was a 500 ("'NoneType' object has no
+    attribute 'to_dict'"): llama.cpp compares GGUF tensors only, so the answer has no checkpoint table."""
+    _safetensors_model(tmp_path / "models" / "tiny")
+    with running_server("--allow-local-models", str(tmp_path / "models")) as (base, _):
+        status, body = request(base, "/api/explain?" + query(model="tiny", gpu="H100", engine=engine))
+    assert status == 200, body
+    assert body["engine_name"] == engine and "checkpoint_vs_gpu" not in body

@@ -19,6 +19,7 @@ from vram_detective.model.sources import load_model
 from vram_detective.model.config import parse_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import llamacpp_accuracy as bench  # noqa: E402
 from dev_shapes import LLAMA31_8B, QWEN3_30B, case_spec  # noqa: E402
 
@@ -30,8 +31,8 @@ GPU = custom_gpu(24 * 2**30)
 def test_registered_and_speaks_the_protocol():
     assert isinstance(ENGINE, Engine) and isinstance(get_engine("ollama"), Engine)
     assert (ENGINE.name, ENGINE.label) == ("llamacpp", "llama.cpp")
-    assert ENGINE.releases.resolve("b5274") == (5274,) and ENGINE.releases.resolve(None) == (7342,)
-    assert ENGINE.releases.newest == "b7342"
+    assert ENGINE.releases.resolve("b5274") == (5274,) and ENGINE.releases.resolve(None) == (11312,)
+    assert ENGINE.releases.newest == "b11312"
     with pytest.raises(ValueError):
         ENGINE.releases.resolve("b1200")
 
@@ -48,7 +49,9 @@ def test_llama_server_line():
     old = parse_launch_line("llama-cli -m m.gguf -fa -ngl 33")  # bare -fa of older builds
     assert old.settings == {"flash_attn": "on", "n_gpu_layers": 33}
     py = parse_launch_line("python3 -m llama_cpp.server --model m.gguf --n_gpu_layers -1 --n_ctx 8192 --type_k 8")
-    assert py.settings == {"n_gpu_layers": -1, "n_ctx": 8192, "type_k": "q8_0"} and py.binary == "llama_cpp.server"
+    # llama-cpp-python's server defaults under the flags (llama_cpp/server/settings.py; -1 = every layer)
+    assert py.settings == {"n_gpu_layers": "all", "n_ctx": 8192, "type_k": "q8_0", "n_batch": 512, "n_ubatch": 512,
+                           "flash_attn": "off", "n_parallel": 1, "swa_full": True} and py.binary == "llama_cpp.server"
     assert is_launch_line("llama-server -m x.gguf") and not is_launch_line("vllm serve Qwen/Qwen3-8B")
     assert ENGINE.is_launch_line(["llama-server.exe", "-m", "x"])
     with pytest.raises(LaunchLineError):
@@ -169,8 +172,12 @@ def test_dev_targets():
 
 
 def test_calibration_cases():
-    assert calibration.residuals(calibration.FITTED_ON) == [304.74, 304.74, 304.74]
-    assert calibration.residuals(calibration.HELD_OUT) == [210.9]
+    import calibration_cases
+
+    assert calibration.residuals(calibration_cases.llamacpp_pairs("fitted_on")) == [304.74, 304.74, 304.74]
+    assert calibration.residuals(calibration_cases.llamacpp_pairs("held_out")) == [210.9]
+    # the constant is the fitted residual
+    assert calibration.CUDA_CONTEXT_BYTES == round(304.74 * 2**20)
 
 
 # --- fit -------------------------------------------------------------------------------------------------

@@ -155,9 +155,9 @@ def test_logs_of_llama_cpp(tmp_path, capsys):
 
 def test_compare_three_engines(capsys):
     assert main(["compare", "Qwen/Qwen3-8B", "--gpu", "4090", "--context", "32k", "--version", "vllm=0.33.0",
-                 "--version", "sglang=0.5.23", "--version", "llamacpp=b7342"]) == 0
+                 "--version", "sglang=0.5.23", "--version", "llamacpp=b11312"]) == 0
     out = capsys.readouterr().out
-    assert "vLLM 0.33.0" in out and "SGLang 0.5.23" in out and "llama.cpp b7342" in out
+    assert "vLLM 0.33.0" in out and "SGLang 0.5.23" in out and "llama.cpp b11312" in out
     assert "4.35 GiB (Q4_K_M)" in out and "host RAM" in out
     assert "budget: llama.cpp 9.47 GiB vs vLLM 21.76 GiB" in out
     assert "weights: -10.92 GiB (llama.cpp holds the Q4_K_M mix, vLLM the checkpoint as stored)" in out

@@ -77,3 +77,13 @@ def test_a_model_only_in_the_local_hf_cache_as_config_json(tmp_path):
                          env=env, capture_output=True, text=True, timeout=300)
     skipped = {s["id"]: s["reason"] for s in json.loads(run.stdout)["skipped"]}
     assert skipped == {"private-7b": "acme/Private-7B not in the catalog"}
+
+
+def test_no_ground_truth_case_id_in_the_product():
+    """Case data stays in groundtruth/ and scripts/ (plans from the cases' own fields, calibration provenance in
+    scripts/calibration_cases.json): no file of the package names a dev case."""
+    ids = {json.loads(line)["id"] for path in GT.glob("dev*.jsonl") for line in path.read_text().splitlines()
+           if line.strip()}
+    found = {str(path.relative_to(ROOT)): [case for case in ids if case in path.read_text(errors="ignore")]
+             for path in (ROOT / "src").rglob("*") if path.is_file() and path.suffix in (".py", ".json", ".html", ".js")}
+    assert {path: cases for path, cases in found.items() if cases} == {}

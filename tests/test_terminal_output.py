@@ -136,7 +136,8 @@ def test_every_engine_gets_a_verdict(capsys, monkeypatch):
     assert out.startswith("Starts on SGLang 0.5.23: nvidia-smi ≈ ")
     assert "pre-allocated to fill mem_fraction_static" in out
     _, out, _ = _run(COMMANDS["explain-llamacpp"], capsys, monkeypatch, 100)
-    assert out.startswith("Starts on llama.cpp b7342: nvidia-smi ≈ 5,665 MiB of 23.65 GiB.")
+    # b11312's defaults: n_ctx 0 = the model's 40,960 (common.h), which fits, so the automatic fit keeps it
+    assert out.startswith("Starts on llama.cpp b11312: nvidia-smi ≈ 10,849 MiB of 23.65 GiB.")
     assert "pre-allocated" not in out  # a sum of buffers, no budget fraction
 
 

@@ -83,6 +83,14 @@ def test_vllm_text_output_says_it_in_one_line(capsys):
     assert "KV pool in use: peak 61%, now 35% (vllm:kv_cache_usage_perc)" in out
     assert "the pool peaks at 61% of the predicted" in out
     assert "at this traffic" in out
+    assert "the metrics do not name the release: predicted with vLLM" in out
+
+
+def test_vllm_09_metrics_say_the_release_is_older(capsys):
+    with replaying(texts_of(METRICS / "vllm-0.9.0")) as url:
+        code, out, _ = _watch(url, capsys, *FAST)
+    assert code == 0
+    assert "vllm:gpu_cache_usage_perc without vllm:kv_cache_usage_perc: a release before 0.10" in out
 
 
 def test_sglang_live_beside_the_prediction(capsys):

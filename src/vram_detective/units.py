@@ -72,6 +72,9 @@ def open_regular_file(path: str | os.PathLike, what: str = "file"):
     """A binary reader on `path`, refused unless it is a regular file: opening a FIFO without a writer (or a
     device such as /dev/zero) would block or never end. The open itself cannot block (O_NONBLOCK); the mode is
     checked on the opened descriptor, so a file swapped for a FIFO between check and open is still caught."""
+    from .read_policy import check
+
+    check(path, what)  # the web server reads only under --allow-local-models (read_policy.py)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         mode = os.fstat(fd).st_mode

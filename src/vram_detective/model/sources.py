@@ -216,6 +216,13 @@ def _hub_available() -> bool:
     return importlib.util.find_spec("huggingface_hub") is not None
 
 
+def _names_a_path(reference: str) -> bool:
+    """A reference that can only be a local path (never a catalog or Hub id)."""
+    text = reference.strip()
+    return (text.startswith(("/", ".", "~", "\\")) or "\\" in text or ".." in text.split("/")
+            or text.lower().endswith((".gguf", ".json", ".safetensors")) or text.count("/") > 1)
+
+
 def load_model(reference: str, source: str | None = None, revision: str | None = None, token: str | None = None,
                gguf_file: str | None = None, hub_deadline: float | None = None) -> ModelSource:
     """A local checkpoint (directory with config.json and safetensors, a .gguf file or a directory of them),
@@ -229,7 +236,11 @@ def load_model(reference: str, source: str | None = None, revision: str | None =
         path = Path(reference).expanduser()
     except RuntimeError:  # '~nouser/x': no such user, so no such path
         path = Path(reference)
-    if source in (None, "local", "gguf") and path.exists():
+    from ..read_policy import check, exists, may_probe
+
+    if not may_probe(path) and (source in ("local", "gguf") or _names_a_path(reference)):
+        check(path, reference)  # the server's one "not allowed" line, whether or not the path exists
+    if source in (None, "local", "gguf") and exists(path):
         if source == "gguf" or (gguf_file and path.is_dir()) or _is_gguf_path(path):
             return _read_gguf(path, gguf_file)
         if path.is_dir():

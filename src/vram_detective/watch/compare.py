@@ -22,6 +22,9 @@ def compare(args, live) -> dict:
     except Exception as error:  # noqa: BLE001 - a model the tool cannot size is a note here, not the end of watch
         out["notes"].append(f"no prediction for {model}: {str(error).splitlines()[0] if str(error) else error}")
         return out
+    if not args.vllm_version:
+        out["notes"].append(f"the metrics do not name the release: predicted with {breakdown.engine_label} "
+                            f"{breakdown.engine_version}, the newest modelled (pass --engine-version)")
     _prediction_lines(out, live, breakdown)
     if live.arrival_rate and live.prompt_mean and live.output_mean:
         _simulation(out, live, model, gpu, engine, args.vllm_version, settings, args)

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from .. import budget
+from .. import budget, read_policy
 from . import page, report, service
 
 STATIC_TYPES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
@@ -73,7 +73,7 @@ def _error(error: BaseException) -> JSONResponse:
 
     text = str(error).strip()
     text = text.splitlines()[0] if text else type(error).__name__
-    if isinstance(error, service.Forbidden):
+    if isinstance(error, (service.Forbidden, read_policy.NotAllowed)):
         return JSONResponse({"error": text}, status_code=403)
     if isinstance(error, service.TooLarge):
         return JSONResponse({"error": text}, status_code=413)

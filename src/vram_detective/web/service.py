@@ -66,15 +66,23 @@ class Policy:
     local_root: Path | None = None
 
     def source_for(self, model: str, source: str | None) -> tuple[str, str | None]:
-        """(model reference, source) a request may use: a catalog or Hub id, or a path under local_root."""
-        under_root = self.local_root is not None and model.strip() and (self.local_root / model.strip()).exists()
-        if source in ("local", "gguf") or under_root or _looks_like_path(model):
+        """(model reference, source) a request may use: a catalog or Hub id, or a path under local_root. A path
+        outside it is refused with read_policy's one line, whether it exists or not (and the allowed directory is
+        never named)."""
+        from ..read_policy import NOT_ALLOWED
+
+        name = model.strip()
+        # a name under the root (lexically: a symlink there is refused below, not taken for a Hub id)
+        under_root = (self.local_root is not None and name and not _looks_like_path(name)
+                      and os.path.lexists(self.local_root / name))
+        if source in ("local", "gguf") or under_root or _looks_like_path(name):
+            refused = Forbidden(f"{name[:200]}: {NOT_ALLOWED}")
             if self.local_root is None:
-                raise Forbidden(f"{model}: this server reads no local paths (start it with --allow-local-models DIR)")
-            path = (self.local_root / model.lstrip("/")).resolve() if not Path(model).is_absolute() else Path(model).resolve()
-            if not _inside(self.local_root, path):
-                raise Forbidden(f"{model}: outside the directory this server may read ({self.local_root})")
-            return str(path), source or "local"
+                raise refused
+            path = (self.local_root / name.lstrip("/")) if not Path(name).is_absolute() else Path(name)
+            if not _inside(self.local_root, path) or not os.path.exists(path):
+                raise refused  # outside, through a symlink, or missing: the same line (and never the root's name)
+            return str(path.resolve()), source or "local"
         return model, source if source in ("catalog", "hub") else None
 
     def allows(self, path: Path) -> bool:
@@ -82,34 +90,52 @@ class Policy:
 
 
 def _looks_like_path(reference: str) -> bool:
+    """A reference that names a file rather than a catalog or Hub id (never probed: whether a path exists is
+    not something a request may learn)."""
     text = reference.strip()
     return (text.startswith(("/", ".", "~", "\\")) or "\\" in text or ".." in text.split("/")
-            or text.lower().endswith(".gguf") or os.path.exists(text))
+            or text.lower().endswith(".gguf") or text.count("/") > 1)
 
 
 def _inside(root: Path, path: Path) -> bool:
     root = root.resolve()
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
     return resolved == root or root in resolved.parents
 
 
 def install_read_guard(policy: Policy) -> None:
-    """Every local model read goes through sources._read_local / _read_gguf (load_model's only two local
-    readers): wrap them so that a model name found in a pasted log cannot make the server read a path either."""
+    """The process's read policy (read_policy.py) for this server: only under --allow-local-models, the package's
+    own files and the Hub cache. Every local model read also goes through sources._read_local / _read_gguf
+    (load_model's two local readers): wrapped so that a model name found in a pasted log cannot make the server
+    read a path either."""
+    from .. import read_policy
     from ..model import sources
 
+    read_policy.install(read_policy.server_policy(policy.local_root, (_hub_cache_dir(),)))
     for name in ("_read_local", "_read_gguf"):
         original = getattr(sources, name)
         original = getattr(original, "__wrapped_reader__", original)
 
         def guarded(path, *rest, _original=original):
             if not policy.allows(Path(path)):
-                raise sources.UnknownModelError(f"{path}: this server reads no local paths outside "
-                                                f"{policy.local_root or '(none allowed)'}")
+                raise read_policy.NotAllowed(f"{str(path)[:200]}: {read_policy.NOT_ALLOWED}")
             return _original(path, *rest)
 
         guarded.__wrapped_reader__ = original
         setattr(sources, name, guarded)
+
+
+def _hub_cache_dir() -> str:
+    """Where Hub files are cached (model/hub.py reads the same variables); '' without the [hub] extra."""
+    try:
+        from ..model.hub import HubSettings
+
+        return HubSettings.from_environment().cache_dir
+    except Exception:  # noqa: BLE001 - no huggingface_hub: no Hub cache to read from
+        return ""
 
 
 def uses_hub(params: dict) -> bool:
@@ -254,7 +280,8 @@ def explain_json(request: Request, breakdown=None) -> dict:
         spec = api.model_spec(request.model, request.source)
         report = engine.checkpoint_report(spec, request.device(), dict(request.settings),
                                           engine.releases.resolve(request.version), found.checkpoint)
-        out["checkpoint_vs_gpu"] = report.to_dict()
+        if report is not None:  # llama.cpp and Ollama compare GGUF tensors only (None for safetensors)
+            out["checkpoint_vs_gpu"] = report.to_dict()
     return out
 
 

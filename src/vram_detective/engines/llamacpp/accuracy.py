@@ -26,11 +26,13 @@ MIB = 1024 * 1024
 # per device (device_free_mib) is what sets a split or Ollama's layer count
 PLAN_GPU_BYTES = 48 * 2**30
 
-_HOST_KEYS = ("cpu_mapped_model_buffer_mib", "cpu_model_buffer_mib", "cuda_host_model_buffer_mib", "cpu_kv_buffer_mib",
-              "cuda_host_compute_buffer_mib", "cuda_host_output_buffer_mib", "cpu_output_buffer_mib")
+_HOST_KEYS = ("cpu_mapped_model_buffer_mib", "cpu_repack_model_buffer_mib", "cpu_model_buffer_mib",
+              "cuda_host_model_buffer_mib", "cpu_kv_buffer_mib", "cuda_host_compute_buffer_mib", "cpu_compute_buffer_mib",
+              "cuda_host_output_buffer_mib", "cpu_output_buffer_mib")
 # settings a case records in llama.cpp's names that the plan takes as they are
 _PASSED = ("n_ctx", "n_batch", "n_ubatch", "type_k", "type_v", "kv_unified", "split_mode", "tensor_split", "mmap",
-           "override_tensor", "n_cpu_moe", "main_gpu", "gguf_mla_split", "embeddings", "swa_full")
+           "override_tensor", "n_cpu_moe", "main_gpu", "gguf_mla_split", "embeddings", "swa_full", "repack",
+           "gguf_order")
 # a fork's own flags: its memory is not llama.cpp's
 _FORK_KEYS = ("fork",)
 
@@ -229,7 +231,7 @@ def compare(case: dict, spec, plan: CasePlan) -> list[tuple[str, str, float, flo
     obs, pred = case["observed"], predict(spec, plan)
     rows = []
     for key, value in obs.items():
-        m = re.match(r"(cuda\d+|cpu_mapped|cpu|cuda_host)_(model|kv|rs|compute|output)_buffer_mib$", key)
+        m = re.match(r"(cuda\d+|cpu_mapped|cpu_repack|cpu|cuda_host)_(model|kv|rs|compute|output)_buffer_mib$", key)
         if m and key in pred:
             rows.append((m.group(2), key, pred[key], value))
     for dev in _devices(obs):
@@ -237,6 +239,7 @@ def compare(case: dict, spec, plan: CasePlan) -> list[tuple[str, str, float, flo
         if all(p in obs for p in parts):
             rows.append(("vram", f"{dev} VRAM", sum(pred.get(p, 0) for p in parts), sum(obs[p] for p in parts)))
     host = [k for k in _HOST_KEYS if k in obs]
-    if any("model" in k for k in host) and "cuda_host_compute_buffer_mib" in obs:
+    # every part of host RAM printed: a GPU build's CUDA_Host compute buffer, or a CPU-only build's CPU one
+    if any("model" in k for k in host) and ("cuda_host_compute_buffer_mib" in obs or "cpu_compute_buffer_mib" in obs):
         rows.append(("host", "host RAM", sum(pred.get(k, 0) for k in host), sum(obs[k] for k in host)))
     return [row for row in rows if row[0] not in plan.not_compared]

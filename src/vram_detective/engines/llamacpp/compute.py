@@ -1,8 +1,7 @@
 """Compute buffers (llama-context.cpp graph_reserve -> ggml_backend_sched_reserve on the worst-case graph:
 n_ubatch tokens against the whole KV). A documented APPROXIMATION of the graph allocator's peak, not a graph
-walk. Fitted on the full-offload dev cases llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4,
-llamacpp-phi3-mini-4k-q4km-3070-tgwebui-4k, llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa and
-llamacpp-b7342-qwen3-coder-30b-a3b-q8-a100-40g-64k-np4 (errors in benchmarks/llamacpp_accuracy.py).
+walk. Fitted on four full-offload dev cases (named in scripts/calibration_cases.json, `llamacpp`
+COMPUTE_BUFFERS; errors in benchmarks/llamacpp_accuracy.py).
 
 - CUDA_Host compute (inputs kept on the host): the f32 KQ mask n_kv x n_ubatch plus the token embeddings
   n_ubatch x n_embd, f32 (exact on 7 of the 9 dev cases that print it at full offload).

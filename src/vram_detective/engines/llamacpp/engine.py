@@ -43,7 +43,7 @@ def is_llamacpp_log(text: str) -> bool:
 # the figures `logs` sets against the prediction: (observed key, label, read from the Breakdown); a figure the
 # prediction lacks (a device it does not use) is left out
 _BUFFERS = tuple(f"{device}_{kind}_buffer_mib" for kind in ("model", "kv", "compute")
-                 for device in ("cpu_mapped", "cpu", "cuda_host") + tuple(f"cuda{i}" for i in range(8)))
+                 for device in ("cpu_mapped", "cpu_repack", "cpu", "cuda_host") + tuple(f"cuda{i}" for i in range(8)))
 LOG_FIGURES = tuple((key, key.removesuffix("_mib").replace("_", " ") + (" (MiB)" if key.endswith("_mib") else ""),
                      lambda b, key=key: b.figure(key))
                     for key in ("offloaded_layers", "total_layers") + _BUFFERS
@@ -83,7 +83,7 @@ class LlamaCppEngine:
 
     log_figures = LOG_FIGURES
     gguf_mixes = True  # sizes a model at a llama.cpp quantization mix without the file (--gguf-type)
-    log_only_settings = ("gguf_type", "device_free_mib")
+    log_only_settings = ("gguf_type", "device_free_mib", "gguf_order")
     log_version_basis = "printed by the log (build: N)"
 
     def log_settings(self, text: str) -> dict:

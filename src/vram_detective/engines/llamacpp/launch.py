@@ -69,8 +69,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("-fa", "--flash-attn", "--flash_attn"), "flash_attn", _on_off, "flash attention on|off|auto",
          value="on", optional_value=True),
     Flag(("-ts", "--tensor-split", "--tensor_split"), "tensor_split", _split, "layer split per GPU, e.g. 3,1"),
-    Flag(("-dev", "--device"), "num_gpus", lambda t: len([d for d in t.split(",") if d.strip()]),
-         "devices to use, e.g. CUDA0,CUDA1 (their count here)"),
+    Flag(("-dev", "--device"), "num_gpus", lambda t: 0 if t.strip().lower() == "none" else len([d for d in t.split(",") if d.strip()]),
+         "devices to use, e.g. CUDA0,CUDA1 (their count here; none = the CPU only)"),
     Flag(("-sm", "--split-mode", "--split_mode"), "split_mode", lambda t: {"0": "none", "1": "layer", "2": "row"}.get(t, t),
          "none | layer | row"),
     Flag(("-mg", "--main-gpu", "--main_gpu"), "main_gpu", int, "main GPU"),
@@ -79,6 +79,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--n-cpu-moe", "-ncmoe"), "n_cpu_moe", int, "keep the experts of the first N layers on the CPU"),
     Flag(("--cpu-moe", "-cmoe"), "cpu_moe", None, "keep every expert on the CPU"),
     Flag(("--no-mmap",), "mmap", None, "read the file into memory instead of mapping it", value=False),
+    Flag(("-nr", "--no-repack"), "repack", None, "no CPU_REPACK buffer (weights used as stored)", value=False),
     Flag(("--use_mmap",), "mmap", _bool_word, "llama-cpp-python: mmap on/off"),
     Flag(("--kv-unified", "-kvu"), "kv_unified", None, "one KV stream for all sequences"),
     Flag(("--no-kv-unified",), "kv_unified", None, "a KV stream per sequence", value=False),
@@ -164,4 +165,28 @@ def parse_launch_line(words: list[str] | str) -> ParsedLaunch:
             value = settings.get("override_tensor", ()) + value
         settings[flag.setting] = value
     model = settings.pop("model", None)
+    if binary == "llama_cpp.server":
+        settings = python_server_settings(settings)
     return ParsedLaunch(model, settings, binary, tuple(ignored))
+
+
+# llama-cpp-python's server (llama_cpp/server/settings.py ModelSettings, 0.3.16 and 0.3.36 alike): n_ctx 2048,
+# n_batch 512, n_ubatch 512, flash_attn False (0.3.36 passes LLAMA_FLASH_ATTN_TYPE_DISABLED, not llama.cpp's
+# AUTO), n_gpu_layers 0, one sequence. It has no swa_full setting and Llama.__init__ sets context_params.swa_full
+# only when given, so llama_context_default_params' swa_full = true holds (src/llama-context.cpp, both trees):
+# Gemma's SWA layers get the full context.
+PYTHON_SERVER_DEFAULTS = {"n_ctx": 2048, "n_batch": 512, "n_ubatch": 512, "flash_attn": "off", "n_gpu_layers": 0,
+                          "n_parallel": 1, "swa_full": True}
+
+
+def python_server_settings(given: dict) -> dict:
+    """A `python -m llama_cpp.server` line's settings: the package's defaults under the flags given, with
+    Llama.__init__'s clamps n_batch = min(n_ctx, n_batch), n_ubatch = min(n_batch, n_ubatch) (n_ctx 0: the
+    model's, clamped later) and --n_gpu_layers -1 = every layer (llama.py: 0x7FFFFFFF, any build)."""
+    out = {**PYTHON_SERVER_DEFAULTS, **given}
+    if out["n_ctx"]:
+        out["n_batch"] = min(out["n_ctx"], out["n_batch"])
+    out["n_ubatch"] = min(out["n_batch"], out["n_ubatch"])
+    if out["n_gpu_layers"] == -1:
+        out["n_gpu_layers"] = "all"
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .releases import rule
 
-_HOST_MODEL = (("cpu_mapped", "CPU_Mapped"), ("cpu", "CPU"), ("cuda_host", "CUDA_Host"))
+_HOST_MODEL = (("cpu_mapped", "CPU_Mapped"), ("cpu_repack", "CPU_REPACK"), ("cpu", "CPU"), ("cuda_host", "CUDA_Host"))
 
 
 def _devices(figures: dict, kind: str) -> list[tuple[str, float]]:

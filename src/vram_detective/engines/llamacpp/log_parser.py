@@ -61,6 +61,9 @@ def parse(log: str) -> dict:
             out["offloaded_layers"], out["total_layers"] = int(m.group(1)), int(m.group(2))
         if m := _ISWA.search(line):
             iswa = "kv_nonswa" if m.group(1) == "non-SWA" else "kv_swa"
+        if iswa == "kv_swa" and (m := _BUFFER.search(line)) and (m.group(2) or "").strip() == "KV":
+            _swa_kv_buffer(m, out)
+            continue
         _buffer(line, out)
         _kv_lines(line, out, iswa)
         _misc(line, out)
@@ -69,6 +72,18 @@ def parse(log: str) -> dict:
         if len({d for d, _ in devices}) > 1:
             out[f"device_free_mib_{_key(device)}"] = free
     return out
+
+
+def _swa_kv_buffer(m: re.Match, out: dict) -> None:
+    """iSWA (Gemma 2/3, gpt-oss): the SWA cache's KV buffer line follows the full cache's on the same device;
+    the device's KV figure is both (kept apart too as <device>_kv_swa_buffer_mib). Once per device: a
+    sweep's later loads are not added."""
+    device, value = _key(m.group(1)), float(m.group(3))
+    if f"{device}_kv_swa_buffer_mib" in out:
+        return
+    out[f"{device}_kv_swa_buffer_mib"] = value
+    key = f"{device}_kv_buffer_mib"
+    out[key] = round(out.get(key, 0.0) + value, 2)
 
 
 def _buffer(line: str, out: dict) -> None:
@@ -197,8 +212,18 @@ def log_settings(log: str) -> dict:
         if m := _FTYPE.search(line):
             mix = m.group(1).upper() + ("_" + m.group(2)[0] if m.group(2) else "")
             out.setdefault("gguf_type", mix)
+    if "n_gpu_layers" not in out and _cpu_only(log):
+        out.update(n_gpu_layers=0, num_gpus=0)
     free = {device: mib for device, mib in ((m.group(1), int(m.group(2))) for m in map(_DEVICE.search, log.splitlines())
                                              if m)}
     if len(free) > 1:  # several devices: layers split by free memory unless -ts was given (not in the log)
         out["num_gpus"], out["device_free_mib"] = len(free), tuple(free.values())
     return out
+
+
+def _cpu_only(log: str) -> bool:
+    """A CPU-only build's load: llama.cpp prints "offloaded N/M layers" only when the build supports GPU
+    offload (llama-model.cpp load_tensors: llama_supports_gpu_offload(), 0.3.16 and 0.3.36 trees), so buffers
+    printed without that line and without a GPU buffer mean every layer on the CPU (not full offload)."""
+    buffers = [m.group(1) for m in map(_BUFFER.search, log.splitlines()) if m]
+    return bool(buffers) and all(not name.startswith(("CUDA", "ROCm", "Metal", "Vulkan", "SYCL")) for name in buffers)

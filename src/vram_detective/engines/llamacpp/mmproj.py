@@ -74,6 +74,9 @@ def projector_from_header(header, path: str) -> Projector:
 @lru_cache(maxsize=8)
 def read_projector(path: str) -> Projector:
     from ...model.gguf_source import read_local
+    from ...read_policy import check
+
+    check(path, "--mmproj")  # before anything looks at the path: on the server, only under --allow-local-models
 
     return projector_from_header(read_local(path), path)
 

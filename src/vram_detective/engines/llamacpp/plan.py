@@ -17,7 +17,7 @@ from .settings import ALL_LAYERS, LlamaCppSettings, SettingsError, check, flash_
 from .weights import GgufTensor, Placement, assign, layer_devices, model_buffers, row_split_buffers
 
 MIB = 1024 * 1024
-HOST_MODEL_BUFFERS = ("CPU_Mapped", "CPU", "CUDA_Host")
+HOST_MODEL_BUFFERS = ("CPU_Mapped", "CPU_REPACK", "CPU", "CUDA_Host")
 OP_OFFLOAD_MIN_BATCH = 32  # ggml-cuda.cu offload_op: batches this large run CPU-weight matmuls on the GPU
 
 
@@ -81,7 +81,8 @@ def tensors_from_checkpoint(table) -> list[GgufTensor]:
 def model_tensors(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> tuple[list[GgufTensor], str]:
     if gguf_checkpoint is not None:
         return tensors_from_checkpoint(gguf_checkpoint), "GGUF header"
-    return quantized_tensors(spec, s.gguf_type, mla_split=s.gguf_mla_split), f"llama-quant.cpp stock {s.gguf_type} mix (no file)"
+    tensors = quantized_tensors(spec, s.gguf_type, mla_split=s.gguf_mla_split, order=s.gguf_order)
+    return tensors, f"llama-quant.cpp stock {s.gguf_type} mix (no file)"
 
 
 def placement(spec, s: LlamaCppSettings) -> Placement:
@@ -90,15 +91,20 @@ def placement(spec, s: LlamaCppSettings) -> Placement:
     older builds, releases split_row.layers_on_main)."""
     n_layer = spec.num_layers
     single = s.split_mode == "none" or (s.split_mode == "row" and rule("split_row.layers_on_main", s.build))
-    if single or s.num_gpus <= 1:
+    if s.num_gpus == 0:  # a CPU-only build (or -dev none): no device, every layer on the CPU backend
+        devices, split = (), ()
+    elif single or s.num_gpus <= 1:
         devices = (f"CUDA{s.main_gpu if s.split_mode != 'layer' else 0}",)
         split: tuple = ()
     else:
         devices = tuple(f"CUDA{i}" for i in range(s.num_gpus))
         split = _split(s)
+    # CPU_REPACK only without a GPU host buffer: make_cpu_buft_list puts the GPU's host buffer type before the
+    # CPU extra buffer types (llama-model.cpp, 0.3.16 and 0.3.36 trees); --no-repack drops them
+    repack = rule("cpu.repack_types", s.build) if s.repack and not devices else frozenset()
     return Placement(n_layer, min(s.n_gpu_layers, n_layer + 1), devices, split, s.mmap, s.cpu_overrides,
                      min(s.n_cpu_moe, n_layer), rule("ngl.output_first", s.build),
-                     rule("input.pinned_no_mmap", s.build), s.device_overrides)
+                     rule("input.pinned_no_mmap", s.build), s.device_overrides, repack)
 
 
 def _split(s: LlamaCppSettings) -> tuple[float, ...]:
@@ -118,10 +124,11 @@ def row_split(s: LlamaCppSettings, p: Placement, pairs, model: dict) -> dict:
     return parts
 
 
-def swa_layer_set(spec) -> frozenset[int]:
-    """Sliding-window layers by the family's pattern (Gemma 2 alternates, Gemma 3 keeps every 6th global)."""
+def swa_layer_set(spec, build: int | None = None) -> frozenset[int]:
+    """Sliding-window layers by the family's pattern (Gemma 2 alternates, Gemma 3 keeps every 6th global), for
+    the architectures whose window that build applies (releases kv.swa_families: Phi-3's is disabled)."""
     pattern, n = spec.sliding_window_pattern, spec.num_layers
-    if not spec.sliding_window or not pattern:
+    if not spec.sliding_window or not pattern or spec.family not in rule("kv.swa_families", build):
         return frozenset()
     if pattern == "all":
         return frozenset(range(n))
@@ -140,7 +147,7 @@ def kv_layers(spec, build: int, tensors=None):
         split = tensors is None or any(".attn_k_b." in t.name for t in tensors)
         return mla_layers(spec.num_layers, m.kv_lora_rank, m.qk_rope_head_dim, spec.num_attention_heads,
                           m.qk_nope_head_dim, m.v_head_dim, build, split)
-    return uniform_layers(spec.num_layers, spec.num_kv_heads, spec.head_dim, swa_layers=swa_layer_set(spec))
+    return uniform_layers(spec.num_layers, spec.num_kv_heads, spec.head_dim, swa_layers=swa_layer_set(spec, build))
 
 
 def attention_layer_ids(spec) -> list[int]:
@@ -181,8 +188,9 @@ def recurrent(spec, s: LlamaCppSettings, lay: dict) -> RecurrentState:
 
 
 def kv_settings(spec, s: LlamaCppSettings, fa: bool, n_ctx: int) -> KvSettings:
-    return KvSettings(n_ctx, s.n_parallel, s.kv_unified, s.type_k, s.type_v, fa, s.n_ubatch,
-                      spec.sliding_window or 0, s.swa_full, s.build)
+    n_swa = spec.sliding_window or 0 if swa_layer_set(spec, s.build) else 0
+    return KvSettings(n_ctx, s.n_parallel, s.kv_unified, s.type_k, s.type_v, fa, s.n_ubatch, n_swa, s.swa_full,
+                      s.build)
 
 
 def graph_shape(spec) -> cmp.GraphShape:
@@ -249,7 +257,7 @@ def layout(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> Layout:
 
 def _cpu_only(tensors, p: Placement) -> dict:
     """-ngl 0: every tensor on the host (one CPU_Mapped span with mmap)."""
-    return model_buffers(tensors, Placement(p.n_layer, 0, (), mmap=p.mmap))
+    return model_buffers(tensors, Placement(p.n_layer, 0, (), mmap=p.mmap, repack_types=p.repack_types))
 
 
 def n_gpu_layers_text(s: LlamaCppSettings, n_layer: int) -> str:

@@ -143,9 +143,20 @@ def _typed(name: str, ne: tuple[int, ...], layer: int, spec, ftype: str, has_ima
     return GgufTensor(name, _fit(chosen, ne[0]), ne)
 
 
-def quantized_tensors(spec, ftype: str, has_imatrix: bool = True, mla_split: bool = True) -> list[GgufTensor]:
-    """The tensor table (file order: token_embd, layers, output_norm, output; offsets laid end to end).
-    mla_split: an MLA model's file carries attn_k_b / attn_v_b (converted since the split) or attn_kv_b."""
+def loader_order(t) -> tuple[int, str]:
+    """llama_model_quantize writes the tensors in llama_model_loader's weights_map order
+    (llama-model-loader.h weight_name_comparer, 0.3.16 and 0.3.36 trees): non-layer tensors first (layer -1),
+    then by block number, names in byte order within one; the mmap span's ends follow from it."""
+    layer = t.name.split(".")[1] if t.name.startswith("blk.") else ""
+    return (int(layer) if layer.isdigit() else -1, t.name)
+
+
+def quantized_tensors(spec, ftype: str, has_imatrix: bool = True, mla_split: bool = True,
+                      order: str = "quantize") -> list[GgufTensor]:
+    """The tensor table (in the order llama-quantize writes it, loader_order; offsets laid end to end).
+    mla_split: an MLA model's file carries attn_k_b / attn_v_b (converted since the split) or attn_kv_b.
+    order "convert": a file in convert_hf_to_gguf's order (token_embd, layers, output_norm, output), as the
+    quantizers before the sorted weights_map kept it (2023 files)."""
     h, vocab = spec.hidden_size, spec.vocab_size
     out = [_typed("token_embd.weight", (h, vocab), 0, spec, ftype, has_imatrix)]
     if spec.tie_word_embeddings:  # no output tensor: the embedding takes the output's type
@@ -156,7 +167,7 @@ def quantized_tensors(spec, ftype: str, has_imatrix: bool = True, mla_split: boo
     if not spec.tie_word_embeddings:
         out.append(_typed("output.weight", (h, vocab), spec.num_layers, spec, ftype, has_imatrix))
     laid, offset = [], 0
-    for t in out:
+    for t in (out if order == "convert" else sorted(out, key=loader_order)):
         laid.append(GgufTensor(t.name, t.type_name, t.ne, offset))
         offset += -(-t.nbytes // 32) * 32  # GGUF aligns each tensor's data to general.alignment (32)
     return laid

@@ -55,6 +55,14 @@ RULES: tuple[Rule, ...] = (
     Rule((5370,), "kv.iswa", True,
                "llama-kv-cache-unified-iswa.cpp: SWA layers hold min(n_ctx, pad(n_swa*S + n_ubatch)) (PR 13194)",
                True),
+    # which architectures' sliding window shrinks the KV cache (llama-model.cpp load_hparams: swa_type and
+    # set_swa_pattern per LLM_ARCH_*, 0.3.16 tree; models/<arch>.cpp load_arch_hparams in the 0.3.36 tree).
+    # Phi-3 reads phi3.attention.sliding_window and drops it ("Phi SWA is currently disabled", PR 13676; both
+    # trees): the cache keeps n_ctx cells on every layer. LLM_ARCH_LLAMA (Llama, Mistral, Mixtral) never reads
+    # a window. Project families: gemma2 (pattern 2), gemma3 (6), gpt_oss (openai-moe, 2), llama4 (chunked, 4),
+    # gemma4 (models/gemma4.cpp, 0.3.36 tree).
+    Rule((0,), "kv.swa_families", frozenset({"gemma2", "gemma3", "gpt_oss", "llama4", "gemma4"}),
+         "llama-model.cpp load_hparams (0.3.16) / src/models/*.cpp (0.3.36): phi3 SWA disabled, llama none"),
     Rule((0,), "kv.mla_latent", False, "deepseek2 caches full per-head K (192) and V (128) (0.3.8 tree)"),
     Rule((5170,), "kv.mla_latent", True,
                "llama-model.cpp deepseek2: K = kv_lora_rank + rope (576), V = kv_lora_rank (512), 1 KV head, "
@@ -97,11 +105,22 @@ RULES: tuple[Rule, ...] = (
     Rule((7400,), "fit.params", True, "common_params_fit / memory breakdown print (2026 logs)", True),
     Rule((0,), "ctx.default", 0, "common.h n_ctx = 0: the model's n_ctx_train (0.2.90 tree)"),
     Rule((3900,), "ctx.default", 4096, "common.h n_ctx = 4096 (0.3.8 and 0.3.16 trees)", True),
+    Rule((7400,), "ctx.default", 0,
+         "common.h n_ctx = 0 'context the model was trained with', fit_params = true (0.3.36 tree; with the "
+         "automatic fit, fit.params)", True),
     Rule((0,), "server.n_parallel_default", 1, "common.h n_parallel = 1 (0.2.90..0.3.16)"),
     Rule((6700,), "server.n_parallel_default", 4,
                "llama-server -np auto: 'setting n_parallel = 4 and kv_unified = true' (b7342 log)", True),
     Rule((0,), "mla.fa_needs_equal_heads", True,
                "ggml-cuda fattn.cu: K and V head sizes must match (MLA 576/512 excepted), else FA auto -> off"),
+    # CPU weight repacking (ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type) on an x86-64 CPU with AVX2,
+    # the CPU variant a GGML_NATIVE=OFF build and the AVX2 variant of the all-variants packages run; the
+    # buffer "CPU_REPACK" (named CPU_AARCH64 in early builds: not modelled before b5000)
+    Rule((0,), "cpu.repack_types", frozenset(), "no extra CPU buffer type before the AVX2 Q4_0 8x8 repack"),
+    Rule((5000,), "cpu.repack_types", frozenset({"Q4_0", "Q4_K", "IQ4_NL"}),
+         "repack.cpp (0.3.16 tree): Q4_0 8x8, Q4_K 8x8, IQ4_NL 8x8 with AVX2 (Q2_K needs AVX512)", True),
+    Rule((6300,), "cpu.repack_types", frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"}),
+         "repack.cpp (0.3.36 tree): + MXFP4 8x8 with AVX2 (Q5_K / Q6_K / Q8_0 repack only on ARM)", True),
     Rule((0,), "moe.n_cpu_moe", False, "expert placement only by -ot"),
     Rule((6200,), "moe.n_cpu_moe", True, "--n-cpu-moe N keeps the experts of the first N layers on CPU", True),
     # --- scheduler (simulate): the server's slot rules `vram-detective simulate` follows (issue 18), read by
@@ -127,9 +146,13 @@ def rule_names() -> tuple[str, ...]:
 
 
 # --- the Releases part of engines/base.py ------------------------------------------------------------------
-KNOWN_BUILDS: tuple[str, ...] = ("b3600", "b4400", "b5274", "b5622", "b6150", "b7342")
+KNOWN_BUILDS: tuple[str, ...] = ("b3600", "b4400", "b5274", "b5622", "b6150", "b7342", "b11312")
 OLDEST_BUILD = 3000  # the mid-2024 log formats are the oldest modelled
-NEWEST_BUILD = 7342  # the newest build a dev log prints
+# The newest modelled build: llama-cpp-python 0.3.36 vendors llama.cpp@0c1e57098 (2026-10-01, its CHANGELOG).
+# Build numbers are git commit counts; the sdist's submodule is a shallow clone (rev-list --count gives 1) and
+# no tag history is at hand offline, so the number is the estimate from the commit date (b7342 = Dec 2025,
+# ~13 builds a day): the rules of that tree hold from here up.
+NEWEST_BUILD = 11312
 WINDOW = ReleaseWindow("llama.cpp build", (OLDEST_BUILD,), (NEWEST_BUILD,), 1, lambda version: f"b{version[0]}")
 
 

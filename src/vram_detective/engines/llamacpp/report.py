@@ -18,7 +18,8 @@ def _mib(n: int) -> float:
 
 def figures(lay: Layout) -> dict:
     """The figures the build prints for this layout, keyed and rounded as its log lines show them (MiB)."""
-    out: dict = {"offloaded_layers": lay.offloaded, "total_layers": lay.total_layers}
+    # a CPU-only build prints no "offloaded N/M layers" line (load_tensors: llama_supports_gpu_offload())
+    out: dict = {"offloaded_layers": lay.offloaded, "total_layers": lay.total_layers} if lay.devices else {}
     mapped = rule("log.mapped_buffer_name", lay.settings.build)
     split_name = rule("log.split_buffer_name", lay.settings.build)
     for name, value in lay.model.items():

@@ -53,6 +53,8 @@ class LlamaCppSettings:
     mmproj: str = ""  # --mmproj FILE.gguf (a vision projector; mmproj.py)
     mmproj_offload: bool = True  # --no-mmproj-offload keeps it on the CPU
     gguf_mla_split: bool = True  # without a file: an MLA model's GGUF carries attn_k_b/attn_v_b (not attn_kv_b)
+    repack: bool = True  # --no-repack / -nr (use_extra_bufts = false): no CPU_REPACK buffer
+    gguf_order: str = "quantize"  # without a file: llama-quantize's tensor order, or "convert" (2023 files)
     given: frozenset = field(default_factory=frozenset)
 
     @property
@@ -74,7 +76,8 @@ class LlamaCppSettings:
 DEFAULTS = {"n_batch": 2048, "n_ubatch": 512, "type_k": "f16", "type_v": "f16", "swa_full": False,
             "kv_offload": True, "mmap": True, "num_gpus": 1, "tensor_split": (), "split_mode": "layer",
             "main_gpu": 0, "override_tensor": (), "n_cpu_moe": 0, "gguf_type": "Q4_K_M", "embeddings": False,
-            "kv_unified": None, "device_free_mib": (), "mmproj": "", "mmproj_offload": True, "gguf_mla_split": True}
+            "kv_unified": None, "device_free_mib": (), "mmproj": "", "mmproj_offload": True, "gguf_mla_split": True, "repack": True,
+            "gguf_order": "quantize"}
 KNOWN = set(DEFAULTS) | {"n_gpu_layers", "n_ctx", "n_parallel", "flash_attn", "cpu_moe"}
 
 
@@ -86,7 +89,7 @@ COUNT_RANGES = {
     "n_ctx": ("-c/--ctx-size", 0, _TOKENS, ()), "n_parallel": ("-np/--parallel", 1, 1 << 16, (-1, "auto")),
     "n_batch": ("-b/--batch-size", 1, _TOKENS, ()), "n_ubatch": ("-ub/--ubatch-size", 1, _TOKENS, ()),
     "n_gpu_layers": ("-ngl/--n-gpu-layers", -1, 1 << 20, ("all", "auto")),
-    "num_gpus": ("-dev/--device (devices)", 1, 1 << 12, ()), "main_gpu": ("-mg/--main-gpu", 0, 1 << 12, ()),
+    "num_gpus": ("-dev/--device (devices)", 0, 1 << 12, ()),  # 0: -dev none / a CPU-only build "main_gpu": ("-mg/--main-gpu", 0, 1 << 12, ()),
     "n_cpu_moe": ("--n-cpu-moe", 0, 1 << 20, ()),
 }
 
@@ -163,7 +166,7 @@ def resolve(user: dict, build: int) -> LlamaCppSettings:
         gguf_type=gguf_type, embeddings=bool(values["embeddings"]),
         device_free_mib=tuple(int(x) for x in values["device_free_mib"]), mmproj=str(values["mmproj"] or ""),
         mmproj_offload=bool(values["mmproj_offload"]), gguf_mla_split=bool(values["gguf_mla_split"]),
-        given=frozenset(user))
+        repack=bool(values["repack"]), gguf_order=str(values["gguf_order"]), given=frozenset(user))
 
 
 def flash_attention(s: LlamaCppSettings, spec) -> bool:

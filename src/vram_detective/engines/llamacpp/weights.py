@@ -50,6 +50,7 @@ class Placement:
     output_first: bool = False  # newer builds: i_gpu_start = n_layer + 1 - N (releases ngl.output_first)
     input_pinned: bool = False  # without mmap, the input layer in CUDA_Host too (releases input.pinned_no_mmap)
     device_overrides: tuple[tuple[str, str], ...] = ()  # -ot regex=CUDA<N> (checked before cpu_overrides)
+    repack_types: frozenset = frozenset()  # CPU-only: ggml types the CPU_REPACK buffer takes (releases cpu.repack_types)
 
 
 def split_points(devices: int, split: tuple[float, ...]) -> list[float]:
@@ -132,12 +133,27 @@ def assign(tensors: list[GgufTensor], p: Placement) -> list[tuple[GgufTensor, st
     return pairs
 
 
+REPACK_ROWS = 8  # ggml-cpu/repack.cpp: the x86 AVX2 kernels interleave 8 rows (ne[1] % 8 == 0; 0.3.16, 0.3.36)
+
+
+def is_repacked(t: GgufTensor, p: Placement) -> bool:
+    """A CPU-side weight the CPU_REPACK buffer takes: its type has an AVX2 repack kernel and its rows come in
+    eights (ggml_repack_get_optimal_repack_type), and it feeds a MUL_MAT / MUL_MAT_ID (extra_buffer_type
+    supports_op: 2-D or 3-D; the input embedding feeds GET_ROWS and stays in CPU_Mapped / CPU)."""
+    return (t.type_name in p.repack_types and len(t.ne) in (2, 3) and t.ne[1] % REPACK_ROWS == 0
+            and tensor_layer(t.name, p.n_layer) is not None)
+
+
 def model_buffers(tensors: list[GgufTensor], p: Placement) -> dict[str, int]:
-    """Bytes per printed buffer name: 'CUDA0', ..., 'CPU_Mapped' (mmap) or 'CPU' / 'CUDA_Host' (no mmap)."""
+    """Bytes per printed buffer name: 'CUDA0', ..., 'CPU_Mapped' (mmap) or 'CPU' / 'CUDA_Host' (no mmap),
+    'CPU_REPACK' (a CPU-only build's repacked weights: a copy; with mmap the mapped span still covers them
+    when they lie between mapped tensors, llama-model.cpp load_tensors maps first..last of the CPU buffer's)."""
     out: dict[str, int] = {}
     host: list[GgufTensor] = []
     for t, where in assign(tensors, p):
-        if where in ("CPU", "HOST"):
+        if where in ("CPU", "HOST") and p.repack_types and is_repacked(t, p):
+            out["CPU_REPACK"] = out.get("CPU_REPACK", 0) + _align(t.nbytes, HOST_ALIGNMENT)
+        elif where in ("CPU", "HOST"):
             if p.mmap:
                 host.append(t)
                 continue

@@ -143,18 +143,26 @@ class OllamaEngine:
     def resolve_model(self, reference: str):
         """(spec, GGUF table) of a model pulled into the local store ("qwen2.5:7b"); None for other references
         (a catalog model is then sized with a stock mix); a name:tag missing from the store is an error."""
-        from .store import OllamaModelNotFound, looks_like_ollama_name, manifest_path
+        from ...read_policy import NOT_ALLOWED, NotAllowed, exists, may_probe
+        from .store import OllamaModelNotFound, OllamaStoreError, looks_like_ollama_name, manifest_path, store_dir
 
-        from pathlib import Path
-
-        if not looks_like_ollama_name(reference) or Path(reference).exists():
+        if not looks_like_ollama_name(reference) or exists(reference):
             return None
-        if not manifest_path(reference).is_file():
+        try:
+            if not may_probe(store_dir()):  # the server: the store is read only under --allow-local-models
+                raise NotAllowed(f"{reference[:200]}: the Ollama store is {NOT_ALLOWED}")
+            path = manifest_path(reference)
+            stored = path.is_file()
+        except (OllamaStoreError, NotAllowed, OSError):
+            if ":" in reference:  # name:tag is an Ollama name: say why it cannot be read
+                raise
+            return None  # else it may be a catalog or Hub id
+        if not stored:
             if ":" in reference:
-                raise OllamaModelNotFound(f"{reference}: not in the Ollama store ({manifest_path(reference)} is "
+                raise OllamaModelNotFound(f"{reference}: not in the Ollama store ({path} is "
                                           "missing; `ollama pull` it, or set OLLAMA_MODELS)")
             return None
-        return _stored(reference, str(manifest_path(reference)))
+        return _stored(reference, str(path))
 
     def machine_settings(self, free_bytes: tuple[int, ...]) -> dict:
         """Ollama sizes its layer estimate from each GPU's free memory (its gpu_free_mib setting)."""

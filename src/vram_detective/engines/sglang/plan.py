@@ -18,7 +18,7 @@ from ...breakdown import Breakdown, Component, EngineFigure, Setting, StartupFai
 from ...hardware import Gpu
 from ...model.config import ModelSpec
 from ...units import GIB, MIB, parse_version
-from . import allocator, calibration, graphs
+from . import allocator, calibration, draft, graphs
 from .log_lines import LogInputs, log_lines
 from .pool import PoolPrediction, attention_tp, cell_size, predict_pool, req_pool_size
 from .releases import Rules, rules
@@ -129,6 +129,13 @@ class Startup:
     piecewise_sizes: int
     piecewise_graphs: int
     total: int
+    draft_weights: int = 0  # the speculative draft's own tensors (draft.py); 0 without a draft or when not sized
+    draft_unsized: bool = False  # a draft whose weights this tool does not size
+
+    @property
+    def draft_in_slack(self) -> int:
+        """Draft weights loaded after the target's pool (before 0.5.14): out of the slack, not the pool."""
+        return self.draft_weights if self.rules["draft_weights_in"] == "slack" else 0
 
     @property
     def graphs(self) -> int:
@@ -145,7 +152,8 @@ class Startup:
 
     @property
     def available_after_graphs(self) -> int:
-        return int((self.pool.mem_pool_end_avail_gib - self.pool.draft_kv_gib) * GIB) - self.backend_init - self.graphs
+        return (int((self.pool.mem_pool_end_avail_gib - self.pool.draft_kv_gib) * GIB) - self.draft_in_slack
+                - self.backend_init - self.graphs)
 
     @property
     def static_budget(self) -> int:
@@ -160,13 +168,17 @@ def startup(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Startup:
     context = calibration.CUDA_CONTEXT.bytes
     # free memory before the weights (model_runner.py init_torch_distributed: get_available_gpu_memory, i.e.
     # torch.cuda.mem_get_info's free): what other processes hold on the device is not there
-    pool = predict_pool(gpu.free_bytes - context, weights, spec, s, version)
+    draft_bytes = draft.draft_weight_bytes(spec, s)
+    # from 0.5.14 the pool is sized after the draft worker loaded: its weights are charged to the budget (draft.py)
+    in_pool = draft_bytes or 0 if r["draft_weights_in"] == "pool" else 0
+    pool = predict_pool(gpu.free_bytes - context, weights + in_pool, spec, s, version)
     sizes = graphs.capture_batch_sizes(s, r, gpu_memory_mib(gpu), req_pool_size(max(pool.max_total_num_tokens, 1),
                                                                                  pool.context_len, r))
     layers = spec.num_layers // s.pp_size
     piecewise_sizes, piecewise = graphs.piecewise_graph_bytes(s, r, spec.mla is not None)
     return Startup(s, r, inventory.total_bytes, segments, weights, context, pool, calibration.BACKEND_INIT.bytes, tuple(sizes),
-                   graphs.decode_graph_bytes(sizes, layers), piecewise_sizes, piecewise, gpu.cuda_total_bytes)
+                   graphs.decode_graph_bytes(sizes, layers), piecewise_sizes, piecewise, gpu.cuda_total_bytes,
+                   draft_bytes or 0, draft_bytes is None)
 
 
 def _settings(s: SGLangSettings) -> tuple[Setting, ...]:
@@ -257,6 +269,18 @@ def _failure(st: Startup) -> StartupFailure | None:
     return None
 
 
+def _draft_notes(st: Startup) -> tuple[str, ...]:
+    if st.draft_unsized:
+        return (f"speculative draft ({st.settings.speculative_algorithm}): its weights are not sized (a separate draft "
+                "model or a quantized checkpoint's MTP layers); its KV layers are",)
+    if not st.draft_weights:
+        return ()
+    where = ("out of the slack (loaded after the target's pool)" if st.draft_in_slack
+             else "out of the KV budget (both pools built after both workers loaded, 0.5.14+)")
+    return (f"speculative draft ({st.settings.speculative_algorithm}): {st.draft_weights / GIB:.2f} GiB of its own "
+            f"layers (the target's embedding and lm_head shared), {where}",)
+
+
 def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
     st = startup(spec, gpu, values, version)
     p = st.pool
@@ -266,7 +290,7 @@ def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
     smi = int(round((st.total - max(st.available_after_graphs, 0)) / MIB))
     lines = log_lines(p, st.rules.version, LogInputs.of(spec, st))
     notes = ("weights: vLLM's tensor inventory for the same model and TP (SGLang's layers are ports of vLLM's); "
-             "quantized kernels' repacking is vLLM's",)
+             "quantized kernels' repacking is vLLM's",) + _draft_notes(st)
     return Breakdown(
         model=spec.name, gpu_name=gpu.name, total_gpu_bytes=gpu.cuda_total_bytes, engine_name="sglang",
         engine_label="SGLang", engine_version=st.rules.label, engine_variant="", settings=_settings(st.settings),

@@ -135,6 +135,11 @@ RULE_CHANGES: tuple[Rule, ...] = (
     Rule(_v("0.4.3"), "draft_pool", "separate", "model_runner.py 0.4.3-0.5.13 init_memory_pool: is_draft_worker -> "
                "draft_runner_cache_size tokens x the draft's layers (num_nextn_predict_layers for MTP)"),
     Rule(_v("0.5.14"), "draft_pool", "in_cell", "0.5.14 pool_configurator.py: one pool, cell x (1 + draft / target layers)"),
+    # where the draft worker's weights are paid (draft.py)
+    Rule(_v("0.4.0"), "draft_weights_in", "slack", "scheduler.py 0.4.3-0.5.13: the draft worker loads after the target's "
+         "pool is built: its weights come out of the slack"),
+    Rule(_v("0.5.14"), "draft_weights_in", "pool", "0.5.14 scheduler.py init_memory_pools after maybe_init_draft_worker; "
+         "0.5.17 kv_cache_configurator.py _profile_available_bytes: loaded weights (target + draft) charged to the budget"),
     # (steps, topk, draft tokens) when --speculative-num-steps etc. are unset: (default, ((architectures, value), ...))
     Rule(_v("0.4.3"), "speculative_defaults", ((5, 8, 64), ()), "server_args.py 0.4.3 fields: 5 steps, topk 8, 64 tokens"),
     Rule(_v("0.4.4"), "speculative_defaults", ((5, 4, 8), ()), "0.4.4 fields: 5, 4, 8"),

@@ -2,12 +2,13 @@
 
 Engine rules (the release table, tensor inventories, allocator rounding, liveness counts) cite the engine file
 they come from and stay in their modules. The few numbers below were fitted to real startup logs of the ground
-truth (shared/groundtruth/dev.jsonl, dev-vllm-more.jsonl): each record names the cases it was fitted on and how,
-and `scripts/refit_calibration.py` recomputes it from them (and reports its error on the held-out cases).
+truth (groundtruth/dev.jsonl, dev-vllm-more.jsonl): each record says what it stands for and how it was fitted;
+the cases it was fitted on are named in scripts/calibration_cases.json (case data stays out of the product), and
+`scripts/refit_calibration.py` recomputes each value from them (and reports its error on the held-out cases).
 
-The split of the dev cases: a case is a fit case when some record names it in `fitted_on`; every other case is
-held out (`held_out`). Cases whose fields lack what a fit needs but whose notes state it are completed by
-`CASE_ASSUMPTIONS`, for the refit only.
+The split of the dev cases: a case is a fit case when calibration_cases.json names it for some record; every other
+case is held out. Cases whose fields lack what a fit needs but whose notes state it are completed there too
+(`vllm_case_assumptions`), for the refit only.
 """
 from __future__ import annotations
 
@@ -24,11 +25,15 @@ class Fitted:
     value: float
     unit: str  # "GiB" / "MiB" (sizes; `bytes` converts), "x" (a ratio), "B/logit"
     models: str  # what the constant stands for
-    fitted_on: tuple[str, ...]  # ground-truth case ids
-    method: str  # how the value follows from those cases (scripts/refit_calibration.py implements it)
+    method: str  # how the value follows from its cases (scripts/calibration_cases.json names them)
     rounding: float = 0.0  # the fitted value is a multiple of this; 0 for a choice among `choices`
     choices: tuple[float, ...] = ()  # a discrete fit picks one of these
     refit_note: str = ""  # why today's refit differs from the shipped value, when it does
+
+    def __post_init__(self):
+        if not isinstance(self.method, str) or not isinstance(self.rounding, (int, float)):
+            raise TypeError(f"{self.name}: Fitted(name, value, unit, models, method, rounding, ...): the cases it "
+                            "was fitted on live in scripts/calibration_cases.json")
 
     @property
     def bytes(self) -> int:
@@ -40,55 +45,39 @@ _NON_TORCH = "non_torch_memory logged at TP=1 outside the global eras (V0-d, V1-
 NON_TORCH_HOPPER_PLUS = Fitted(
     "NON_TORCH_HOPPER_PLUS", 0.14, "GiB",
     "non-torch memory that grows during profiling on one Hopper+ GPU (lazily loaded kernels, cuBLAS/cuBLASLt handles)",
-    ("vllm-pr12126-llama32-11b-vision-h100", "mellea-pr416-small-model-h100-080", "gie-pr550-llama2-7b-lora-h100",
-     "file57908690698-llama-8b-h100-book-v06x", "file28022205292-gptoss20b-h100-16k",
-     "file28022205292-qwen3-32b-h100-tp1-16k", "file28022205292-qwen3-32b-h100-tp1-32k-fail"),
     f"median over the cases of the {_NON_TORCH} (Hopper logs of 0.12-0.16 GiB)", 0.01)
 
 NON_TORCH_OTHER = Fitted(
     "NON_TORCH_OTHER", 0.05, "GiB", "the same on GPUs before Hopper (and on GPUs a case does not name)",
-    ("vllm-17327-qwen3-30b-a3b-w4a16-3090-v0", "file57428438798-qwen25-7b-awq-rtx4080-wsl-v0260",
-     "file3594054945-llama32-3b-q8gguf-rtx4070-8gb", "file7884883735-llama32-3b-t4-unsloth-v08x",
-     "vllm-windows-6-16gib-small-model", "file33197864785-qwen25-05b-bnb4-lora-unsloth-24gb",
-     "file34681159919-qwen3-8b-fp8-24gb-v010x", "file33210791296-qwen25-05b-bnb-lora-unsloth-47gb",
-     "vllm-12095-whisper-8gb-wsl-fp8kv"),
     f"median over the cases of the {_NON_TORCH} (logs of 0.02-0.08 GiB)", 0.01)
 
 NCCL_PER_RANK = Fitted(
     "NCCL_PER_RANK", 0.15, "GiB",
     "NCCL communicators + custom all-reduce buffers per multi-GPU rank, when they land inside the budget",
-    ("vllm-15815-qwen25-32b-2xl40s", "vllm-pr12660-idefics3-8b-2xT4", "vllm-pr14447-davidsyoung-3090-moe-wna16"),
     "median over the cases of the logged non_torch_memory at TP>1 (V0, V1 0.9.1-0.10.2) minus the modelled kernel "
     "term of the GPU", 0.01)
-
-_MODERN_TP1 = ("vllm-llmdplanner-h100-qwen3-8b-tp1-8192-v0190", "vllm-llmdplanner-h100-gemma-3-4b-it-tp1-8192-v0190",
-               "vllm-llmdplanner-h100-phi-4-tp1-8192-v0190")
 
 NON_TORCH_HOPPER_PLUS_FROM_0_18 = Fitted(
     "NON_TORCH_HOPPER_PLUS_FROM_0_18", 0.25, "GiB",
     "non-torch growth on one Hopper+ GPU from 0.18, where vLLM reads it after profile_cudagraph_memory's captures "
     "(gpu_worker.py determine_available_memory 0.18.0): kernels, cuBLAS/cuBLASLt handles, graph-capture residue",
-    _MODERN_TP1,
     "median over the cases of the logged non_torch_memory at TP=1 (0.19.0 logs on H100 of 0.25 GiB)", 0.01)
 
 NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS = Fitted(
     "NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS", 1.32, "GiB",
     "the TP device group's NCCL communicator on Hopper+ (NVSwitch servers, cuMem and NVLS on from 0.11), created "
     "lazily by the profile run's logits all-gather (0.11-0.24)",
-    ("vllm-llmdplanner-h100-llama-3-1-8b-instruct-tp2-8192-v0190",),
     "median over the cases of the logged non_torch_memory at TP>1 minus the modelled rest (the 0.18+ Hopper term and "
     "the FlashInfer all-reduce workspace)", 0.01)
 
 CUDA_CONTEXT = Fitted(
     "CUDA_CONTEXT", 0.30, "GiB",
     "CUDA context of the vLLM worker (counted by the global eras V0-d / V1-a, outside the budget otherwise)",
-    ("vllm-10517-llama31-8b-3090-20k", "vllm-10517-llama31-8b-3090-29k"),
     "median over the cases of the logged non_torch_memory at TP=1 in V0-d minus the modelled kernel term", 0.01)
 
 GLOBAL_ERA_PER_EXTRA_RANK = Fitted(
     "GLOBAL_ERA_PER_EXTRA_RANK", 0.76, "GiB",
     "other local ranks' contexts / P2P mappings on each GPU in the global eras (V0-d, V1-a), per extra rank",
-    ("vllm-10702-llama70b-h200-095",),
     "median over the cases of (logged non_torch_memory - the modelled context, kernels and NCCL) / extra local "
     "ranks (one observation: an estimate)", 0.01,
     refit_note="the refit gives 0.73: 0.76 matches (5.68 - 0.35) / 7, the 3090's logged TP=1 figure (#10517) "
@@ -102,19 +91,18 @@ _GRAPHS = ("median over the cases of the logged CUDA-graph memory / (graphs x la
 
 GRAPH_BYTES_PER_LAYER_V0 = Fitted(
     "GRAPH_BYTES_PER_LAYER_V0", 0.14, "MiB", "V0 decode graphs: pool bytes per graph and decoder layer",
-    ("mellea-pr416-small-model-h100-080",), _GRAPHS, 0.01)
+    _GRAPHS, 0.01)
 # (issue 14 refit: 0.13 -> 0.14, the rounding of 0.13 GiB / (35 x 28) = 0.136 MiB; no held-out case has V0 graphs)
 
 
 GRAPH_BYTES_PER_LAYER_V1_PIECEWISE = Fitted(
     "GRAPH_BYTES_PER_LAYER_V1_PIECEWISE", 0.30, "MiB", "V1 piecewise-only graphs (<= 0.10): per graph and layer",
-    ("file34681159919-qwen3-8b-fp8-24gb-v010x", "file34680831065-llava16-mistral7b-h100-v0102"), _GRAPHS, 0.01)
+    _GRAPHS, 0.01)
 
 GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE = Fitted(
     "GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE", 0.17, "MiB",
     "V1 FULL_AND_PIECEWISE graphs (0.11+): per graph and layer",
-    ("lmcache-3430-qwen3-8b-a5000-v0210", "file57428438798-qwen25-7b-awq-rtx4080-wsl-v0260",
-     "file70682754770-llama31-8b-a100-80-v0310"), _GRAPHS, 0.01)
+    _GRAPHS, 0.01)
 
 # vLLM's own CUDA-graph estimate (0.18+, profile.py cuda_graphs) on Hopper+: its two measured captures and the pool
 # the real capture takes over it. Fit and held-out cases split the 0.19 H100 runs.
@@ -147,7 +135,6 @@ RESERVED_OVER_ALLOCATED_AT_PEAK = Fitted(
     "RESERVED_OVER_ALLOCATED_AT_PEAK", 1.30, "x",
     "V0-c (<= 0.6.3) measures the profile with free memory, i.e. reserved bytes: the caching allocator's segments "
     "around the activation peak over the allocated-bytes model",
-    ("vllm-pr4454-a6000-openhermes25-mistral7b", "vllm-pr4454-a6000-zephyr7b-awq"),
     "median over the cases of the activation peak the logged GPU blocks imply (KV budget of the logged blocks + "
     "half a block) over the allocated-bytes model of the peak", 0.05)
 # (issue 14 refit: 1.25 -> 1.30 once the allocated-bytes model gave 3.375 GiB for both fit cases; error of the KV
@@ -158,7 +145,6 @@ SAMPLER_BYTES_PER_LOGIT_FROM_0_28 = Fitted(
     "SAMPLER_BYTES_PER_LOGIT_FROM_0_28", 39, "B/logit",
     "the sampler footprint of the profile run from 0.28 (FlashInfer sampler by default, not modelled tensor by "
     "tensor): the sort path's 39 or the Triton path's 14 bytes per logits element",
-    ("file70682754770-llama31-8b-a100-80-v0310",),
     "the modelled footprint whose activation peak is closest to the logged one (median relative error)",
     choices=(39, 14))
 
@@ -169,24 +155,6 @@ RECORDS: tuple[Fitted, ...] = (
     GRAPH_BYTES_PER_LAYER_V0, GRAPH_BYTES_PER_LAYER_V1_PIECEWISE, GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE,
     RESERVED_OVER_ALLOCATED_AT_PEAK, SAMPLER_BYTES_PER_LOGIT_FROM_0_28,
 )
-
-# What a fit case's notes state but its fields do not (applied by the refit only, never by the scorer).
-CASE_ASSUMPTIONS: dict[str, tuple[dict, str]] = {
-    "mellea-pr416-small-model-h100-080": (
-        {"model": "Qwen/Qwen3-0.6B"},
-        "notes: 1.12 GiB of weights and 112 KiB of KV per token fit Qwen3-0.6B (28 layers x 8 KV heads x 128)"),
-    "vllm-pr14447-davidsyoung-3090-moe-wna16": (
-        {"settings": {"tensor_parallel_size": 2}},
-        "notes: many VllmWorkerProcess workers with identical numbers (multi-GPU); the NCCL term needs only TP > 1"),
-}
-
-FIT_CASES = frozenset(case for record in RECORDS for case in record.fitted_on)
-
-
-def held_out(case_ids) -> tuple[str, ...]:
-    """The dev cases no record was fitted on, in the given order."""
-    return tuple(case for case in case_ids if case not in FIT_CASES)
-
 
 def probe_readings(report: dict) -> dict[str, tuple[float, str, str]]:
     """benchmarks/gpu_probe.py's JSON -> {record name: (measured value in the record's unit, unit, what)}: the

@@ -26,6 +26,10 @@ def read(samples) -> LiveFigures | None:
     info = labels_of(samples, "vllm:cache_config_info") or {}
     running = labels_of(samples, "vllm:num_requests_running") or {}
     blocks, block_size = _int(info.get("num_gpu_blocks")), _int(info.get("block_size"))
+    notes = [] if info else ["no vllm:cache_config_info: the pool's size is not shown"]
+    if usage_metric == "vllm:gpu_cache_usage_perc":
+        # 0.10.0 added kv_cache_usage_perc beside it (both through 0.11.0); by 0.15.1 only kv_cache_usage_perc
+        notes.append("vllm:gpu_cache_usage_perc without vllm:kv_cache_usage_perc: a release before 0.10")
     return LiveFigures(
         engine="vllm", usage=largest(samples, usage_metric), usage_metric=usage_metric,
         running=total(samples, "vllm:num_requests_running"), waiting=total(samples, "vllm:num_requests_waiting"),
@@ -37,7 +41,7 @@ def read(samples) -> LiveFigures | None:
         prompt_buckets=tuple(buckets(samples, "vllm:request_prompt_tokens")),
         output_buckets=tuple(buckets(samples, "vllm:request_generation_tokens")),
         pool_tokens=blocks * block_size if blocks and block_size else None, model=running.get("model_name"),
-        settings=_settings(info), notes=() if info else ("no vllm:cache_config_info: the pool's size is not shown",))
+        settings=_settings(info), notes=tuple(notes))
 
 
 def _int(text) -> int | None:

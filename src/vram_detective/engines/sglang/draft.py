@@ -1,0 +1,40 @@
+"""SGLang's speculative draft on one rank: the weights its draft worker loads, and where they are paid.
+
+An EAGLE / NEXTN (MTP) draft on a checkpoint that carries MTP layers (num_nextn_predict_layers,
+mtp_num_hidden_layers) loads those layers and their fc / norms; the worker then shares the target's embedding and
+lm_head and frees its own (0.5.17 speculative/eagle_worker_v2.py -> set_embed_and_head; models/qwen3_5_mtp.py,
+deepseek_nextn.py). A separate draft model (--speculative-draft-model-path, EAGLE heads, STANDALONE) is sized only
+when its config is known; NGRAM has no draft weights. The MTP layer is sized as the target's first decoder layer (vLLM's inventory): on a
+GDN hybrid (Qwen3.5) that is a linear-attention layer, 22 MB more than the full-attention layer the MTP block has.
+
+Where they are paid (releases.py `draft_weights_in`): 0.4.3-0.5.13 the draft worker loads after the target has
+built its pool (scheduler.py: TpModelWorker then the draft worker), so its weights come out of the slack the
+fraction leaves (the speculative reserve of _handle_gpu_memory_settings pays for it); from 0.5.14 the scheduler
+builds both pools after both workers loaded (scheduler.py init_memory_pools after maybe_init_draft_worker), and the
+KV budget is the free memory then minus the slack (0.5.17 mem_cache/kv_cache_configurator.py
+_profile_available_bytes: "loaded weights (target + draft)"): the draft's weights come out of the pool.
+"""
+from __future__ import annotations
+
+from ...model.config import ModelSpec
+from .settings import SGLangSettings
+
+_SHARED_WITH_TARGET = ("embed_tokens", "lm_head", "shared_head.head")
+
+
+def draft_weight_bytes(spec: ModelSpec, s: SGLangSettings) -> int | None:
+    """Bytes of the draft's own tensors on one rank; 0 without a draft (or NGRAM), None when not sized here."""
+    from ..vllm.speculative import _mtp_weights
+
+    algorithm = (s.speculative_algorithm or "").upper()
+    if not algorithm or algorithm == "NGRAM":
+        return 0
+    mtp_layers = spec.draft.mtp_layers if spec.draft is not None else 0
+    if s.speculative_draft_model_path or algorithm not in ("EAGLE", "NEXTN", "MTP") or not mtp_layers:
+        return None
+    if spec.quantization is not None:
+        return None  # the MTP layers' own quantization is per checkpoint
+    dtype = spec.torch_dtype if s.dtype in (None, "auto") else s.dtype
+    inventory = _mtp_weights(spec, dtype, s.tp_size, True, None, None)
+    return sum(group.bytes for group in inventory.groups
+               if not any(part in group.name for part in _SHARED_WITH_TARGET))

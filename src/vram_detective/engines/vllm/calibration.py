@@ -105,30 +105,21 @@ GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE = Fitted(
     _GRAPHS, 0.01)
 
 # vLLM's own CUDA-graph estimate (0.18+, profile.py cuda_graphs) on Hopper+: its two measured captures and the pool
-# the real capture takes over it. Fit and held-out cases split the 0.19 H100 runs.
-_GRAPH_FIT_FIRST = ("vllm-llmdplanner-h100-qwen3-8b-tp1-8192-v0190", "vllm-llmdplanner-h100-gemma-3-4b-it-tp1-8192-v0190",
-                    "vllm-llmdplanner-h100-llama-3-1-8b-instruct-tp1pp2-8192-v0190")
-_GRAPH_FIT_SECOND = ("vllm-llmdplanner-h100-llama-3-1-8b-instruct-tp1-8192-qfp8-v0190",
-                     "vllm-llmdplanner-h100-phi-4-tp1-8192-v0190")
-
+# the real capture takes over it (fit cases: some of the 0.19 H100 runs, the others held out).
 GRAPH_FIRST_CAPTURE_HOPPER_PLUS = Fitted(
     "GRAPH_FIRST_CAPTURE_HOPPER_PLUS", 0.37, "GiB",
     "profile_cudagraph_memory's first capture (the largest batch: its warm-up and graph pool, driver memory)",
-    _GRAPH_FIT_FIRST,
     "median over the cases of the logged 'Estimated CUDA graph memory' minus the modelled second captures", 0.01)
 
 GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS = Fitted(
     "GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS", 0.11, "MiB",
     "profile_cudagraph_memory's second capture of a mode (what one more graph adds), per decoder layer",
-    _GRAPH_FIT_SECOND,
     "median over the cases of (the logged estimate - the first capture) / (sum over modes of graphs - 1) / layers",
     0.01)
 
 GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS = Fitted(
     "GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS", 1.30, "x",
     "the pool capture_model takes ('CUDA graph pool memory: X GiB (actual)') over the estimate",
-    ("vllm-llmdplanner-h100-qwen3-8b-tp1-8192-v0190", "vllm-llmdplanner-h100-phi-4-tp1-8192-v0190",
-     "vllm-llmdplanner-h100-mixtral-8x7b-instruct-v0-1-tp2-8192-v0190"),
     "median over the cases of the logged actual pool over the modelled estimate", 0.01)
 
 RESERVED_OVER_ALLOCATED_AT_PEAK = Fitted(

@@ -90,6 +90,8 @@ def _vocab(n_vocab: int) -> list[tuple[str, object]]:
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
     tokens += [f"\u2581t{i}" for i in range(n_vocab - len(tokens))]
     types = [2, 3, 3] + [6] * 256 + [1] * (n_vocab - 259)
+    if n_vocab > 32000:  # llama-vocab.cpp looks up <|endoftext|> for a model named Phi-3 (its id in Phi-3's vocab)
+        tokens[32000], types[32000] = "<|endoftext|>", 3
     return [("tokenizer.ggml.model", "llama"), ("tokenizer.ggml.tokens", ("str", tokens)),
             ("tokenizer.ggml.scores", ("f32", [0.0] * n_vocab)), ("tokenizer.ggml.token_type", ("i32", types)),
             ("tokenizer.ggml.bos_token_id", 1), ("tokenizer.ggml.eos_token_id", 2),
@@ -330,18 +332,15 @@ def case_of(version: str, build: int, model: str, quant: str, path: Path, s: dic
              "repack" if s["repack"] else "norepack"] + (["swafull"] if s["swa_full"] else [])
     settings = {"gguf_file": path.name, "quant": quant, "gguf_type": quant, **s, "n_gpu_layers": 0,
                 "n_seq_max": s["n_parallel"], "binary": f"llama-cpp-python {version} (llama_model_load_from_file + "
-                "llama_init_from_model)", "cpu_build": True}
+                "llama_init_from_model)", "cpu_build": True, "vendored": VENDORED.get(version, "?"),
+                "weights": "zero (real names, shapes, metadata; SentencePiece vocabulary of the real size)"}
     return {"id": f"llamacpp-cpu-b{build}-{model.split('/')[-1].lower()}-{quant.lower()}-" + "-".join(parts),
             "source": f"benchmarks/llamacpp_cpu_groundtruth.py {version} (llama-cpp-python {version} built from its "
                       f"source archive with GGML_NATIVE=OFF; {platform.processor() or platform.machine()}; "
                       f"{time.strftime('%Y-%m-%d')})",
             "engine": "llamacpp", "engine_version": f"b{build}", "engine_version_basis": "stated",
             "model": model, "gpu": None, "num_gpus": 0, "settings": settings, "observed": observed, "log": log,
-            "tags": ["cpu-only", "zero-weights"],
-            "notes": f"llama-cpp-python {version} vendors {VENDORED.get(version, '?')}; a CPU-only build (no GPU "
-                     "backend), n_gpu_layers 0; the GGUF has the model's real tensor names, shapes and metadata "
-                     "with zero weights and a generated SentencePiece vocabulary of the real size, quantized by "
-                     "that build's llama_model_quantize."}
+            "tags": ["cpu-only", "zero-weights"]}
 
 
 def main(argv=None) -> int:
@@ -361,6 +360,8 @@ def main(argv=None) -> int:
     work = Path(a.work) / a.version
     work.mkdir(parents=True, exist_ok=True)
     out = Path(a.out or ROOT / "groundtruth" / f"llamacpp-cpu-b{build}.jsonl")
+    partial = out.with_suffix(".jsonl.part")  # each load appended as it ends: an interrupted run keeps its loads
+    partial.write_text("")
     cases, t0 = [], time.time()
     for model in a.models.split(","):
         cfg = read_config(model)
@@ -370,6 +371,8 @@ def main(argv=None) -> int:
                 rc, err = _run_child(py, ["load", str(path), json.dumps(s)], timeout=900)
                 case = case_of(a.version, build, model, quant, path, s, _log_lines(err), rc)
                 cases.append(case)
+                with open(partial, "a") as f:
+                    f.write(json.dumps(case) + "\n")
                 obs = case["observed"]
                 print(f"{case['id'][len('llamacpp-cpu-'):]:<90} rc={rc} "
                       f"model={sum(v for k, v in obs.items() if k.endswith('_model_buffer_mib')):9.2f} "
@@ -378,6 +381,7 @@ def main(argv=None) -> int:
         for f in work.glob(f"{model.split('/')[-1].lower()}-*.gguf"):
             f.unlink()  # the next model's files fit the disk
     out.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    partial.unlink()
     print(f"{len(cases)} loads in {time.time() - t0:.0f}s -> {out}")
     return 0
 

@@ -81,6 +81,17 @@ def test_vllm_v1_refuses_when_free_memory_is_below_its_budget(fake_path, capsys)
     assert main(["explain", "Qwen/Qwen3-8B", "--max-model-len", "8192", "--engine-version", "0.6.3"]) == 0
 
 
+def test_vllm_v1_before_0_9_1_reads_what_others_hold_as_non_torch_memory():
+    """0.9.0's determine_available_memory: non-torch = (total - free) - torch allocated, every process on the
+    device: the KV budget loses exactly what others hold; 0.9.1 measures from its init snapshot (and checks)."""
+    card = find_gpu("RTX 4090")
+    busy = replace(card, in_use_bytes=GIB)
+    for version, lost in (("0.8.5", GIB), ("0.9.0", GIB), ("0.9.1", 0)):
+        idle = api.explain("Qwen/Qwen3-8B", card, engine_version=version, max_model_len=8192)
+        loaded = api.explain("Qwen/Qwen3-8B", busy, engine_version=version, max_model_len=8192)
+        assert idle.kv_cache_bytes - loaded.kv_cache_bytes == lost, version
+
+
 def test_sglang_pool_loses_mem_fraction_static_times_what_others_hold():
     card = find_gpu("RTX 4090")
     busy = replace(card, in_use_bytes=GIB // 2)

@@ -38,5 +38,23 @@ def gpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool)
     return max(attention, logits)
 
 
+def cpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool) -> int:
+    """A CPU-only build's compute buffer: ggml_backend_sched_reserve on one CPU backend allocates the whole
+    worst-case graph (n_ubatch tokens, every token an output, n_kv cells of one stream) with ggml-alloc's
+    reuse, so the buffer is the larger of two peaks (llama-context.cpp graph_reserve, 0.3.16 / 0.3.36 trees):
+    - logits: the n_vocab x n_ubatch f32 output beside the last hidden state, normed and scaled by
+      output_norm (2 x n_ubatch x n_embd f32);
+    - attention without flash attention: the KQ scores n_head x n_kv x n_ubatch f32 (soft_max runs in place)
+      and the f32 KQ mask n_kv x n_ubatch, with the layer's live activations (calibration
+      CPU_ATTENTION_ACTIVATIONS x n_ubatch x n_embd f32). With flash attention no score matrix is kept."""
+    from .calibration import CPU_ATTENTION_ACTIVATIONS
+
+    logits = g.n_vocab * n_ubatch * 4 + 2 * n_ubatch * g.n_embd * 4
+    if flash_attn:
+        return logits
+    attention = (g.n_head + 1) * n_kv * n_ubatch * 4 + round(CPU_ATTENTION_ACTIVATIONS * n_ubatch * g.n_embd * 4)
+    return max(logits, attention)
+
+
 def output_buffer_bytes(n_vocab: int, n_seq_max: int, n_embd: int = 0, embeddings: bool = False) -> int:
     return (n_vocab + (n_embd if embeddings else 0)) * max(n_seq_max, 1) * 4

@@ -217,10 +217,11 @@ def _compute(spec, lay_devices: dict, p: Placement, pairs, n_kv: int, n_ubatch: 
                         and len(t.ne) > 1), default=0)
         main = p.devices[0]
         out[main] = max(out.get(main, 0), host_out + g.n_vocab * n_ubatch * 4)
-    host = "CUDA_Host" if p.devices else "CPU"
-    out[host] = cmp.host_compute_bytes(n_kv, n_ubatch, g.n_embd)
-    if not lay_devices:  # CPU only: the whole graph on the CPU backend
-        out["CPU"] = out.get("CPU", 0) + max(attention, logits)
+    if not p.devices:  # a CPU-only build: one backend, one graph allocation (compute.cpu_compute_bytes)
+        return {"CPU": cmp.cpu_compute_bytes(g, n_kv, n_ubatch, fa)}
+    out["CUDA_Host"] = cmp.host_compute_bytes(n_kv, n_ubatch, g.n_embd)
+    if not lay_devices:  # -ngl 0 in a GPU build: the graph on the CPU backend beside the host inputs
+        out["CPU"] = max(attention, logits)
     return out
 
 

@@ -317,6 +317,9 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
                                          bool(release["pp_remainder_to_last"]))
     attention, workers = attention_layers(spec, settings, release, layer_counts)
     non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release, spec)
+    if gpu.in_use_bytes and settings.engine == "v1" and release["v1_non_torch_counts_other_processes"]:
+        non_torch_inside += gpu.in_use_bytes  # the rule's source: other processes' memory read as non-torch
+        non_torch_reason += f"; + {gpu.in_use_bytes / GIB:.2f} GiB other processes hold (counted before 0.9.1)"
     stages = _stages(spec, gpu, settings, release, layer_counts, budget, non_torch_inside, gguf_checkpoint)
     budgets = [stage.figures.kv_cache_bytes for stage in stages]
     kv, settings, auto_fit_line = _kv_plan(attention, workers, budgets, settings, release)

@@ -296,6 +296,13 @@ RULE_CHANGES: tuple[Rule, ...] = (
     # total x gpu_memory_utilization (v1/worker/gpu_worker.py init_device, 0.9.1+; v1/worker/utils.py request_memory
     # in 0.19); 0.9.0 took a snapshot without the check
     *_added("0.9.1", "v1_startup_free_check", "v1/worker/gpu_worker.py init_device (0.9.1): free_memory < requested_memory"),
+    # ... and before it, V1 counted every process on the device in its non-torch memory: determine_available_memory
+    # took (total - free) - torch's allocated bytes (v1/worker/gpu_worker.py 0.9.0), so what others held left the
+    # KV budget; 0.9.1's memory_profiling measures from the init snapshot instead
+    _row("0.0.0", None, "v1_non_torch_counts_other_processes", True,
+         "v1/worker/gpu_worker.py 0.9.0: non_torch = (total - free) - torch allocated"),
+    _row("0.9.1", None, "v1_non_torch_counts_other_processes", False,
+         "v1/worker/gpu_worker.py 0.9.1: memory_profiling from the init snapshot"),
     _row("0.0.0", None, "whisper_on_v1", False, "whisper.py SupportsV0Only until 0.10.1: V1 falls back to V0 (engine/arg_utils.py _raise_or_fallback)"),
     _row("0.10.2", None, "whisper_on_v1", True, "V1 serves Whisper from 0.10.2"),
 

@@ -82,6 +82,15 @@ def make_traces(count: int, seed: int) -> list[dict]:
             for i in range(count)]
 
 
+def for_release(traces: list[dict], release: str) -> list[dict]:
+    """Releases before the hybrid KV-cache manager (0.8.5's KVCacheManager takes one group: "does not support
+    hybrid models with more than 1 kv cache group") run the window alone: one sliding-window group."""
+    if tuple(int(x) for x in release.split(".")[:2]) >= (0, 9):
+        return traces
+    return [dict(t, groups=[g for g in t["groups"] if g[0] == "sliding"]) if len(t["groups"]) > 1 else t
+            for t in traces]
+
+
 def ensure_venv(release: str, venvs: Path) -> Path:
     """VENVS/vllm-RELEASE/bin/python, made when missing (uv when on PATH, else pip; both pull torch)."""
     venv = venvs / f"vllm-{release}"
@@ -178,7 +187,7 @@ def main() -> None:
                         help="the real scheduler's series: read from FILE when it exists, else written there")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
-    traces = make_traces(args.traces, args.seed)
+    traces = for_release(make_traces(args.traces, args.seed), args.release)
     start = time.perf_counter()
     if args.series and args.series.exists():
         saved = json.loads(args.series.read_text())

@@ -28,10 +28,9 @@ MAX_STEPS = 200_000
 
 def _kwargs(cls, **values):
     """The values `cls`'s constructor (a dataclass or a plain class) takes, by name."""
+    names = set(inspect.signature(cls).parameters)
     if dataclasses.is_dataclass(cls):
-        names = {f.name for f in dataclasses.fields(cls)}
-    else:
-        names = set(inspect.signature(cls).parameters)
+        names |= {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in values.items() if k in names}
 
 
@@ -61,8 +60,11 @@ def build_scheduler(trace: dict, model_dir: str):
 
     scheduler_config = SchedulerConfig(**_kwargs(
         SchedulerConfig, max_num_seqs=trace["max_num_seqs"], max_num_batched_tokens=trace["max_num_batched_tokens"],
-        max_model_len=trace["max_model_len"], enable_chunked_prefill=True, long_prefill_token_threshold=0))
+        max_model_len=trace["max_model_len"], enable_chunked_prefill=True, long_prefill_token_threshold=0,
+        is_encoder_decoder=False))
     model_config = ModelConfig(**_kwargs(ModelConfig, model=model_dir, tokenizer=model_dir, trust_remote_code=False,
+                                         task="auto", tokenizer_mode="auto", disable_async_output_proc=True,
+                                         use_async_output_proc=False,
                                          dtype="float16", seed=42, skip_tokenizer_init=True,
                                          max_model_len=trace["max_model_len"]))
     cache_config = CacheConfig(**_kwargs(CacheConfig, block_size=trace["block_size"], gpu_memory_utilization=0.9,
@@ -95,7 +97,10 @@ def make_requests(trace: dict) -> list:
     params = inspect.signature(Request).parameters
     if "block_hasher" in params:  # 0.10.2 on: the request hashes its own blocks
         from vllm.v1.core import kv_cache_utils as kcu
-        from vllm.utils import sha256
+        try:
+            from vllm.utils.hashing import sha256
+        except ImportError:
+            from vllm.utils import sha256
         if hasattr(kcu, "init_none_hash"):
             kcu.init_none_hash(sha256)
         hasher = kcu.get_request_block_hasher(trace["block_size"], sha256)

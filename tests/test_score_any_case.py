@@ -87,3 +87,33 @@ def test_no_ground_truth_case_id_in_the_product():
     found = {str(path.relative_to(ROOT)): [case for case in ids if case in path.read_text(errors="ignore")]
              for path in (ROOT / "src").rglob("*") if path.is_file() and path.suffix in (".py", ".json", ".html", ".js")}
     assert {path: cases for path, cases in found.items() if cases} == {}
+
+
+def test_a_llamacpp_case_whose_gguf_file_is_at_hand_is_planned_from_its_header(tmp_path):
+    """The case names a file that exists: its header is the model (every tensor's type), so even a quant name with no
+    stock mix (an Unsloth UD file) leaves the model buffers compared, and they are what `explain FILE` prints."""
+    import importlib.util
+
+    from vram_detective.api import explain
+    from vram_detective.hardware import custom_gpu
+    from vram_detective.scoring import score_cases
+
+    helper = importlib.util.spec_from_file_location("tiny_gguf", ROOT / "benchmarks" / "llamacpp_tiny_gguf.py")
+    tiny = importlib.util.module_from_spec(helper)
+    helper.loader.exec_module(tiny)
+    path = tiny.write_llama(tmp_path / "tiny-llama.gguf")
+    case = {"id": "tiny-at-hand", "engine": "llamacpp", "engine_version": "b7342", "model": None, "gpu": None,
+            "settings": {"gguf_file": str(path), "quant": "UD-Q4_K_XL", "n_ctx": 512, "n_gpu_layers": 99},
+            "observed": {"cuda0_model_buffer_mib": 3.0, "cpu_mapped_model_buffer_mib": 2.0, "cuda0_kv_buffer_mib": 6.0}}
+    report = score_cases([case])["llamacpp"]
+    assert report["scored"] == 1, report["skipped"]
+    entry = report["per_case"][0]
+    assert entry["model_note"] == f"GGUF header of {path}" and "not_compared" not in entry
+    shown = explain(str(path), custom_gpu(48 * 2**30), engine="llamacpp", engine_version="b7342", n_ctx=512,
+                    n_gpu_layers=99)
+    figures = {f.key: f.value for f in shown.engine_figures if f.schema}
+    for key in ("cuda0_model_buffer_mib", "cpu_mapped_model_buffer_mib", "cuda0_kv_buffer_mib"):
+        kind = key.split("_buffer")[0].rsplit("_", 1)[-1]
+        assert entry["figures"][f"{kind}_buffer_mib:{key}"]["predicted"] == round(figures[key], 4)
+    # KV: 6 layers x 512 cells x 2 KV heads x 64 x (K + V) x f16 = 1.5 MiB
+    assert figures["cuda0_kv_buffer_mib"] == 1.5

@@ -26,9 +26,13 @@ def test_the_command_prints_the_verdict_first_then_the_plot_and_figures(capsys):
     assert any(line.startswith("pool  |") and line.endswith("| 14.6 GiB") for line in out)
     assert all(len(line) <= 80 for line in out)
     labels = [line[:16].strip() for line in out]
-    for label in ("blocks in use", "requests", "at once (peak)", "preemptions", "prefix cache", "swap to CPU",
-                  "smallest pool"):
+    for label in ("blocks in use", "requests", "at once (peak)", "preemptions", "prefix cache", "KV cache usage",
+                  "swap to CPU", "smallest pool"):
         assert label in labels
+    # both hit rates (per admission; vLLM's counter, every lookup) and the usage as vLLM prints it (no null block)
+    cache = out[labels.index("prefix cache") + 1]
+    assert "of prompt tokens hit" in out[labels.index("prefix cache")] and "engine's own counter" in cache
+    assert "peak " in out[labels.index("KV cache usage")] and "%" in out[labels.index("KV cache usage")]
     assert any("17,092 blocks of 16 token(s)" in line for line in out)  # explain's num_gpu_blocks at 32k
     assert out[-2].startswith("note: memory, not latency")
 

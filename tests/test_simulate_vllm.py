@@ -153,3 +153,20 @@ def test_a_request_that_preempts_itself_alone_is_refused_not_retried_forever():
     assert (result.requests, result.finished) == (55, 10)
     assert f"{refused} request(s) larger than the whole pool were refused" in result.notes
     assert large.requests == 55 and large.finished == 55  # ten times the pool: none refused
+
+
+def test_engine_counter_counts_every_lookup_and_usage_leaves_out_the_null_block():
+    """vLLM's prefix-cache counter counts the blocked head's lookup on every step it retries; the per-admission
+    rate counts it once. KV usage as vLLM prints it: (used - null block) / (pool - null block)."""
+    # 20 blocks (1 null): a takes 13 (200 tokens + decodes); b (prefix of a's 64 tokens) waits for blocks
+    a = Request(0.0, 200, 40, "sys", 64, "a")
+    b = Request(0.0, 200, 4, "sys", 64, "b")
+    result = simulate(pool(blocks=20, max_num_batched_tokens=512), trace(a, b), cost=STEP)
+    assert result.prompt_tokens == 400 and result.prefix_hit_tokens == 64
+    assert result.lookup_queries > 2 * 200  # b looked up on every step it waited
+    lookups = result.lookup_queries // 200
+    assert result.lookup_hits == (lookups - 1) * 64  # a's one lookup missed; each of b's hit its 4 blocks
+    assert result.engine_hit_rate > 1.5 * result.prefix_hit_rate  # 31% vs 16%: the two definitions differ
+    assert result.reserved_blocks == 1
+    assert result.engine_usage_pct(result.peak_blocks) == pytest.approx(100 * (result.peak_blocks - 1) / 19)
+    assert result.to_dict()["peak_usage_pct"] == round(100 * (result.peak_blocks - 1) / 19, 1)

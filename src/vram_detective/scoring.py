@@ -107,6 +107,7 @@ class CaseModel:
     spec: object  # ModelSpec
     origin: str  # "case model_config", "catalog", "hub", "local", "gguf"
     note: str = ""  # said in the row: weights sized from config.json only, the case's own config
+    gguf: object = None  # the GGUF header's tensor table when the case's file is at hand
 
 
 _PAREN = re.compile(r"\s*\(.*\)\s*$")
@@ -120,6 +121,12 @@ def case_model(case: dict, catalog_only: bool = False) -> CaseModel | str:
     from .model.config import ConfigError, parse_config
 
     model = _PAREN.sub("", str(case.get("model") or "")).strip()  # 'repo (ollama tag)' names the repo
+    gguf_file = str((case.get("settings") or {}).get("gguf_file") or "")
+    if gguf_file.endswith(".gguf") and Path(gguf_file).expanduser().is_file():
+        # the file the case ran is at hand: its header is the model (tensor types included), as `explain FILE` reads it
+        found = model_source(str(Path(gguf_file).expanduser()), "gguf")
+        return CaseModel(parse_config(found.config, name=found.repo_id), "gguf", f"GGUF header of {gguf_file}",
+                         found.checkpoint)
     if isinstance(case.get("model_config"), dict):
         config = case["model_config"]
         try:
@@ -438,10 +445,10 @@ def _score_llamacpp_case(case: dict, catalog_only: bool = False) -> tuple[dict |
     from .engines.llamacpp import accuracy
     from .hardware import UnknownGpuError, find_gpu
 
-    plan = accuracy.plan_case(case)
+    model = case_model(case, catalog_only)
+    plan = accuracy.plan_case(case, file_at_hand=not isinstance(model, str) and model.gguf is not None)
     if isinstance(plan, str):
         return None, plan
-    model = case_model(case, catalog_only)
     if isinstance(model, str):
         return None, model
     tags = list(case.get("tags", []))
@@ -458,7 +465,7 @@ def _score_llamacpp_case(case: dict, catalog_only: bool = False) -> tuple[dict |
     except UnknownGpuError:
         total = None
     entry["gpu_class"] = fidelity.gpu_class(total)
-    rows = accuracy.compare(case, model.spec, plan)
+    rows = accuracy.compare(case, model.spec, plan, model.gguf)
     if not rows:
         return None, "the log prints no buffer the plan has"
     for kind, figure, predicted, observed in rows:

@@ -51,7 +51,7 @@ def simulate(pool: PoolSpec, workload: Workload, engine_rules: EngineRules | Non
     if getattr(simulator, "errors", 0):
         notes.append(f"{simulator.errors} request(s) failed with 'Context size has been exceeded.' (the unified KV "
                      "cache ran out: the server fails every slot's request)")
-    return rec.result(pool.engine, pool, end, tuple(notes))
+    return replace(rec.result(pool.engine, pool, end, tuple(notes)), reserved_blocks=rules.reserved_blocks)
 
 
 # SGLang's token pool has pages of page_size tokens (1 by default); the simulator tracks it in 16-token pages, an

@@ -176,22 +176,27 @@ def _logged_usage(path: str) -> dict:
 
 def compare_with_log(result, logged: dict) -> dict:
     """The pool usage a real log printed beside the simulated one (both as shares of each one's own pool)."""
-    pool = max(result.pool_blocks, 1)
-    simulated = {"peak_usage_pct": round(100 * result.peak_blocks / pool, 1),
-                 "p99_usage_pct": round(100 * result.p99_blocks / pool, 1), "max_running": result.peak_running,
-                 "max_waiting": result.peak_waiting, "preemptions": result.preemptions}
+    simulated = {"peak_usage_pct": round(result.engine_usage_pct(result.peak_blocks), 1),
+                 "p99_usage_pct": round(result.engine_usage_pct(result.p99_blocks), 1),
+                 "max_running": result.peak_running, "max_waiting": result.peak_waiting,
+                 "preemptions": result.preemptions,
+                 "prefix_cache_hit_rate_pct": round(100 * result.engine_hit_rate, 1) if result.lookup_queries else None}
     return {"logged": logged, "simulated": simulated,
             "peak_gap_pct_points": round(simulated["peak_usage_pct"] - logged["peak_usage_pct"], 1)}
+
+
+def _cell(value) -> str:
+    return f"{'-' if value is None else value:>10}"
 
 
 def compared_lines(compared: dict) -> list[str]:
     logged, simulated = compared["logged"], compared["simulated"]
     rows = (("KV cache usage, peak %", "peak_usage_pct"), ("KV cache usage, p99 %", "p99_usage_pct"),
             ("running requests, max", "max_running"), ("waiting requests, max", "max_waiting"),
-            ("preemptions", "preemptions"))
+            ("preemptions", "preemptions"), ("prefix cache hit rate % (engine's counter)", "prefix_cache_hit_rate_pct"))
     title = f"against the log ({logged['samples']:,} stats lines)"
     lines = ["", f"{title:<42} {'logged':>10} {'simulated':>10}"]
-    lines += [f"  {label:<40} {logged[key]:>10} {simulated[key]:>10}" for label, key in rows]
+    lines += [f"  {label:<40} {_cell(logged.get(key))} {_cell(simulated.get(key))}" for label, key in rows]
     lines.append("  (the log's traffic is what --workload must describe: the comparison is only as good as that)")
     return lines
 

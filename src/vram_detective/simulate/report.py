@@ -65,7 +65,11 @@ def _figures(result: SimulationResult) -> list[str]:
     else:
         lines.append(f"{'preemptions':16}none")
     lines.append(f"{'prefix cache':16}{r.prefix_hit_rate:.0%} of prompt tokens hit "
-                 f"({r.prefix_hit_tokens:,} of {r.prompt_tokens:,})")
+                 f"({r.prefix_hit_tokens:,} of {r.prompt_tokens:,}, once per admission)")
+    if r.lookup_queries:
+        lines.append(f"{'':16}{r.engine_hit_rate:.1%} by the engine's own counter (every lookup)")
+    lines.append(f"{'KV cache usage':16}peak {r.engine_usage_pct(r.peak_blocks):.1f}%, p99 "
+                 f"{r.engine_usage_pct(r.p99_blocks):.1f}% (as the engine's stats line counts it)")
     swap = (f"out {r.swap_out_bytes / GIB:.2f} GiB, in {r.swap_in_bytes / GIB:.2f} GiB"
             if r.swap_out_bytes or r.swap_in_bytes else "none")
     lines.append(f"{'swap to CPU':16}{swap}")

@@ -48,6 +48,23 @@ class SimulationResult:
     waiting_series: tuple[tuple[float, float, float], ...]
     notes: tuple[str, ...] = field(default=())
     held_back_requests: int = 0  # requests that waited at the head of the queue for free blocks
+    # the engine's own prefix-cache counter (vLLM: every lookup, a blocked request's retries too; 0.12+ leaves
+    # preempted requests out), beside prefix_hit_tokens / prompt_tokens (once per admission)
+    lookup_queries: int = 0
+    lookup_hits: int = 0
+    reserved_blocks: int = 0  # blocks the pool keeps for itself (vLLM V1's null block), counted in *_blocks
+
+    @property
+    def engine_hit_rate(self) -> float:
+        """The prefix-cache hit rate as the engine's stats line prints it (its own counter)."""
+        return self.lookup_hits / self.lookup_queries if self.lookup_queries else 0.0
+
+    def engine_usage_pct(self, blocks: float) -> float:
+        """Blocks in use as the engine's 'KV cache usage' reports them: the reserved block is neither in use
+        nor in the pool (vLLM V1 BlockPool.get_usage, v1/core/block_pool.py 0.11.0: 'Subtract 1 to account
+        for null block')."""
+        pool = self.pool_blocks - self.reserved_blocks
+        return 100.0 * max(blocks - self.reserved_blocks, 0) / pool if pool > 0 else 0.0
 
     @property
     def short_of_memory_fraction(self) -> float:
@@ -72,7 +89,10 @@ class SimulationResult:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        out.update(prefix_hit_rate=round(self.prefix_hit_rate, 4), preempted_fraction=round(self.preempted_fraction, 4),
+        out.update(prefix_hit_rate=round(self.prefix_hit_rate, 4), engine_hit_rate=round(self.engine_hit_rate, 4),
+                   peak_usage_pct=round(self.engine_usage_pct(self.peak_blocks), 1),
+                   p99_usage_pct=round(self.engine_usage_pct(self.p99_blocks), 1),
+                   preempted_fraction=round(self.preempted_fraction, 4),
                    peak_bytes=self.peak_bytes, p99_bytes=self.p99_bytes, pool_bytes=self.pool_blocks * self.block_bytes)
         return out
 
@@ -153,5 +173,6 @@ class Recorder:
             preemption_log=tuple(self.preemptions), prefix_hit_tokens=self.hit_tokens, prompt_tokens=self.prompt_tokens,
             swap_out_bytes=self.swap_out, swap_in_bytes=self.swap_in, request_steps=self.request_steps,
             occupancy=occupancy, running_series=self.running.finish(t), waiting_series=self.waiting.finish(t),
-            notes=notes, held_back_requests=len(self.held),
+            notes=notes, held_back_requests=len(self.held), lookup_queries=self.lookup_queries,
+            lookup_hits=self.lookup_hits,
         )

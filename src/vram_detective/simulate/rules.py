@@ -26,6 +26,9 @@ class EngineRules:
     clip_max_new_tokens: int = 0
     hash_at_schedule: bool = False  # a full block's hash is registered when it is scheduled, not after the step
     no_admission_after_preemption: str = "prefill"  # a step admits nothing after a preemption by: "prefill", "any"
+    admission_fits_prompt: bool = False  # a waiting request enters only if its whole prompt fits the free blocks
+    lookup_counts_preempted: bool = True  # the engine's prefix-cache counter counts a preempted request's lookups
+    lookup_counts_retries: bool = True  # ... and a lookup that admits nothing (a blocked head's every retry)
     sources: tuple[str, ...] = ()
 
 

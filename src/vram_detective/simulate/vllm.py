@@ -78,6 +78,9 @@ class VllmSim:
         self.lookup: tuple[int, int] | None = None
         self.hash_at_schedule = rules.hash_at_schedule
         self.any_preemption_stops = rules.no_admission_after_preemption == "any"
+        self.fits_prompt = rules.admission_fits_prompt
+        self.counts_preempted = rules.lookup_counts_preempted
+        self.counts_retries = rules.lookup_counts_retries
 
     # --- allocation -------------------------------------------------------------------------------
     def _spans(self, r: _Live, start: int, stop: int) -> tuple[tuple[object, int, int], ...]:
@@ -193,6 +196,16 @@ class VllmSim:
             pool.take(fresh)
             r.nblocks += fresh
         return True
+
+    def _fits(self, r: _Live, hits) -> bool:
+        """KVCacheManager.can_fit_full_sequence (v1/core/kv_cache_manager.py, 0.19.0): the blocks of the whole
+        prompt, less the hit, plus the free blocks the hit revives, fit the free blocks (the admission gate of
+        scheduler_reserve_full_isl)."""
+        pool, need = self.blocks, -(-r.tokens // self.bs)
+        if self.simple:
+            return need - self._hit_blocks(hits) + (pool.revived(hits) if hits else 0) <= pool.nfree
+        hit, runs_by_group, _ = hits if hits else (0, (), ())
+        return self.ngroups * (need - hit) + sum(map(pool.revived, runs_by_group)) <= pool.nfree
 
     def _hit_blocks(self, hits) -> int:
         if self.simple:
@@ -472,8 +485,8 @@ class VllmSim:
             r = self.waiting[0]
             hits = self._hits(r) if r.computed == 0 else []
             hit = self._hit_blocks(hits) * self.bs
-            looked = r.computed == 0 and self.blocks.caching
-            if looked:  # vLLM's counter: every lookup (v1/core/kv_cache_manager.py get_computed_blocks, 0.11.0)
+            looked = r.computed == 0 and self.blocks.caching and (self.counts_preempted or r.n not in rec.preempted)
+            if looked and self.counts_retries:  # vLLM's counter: every lookup (get_computed_blocks, 0.11.0)
                 rec.lookup_queries += r.tokens
                 rec.lookup_hits += hit
             n = r.tokens - hit
@@ -481,12 +494,15 @@ class VllmSim:
                 self.blocked = n > self.pool.max_num_batched_tokens  # never fits one step
                 break
             n = min(n, budget)
-            if not self._allocate(r, hit + n, hits, self.watermark):
+            if (self.fits_prompt and not self._fits(r, hits)) or not self._allocate(r, hit + n, hits, self.watermark):
                 self.blocked = True
-                self.lookup = (r.tokens, hit) if looked else None
+                self.lookup = (r.tokens, hit) if looked and self.counts_retries else None
                 rec.held.add(r.n)  # waits for blocks, not for the step budget or max_num_seqs
                 break
             self.waiting.popleft()
+            if looked and not self.counts_retries:  # counted at admission (Scheduler.schedule, 0.27.0)
+                rec.lookup_queries += r.tokens
+                rec.lookup_hits += hit
             r.computed, r.keys = hit, hit // self.bs
             self.admitted += 1
             r.order = self.admitted

@@ -170,8 +170,9 @@ def _ollama_settings(case: dict) -> dict:
     return out
 
 
-def plan_case(case: dict) -> CasePlan | str:
-    """The plan of one llama.cpp / Ollama case from its own fields, or why it cannot be planned."""
+def plan_case(case: dict, file_at_hand: bool = False) -> CasePlan | str:
+    """The plan of one llama.cpp / Ollama case from its own fields, or why it cannot be planned. With the GGUF file
+    at hand (`file_at_hand`) its header gives every tensor's type: no quantizer mix is needed."""
     from .. import get_engine
 
     settings = case.get("settings") or {}
@@ -181,7 +182,9 @@ def plan_case(case: dict) -> CasePlan | str:
     supplied = case.get("plan_settings") or {}
     mix = stock_mix(supplied.get("gguf_type") or settings.get("quant"))
     not_compared, why = (), ""
-    if mix is None:
+    if file_at_hand:
+        mix = mix or "Q4_K_M"  # unused: the header's tensor types are the weights
+    elif mix is None:
         if not settings.get("quant"):
             return "quantization not stated (no `quant`)"
         # the buffers that do not hold weights are still the build's arithmetic
@@ -211,12 +214,11 @@ def _spawns_llama_server(release: str) -> bool:
     return releases.rule_at(releases.resolve(release), "runner") == "llama-server"
 
 
-def predict(spec, plan: CasePlan) -> dict:
-    """The figures the plan prints (SCHEMA.md keys, MiB), plus vram_/host_ totals."""
-    from .. import get_engine
+def predict(spec, plan: CasePlan, gguf_checkpoint=None) -> dict:
+    """The figures the plan prints (SCHEMA.md keys, MiB), plus vram_/host_ totals; `explain`'s path (api.explain_spec)."""
+    from ...api import explain_spec
 
-    engine = get_engine(plan.engine)
-    b = engine.plan(spec, custom_gpu(PLAN_GPU_BYTES), dict(plan.settings), engine.releases.resolve(plan.version))
+    b = explain_spec(spec, custom_gpu(PLAN_GPU_BYTES), plan.engine, plan.version, plan.settings, gguf_checkpoint)
     out = {f.key: f.value for f in b.engine_figures if f.schema}
     out["vram_with_context_cuda0_mib"] = b.figure("vram_cuda0_bytes", 0) / MIB
     return out
@@ -226,9 +228,9 @@ def _devices(figures: dict) -> list[str]:
     return sorted({m.group(1) for k in figures if (m := re.match(r"(cuda\d+)_model_buffer_mib$", k))})
 
 
-def compare(case: dict, spec, plan: CasePlan) -> list[tuple[str, str, float, float]]:
+def compare(case: dict, spec, plan: CasePlan, gguf_checkpoint=None) -> list[tuple[str, str, float, float]]:
     """(kind, figure, predicted, observed) for each figure the log prints and the plan has (MiB)."""
-    obs, pred = case["observed"], predict(spec, plan)
+    obs, pred = case["observed"], predict(spec, plan, gguf_checkpoint)
     rows = []
     for key, value in obs.items():
         m = re.match(r"(cuda\d+|cpu_mapped|cpu_repack|cpu|cuda_host)_(model|kv|rs|compute|output)_buffer_mib$", key)

@@ -14,6 +14,9 @@ from vram_detective.model.sources import load_model
 # Tests never reach the real Hugging Face Hub: model ids not in the catalog fall through to "unknown"
 # (the Hub tests point HF_ENDPOINT at their own local server and unset this themselves).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# nor the machine's GPUs: `explain` without --gpu answers for the GPUs it finds (local_gpus.py), so on a machine
+# with nvidia-smi the common-GPU table tests would change; the --gpu auto tests unset this with fake tools on PATH
+os.environ.setdefault("VRAM_DETECTIVE_NO_PROBE", "1")
 
 # the ground truth lives in the repo (groundtruth/, synced from shared/ by scripts/sync_groundtruth.py): a fresh
 # clone has it, so a missing file is an error, never a skip

@@ -14,6 +14,7 @@ from vram_detective.engines.common.rules import ReleaseWindow, Rule, Unsupported
     ("sglang", "0.9.0", "0.5.23"),
     ("sglang", "0.5.24", "0.5.23"),
     ("ollama", "0.99", "0.32.13"),
+    ("llamacpp", "b99999", r"b\d+"),  # the newest build read (llama.cpp's NEWEST_BUILD)
 ])
 def test_a_release_after_the_newest_is_refused_by_the_resolver(engine, release, newest):
     with pytest.raises(UnsupportedReleaseError, match=f"newer than the newest modelled release .*to {newest}"):
@@ -24,8 +25,10 @@ def test_a_release_after_the_newest_is_refused_by_the_resolver(engine, release, 
 @pytest.mark.parametrize("engine, release, model", [
     ("sglang", "0.9.0", "Qwen/Qwen3-8B"),
     ("ollama", "0.99", "Qwen/Qwen3-8B"),
+    ("llamacpp", "b99999", "Qwen/Qwen3-8B"),
 ])
 def test_the_library_refuses_it_too(engine, release, model):
+    """SGLang 0.9.0, Ollama 0.99 and llama.cpp b99999 were planned with the newest rules under their own name."""
     with pytest.raises(ValueError, match="newer than the newest modelled release"):
         api.explain(model, "H100", engine=engine, engine_version=release)
 
@@ -35,6 +38,8 @@ def test_the_library_refuses_it_too(engine, release, model):
     ("sglang", "0.5.23", (0, 5, 23)),
     ("ollama", "0.32.13", (0, 32, 13)),
     ("ollama", "0.6.8", (0, 6, 8)),
+    ("llamacpp", "b3000", (3000,)),
+    ("llamacpp", "b7342", (7342,)),
 ])
 def test_the_newest_modelled_release_itself_resolves(engine, release, resolved):
     assert get_engine(engine).releases.resolve(release) == resolved

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from .engines import ENGINES
+from .engines import DEFAULT_ENGINE, ENGINES
 
 EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
@@ -77,8 +77,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_optional: bool = 
     parser.add_argument("--gpu", help=gpu_help)
     parser.add_argument("--gpu-memory", help="total memory of a GPU not in the catalog, as CUDA reports it (e.g. 23.65GiB)")
     parser.add_argument("--engine", dest="engine_name", choices=tuple(ENGINES) + VLLM_PATHS, default=None,
-                        metavar="{" + ",".join(ENGINES) + "}",
-                        help=f"inference engine to predict ({', '.join(ENGINES)}; default: vllm); "
+                        metavar="{" + ",".join(ENGINES) + "}", type=_engine_word,
+                        help=f"inference engine to predict ({', '.join(ENGINES)}; llama.cpp and llama-cpp work too; "
+                             f"default: from the inputs: a .gguf file or llama.cpp flags mean llamacpp, an Ollama "
+                             f"name:tag ollama, a pasted line its program, else {DEFAULT_ENGINE}); "
                              "the old `--engine v0|v1` still means --vllm-engine")
     parser.add_argument("--engine-version", "--vllm-version", dest="vllm_version", metavar="VERSION",
                         help="engine release to reproduce (default: the engine's newest modelled release; an "
@@ -107,6 +109,12 @@ def add_output_arguments(parser: argparse.ArgumentParser, markdown: bool = True)
         output.add_argument("--markdown", action="store_true", help="Markdown tables")
     parser.add_argument("--wide", action="store_true", help="print tables at full width instead of fitting the terminal")
     parser.add_argument("--verbose", action="store_true", help="also show where each figure comes from (rules, sources)")
+
+
+def _engine_word(text: str) -> str:
+    from .engine_choice import canonical
+
+    return canonical(text)
 
 
 def _parse_or_bad(flag, raw, parse_flag_value):
@@ -210,8 +218,12 @@ def _split_launch_line(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
-def normalize_engine_args(args: argparse.Namespace) -> None:
-    """`--engine v0|v1` (the old spelling) -> --vllm-engine; args.engine_name is then an engine name."""
+def normalize_engine_args(args: argparse.Namespace, own: list[str] = ()) -> None:
+    """`--engine v0|v1` (the old spelling) -> --vllm-engine; args.engine_name is then the engine the inputs
+    mean (engine_choice.py: named, else the model reference, else the flags given); a pasted line decides in
+    _apply_launch_line. `own`: the words before `--` (the flags given)."""
+    from .engine_choice import choose, engine_options
+
     name = getattr(args, "engine_name", None)
     if name in VLLM_PATHS:
         if args.engine and args.engine != name:
@@ -219,7 +231,18 @@ def normalize_engine_args(args: argparse.Namespace) -> None:
         args.engine, args.engine_name = name, None
     if hasattr(args, "engine_name"):
         args.engine_given = args.engine_name is not None
-        args.engine_name = args.engine_name or "vllm"
+        args.engine_options = engine_options(own)
+        named = args.engine_name or _engine_of_own_options(own)
+        args.engine_given = named is not None
+        args.engine_name, note = choose(named, getattr(args, "model", None), args.engine_options)
+        if note:
+            args.input_notes = [*getattr(args, "input_notes", ()), f"engine: {note}"]
+
+
+def _engine_of_own_options(own) -> str | None:
+    """The tool's options spelled with an engine's name (`--vllm-version`, `--vllm-engine`) name that engine."""
+    return next((name for word in own if word.startswith("--") and word not in ("--engine", "--engine-version")
+                 for name in ENGINES if word[2:].startswith(name + "-")), None)
 
 
 def docker_launch(words: list[str]) -> tuple[list[str], str | None]:
@@ -290,7 +313,7 @@ def input_notes(args: argparse.Namespace) -> None:
     commands: before their output; never with --json, never on stderr, where an error is one line)."""
     from .hardware import gpu_choice_note, memory_note, parse_memory_size
 
-    notes = []
+    notes = list(getattr(args, "input_notes", ()))  # how the engine was read from the inputs
     if getattr(args, "vllm_version", None) and hasattr(args, "engine_name"):
         args.vllm_version, note = release_text(args.engine_name, args.vllm_version)
         notes.append(note)
@@ -305,17 +328,13 @@ def input_notes(args: argparse.Namespace) -> None:
 
 
 def _launch_engine(args: argparse.Namespace, words: list[str]) -> str:
-    """The engine a pasted line belongs to: the one --engine names, else the first other engine whose
-    parser reads it (`python -m sglang.launch_server ...`, `sglang serve ...`), else vLLM."""
-    from .engines import get_engine
-    from .engines.base import is_launch_line
+    """The engine a pasted line belongs to: its program's (`python -m sglang.launch_server ...`, `llama-server`,
+    `ollama run`), which --engine, when given, must agree with; a flags-only line is the chosen engine's."""
+    from .engine_choice import choose
 
-    if getattr(args, "engine_given", False):
-        return args.engine_name
-    for name in ENGINES:
-        if name != "vllm" and is_launch_line(get_engine(name), words):
-            return name
-    return args.engine_name
+    named = args.engine_name if getattr(args, "engine_given", False) else None
+    chosen, _ = choose(named, args.model, getattr(args, "engine_options", ()), words)
+    return chosen if named is not None or chosen != DEFAULT_ENGINE else args.engine_name
 
 
 def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
@@ -333,7 +352,7 @@ def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
         settings["engine"] = args.engine
     if getattr(args, "gguf_type", None):
         engine = get_engine(args.engine_name)
-        if not getattr(engine, "gguf_mixes", False):  # an engine that sizes llama.cpp's quantization mixes
+        if not engine.gguf_mixes:  # an engine that sizes llama.cpp's quantization mixes
             raise BadInput(f"--gguf-type sizes a llama.cpp quantization mix: it goes with --engine llamacpp or "
                            f"ollama, not {engine.label}")
         settings["gguf_type"] = args.gguf_type
@@ -578,7 +597,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         unreadable += [dict(entry, file=str(path)) for entry in bad]
     report = score_cases(cases, from_logs=args.from_logs, catalog_only=args.catalog_only, unreadable=unreadable)
     if args.json:
-        print(json.dumps(report, indent=2))
+        from .library import envelope
+
+        print(json.dumps(envelope("score", None, report), indent=2))
     elif args.markdown:
         print("```\n" + format_summary(report) + "\n```")
     else:
@@ -604,7 +625,7 @@ def _main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     try:
-        normalize_engine_args(args)
+        normalize_engine_args(args, own)
         from .input_checks import check_arguments
 
         check_arguments(args)  # input_checks.py: values argparse cannot refuse (one line, exit 2)

@@ -162,6 +162,28 @@ def _pair_lines(first, other) -> list[str]:
     ]
 
 
+def compare_report(model: str, gpu: str, *, context: int | None = None, tp: int = 1, engines=None,
+                   versions: dict | None = None, settings: dict | None = None, gguf_type: str | None = None) -> dict:
+    """What `compare --json` prints (and, under "breakdowns", the predictions themselves): an engine that sizes
+    llama.cpp's quantization mixes gets `gguf_type` (default Q4_K_M) for a model that is not a GGUF file."""
+    from .engines import get_engine
+    from .render import to_json
+
+    engines = tuple(engines or DEFAULT_ENGINES)
+    settings = {name: dict((settings or {}).get(name, {})) for name in engines}
+    for name in engines:
+        if get_engine(name).gguf_mixes and not model.endswith(".gguf"):
+            settings[name]["gguf_type"] = gguf_type or DEFAULT_GGUF_TYPE
+    skipped: list = []
+    breakdowns = compare(model, gpu, context=context, tp=tp, versions=versions, settings=settings, engines=engines,
+                         skipped=skipped)
+    if not breakdowns:
+        raise ValueError("no engine could size this model: " + "; ".join(f"{n}: {w}" for n, w in skipped))
+    return {"model": model, "gpu": breakdowns[0].gpu_name, "context": context,
+            "engines": [to_json(b) for b in breakdowns], "why": why(breakdowns),
+            "skipped": [{"engine": n, "why": w} for n, w in skipped], "breakdowns": breakdowns}
+
+
 def why(breakdowns: list) -> list[str]:
     """The budget of each engine term by term, then what each engine's differences from the first come to."""
     lines = [line for b in breakdowns for line in _budget_lines(b)]
@@ -179,25 +201,19 @@ def run(args) -> int:
     context = parse_token_count(args.context) if args.context else None
     engines = _engines(args.compare_engines)
     settings: dict = {name: {} for name in engines}
-    if args.compare_util is not None and "vllm" in settings:
-        settings["vllm"]["gpu_memory_utilization"] = args.compare_util
-    if args.compare_mfs is not None and "sglang" in settings:
-        settings["sglang"]["mem_fraction_static"] = args.compare_mfs
-    for name in ("llamacpp", "ollama"):
-        if name in settings and not args.model.endswith(".gguf"):
-            settings[name]["gguf_type"] = args.compare_gguf_type or DEFAULT_GGUF_TYPE
-    skipped: list = []
-    breakdowns = compare(args.model, args.gpu, context=context, tp=args.compare_tp,
-                         versions=_versions(args.compare_versions), settings=settings, engines=engines, skipped=skipped)
-    if not breakdowns:
-        raise ValueError("no engine could size this model: " + "; ".join(f"{n}: {w}" for n, w in skipped))
+    for name, setting, value in (("vllm", "gpu_memory_utilization", args.compare_util),
+                                 ("sglang", "mem_fraction_static", args.compare_mfs)):
+        if value is not None and name in settings:  # --util / --mfs: each names one engine's own knob
+            settings[name][setting] = value
+    report = compare_report(args.model, args.gpu, context=context, tp=args.compare_tp, engines=engines,
+                            versions=_versions(args.compare_versions), settings=settings,
+                            gguf_type=args.compare_gguf_type)
+    breakdowns = report.pop("breakdowns")
     table = rows(breakdowns, context)
     if args.json:
-        from .render import to_json
+        from .library import envelope
 
-        print(json.dumps({"model": args.model, "gpu": breakdowns[0].gpu_name, "context": context,
-                          "engines": [to_json(b) for b in breakdowns], "why": why(breakdowns),
-                          "skipped": [{"engine": n, "why": w} for n, w in skipped]}, indent=2, default=str))
+        print(json.dumps(envelope("compare", None, report), indent=2, default=str))
         return 0
     from .term import args_width, paragraph, table as fitted
 
@@ -212,7 +228,8 @@ def run(args) -> int:
         print("\n".join(fitted(table[0], table[1:], "l" * len(table[0]), columns, under=False)))
     print("\nWhy they differ, term by term:")
     print("\n".join(paragraph([f"  {line}" for line in why(breakdowns)], columns, "    ")))
-    for label, reason in skipped:
+    for item in report["skipped"]:
+        label, reason = item["engine"], item["why"]
         print("\n".join(paragraph([f"  {label}: not sized ({reason})"], columns, "    ")))
     for b in breakdowns:
         if b.failure is not None:

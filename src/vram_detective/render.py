@@ -32,7 +32,11 @@ def schema_figures(breakdown: Breakdown, weights_bytes: int | None = None) -> di
 
 
 def to_json(breakdown: Breakdown) -> dict:
+    """What `explain --json` prints and /api/explain answers (library.SCHEMA_VERSION names its shape)."""
+    from .library import SCHEMA_VERSION
+
     out = {
+        "schema_version": SCHEMA_VERSION,
         "model": breakdown.model,
         "gpu": breakdown.gpu_name,
         "total_gpu_gib": _g(breakdown.total_gpu_bytes),

@@ -118,12 +118,6 @@ def _fitted(text: str, args) -> str:
     return "\n".join(out)
 
 
-def _error(message: str) -> int:
-    text = str(message).strip().splitlines()[0] if str(message).strip() else "error"
-    print(f"vram-detective: error: {text}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
 def _settings(args) -> dict:
     from ..engines import get_engine
 
@@ -133,7 +127,7 @@ def _settings(args) -> dict:
     if args.engine:
         out["engine"] = args.engine
     if getattr(args, "gguf_type", None):
-        if not getattr(get_engine(getattr(args, "engine_name", None)), "gguf_mixes", False):
+        if not get_engine(getattr(args, "engine_name", None)).gguf_mixes:
             raise ValueError("--gguf-type sizes a llama.cpp quantization mix: it goes with --engine llamacpp or ollama")
         out["gguf_type"] = args.gguf_type  # llama.cpp / Ollama without a GGUF file
     return out
@@ -156,8 +150,6 @@ def _gpu(args):
 def run(args) -> int:
     import json
 
-    from .. import api
-
     try:
         if getattr(args, "emit", None):
             from ..deploy.command import emit_advisor
@@ -165,13 +157,51 @@ def run(args) -> int:
             return emit_advisor(args)  # deploy/command.py: the deployment of the answer
         if args.command == "fit" and getattr(args, "workload", None):
             return _run_fit_workload(args, json)
-        if getattr(args, "engine_name", "vllm") != "vllm":
-            return _run_engine_advisor(args, json)
-        if args.command == "whatif":
-            return _run_whatif(args, json)
-        return _run_fit(args, json)
+        answer = answer_for(args)
     except BrokenPipeError:  # a refusal, bad input or a bug: errors.py's policy, the same for every command
         return 0
+    if args.json:
+        print(json.dumps(answer.to_dict(), indent=2, default=str))
+    else:
+        text = answer.text(_columns(args), getattr(args, "markdown", False))
+        print(text if answer.wrapped else _fitted(text, args))
+    return 0 if answer.ok else EXIT_INFEASIBLE
+
+
+def answer_for(args):
+    """The whatif / fit answer for the parsed command line (advisor/answers.py: the web API's dispatch too)."""
+    from ..engines import get_engine
+    from . import answers
+
+    engine = get_engine(args.engine_name)
+    settings = _settings(args)
+    if args.entrypoint:
+        settings["entrypoint"] = args.entrypoint
+    if args.command == "whatif":
+        return answers.whatif(args.model, _gpu(args), engine, args.vllm_version, settings, _sources(args),
+                              checkpoints=not args.no_checkpoints)
+    if args.top < 1:
+        raise ValueError("--top must be at least 1")
+    if engine.levers.advisor == "sweep" and engine.levers.numpy_or_none() is None:
+        print("vram-detective: note: numpy is not installed, the sweep runs in pure Python (slower); "
+              "pip install 'vram-detective[advisor]'", file=sys.stderr)
+    return answers.fit(args.model, _gpu(args), engine, args.vllm_version, settings, _sources(args),
+                       fit_target(args.context, args.concurrency, args.max_gpu_memory, args.gpus, args.top,
+                                  args.same_checkpoint), progress=Progress())
+
+
+def fit_target(context, concurrency, max_gpu_memory, gpus=1, top=5, same_checkpoint=False):
+    """answers.Target from the texts a user gives (`32k`, `12GiB`), as the CLI and the web API read them."""
+    from ..hardware import parse_memory_size
+    from ..units import parse_token_count
+    from .answers import Target
+
+    tokens = parse_token_count(context) if context else None
+    if tokens is not None and tokens < 1:
+        raise ValueError(f"--context must be a positive token count, got {context}")
+    ceiling = parse_memory_size(max_gpu_memory) if max_gpu_memory else None
+    return Target(tokens, str(context) if context else None, float(concurrency) if concurrency else None, ceiling,
+                  str(max_gpu_memory) if max_gpu_memory else None, int(gpus or 1), int(top or 5), same_checkpoint)
 
 
 def _run_fit_workload(args, json) -> int:
@@ -192,102 +222,3 @@ def _run_fit_workload(args, json) -> int:
     else:
         print(f"no setting serves this workload: {found.reason}")
     return 0 if found.feasible else EXIT_INFEASIBLE
-
-
-def _run_whatif(args, json) -> int:
-    from .levers import whatif
-    from .report import whatif_json, whatif_text
-
-    settings = _settings(args)
-    if args.entrypoint:
-        settings["entrypoint"] = args.entrypoint
-    result = whatif(args.model, _gpu(args), vllm_version=args.vllm_version, settings=settings,
-                    source_options=_sources(args), include_checkpoints=not args.no_checkpoints)
-    if args.json:
-        print(json.dumps(whatif_json(result), indent=2, default=str))
-    else:
-        print(whatif_text(result, columns=_columns(args), markdown=args.markdown))
-    return 0 if result.baseline.starts else EXIT_INFEASIBLE
-
-
-def _run_fit(args, json) -> int:
-    from ..hardware import parse_memory_size
-    from ..units import parse_token_count
-    from .report import fit_json, fit_text
-    from .search import Target, fit
-    from ..engines import get_engine
-
-    numpy_or_none = get_engine("vllm").levers.numpy_or_none
-
-    if args.top < 1:
-        raise ValueError("--top must be at least 1")
-    context = parse_token_count(args.context) if args.context else None
-    if context is not None and context < 1:
-        raise ValueError(f"--context must be a positive token count, got {args.context}")
-    ceiling = parse_memory_size(args.max_gpu_memory) if args.max_gpu_memory else None
-    target = Target(context=context, concurrency=args.concurrency, max_gpu_memory=ceiling, gpus=args.gpus)
-    pins = _settings(args)
-    engine = pins.pop("engine", None)
-    if numpy_or_none() is None:
-        print("vram-detective: note: numpy is not installed, the sweep runs in pure Python (slower); "
-              "pip install 'vram-detective[advisor]'", file=sys.stderr)
-    result = fit(args.model, _gpu(args), target, vllm_version=args.vllm_version, pins=pins,
-                 entrypoint=args.entrypoint or "serve", engine=engine, same_checkpoint=args.same_checkpoint,
-                 top=args.top, source_options=_sources(args), progress=Progress())
-    if args.json:
-        print(json.dumps(fit_json(result), indent=2, default=str))
-    else:
-        print(fit_text(result, columns=_columns(args), markdown=args.markdown))
-    return 0 if result.feasible else EXIT_INFEASIBLE
-
-
-def _run_engine_advisor(args, json) -> int:
-    """whatif / fit for an engine without the vectorized sweep: a loop over its plan (engine_advisor.py)."""
-    from ..hardware import parse_memory_size
-    from ..units import parse_token_count
-    from . import engine_advisor
-
-    settings = _settings(args)
-    settings.pop("engine", None)
-    gpu, sources = _gpu(args), _sources(args)
-    if args.engine_name in ("llamacpp", "ollama"):
-        return _run_gguf_advisor(args, json, gpu, settings, sources)
-    if args.command == "whatif":
-        rows = engine_advisor.whatif(args.model, gpu, args.vllm_version, settings, sources)
-        print(json.dumps([row.to_dict() for row in rows], indent=2, default=str) if args.json
-              else _fitted(engine_advisor.whatif_text(rows), args))
-        return 0 if rows[0].breakdown.failure is None else EXIT_INFEASIBLE
-    context = parse_token_count(args.context) if args.context else None
-    ceiling = parse_memory_size(args.max_gpu_memory) if args.max_gpu_memory else None
-    rows = engine_advisor.fit(args.model, gpu, args.vllm_version, settings, sources, context=context,
-                              concurrency=args.concurrency, ceiling=ceiling, gpus=args.gpus)[: args.top]
-    target = (f"{args.concurrency or 1:g} x {args.context or 'the model context'} tokens"
-              + (f" under {args.max_gpu_memory} per GPU" if args.max_gpu_memory else ""))
-    print(json.dumps({"target": target, "candidates": [row.fit_dict() for row in rows]}, indent=2, default=str)
-          if args.json else _fitted(engine_advisor.fit_text(rows, target), args))
-    return 0 if rows else EXIT_INFEASIBLE
-
-
-def _run_gguf_advisor(args, json, gpu, settings: dict, sources: dict) -> int:
-    """whatif / fit for llama.cpp (and whatif for Ollama): gguf_advisor.py, each answer with its launch line."""
-    from ..hardware import parse_memory_size
-    from ..units import parse_token_count
-    from . import gguf_advisor
-
-    if args.command == "whatif":
-        rows = gguf_advisor.whatif(args.model, gpu, args.vllm_version, settings, sources, args.engine_name)
-        print(json.dumps([row.to_dict() for row in rows], indent=2, default=str) if args.json
-              else _fitted(gguf_advisor.whatif_text(rows), args))
-        return 0 if rows[0].breakdown.failure is None else EXIT_INFEASIBLE
-    if args.engine_name == "ollama":
-        raise ValueError("fit --engine ollama: Ollama picks the layers itself (its estimate); use "
-                         "`whatif --engine ollama`, or `fit --engine llamacpp` for the llama-server line")
-    context = parse_token_count(args.context) if args.context else None
-    ceiling = parse_memory_size(args.max_gpu_memory) if args.max_gpu_memory else None
-    answers = gguf_advisor.fit(args.model, gpu, args.vllm_version, settings, sources, context=context,
-                               concurrency=args.concurrency, ceiling=ceiling, gpus=args.gpus)
-    target = f"{gpu.name}" + (f", {args.max_gpu_memory} per GPU" if args.max_gpu_memory else "") + (
-        f", {args.gpus} GPUs" if args.gpus > 1 else "")
-    print(json.dumps(gguf_advisor.fit_json(answers, target), indent=2, default=str) if args.json
-          else _fitted(gguf_advisor.fit_text(args.model, answers, target), args))
-    return 0 if any(entry.answer.layout is not None for entry in answers) else EXIT_INFEASIBLE

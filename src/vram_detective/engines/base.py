@@ -28,6 +28,10 @@ class Releases:
     is_modelled: Callable[[Version], bool]  # does the rule table reach back to this release?
 
 
+def claims_no_model(reference: str) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class LaunchLine:
     """The engine's own flags and its pasted launch lines."""
@@ -36,6 +40,11 @@ class LaunchLine:
     parse_value: Callable[[Any, str], object]  # (flag, raw text) -> value; ValueError when bad
     parse: Callable[[list[str]], Any]  # words -> object with .model and .settings
     error: type[Exception]  # what `parse` raises on a line it cannot read
+    # other engines' setting names this engine reads as its own (SGLang: vLLM's max_model_len is context_length);
+    # a flag of another engine outside these is an error naming that engine (engine_choice.py), never ignored
+    foreign: frozenset = frozenset()
+    # does a model reference mean this engine (llama.cpp: a .gguf file; Ollama: a "name:tag")?
+    claims_model: Callable[[str], bool] = claims_no_model
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,10 @@ class Levers:
     numpy_or_none: Callable[[], Any]
     flag_names: Callable[[], dict[str, str]]  # setting -> its flag on the launch line
     path_switch: Callable[..., str | None]  # (spec, gpu, version, settings) -> env switch for a non-default path
+    # which search answers whatif / fit (advisor/answers.py): "sweep" (the vectorized sweep over levers and
+    # checkpoints), "loop" (a loop over plan() with the engine's levers), "gguf" (llama.cpp's layer/context solvers)
+    advisor: str = "loop"
+    solves_layers: bool = True  # False: the engine picks its GPU layers itself (Ollama), `fit` has nothing to set
 
 
 @runtime_checkable
@@ -97,45 +110,48 @@ class Engine(Protocol):
     def cuda_context_bytes(self) -> int:
         """The CUDA context each process holds outside the engine's budget."""
 
+    def is_launch_line(self, words: list[str]) -> bool:
+        """Do these words start one of the engine's programs (after any VAR=value words)?"""
 
-# --- optional hooks: an engine may define these methods; callers go through the functions below, which
-# give the default for an engine without one (vLLM and SGLang read each other's names, so the defaults are
-# vLLM's). Optional, so the Protocol above stays what every engine already implements.
+    gguf_mixes: bool  # does it size a model at a llama.cpp quantization mix without the file (--gguf-type)?
+    log_figures: tuple  # (observed key, label, prediction reader) rows `logs` compares (engine_logs.py)
+    log_only_settings: tuple  # settings read from a log beside the flags (llama.cpp: the file's mix)
+    log_version_basis: str  # how `logs` reads the release from a log, in words
+
+    def log_findings(self, observed: dict) -> Any:
+        """What the engine's own log says beyond the figures (Ollama's estimate vs llama.cpp's); None if nothing."""
+
+    def log_version(self, text: str) -> Version | None:
+        """The release a log shows (None when it does not say)."""
+
+    def resolve_model(self, reference: str) -> Any:
+        """(ModelSpec, checkpoint) for a model named the engine's own way (an Ollama tag), else None."""
+
+    def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
+        """Context per request and GPUs in the engine's own setting names."""
+
+    def machine_settings(self, free_bytes: tuple[int, ...]) -> dict:
+        """The settings that put the engine on devices with these free bytes (--gpu auto)."""
+
 
 def resolve_model(engine, reference: str):
-    """(ModelSpec, checkpoint table or None) when the engine names models its own way (Ollama's
-    "qwen2.5:7b" through its local store); None when `reference` is for the common sources."""
-    hook = getattr(engine, "resolve_model", None)
-    return hook(reference) if hook is not None else None
-
-
-def is_launch_line(engine, words: list[str]) -> bool:
-    """Do these words start one of the engine's programs (its own test when it has one, else its parser)?"""
-    hook = getattr(engine, "is_launch_line", None)
-    if hook is not None:
-        return bool(hook(words))
-    try:
-        engine.launch.parse(words)
-        return True
-    except engine.launch.error:
-        return False
+    """(ModelSpec, checkpoint table or None) when the engine names models its own way (Ollama's "qwen2.5:7b"
+    through its local store); None when `reference` is for the common sources."""
+    return engine.resolve_model(reference)
 
 
 def common_settings(engine, *, context: int | None = None, gpus: int = 1) -> dict:
-    """The knobs every engine has (context per request, GPUs the model is split over) in the engine's own
-    setting names; vLLM's names (max_model_len, tensor_parallel_size) for an engine without the hook."""
-    hook = getattr(engine, "common_settings", None)
-    if hook is not None:
-        return hook(context=context, gpus=gpus)
-    return {"tensor_parallel_size": gpus, **({"max_model_len": context} if context else {})}
+    """The knobs every engine has (context per request, GPUs the model is split over) in the engine's names."""
+    return engine.common_settings(context=context, gpus=gpus)
 
 
 def machine_settings(engine, free_bytes: tuple[int, ...]) -> dict:
     """The settings that put the engine on these devices (free bytes each, what other processes hold already
-    gone), in the engine's own names: llama.cpp splits layers by free memory, Ollama sizes its estimate from it.
-    An engine without the hook (vLLM, SGLang) reads the free memory from the Gpu (Gpu.in_use_bytes) and takes
-    tensor parallelism over several devices."""
-    hook = getattr(engine, "machine_settings", None)
-    if hook is not None:
-        return hook(tuple(free_bytes))
-    return common_settings(engine, gpus=len(free_bytes)) if len(free_bytes) > 1 else {}
+    gone), in the engine's own names: llama.cpp splits layers by free memory, Ollama sizes its estimate from it;
+    vLLM and SGLang read the free memory from the Gpu and take tensor parallelism over several devices."""
+    return engine.machine_settings(tuple(free_bytes))
+
+
+def is_launch_line(engine, words: list[str]) -> bool:
+    """Do these words start one of the engine's programs (`vllm serve`, `sglang serve`, `llama-server`, ...)?"""
+    return bool(engine.is_launch_line(words))

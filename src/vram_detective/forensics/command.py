@@ -84,7 +84,9 @@ def run(args) -> int:
         if args.json:
             import json
 
-            print(json.dumps(report, indent=2, default=str))
+            from ..library import envelope
+
+            print(json.dumps(envelope("logs", report.get("engine"), report), indent=2, default=str))
         else:
             from ..term import args_width
 

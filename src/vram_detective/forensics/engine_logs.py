@@ -38,8 +38,7 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
               "observed": observed, "settings": settings, "engine_version": version_basis[0],
               "version_basis": version_basis[1], "model": model, "gpu": gpu, "gpu_basis": gpu_basis,
               "comparison": None, "notes": []}
-    findings = getattr(engine, "log_findings", None)
-    report["findings"] = findings(observed) if findings is not None else None
+    report["findings"] = engine.log_findings(observed)
     from .serving import read_serving_stats
 
     report["serving"] = read_serving_stats(text).to_dict(pool_gib=_pool_gib(observed))
@@ -79,39 +78,24 @@ def _settings_and_version(engine, text: str, version: str | None) -> tuple[dict,
     settings = engine.log_settings(text) if hasattr(engine, "log_settings") else {}
     if version:
         return settings, (version, "given")
-    inferred = engine.log_version(text) if hasattr(engine, "log_version") else None
+    inferred = engine.log_version(text)
     if inferred is None:
         return settings, (None, "not shown by the log: the newest modelled release is assumed")
-    basis = getattr(engine, "log_version_basis", "the oldest release printing these line formats")
+    basis = engine.log_version_basis
     return settings, (format_version(inferred), basis)
-
-
-# SGLang's figures the comparison shows: observed key -> (label, how to read the prediction)
-_FIGURES = (
-    ("load_begin_avail_mem_gb", "free before weights (GiB)", lambda b: b.figure("load_begin_avail_bytes") / GIB),
-    ("weights_mem_usage_gb", "weights: mem usage (GiB)", lambda b: b.weights_bytes / GIB),
-    ("load_end_avail_mem_gb", "free after weights (GiB)", lambda b: b.figure("load_end_avail_bytes") / GIB),
-    ("kv_cache_tokens", "#tokens", lambda b: b.kv_cache_tokens),
-    ("k_size_gb", "K size (GiB)", lambda b: b.kv_cache_bytes / 2 / GIB),
-    ("mem_pool_end_avail_mem_gb", "Memory pool end avail (GiB)", lambda b: b.figure("mem_pool_end_avail_bytes") / GIB),
-    ("cuda_graph_mem_usage_gb", "CUDA graphs (GiB)", lambda b: b.figure("cuda_graph_bytes") / GIB),
-    ("max_running_requests", "max_running_requests", lambda b: b.figure("max_running_requests")),
-    ("context_len", "context_len", lambda b: b.max_model_len),
-    ("available_gpu_mem_gb", "available_gpu_mem (GiB)", lambda b: b.figure("available_gpu_mem_bytes") / GIB),
-    ("nvidia_smi_used_mib", "nvidia-smi used (MiB)", lambda b: b.nvidia_smi_used_mib),
-)
 
 
 def _compare(engine, model: str, gpu: str, version, settings: dict, observed: dict, notes: list) -> list[dict]:
     from .. import api
+    from ..errors import EngineRefused
 
     # settings the engine reads from a log besides its flags (llama.cpp: the file's mix, free memory per GPU)
-    names = {flag.setting for flag in engine.launch.flags} | set(getattr(engine, "log_only_settings", ()))
+    names = {flag.setting for flag in engine.launch.flags} | set(engine.log_only_settings)
     user = {key: value for key, value in settings.items() if key in names and value not in (None, "auto")
             and not str(value).startswith("torch.")}  # "dtype=torch.bfloat16" of the load line is no setting
     try:
         breakdown = api.explain(model, gpu, engine=engine.name, engine_version=version, **user)
-    except (ValueError, *engine.refusals) as error:
+    except (ValueError, EngineRefused) as error:
         notes.append(f"no prediction to compare: {str(error).splitlines()[0]}")
         return None
     fraction = breakdown.figure("mem_fraction_static")
@@ -121,7 +105,7 @@ def _compare(engine, model: str, gpu: str, version, settings: dict, observed: di
     if "kv_cache_tokens" not in observed and "max_total_num_tokens" in observed:
         observed = dict(observed, kv_cache_tokens=observed["max_total_num_tokens"])
     rows = []
-    for key, label, read in getattr(engine, "log_figures", _FIGURES):
+    for key, label, read in engine.log_figures:
         if observed.get(key) is None:
             continue
         predicted = read(breakdown)

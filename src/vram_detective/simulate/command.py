@@ -216,6 +216,9 @@ def report_dict(b, workload: str, seed: int, cost, result, fit) -> dict:
     """What `simulate --json` prints (`workload`: the spec as given)."""
     from .fit import verdict_line
 
-    return {"model": b.model, "gpu": b.gpu_name, "engine": b.engine_name, "version": b.engine_version,
+    from ..library import SCHEMA_VERSION
+
+    return {"schema_version": SCHEMA_VERSION, "command": "simulate", "model": b.model, "gpu": b.gpu_name,
+            "engine": b.engine_name, "version": b.engine_version,
             "workload": workload, "seed": seed, "cost": cost.__dict__, "verdict": verdict_line(result, fit),
             "result": result.to_dict(), "fit": fit.to_dict()}

@@ -80,7 +80,9 @@ def pool_from_breakdown(b: Breakdown, **overrides) -> PoolSpec:
     """The pool a Breakdown predicts; `overrides` replace PoolSpec fields (e.g. prefix_caching=False)."""
     builders = {"vllm": _vllm_pool, "sglang": _sglang_pool, "llamacpp": _llamacpp_pool, "llama.cpp": _llamacpp_pool}
     if b.engine_name not in builders:
-        raise ValueError(f"no simulator for engine {b.engine_name!r}")
+        from ..errors import NotOffered
+
+        raise NotOffered(f"simulate: {b.engine_label}'s scheduler is not modelled (no pool simulator for it)")
     return replace(builders[b.engine_name](b), **overrides)
 
 

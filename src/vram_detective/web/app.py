@@ -271,8 +271,19 @@ def _work_routes(policy: service.Policy, seconds: float | None = REQUEST_SECONDS
                                        service.launch_line(request, breakdown), page=True)
 
     def logs_api(params):
-        return service.logs_json(str(params.get("log") or ""), params.get("nvidia_smi") or None, params.get("model"),
-                                 params.get("gpu"), params.get("version"), policy)
+        from ..library import envelope
+
+        found = service.logs_json(str(params.get("log") or ""), params.get("nvidia_smi") or None,
+                                  params.get("model"), params.get("gpu"), params.get("version"), policy)
+        return envelope("logs", found.get("engine"), found)
+
+    def compare_api(params):
+        from ..library import compare
+
+        engines = tuple(filter(None, str(params.get("engines") or "").split(","))) or None
+        return compare(str(params.get("model") or ""), str(params.get("gpu") or ""),
+                       context=service.token_count(params.get("context")), tp=int(params.get("tp") or 1),
+                       engines=engines, gguf_type=params.get("gguf_type") or None).to_dict()
 
     def fit_api(params):
         return service.fit_json(read(params), params)
@@ -288,6 +299,7 @@ def _work_routes(policy: service.Policy, seconds: float | None = REQUEST_SECONDS
         Route("/api/whatif", _endpoint(lambda p: service.whatif_json(read(p))), methods=both),
         Route("/api/fit", _endpoint(fit_api), methods=both),
         Route("/api/logs", _endpoint(logs_api), methods=["POST"]),
+        Route("/api/compare", _endpoint(compare_api), methods=both),
         # `simulate --json` prints with indent 1: the API's bytes are the command's
         Route("/api/simulate", _endpoint(lambda p: service.simulate(read(p), p).report, indent=1), methods=both),
         Route("/api/models", _endpoint(lambda p: service.catalog_models())),

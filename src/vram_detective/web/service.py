@@ -190,6 +190,10 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
         settings[flag.setting] = _flag_value(engine, flag, str(raw))
     if params.get("entrypoint") and engine_name == "vllm":
         settings["entrypoint"] = params["entrypoint"]
+    if params.get("gguf_type"):  # llama.cpp / Ollama without a GGUF file: the quantizer's mix (--gguf-type)
+        if not engine.gguf_mixes:
+            raise RequestError(f"gguf_type sizes a llama.cpp quantization mix: {engine.label} loads no GGUF")
+        settings["gguf_type"] = str(params["gguf_type"]).upper()
     return model, settings
 
 
@@ -235,13 +239,45 @@ class Request:
         return api.resolve_gpu(self.gpu, self.gpu_memory)
 
 
+def _engine_of(params: dict) -> str:
+    """The engine these parameters mean (engine_choice.py, as the command line reads it): a pasted line's
+    program wins over the page's engine picker (its value is always set); else engine=, else the model."""
+    from ..engine_choice import canonical, choose, line_engine
+    from ..engines import ENGINES
+
+    named = canonical(params.get("engine") or None)
+    if named is not None and named not in ENGINES:
+        raise RequestError(f"unknown engine {params.get('engine')!r} (known: {', '.join(ENGINES)})")
+    line = (params.get("line") or "").strip()
+    try:
+        words = shlex.split(line) if line else []
+    except ValueError as error:
+        raise RequestError(f"launch line: {error}") from None
+    from_line = line_engine(words)
+    engine, _ = choose(from_line or named, params.get("model") or None, (), words or None)
+    _check_settings(engine, params)
+    return engine
+
+
+def _check_settings(engine_name: str, params: dict) -> None:
+    """A parameter naming another engine's setting is an error naming that engine (the CLI's rule for flags)."""
+    from ..engines import ENGINES, get_engine
+
+    engine = get_engine(engine_name)
+    own = {flag.setting for flag in engine.launch.flags} | set(engine.launch.foreign)
+    for name in ENGINES:
+        for flag in get_engine(name).launch.flags:
+            value = params.get(flag.setting)
+            if flag.setting not in own and flag.setting != "model" and value not in (None, ""):
+                raise RequestError(f"{flag.setting} is {get_engine(name).label}'s setting, not {engine.label}'s: "
+                                   f"engine={name} (or leave it out)")
+
+
 def read_request(params: dict, policy: Policy) -> Request:
     from ..engines import ENGINES
     from ..hardware import parse_memory_size
 
-    engine = (params.get("engine") or "vllm").lower()
-    if engine not in ENGINES:
-        raise RequestError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    engine = _engine_of(params)
     line_model, settings = settings_from(params, engine)
     model = (params.get("model") or line_model or "").strip()
     if not model:
@@ -286,49 +322,26 @@ def explain_json(request: Request, breakdown=None) -> dict:
 
 
 def whatif_json(request: Request) -> object:
-    """What `whatif --json` prints."""
-    if request.engine != "vllm":
-        from ..advisor import engine_advisor
+    """What `whatif --json` prints (advisor/answers.py: the command line's dispatch)."""
+    from ..advisor import answers
+    from ..engines import get_engine
 
-        settings = {key: value for key, value in request.settings.items() if key != "engine"}
-        rows = engine_advisor.whatif(request.model, request.device(), request.version, settings, request.sources)
-        return [row.to_dict() for row in rows]
-    from ..advisor.levers import whatif
-    from ..advisor.report import whatif_json as to_json
-
-    return to_json(whatif(request.model, request.device(), vllm_version=request.version,
-                          settings=dict(request.settings), source_options=request.sources))
+    return answers.whatif(request.model, request.device(), get_engine(request.engine), request.version,
+                          dict(request.settings), request.sources).to_dict()
 
 
 def fit_json(request: Request, params: dict) -> dict:
     """What `fit --json` prints for the targets in `params` (context, concurrency, max_gpu_memory, gpus, top)."""
-    from ..hardware import parse_memory_size
-    from ..units import parse_token_count
+    from ..advisor import answers
+    from ..advisor.command import fit_target
+    from ..engines import get_engine
 
-    context = parse_token_count(params["context"]) if params.get("context") else None
-    concurrency = float(params["concurrency"]) if params.get("concurrency") else None
-    ceiling = parse_memory_size(params["max_gpu_memory"]) if params.get("max_gpu_memory") else None
-    gpus, top = int(params.get("gpus") or 1), int(params.get("top") or 5)
+    gpus, top = _int(params.get("gpus") or 1, "gpus"), _int(params.get("top") or 5, "top")
     if not 1 <= gpus <= 64 or not 1 <= top <= 50:
         raise RequestError("gpus must be 1..64 and top 1..50")
-    pins = dict(request.settings)
-    if request.engine != "vllm":
-        from ..advisor import engine_advisor
-
-        pins.pop("engine", None)
-        rows = engine_advisor.fit(request.model, request.device(), request.version, pins, request.sources,
-                                  context=context, concurrency=concurrency, ceiling=ceiling, gpus=gpus)[:top]
-        target = (f"{concurrency or 1:g} x {params.get('context') or 'the model context'} tokens"
-                  + (f" under {params['max_gpu_memory']} per GPU" if ceiling else ""))
-        return {"target": target, "candidates": [row.fit_dict() for row in rows]}
-    from ..advisor.report import fit_json as to_json
-    from ..advisor.search import Target, fit
-
-    engine = pins.pop("engine", None)
-    entrypoint = pins.pop("entrypoint", None) or "serve"
-    target = Target(context=context, concurrency=concurrency, max_gpu_memory=ceiling, gpus=gpus)
-    return to_json(fit(request.model, request.device(), target, vllm_version=request.version, pins=pins,
-                       entrypoint=entrypoint, engine=engine, top=top, source_options=request.sources))
+    target = fit_target(params.get("context"), params.get("concurrency"), params.get("max_gpu_memory"), gpus, top)
+    return answers.fit(request.model, request.device(), get_engine(request.engine), request.version,
+                       dict(request.settings), request.sources, target).to_dict()
 
 
 def logs_json(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
@@ -416,6 +429,13 @@ def read_workload(params: dict):
     if spec.startswith("trace:"):
         raise Forbidden("this server reads no trace files: paste the trace's lines instead (trace=...)")
     return spec, parse_workload(spec), seed
+
+
+def token_count(raw) -> int | None:
+    """`32k` / `32768` / empty -> tokens (None when not given)."""
+    from ..units import parse_token_count
+
+    return parse_token_count(str(raw)) if raw not in (None, "") else None
 
 
 def _int(raw, name: str) -> int:
@@ -528,7 +548,7 @@ def launch_line(request: Request, breakdown=None) -> str:
             env = "VLLM_USE_V1=" + ("1" if settings["engine"] == "v1" else "0")
         return serve_command(request.model, settings, engine_env=env)
     if request.engine == "sglang":
-        from ..advisor.engine_advisor import launch_line as sglang_line
+        from ..advisor.sglang_advisor import launch_line as sglang_line
 
         return sglang_line(request.model, settings)
     return _llama_line(request.engine, request.model, settings)

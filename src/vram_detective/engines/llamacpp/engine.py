@@ -7,6 +7,11 @@ from functools import cached_property
 from ..base import LaunchLine, Levers, LogFormats, Releases
 
 
+def _is_gguf_path(reference: str) -> bool:
+    """A .gguf file (or a split's first part) is llama.cpp's format: it means this engine unless told otherwise."""
+    return reference.lower().endswith(".gguf")
+
+
 class FastPathUnsupported(Exception):
     """llama.cpp has no vectorized sweep: the advisor evaluates each point with plan()."""
 
@@ -67,7 +72,8 @@ class LlamaCppEngine:
     def launch(self) -> LaunchLine:
         from . import launch
 
-        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError,
+                          claims_model=_is_gguf_path)
 
     def is_launch_line(self, words) -> bool:
         from .launch import is_launch_line
@@ -103,7 +109,7 @@ class LlamaCppEngine:
     @cached_property
     def levers(self) -> Levers:
         return Levers(tuple(LEVERS), NoFastPath, FastPathUnsupported, lambda: None, _flag_names,
-                      lambda spec, gpu, version, settings: None)
+                      lambda spec, gpu, version, settings: None, advisor="gguf")
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:
@@ -191,6 +197,9 @@ class LlamaCppEngine:
 
         return largest_context(spec, settings, version[0], self._budgets(gpu, settings, ceiling), model,
                                gguf_checkpoint)
+
+    def resolve_model(self, reference: str):
+        return None  # a .gguf path, a Hub GGUF repo or the catalog: the common sources
 
     def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
         """The common knobs in llama.cpp's names: -c, and the GPUs the layers are split over (-sm layer)."""

@@ -9,7 +9,7 @@ this module.
 """
 from __future__ import annotations
 
-from ..common.rules import ReleaseWindow, Rule, UnsupportedReleaseError, rule_names as _names, value_at
+from ..common.rules import ReleaseWindow, Rule, UnsupportedReleaseError, rule_names as _names, value_at  # noqa: F401
 
 Version = tuple[int]  # (build,)
 
@@ -160,20 +160,22 @@ OLDEST_BUILD = 3000  # the mid-2024 log formats are the oldest modelled
 # no tag history is at hand offline, so the number is the estimate from the commit date (b7342 = Dec 2025,
 # ~13 builds a day): the rules of that tree hold from here up.
 NEWEST_BUILD = 11312
-WINDOW = ReleaseWindow("llama.cpp build", (OLDEST_BUILD,), (NEWEST_BUILD,), 1, lambda version: f"b{version[0]}")
+
+
+def _window() -> ReleaseWindow:
+    """The modelled builds, read from OLDEST_BUILD and NEWEST_BUILD when asked."""
+    return ReleaseWindow("llama.cpp build", (OLDEST_BUILD,), (NEWEST_BUILD,), 1, lambda version: f"b{version[0]}")
 
 
 def resolve_build(text: str | None) -> tuple[int]:
-    """'b5274' / '5274' / 'latest' / None -> (5274,); ValueError when older than the modelled builds."""
+    """'b5274' / '5274' / 'latest' / None -> (5274,); UnsupportedReleaseError (a ValueError) outside the modelled
+    builds, OLDEST_BUILD to NEWEST_BUILD (the one value to move when newer builds are read)."""
     if text is None or str(text).strip().lower() in ("", "latest", "newest"):
         return (NEWEST_BUILD,)
     raw = str(text).strip().lower().removeprefix("b")
     if not raw.isdigit():
         raise ValueError(f"llama.cpp build {text!r}: expected a build number like b5274")
-    build = int(raw)
-    if build < OLDEST_BUILD:
-        raise ValueError(f"llama.cpp build b{build} is older than the oldest modelled build (b{OLDEST_BUILD})")
-    return (build,)
+    return _window().check((int(raw),), f"b{int(raw)}")
 
 
 def rules_at(version, path=None) -> dict:

@@ -3,6 +3,8 @@ attention and the KV type; its own estimate (estimate.py) picks how many layers 
 rules (engines/llamacpp) then allocate, at the llama.cpp build that Ollama version vendors."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -35,6 +37,15 @@ KNOWN = {"num_ctx", "num_parallel", "num_gpu", "num_batch", "flash_attention", "
 # llama.cpp's names (a -c / -np / -ngl given to `explain --engine ollama`) -> the Ollama knob that sets them
 FROM_LLAMACPP = {"n_ctx": "num_ctx", "n_parallel": "num_parallel", "n_gpu_layers": "num_gpu", "n_batch": "num_batch",
                  "type_k": "kv_cache_type", "type_v": "kv_cache_type", "flash_attn": "flash_attention", "mmap": "use_mmap"}
+
+
+# Ollama's model names: [namespace/]name:tag ("qwen2.5:7b", "library/llama3.1:8b-instruct-q4_K_M"). A Hugging
+# Face repo id has no colon, a local path starts with / . or ~, so a tag means Ollama.
+_TAG = re.compile(r"^(?:[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _is_ollama_tag(reference: str) -> bool:
+    return bool(_TAG.match(reference))
 
 
 def ollama_names(user: dict) -> dict:
@@ -133,7 +144,8 @@ class OllamaEngine:
     def launch(self) -> LaunchLine:
         from . import launch
 
-        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError,
+                          foreign=frozenset(FROM_LLAMACPP), claims_model=_is_ollama_tag)
 
     def is_launch_line(self, words) -> bool:
         from .launch import is_launch_line
@@ -212,7 +224,7 @@ class OllamaEngine:
         flags = {"num_ctx": "PARAMETER num_ctx", "num_parallel": "OLLAMA_NUM_PARALLEL", "num_gpu": "PARAMETER num_gpu",
                  "kv_cache_type": "OLLAMA_KV_CACHE_TYPE", "flash_attention": "OLLAMA_FLASH_ATTENTION"}
         return Levers(tuple(flags), NoFastPath, FastPathUnsupported, lambda: None, lambda: dict(flags),
-                      lambda spec, gpu, version, settings: None)
+                      lambda spec, gpu, version, settings: None, advisor="gguf", solves_layers=False)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
+from ...units import GIB
 from ..base import LaunchLine, Levers, LogFormats, Releases
 
 # lines only SGLang prints (model_runner.py, memory_pool.py, scheduler.py), any release
@@ -38,9 +39,39 @@ class _NoFastPath(Exception):
     """SGLang has no vectorized sweep: the advisor loops over plan()."""
 
 
+# SGLang's figures the comparison shows: observed key -> (label, how to read the prediction)
+LOG_FIGURES = (
+    ("load_begin_avail_mem_gb", "free before weights (GiB)", lambda b: b.figure("load_begin_avail_bytes") / GIB),
+    ("weights_mem_usage_gb", "weights: mem usage (GiB)", lambda b: b.weights_bytes / GIB),
+    ("load_end_avail_mem_gb", "free after weights (GiB)", lambda b: b.figure("load_end_avail_bytes") / GIB),
+    ("kv_cache_tokens", "#tokens", lambda b: b.kv_cache_tokens),
+    ("k_size_gb", "K size (GiB)", lambda b: b.kv_cache_bytes / 2 / GIB),
+    ("mem_pool_end_avail_mem_gb", "Memory pool end avail (GiB)", lambda b: b.figure("mem_pool_end_avail_bytes") / GIB),
+    ("cuda_graph_mem_usage_gb", "CUDA graphs (GiB)", lambda b: b.figure("cuda_graph_bytes") / GIB),
+    ("max_running_requests", "max_running_requests", lambda b: b.figure("max_running_requests")),
+    ("context_len", "context_len", lambda b: b.max_model_len),
+    ("available_gpu_mem_gb", "available_gpu_mem (GiB)", lambda b: b.figure("available_gpu_mem_bytes") / GIB),
+    ("nvidia_smi_used_mib", "nvidia-smi used (MiB)", lambda b: b.nvidia_smi_used_mib),
+)
+
+
 class SGLangEngine:
     name = "sglang"
     label = "SGLang"
+    gguf_mixes = False  # sizes no llama.cpp quantization mix
+    log_figures = LOG_FIGURES
+    log_only_settings: tuple[str, ...] = ()
+    log_version_basis = "the oldest release printing these line formats"
+
+    def log_findings(self, observed: dict):
+        return None
+
+    def resolve_model(self, reference: str):
+        return None  # the common sources (catalog, local, Hub) name SGLang's models
+
+    def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
+        """vLLM's names, which SGLang reads as its own (plan.ALIASES)."""
+        return {"tensor_parallel_size": gpus, **({"max_model_len": context} if context else {})}
 
     @cached_property
     def releases(self) -> Releases:
@@ -55,7 +86,17 @@ class SGLangEngine:
     def launch(self) -> LaunchLine:
         from . import launch
 
-        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_words, launch.LaunchLineError)
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_words, launch.LaunchLineError,
+                          foreign=frozenset(launch.ALIASES))
+
+    def is_launch_line(self, words) -> bool:
+        from .launch import _entrypoint
+
+        try:
+            _entrypoint(list(words))
+        except ValueError:
+            return False
+        return True
 
     @cached_property
     def logs(self) -> LogFormats:

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 
 from .settings import SGLangSettings, from_values
 
+# other engines' names for SGLang's settings (api.explain and `compare` pass them through; engine_choice.py lets
+# their flags through for SGLang)
+ALIASES = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size", "data_parallel_size": "dp_size",
+           "max_model_len": "context_length", "max_num_seqs": "max_running_requests"}
+
 # flag -> (setting, type); bool flags take no value
 _ALIASES = {
     "--model-path": "model_path", "--model": "model_path",

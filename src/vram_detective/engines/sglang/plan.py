@@ -19,15 +19,13 @@ from ...hardware import Gpu
 from ...model.config import ModelSpec
 from ...units import GIB, MIB, parse_version
 from . import allocator, calibration, draft, graphs
+from .launch import ALIASES  # other engines' names for SGLang's settings
 from .log_lines import LogInputs, log_lines
 from .pool import PoolPrediction, attention_tp, cell_size, predict_pool, req_pool_size
 from .releases import Rules, rules
 from .settings import SETTING_NAMES, SGLangSettings, from_values, resolve
 
 _SOURCE = "sglang model_runner.py"
-# other engines' names for SGLang's settings (api.explain and `compare` pass them through)
-ALIASES = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size", "data_parallel_size": "dp_size",
-           "max_model_len": "context_length", "max_num_seqs": "max_running_requests"}
 
 
 class SettingsError(ValueError):

@@ -67,6 +67,32 @@ class VllmEngine:
 
         return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
 
+    gguf_mixes = False  # sizes no llama.cpp quantization mix
+    log_figures: tuple = ()  # vLLM's logs have their own reconciliation (forensics/reconcile.py)
+    log_only_settings: tuple[str, ...] = ()
+    log_version_basis = "the oldest release printing these line formats"
+
+    def log_findings(self, observed: dict):
+        return None
+
+    def log_version(self, text: str):
+        return None  # read by the vLLM log reader's era tables (engines/vllm/logs/)
+
+    def resolve_model(self, reference: str):
+        return None  # the common sources (catalog, local, Hub) name vLLM's models
+
+    def common_settings(self, *, context: int | None = None, gpus: int = 1) -> dict:
+        return {"tensor_parallel_size": gpus, **({"max_model_len": context} if context else {})}
+
+    def machine_settings(self, free_bytes: tuple[int, ...]) -> dict:
+        """Free memory comes with the Gpu (Gpu.in_use_bytes); several devices: tensor parallel over them."""
+        return self.common_settings(gpus=len(free_bytes)) if len(free_bytes) > 1 else {}
+
+    def is_launch_line(self, words) -> bool:
+        from .launch import is_launch_line
+
+        return is_launch_line(words)
+
     @cached_property
     def logs(self) -> LogFormats:
         from .logs.lines import log_lines
@@ -79,7 +105,7 @@ class VllmEngine:
 
         # numpy_or_none read at call time: tests hide numpy by patching the sweep module
         return Levers(sweep.SWEPT, sweep.FastPath, sweep.FastPathUnsupported, lambda: sweep.numpy_or_none(),
-                      _flag_names, _path_switch)
+                      _flag_names, _path_switch, advisor="sweep")
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

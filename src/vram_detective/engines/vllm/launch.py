@@ -197,6 +197,21 @@ def parse_launch_line(words: list[str] | str) -> LaunchLine:
     return LaunchLine(model, settings, tuple(ignored))
 
 
+def is_launch_line(words: list[str] | str) -> bool:
+    """Do these words start vLLM (`vllm serve`, a path ending in vllm, `python -m vllm.entrypoints...`), after
+    any VAR=value words?"""
+    if isinstance(words, str):
+        words = shlex.split(words)
+    index = 0
+    while index < len(words) and "=" in words[index] and not words[index].startswith("-"):
+        index += 1
+    program = words[index:index + 3]
+    if program and program[0].endswith("vllm"):
+        return True
+    return (len(program) == 3 and program[0].startswith("python") and program[1] == "-m"
+            and program[2].startswith("vllm."))
+
+
 def _launcher(words: list[str], settings: dict) -> tuple[int, str | None]:
     """Skip the environment assignments and the launcher (`vllm serve [MODEL]`, `python -m MODULE`): the index
     of the first flag, and the model `vllm serve` names (else None)."""

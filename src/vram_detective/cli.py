@@ -538,7 +538,7 @@ def _fit_hint(model: str, args: argparse.Namespace, breakdown) -> str | None:
     if breakdown.failure is None:
         return None
     gpu = f'--gpu "{args.gpu}"' if args.gpu else f"--gpu-memory {args.gpu_memory}"
-    engine = f" --engine {args.engine_name}" if args.engine_name != "vllm" else ""
+    engine = f" --engine {args.engine_name}" if args.engine_name != DEFAULT_ENGINE else ""
     return f"vram-detective fit {model} {gpu}{engine} --context {breakdown.max_model_len}"
 
 

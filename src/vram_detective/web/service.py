@@ -287,7 +287,7 @@ def read_request(params: dict, policy: Policy) -> Request:
     gpu = params.get("gpu") or None
     if gpu is None and gpu_memory is None:
         raise RequestError("no GPU given (gpu=NAME or gpu_memory=SIZE)")
-    if params.get("vllm_engine") and engine == "vllm":
+    if params.get("vllm_engine") and "vllm_engine".startswith(engine + "_"):  # the engine its name names
         settings["engine"] = params["vllm_engine"]
     return Request(model, source, gpu, gpu_memory, engine, params.get("version") or None, settings)
 
@@ -371,7 +371,11 @@ def _logs_with_smi(log: str, smi_text: str, model, gpu, version) -> dict:
     engine = command._other_engine(log, "-", model, gpu, version, smi)
     if engine is not None:
         return engine
-    parsed = get_engine("vllm").logs.reader().parse_stream(io.BytesIO(log.encode("utf-8")), "standard input")
+    from ..forensics.engine_logs import detect_engine
+
+    # the log's own engine (every other engine's log returned above): its streaming reader, runs and all
+    parsed = get_engine(detect_engine(log)).logs.reader().parse_stream(io.BytesIO(log.encode("utf-8")),
+                                                                        "standard input")
     last = len(parsed.runs) - 1
     runs = [command.analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=version,
                                 smi=smi if index == last else None)
@@ -385,13 +389,13 @@ def _logs_with_smi(log: str, smi_text: str, model, gpu, version) -> dict:
 def _check_log_options(model, gpu, version) -> None:
     """build_report's checks of the options (bad input before any work)."""
     from .. import api
-    from ..engines import get_engine
+    from ..engines import DEFAULT_ENGINE, get_engine
     from ..hardware import find_gpu
 
     if gpu:
         find_gpu(gpu)
-    if version:
-        get_engine("vllm").releases.resolve(version)
+    if version:  # a release of the engine whose runs `logs` analyses deeply (the default's streaming reader)
+        get_engine(DEFAULT_ENGINE).releases.resolve(version)
     if model:
         api.model_spec(model)
 

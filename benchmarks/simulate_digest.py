@@ -58,7 +58,7 @@ def trace_lines(seed: int = 7, count: int = 600) -> list[str]:
         row = {"timestamp": 1000.0 + t, "prompt_tokens": rng.randint(20, 6000), "output_tokens": rng.randint(1, 900),
                "session": session}
         if n % 3:
-            row.update(prefix_id=f"p{n % 5}", prefix_tokens=[0, 300, 1024, 2000, 4096][n % 5])
+            row.update(prefix_id=f"p{n % 5}", prefix_tokens=min([0, 300, 1024, 2000, 4096][n % 5], row["prompt_tokens"]))
         lines.append(json.dumps(row))
     return lines
 

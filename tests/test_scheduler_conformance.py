@@ -16,7 +16,9 @@ def _cases():
     for path in FIXTURES:
         body = json.loads(path.read_text())
         for case in body["cases"]:
-            yield pytest.param(body["release"], case, id=f"{body['release']}-{case['trace']['name']}")
+            known = case.get("known_divergence")
+            marks = [pytest.mark.xfail(strict=True, reason=f"observed: {known}")] if known else []
+            yield pytest.param(body["release"], case, id=f"{body['release']}-{case['trace']['name']}", marks=marks)
 
 
 def _rows(steps: list[list]) -> list[list]:
@@ -31,6 +33,7 @@ def test_fixtures_cover_every_kind_with_prefix_caching_on_and_off():
         assert kinds == {(k, on) for k in ("full", "sliding", "prefix", "tight", "chunked", "seqs")
                          for on in (True, False)}
         assert len(cases) >= 24
+        assert sum(1 for c in cases if "known_divergence" in c) <= len(cases) // 4
         # the series are real runs, not empty: preemptions in tight pools, prefix hits with caching on
         assert any(row[3] for c in cases if c["trace"]["kind"] == "tight" for _, row in c["steps"])
         assert any(row[4] for c in cases if c["trace"]["prefix_caching"] for _, row in c["steps"])

@@ -29,6 +29,7 @@ class EngineRules:
     admission_fits_prompt: bool = False  # a waiting request enters only if its whole prompt fits the free blocks
     lookup_counts_preempted: bool = True  # the engine's prefix-cache counter counts a preempted request's lookups
     lookup_counts_retries: bool = True  # ... and a lookup that admits nothing (a blocked head's every retry)
+    lookup_in_blocks: bool = False  # ... in full blocks (the lookup's block hashes), not tokens
     sources: tuple[str, ...] = ()
 
 

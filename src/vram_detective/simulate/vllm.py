@@ -81,6 +81,7 @@ class VllmSim:
         self.fits_prompt = rules.admission_fits_prompt
         self.counts_preempted = rules.lookup_counts_preempted
         self.counts_retries = rules.lookup_counts_retries
+        self.lookup_in_blocks = rules.lookup_in_blocks
 
     # --- allocation -------------------------------------------------------------------------------
     def _spans(self, r: _Live, start: int, stop: int) -> tuple[tuple[object, int, int], ...]:
@@ -486,9 +487,11 @@ class VllmSim:
             hits = self._hits(r) if r.computed == 0 else []
             hit = self._hit_blocks(hits) * self.bs
             looked = r.computed == 0 and self.blocks.caching and (self.counts_preempted or r.n not in rec.preempted)
-            if looked and self.counts_retries:  # vLLM's counter: every lookup (get_computed_blocks, 0.11.0)
-                rec.lookup_queries += r.tokens
-                rec.lookup_hits += hit
+            if looked:  # vLLM's counter (tokens; 0.8.5: the lookup's full blocks, the last one left out)
+                query, found = ((r.tokens - 1) // self.bs, hit // self.bs) if self.lookup_in_blocks else (r.tokens, hit)
+            if looked and self.counts_retries:  # every lookup (get_computed_blocks, 0.11.0)
+                rec.lookup_queries += query
+                rec.lookup_hits += found
             n = r.tokens - hit
             if not self.chunked and n > budget:
                 self.blocked = n > self.pool.max_num_batched_tokens  # never fits one step
@@ -496,13 +499,13 @@ class VllmSim:
             n = min(n, budget)
             if (self.fits_prompt and not self._fits(r, hits)) or not self._allocate(r, hit + n, hits, self.watermark):
                 self.blocked = True
-                self.lookup = (r.tokens, hit) if looked and self.counts_retries else None
+                self.lookup = (query, found) if looked and self.counts_retries else None
                 rec.held.add(r.n)  # waits for blocks, not for the step budget or max_num_seqs
                 break
             self.waiting.popleft()
             if looked and not self.counts_retries:  # counted at admission (Scheduler.schedule, 0.27.0)
-                rec.lookup_queries += r.tokens
-                rec.lookup_hits += hit
+                rec.lookup_queries += query
+                rec.lookup_hits += found
             r.computed, r.keys = hit, hit // self.bs
             self.admitted += 1
             r.order = self.admitted

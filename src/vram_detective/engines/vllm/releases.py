@@ -486,6 +486,8 @@ RULE_CHANGES: tuple[Rule, ...] = (
     _row("0.0.0", "v1", "scheduler_admission_fits_prompt", False, "v1/core/sched/scheduler.py 0.18.0: allocate_slots checks the scheduled chunk only"),
     _row("0.19.0", "v1", "scheduler_admission_fits_prompt", True, "v1/core/sched/scheduler.py 0.19.0: scheduler_reserve_full_isl (default True) -> kv_cache_manager.can_fit_full_sequence"),
     _row("0.0.0", "v1", "scheduler_lookup_counts_preempted", True, "v1/core/kv_cache_manager.py 0.11.0 get_computed_blocks: prefix_cache_stats.queries += num_tokens on every lookup"),
+    _row("0.0.0", "v1", "scheduler_lookup_in_blocks", True, "v1/core/kv_cache_manager.py 0.8.5 get_computed_blocks: queries += len(block_hashes), hits += len(computed_blocks)"),
+    _row("0.9.0", "v1", "scheduler_lookup_in_blocks", False, "v1/core/kv_cache_manager.py 0.9.0 get_computed_blocks: queries += request.num_tokens"),
     _row("0.0.0", "v1", "scheduler_lookup_counts_retries", True, "v1/core/kv_cache_manager.py 0.11.0-0.26.0: get_computed_blocks records every lookup"),
     _row("0.27.0", "v1", "scheduler_lookup_counts_retries", False, "v1/core/sched/scheduler.py 0.27.0: record_prefix_cache_stats at admission ('so unscheduled lookups are not counted')"),
     _row("0.12.0", "v1", "scheduler_lookup_counts_preempted", False, "v1/metrics/stats.py 0.12.0 PrefixCacheStats.record: a preempted request's lookup goes to preempted_queries"),
@@ -493,6 +495,7 @@ RULE_CHANGES: tuple[Rule, ...] = (
     _row("0.0.0", "v0", "scheduler_admission_fits_prompt", False, "vllm/core/scheduler.py 0.6.3: can_allocate checks the whole prompt (no chunking: the chunk is the prompt)"),
     _row("0.0.0", "v0", "scheduler_lookup_counts_preempted", True, "V0 has no such counter split"),
     _row("0.0.0", "v0", "scheduler_lookup_counts_retries", True, "V0 has no such counter split"),
+    _row("0.0.0", "v0", "scheduler_lookup_in_blocks", False, "V0 has no such counter"),
     _row("0.0.0", "v0", "scheduler_hash_at_schedule", False, "vllm/core/block_manager.py 0.6.3: a block counts as cached once computed (mark_blocks_as_computed after the step)"),
 )
 # fmt: on

@@ -4,6 +4,10 @@
     python benchmarks/accuracy.py --cases FILE --json  # any case file, machine-readable
     python benchmarks/accuracy.py --per-case           # every scored figure of every case
     python benchmarks/accuracy.py --markdown           # the end-to-end tables for docs/accuracy.md
+    python benchmarks/accuracy.py --modern             # vLLM 0.15+'s profile terms on groundtruth/dev-vllm-modern.jsonl
+
+The summary ends with the profile-term table of dev-vllm-modern.jsonl (real vLLM 0.19 runs with the DEBUG profiling
+lines): activation peak, non-torch memory, the CUDA-graph pool and vLLM's own estimate, the KV pool.
 """
 from __future__ import annotations
 
@@ -20,6 +24,26 @@ from vram_detective.fidelity import markdown  # noqa: E402
 from vram_detective.scoring import format_summary, load_cases, score_cases  # noqa: E402
 
 DEFAULT_CASES = ROOT / "groundtruth" / "dev.jsonl"  # the repo copy (scripts/sync_groundtruth.py)
+MODERN_CASES = ROOT / "groundtruth" / "dev-vllm-modern.jsonl"
+PROFILE_TERMS = ("activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "cuda_graph_estimate_gib", "kv_cache_gib")
+
+
+def profile_terms(report: dict) -> str:
+    """The profile terms' errors (median / p90 / max relative, median |GiB|) and how many estimate lines land
+    within 0.01 GiB of the logged one."""
+    lines = [f"  {'figure':<26}{'n':>3}{'median':>9}{'p90':>9}{'max':>9}{'|GiB| med':>11}"]
+    for key in PROFILE_TERMS:
+        row = report["figures"].get(key)
+        if not row:
+            continue
+        lines.append(f"  {key:<26}{row['n']:>3}{row['median_abs_rel_err']:>9.1%}{row['p90_abs_rel_err']:>9.1%}"
+                     f"{row['max_abs_rel_err']:>9.1%}{row.get('median_abs_err_gib', 0):>11.3f}")
+    errors = [case["figures"]["cuda_graph_estimate_gib"]["abs_err_gib"] for case in report["per_case"]
+              if "cuda_graph_estimate_gib" in case["figures"]]
+    if errors:
+        close = sum(error <= 0.01 for error in errors)
+        lines.append(f"  'Estimated CUDA graph memory' line within 0.01 GiB: {close}/{len(errors)}")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -28,12 +52,17 @@ def main() -> int:
     parser.add_argument("--summary", action="store_true", help="print the accuracy table (default)")
     parser.add_argument("--per-case", action="store_true", help="print every scored figure")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
+    parser.add_argument("--modern", action="store_true",
+                        help="only the profile-term table of groundtruth/dev-vllm-modern.jsonl")
     parser.add_argument("--markdown", action="store_true",
                         help="print the end-to-end tables (headline, verdict confusion, era, GPU class) as Markdown")
     args = parser.parse_args()
     if not Path(args.cases).is_file():
         print(f"no case file at {args.cases}", file=sys.stderr)
         return 2
+    if args.modern:
+        print(f"vLLM 0.15+ profile terms ({MODERN_CASES.name})\n" + profile_terms(score_cases(load_cases(str(MODERN_CASES)))))
+        return 0
     started = time.perf_counter()
     report = score_cases(load_cases(args.cases))
     elapsed = time.perf_counter() - started
@@ -52,6 +81,9 @@ def main() -> int:
         print()
     print(format_summary(report))
     print(f"\nscored {report['scored']} of {report['cases']} cases in {elapsed:.2f} s")
+    if MODERN_CASES.is_file() and Path(args.cases).resolve() != MODERN_CASES.resolve():
+        modern = score_cases(load_cases(str(MODERN_CASES)))
+        print(f"\nvLLM 0.15+ profile terms ({MODERN_CASES.name}, {modern['scored']} cases)\n" + profile_terms(modern))
     return 0
 
 

@@ -8,16 +8,12 @@ plan's. Prints one table per build: per figure kind, loads, exact loads, median 
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SETTINGS = ("gguf_type", "n_ctx", "n_batch", "n_ubatch", "n_parallel", "type_k", "type_v", "flash_attn", "mmap",
-            "repack", "swa_full", "kv_unified", "n_gpu_layers")
-KINDS = ("model", "kv", "output", "compute")
-_KEY = re.compile(r"(cpu_mapped|cpu_repack|cpu)_(model|kv|output|compute)_buffer_mib$")
+KINDS = ("model", "kv", "output", "compute", "host")
 
 
 def case_files(paths=()) -> list[Path]:
@@ -28,36 +24,16 @@ def read_cases(paths=()) -> list[dict]:
     return [json.loads(line) for path in case_files(paths) for line in path.read_text().splitlines() if line.strip()]
 
 
-def user_settings(case: dict) -> dict:
-    """The case's settings in the engine's names; a CPU-only build has no GPU device (num_gpus 0)."""
-    s = case["settings"]
-    out = {k: s[k] for k in SETTINGS if k in s}
-    if s.get("cpu_build"):
-        out["num_gpus"] = 0
-    return out
+def compare(case: dict) -> list[tuple[str, str, float, float]]:
+    """(kind, figure, predicted, observed) as `score` compares them: the case planned from its own fields
+    (engines/llamacpp/accuracy.py plan_case; the model from the catalog)."""
+    from vram_detective.engines.llamacpp import accuracy
+    from vram_detective.scoring import case_model
 
-
-def predict(case: dict) -> dict:
-    """The figures the engine's plan prints for this case (SCHEMA.md keys, MiB)."""
-    from vram_detective.api import model_spec
-    from vram_detective.engines import get_engine
-    from vram_detective.hardware import custom_gpu
-
-    engine = get_engine("llamacpp")
-    b = engine.plan(model_spec(case["model"], source="catalog"), custom_gpu(80 * 2**30), user_settings(case),
-                    engine.releases.resolve(case["engine_version"]))
-    return {f.key: f.value for f in b.engine_figures if f.schema}
-
-
-def compare(case: dict, pred: dict | None = None) -> list[tuple[str, str, float, float]]:
-    """(kind, figure, predicted, observed) per buffer the log printed, plus host RAM (every buffer is host)."""
-    obs = case["observed"]
-    pred = predict(case) if pred is None else pred
-    rows = [(m.group(2), key, pred.get(key, 0.0), value) for key, value in obs.items() if (m := _KEY.match(key))]
-    host_keys = [k for k in obs if _KEY.match(k)]
-    rows.append(("host", "host RAM", sum(pred.get(k, 0.0) for k in set(host_keys) | {k for k in pred if _KEY.match(k)}),
-                 sum(obs[k] for k in host_keys)))
-    return rows
+    plan, model = accuracy.plan_case(case), case_model(case, catalog_only=True)
+    if isinstance(plan, str) or isinstance(model, str):
+        raise SystemExit(f"{case['id']}: not planned: {plan if isinstance(plan, str) else model}")
+    return accuracy.compare(case, model.spec, plan)
 
 
 def _error(predicted: float, observed: float) -> float:
@@ -72,7 +48,7 @@ def table(cases: list[dict]) -> list[str]:
         for kind, _, predicted, observed in compare(case):
             by_kind.setdefault(kind, []).append((abs(_error(predicted, observed)), abs(predicted - observed) < 0.006))
     out = [f"  {'figure':<10}{'loads':>7}{'exact':>7}{'median |err| %':>16}{'worst |err| %':>15}"]
-    for kind in KINDS + ("host",):
+    for kind in KINDS:
         got = by_kind.get(kind)
         if got:
             errors = [e for e, _ in got]

@@ -340,7 +340,19 @@ def case_of(version: str, build: int, model: str, quant: str, path: Path, s: dic
                       f"{time.strftime('%Y-%m-%d')})",
             "engine": "llamacpp", "engine_version": f"b{build}", "engine_version_basis": "stated",
             "model": model, "gpu": None, "num_gpus": 0, "settings": settings, "observed": observed, "log": log,
-            "tags": ["cpu-only", "zero-weights"]}
+            "tags": ["cpu-only", "zero-weights"], **_model_config(model)}
+
+
+def _model_config(model: str) -> dict:
+    """A model the built-in catalog lacks carries its config.json (SCHEMA.md `model_config`)."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from vram_detective.api import model_source
+
+    try:
+        model_source(model, "catalog")
+        return {}
+    except LookupError:
+        return {"model_config": {k: v for k, v in read_config(model).items() if not k.startswith("_")}}
 
 
 def main(argv=None) -> int:

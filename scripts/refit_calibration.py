@@ -39,6 +39,7 @@ from vram_detective.scoring import infer_engine_from_log, infer_version_from_log
 from vram_detective.units import GIB, parse_version  # noqa: E402
 
 FIGURE_LABELS = {"non_torch": "logged non-torch memory", "graphs": "logged CUDA-graph memory",
+                 "graph_estimate": "logged CUDA-graph estimate",
                  "kv_from_blocks": "KV budget of the logged GPU blocks", "activation": "logged activation peak"}
 DEFAULT_GROUNDTRUTH = ROOT / "groundtruth"  # the repo copy (scripts/sync_groundtruth.py)
 DEV_FILES = ("dev.jsonl", "dev-vllm-more.jsonl", "dev-vllm-modern.jsonl")
@@ -57,6 +58,9 @@ TARGETS = {
     "GRAPH_BYTES_PER_LAYER_V1_PIECEWISE": ("graphs", ("graph", "v1-piecewise")),
     "GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE": ("graphs", ("graph", "v1-full-and-piecewise")),
     "RESERVED_OVER_ALLOCATED_AT_PEAK": ("kv_from_blocks", ("profile", "RESERVED_OVER_ALLOCATED_AT_PEAK")),
+    "GRAPH_FIRST_CAPTURE_HOPPER_PLUS": ("graph_estimate", ("profile", "GRAPH_FIRST_CAPTURE_HOPPER_PLUS")),
+    "GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS": ("graph_estimate", ("profile", "GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS")),
+    "GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS": ("graphs", ("profile", "GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS")),
     "SAMPLER_BYTES_PER_LOGIT_FROM_0_28": ("activation", ("rule", "sampler_bytes_per_logit", (0, 28, 0))),
 }
 
@@ -157,6 +161,8 @@ def logged_figure(kind: str, case: dict) -> float | None:
     elif kind == "graphs":
         value = observed.get("cuda_graph_gib") or observed.get("cuda_graph_estimate_gib")
         value = value if value and value > 0 else None
+    elif kind == "graph_estimate":
+        value = observed.get("cuda_graph_estimate_gib")
     elif kind == "activation":
         value = observed.get("activation_peak_gib")
     else:
@@ -173,6 +179,8 @@ def predicted_figure(kind: str, case: dict) -> tuple[float, float] | None:
         return None
     if kind == "graphs":
         return breakdown.cuda_graph_bytes, logged_figure(kind, case)
+    if kind == "graph_estimate":
+        return breakdown.figure("cuda_graph_estimate_bytes"), logged_figure(kind, case)
     if kind == "activation":
         return breakdown.activation_peak_bytes, logged_figure(kind, case)
     block = breakdown.kv_bytes_per_token * breakdown.block_size

@@ -113,7 +113,8 @@ def test_family_layouts_fused_post_norm_and_mla():
     assert "ffn_gate.weight" not in phi3 and "attn_q.weight" not in phi3
     glm = layer(quantized_tensors(shape_spec(GLM4_32B), "IQ4_XS"), 0)
     assert glm["attn_v.weight"] == ("Q5_K", (6144, 256)) and glm["ffn_up.weight"] == ("IQ4_XS", (6144, 46080))
-    assert glm["attn_post_norm.weight"] == ("F32", (6144,)) and glm["ffn_post_norm.weight"] == ("F32", (6144,))
+    # llama-arch.cpp's names for LLM_TENSOR_ATTN_POST_NORM / LLM_TENSOR_FFN_POST_NORM
+    assert glm["post_attention_norm.weight"] == ("F32", (6144,)) and glm["post_ffw_norm.weight"] == ("F32", (6144,))
     old = quantized_tensors(shape_spec(DSCODER_V2_LITE), "Q5_K_M", mla_split=False)
     assert layer(old, 0)["ffn_down.weight"] == ("Q8_0", (10944, 2048))  # Q6_K, 10944 rows not a 256 multiple
     ds = layer(old, 2)  # a use_more_bits layer (2 < 27 / 8): ffn_down Q6_K

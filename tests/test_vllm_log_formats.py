@@ -8,7 +8,7 @@ import pytest
 
 from conftest import GIB
 from vram_detective.engines.vllm.logs import eras, reader
-from vram_detective.engines.vllm.logs.formats import ERA_ORDER, FORMATS, era_rows, formats_at, release_of
+from vram_detective.engines.vllm.logs.formats import ERA_ORDER, FORMATS, era_rows, formats_at, release_of, row_until
 from vram_detective.engines.vllm.logs.lines import LogFigures, _fields, log_lines
 from vram_detective.engines.vllm.releases import release
 
@@ -71,3 +71,6 @@ def test_a_row_holds_until_the_next_row_of_its_line():
     assert formats_at((0, 12, 0), "v0")["weights"].era == "weights-gib-and"  # the V1-only row leaves V0 as it was
     assert formats_at((0, 8, 0), "v1")["blocks"].template is None
     assert release_of(next(row for row in FORMATS if row.value.era == "v1-alpha-blocks")) == "0.7.0"
+    by_era = {row.value.era: row for row in FORMATS if row.value.era}
+    assert row_until(by_era["weights-gb"]) == (0, 8, 0) and row_until(by_era["weights-gib-memory"]) == (0, 15, 0)
+    assert row_until(by_era["kv-tokens"]) == (0, 28, 0) and row_until(by_era["kv-one-line"]) is None

@@ -38,18 +38,19 @@ def gpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool)
     return max(attention, logits)
 
 
-def cpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool) -> int:
+def cpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool, hidden_rows: int = 2) -> int:
     """A CPU-only build's compute buffer: ggml_backend_sched_reserve on one CPU backend allocates the whole
     worst-case graph (n_ubatch tokens, every token an output, n_kv cells of one stream) with ggml-alloc's
     reuse, so the buffer is the larger of two peaks (llama-context.cpp graph_reserve, 0.3.16 / 0.3.36 trees):
-    - logits: the n_vocab x n_ubatch f32 output beside the last hidden state, normed and scaled by
-      output_norm (2 x n_ubatch x n_embd f32);
+    - logits: the n_vocab x n_ubatch f32 output beside `hidden_rows` n_ubatch x n_embd f32 tensors of the
+      last hidden state (normed and scaled by output_norm: 2 measured at b6150, 3 at b11312; releases
+      compute.cpu_logits_hidden_rows);
     - attention without flash attention: the KQ scores n_head x n_kv x n_ubatch f32 (soft_max runs in place)
       and the f32 KQ mask n_kv x n_ubatch, with the layer's live activations (calibration
       CPU_ATTENTION_ACTIVATIONS x n_ubatch x n_embd f32). With flash attention no score matrix is kept."""
     from .calibration import CPU_ATTENTION_ACTIVATIONS
 
-    logits = g.n_vocab * n_ubatch * 4 + 2 * n_ubatch * g.n_embd * 4
+    logits = g.n_vocab * n_ubatch * 4 + hidden_rows * n_ubatch * g.n_embd * 4
     if flash_attn:
         return logits
     attention = (g.n_head + 1) * n_kv * n_ubatch * 4 + round(CPU_ATTENTION_ACTIVATIONS * n_ubatch * g.n_embd * 4)

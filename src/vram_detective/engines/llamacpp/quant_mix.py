@@ -122,14 +122,16 @@ def _ffn_rows(spec, il: int) -> list[tuple[str, tuple[int, ...]]]:
 
 
 FUSED_GATE_UP = ("phi3", "glm4")  # llama-model.cpp LLM_ARCH_PHI3 / LLM_ARCH_GLM4 ffn_up {n_embd, 2 n_ff}
-POST_NORMS = ("glm4", "gemma3")  # attn_post_norm + ffn_post_norm per layer (LLM_ARCH_GLM4, LLM_ARCH_GEMMA3)
+# post_attention_norm + post_ffw_norm per layer (llama-arch.cpp LLM_TENSOR_ATTN_POST_NORM / FFN_POST_NORM names;
+# LLM_ARCH_GLM4, LLM_ARCH_GEMMA2, LLM_ARCH_GEMMA3)
+POST_NORMS = ("glm4", "gemma2", "gemma3")
 
 
 def _layer_shapes(spec, il: int, mla_split: bool = True) -> list[tuple[str, tuple[int, ...]]]:
     h = spec.hidden_size
     rows = [("attn_norm.weight", (h,)), *_attention_rows(spec, mla_split), ("ffn_norm.weight", (h,))]
     if spec.family in POST_NORMS:
-        rows += [("attn_post_norm.weight", (h,)), ("ffn_post_norm.weight", (h,))]
+        rows += [("post_attention_norm.weight", (h,)), ("post_ffw_norm.weight", (h,))]
     rows += _ffn_rows(spec, il)
     return [(f"blk.{il}.{n}", ne) for n, ne in rows]
 

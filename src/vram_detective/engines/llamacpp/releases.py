@@ -121,6 +121,13 @@ RULES: tuple[Rule, ...] = (
          "repack.cpp (0.3.16 tree): Q4_0 8x8, Q4_K 8x8, IQ4_NL 8x8 with AVX2 (Q2_K needs AVX512)", True),
     Rule((6300,), "cpu.repack_types", frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"}),
          "repack.cpp (0.3.36 tree): + MXFP4 8x8 with AVX2 (Q5_K / Q6_K / Q8_0 repack only on ARM)", True),
+    # a CPU-only build's compute buffer at the logits step (compute.cpu_compute_bytes): n_ubatch x n_embd f32
+    # tensors live beside the logits. Measured on real CPU loads: 2 at b6150 (llama-cpp-python 0.3.16), 3 at
+    # b11312 (0.3.36: one more hidden-state tensor live at that step; the graph change was not pinned in the
+    # source); the change lies between the two anchors and is put at the newer one
+    Rule((0,), "compute.cpu_logits_hidden_rows", 2, "groundtruth/llamacpp-cpu-b6150.jsonl: logits + 2 x ub x n_embd"),
+    Rule((11312,), "compute.cpu_logits_hidden_rows", 3,
+         "groundtruth/llamacpp-cpu-b11312.jsonl: logits + 3 x ub x n_embd (0.3.36 tree)", True),
     Rule((0,), "moe.n_cpu_moe", False, "expert placement only by -ot"),
     Rule((6200,), "moe.n_cpu_moe", True, "--n-cpu-moe N keeps the experts of the first N layers on CPU", True),
     # --- scheduler (simulate): the server's slot rules `vram-detective simulate` follows (issue 18), read by

@@ -104,6 +104,24 @@ GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE = Fitted(
     "V1 FULL_AND_PIECEWISE graphs (0.11+): per graph and layer",
     _GRAPHS, 0.01)
 
+# vLLM's own CUDA-graph estimate (0.18+, profile.py cuda_graphs) on Hopper+: its two measured captures and the pool
+# the real capture takes over it (fit cases: some of the 0.19 H100 runs, the others held out).
+GRAPH_FIRST_CAPTURE_HOPPER_PLUS = Fitted(
+    "GRAPH_FIRST_CAPTURE_HOPPER_PLUS", 0.37, "GiB",
+    "profile_cudagraph_memory's first capture (the largest batch: its warm-up and graph pool, driver memory)",
+    "median over the cases of the logged 'Estimated CUDA graph memory' minus the modelled second captures", 0.01)
+
+GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS = Fitted(
+    "GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS", 0.11, "MiB",
+    "profile_cudagraph_memory's second capture of a mode (what one more graph adds), per decoder layer",
+    "median over the cases of (the logged estimate - the first capture) / (sum over modes of graphs - 1) / layers",
+    0.01)
+
+GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS = Fitted(
+    "GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS", 1.30, "x",
+    "the pool capture_model takes ('CUDA graph pool memory: X GiB (actual)') over the estimate",
+    "median over the cases of the logged actual pool over the modelled estimate", 0.01)
+
 RESERVED_OVER_ALLOCATED_AT_PEAK = Fitted(
     "RESERVED_OVER_ALLOCATED_AT_PEAK", 1.30, "x",
     "V0-c (<= 0.6.3) measures the profile with free memory, i.e. reserved bytes: the caching allocator's segments "
@@ -124,6 +142,7 @@ SAMPLER_BYTES_PER_LOGIT_FROM_0_28 = Fitted(
 RECORDS: tuple[Fitted, ...] = (
     NON_TORCH_HOPPER_PLUS, NON_TORCH_OTHER, NCCL_PER_RANK, CUDA_CONTEXT, GLOBAL_ERA_PER_EXTRA_RANK,
     NON_TORCH_HOPPER_PLUS_FROM_0_18, NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS,
+    GRAPH_FIRST_CAPTURE_HOPPER_PLUS, GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS, GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS,
     GRAPH_BYTES_PER_LAYER_V0, GRAPH_BYTES_PER_LAYER_V1_PIECEWISE, GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE,
     RESERVED_OVER_ALLOCATED_AT_PEAK, SAMPLER_BYTES_PER_LOGIT_FROM_0_28,
 )

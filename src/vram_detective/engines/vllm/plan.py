@@ -280,7 +280,7 @@ def stage_profile(spec: ModelSpec, settings: EngineSettings, release: Release, d
     if workspace:
         peak = replace(peak, activation_peak_bytes=peak.activation_peak_bytes + workspace,
                        peak_phase=peak.peak_phase + phrase)
-    return peak, profile.cuda_graphs(stage_layers, settings, release, drafter.graph_layers)
+    return peak, profile.cuda_graphs(stage_layers, settings, release, drafter.graph_layers, gpu)
 
 
 def batched_token_weight_bytes(spec: ModelSpec, settings: EngineSettings, stage: int) -> int:
@@ -331,7 +331,9 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     rank0, peak, graphs, available = ranks[0], first.peak, first.graphs, first.figures.kv_cache_bytes
     cpu_blocks = int(settings.swap_space_gib * GIB // kv.block_bytes) if settings.engine == "v0" else 0
     failure = (_free_memory_failure(gpu, settings, release)
-               or _startup_failure(spec, settings, release, kv, ranks, total, layer_counts[0], auto_fit_line))
+               or _startup_failure(spec, settings, release, kv, ranks, total, layer_counts[0], auto_fit_line)
+               or _sampler_warmup_failure(spec, gpu, settings, release, ranks[-1], stages[-1].graphs,
+                                          non_torch_outside, total))
 
     graph_budgeted = bool(release["cuda_graph_subtracted"])
     pool_bytes = kv.pool_bytes if available > 0 else 0
@@ -341,7 +343,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
                               _unused_by_rank0(ranks[0], kv.num_blocks, available))
     outside = _outside_budget(non_torch_outside, graphs, graph_budgeted)
     smi_mib = nvidia_smi_used_mib(total, settings.engine, rank0.weights_bytes + first.mamba_cache[0] + non_torch_inside
-                                  + pool_bytes + outside.bytes + (graphs.bytes if graph_budgeted else 0),
+                                  + pool_bytes + non_torch_outside + graphs.bytes,
                                   peak.activation_peak_bytes)
     # vLLM's profiled "activation peak" holds the V0 Mamba state cache (allocated inside the profile run)
     logged_peak = peak.activation_peak_bytes + first.mamba_cache[0]
@@ -350,7 +352,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         activation_bytes=logged_peak, non_torch_bytes=non_torch_inside,
         context_bytes=profile.CUDA_CONTEXT, kv_bytes=available, num_gpu_blocks=kv.num_blocks,
         num_cpu_blocks=cpu_blocks, kv_tokens=kv.kv_cache_tokens, max_concurrency=kv.max_concurrency,
-        max_model_len=settings.max_model_len, graph_bytes=graphs.bytes, graph_estimate_bytes=graphs.bytes,
+        max_model_len=settings.max_model_len, graph_bytes=graphs.bytes, graph_estimate_bytes=graphs.estimate_bytes,
         graphs_captured=not settings.enforce_eager,
     )
     lines = _startup_lines(release, figures, kv.log_lines + ((auto_fit_line,) if auto_fit_line else ()), failure,
@@ -362,7 +364,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         kv_cache_bytes=available, kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
         max_concurrency=kv.max_concurrency, max_model_len=settings.max_model_len,
         nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
-        engine_figures=_engine_figures(release, logged_peak, non_torch_inside, graphs.bytes, graph_budgeted, budget,
+        engine_figures=_engine_figures(release, logged_peak, non_torch_inside, graphs, graph_budgeted, budget,
                                        kv.num_blocks, cpu_blocks, block_size),
         weights_explained=explain_weights(first.inventory, first.weights_plan, settings.dtype, first.allocator_bytes,
                                           first.offloaded),
@@ -392,7 +394,7 @@ def _stages(spec: ModelSpec, gpu: Gpu, settings: EngineSettings, release: Releas
         staged = allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0
         peak, graphs = stage_profile(spec, settings, release, DTYPE_BYTES[settings.dtype], shard.is_last_stage,
                                      layer_counts[stage], staged, gpu)
-        graph_subtracted = graphs.bytes if release["cuda_graph_subtracted"] else 0
+        graph_subtracted = graphs.estimate_bytes if release["cuda_graph_subtracted"] else 0
         mamba_cache = v0_mamba_cache(spec, settings, release, sum(layer_counts[:stage]), layer_counts[stage])
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
@@ -482,6 +484,26 @@ def _startup_failure(spec: ModelSpec, settings: EngineSettings, release: Release
     return StartupFailure(message, largest or None) if message else None
 
 
+def _sampler_warmup_failure(spec: ModelSpec, gpu: Gpu, settings: EngineSettings, release: Release, last: RankFigures,
+                            graphs: profile.GraphEstimate, non_torch_outside: int, total: int) -> StartupFailure | None:
+    """V1's sampler warm-up after graph capture (profile.sampler_warmup_bytes) takes what the KV pool and the graphs
+    left free: the budget kept the profile's peak free for it, but graphs captured outside the budget (before 0.20),
+    the pool beyond vLLM's estimate, the CUDA context and the kernel's cached rows come out of the same headroom."""
+    if not release["sampler_warmup_checked"] or spec.padded_vocab_size <= 0 or last.kv_pool_bytes <= 0:
+        return None
+    dtype_bytes = DTYPE_BYTES[settings.dtype]
+    need = profile.sampler_warmup_bytes(spec, settings, release, dtype_bytes, gpu)
+    kept = profile.persistent_sampler_bytes(spec, settings, release, gpu) + profile.profile_workspaces(gpu, release)[0]
+    free = (total - last.weights_bytes - last.kv_pool_bytes - last.non_torch_bytes - non_torch_outside - graphs.bytes
+            - kept)
+    if need <= free:
+        return None
+    requests = min(settings.max_num_seqs, settings.max_num_batched_tokens)
+    return StartupFailure(
+        f"CUDA out of memory occurred when warming up sampler with {requests} dummy requests. Please try lowering "
+        "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.", None)
+
+
 def _kv_allocation_failure(kv: kv_groups.KvGroupPlan, ranks: list[RankFigures], total: int) -> str | None:
     """A pool the GPU cannot physically hold: --num-gpu-blocks-override and --kv-cache-memory-bytes replace the
     profiled budget without a check (gpu_worker.py determine_available_memory returns kv_cache_memory_bytes as
@@ -519,7 +541,8 @@ def _startup_lines(release: Release, figures: LogFigures, extra: tuple[str, ...]
     return _lines_before_failure(lines, release, loaded) + (f"{error_type}: {failure.message}",)
 
 
-def _engine_figures(release: Release, peak: int, non_torch: int, graphs: int, graph_budgeted: bool, budget: int,
+def _engine_figures(release: Release, peak: int, non_torch: int, graphs: profile.GraphEstimate, graph_budgeted: bool,
+                    budget: int,
                     blocks: int, cpu_blocks: int, block_size: int) -> tuple[EngineFigure, ...]:
     """vLLM's own figures: the budget's terms (worker.py / gpu_worker.py determine_num_available_blocks)
     and the block pool (V0 block manager / V1 KVCacheConfig), labelled as the KV table prints them."""
@@ -529,7 +552,8 @@ def _engine_figures(release: Release, peak: int, non_torch: int, graphs: int, gr
         EngineFigure("engine", release.engine),
         EngineFigure("activation_peak_bytes", peak, schema=("activation_peak_gib",)),
         EngineFigure("non_torch_bytes", non_torch, schema=("non_torch_gib",)),
-        EngineFigure("cuda_graph_bytes", graphs, schema=("cuda_graph_gib", "cuda_graph_estimate_gib")),
+        EngineFigure("cuda_graph_bytes", graphs.bytes, schema=("cuda_graph_gib",)),
+        EngineFigure("cuda_graph_estimate_bytes", graphs.estimate_bytes, schema=("cuda_graph_estimate_gib",)),
         EngineFigure("cuda_graph_budgeted", graph_budgeted),
         EngineFigure("budget_bytes", budget, schema=("requested_memory_gib",)),
         EngineFigure("block_size", block_size, "block size", f"{block_size} tokens"),
@@ -571,7 +595,7 @@ def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan
         children.insert(2, Component("mamba_state_cache_v0", "Mamba state cache (V0)", mamba_cache[0], mamba_cache[1],
                                      "model_executor/models/mamba_cache.py (0.7.3-0.10), jamba.py (0.6-0.7.2)"))
     if graph_budgeted:
-        children.append(Component("cuda_graphs", "CUDA graph memory (estimated, subtracted)", graphs.bytes,
+        children.append(Component("cuda_graphs", "CUDA graph memory (estimated, subtracted)", graphs.estimate_bytes,
                                   graphs.reason, release.source("cuda_graph_subtracted")))
     groups = ", ".join(f"{len(g.layer_indices)} {g.kind}" + (f" (window {g.sliding_window})" if g.sliding_window else "")
                        + (f" + {g.padding_layers} padding" if g.padding_layers else "") for g in kv.groups)
@@ -602,6 +626,10 @@ def _outside_budget(non_torch_outside: int, graphs, graph_budgeted: bool) -> Com
     if not graph_budgeted and graphs.bytes:
         children.append(Component("cuda_graphs", "CUDA graphs (captured after KV allocation)", graphs.bytes,
                                   graphs.reason + "; not budgeted in this release"))
+    elif graph_budgeted and graphs.bytes > graphs.estimate_bytes:
+        children.append(Component("cuda_graphs_beyond_estimate", "CUDA graph pool beyond vLLM's estimate",
+                                  graphs.bytes - graphs.estimate_bytes,
+                                  "capture_model's pool exceeds the estimate subtracted from the budget"))
     return Component("outside_budget", "outside vLLM's budget", sum(c.bytes for c in children),
                      "what nvidia-smi shows beyond the budget", children=tuple(children))
 

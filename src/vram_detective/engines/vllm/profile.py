@@ -67,6 +67,9 @@ CUDA_CONTEXT = calibration.CUDA_CONTEXT.bytes
 GLOBAL_ERA_PER_EXTRA_RANK = calibration.GLOBAL_ERA_PER_EXTRA_RANK.bytes
 # Only peers on the same node map memory here; nodes hold at most 8 GPUs.
 GPUS_PER_NODE = 8
+GRAPH_FIRST_CAPTURE_HOPPER_PLUS = calibration.GRAPH_FIRST_CAPTURE_HOPPER_PLUS.bytes
+GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS = calibration.GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS.bytes
+GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS = calibration.GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS.value
 GRAPH_BYTES_PER_LAYER = {"v0": calibration.GRAPH_BYTES_PER_LAYER_V0.bytes,
                          "v1-piecewise": calibration.GRAPH_BYTES_PER_LAYER_V1_PIECEWISE.bytes,
                          "v1-full-and-piecewise": calibration.GRAPH_BYTES_PER_LAYER_V1_FULL_AND_PIECEWISE.bytes}
@@ -363,6 +366,31 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
     return ProfileEstimate(peak, forward, sampler, tokens, requests, phase)
 
 
+def sampler_warmup_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int,
+                         gpu: Gpu | None) -> int:
+    """What the V1 worker's sampler warm-up allocates anew after the KV pool and the CUDA graphs
+    (gpu_worker.py compile_or_warm_up_model, 0.9.0-0.33.0: _dummy_run(min(max_num_seqs, max_num_batched_tokens))
+    then _dummy_sampler_run, "called after capture_model on purpose"): the sampler's [R, vocab] tensors, R tokens'
+    hidden states and their last-token copies. The Triton kernel's rows and cuBLAS's workspace stay from the profile."""
+    requests = min(settings.max_num_seqs, settings.max_num_batched_tokens)
+    per_logit = int(release["sampler_bytes_per_logit"])
+    if requests < 8 and per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
+        per_logit = SAMPLER_BYTES_PER_LOGIT
+    extra = 0
+    if per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
+        extra = sampler_extras(spec, requests, release, dtype_bytes, gpu) - persistent_sampler_bytes(
+            spec, settings, release, gpu)
+    return requests * spec.padded_vocab_size * per_logit + requests * spec.hidden_size * dtype_bytes + max(extra, 0)
+
+
+def persistent_sampler_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, gpu: Gpu | None) -> int:
+    """The Triton top-k/top-p kernel's cached rows, kept from the profile run on (0.17+)."""
+    requests = min(settings.max_num_seqs, settings.max_num_batched_tokens)
+    if gpu is None or not release["sampler_triton_buffer"] or requests < 8 or not gpu.sm_count:
+        return 0
+    return triton_sampler_rows(gpu.sm_count, requests) * spec.padded_vocab_size * TRITON_BUFFER_BYTES
+
+
 def profile_workspaces(gpu: Gpu | None, release: Release) -> tuple[int, str]:
     """(bytes, phrase) the profile's torch peak holds beside any phase: cuBLAS's workspace when the worker's first
     matmul is the profile run's (release rule cublas_workspace_in_peak)."""
@@ -463,22 +491,63 @@ def capture_sizes(settings: EngineSettings, release: Release) -> tuple[int, ...]
 
 @dataclass(frozen=True)
 class GraphEstimate:
-    bytes: int
+    bytes: int  # the pool capture_model takes ("Graph capturing finished ... took", "(actual)")
     graphs: int
     largest: int
     reason: str
+    estimate_bytes: int = -1  # profile_cudagraph_memory's estimate (0.18+), subtracted from 0.20; -1: = bytes
+
+    def __post_init__(self) -> None:
+        if self.estimate_bytes < 0:
+            object.__setattr__(self, "estimate_bytes", self.bytes)
 
 
-def cuda_graphs(num_layers: int, settings: EngineSettings, release: Release, drafter_layers: int = 0) -> GraphEstimate:
+# profile_cudagraph_memory (gpu_model_runner.py 0.18.0-0.33.0) captures the first two graphs of each mode (largest
+# first) and measures free memory around each: total = max over modes of the first capture + sum over modes of
+# (graphs of the mode - 1) x max(the second capture, 1 MiB). The two measured captures are calibrated (Hopper+):
+# the first as one amount, the second per decoder layer; the pool capture_model then takes is the estimate times a
+# fitted ratio (calibration.py names the 0.19 H100 runs).
+GRAPH_SECOND_CAPTURE_FLOOR = 1 * MIB
+
+
+def graph_estimator_modelled(gpu: Gpu | None, settings: EngineSettings, release: Release) -> bool:
+    return (gpu is not None and settings.engine == "v1" and gpu.compute_capability >= (9, 0)
+            and bool(release["cuda_graph_estimated"]))
+
+
+def graph_actual_ratio(gpu: Gpu | None, settings: EngineSettings, release: Release) -> float:
+    """The pool capture_model takes over profile_cudagraph_memory's estimate, where the estimate is modelled (1.0
+    elsewhere: the pool is modelled directly)."""
+    return GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS if graph_estimator_modelled(gpu, settings, release) else 1.0
+
+
+def cuda_graphs(num_layers: int, settings: EngineSettings, release: Release, drafter_layers: int = 0,
+                gpu: Gpu | None = None) -> GraphEstimate:
     """`drafter_layers`: a speculative drafter's layers captured in the piecewise graphs (same pool, same figure)."""
     if settings.enforce_eager:
         return GraphEstimate(0, 0, 0, "--enforce-eager: no CUDA graphs")
     sizes = capture_sizes(settings, release)
     graphs = len(sizes)
     piecewise = graphs
+    full = 0
     if settings.engine == "v1" and "FULL" in release["cuda_graph_modes"]:
-        graphs += len([size for size in sizes if size <= settings.max_num_seqs])  # FULL decode graphs
+        full = len([size for size in sizes if size <= settings.max_num_seqs])  # FULL decode graphs
+        graphs += full
     largest = max(sizes) if sizes else 0
+    drafter = f" + the drafter's {drafter_layers} layer(s) in the {piecewise} piecewise graphs" if drafter_layers else ""
+    if graph_estimator_modelled(gpu, settings, release) and graphs:
+        per_layer = GRAPH_SECOND_CAPTURE_PER_LAYER_HOPPER_PLUS
+        seconds = [(piecewise, max((num_layers + drafter_layers) * per_layer, GRAPH_SECOND_CAPTURE_FLOOR))]
+        if full:
+            seconds.append((full, max(num_layers * per_layer, GRAPH_SECOND_CAPTURE_FLOOR)))
+        estimate = GRAPH_FIRST_CAPTURE_HOPPER_PLUS + sum((count - 1) * second for count, second in seconds)
+        actual = int(estimate * GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS)
+        modes = " + ".join(f"({count} - 1) x {second / MIB:.2f} MiB" for count, second in seconds)
+        return GraphEstimate(actual, graphs, largest,
+                             f"{graphs} graphs, largest batch {largest}{drafter}; vLLM's estimate "
+                             f"{GRAPH_FIRST_CAPTURE_HOPPER_PLUS / GIB:.2f} GiB first capture + {modes} = "
+                             f"{estimate / GIB:.2f} GiB, the pool x {GRAPH_ACTUAL_OVER_ESTIMATE_HOPPER_PLUS:g} of it",
+                             estimate)
     if settings.engine == "v0":
         per_layer = GRAPH_BYTES_PER_LAYER["v0"]
     elif "FULL" in release["cuda_graph_modes"]:
@@ -486,5 +555,4 @@ def cuda_graphs(num_layers: int, settings: EngineSettings, release: Release, dra
     else:
         per_layer = GRAPH_BYTES_PER_LAYER["v1-piecewise"]
     total = graphs * num_layers * per_layer + piecewise * drafter_layers * per_layer
-    drafter = f" + the drafter's {drafter_layers} layer(s) in the {piecewise} piecewise graphs" if drafter_layers else ""
     return GraphEstimate(total, graphs, largest, f"{graphs} graphs, largest batch {largest}{drafter}")

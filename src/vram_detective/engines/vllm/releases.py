@@ -141,6 +141,12 @@ RULE_CHANGES: tuple[Rule, ...] = (
     _row("0.0.0", None, "fi_allreduce_fusion", None, "fuse_allreduce_rms off by default (config/vllm.py OPTIMIZATION_LEVEL_02, 0.16.0)"),
     _row("0.17.0", "v1", "fi_allreduce_fusion", "trtllm", "OPTIMIZATION_LEVEL_02 fuse_allreduce_rms = enable_allreduce_rms_fusion (0.17.0); VLLM_FLASHINFER_ALLREDUCE_BACKEND trtllm (0.17-0.18), auto -> trtllm on one node (0.19-0.24)"),
     _row("0.25.0", "v1", "fi_allreduce_fusion", "mnnvl", "_resolve_fi_ar_backend: auto -> mnnvl (0.25.0); its workspace size is not modelled"),
+    # V1's sampler warm-up after graph capture (gpu_worker.py compile_or_warm_up_model -> _dummy_sampler_run, "called
+    # after capture_model on purpose"), checked against the memory the pool and the graphs leave where the sampler's
+    # tensors are read from the source (sort path, Triton path); the FlashInfer sampler of 0.28+ is calibrated only.
+    _row("0.0.0", None, "sampler_warmup_checked", False, "no V1 warm-up read before 0.9.0"),
+    _row("0.9.0", "v1", "sampler_warmup_checked", True, "gpu_worker.py compile_or_warm_up_model: _dummy_run(min(max_num_seqs, max_num_batched_tokens)) + _dummy_sampler_run after capture_model (0.9.0-0.27.0)"),
+    _row("0.28.0", "v1", "sampler_warmup_checked", False, "FlashInfer sampler by default: its allocations are not read (sampler_bytes_per_logit is calibrated)"),
     # cuBLAS handles created before the snapshot (0.33): their workspace leaves N.
     _row("0.0.0", None, "cublas_prewarmed", False, "cuBLAS created lazily in the profile run"),
     _row("0.33.0", "v1", "cublas_prewarmed", True, "gpu_worker.py init_device torch.mm warm-up (0.33.0; absent in 0.30.0)"),

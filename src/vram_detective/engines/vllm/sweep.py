@@ -173,6 +173,8 @@ class FastPath:
         self._load_weights()
         self.non_torch_inside, self.non_torch_outside, _ = profile.non_torch(self.gpu, settings_, release, self.spec)
         self.graph_subtracted = bool(release["cuda_graph_subtracted"])
+        # the stage tables hold vLLM's CUDA-graph estimate; the pool is it times this (profile.graph_actual_ratio)
+        self.graph_actual_ratio = profile.graph_actual_ratio(self.gpu, settings_, release)
         self.layers, self.workers = plan_module.attention_layers(self.spec, settings_, release, self.layer_counts)
         self._cross_follows_tokens = (self.spec.encoder is not None and settings_.engine == "v1"
                                       and not release["encdec_encoder_tokens_override"])
@@ -235,8 +237,9 @@ class FastPath:
 
     def _st_pieces(self, seqs: int, tokens: int, max_model_len: int | None = None
                    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        """(activation peak, CUDA-graph pool, weights) of each stage for max_num_seqs / max_num_batched_tokens
-        (and max_model_len where the profile depends on it: profile_length_class)."""
+        """(activation peak, CUDA-graph estimate - vLLM's, or the pool where none is modelled -, weights) of each
+        stage for max_num_seqs / max_num_batched_tokens (and max_model_len where the profile depends on it:
+        profile_length_class)."""
         length_class = self.profile_length_class(max_model_len) if max_model_len is not None else 0
         key = (seqs, tokens, length_class)
         found = self._st_cache.get(key)
@@ -250,9 +253,20 @@ class FastPath:
                                                       self.gpu)
                       for stage in range(self.pipeline_parallel_size)]
             peaks = tuple(peak.activation_peak_bytes for peak, _ in stages)
-            graphs = tuple(graph.bytes for _, graph in stages)
-            found = self._st_cache[key] = (peaks, graphs, self._weights_at(tokens))
+            graphs = tuple(graph.estimate_bytes for _, graph in stages)
+            found = self._st_cache[key] = (peaks, graphs, self._weights_at(tokens), self._warmup(settings))
         return found
+
+    def _warmup(self, settings) -> int:
+        """The last stage's sampler warm-up after capture plus what the profile left allocated (plan's
+        _sampler_warmup_failure): 0 where no warm-up is checked (V0)."""
+        if not self.release["sampler_warmup_checked"]:
+            return 0
+        profile_module = self._profile
+        need = profile_module.sampler_warmup_bytes(self.spec, settings, self.release, self._dtype_bytes, self.gpu)
+        kept = (profile_module.persistent_sampler_bytes(self.spec, settings, self.release, self.gpu)
+                + profile_module.profile_workspaces(self.gpu, self.release)[0])
+        return need + kept
 
     def _in_flight(self, tokens: int) -> int | None:
         if not self.sliding or self.engine == "v0":
@@ -306,7 +320,7 @@ class FastPath:
     # --- the combination (plan.plan's arithmetic, elementwise) -------------------------------------------
 
     def _combine(self, ops, utilization, max_model_len, peaks, graphs, weights, needed, blocks_per_request,
-                 min_block_size) -> dict:
+                 min_block_size, warm=0) -> dict:
         """`min_block_size`: the smallest group block of the point's KV plan (a Mamba group's block follows
         max_model_len), for the 0.9.1-0.20 'blocks // groups x block' token figure."""
         budget = self._plan_module.budget_bytes(self.total, utilization, self.release, ops.ceil, ops.trunc)
@@ -318,7 +332,7 @@ class FastPath:
                 avails.append(self.kv_fixed + 0 * budget)
             else:
                 avails.append(budget - weights[stage] - peaks[stage] - self.non_torch_inside
-                              - (graphs[stage] if self.graph_subtracted else 0))
+                              - (graphs[stage] if self.graph_subtracted else 0))  # (the estimate)
         own = [ops.where(avail > 0, avail // wb[stage], 0) for stage, avail in enumerate(avails)]
         blocks, min_avail = own[0], avails[0]
         for stage in range(1, stages):
@@ -352,7 +366,16 @@ class FastPath:
                 fits = fits & (avails[worker] > 0) & (needed[worker] <= against)
             starts = weights_ok & (min_avail > 0) & fits
         pool = ops.where(avails[0] > 0, blocks * wb[0], 0)
-        graphs0 = graphs[0]
+        graphs0 = graphs[0] if self.graph_actual_ratio == 1.0 else ops.trunc(graphs[0] * self.graph_actual_ratio)
+        if self.release["sampler_warmup_checked"]:
+            # the sampler warm-up after capture on the last stage (plan._sampler_warmup_failure)
+            last = stages - 1
+            pool_last = ops.where(avails[last] > 0, blocks * wb[last], 0)
+            graphs_last = graphs[last] if self.graph_actual_ratio == 1.0 else ops.trunc(
+                graphs[last] * self.graph_actual_ratio)
+            free = (self.total - weights[last] - pool_last - self.non_torch_inside - self.non_torch_outside
+                    - graphs_last)
+            starts = starts & ((pool_last <= 0) | (warm <= free))
         smi = self._plan_module.nvidia_smi_used_mib(
             self.total, self.engine, weights[0] + self.non_torch_inside + pool + self.non_torch_outside + graphs0,
             peaks[0], ops.minimum, ops.rint)
@@ -382,13 +405,14 @@ class FastPath:
         peaks = np.zeros((stages, len(classes), n_s, n_t), dtype=np.int64)
         graphs = np.zeros((stages, len(classes), n_s, n_t), dtype=np.int64)
         weights = np.zeros((stages, len(classes), n_s, n_t), dtype=np.int64)
+        warm = np.zeros((len(classes), n_s, n_t), dtype=np.int64)
         for c, length_class in enumerate(classes):
             for i, seq in enumerate(seqs):
                 for j, tok in enumerate(toks):
-                    peaks[:, c, i, j], graphs[:, c, i, j], weights[:, c, i, j] = self._st_pieces(
+                    peaks[:, c, i, j], graphs[:, c, i, j], weights[:, c, i, j], warm[c, i, j] = self._st_pieces(
                         seq, tok, example[length_class])
         pick = np.asarray([classes.index(self.profile_length_class(length)) for length in lens])
-        peaks, graphs, weights = peaks[:, pick], graphs[:, pick], weights[:, pick]
+        peaks, graphs, weights, warm = peaks[:, pick], graphs[:, pick], weights[:, pick], warm[pick]
         needed = np.zeros((stages, n_l, n_t), dtype=np.int64)
         per_request = np.ones((n_l, n_t), dtype=np.int64)
         min_block = np.full((n_l, n_t), self.min_block_size, dtype=np.int64)
@@ -410,7 +434,8 @@ class FastPath:
                             [graphs[s].reshape(1, n_l, n_s, n_t) for s in range(stages)],
                             [weights[s].reshape(1, n_l, n_s, n_t) for s in range(stages)],
                             [needed[s].reshape(1, n_l, 1, n_t) for s in range(stages)],
-                            per_request.reshape(1, n_l, 1, n_t), min_block.reshape(1, n_l, 1, n_t))
+                            per_request.reshape(1, n_l, 1, n_t), min_block.reshape(1, n_l, 1, n_t),
+                            warm.reshape(1, n_l, n_s, n_t))
         out["valid"] = valid.reshape(1, n_l, 1, n_t)
         shape = (len(us), n_l, n_s, n_t)
         flat = {key: np.broadcast_to(np.asarray(value), shape).reshape(-1) for key, value in out.items()}
@@ -430,12 +455,13 @@ class FastPath:
         peaks = np.zeros((stages, n), dtype=np.int64)
         graphs = np.zeros((stages, n), dtype=np.int64)
         weights = np.zeros((stages, n), dtype=np.int64)
+        warm = np.zeros(n, dtype=np.int64)
         needed = np.zeros((stages, n), dtype=np.int64)
         per_request = np.ones(n, dtype=np.int64)
         min_block = np.full(n, self.min_block_size, dtype=np.int64)
         valid = np.zeros(n, dtype=bool)
         for index, (_, length, seq, tok) in enumerate(points):
-            peaks[:, index], graphs[:, index], weights[:, index] = self._st_pieces(seq, tok, length)
+            peaks[:, index], graphs[:, index], weights[:, index], warm[index] = self._st_pieces(seq, tok, length)
             valid[index] = self.valid(length, tok)
             if valid[index]:
                 pieces = self._kv_pieces(length, tok)
@@ -446,7 +472,7 @@ class FastPath:
         u = np.asarray([p[0] for p in points], dtype=np.float64)
         lengths = np.asarray([p[1] for p in points], dtype=np.int64)
         out = self._combine(_NumpyOps(np), u, lengths, list(peaks), list(graphs), list(weights), list(needed), per_request,
-                            min_block)
+                            min_block, warm)
         out["valid"] = valid
         flat = {key: np.broadcast_to(np.asarray(value), (n,)).copy() for key, value in out.items()}
         flat["starts"] = flat["starts"] & flat["valid"]
@@ -457,13 +483,13 @@ class FastPath:
         ops = _ScalarOps()
         for utilization, length, seq, tok in points:
             ok = self.valid(length, tok)
-            peaks, graphs, weights = self._st_pieces(seq, tok, length)
+            peaks, graphs, weights, warm = self._st_pieces(seq, tok, length)
             if ok:
                 pieces = self._kv_pieces(length, tok)
                 needed, per_request, min_block = pieces.needed, pieces.blocks_per_request, pieces.min_block_size
             else:
                 needed, per_request, min_block = (0,) * self.pipeline_parallel_size, 1, self.min_block_size
-            out = self._combine(ops, utilization, length, peaks, graphs, weights, needed, per_request, min_block)
+            out = self._combine(ops, utilization, length, peaks, graphs, weights, needed, per_request, min_block, warm)
             out["valid"] = ok
             out["starts"] = bool(out["starts"]) and ok
             for key in FIGURES:

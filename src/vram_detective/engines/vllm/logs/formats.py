@@ -7,7 +7,8 @@ The eras `logs` and `score` infer from a log's format (eras.py) and the lines `e
 both read from this one table. Formats: design/vllm-memory.md §2; templates checked against the format strings
 of the released wheels (`shared/tools/engine-src vllm VERSION`) and against the real logs of groundtruth/.
 
-Template fields (filled by lines.py): weights, kv, graph, graph_estimate, total, requested, non_torch,
+Template fields (filled by lines.py): weights, kv, graph, graph_estimate (and graph_short, graph_estimate_short,
+graph_difference_short: round(b / GiB, 2)'s text; graph_difference_percent), total, requested, non_torch,
 activation, initial, peak_torch, post_profile (GiB as floats), weights_short / kv_short (format_gib's text, 0.15+),
 utilization, gpu_blocks, cpu_blocks, kv_tokens, max_len, concurrency; seconds is printed as "?" (durations cannot
 be predicted). A template of several lines holds them separated by newlines.
@@ -50,7 +51,7 @@ def _row(since: str, line: str, value: LogFormat, source: str, path: str | None 
 
 # fmt: off
 # The lines in the order a release prints them at startup (lines.py keeps this order).
-LINES = ("weights", "profile", "graph_estimate", "available_kv", "blocks", "kv_size", "graph")
+LINES = ("weights", "profile", "graph_estimate", "available_kv", "blocks", "kv_size", "graph", "graph_pool")
 
 FORMATS: tuple[Rule[LogFormat], ...] = (
     # --- weights: the model runner after load_model ---
@@ -165,6 +166,13 @@ FORMATS: tuple[Rule[LogFormat], ...] = (
          "V0 model_runner (<=0.6.3)"),
     _row("0.6.4", "graph", LogFormat("Graph capturing finished in {seconds} secs, took {graph:.2f} GiB",
                                      ("graph_capture",)), "0.6.4+ (cudaMemGetInfo delta)"),
+
+    # --- graph_pool: the capture's pool beside profile_cudagraph_memory's estimate ---
+    _row("0.0.0", "graph_pool", NOT_PRINTED, "not printed"),
+    _row("0.18.0", "graph_pool", LogFormat(
+        "CUDA graph pool memory: {graph_short} GiB (actual), {graph_estimate_short} GiB (estimated), difference: "
+        "{graph_difference_short} GiB ({graph_difference_percent:.1f}%).", ("graph_pool",)),
+        "gpu_worker.py compile_or_warm_up_model, round(b / GiB, 2) with %s (0.18.0-0.33.0)", "v1"),
 )
 # fmt: on
 

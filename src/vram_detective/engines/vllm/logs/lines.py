@@ -43,11 +43,14 @@ def _fields(f: LogFigures) -> dict:
         "post_profile": gib(f.weights_bytes + f.non_torch_bytes), "utilization": f.utilization,
         "gpu_blocks": f.num_gpu_blocks, "cpu_blocks": f.num_cpu_blocks, "kv_tokens": f.kv_tokens,
         "max_len": f.max_model_len, "concurrency": f.max_concurrency, "seconds": "?",
+        "graph_short": format_gib(f.graph_bytes), "graph_estimate_short": format_gib(f.graph_estimate_bytes),
+        "graph_difference_short": format_gib(abs(f.graph_bytes - f.graph_estimate_bytes)),
+        "graph_difference_percent": 100 * abs(f.graph_bytes - f.graph_estimate_bytes) / max(f.graph_bytes, 1),
     }
 
 
 # lines printed only when the release captures CUDA graphs
-_GRAPH_LINES = ("graph_estimate", "graph")
+_GRAPH_LINES = ("graph_estimate", "graph", "graph_pool")
 
 
 def log_lines(release, figures: LogFigures) -> tuple[str, ...]:

@@ -50,6 +50,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--once", action="store_true", help="each pathological client sends its request once "
+                                                            "(default: over and over, with no pause)")
     args = parser.parse_args()
     from test_hostile_hub import _Server
 
@@ -88,6 +90,8 @@ def main() -> int:
                 status, data = type(error).__name__, b""
             bad_answers[(index, str(status), round(time.perf_counter() - began))] += 1
             last[0] = time.monotonic()
+            if args.once:
+                return
 
     threads = [threading.Thread(target=bad_client, args=(i,)) for i in range(5)]
     threads += [threading.Thread(target=cheap_client, args=(i,)) for i in range(args.clients - 5)]

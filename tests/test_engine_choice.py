@@ -102,3 +102,19 @@ def test_llamacpp_spellings(capsys, spelling):
     assert canonical(spelling) == "llamacpp"
     code, out, _ = _explain(capsys, "Qwen/Qwen3-8B", "--gpu", "4090", "--engine", spelling, "-c", "4096")
     assert (code, out["engine_name"]) == (0, "llamacpp")
+
+
+def test_names_say_what_they_are():
+    """`--engine-version` is the engine's release (args.engine_version, whatever the engine), vLLM's V0/V1 is
+    args.vllm_path (`--vllm-engine`, or the old `--engine v0|v1` at the edge only)."""
+    from vram_detective.cli import build_parser, normalize_engine_args
+
+    own = ["explain", "Qwen/Qwen3-8B", "--engine", "sglang", "--engine-version", "0.5.11"]
+    args = build_parser().parse_args(own)
+    normalize_engine_args(args, own)
+    assert (args.engine_name, args.engine_version, args.vllm_path) == ("sglang", "0.5.11", None)
+    assert not hasattr(args, "vllm_version") and not hasattr(args, "engine")
+    own = ["explain", "Qwen/Qwen3-8B", "--engine", "v0", "--vllm-version", "0.8.5"]
+    args = build_parser().parse_args(own)
+    normalize_engine_args(args, own)
+    assert (args.engine_name, args.engine_version, args.vllm_path) == ("vllm", "0.8.5", "v0")

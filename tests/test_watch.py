@@ -178,7 +178,7 @@ def test_a_slow_steady_traffic_is_served_by_a_smaller_pool():
                     output_mean=300.0, prompt_buckets=(), output_buckets=(), pool_tokens=None, model="Qwen/Qwen3-8B",
                     settings={"gpu_memory_utilization": 0.9}, notes=())
     args = Namespace(model=None, gpu="H100", gpu_memory=None, engine_name="vllm", engine_given=False,
-                     vllm_version="0.19.0", source=None, revision=None, hf_token=None, gguf_file=None,
+                     engine_version="0.19.0", source=None, revision=None, hf_token=None, gguf_file=None,
                      max_model_len=8192)
     answer = compare(args, live)
     line = next(text for text in answer["lines"] if text.startswith("at this traffic"))

@@ -82,13 +82,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_optional: bool = 
                              f"default: from the inputs: a .gguf file or llama.cpp flags mean llamacpp, an Ollama "
                              f"name:tag ollama, a pasted line its program, else {DEFAULT_ENGINE}); "
                              "the old `--engine v0|v1` still means --vllm-engine")
-    parser.add_argument("--engine-version", "--vllm-version", dest="vllm_version", metavar="VERSION",
+    parser.add_argument("--engine-version", "--vllm-version", dest="engine_version", metavar="VERSION",
                         help="engine release to reproduce (default: the engine's newest modelled release; an "
                              "unmodelled one is refused with the known range); "
                              "--vllm-version is the old name")
     parser.add_argument("--entrypoint", choices=("serve", "llm"), default=None,
                         help="`vllm serve` (default) or the `LLM` class: changes batch-size defaults")
-    parser.add_argument("--vllm-engine", dest="engine", choices=VLLM_PATHS, default=None,
+    parser.add_argument("--vllm-engine", dest="vllm_path", choices=VLLM_PATHS, default=None,
                         help="force vLLM's V0 or V1 engine path (default: the release's)")
     sources = parser.add_argument_group("where the model comes from")
     sources.add_argument("--source", choices=("catalog", "local", "hub", "gguf"), default=None,
@@ -226,9 +226,9 @@ def normalize_engine_args(args: argparse.Namespace, own: list[str] = ()) -> None
 
     name = getattr(args, "engine_name", None)
     if name in VLLM_PATHS:
-        if args.engine and args.engine != name:
-            raise BadInput(f"two vLLM engine paths given: --engine {name} and --vllm-engine {args.engine}")
-        args.engine, args.engine_name = name, None
+        if args.vllm_path and args.vllm_path != name:
+            raise BadInput(f"two vLLM engine paths given: --engine {name} and --vllm-engine {args.vllm_path}")
+        args.vllm_path, args.engine_name = name, None
     if hasattr(args, "engine_name"):
         args.engine_given = args.engine_name is not None
         args.engine_options = engine_options(own)
@@ -314,8 +314,8 @@ def input_notes(args: argparse.Namespace) -> None:
     from .hardware import gpu_choice_note, memory_note, parse_memory_size
 
     notes = list(getattr(args, "input_notes", ()))  # how the engine was read from the inputs
-    if getattr(args, "vllm_version", None) and hasattr(args, "engine_name"):
-        args.vllm_version, note = release_text(args.engine_name, args.vllm_version)
+    if getattr(args, "engine_version", None) and hasattr(args, "engine_name"):
+        args.engine_version, note = release_text(args.engine_name, args.engine_version)
         notes.append(note)
     notes.append(gpu_choice_note(getattr(args, "gpu", None)))
     if getattr(args, "gpu_memory", None):
@@ -348,8 +348,8 @@ def _settings_from(args: argparse.Namespace, launch_settings: dict) -> dict:
             settings[flag.setting] = value  # the tool's own flags win over the pasted line
     if args.entrypoint:
         settings["entrypoint"] = args.entrypoint
-    if args.engine:
-        settings["engine"] = args.engine
+    if args.vllm_path:
+        settings["engine"] = args.vllm_path
     if getattr(args, "gguf_type", None):
         engine = get_engine(args.engine_name)
         if not engine.gguf_mixes:  # an engine that sizes llama.cpp's quantization mixes
@@ -371,14 +371,14 @@ def _checkpoint_report(model: str, args: argparse.Namespace, gpu_memory: int | N
     if checkpoint is None:
         return None
     device = api.resolve_gpu(args.gpu, gpu_memory)
-    return engine.checkpoint_report(spec, device, dict(settings), engine.releases.resolve(args.vllm_version),
+    return engine.checkpoint_report(spec, device, dict(settings), engine.releases.resolve(args.engine_version),
                                     checkpoint)
 
 
 def _engine_options(args: argparse.Namespace, settings: dict) -> dict:
     """api.explain's engine, release and settings keywords (vLLM's path travels as `vllm_engine`)."""
     out = {key: value for key, value in settings.items() if key != "engine"}
-    return dict(out, engine=args.engine_name, engine_version=args.vllm_version, vllm_engine=settings.get("engine"))
+    return dict(out, engine=args.engine_name, engine_version=args.engine_version, vllm_engine=settings.get("engine"))
 
 
 def _write_text(path: str, text: str) -> None:
@@ -432,7 +432,7 @@ def cmd_explain(args: argparse.Namespace, launch_words: list[str] | None) -> int
         from .web.report import html_report
 
         _write_text(args.html, html_report(breakdown))
-    stages = tensor_groups(model, args.gpu, gpu_memory, args.vllm_version, settings, _source_options(args),
+    stages = tensor_groups(model, args.gpu, gpu_memory, args.engine_version, settings, _source_options(args),
                            engine=args.engine_name) if args.tensors else []
     report = _checkpoint_report(model, args, gpu_memory, settings)
     _print_explain(args, model, gpu_memory, settings, breakdown, report, stages)
@@ -446,9 +446,9 @@ def _apply_launch_line(args: argparse.Namespace, launch_words: list[str], model:
     launch_words, image_release = docker_launch(launch_words)
     args.engine_name = _launch_engine(args, launch_words)
     line = get_engine(args.engine_name).launch.parse(launch_words)
-    if image_release and not args.vllm_version:
-        args.vllm_version, note = release_text(args.engine_name, image_release)
-        args.input_notes = [*getattr(args, "input_notes", ()), f"release {args.vllm_version} from the image tag"]
+    if image_release and not args.engine_version:
+        args.engine_version, note = release_text(args.engine_name, image_release)
+        args.input_notes = [*getattr(args, "input_notes", ()), f"release {args.engine_version} from the image tag"]
     args.input_notes = [*getattr(args, "input_notes", ()), *flag_notes(args.engine_name, getattr(line, "ignored", ()))]
     if line.model and model and line.model != model:
         raise BadInput(f"two models given: {model} and {line.model} (in the launch line)")

@@ -124,8 +124,8 @@ def _settings(args) -> dict:
     flags = get_engine(getattr(args, "engine_name", None)).launch.flags
     out = {flag.setting: getattr(args, flag.setting) for flag in flags
            if flag.setting != "model" and getattr(args, flag.setting, None) is not None}  # the model is positional
-    if args.engine:
-        out["engine"] = args.engine
+    if args.vllm_path:
+        out["engine"] = args.vllm_path
     if getattr(args, "gguf_type", None):
         if not get_engine(getattr(args, "engine_name", None)).gguf_mixes:
             raise ValueError("--gguf-type sizes a llama.cpp quantization mix: it goes with --engine llamacpp or ollama")
@@ -178,14 +178,14 @@ def answer_for(args):
     if args.entrypoint:
         settings["entrypoint"] = args.entrypoint
     if args.command == "whatif":
-        return answers.whatif(args.model, _gpu(args), engine, args.vllm_version, settings, _sources(args),
+        return answers.whatif(args.model, _gpu(args), engine, args.engine_version, settings, _sources(args),
                               checkpoints=not args.no_checkpoints)
     if args.top < 1:
         raise ValueError("--top must be at least 1")
     if engine.levers.advisor == "sweep" and engine.levers.numpy_or_none() is None:
         print("vram-detective: note: numpy is not installed, the sweep runs in pure Python (slower); "
               "pip install 'vram-detective[advisor]'", file=sys.stderr)
-    return answers.fit(args.model, _gpu(args), engine, args.vllm_version, settings, _sources(args),
+    return answers.fit(args.model, _gpu(args), engine, args.engine_version, settings, _sources(args),
                        fit_target(args.context, args.concurrency, args.max_gpu_memory, args.gpus, args.top,
                                   args.same_checkpoint), progress=Progress())
 
@@ -212,7 +212,7 @@ def _run_fit_workload(args, json) -> int:
     if not 0 <= args.preemption_budget < 1:
         raise ValueError("--preemption-budget is a fraction of the requests, from 0 to below 1")
     found = fit_workload(args.model, _gpu(args), parse_workload(args.workload), engine=args.engine_name or "vllm",
-                         engine_version=args.vllm_version, settings=_settings(args), seed=args.seed,
+                         engine_version=args.engine_version, settings=_settings(args), seed=args.seed,
                          budget=args.preemption_budget, **_sources(args))
     if args.json:
         print(json.dumps(found.to_dict(), indent=2, default=str))

@@ -91,7 +91,7 @@ def _emit_given(args) -> int:
         settings["entrypoint"] = args.entrypoint
     engine_path = settings.pop("engine", None)
     gpu = _gpu(args)
-    breakdown = api.explain(args.model, gpu, engine=args.engine_name or "vllm", engine_version=args.vllm_version,
+    breakdown = api.explain(args.model, gpu, engine=args.engine_name or "vllm", engine_version=args.engine_version,
                             vllm_engine=engine_path, **settings, **_sources(args))
     if engine_path:
         settings["engine"] = engine_path
@@ -129,6 +129,6 @@ def _emit_fit(args) -> int:
     if getattr(engine.deployment, "model_in_file", False):
         model = args.model  # the fit line names a GGUF file by the model; the deployment mounts the real one
     gpu = _gpu(args)
-    breakdown = api.explain(model, gpu, engine=engine.name, engine_version=args.vllm_version, **settings,
+    breakdown = api.explain(model, gpu, engine=engine.name, engine_version=args.engine_version, **settings,
                             **_sources(args))
     return emit(args, model, settings, breakdown, gpu.vendor)

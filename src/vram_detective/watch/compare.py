@@ -18,16 +18,16 @@ def compare(args, live) -> dict:
     engine = args.engine_name if getattr(args, "engine_given", False) else live.engine
     settings = _settings(args, live, engine)
     try:
-        breakdown = _explain(model, gpu, engine, args.vllm_version, settings, args)
+        breakdown = _explain(model, gpu, engine, args.engine_version, settings, args)
     except Exception as error:  # noqa: BLE001 - a model the tool cannot size is a note here, not the end of watch
         out["notes"].append(f"no prediction for {model}: {str(error).splitlines()[0] if str(error) else error}")
         return out
-    if not args.vllm_version:
+    if not args.engine_version:
         out["notes"].append(f"the metrics do not name the release: predicted with {breakdown.engine_label} "
                             f"{breakdown.engine_version}, the newest modelled (pass --engine-version)")
     _prediction_lines(out, live, breakdown)
     if live.arrival_rate and live.prompt_mean and live.output_mean:
-        _simulation(out, live, model, gpu, engine, args.vllm_version, settings, args)
+        _simulation(out, live, model, gpu, engine, args.engine_version, settings, args)
     elif live.counts_requests:
         out["notes"].append("no finished requests between the scrapes: nothing to simulate (watch longer: "
                             "--samples / --interval)")

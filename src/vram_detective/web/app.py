@@ -50,22 +50,29 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _TooLarge()
+                raise _TooLarge(self.limit)
             return message
 
         try:
             await self.app(scope, counted, send)
-        except _TooLarge:
+        except _TooLarge:  # raised past an endpoint that does not answer errors itself
             await _too_large(self.limit)(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+def _too_large_text(limit: int) -> str:
+    return (f"request body over {limit:,} bytes (the limit for a pasted log and nvidia-smi output; send the "
+            f"startup part of the log)")
+
+
+class _TooLarge(service.TooLarge):
+    """A counted body over the limit: a TooLarge, so an endpoint's own error answer is the same 413."""
+
+    def __init__(self, limit: int):
+        super().__init__(_too_large_text(limit))
 
 
 def _too_large(limit: int) -> Response:
-    return JSONResponse({"error": f"request body over {limit:,} bytes (the limit for a pasted log and nvidia-smi "
-                                  f"output; send the startup part of the log)"}, status_code=413)
+    return JSONResponse({"error": _too_large_text(limit)}, status_code=413)
 
 
 def _error(error: BaseException) -> JSONResponse:

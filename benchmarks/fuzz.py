@@ -1,12 +1,17 @@
-"""Fuzz `api.explain`: random catalog model x GPU x vLLM release x flags (sane and hostile values).
+"""Fuzz every engine and command: random catalog model x GPU x engine x release x flags (sane and hostile
+values) through `api.explain` (vLLM, SGLang, llama.cpp, Ollama), `whatif` (one case in WHATIF_ONE_IN),
+`simulate` with a random JSONL trace (one case in TRACE_ONE_IN, hostile rows included), and with --web SECONDS
+the JSON API of a real `vram-detective serve` on loopback (random parameters for every endpoint and engine).
 
-    PYTHONPATH=src python3 benchmarks/fuzz.py [--cases 100000] [--seed 17] [--show 5]
+    PYTHONPATH=src python3 benchmarks/fuzz.py [--cases 100000] [--seed 17] [--show 5] [--engines all]
+    PYTHONPATH=src python3 benchmarks/fuzz.py --cases 0 --web 120
 
-Every case must end in a Breakdown or in one of the project's own errors (an engine refusal, or a ValueError /
-LookupError subclass defined in vram_detective); anything else is counted as unexpected and the first few are
-printed with their arguments. For each Breakdown the invariants of tests/test_hostile_explain.py are checked:
-weights > 0, KV >= 0 when it starts, each pipeline rank's column adds up to its budget, and (one case in 20)
-the same answer twice. Prints the counts, the slowest case and the process's peak memory.
+Every case must end in an answer or in one of the project's own errors, classified as the front ends do
+(errors.kind: refused / bad input); a bug (exit 3, HTTP 500) is counted as unexpected and the first few are
+printed with their arguments. Invariants of every start: weights > 0, no negative figure anywhere in the
+breakdown tree, a node's children add up to it (within rounding: a block's bytes or 1 MiB), tokens = blocks x
+block size (vLLM), each pipeline rank's column adds up to its budget (vLLM), and (one case in 20) the same
+answer twice. Prints the counts per engine and command, the slowest case and the process's peak memory.
 """
 from __future__ import annotations
 
@@ -20,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from vram_detective import api  # noqa: E402
+from vram_detective import api, errors  # noqa: E402
+from vram_detective.engines import get_engine  # noqa: E402
 from vram_detective.engines.vllm.releases import NEWEST_KNOWN, NOTABLE_RELEASES  # noqa: E402
 from vram_detective.hardware import all_gpus  # noqa: E402
 from vram_detective.model.sources import catalog_entries  # noqa: E402
@@ -63,6 +69,38 @@ FLAGS = {
     "disable_hybrid_kv_cache_manager": ([True, False], []),
 }
 HOSTILE_ONE_IN = 10
+BIG = [1 << 40, (1 << 63) - 1, 10 ** 30]
+ENGINE_FLAGS = {
+    "sglang": {
+        "tp_size": ([1, 1, 2, 4, 8], [0, -1, 3, *BIG]), "mem_fraction_static": ([0.7, 0.8, 0.85, 0.9], [0.0, 1.5, -1.0, float("nan")]),
+        "context_length": ([2048, 8192, 32768, 131072], [0, -2, 1, *BIG]),
+        "chunked_prefill_size": ([2048, 4096, 8192, -1], [0, -5, 1, *BIG]),
+        "max_running_requests": ([8, 64, 256, 1024], [0, -1, *BIG]), "max_total_tokens": ([100_000, 1_000_000], [0, -1, *BIG]),
+        "cuda_graph_max_bs": ([8, 32, 160, 256], [0, -1, *BIG]), "page_size": ([1, 16, 64], [0, -3, *BIG]),
+        "kv_cache_dtype": (["auto", "fp8_e5m2", "fp8_e4m3"], ["bogus"]), "disable_cuda_graph": ([True, False], []),
+        "speculative_algorithm": (["EAGLE", "NGRAM", None], ["BOGUS"]),
+        "speculative_num_draft_tokens": ([4, 8, 16], [0, 256, *BIG]), "speculative_num_steps": ([1, 3, 5], [0, -1, *BIG]),
+        "speculative_eagle_topk": ([1, 4, 8], [0, *BIG]), "enable_dp_attention": ([True, False], []),
+        "dp_size": ([1, 2], [0, -1, *BIG]), "pp_size": ([1, 2], [0, *BIG]),
+    },
+    "llamacpp": {
+        "n_ctx": ([0, 4096, 32768, 131072], [-1, *BIG]), "n_parallel": ([1, 2, 4, -1, "auto"], [0, -7, *BIG]),
+        "n_batch": ([512, 2048, 4096], [0, -5, *BIG]), "n_ubatch": ([128, 512, 1024], [0, -1, *BIG]),
+        "n_gpu_layers": ([0, 10, 99, -1, "all"], [-9, *BIG]), "type_k": (["f16", "q8_0", "q4_0"], ["bogus"]),
+        "type_v": (["f16", "q8_0", "q4_0"], ["bogus"]), "flash_attn": (["auto", "on", "off"], ["maybe"]),
+        "gguf_type": (["Q4_K_M", "Q8_0", "Q5_K_M"], ["Q9"]), "kv_offload": ([True, False], []),
+        "mmap": ([True, False], []), "num_gpus": ([1, 2], [0, *BIG]), "tensor_split": ([(1.0, 1.0), (3.0, 1.0)], [(-1.0,), (float("nan"),)]),
+        "kv_unified": ([True, False], []), "n_cpu_moe": ([0, 4], [-1, *BIG]),
+    },
+    "ollama": {
+        "num_ctx": ([2048, 4096, 8192, 32768], [-1, *BIG]), "num_parallel": ([1, 2, 4], [-2, *BIG]),
+        "num_gpu": ([0, 10, 999, -1], [-5, *BIG]), "num_batch": ([256, 512], [0, -2, *BIG]),
+        "kv_cache_type": (["f16", "q8_0", "q4_0"], ["bogus"]), "flash_attention": ([True, False], []),
+    },
+}
+WHATIF_ONE_IN = 400
+TRACE_ONE_IN = 50
+ENGINES = ("vllm", "sglang", "llamacpp", "ollama")
 
 
 def releases() -> list[str]:
@@ -70,7 +108,16 @@ def releases() -> list[str]:
     return list(NOTABLE_RELEASES) * 6 + minors + [None, None, "9.9", "0.2.0", "0.34.0"]
 
 
-def random_case(rng: random.Random, models: list[str], gpus: list[str], versions: list) -> dict:
+def random_case(rng: random.Random, models: list[str], gpus: list[str], versions: list, engine: str = "vllm") -> dict:
+    if engine != "vllm":
+        known = list(get_engine(engine).releases.known)
+        case = {"model": rng.choice(models), "gpu": rng.choice(gpus), "engine": engine,
+                "engine_version": rng.choice(known + [None, None] + (["9.9", "0.0.1"] if rng.randrange(20) == 0 else []))}
+        table = ENGINE_FLAGS[engine]
+        for key in rng.sample(sorted(table), rng.randint(0, 5)):
+            sane, hostile = table[key]
+            case[key] = rng.choice(hostile if hostile and rng.randrange(HOSTILE_ONE_IN) == 0 else sane)
+        return {key: value for key, value in case.items() if value is not None or key == "engine_version"}
     case = {"model": rng.choice(models), "gpu": rng.choice(gpus), "vllm_version": rng.choice(versions)}
     for key in rng.sample(sorted(FLAGS), rng.randint(0, 6)):
         sane, hostile = FLAGS[key]
@@ -81,19 +128,40 @@ def random_case(rng: random.Random, models: list[str], gpus: list[str], versions
 
 
 def ours(error: BaseException) -> bool:
-    """One of the project's own errors: an engine refusal, or a ValueError / LookupError it defines."""
-    return isinstance(error, api.REFUSALS) or (
-        type(error).__module__.startswith("vram_detective") and isinstance(error, (ValueError, LookupError)))
+    """One of the project's own errors, as every front end classifies it (errors.kind): a refusal or bad
+    input; a bug is anything else (exit 3 / HTTP 500)."""
+    return errors.kind(error) != errors.BUG
+
+
+def _tree_problems(node, found: list[str], slack: int) -> None:
+    if node.bytes < 0:
+        found.append(f"{node.key} is {node.bytes} B")
+    if node.children:
+        total = sum(child.bytes for child in node.children)
+        if abs(total - node.bytes) > slack:
+            found.append(f"{node.key}: children add up to {total / 2**30:.3f} GiB, not {node.bytes / 2**30:.3f} GiB")
+        for child in node.children:
+            _tree_problems(child, found, slack)
 
 
 def violations(case: dict, b) -> list[str]:
     """The invariants every Breakdown keeps."""
     found = []
-    if b.weights_bytes <= 0:
+    gpu_weights_may_be_zero = case.get("engine") in ("llamacpp", "ollama")  # -ngl 0: every layer on the CPU
+    if b.weights_bytes <= 0 and not (gpu_weights_may_be_zero and b.weights_bytes == 0):
         found.append(f"weights {b.weights_bytes} <= 0")
     if b.failure is None and (b.kv_cache_bytes < 0 or b.kv_cache_tokens < 0):
         found.append(f"starts with KV {b.kv_cache_bytes} B / {b.kv_cache_tokens} tokens")
-    if "kv_cache_memory_bytes" not in case:
+    if b.failure is None:
+        blocks, size = b.figure("num_gpu_blocks"), b.figure("block_size")
+        # rounding: a pool is whole blocks (what is left of the budget is below one block) and SGLang's figures
+        # are rounded to MiB per term; 0.05 % of the budget covers both
+        slack = max(1 << 20, b.kv_cache_bytes // blocks if blocks else 0, b.components.bytes // 2000)
+        _tree_problems(b.components, found, slack)
+        if case.get("engine", "vllm") in ("vllm", "v0", "v1") and blocks and size and not b.figure("kv_groups") \
+                and b.kv_cache_tokens not in (blocks * size, None):
+            found.append(f"tokens {b.kv_cache_tokens} != blocks {blocks} x block size {size}")
+    if case.get("engine", "vllm") in ("vllm", "v0", "v1") and "kv_cache_memory_bytes" not in case:
         for r in b.per_rank:
             parts = r.weights_bytes + r.activation_peak_bytes + r.non_torch_bytes + r.other_budgeted_bytes
             if parts + r.kv_pool_bytes + r.kv_unused_bytes != r.budget_bytes or parts + r.kv_cache_bytes != r.budget_bytes:
@@ -103,7 +171,49 @@ def violations(case: dict, b) -> list[str]:
 
 def run_case(case: dict):
     settings = {key: value for key, value in case.items() if key not in ("model", "gpu", "vllm_version")}
-    return api.explain(case["model"], case["gpu"], vllm_version=case["vllm_version"], **settings)
+    if "vllm_version" in case:
+        settings["vllm_version"] = case["vllm_version"]
+    return api.explain(case["model"], case["gpu"], **settings)
+
+
+def run_whatif(case: dict):
+    from vram_detective.web import service
+
+    engine = case.get("engine", "vllm")
+    settings = {k: v for k, v in case.items() if k not in ("model", "gpu", "vllm_version", "engine", "engine_version")}
+    request = service.Request(case["model"], None, case["gpu"], None, engine,
+                              case.get("engine_version", case.get("vllm_version")), settings)
+    return service.whatif_json(request)
+
+
+TRACE_VALUES = [0, 1, 5, 100, 2.5, -1, -1e12, 1e300, float("nan"), float("inf"), float("-inf"), True, "x", None, [1]]
+
+
+def random_trace(rng: random.Random) -> list[str]:
+    """JSONL lines: mostly sane requests, one in ten with a hostile value, a malformed line now and then."""
+    import json
+
+    lines, t = [], 0.0
+    for _ in range(rng.randint(1, 40)):
+        t += rng.expovariate(2.0)
+        row = {"timestamp": t, "prompt_tokens": rng.randint(1, 4000), "output_tokens": rng.randint(0, 800)}
+        if rng.randrange(3) == 0:
+            row["prefix_id"], row["prefix_tokens"] = "p", rng.randint(0, row["prompt_tokens"])
+        if rng.randrange(10) == 0:
+            row[rng.choice(["timestamp", "prompt_tokens", "output_tokens", "prefix_tokens"])] = rng.choice(TRACE_VALUES)
+        line = json.dumps(row)
+        if rng.randrange(40) == 0:
+            line = rng.choice(["[" * 300 + "]" * 300, "{", "[]", '"x"', line[: len(line) // 2]])
+        lines.append(line)
+    return lines
+
+
+def run_trace(rng: random.Random, breakdown) -> object:
+    from vram_detective.simulate import pool_from_breakdown, simulate
+    from vram_detective.simulate.workloads import Workload, parse_trace
+
+    requests = parse_trace(random_trace(rng), "fuzz")
+    return simulate(pool_from_breakdown(breakdown), Workload("trace", trace=requests), seed=0)
 
 
 def main() -> int:
@@ -111,53 +221,86 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--show", type=int, default=5, help="unexpected errors / violations to print in full")
+    parser.add_argument("--engines", default="all", help="comma-separated engines (default all four)")
+    parser.add_argument("--web", type=float, default=0, metavar="SECONDS", help="also fuzz a real server's JSON API")
+    parser.add_argument("--seconds", type=float, default=0, help="stop the in-process cases after this long (0: none)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    engines = ENGINES if args.engines == "all" else tuple(args.engines.split(","))
     models = [entry.repo_id for entry in catalog_entries()]
     gpus = [gpu.short_name for gpu in all_gpus()]
     versions = releases()
     counts: collections.Counter = collections.Counter()
     unexpected: collections.Counter = collections.Counter()
-    shown = 0
+    shown = [0]
     worst = (0.0, None)
     started = time.perf_counter()
+
+    def bad(kind: str, what: str, case) -> None:
+        counts[kind] += 1
+        unexpected[what] += 1
+        if shown[0] < args.show:
+            shown[0] += 1
+            print(f"{kind}: {what}\n  {case}")
+
+    done = 0
     for index in range(args.cases):
-        case = random_case(rng, models, gpus, versions)
+        if args.seconds and time.perf_counter() - started > args.seconds:
+            break
+        done += 1
+        engine = engines[index % len(engines)]
+        case = random_case(rng, models, gpus, versions, engine)
         began = time.perf_counter()
         try:
             breakdown = run_case(case)
             problems = violations(case, breakdown)
             if not problems and index % 20 == 0 and to_json(run_case(case)) != to_json(breakdown):
                 problems = ["not deterministic"]
-            counts["starts" if breakdown.failure is None else "refuses (startup failure)"] += 1
+            counts[(engine, "starts" if breakdown.failure is None else "refuses (startup failure)")] += 1
             if problems:
-                counts["invariant violations"] += 1
-                if shown < args.show:
-                    shown += 1
-                    print(f"violation: {problems[0]}\n  {case}")
+                bad("invariant violations", f"{engine}: {problems[0][:100]}", case)
+            if breakdown.failure is None and engine != "ollama" and index % TRACE_ONE_IN == 0:
+                _command(lambda: run_trace(rng, breakdown), "simulate trace", counts, bad, case)
         except Exception as error:  # noqa: BLE001 - the fuzz counts whatever escapes
             if ours(error):
-                counts["refused at configuration" if isinstance(error, api.REFUSALS) else "project errors"] += 1
+                counts[(engine, errors.kind(error))] += 1
             else:
-                counts["unexpected exceptions"] += 1
-                unexpected[f"{type(error).__name__}: {str(error)[:90]}"] += 1
-                if shown < args.show:
-                    shown += 1
-                    print(f"unexpected {type(error).__name__}: {str(error)[:200]}\n  {case}")
+                bad("unexpected exceptions", f"{engine}: {type(error).__name__}: {str(error)[:80]}", case)
+        if index % WHATIF_ONE_IN == 0:
+            _command(lambda: run_whatif(case), "whatif", counts, bad, case)
         elapsed = time.perf_counter() - began
         if elapsed > worst[0]:
             worst = (elapsed, case)
     total = time.perf_counter() - started
+    if args.web:
+        from fuzz_web import fuzz_web
+
+        fuzz_web(args.web, rng, models, gpus, counts, bad)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"cases: {args.cases:,} in {total:.1f} s ({args.cases / total:,.0f}/s), seed {args.seed}")
-    for key in ("starts", "refuses (startup failure)", "refused at configuration", "project errors",
-                "unexpected exceptions", "invariant violations"):
-        print(f"  {key:<28} {counts[key]:>8,}")
+    print(f"cases: {done:,} in {total:.1f} s ({done / max(total, 1e-9):,.0f}/s), seed {args.seed}")
+    rows = sorted(key for key in counts if isinstance(key, tuple))
+    for key in rows:
+        print(f"  {key[0]:<16} {key[1]:<28} {counts[key]:>8,}")
+    for key in ("unexpected exceptions", "invariant violations", "web 500", "web hangs"):
+        print(f"  {key:<45} {counts[key]:>8,}")
     for message, count in unexpected.most_common(20):
         print(f"    {count:>6,}  {message}")
-    print(f"worst case: {worst[0] * 1000:.1f} ms  {worst[1]}")
+    if worst[1] is not None:
+        print(f"worst case: {worst[0] * 1000:.1f} ms  {worst[1]}")
     print(f"peak memory (max RSS): {peak_mib:.0f} MiB")
-    return 1 if counts["unexpected exceptions"] or counts["invariant violations"] else 0
+    failed = counts["unexpected exceptions"] or counts["invariant violations"] or counts["web 500"] or counts["web hangs"]
+    return 1 if failed else 0
+
+
+def _command(work, name: str, counts, bad, case) -> None:
+    try:
+        work()
+        counts[(name, "answers")] += 1
+    except Exception as error:  # noqa: BLE001
+        if ours(error):
+            counts[(name, errors.kind(error))] += 1
+        else:
+            bad("unexpected exceptions", f"{name}: {type(error).__name__}: {str(error)[:80]}", case)
 
 
 if __name__ == "__main__":

@@ -147,7 +147,44 @@ def hub_rows() -> None:
         server.stop()
 
 
+def stdin_rows() -> None:
+    """`logs -` peak memory (a child process's max RSS) on large inputs: 300 MB of mixed engines (the dev logs
+    repeated) and 100 MB of random bytes (issue 30: 818 MiB and 1.1 GiB before; the target is <= 64 MiB)."""
+    import json
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    logs = []
+    for name in ("dev-llamacpp.jsonl", "dev.jsonl", "dev-sglang.jsonl", "dev-vllm-more.jsonl"):
+        for line in (root / "groundtruth" / name).read_text(encoding="utf-8").splitlines():
+            text = json.loads(line).get("log")
+            if text:
+                logs.append(text.rstrip("\n") + "\n")
+    unit = "".join(logs).encode()
+    work = Path(tempfile.mkdtemp(prefix="hostile-stdin-"))
+    mixed, noise = work / "mixed.log", work / "random.bin"
+    with open(mixed, "wb") as out:
+        for _ in range((30 if QUICK else 300) * 10**6 // len(unit) + 1):
+            out.write(unit)
+    with open(noise, "wb") as out:
+        for _ in range(10 if QUICK else 100):
+            out.write(os.urandom(10**6))
+    print("-- logs on standard input (child process)")
+    for label, path in ((f"{mixed.stat().st_size / 1e6:.0f} MB of mixed engines", mixed),
+                        (f"{noise.stat().st_size / 1e6:.0f} MB of random bytes", noise)):
+        started = time.perf_counter()
+        with open(path, "rb") as stdin:
+            child = subprocess.Popen([sys.executable, "-m", "vram_detective", "logs", "-", "--json"], stdin=stdin,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env={**os.environ, "PYTHONPATH": str(root / "src")})
+            err = child.stderr.read().decode(errors="replace").strip()
+            _, status, usage = os.wait4(child.pid, 0)
+        print(f"{time.perf_counter() - started:8.3f} s {usage.ru_maxrss / 1024:8.1f} MiB  {label:<48} "
+              f"exit {os.waitstatus_to_exitcode(status)} {err[:60]}")
+
+
 def main() -> None:
+    stdin_rows()
     throughput_rows()
     log_rows()
     file_rows()

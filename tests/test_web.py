@@ -131,9 +131,33 @@ def test_allow_local_models_reads_only_under_its_directory():
 
 
 def test_a_body_over_the_limit_is_a_clear_413(server):
+    import http.client
+
     from vram_detective.web.service import MAX_BODY_BYTES
 
-    status, body = get(f"{server}/api/logs", b"x" * (MAX_BODY_BYTES + 1), {"Content-Type": "text/plain"})
+    # the declared length alone is refused: the answer comes before the body is sent, so the client never races
+    # the server closing the connection (sending the whole body could end in a broken pipe on a loaded machine)
+    host, port = urllib.parse.urlsplit(server).netloc.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        connection.putrequest("POST", "/api/logs")
+        connection.putheader("Content-Type", "text/plain")
+        connection.putheader("Content-Length", str(MAX_BODY_BYTES + 1))
+        connection.endheaders()
+        response = connection.getresponse()
+        status, body = response.status, response.read().decode()
+    finally:
+        connection.close()
+    assert status == 413
+    assert json.loads(body)["error"].startswith(f"request body over {MAX_BODY_BYTES:,} bytes")
+
+
+def test_a_counted_body_over_the_limit_is_a_clear_413(server):
+    from vram_detective.web.service import MAX_BODY_BYTES
+
+    # no declared length (chunked): the body is counted as it arrives
+    chunks = iter([b"x" * (MAX_BODY_BYTES // 2)] * 3)
+    status, body = get(f"{server}/api/logs", chunks, {"Content-Type": "text/plain", "Transfer-Encoding": "chunked"})
     assert status == 413
     assert json.loads(body)["error"].startswith(f"request body over {MAX_BODY_BYTES:,} bytes")
 

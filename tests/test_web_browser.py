@@ -219,3 +219,41 @@ def test_simulate_tab_runs_the_seed_case_and_matches_simulate_json(browser, serv
     assert hosts == {"127.0.0.1"}, f"requests outside 127.0.0.1: {sorted(hosts)}"
     assert any("/fragment/simulate?" in url for url in requests) and problems == []
     page.close()
+
+
+XSS = '"><img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+
+
+def test_error_messages_echoing_input_are_never_html(browser, server, tmp_path):
+    """Errors quote the input ('not a vLLM version: ...'): on the page (served and live-updated) and in an HTML
+    report they are text, never markup: no element is made from them and no script of theirs runs."""
+    page = browser.new_page()
+    problems: list = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    query = urllib.parse.urlencode({"model": "Qwen/Qwen3-8B", "gpu": "H100", "version": XSS})
+    page.goto(f"{server}/?{query}")
+    page.wait_for_selector("body[data-ready='1']")
+    page.wait_for_selector(".error")
+    assert "not a vLLM version" in page.inner_text(".error") and "onerror" in page.inner_text(".error")
+    page.goto(f"{server}/?" + urllib.parse.urlencode({"model": "Qwen/Qwen3-8B", "gpu": "H100 " + XSS}))
+    page.wait_for_selector("body[data-ready='1']")
+    page.wait_for_selector(".error")
+    assert "window.__pwned" in page.inner_text(".error")
+    assert page.evaluate("() => window.__pwned === undefined && document.querySelectorAll('img[src=x]').length === 0")
+    page.close()
+    report = tmp_path / "report.html"
+    log = next(row for row in read_jsonl(DEV) if row["id"] == LOG_CASE)["log"]
+    (tmp_path / "x.log").write_text(log.replace("Loading model weights", XSS + " Loading model weights", 1))
+    import subprocess
+    import sys
+
+    from web_server import cli_env
+
+    subprocess.run([sys.executable, "-m", "vram_detective", "logs", str(tmp_path / "x.log"), "--html", str(report)],
+                   env=cli_env(), capture_output=True, timeout=120)
+    if report.exists():
+        view = browser.new_page()
+        view.goto(report.as_uri())
+        assert view.evaluate("() => window.__pwned === undefined && document.querySelectorAll('img[src=x]').length === 0")
+        view.close()
+    assert problems == []

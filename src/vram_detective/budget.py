@@ -1,4 +1,4 @@
-"""A cooperative time budget for one piece of work (a web request): the loops that can run long (the
+"""A cooperative CPU-time budget for one piece of work (a web request): the loops that can run long (the
 simulator's steps, the advisor's and the simulate fit's predictions) call `check()`, which raises OverBudget
 once the budget's deadline has passed or its owner cancelled it (the client went away).
 
@@ -23,8 +23,9 @@ class Budget:
         self.start()
 
     def start(self) -> None:
-        """(Re)start the clock: the budget counts from the work's start, not from when it was queued."""
-        self.deadline = None if self.seconds is None else time.monotonic() + self.seconds
+        """(Re)start the clock on the thread that does the work: the budget is that thread's CPU time from here
+        (time queued, or waiting for the GIL on a busy machine, is not the request's computation)."""
+        self.deadline = None if self.seconds is None else time.thread_time() + self.seconds
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -32,8 +33,8 @@ class Budget:
     def check(self) -> None:
         if self.cancelled.is_set():
             raise OverBudget("the request was cancelled (the client went away)")
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise OverBudget(f"the request ran past its budget of {self.seconds:g} s of computation "
+        if self.deadline is not None and time.thread_time() > self.deadline:
+            raise OverBudget(f"the request ran past its budget of {self.seconds:g} s of computation (CPU) "
                              "(the web server's limit; run the command line for larger work)")
 
 

@@ -6,6 +6,8 @@ parser, the catalog and the predictor are imported inside run().
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 
 EXAMPLES = """examples:
   vram-detective logs vllm.log
@@ -138,35 +140,25 @@ def reading_only(nvidia_smi: str | None, model: str | None, gpu: str | None, ver
 
 def build_report(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
                  vllm_version: str | None = None, stdin=None, ollama_ps: str | None = None) -> dict:
-    import sys
-
-    from .streaming import engine_of_file, parse_file_bounded, parse_stream_bounded
+    from .engine_logs import detect_engine
+    from .streaming import HEAD_BYTES, parse_stream_bounded
 
     _check_inputs(log, nvidia_smi, model, gpu, vllm_version)
     extra = _read_text(ollama_ps) if ollama_ps else None
     smi = _read_nvidia_smi(nvidia_smi)
-    if log == "-":
-        stream = (stdin or sys.stdin).buffer if hasattr(stdin or sys.stdin, "buffer") else stdin
-        text = stream.read()
-        text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-        engine = _other_engine(text, log, model, gpu, vllm_version, smi, extra)
-        if engine is not None:
-            return engine
-        import io
-
-        bounded = parse_stream_bounded(io.BytesIO(text.encode("utf-8")), "standard input", keep=LISTED_RUNS)
-        head = text[:1 << 20]
-    else:
-        head = _read_head(log)
-        if nvidia_smi is None and _is_nvidia_smi(head):
+    name = "standard input" if log == "-" else log
+    with _log_stream(log, stdin) as stream:
+        head = _head(stream, 1 << 20)
+        if log != "-" and nvidia_smi is None and _is_nvidia_smi(head):
             raise ValueError(f"{log} is nvidia-smi output, not an engine log: pass it with --nvidia-smi "
                              f"(vram-detective logs ENGINE_LOG --nvidia-smi {log})")
-        # only the head names the engine; a vLLM log is then streamed with bounded memory (streaming.py)
-        if extra is not None or engine_of_file(log) != "vllm":
-            engine = _other_engine(_read_text(log), log, model, gpu, vllm_version, smi, extra)
+        # only the head names the engine; a vLLM log is then streamed with bounded memory (streaming.py), another
+        # engine's log read as its first and last parts (bounded_text)
+        if extra is not None or detect_engine(_head(stream, HEAD_BYTES)) != "vllm":
+            engine = _other_engine(bounded_text(stream), log, model, gpu, vllm_version, smi, extra)
             if engine is not None:
                 return engine
-        bounded = parse_file_bounded(log, keep=LISTED_RUNS)
+        bounded = parse_stream_bounded(stream, name, keep=LISTED_RUNS)
     return _vllm_report(log, bounded, head, model, gpu, vllm_version, smi)
 
 
@@ -241,6 +233,75 @@ def _read_head(path: str, limit: int = 1 << 20) -> str:
 
     with open_regular_file(path, "log") as handle:
         return handle.read(limit).decode("utf-8", "replace")
+
+
+# A log from standard input is copied to a spooled file (memory up to SPOOL_BYTES, then a temporary file) so
+# that it is read like a file, with the same memory bound: streamed for vLLM, first and last parts for the others
+SPOOL_BYTES = 8 << 20
+# another engine's log is read whole up to TEXT_BYTES; a longer one as its first TEXT_HEAD_BYTES and the rest
+# of TEXT_BYTES from its end (the startup that matters is the last; every engine prints its banner first)
+TEXT_BYTES = 4 << 20
+TEXT_HEAD_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def _log_stream(log: str, stdin=None):
+    """A seekable binary stream of the log: the file itself, or standard input spooled (binary input refused
+    from its first bytes, before anything else is read)."""
+    from ..units import open_regular_file
+
+    if log != "-":
+        with open_regular_file(log, "log") as stream:
+            yield stream
+        return
+    import sys
+    import tempfile
+
+    from ..textlog import SNIFF_BYTES, LogInputError, _looks_binary
+
+    source = stdin if stdin is not None else sys.stdin
+    source = source.buffer if hasattr(source, "buffer") else source
+    if hasattr(source, "seekable") and source.seekable() and isinstance(source, io.BytesIO):
+        yield source
+        return
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
+        first = True
+        while True:
+            chunk = source.read(1 << 20)
+            if isinstance(chunk, str):
+                chunk = chunk.encode("utf-8")
+            if not chunk:
+                break
+            if first and _looks_binary(chunk[:SNIFF_BYTES]):
+                raise LogInputError("standard input is not a text log (binary data)")
+            first = False
+            spool.write(chunk)
+        spool.seek(0)
+        yield spool
+
+
+def _head(stream, limit: int) -> str:
+    stream.seek(0)
+    head = stream.read(limit)
+    stream.seek(0)
+    return head.decode("utf-8", "replace")
+
+
+def bounded_text(stream) -> str:
+    """The log as text for the engines read whole (llama.cpp, SGLang, Ollama): all of it up to TEXT_BYTES, else
+    its first TEXT_HEAD_BYTES and its last bytes, cut at line breaks (memory bounded whatever the log's size)."""
+    stream.seek(0, 2)
+    size = stream.tell()
+    stream.seek(0)
+    if size <= TEXT_BYTES:
+        data = stream.read()
+    else:
+        head = stream.read(TEXT_HEAD_BYTES)
+        stream.seek(size - (TEXT_BYTES - TEXT_HEAD_BYTES))
+        tail = stream.read()
+        data = head[:head.rfind(b"\n") + 1] + tail[tail.find(b"\n") + 1:]
+    stream.seek(0)
+    return data.decode("utf-8", "replace")
 
 
 def _read_text(path: str) -> str:

@@ -12,6 +12,7 @@ Confidence words, strongest first:
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -288,11 +289,27 @@ def infer_parallelism(run, settings: dict[str, Inferred]) -> None:
 
 # --- the model -----------------------------------------------------------------------------------------------
 
-def catalog_match(name: str) -> tuple[str, str] | None:
-    """A model name as a log prints it (repo id, local path, HF cache path) -> (catalog repo id, how)."""
+@functools.lru_cache(maxsize=1)
+def _catalog_ids() -> dict[str, str]:
+    """lower-case repo id -> repo id, read once per process (each match re-read ~170 catalog files: a 2 MiB
+    pasted log cost minutes of server CPU, issue 31)."""
     from ..model.sources import catalog_entries
 
-    ids = {entry.repo_id.lower(): entry.repo_id for entry in catalog_entries()}
+    return {entry.repo_id.lower(): entry.repo_id for entry in catalog_entries()}
+
+
+# model names tried per log text: a log names its model a few times; a pasted text repeating `model='x'`
+# thousands of times is not asked about each one
+MAX_NAMED_CANDIDATES = 64
+MAX_NAME_CHARS = 512  # a repo id or path; a longer "name" is not one
+
+
+@functools.lru_cache(maxsize=4096)
+def catalog_match(name: str) -> tuple[str, str] | None:
+    """A model name as a log prints it (repo id, local path, HF cache path) -> (catalog repo id, how)."""
+    if len(name) > MAX_NAME_CHARS:
+        return None
+    ids = _catalog_ids()
     text = name.strip().rstrip("/")
     if text.lower() in ids:
         return ids[text.lower()], "repo id"
@@ -324,13 +341,21 @@ _NAMED = (
 
 
 def model_named_in(text: str) -> tuple[str, str] | None:
-    """(catalog repo id, where) of the first catalog model a log's text names, or None."""
+    """(catalog repo id, where) of the first catalog model a log's text names, or None (at most
+    MAX_NAMED_CANDIDATES distinct names are tried)."""
+    tried: set[str] = set()
     for line in text.splitlines():
         for pattern, where in _NAMED:
             for found in pattern.finditer(line):
-                match = catalog_match(found.group(1))
+                candidate = found.group(1)
+                if candidate in tried:
+                    continue
+                if len(tried) >= MAX_NAMED_CANDIDATES:
+                    return None
+                tried.add(candidate)
+                match = catalog_match(candidate)
                 if match is not None:
-                    return match[0], f"{where}: {found.group(1)}"
+                    return match[0], f"{where}: {candidate}"
     return None
 
 

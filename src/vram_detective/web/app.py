@@ -50,22 +50,29 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _TooLarge()
+                raise _TooLarge(self.limit)
             return message
 
         try:
             await self.app(scope, counted, send)
-        except _TooLarge:
+        except _TooLarge:  # raised past an endpoint that does not answer errors itself
             await _too_large(self.limit)(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+def _too_large_text(limit: int) -> str:
+    return (f"request body over {limit:,} bytes (the limit for a pasted log and nvidia-smi output; send the "
+            f"startup part of the log)")
+
+
+class _TooLarge(service.TooLarge):
+    """A counted body over the limit: a TooLarge, so an endpoint's own error answer is the same 413."""
+
+    def __init__(self, limit: int):
+        super().__init__(_too_large_text(limit))
 
 
 def _too_large(limit: int) -> Response:
-    return JSONResponse({"error": f"request body over {limit:,} bytes (the limit for a pasted log and nvidia-smi "
-                                  f"output; send the startup part of the log)"}, status_code=413)
+    return JSONResponse({"error": _too_large_text(limit)}, status_code=413)
 
 
 def _error(error: BaseException) -> JSONResponse:
@@ -109,6 +116,9 @@ COMPUTE_THREADS = 4
 # requests that fetch from the Hub wait on the network, not the CPU: their own pool, so that slow (or
 # trickling) Hub servers never hold the threads a catalog-only request needs
 HUB_THREADS = 4
+# simulate, fit, whatif and logs can take a second or more of CPU: their own two threads, so that a few of them
+# never hold every thread a cheap explain (a few milliseconds) waits for
+HEAVY_THREADS = 2
 # seconds of computation one request may take (`serve --request-budget`); past it: 503 with one line
 REQUEST_SECONDS = 10.0
 _LIMITERS: dict = {}
@@ -116,7 +126,7 @@ _LIMITERS: dict = {}
 
 def _limiter(kind: str = "compute"):
     if kind not in _LIMITERS:
-        _LIMITERS[kind] = anyio.CapacityLimiter(HUB_THREADS if kind == "hub" else COMPUTE_THREADS)
+        _LIMITERS[kind] = anyio.CapacityLimiter({"hub": HUB_THREADS, "heavy": HEAVY_THREADS}.get(kind, COMPUTE_THREADS))
     return _LIMITERS[kind]
 
 
@@ -225,7 +235,8 @@ async def _watch_disconnect(request: Request, allowance: budget.Budget) -> None:
             return
 
 
-def _budgeted_endpoint(work, kind: str = "json", indent: int = 2, seconds: float | None = REQUEST_SECONDS):
+def _budgeted_endpoint(work, kind: str = "json", indent: int = 2, seconds: float | None = REQUEST_SECONDS,
+                       pool: str = "compute"):
     """An endpoint running `work(params)` on a worker thread (the Hub pool when the request names a Hub
     model) under a budget of `seconds`, cancelled when the client leaves: JSON (or an HTML fragment), errors
     as JSON."""
@@ -241,7 +252,7 @@ def _budgeted_endpoint(work, kind: str = "json", indent: int = 2, seconds: float
             group.start_soon(_watch_disconnect, request, allowance)
             try:
                 result, spent = await anyio.to_thread.run_sync(_timed, work, params, allowance,
-                                                               limiter=_limiter("hub" if hub else "compute"))
+                                                               limiter=_limiter("hub" if hub else pool))
             except Exception as error:  # noqa: BLE001
                 response = _error(error)
             group.cancel_scope.cancel()
@@ -258,8 +269,8 @@ def _budgeted_endpoint(work, kind: str = "json", indent: int = 2, seconds: float
 
 def _work_routes(policy: service.Policy, seconds: float | None = REQUEST_SECONDS) -> list[Route]:
     """The API and the page's fragments: each a function of the request's parameters."""
-    def _endpoint(work, kind: str = "json", indent: int = 2):
-        return _budgeted_endpoint(work, kind, indent, seconds)
+    def _endpoint(work, kind: str = "json", indent: int = 2, pool: str = "compute"):
+        return _budgeted_endpoint(work, kind, indent, seconds, pool)
 
     def read(params):
         return service.read_request(params, policy)
@@ -296,19 +307,19 @@ def _work_routes(policy: service.Policy, seconds: float | None = REQUEST_SECONDS
     both = ["GET", "POST"]
     return [
         Route("/api/explain", _endpoint(lambda p: service.explain_json(read(p))), methods=both),
-        Route("/api/whatif", _endpoint(lambda p: service.whatif_json(read(p))), methods=both),
-        Route("/api/fit", _endpoint(fit_api), methods=both),
-        Route("/api/logs", _endpoint(logs_api), methods=["POST"]),
-        Route("/api/compare", _endpoint(compare_api), methods=both),
+        Route("/api/whatif", _endpoint(lambda p: service.whatif_json(read(p)), pool="heavy"), methods=both),
+        Route("/api/fit", _endpoint(fit_api, pool="heavy"), methods=both),
+        Route("/api/logs", _endpoint(logs_api, pool="heavy"), methods=["POST"]),
+        Route("/api/compare", _endpoint(compare_api, pool="heavy"), methods=both),
         # `simulate --json` prints with indent 1: the API's bytes are the command's
-        Route("/api/simulate", _endpoint(lambda p: service.simulate(read(p), p).report, indent=1), methods=both),
+        Route("/api/simulate", _endpoint(lambda p: service.simulate(read(p), p).report, indent=1, pool="heavy"), methods=both),
         Route("/api/models", _endpoint(lambda p: service.catalog_models())),
         Route("/api/gpus", _endpoint(lambda p: service.catalog_gpus())),
         Route("/api/releases", _endpoint(lambda p: service.releases())),
         Route("/fragment/explain", _endpoint(explain_fragment, "html")),
-        Route("/fragment/fit", _endpoint(lambda p: report.fit_fragment(fit_api(p)), "html")),
-        Route("/fragment/logs", _endpoint(lambda p: report.logs_fragment(logs_api(p)), "html"), methods=["POST"]),
-        Route("/fragment/simulate", _endpoint(simulate_fragment, "html"), methods=both),
+        Route("/fragment/fit", _endpoint(lambda p: report.fit_fragment(fit_api(p)), "html", pool="heavy")),
+        Route("/fragment/logs", _endpoint(lambda p: report.logs_fragment(logs_api(p)), "html", pool="heavy"), methods=["POST"]),
+        Route("/fragment/simulate", _endpoint(simulate_fragment, "html", pool="heavy"), methods=both),
     ]
 
 

@@ -339,6 +339,13 @@ def fit_json(request: Request, params: dict) -> dict:
     gpus, top = _int(params.get("gpus") or 1, "gpus"), _int(params.get("top") or 5, "top")
     if not 1 <= gpus <= 64 or not 1 <= top <= 50:
         raise RequestError("gpus must be 1..64 and top 1..50")
+    from argparse import Namespace
+
+    from ..input_checks import check_arguments
+
+    # the command line's own checks of the targets (a finite, positive concurrency the KV cache could hold)
+    concurrency = float(params["concurrency"]) if params.get("concurrency") else None
+    check_arguments(Namespace(concurrency=concurrency, context=params.get("context") or None))
     target = fit_target(params.get("context"), params.get("concurrency"), params.get("max_gpu_memory"), gpus, top)
     return answers.fit(request.model, request.device(), get_engine(request.engine), request.version,
                        dict(request.settings), request.sources, target).to_dict()

@@ -41,7 +41,11 @@ _PY_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: 
 
 def _py_type(text: str) -> str:
     """llama-cpp-python's --type_k / --type_v take the ggml type id."""
-    return _PY_TYPES[int(text)] if text.isdigit() else text.lower()
+    if not text.isdigit():
+        return text.lower()
+    if int(text) not in _PY_TYPES:
+        raise ValueError(f"ggml type id {text[:20]} is not a KV cache type (ids: {', '.join(map(str, _PY_TYPES))})")
+    return _PY_TYPES[int(text)]
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,17 @@ def user_settings(values: dict) -> SGLangSettings:
         raise SettingsError(f"SGLang has no setting {', '.join(unknown)} (its settings: {', '.join(SETTING_NAMES)})")
     check_counts(named, COUNT_RANGES, SettingsError)
     check_fraction(named, "mem_fraction_static", "--mem-fraction-static", SettingsError)
+    _check_kv_dtype(named.get("kv_cache_dtype"))
     return from_values(named)
+
+
+def _check_kv_dtype(value) -> None:
+    """--kv-cache-dtype: auto or a dtype the pool sizes (a name SGLang's argument choices do not hold was a KeyError)."""
+    from .pool import DTYPE_BYTES
+
+    if value is not None and value != "auto" and value not in DTYPE_BYTES:
+        raise SettingsError(f"--kv-cache-dtype {str(value)[:40]!r}: not a KV cache dtype (auto, "
+                            f"{', '.join(sorted(DTYPE_BYTES))})")
 
 
 _TOKENS = 1 << 32  # more tokens than any model's context or any GPU's pool

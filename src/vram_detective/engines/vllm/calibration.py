@@ -64,7 +64,7 @@ NON_TORCH_HOPPER_PLUS_FROM_0_18 = Fitted(
     "median over the cases of the logged non_torch_memory at TP=1 (0.19.0 logs on H100 of 0.25 GiB)", 0.01)
 
 NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS = Fitted(
-    "NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS", 1.32, "GiB",
+    "NCCL_LAZY_COMMUNICATOR_HOPPER_PLUS", 0.32, "GiB",
     "the TP device group's NCCL communicator on Hopper+ (NVSwitch servers, cuMem and NVLS on from 0.11), created "
     "lazily by the profile run's logits all-gather (0.11-0.24)",
     "median over the cases of the logged non_torch_memory at TP>1 minus the modelled rest (the 0.18+ Hopper term and "

@@ -405,12 +405,19 @@ def profile_workspaces(gpu: Gpu | None, release: Release) -> tuple[int, str]:
 # FI_ALLREDUCE_FUSION_MAX_SIZE_MB table, the same for sm90 and sm100 in 0.17.0-0.33.0).
 FI_ALLREDUCE_MAX_SIZE_MB = {(9, 0): {2: 64, 4: 2, 8: 0.5}, (10, 0): {2: 64, 4: 32, 8: 1}}
 # flashinfer comm/trtllm_ar.py trtllm_create_ipc_workspace_for_all_reduce_fusion (flashinfer-python 0.6.6, the
-# release vLLM 0.19.0 pins): three symmetric-memory buffers (cuMem, outside torch), each rounded up to 2 MiB - data
-# tp x tokens x hidden x 2 B, flags tp x 256 x 4 B, and three Lamport buffers of tp x tokens x hidden x 2 B (4 B for
-# fp32 models; one buffer at most MAX_COMM_SIZE).
+# release vLLM 0.19.0 pins): three symmetric-memory buffers (cuMem, outside torch) - data tp x tokens x hidden x 2 B,
+# flags tp x 256 x 4 B, and three Lamport buffers of tp x tokens x hidden x 2 B (4 B for fp32 models; one buffer at
+# most MAX_COMM_SIZE) - each a SymmDeviceMemory (comm/mnnvl.py _get_allocation_prop): its size + the 2,048 B signal
+# pad, rounded up to the allocation and then the multicast granularity (even with multicast off). The multicast
+# granularity is the driver's (cuMulticastGetGranularity RECOMMENDED), not in any source read here: 512 MiB on
+# NVSwitch Hopper, which the logs agree with (2.07 GiB of non-torch at TP 2 on H100, about 2.1 at TP 4).
 FI_AR_ALIGN = 2 * MIB
 FI_AR_BARRIER_FLAGS = 256
 FI_AR_MAX_COMM = 2147483647 & ~(FI_AR_ALIGN - 1)
+FI_AR_SIGNAL_PAD = 2048
+FI_AR_MULTICAST_GRANULARITY = 512 * MIB
+# Multicast needs NVSwitch: PCIe cards and NVLink-bridge pairs have none
+FI_AR_NO_MULTICAST = ("H100 PCIe", "H100 NVL")
 
 
 def _round_up(value: int, step: int) -> int:
@@ -426,13 +433,14 @@ def fi_allreduce_workspace(spec: ModelSpec | None, settings, release: Release, g
             or getattr(settings, "pipeline_parallel_size", 1) != 1 or getattr(settings, "data_parallel_size", 1) != 1):
         return 0
     limit_mb = FI_ALLREDUCE_MAX_SIZE_MB.get(gpu.compute_capability, {}).get(tp)
-    if limit_mb is None:
-        return 0
+    if limit_mb is None or gpu.short_name in FI_AR_NO_MULTICAST:
+        return 0  # SymmDeviceMemory raises "Device does not support multicasting"; vLLM goes on without the fusion
     element = 4 if settings.dtype == "float32" else 2
     tokens = min(int(limit_mb * MIB) // (spec.hidden_size * element), settings.max_num_batched_tokens)
     data = tp * tokens * spec.hidden_size * 2
     lamport = min(tp * tokens * spec.hidden_size * element, FI_AR_MAX_COMM)
-    return sum(_round_up(size, FI_AR_ALIGN) for size in (data, tp * FI_AR_BARRIER_FLAGS * 4, 3 * lamport))
+    return sum(_round_up(_round_up(size, FI_AR_ALIGN) + FI_AR_SIGNAL_PAD, FI_AR_MULTICAST_GRANULARITY)
+               for size in (data, tp * FI_AR_BARRIER_FLAGS * 4, 3 * lamport))
 
 
 def non_torch(gpu: Gpu, settings: EngineSettings, release: Release, spec: ModelSpec | None = None) -> tuple[int, int, str]:
@@ -466,7 +474,8 @@ def non_torch(gpu: Gpu, settings: EngineSettings, release: Release, spec: ModelS
     workspace = fi_allreduce_workspace(spec, settings, release, gpu)
     if workspace:
         inside += workspace
-        reason += f"; + {workspace / MIB:.0f} MiB FlashInfer all-reduce fusion workspace (built with the compiled graph)"
+        reason += (f"; + {workspace / MIB:.0f} MiB FlashInfer all-reduce fusion workspace (three symmetric-memory "
+                   "buffers at the multicast granularity, built with the compiled graph)")
     return inside, outside, reason
 
 

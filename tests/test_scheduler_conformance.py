@@ -60,3 +60,19 @@ def test_a_changed_rule_is_caught():
     late = [first_divergence(_rows(c["steps"]), step_rows(c["trace"], body["release"], rules=replace(
         rules_for(trace_pool(c["trace"], body["release"])), hash_at_schedule=False))) for c in cases]
     assert any(late), late
+
+
+@pytest.mark.parametrize("rule", ["free_uncached_first", "admission_caps_window"])
+def test_the_0_33_rules_are_needed(rule):
+    """vLLM 0.28.0's free order (hashless blocks to the front) and 0.21.0's admission cap of a sliding group:
+    with either rule turned off, a committed 0.33.0 series is no longer the real scheduler's."""
+    from dataclasses import replace
+
+    from vram_detective.simulate.rules import rules_for
+    from vram_detective.simulate.stepwise import trace_pool
+
+    path = next(p for p in FIXTURES if p.name == "vllm-0.33.0.json")
+    cases = json.loads(path.read_text())["cases"]
+    off = [first_divergence(_rows(c["steps"]), step_rows(c["trace"], "0.33.0", rules=replace(
+        rules_for(trace_pool(c["trace"], "0.33.0")), **{rule: False}))) for c in cases]
+    assert any(off), rule

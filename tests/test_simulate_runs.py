@@ -57,3 +57,19 @@ def test_a_shared_block_is_freed_by_its_last_holder_and_a_duplicate_stays_anonym
     assert pool.num_free == 16 and pool.cached["p"].ref[:4] == [1, 1, 0, 0]
     pool.release(second, 0)
     assert pool.num_free == 20 and pool.cached["p"].ref[:4] == [0, 0, 0, 0]
+
+
+def test_from_0_28_a_freed_block_without_a_hash_goes_to_the_front_of_the_queue():
+    """vLLM 0.28.0 block_pool.py free_blocks: hashless blocks prepend_n (reused first), cached ones append_n;
+    before, every freed block went to the back."""
+    for front, evicted in ((False, []), (True, [0, 1])):
+        pool = RunPool(10, 1, True, uncached_first=front)
+        old, new = [], []
+        pool.take(4)
+        pool.cache(old, "a", 0, 4)
+        pool.release(old, 0)  # "a"'s four cached blocks: at the back, behind the 5 never used
+        pool.take(7)  # the 5 never used, then "a"'s positions 3 and 2
+        assert held(pool, "a") == [0, 1] and pool.num_free == 2
+        pool.release(new, 3)  # a request's 3 hashless blocks: to the back before 0.28, the front from it
+        pool.take(3)
+        assert held(pool, "a") == evicted, front

@@ -41,11 +41,12 @@ class Chain:
 
 
 class RunPool:
-    __slots__ = ("queue", "head", "nfree", "size", "cached", "caching", "stamp")
+    __slots__ = ("queue", "head", "nfree", "size", "cached", "caching", "stamp", "uncached_first")
 
-    def __init__(self, num_blocks: int, reserved: int, caching: bool):
+    def __init__(self, num_blocks: int, reserved: int, caching: bool, uncached_first: bool = False):
         self.size = num_blocks
         self.caching = caching
+        self.uncached_first = uncached_first  # rules.free_uncached_first: anonymous blocks freed to the front
         self.nfree = num_blocks - reserved
         self.queue: list[list] = [[None, 0, self.nfree, 0]]
         self.head = 0
@@ -335,6 +336,17 @@ class RunPool:
 
     def _free_anonymous(self, n: int) -> None:
         queue = self.queue
+        if self.uncached_first:  # to the front; anonymous blocks are alike, so their order among them is moot
+            head = self.head
+            if len(queue) > head and queue[head][0] is None:
+                queue[head][2] += n
+            elif head:
+                head = self.head = head - 1
+                queue[head] = [None, 0, n, 0]
+            else:
+                queue.insert(0, [None, 0, n, 0])
+            self.nfree += n
+            return
         if len(queue) > self.head and queue[-1][0] is None:  # the last entry is still in the queue
             queue[-1][2] += n
         else:

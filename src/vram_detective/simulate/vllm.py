@@ -58,7 +58,7 @@ class VllmSim:
         self.ngroups = 0 if self.simple else len(self.windows)
         self.slides = [(g, window - 1) for g, window in enumerate(self.windows) if window]
         self.slides_all = [(g, window) for g, window in enumerate(self.windows) if window]
-        self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching)
+        self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching, rules.free_uncached_first)
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
         self.prefilling: dict[int, _Live] = {}
@@ -79,6 +79,7 @@ class VllmSim:
         self.hash_at_schedule = rules.hash_at_schedule
         self.any_preemption_stops = rules.no_admission_after_preemption == "any"
         self.fits_prompt = rules.admission_fits_prompt
+        self.admission_caps = self._admission_caps(pool, rules.admission_caps_window)
         self.counts_preempted = rules.lookup_counts_preempted
         self.counts_retries = rules.lookup_counts_retries
         self.lookup_in_blocks = rules.lookup_in_blocks
@@ -201,12 +202,24 @@ class VllmSim:
     def _fits(self, r: _Live, hits) -> bool:
         """KVCacheManager.can_fit_full_sequence (v1/core/kv_cache_manager.py, 0.19.0): the blocks of the whole
         prompt, less the hit, plus the free blocks the hit revives, fit the free blocks (the admission gate of
-        scheduler_reserve_full_isl)."""
+        scheduler_reserve_full_isl); from 0.21.0 a sliding group counts at most its admission cap."""
         pool, need = self.blocks, -(-r.tokens // self.bs)
         if self.simple:
             return need - self._hit_blocks(hits) + (pool.revived(hits) if hits else 0) <= pool.nfree
         hit, runs_by_group, _ = hits if hits else (0, (), ())
-        return self.ngroups * (need - hit) + sum(map(pool.revived, runs_by_group)) <= pool.nfree
+        wanted = sum(max(min(need, cap) - hit, 0) for cap in self.admission_caps)
+        return wanted + sum(map(pool.revived, runs_by_group)) <= pool.nfree
+
+    def _admission_caps(self, pool, caps_window: bool) -> list[int]:
+        """Per group, the most blocks the whole-prompt gate counts: a sliding window's group from 0.21.0
+        (kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request: cdiv(min(window - 1 +
+        max_num_batched_tokens, max_model_len), block) + 1; one batch in flight, no async scheduling)."""
+        big = 1 << 62
+        if not caps_window:
+            return [big] * len(self.windows)
+        longest = pool.max_model_len or big
+        return [-(-min(window - 1 + pool.max_num_batched_tokens, longest) // self.bs) + 1
+                if window else big for window in self.windows]
 
     def _hit_blocks(self, hits) -> int:
         if self.simple:

@@ -48,6 +48,31 @@ def test_llamacpp_slot_context_shift():
     assert result.finished == 1
 
 
+def test_llamacpp_shifts_and_truncated_prompts_count_per_request():
+    # 2 slots of 64 cells: two 50-token prompts generating 30 each shift once (two requests short of cells, not one
+    # shared "request -1"); a 100-token prompt is truncated to 63 cells: the slot could not hold it
+    p = PoolSpec("llamacpp", "0.3.16", "", num_blocks=128, block_size=1, block_bytes=10, max_num_seqs=2,
+                 max_num_batched_tokens=512, max_model_len=64)
+    shifted = simulate(p, trace(Request(0.0, 50, 30), Request(0.0, 50, 30)), cost=STEP)
+    assert (shifted.preemptions, shifted.preempted_requests) == (2, 2)
+    truncated = simulate(p, trace(Request(0.0, 100, 5)), cost=STEP)
+    # truncated to 63 cells, its first new token fills the slot and shifts: two events, one request
+    assert [event.mode for event in truncated.preemption_log] == ["prompt truncated", "context shift"]
+    assert (truncated.preempted_requests, truncated.preempted_fraction) == (1, 1.0)
+
+
+def test_llamacpp_smallest_pool_holds_the_longest_request():
+    # the verdict's search must not call a pool that truncates prompts (or shifts) "enough"
+    from vram_detective.simulate.verdict import smallest_pool
+
+    p = PoolSpec("llamacpp", "0.3.16", "", num_blocks=4096, block_size=1, block_bytes=10, max_num_seqs=1,
+                 max_num_batched_tokens=512, max_model_len=4096)
+    # 200 requests: one shared "request -1" for every shift was 0.5 % of them, under the 1 % budget
+    requests = (Request(float(i), 300 + 100 * (i % 8), 20) for i in range(200))
+    verdict = smallest_pool(p, trace(*requests), cost=STEP)
+    assert verdict.blocks >= 1000 + 20  # the 1,000-token prompt and its 20 new tokens in the one slot
+
+
 def test_llamacpp_third_request_waits_for_a_slot():
     p = PoolSpec("llamacpp", "0.3.16", "", num_blocks=1024, block_size=1, block_bytes=10, max_num_seqs=2,
                  max_num_batched_tokens=512, max_model_len=512)

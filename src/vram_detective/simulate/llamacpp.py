@@ -17,7 +17,9 @@ class LlamacppSim:
     def __init__(self, pool, rules, cost, arrivals, rec: Recorder):
         self.pool, self.cost, self.arrivals, self.rec = pool, cost, arrivals, rec
         self.slot_ctx = pool.num_blocks if pool.unified_kv else pool.num_blocks // pool.max_num_seqs
-        self.slots: list[list] = [[None, 0, 0, None, 0] for _ in range(pool.max_num_seqs)]  # req, cells, out, key, kept
+        # req, cells, out, key, kept, serial (the request's number: a shift or a cut counts once per request)
+        self.slots: list[list] = [[None, 0, 0, None, 0, 0] for _ in range(pool.max_num_seqs)]
+        self.serial = 0
         self.waiting: deque = deque()
         self.now = 0.0
         self.shifts = 0
@@ -39,9 +41,13 @@ class LlamacppSim:
                 req = self.waiting.popleft()
                 reuse = min(slot[4], req.prefix_tokens) if slot[3] == req.prefix_id and req.prefix_id else 0
                 prompt = min(req.prompt_tokens, self.slot_ctx - 1)  # the server truncates a too-long prompt
+                self.serial += 1
+                if prompt < req.prompt_tokens:  # the slot could not hold it: counted as short of memory
+                    self.rec.preempt(self.now, self.serial, f"prompt over the slot's {self.slot_ctx} cells",
+                                     "prompt truncated")
                 self.rec.hit_tokens += reuse
                 self.rec.prompt_tokens += prompt
-                slot[:] = [req, prompt, 0, req.prefix_id, reuse]
+                slot[:] = [req, prompt, 0, req.prefix_id, reuse, self.serial]
                 tokens += prompt - reuse
         return tokens
 
@@ -60,11 +66,11 @@ class LlamacppSim:
                     slot[2] = req.output_tokens
                 else:
                     slot[1] -= slot[1] // 2  # n_discard = (n_past - n_keep) / 2
-                    self.rec.preempt(self.now, -1, f"slot {index} full at {limit} cells", "context shift")
+                    self.rec.preempt(self.now, slot[5], f"slot {index} full at {limit} cells", "context shift")
             if slot[2] >= req.output_tokens:
                 self.rec.finished += 1
                 self.arrivals.finished(req, self.now)
-                slot[:] = [None, 0, 0, slot[3], min(slot[1], req.prefix_tokens)]  # cells kept for cache_prompt
+                slot[:] = [None, 0, 0, slot[3], min(slot[1], req.prefix_tokens), 0]  # cells kept for cache_prompt
         return busy
 
     def run(self) -> float:
@@ -96,4 +102,4 @@ class LlamacppSim:
             if slot[0] is not None:
                 self.errors += 1
                 self.arrivals.finished(slot[0], self.now)
-                slot[:] = [None, 0, 0, slot[3], 0]
+                slot[:] = [None, 0, 0, slot[3], 0, 0]

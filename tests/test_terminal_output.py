@@ -281,3 +281,28 @@ def test_a_single_quoted_launch_line(capsys, monkeypatch):
                       "vllm serve Qwen/Qwen2.5-7B-Instruct-AWQ --max-model-len 32k"], capsys, monkeypatch, 120)
     assert out.startswith(_seed_first_line())
     assert "max_model_len=32768" in out
+
+
+def test_compare_shows_a_refused_engine_as_refused():
+    # vLLM 0.33.0's pool holds 32,736 tokens for a 32,768-token request on a 4090: it refuses (its own check); the
+    # column must not read as a start (no nvidia-smi figure, concurrency under one request) and the reason is printed
+    # under the table, not as one long stderr line
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"), NO_COLOR="1", COLUMNS="80")
+    result = subprocess.run([sys.executable, "-m", "vram_detective", "compare", "Qwen/Qwen3-8B", "--gpu", "4090",
+                             "--context", "32k", "--version", "vllm=0.33.0", "--version", "sglang=0.5.23"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    starts = next(line for line in lines if line.startswith("│ starts"))
+    assert starts.split("│")[2].strip() == "no: refuses" and starts.split("│")[3].strip() == "yes"
+    used = next(line for line in lines if line.startswith("│ nvidia-smi used"))
+    assert used.split("│")[2].strip() == "- (refuses)"
+    concurrency = next(line for line in lines if line.startswith("│ concurrency"))
+    assert concurrency.split("│")[2].strip() == "0.99x at 32,768"
+    assert any(line.startswith("  vLLM 0.33.0 would refuse to start: To serve at least one request") for line in lines)
+    assert max(len(line) for line in lines) <= 80

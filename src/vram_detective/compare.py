@@ -8,6 +8,7 @@ weights, minus weights only, everything else in the slack), so the comparison wa
 from __future__ import annotations
 
 import argparse
+import math
 
 from .units import GIB
 
@@ -99,7 +100,8 @@ def rows(breakdowns: list, context: int | None) -> list[tuple[str, ...]]:
     """The side-by-side table: one column per engine."""
     def concurrency(b) -> str:
         length = context or b.max_model_len
-        return f"{b.kv_cache_tokens / length:.2f}x at {length:,}"
+        # rounded down: 32,736 tokens for 32,768-token requests is not one whole request
+        return f"{math.floor(b.kv_cache_tokens * 100 / length) / 100:.2f}x at {length:,}"
 
     def weights(b) -> str:
         mix = next((s.value for s in b.settings if s.name == "gguf_type"), None)
@@ -108,9 +110,13 @@ def rows(breakdowns: list, context: int | None) -> list[tuple[str, ...]]:
         return (_g(b.weights_bytes) + (f" over {devices} GPUs" if devices > 1 else "")
                 + (f" ({mix})" if mix else ""))
 
+    def used(b) -> str:  # a refused start never reaches its steady state: no nvidia-smi figure to show
+        return "- (refuses)" if b.failure is not None else f"{b.nvidia_smi_used_mib:,} MiB"
+
     graphs = [b.figure("cuda_graph_bytes") or 0 for b in breakdowns]
     return [
         ("", *(f"{b.engine_label} {b.engine_version}" for b in breakdowns)),
+        ("starts", *("no: refuses" if b.failure is not None else "yes" for b in breakdowns)),
         ("budget", *(_g(b.components.bytes) for b in breakdowns)),  # what each budget is: under the table
         ("weights per GPU", *(weights(b) for b in breakdowns)),
         ("KV pool", *(_g(b.kv_cache_bytes) for b in breakdowns)),
@@ -120,7 +126,7 @@ def rows(breakdowns: list, context: int | None) -> list[tuple[str, ...]]:
         ("CUDA graphs", *(_g(value) for value in graphs)),
         ("host RAM", *(_g(b.figure("host_ram_bytes")) if b.figure("host_ram_bytes") is not None else "-"
                        for b in breakdowns)),
-        ("nvidia-smi used", *(f"{b.nvidia_smi_used_mib:,} MiB" for b in breakdowns)),
+        ("nvidia-smi used", *(used(b) for b in breakdowns)),
     ]
 
 
@@ -194,7 +200,6 @@ def why(breakdowns: list) -> list[str]:
 
 def run(args) -> int:
     import json
-    import sys
 
     from .units import parse_token_count
 
@@ -231,7 +236,8 @@ def run(args) -> int:
     for item in report["skipped"]:
         label, reason = item["engine"], item["why"]
         print("\n".join(paragraph([f"  {label}: not sized ({reason})"], columns, "    ")))
-    for b in breakdowns:
-        if b.failure is not None:
-            print(f"  {b.engine_label} would refuse to start: {b.failure.message}", file=sys.stderr)
+    refusals = [f"  {b.engine_label} {b.engine_version} would refuse to start: {b.failure.message}"
+                for b in breakdowns if b.failure is not None]
+    if refusals:  # under the table, wrapped: the column's figures are what it sized before refusing
+        print("\n" + "\n".join(paragraph(refusals, columns, "    ")))
     return 0

@@ -9,7 +9,7 @@ vllm_scheduler_driver.py; the simulator runs here (simulate/stepwise.py). Prints
 divergent trace and a table by kind. Asserts nothing.
 
     PYTHONPATH=src python3 benchmarks/scheduler_conformance.py 0.11.0 [--traces N] [--seed S]
-        [--venvs DIR] [--save-fixtures FILE] [--fixture-count N] [-v]
+        [--venvs DIR] [--save-fixtures FILE] [--fixture-count N] [--fixture-include NAME] [-v]
 
 --save-fixtures writes the real scheduler's series of the first N traces of each kind (compact JSON) for
 tests/test_scheduler_conformance.py, which checks them without vLLM.
@@ -165,10 +165,15 @@ def run_length(rows: list[list]) -> list[list]:
     return out
 
 
-def save_fixtures(path: Path, release: str, traces: list[dict], series: dict, per_kind: int) -> None:
+def save_fixtures(path: Path, release: str, traces: list[dict], series: dict, per_kind: int,
+                  include: tuple[str, ...] = ()) -> None:
+    """The first `per_kind` traces of each kind and caching setting, and the traces named in `include` (one
+    that once diverged, kept so CI checks the rule that fixed it)."""
     chosen, seen = [], Counter()
     for trace in traces:
-        if seen[trace["kind"], trace["prefix_caching"]] < per_kind and not isinstance(series[trace["name"]], dict):
+        if isinstance(series[trace["name"]], dict):
+            continue
+        if seen[trace["kind"], trace["prefix_caching"]] < per_kind or trace["name"] in include:
             seen[trace["kind"], trace["prefix_caching"]] += 1
             case = {"trace": trace, "steps": run_length(series[trace["name"]])}
             divergence = first_divergence(series[trace["name"]], step_rows(trace, release))
@@ -192,6 +197,8 @@ def main() -> None:
     parser.add_argument("--venvs", type=Path, default=Path(os.environ.get("VLLM_VENVS", "/work/venvs")))
     parser.add_argument("--save-fixtures", type=Path, metavar="FILE")
     parser.add_argument("--fixture-count", type=int, default=3, help="traces per kind and caching setting")
+    parser.add_argument("--fixture-include", action="append", default=[], metavar="NAME",
+                        help="also save this trace's series (repeatable)")
     parser.add_argument("--series", type=Path, metavar="FILE",
                         help="the real scheduler's series: read from FILE when it exists, else written there")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -213,7 +220,8 @@ def main() -> None:
             print(f"  {trace['name']:24} {divergence}")
     table(results, args.release)
     if args.save_fixtures:
-        save_fixtures(args.save_fixtures, args.release, traces, series, args.fixture_count)
+        save_fixtures(args.save_fixtures, args.release, traces, series, args.fixture_count,
+                      tuple(args.fixture_include))
 
 
 if __name__ == "__main__":

@@ -62,17 +62,19 @@ def test_a_changed_rule_is_caught():
     assert any(late), late
 
 
-@pytest.mark.parametrize("rule", ["free_uncached_first", "admission_caps_window"])
-def test_the_0_33_rules_are_needed(rule):
-    """vLLM 0.28.0's free order (hashless blocks to the front) and 0.21.0's admission cap of a sliding group:
-    with either rule turned off, a committed 0.33.0 series is no longer the real scheduler's."""
+@pytest.mark.parametrize("release,rule", [("0.33.0", "free_uncached_first"), ("0.33.0", "admission_caps_window"),
+                                          ("0.11.0", "keeps_duplicates")])
+def test_each_later_rule_is_needed(release, rule):
+    """vLLM 0.28.0's free order (hashless blocks to the front), 0.21.0's admission cap of a sliding group and
+    V1's cached duplicates (tight-16-cache of 0.11.0: a copy's hash outlives the first block): with the rule
+    turned off, a committed series is no longer the real scheduler's."""
     from dataclasses import replace
 
     from vram_detective.simulate.rules import rules_for
     from vram_detective.simulate.stepwise import trace_pool
 
-    path = next(p for p in FIXTURES if p.name == "vllm-0.33.0.json")
+    path = next(p for p in FIXTURES if p.name == f"vllm-{release}.json")
     cases = json.loads(path.read_text())["cases"]
-    off = [first_divergence(_rows(c["steps"]), step_rows(c["trace"], "0.33.0", rules=replace(
-        rules_for(trace_pool(c["trace"], "0.33.0")), **{rule: False}))) for c in cases]
+    off = [first_divergence(_rows(c["steps"]), step_rows(c["trace"], release, rules=replace(
+        rules_for(trace_pool(c["trace"], release)), **{rule: False}))) for c in cases]
     assert any(off), rule

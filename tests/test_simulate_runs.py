@@ -73,3 +73,24 @@ def test_from_0_28_a_freed_block_without_a_hash_goes_to_the_front_of_the_queue()
         pool.release(new, 3)  # a request's 3 hashless blocks: to the back before 0.28, the front from it
         pool.take(3)
         assert held(pool, "a") == evicted, front
+
+
+def test_a_duplicate_is_a_cached_copy_and_its_hash_outlives_the_first_block():
+    """vLLM V1 block_pool.py (0.8.5-0.33.0) keeps every block of a hash: when the first block of a position is
+    evicted, a lookup still hits the copy."""
+    for keep, hit in ((False, [(0, 2)]), (True, [(0, 2), (2, 4)])):
+        pool = RunPool(20, 0, True, keep_duplicates=keep)
+        first, second = [], []
+        pool.take(4)
+        pool.cache(first, "p", 0, 4)
+        pool.take(4)  # a second request computed the same four blocks (it missed them when it was admitted)
+        pool.cache(second, "p", 0, 4)
+        assert [(c is None, lo, hi) for c, lo, hi in second] == [(not keep, 0, 4)]
+        pool.release(first, 0)  # the first request's blocks go to the back of the queue, its last first
+        pool.take(14)  # the 12 never used, then the first request's positions 3 and 2
+        assert held(pool, "p") == [0, 1]
+        assert [(lo, hi) for _, lo, hi in pool.hits([("p", 0, 4)])] == hit, keep
+        pool.release(second, 0)
+        pool.take(2)  # the first's positions 1 and 0: with copies kept the second's chain becomes the first
+        assert ("p" in pool.cached) == keep
+        assert held(pool, "p") == ([0, 1, 2, 3] if keep else [])

@@ -31,7 +31,8 @@ class EngineRules:
     lookup_counts_retries: bool = True  # ... and a lookup that admits nothing (a blocked head's every retry)
     lookup_in_blocks: bool = False  # ... in full blocks (the lookup's block hashes), not tokens
     admission_caps_window: bool = False  # the whole-prompt gate counts a window's group as its window's blocks
-    free_uncached_first: bool = False  # a freed block without a hash goes to the front of the free queue
+    free_uncached_first: bool = False
+    keeps_duplicates: bool = False  # a block filled with a hash already cached is a cached copy, not anonymous  # a freed block without a hash goes to the front of the free queue
     sources: tuple[str, ...] = ()
 
 

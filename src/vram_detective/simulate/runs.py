@@ -10,7 +10,8 @@ of its group's table).
 Block ids are never observable, only which hashes are cached, the free count and the eviction order, so a
 block is named by what it holds: a cached block is a position of its owner's chain (the owner is what its
 prefix stands for: a shared system prefix, a session, a request; the position its index in the prompt), any
-other block is anonymous (fresh, or a duplicate of a hash another block already holds). A chain keeps, per
+other block is anonymous (fresh; or, where duplicates are not kept (V0), a duplicate of a hash another block
+already holds; V1 keeps a duplicate as a cached copy in an extra chain of the same owner). A chain keeps, per
 position, ref: -1 not cached, 0 cached and free (in the queue), n held by n requests; and qpos: the stamp of
 the queue entry that holds it while free. The queue is a list of entries [chain, lo, hi, stamp] (positions
 hi - 1 down to lo, the order a request frees them) or [None, 0, count, 0] (anonymous blocks), read from a head
@@ -41,9 +42,11 @@ class Chain:
 
 
 class RunPool:
-    __slots__ = ("queue", "head", "nfree", "size", "cached", "caching", "stamp", "uncached_first")
+    __slots__ = ("queue", "head", "nfree", "size", "cached", "caching", "stamp", "uncached_first", "keep_dups",
+                 "dups")
 
-    def __init__(self, num_blocks: int, reserved: int, caching: bool, uncached_first: bool = False):
+    def __init__(self, num_blocks: int, reserved: int, caching: bool, uncached_first: bool = False,
+                 keep_duplicates: bool = False):
         self.size = num_blocks
         self.caching = caching
         self.uncached_first = uncached_first  # rules.free_uncached_first: anonymous blocks freed to the front
@@ -52,6 +55,10 @@ class RunPool:
         self.head = 0
         self.cached: dict[object, Chain] = {}
         self.stamp = 0
+        # rules.keeps_duplicates: a block filled with a hash another block holds is a cached copy too (kept in
+        # extra chains per owner, oldest first); a lookup takes the oldest cached copy of each position
+        self.keep_dups = keep_duplicates
+        self.dups: dict[object, list[Chain]] = {}
 
     @property
     def num_free(self) -> int:
@@ -78,8 +85,72 @@ class RunPool:
             if end > first:
                 out.append([chain, first, end])
             if end < stop:
-                break
+                if owner not in self.dups:
+                    break
+                end = self._copy_hits(out, chain, owner, end, stop)
+                if end < stop:
+                    break
         return out
+
+    def _copy_hits(self, out: list[list], chain: Chain, owner: object, pos: int, stop: int) -> int:
+        """hits() past the first position the owner's first chain misses: each position's oldest cached copy
+        (BlockHashToBlockMap.get_one_block, v1/core/block_pool.py 0.11.0). Returns where the hit stops."""
+        copies = [chain] + self.dups[owner]
+        while pos < stop:
+            for copy in copies:
+                if len(copy.ref) > pos and copy.ref[pos] >= 0:
+                    break
+            else:
+                return pos
+            _append(out, copy, pos, pos + 1)
+            pos += 1
+        return pos
+
+    def refs(self, owner: object, first: int, stop: int) -> list[int]:
+        """The ref of each position in [first, stop) of owner's oldest cached copy (-1: none cached)."""
+        chain = self.cached.get(owner)
+        seg = chain.ref[first:stop] if chain is not None else []
+        seg += NONE * (stop - first - len(seg))
+        dups = self.dups.get(owner)
+        if dups and -1 in seg:
+            for i, v in enumerate(seg):
+                if v == -1:
+                    for copy in dups:
+                        if len(copy.ref) > first + i and copy.ref[first + i] >= 0:
+                            seg[i] = copy.ref[first + i]
+                            break
+        return seg
+
+    def _drop(self, chain: Chain) -> None:
+        """A chain with no cached position left: forgotten; an owner's next copy becomes its first chain."""
+        owner, cached = chain.owner, self.cached
+        dups = self.dups.get(owner)
+        if cached.get(owner) is chain:
+            if dups:
+                cached[owner] = dups.pop(0)
+            else:
+                del cached[owner]
+        elif dups and chain in dups:
+            dups.remove(chain)
+        if dups is not None and not dups:
+            del self.dups[owner]
+
+    def _cache_copy(self, table: list[list], owner: object, lo: int, hi: int) -> None:
+        """Positions [lo, hi) that another block already holds: a cached copy in the owner's first extra chain
+        free there (vLLM 0.8.5-0.33.0 block_pool.py: "we currently don't de-duplicate the blocks")."""
+        dups = self.dups.setdefault(owner, [])
+        for copy in dups:
+            if len(copy.ref) < hi:
+                copy.grow(hi)
+            if copy.ref[lo:hi].count(-1) == hi - lo:
+                break
+        else:
+            copy = Chain(owner)
+            copy.grow(hi)
+            dups.append(copy)
+        copy.ref[lo:hi] = [1] * (hi - lo)
+        copy.count += hi - lo
+        _append(table, copy, lo, hi)
 
     @staticmethod
     def revived(hits: list[list]) -> int:
@@ -112,8 +183,8 @@ class RunPool:
                     chain.ref[lo] = -1
                     chain.count -= 1
                     count -= 1
-                    if not chain.count and cached.get(chain.owner) is chain:
-                        del cached[chain.owner]
+                    if not chain.count:
+                        self._drop(chain)
                 head += 1
                 continue
             if chain is None:
@@ -151,8 +222,8 @@ class RunPool:
             if free:
                 count -= free
                 chain.count -= free
-                if not chain.count and cached.get(chain.owner) is chain:
-                    del cached[chain.owner]
+                if not chain.count:
+                    self._drop(chain)
             head += 1
         if head > 4096 and 2 * head > len(queue):  # drop the consumed front now and then
             del queue[:head]
@@ -194,8 +265,8 @@ class RunPool:
     def _evict(self, chain: Chain, lo: int, hi: int) -> None:
         chain.ref[lo:hi] = NONE * (hi - lo)
         chain.count -= hi - lo
-        if not chain.count and self.cached.get(chain.owner) is chain:
-            del self.cached[chain.owner]
+        if not chain.count:
+            self._drop(chain)
 
     def cache_ones(self, tables: list[list[list]], skips: list[int], owner: object, i: int) -> None:
         """cache(tables[g], (owner, g), i, i + 1) in every group g whose window still holds block i: the block a
@@ -219,6 +290,8 @@ class RunPool:
                     last[2] = i + 1
                 else:
                     table.append([chain, i, i + 1])
+            elif self.keep_dups:
+                self._cache_copy(table, key, i, i + 1)
             elif last[0] is None:
                 last[2] += 1
             else:
@@ -238,6 +311,8 @@ class RunPool:
                 ref[first] = 1
                 chain.count += 1
                 _append(table, chain, first, stop)
+            elif self.keep_dups:
+                self._cache_copy(table, owner, first, stop)
             else:
                 _append(table, None, 0, 1)
             return
@@ -259,6 +334,8 @@ class RunPool:
                 ref[first + i:first + j] = [1] * (j - i)
                 chain.count += j - i
                 _append(table, chain, first + i, first + j)
+            elif self.keep_dups:
+                self._cache_copy(table, owner, first + i, first + j)
             else:
                 _append(table, None, 0, j - i)
             i = j

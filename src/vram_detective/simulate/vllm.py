@@ -58,7 +58,8 @@ class VllmSim:
         self.ngroups = 0 if self.simple else len(self.windows)
         self.slides = [(g, window - 1) for g, window in enumerate(self.windows) if window]
         self.slides_all = [(g, window) for g, window in enumerate(self.windows) if window]
-        self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching, rules.free_uncached_first)
+        self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching, rules.free_uncached_first,
+                              rules.keeps_duplicates)
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
         self.prefilling: dict[int, _Live] = {}
@@ -138,15 +139,12 @@ class VllmSim:
 
     def _window_hit(self, spans, g: int, window: int, reach: int) -> tuple[int, int]:
         """(first held block, hit blocks) of sliding group g below `reach` (_hybrid_hits)."""
-        cached, refs = self.blocks.cached, []
+        refs = []
         for owner, first, stop in spans:
             if first >= reach:
                 break
             stop = min(stop, reach)
-            chain = cached.get((owner, g))
-            seg = chain.ref[first:stop] if chain is not None else []
-            refs += seg
-            refs += [-1] * (stop - first - len(seg))
+            refs += self.blocks.refs((owner, g), first, stop)
         need = -(-(window - 1) // self.bs)
         top = reach
         while top > 0:  # runs of cached blocks from the top down: the first one of `need` blocks is the hit

@@ -496,6 +496,8 @@ RULE_CHANGES: tuple[Rule, ...] = (
     _row("0.9.0", "v1", "scheduler_lookup_in_blocks", False, "v1/core/kv_cache_manager.py 0.9.0 get_computed_blocks: queries += request.num_tokens"),
     _row("0.0.0", "v1", "scheduler_lookup_counts_retries", True, "v1/core/kv_cache_manager.py 0.11.0-0.26.0: get_computed_blocks records every lookup"),
     _row("0.27.0", "v1", "scheduler_lookup_counts_retries", False, "v1/core/sched/scheduler.py 0.27.0: record_prefix_cache_stats at admission ('so unscheduled lookups are not counted')"),
+    _row("0.0.0", "v0", "scheduler_keeps_duplicates", False, "vllm/core/block/prefix_caching_block.py 0.6.3 promote_to_immutable_block: a full block whose hash is cached is swapped for the cached one"),
+    _row("0.0.0", "v1", "scheduler_keeps_duplicates", True, "v1/core/block_pool.py 0.8.5-0.33.0: cached_block_hash_to_block keeps every block of a hash ('we currently don't de-duplicate the blocks')"),
     _row("0.0.0", "v0", "scheduler_admission_caps_window", False, "vllm/core/block_manager.py 0.6.3: a sliding window allocates every block (no admission cap)"),
     _row("0.0.0", "v0", "scheduler_free_uncached_first", False, "vllm/core/block/prefix_caching_block.py 0.6.3: the V0 evictor, no V1 free queue"),
     _row("0.0.0", "v1", "scheduler_admission_caps_window", False, "v1/core/kv_cache_manager.py 0.19.0 can_fit_full_sequence: every group counts the whole prompt's blocks"),

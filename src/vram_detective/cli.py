@@ -31,6 +31,7 @@ EXAMPLES = """examples:
 
 
 from .errors import BadInput  # noqa: E402 - the project's error base (errors.py)
+from .term import HelpFormatter  # --help fitted to the terminal
 
 
 class _Parser(argparse.ArgumentParser):
@@ -136,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vram-detective",
         description="Predict and explain the GPU memory an inference engine (vLLM, SGLang, llama.cpp,\n"
                     "Ollama) takes at startup, byte by byte, without a GPU.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES, formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vram-detective {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -147,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
                     ".gguf file, an Ollama tag, llama.cpp flags or a pasted line say otherwise. A\n"
                     "pasted launch line may follow `--`; the tool's own options (--gpu,\n"
                     "--engine-version, output) go before the `--`.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES, formatter_class=HelpFormatter,
     )
     add_model_arguments(explain, model_optional=True,
                         gpu_help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"), or "auto": this machine\'s GPUs '

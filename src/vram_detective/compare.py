@@ -11,6 +11,7 @@ import argparse
 import math
 
 from .units import GIB
+from .term import HelpFormatter  # --help fitted to the terminal
 
 EXAMPLES = """examples:
   vram-detective compare Qwen/Qwen3-8B --gpu 4090 --context 32k          # vLLM, SGLang, llama.cpp (Q4_K_M)
@@ -27,7 +28,7 @@ DEFAULT_GGUF_TYPE = "Q4_K_M"  # what most llama.cpp users download; --gguf-type 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare", help="the same model and GPU on each engine (vLLM, SGLang, llama.cpp), side by side, and why they differ",
-        description=__doc__.splitlines()[0], epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__.splitlines()[0], epilog=EXAMPLES, formatter_class=HelpFormatter)
     parser.add_argument("model", help="catalog repo id, local model directory or .gguf file")
     parser.add_argument("--gpu", required=True, help='GPU name or alias ("RTX 4090", "H100")')
     parser.add_argument("--context", help="tokens per request for the concurrency row (32k or 32768; default: "

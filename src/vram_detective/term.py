@@ -8,6 +8,7 @@ A table is tried in three layouts, widest first, and the first that fits is prin
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import textwrap
@@ -204,3 +205,57 @@ def columns_text(rows: list[tuple], aligns: str, columns: int | None, indent: st
             out.append(head.rstrip())
             out += wrap(last, columns, indent + "    ", indent + "    ")
     return out
+
+
+def help_lines(text: str, columns: int) -> list[str]:
+    """A --help description or epilog fitted to `columns`: short lines as written; a long example command
+    continued with ' \\' (as a shell reads it); a long prose line wrapped under its own indentation, and under
+    its definition when it is a 'term   meaning' row (two or more spaces after the term)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= columns:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        if line.lstrip().startswith("vram-detective "):
+            out += _continued(line, lead, columns)
+            continue
+        term = re.match(r"\s*\S+(?: \S+)*\s{2,}", line)
+        under = " " * term.end() if term and term.end() < columns // 2 else lead
+        out += textwrap.wrap(line, columns, initial_indent="", subsequent_indent=under, break_on_hyphens=False,
+                             drop_whitespace=True) or [line]
+    return out
+
+
+def _continued(line: str, lead: str, columns: int) -> list[str]:
+    """A shell command over several lines: a flag kept with its value, a trailing comment on a line of its own
+    when it does not fit."""
+    command, _, comment = line.partition("  #")
+    words = command.split()
+    pieces: list[str] = []
+    for word in words:  # '--flag value' stays together
+        if pieces and pieces[-1].startswith("-") and " " not in pieces[-1] and not word.startswith("-"):
+            pieces[-1] += " " + word
+        else:
+            pieces.append(word)
+    lines, current = [], lead + pieces[0]
+    for piece in pieces[1:]:
+        if len(current) + 1 + len(piece) + 2 > columns:
+            lines.append(current + " \\")
+            current = f"{lead}    {piece}"
+        else:
+            current += " " + piece
+    if comment and len(current) + 3 + len(comment.rstrip()) <= columns:
+        current += "  #" + comment.rstrip()
+    elif comment:
+        lines.append(current)
+        current = f"{lead}    #{comment.rstrip()}"
+    return lines + [current]
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """--help with descriptions and examples as written, fitted to the terminal (help_lines)."""
+
+    def _fill_text(self, text, width, indent):
+        fitted = "\n".join(indent + line for line in help_lines(text, max(width, 40)))
+        return fitted + ("\n" if text.endswith("\n") else "")

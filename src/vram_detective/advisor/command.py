@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from ..term import HelpFormatter  # --help fitted to the terminal
 
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
@@ -42,7 +43,7 @@ def register(subparsers) -> None:
         "whatif", help="what every lever (utilization, context, batch, fp8 KV, graphs, offload, quantization, TP/PP) changes",
         description="Predict the baseline (MODEL on a GPU with the given vLLM flags), then every lever one at a time: "
                     "the change in weights, KV pool, tokens, concurrency and nvidia-smi, and what each costs.",
-        epilog=WHATIF_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=WHATIF_EXAMPLES, formatter_class=HelpFormatter)
     _common(whatif)
     whatif.add_argument("--no-checkpoints", action="store_true", help="leave out the catalog's other checkpoints")
     _add_vllm_flags(whatif)
@@ -52,7 +53,7 @@ def register(subparsers) -> None:
         description="Search vLLM's settings and the catalog's bf16 / FP8 / AWQ / GPTQ variants of MODEL for the "
                     "configurations that meet the target, rank them, name what binds each, and print the exact "
                     "launch command of the best. vLLM flags given here are kept as they are (pinned).",
-        epilog=FIT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=FIT_EXAMPLES, formatter_class=HelpFormatter)
     _common(fit)
     target = fit.add_argument_group("the target")
     target.add_argument("--gpus", type=int, default=1, help="GPUs available (tensor x pipeline parallel up to this; default 1)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+from ..term import HelpFormatter  # --help fitted to the terminal
 
 EXAMPLES = """examples:
   vram-detective logs vllm.log
@@ -27,7 +28,7 @@ def register(subparsers) -> None:
                     "with the likely cause of each gap, what nvidia-smi's number is made of, which flags would "
                     "shrink the footprint, and, when the log goes on while serving, how much of the KV pool the "
                     "traffic used (the periodic 'KV cache usage' / 'token usage' lines).",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES, formatter_class=HelpFormatter,
     )
     parser.add_argument("log", nargs="?", help="the engine's log file, or - to read standard input (optional with "
                                                 "--nvidia-smi and --model)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from ..term import HelpFormatter  # --help fitted to the terminal
 
 EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
@@ -44,7 +45,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "simulate", help="run a request workload against the predicted KV pool: occupancy, preemptions, "
                          "and the smallest pool that serves it",
-        description=__doc__.splitlines()[0], epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__.splitlines()[0], epilog=EXAMPLES, formatter_class=HelpFormatter)
     add_model_arguments(parser)
     run_group = parser.add_argument_group("the workload")
     run_group.add_argument("--workload", required=True, metavar="SPEC",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from ..term import HelpFormatter  # --help fitted to the terminal
 
 EXIT_BAD_INPUT = 2
 GIB = 1 << 30
@@ -25,7 +26,7 @@ def register(subparsers) -> None:
                     "--deadline), then compare the pool it reports and how full it gets with the prediction for "
                     "MODEL on --gpu, and simulate the traffic it saw.",
         epilog="example:\n  vram-detective watch http://127.0.0.1:8000/metrics Qwen/Qwen3-8B --gpu 4090",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     watch.add_argument("url", help="the engine's metrics URL (http://HOST:PORT/metrics; /metrics is added to a bare "
                                    "host:port)")
     add_model_arguments(watch, model_optional=True)

@@ -3,6 +3,7 @@ of cli.py). register() only declares arguments; run() imports Starlette and uvic
 from __future__ import annotations
 
 import argparse
+from ..term import HelpFormatter  # --help fitted to the terminal
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -13,7 +14,7 @@ def register(subparsers) -> None:
         description="Serve the page and the JSON API (/api) on this machine. Binds 127.0.0.1 unless --host says "
                     "otherwise. Requests never make the server read a local path unless --allow-local-models DIR "
                     "is given (then only under DIR).",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--allow-local-models", metavar="DIR", default=None,

@@ -61,3 +61,41 @@ def test_the_shipped_data_is_what_the_refit_script_writes():
     shipped = json.loads((ROOT / "src" / "vram_detective" / "data" / "intervals.json").read_text())
     assert shipped["groups"] == intervals.fit(refit_intervals.rows())["groups"]
     assert 0.85 <= shipped["coverage"]["two_fold_held_out"]["share"] <= 0.95
+
+
+# --- every interval within what can exist (issue 27) ------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st  # noqa: E402
+
+_SETUPS = st.tuples(
+    st.sampled_from([("vllm", {}), ("sglang", {}), ("llamacpp", {"gguf_type": "Q4_K_M"}),
+                     ("llamacpp", {"gguf_type": "Q8_0"})]),
+    st.sampled_from(["Qwen/Qwen3-8B", "Qwen/Qwen2.5-7B-Instruct-AWQ", "meta-llama/Llama-3.1-70B-Instruct",
+                     "google/gemma-3-27b-it", "Qwen/Qwen3-0.6B"]),
+    st.sampled_from(["RTX 4090", "H100", "RTX 3060", "A10G"]),
+    st.sampled_from([4096, 32768, None]),
+)
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_SETUPS)
+def test_every_interval_lies_on_the_card_and_holds_its_figure(setup):
+    from vram_detective import api
+    from vram_detective.errors import EngineRefused
+    from vram_detective.hardware import find_gpu
+
+    (engine, extra), model, gpu, context = setup
+    length = ({"max_model_len": context} if engine == "vllm" else {"context_length": context} if engine == "sglang"
+              else {"n_ctx": context}) if context else {}
+    try:
+        b = api.explain(model, gpu, engine=engine, **extra, **length)
+    except EngineRefused:
+        return
+    card = find_gpu(gpu)
+    on_the_gpu = {"weights_gib": card.cuda_total_bytes / 2**30, "kv_cache_gib": card.cuda_total_bytes / 2**30,
+                  "nvidia_smi_used_mib": card.nvidia_smi_total_mib}
+    for item in b.intervals:
+        assert 0 <= item.low <= item.value <= item.high, item
+        if item.key in on_the_gpu:  # a figure past the card (weights that do not fit) is its own upper end
+            assert item.high <= max(on_the_gpu[item.key], item.value), item
+    if b.failure is not None:
+        assert "nvidia_smi_used_mib" not in {item.key for item in b.intervals}

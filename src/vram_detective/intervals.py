@@ -75,12 +75,46 @@ def attach(breakdown: Breakdown) -> Breakdown:
     era, device = breakdown_era(breakdown), gpu_class(breakdown.total_gpu_bytes)
     found = []
     for key, value in schema_figures(breakdown).items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value == 0:
-            continue  # a zero is a rule's exact answer (no CPU blocks, no graphs), not a measurement
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            # a zero is a rule's exact answer (no CPU blocks, no graphs), not a measurement; a negative is a
+            # shortfall (the KV memory left after weights that do not fit), a figure no start ever reaches
+            continue
+        if key == "nvidia_smi_used_mib" and breakdown.failure is not None:
+            continue  # a refused start never reaches the steady state nvidia-smi would show
         interval = interval_of(breakdown.engine_name, key, float(value), era, device)
         if interval is not None:
-            found.append(interval)
+            found.append(within_the_card(interval, breakdown))
     return replace(breakdown, intervals=tuple(found), verdict_margin=verdict_margin(breakdown, found))
+
+
+def card_limit(key: str, breakdown: Breakdown) -> float | None:
+    """The most one GPU can hold of a figure, in the figure's unit (None: not a size on one GPU). nvidia-smi's
+    total is the CUDA total plus what the driver reserves, so 'used' is capped at the card's nvidia-smi total."""
+    if key.startswith(("cpu", "cuda_host", "host")) or "total" in key:
+        return None
+    total = breakdown.total_gpu_bytes
+    if key == "nvidia_smi_used_mib":
+        from .hardware import all_gpus
+
+        listed = {gpu.name: gpu.nvidia_smi_total_mib for gpu in all_gpus()}.get(breakdown.gpu_name)
+        return float(listed) if listed else None
+    if key.endswith("_mib"):
+        return total / (1024 * 1024)
+    if key.endswith("_gib"):
+        return total / GIB
+    if key.endswith("_gb"):
+        return total / 1e9
+    if key == "kv_cache_tokens" and breakdown.kv_bytes_per_token > 0:
+        return total / breakdown.kv_bytes_per_token
+    return None
+
+
+def within_the_card(interval: Interval, breakdown: Breakdown) -> Interval:
+    """The interval clipped to what can exist: never below 0, never above the GPU (and never past its own point,
+    which a figure on the card already is)."""
+    limit = card_limit(interval.key, breakdown)
+    high = interval.high if limit is None else max(min(interval.high, limit), interval.value)
+    return replace(interval, low=max(interval.low, 0.0), high=high)
 
 
 def interval_of(engine: str, key: str, value: float, era: str, gpu_class: str) -> Interval | None:

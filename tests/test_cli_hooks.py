@@ -13,7 +13,9 @@ SEED = ["Qwen/Qwen2.5-7B-Instruct-AWQ", "--gpu", "RTX 4090", "--max-model-len", 
 def test_explain_html_writes_the_report_beside_the_usual_output(tmp_path, capsys):
     report = tmp_path / "report.html"
     assert main(["explain", *SEED, "--json", "--html", str(report)]) == 0
-    printed = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out)
+    assert captured.err == f"wrote {report}\n"  # said on stderr: stdout stays the JSON answer
     html = report.read_text(encoding="utf-8")
     assert html.startswith("<!doctype html>") and "<svg" in html and "<script" not in html
     assert f"{printed['nvidia_smi_used_mib']:,} MiB" in html
@@ -31,7 +33,9 @@ def test_logs_keeps_the_last_runs_and_summarizes_the_earlier_ones(tmp_path, caps
     log.write_text("\n".join([case["log"]] * 70) + "\n", encoding="utf-8")
     html = tmp_path / "logs.html"
     assert main(["logs", str(log), "--json", "--html", str(html)]) == 0
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert f"wrote {html}\n" in captured.err
     assert len(report["runs"]) == 64 and report["earlier_runs"]["runs"] == 6
     assert report["runs"][-1]["run"] == 70 and sum(not run.get("summary_only") for run in report["runs"]) == 8
     assert "<svg" in html.read_text(encoding="utf-8")

@@ -382,11 +382,13 @@ def _engine_options(args: argparse.Namespace, settings: dict) -> dict:
 
 
 def _write_text(path: str, text: str) -> None:
+    """Write a report the user named, and say so on stderr (stdout stays the answer, --json included)."""
     try:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
     except OSError as error:
         raise BadInput(f"cannot write {path}: {error.strerror or error}") from None
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def _source_options(args: argparse.Namespace) -> dict:

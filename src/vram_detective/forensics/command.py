@@ -82,6 +82,7 @@ def run(args) -> int:
         except OSError as error:
             print(f"vram-detective: error: cannot write {args.html}: {error.strerror or error}", file=sys.stderr)
             return 2
+        print(f"wrote {args.html}", file=sys.stderr)
     try:
         if args.json:
             import json

@@ -15,11 +15,16 @@ EXIT_BAD_INPUT = 2
 VLLM_PATHS = ("v0", "v1")  # vLLM's engine paths (--vllm-engine; `--engine v0|v1` before there were engines)
 
 EXAMPLES = """examples:
-  vram-detective explain Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --max-model-len 32k
-  vram-detective explain meta-llama/Llama-3.1-70B-Instruct --gpu H100 -tp 4 --vllm-version 0.8.5
-  vram-detective explain --gpu 4090 -- vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.8 --max-num-seqs 64
-  vram-detective explain Qwen/Qwen3-8B            # no --gpu: how it fares on the common GPUs
-  vram-detective explain --gpu H100 -- python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2
+  vram-detective explain Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" \\
+      --max-model-len 32k
+  vram-detective explain meta-llama/Llama-3.1-70B-Instruct --gpu H100 -tp 4 \\
+      --vllm-version 0.8.5
+  vram-detective explain --gpu 4090 -- vllm serve Qwen/Qwen3-8B \\
+      --gpu-memory-utilization 0.8 --max-num-seqs 64
+  vram-detective explain Qwen/Qwen3-8B     # no --gpu: the common GPUs
+  vram-detective explain --gpu H100 -- python -m sglang.launch_server \\
+      --model-path Qwen/Qwen3-8B --tp 2
+  vram-detective explain ./model-Q4_K_M.gguf --gpu 4090 -c 32768   # llama.cpp
   vram-detective compare Qwen/Qwen3-8B --gpu 4090 --context 32k
   vram-detective score groundtruth/dev.jsonl --json
 """
@@ -129,8 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog="vram-detective",
-        description="Predict and explain the GPU memory an inference engine (vLLM, SGLang, llama.cpp, Ollama) takes at "
-                    "startup, byte by byte, without a GPU.",
+        description="Predict and explain the GPU memory an inference engine (vLLM, SGLang, llama.cpp,\n"
+                    "Ollama) takes at startup, byte by byte, without a GPU.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vram-detective {__version__}")
@@ -138,8 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = commands.add_parser(
         "explain", help="where every GiB goes for a model on a GPU, and what the engine will print",
-        description="Predict vLLM's startup memory for MODEL on a GPU. A pasted launch line may follow `--`; "
-                    "the tool's own options (--gpu, --vllm-version, output) go before the `--`.",
+        description="Predict an engine's startup memory for MODEL on a GPU: vLLM unless --engine, a\n"
+                    ".gguf file, an Ollama tag, llama.cpp flags or a pasted line say otherwise. A\n"
+                    "pasted launch line may follow `--`; the tool's own options (--gpu,\n"
+                    "--engine-version, output) go before the `--`.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_arguments(explain, model_optional=True,

@@ -151,6 +151,14 @@ def case_model(case: dict, catalog_only: bool = False) -> CaseModel | str:
     return CaseModel(spec, found.origin, note)
 
 
+def _sizable_case_model(case: dict, catalog_only: bool) -> CaseModel | str:
+    """The case's model when its GPU can be sized too, else why not (the model's reason first)."""
+    model = case_model(case, catalog_only)
+    if isinstance(model, str):
+        return model
+    return _unknown_gpu(case) or model
+
+
 def _unknown_gpu(case: dict) -> str | None:
     """Why a case's GPU cannot be sized: it names a card the GPU table lacks and the log printed no total."""
     from .hardware import UnknownGpuError, find_gpu
@@ -205,13 +213,10 @@ def _predict(case: dict, catalog_only: bool = False) -> tuple[Prediction | None,
     for key, what in UNMODELLED_SETTINGS.items():
         if settings.get(key):
             return None, f"{what} not modelled yet"
-    model = case_model(case, catalog_only)
+    model = _sizable_case_model(case, catalog_only)
     if isinstance(model, str):
         return None, model
     spec = model.spec
-    why = _unknown_gpu(case)
-    if why:
-        return None, why
     gpu, partial = _case_gpu(case)
     version, basis = _case_version(case, spec)
     if not version:
@@ -492,13 +497,10 @@ def _score_sglang_case(case: dict, catalog_only: bool = False) -> tuple[dict | N
     why = accuracy.unmodelled(case)
     if why:
         return None, why
-    model = case_model(case, catalog_only)
+    model = _sizable_case_model(case, catalog_only)
     if isinstance(model, str):
         return None, model
     spec = model.spec
-    why = _unknown_gpu(case)
-    if why:
-        return None, why
     try:
         gpu = find_gpu(case["gpu"]) if case.get("gpu") else None
     except UnknownGpuError:

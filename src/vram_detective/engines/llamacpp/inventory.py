@@ -7,32 +7,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..common.tensors import TensorGroup
+
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 _ROLES = (("norm", "norm"), ("token_embd", "embedding"), ("_exps", "experts"), ("attn", "attention"),
           ("ffn", "mlp"), ("ssm", "mamba"))
 
 
 @dataclass(frozen=True)
-class GgufTensorGroup:
-    name: str
-    count: int
-    shape: tuple[int, ...]
-    dtype: str
-    bytes_each: int
-    role: str
-
-    @property
-    def bytes(self) -> int:
-        return self.count * self.bytes_each
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "count": self.count, "shape": list(self.shape), "dtype": self.dtype,
-                "bytes": self.bytes, "role": self.role}
-
-
-@dataclass(frozen=True)
 class GgufInventory:
-    groups: tuple[GgufTensorGroup, ...]
+    groups: tuple[TensorGroup, ...]
 
 
 def _role(name: str) -> str:
@@ -64,5 +48,5 @@ def inventory(tensors) -> GgufInventory:
         name, dtype, shape = key
         if "{}" in name:
             name = name.replace("{}", "{" + _span(layers) + "}")
-        groups.append(GgufTensorGroup(name, len(layers), shape, dtype, sizes[key], _role(name)))
+        groups.append(TensorGroup(name, len(layers), shape, dtype, sizes[key], _role(name)))
     return GgufInventory(tuple(groups))

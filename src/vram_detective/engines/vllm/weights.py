@@ -12,30 +12,13 @@ from dataclasses import dataclass
 from ...model.config import ModelSpec
 from ...model.dtypes import DTYPE_BYTES
 from ...model.quantization import QuantConfig
+from ..common.tensors import TensorGroup
 from .quant_kernels import KernelLayout, expert_tensors, linear_tensors
 
 ROLES = (
     "embedding", "attention", "mlp", "expert", "router", "norm", "lm_head", "quantization metadata",
     "rotary cache", "vocab padding", "position embedding", "lora", "vision", "encoder", "model buffers",
 )
-
-
-@dataclass(frozen=True)
-class TensorGroup:
-    name: str  # pattern, e.g. "model.layers.{0..31}.self_attn.qkv_proj.qweight"
-    count: int
-    shape: tuple[int, ...]
-    dtype: str
-    bytes_each: int
-    role: str
-
-    @property
-    def bytes(self) -> int:
-        return self.count * self.bytes_each
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "count": self.count, "shape": list(self.shape), "dtype": self.dtype,
-                "bytes": self.bytes, "role": self.role}
 
 
 @dataclass(frozen=True)

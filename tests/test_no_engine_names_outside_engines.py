@@ -52,7 +52,42 @@ def test_no_engine_name_and_no_hook_probe_outside_engines():
     assert (len(_hits(NAMES, files)), len(_hits(PROBES, files))) == (0, 0)
 
 
+# The ratchet until the strict xfail above turns: per file, at most what was observed (one line per file, so work
+# on different files lands without touching the same line). Lower a count, or delete its line, when a file gets
+# rid of its branches; never raise one.
+NAME_BUDGET = {
+    "advisor/gguf_advisor.py": 3,
+    "advisor/launch_command.py": 3,
+    "advisor/levers.py": 2,
+    "advisor/search.py": 5,
+    "advisor/sglang_advisor.py": 1,
+    "fidelity.py": 4,
+    "forensics/__init__.py": 1,
+    "forensics/command.py": 5,
+    "forensics/engine_logs.py": 1,
+    "forensics/infer.py": 6,
+    "forensics/reconcile.py": 4,
+    "forensics/streaming.py": 1,
+    "scoring.py": 11,
+    "simulate/__init__.py": 5,
+    "simulate/fit.py": 2,
+    "simulate/rules.py": 2,
+    "simulate/verdict.py": 2,
+    "simulate/vllm.py": 1,
+    "web/service.py": 3,
+}
+PROBE_BUDGET = {
+    "deploy/command.py": 1,
+    "forensics/engine_logs.py": 1,
+    "watch/command.py": 1,
+}
+
+
+def _over_budget(pattern: re.Pattern, budget: dict[str, int]) -> dict[str, int]:
+    counts = {str(path.relative_to(SRC)): len(_hits(pattern, [path])) for path in _outside_engines()}
+    return {name: n for name, n in counts.items() if n > budget.get(name, 0)}
+
+
 def test_the_count_does_not_grow():
-    """The ratchet until the strict xfail above turns: at most what was observed when it was written."""
-    files = _outside_engines()
-    assert len(_hits(NAMES, files)) <= 62 and len(_hits(PROBES, files)) <= 3
+    assert _over_budget(NAMES, NAME_BUDGET) == {}
+    assert _over_budget(PROBES, PROBE_BUDGET) == {}

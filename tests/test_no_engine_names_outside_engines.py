@@ -62,12 +62,9 @@ NAME_BUDGET = {
     "advisor/search.py": 5,
     "advisor/sglang_advisor.py": 1,
     "fidelity.py": 4,
-    "forensics/__init__.py": 1,
     "forensics/command.py": 5,
-    "forensics/engine_logs.py": 1,
     "forensics/infer.py": 6,
     "forensics/reconcile.py": 4,
-    "forensics/streaming.py": 1,
     "scoring.py": 11,
     "simulate/__init__.py": 5,
     "simulate/fit.py": 2,
@@ -76,7 +73,6 @@ NAME_BUDGET = {
     "simulate/vllm.py": 1,
 }
 PROBE_BUDGET = {
-    "forensics/engine_logs.py": 1,
 }
 
 

@@ -61,12 +61,9 @@ NAME_BUDGET = {
     "advisor/levers.py": 2,
     "advisor/search.py": 5,
     "advisor/sglang_advisor.py": 1,
-    "forensics/__init__.py": 1,
     "forensics/command.py": 5,
-    "forensics/engine_logs.py": 1,
     "forensics/infer.py": 6,
     "forensics/reconcile.py": 4,
-    "forensics/streaming.py": 1,
     "simulate/__init__.py": 5,
     "simulate/fit.py": 2,
     "simulate/rules.py": 2,
@@ -76,7 +73,6 @@ NAME_BUDGET = {
 }
 PROBE_BUDGET = {
     "deploy/command.py": 1,
-    "forensics/engine_logs.py": 1,
     "watch/command.py": 1,
 }
 

@@ -46,17 +46,20 @@ def budget_fraction(b: Breakdown):
 
 def smallest_footprint(b: Breakdown, explain, flag_names: dict | None = None) -> Smallest | None:
     """Bisect the budget fraction down to the least (2 decimals) at which the engine still starts with one
-    max-length request. `explain(name, value)` -> Breakdown (or raises: does not start)."""
+    max-length request and room beyond the pool's error (intervals.starts_safely, fit's margin).
+    `explain(name, value)` -> Breakdown (or raises: does not start)."""
     setting = budget_fraction(b)
     if setting is None or b.failure is not None:
         return None
+
+    from .intervals import starts_safely
 
     def starts(value: float):
         try:
             trial = explain(setting.name, value)
         except Exception:  # noqa: BLE001 - any refusal or bad value: it does not start there
             return None
-        return trial if trial.failure is None and trial.max_concurrency >= 1 else None
+        return trial if starts_safely(trial) else None  # fit's margin: room beyond the pool's error
 
     high, best = least_hundredth(starts, 0.01, float(setting.value))
     if best is None or high >= setting.value - 0.01:
@@ -133,6 +136,7 @@ def verdict(b: Breakdown, columns: int | None, smallest: Smallest | None = None,
     if notes:
         out += wrap("; ".join(notes) + ".", columns)
     if smallest is not None:
-        out += wrap(f"Smallest footprint for one {b.max_model_len:,}-token request: {smallest.flag} "
-                    f"{smallest.value:.2f} → ≈ {smallest.nvidia_smi_used_mib:,} MiB.", columns)
+        out += wrap(f"Smallest safe footprint for one {b.max_model_len:,}-token request (room beyond the KV "
+                    f"pool's error, as fit counts it): {smallest.flag} {smallest.value:.2f} → ≈ "
+                    f"{smallest.nvidia_smi_used_mib:,} MiB.", columns)
     return out

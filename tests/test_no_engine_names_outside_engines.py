@@ -71,11 +71,8 @@ NAME_BUDGET = {
     "simulate/rules.py": 2,
     "simulate/verdict.py": 2,
     "simulate/vllm.py": 1,
-    "web/service.py": 3,
 }
 PROBE_BUDGET = {
-    "deploy/command.py": 1,
-    "watch/command.py": 1,
 }
 
 

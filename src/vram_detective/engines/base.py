@@ -45,6 +45,12 @@ class LaunchLine:
     foreign: frozenset = frozenset()
     # does a model reference mean this engine (llama.cpp: a .gguf file; Ollama: a "name:tag")?
     claims_model: Callable[[str], bool] = claims_no_model
+    # the words a pasted line of flags alone is read after ("_" stands for the model, given elsewhere); empty:
+    # the engine takes no flags without its program (Ollama), the words are read as they are
+    program: tuple[str, ...] = ()
+    # the ways of starting the engine that change its defaults, read as the `entrypoint` setting (vLLM: `vllm
+    # serve` and the `LLM` class); empty: one way, no such setting
+    entrypoints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,10 @@ class Levers:
     # checkpoints), "loop" (a loop over plan() with the engine's levers), "gguf" (llama.cpp's layer/context solvers)
     advisor: str = "loop"
     solves_layers: bool = True  # False: the engine picks its GPU layers itself (Ollama), `fit` has nothing to set
+    # () -> the engine's advisor (engines/<engine>/advisor.py): whatif(model, gpu, engine, version, settings,
+    # sources, checkpoints=) and fit(model, gpu, engine, version, settings, sources, target, progress=), each an
+    # advisor.answers.AdvisorAnswer; None: the engine offers no whatif / fit (answered as NotOffered everywhere)
+    answers: Callable[[], Any] | None = None
 
 
 @runtime_checkable
@@ -112,6 +122,16 @@ class Engine(Protocol):
 
     def is_launch_line(self, words: list[str]) -> bool:
         """Do these words start one of the engine's programs (after any VAR=value words)?"""
+
+    def launch_line(self, model: str, settings: dict) -> str:
+        """The line that starts the engine on `model` with these settings (the ones given; the rest are the
+        release's own defaults): the web page's copy button."""
+
+    # (Prometheus samples) -> engines/live_metrics.LiveFigures, or None when the samples are another engine's;
+    # None itself: the engine serves no metrics this tool reads ("not offered", `watch` says so)
+    live_metrics: Callable[[Any], Any] | None
+    # engines/deployment.Deployment: how the engine runs as a server in a container; None: no deployment here
+    deployment: Any
 
     gguf_mixes: bool  # does it size a model at a llama.cpp quantization mix without the file (--gguf-type)?
     log_figures: tuple  # (observed key, label, prediction reader) rows `logs` compares (engine_logs.py)

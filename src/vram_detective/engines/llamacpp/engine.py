@@ -73,12 +73,17 @@ class LlamaCppEngine:
         from . import launch
 
         return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError,
-                          claims_model=_is_gguf_path)
+                          claims_model=_is_gguf_path, program=("llama-server", "-m", "_"))
 
     def is_launch_line(self, words) -> bool:
         from .launch import is_launch_line
 
         return is_launch_line(words)
+
+    def launch_line(self, model: str, settings: dict) -> str:
+        from .launch import FLAGS, server_line
+
+        return server_line(FLAGS, model, settings)
 
     @cached_property
     def logs(self) -> LogFormats:

@@ -152,6 +152,14 @@ class OllamaEngine:
 
         return is_launch_line(words)
 
+    def launch_line(self, model: str, settings: dict) -> str:
+        from ..llamacpp.launch import server_line
+        from .launch import FLAGS
+
+        return server_line(FLAGS, model, settings)
+
+    live_metrics = None  # Ollama serves no Prometheus /metrics: `watch` reads no Ollama server
+
     def resolve_model(self, reference: str):
         """(spec, GGUF table) of a model pulled into the local store ("qwen2.5:7b"); None for other references
         (a catalog model is then sized with a stock mix); a name:tag missing from the store is an error."""

@@ -87,7 +87,8 @@ class SGLangEngine:
         from . import launch
 
         return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_words, launch.LaunchLineError,
-                          foreign=frozenset(launch.ALIASES))
+                          foreign=frozenset(launch.ALIASES),
+                          program=("python", "-m", "sglang.launch_server", "--model-path", "_"))
 
     def is_launch_line(self, words) -> bool:
         from .launch import _entrypoint
@@ -97,6 +98,11 @@ class SGLangEngine:
         except ValueError:
             return False
         return True
+
+    def launch_line(self, model: str, settings: dict) -> str:
+        from ...advisor.sglang_advisor import launch_line
+
+        return launch_line(model, settings)
 
     @cached_property
     def logs(self) -> LogFormats:

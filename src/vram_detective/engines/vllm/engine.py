@@ -65,7 +65,8 @@ class VllmEngine:
     def launch(self) -> LaunchLine:
         from . import launch
 
-        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError,
+                          program=("vllm", "serve", "_"), entrypoints=("serve", "llm"))
 
     gguf_mixes = False  # sizes no llama.cpp quantization mix
     log_figures: tuple = ()  # vLLM's logs have their own reconciliation (forensics/reconcile.py)
@@ -95,6 +96,15 @@ class VllmEngine:
         from .launch import is_launch_line
 
         return is_launch_line(words)
+
+    def launch_line(self, model: str, settings: dict) -> str:
+        """`vllm serve MODEL ...`; a V0/V1 path asked for is set by VLLM_USE_V1 in front."""
+        from ...advisor.launch_command import serve_command
+
+        env = None
+        if "engine" in settings:
+            env = "VLLM_USE_V1=" + ("1" if settings["engine"] == "v1" else "0")
+        return serve_command(model, settings, engine_env=env)
 
     @cached_property
     def logs(self) -> LogFormats:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
 
 
 def _is_vllm_log(text: str) -> bool:
@@ -119,6 +119,13 @@ class VllmEngine:
         # numpy_or_none read at call time: tests hide numpy by patching the sweep module
         return Levers(sweep.SWEPT, sweep.FastPath, sweep.FastPathUnsupported, lambda: sweep.numpy_or_none(),
                       _flag_names, _path_switch, advisor="sweep")
+
+    @cached_property
+    def scoring(self) -> CaseScoring:
+        from . import scoring
+
+        return CaseScoring(scoring.score_case, scoring.HEADLINE_FIGURES, scoring.era, scoring.format_section,
+                           _observed, scoring.CONSISTENCY_FIGURES, detail_tables=True)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -71,11 +71,18 @@ def smallest_footprint(b: Breakdown, explain, flag_names: dict | None = None) ->
 
 
 def _one_request_fraction(b: Breakdown, fraction: float) -> float | None:
-    """The budget fraction at which b's KV pool, shrunk byte for byte with the budget, holds one request."""
+    """The budget fraction at which b's KV pool, shrunk byte for byte with the budget, holds one request with
+    room beyond its error (the pool's relative error w: a pool of need / (1 - w))."""
     if b.max_concurrency <= 0 or b.kv_cache_bytes <= 0 or b.total_gpu_bytes <= 0:
         return None
-    spare = b.kv_cache_bytes * (1 - 1 / b.max_concurrency)
-    return fraction - spare / b.total_gpu_bytes
+    from .intervals import safe_room
+
+    margin = safe_room(b)
+    relative = 0.0 if margin is None else margin.error_gib * GIB / b.kv_cache_bytes
+    if relative >= 1:
+        return None
+    needed = b.kv_cache_bytes / b.max_concurrency / (1 - relative)
+    return fraction - (b.kv_cache_bytes - needed) / b.total_gpu_bytes
 
 
 def bar_parts(b: Breakdown) -> list[tuple[str, float]]:

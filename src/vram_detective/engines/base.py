@@ -57,6 +57,12 @@ class LogFormats:
     # the streaming reader `logs` analyses runs with (LogParser, parse_stream, parse_text, OBSERVED_KEYS, the eras);
     # None: the engine's logs are read by `parse` only
     reader: Callable[[], Any] | None = None
+    # with a reader: (log name, forensics.streaming.BoundedParse, the log's head, model, gpu, release, nvidia-smi
+    # reading) -> the `logs` report of the runs analysed in full; None: read whole, figures compared one by one
+    # (forensics/engine_logs.py)
+    analyse: Callable[..., dict] | None = None
+    # another output `logs` reads with this engine's log (Ollama: "`ollama ps`", parsed by `parse`); "" for none
+    companion: str = ""
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ class OllamaEngine:
         from ..llamacpp.log_lines import log_lines
         from .log_parser import is_ollama_log, parse
 
-        return LogFormats(log_lines, parse, is_ollama_log)
+        return LogFormats(log_lines, parse, is_ollama_log, companion="`ollama ps`")
 
     @cached_property
     def log_figures(self) -> tuple:

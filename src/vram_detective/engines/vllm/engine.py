@@ -26,6 +26,12 @@ def _reader():
     return reader
 
 
+def _analyse(*args) -> dict:
+    from .logs.analysis import analyse
+
+    return analyse(*args)
+
+
 def _flag_names() -> dict[str, str]:
     from .launch import FLAGS
 
@@ -68,7 +74,7 @@ class VllmEngine:
         return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
 
     gguf_mixes = False  # sizes no llama.cpp quantization mix
-    log_figures: tuple = ()  # vLLM's logs have their own reconciliation (forensics/reconcile.py)
+    log_figures: tuple = ()  # vLLM's logs have their own reconciliation (logs/reconcile.py)
     log_only_settings: tuple[str, ...] = ()
     log_version_basis = "the oldest release printing these line formats"
 
@@ -100,7 +106,7 @@ class VllmEngine:
     def logs(self) -> LogFormats:
         from .logs.lines import log_lines
 
-        return LogFormats(log_lines, _observed, _is_vllm_log, _reader)
+        return LogFormats(log_lines, _observed, _is_vllm_log, _reader, _analyse)
 
     @cached_property
     def levers(self) -> Levers:

@@ -17,8 +17,9 @@ def detect_engine(text: str) -> str:
 
 
 def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gpu=None, version=None,
-                        smi=None, extra: str | None = None) -> dict:
-    """`extra`: more of the engine's own output read with the log (Ollama's `ollama ps`)."""
+                        smi=None, extra: str | None = None, skipped_bytes: int = 0) -> dict:
+    """`extra`: more of the engine's own output read with the log (Ollama's `ollama ps`); `skipped_bytes`: the
+    middle of a long log left out (forensics/command.py bounded_text), said in a note."""
     from ..engines import get_engine
 
     engine = get_engine(engine_name)
@@ -36,7 +37,11 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
               "lines_read": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
               "observed": observed, "settings": settings, "engine_version": version_basis[0],
               "version_basis": version_basis[1], "model": model, "gpu": gpu, "gpu_basis": gpu_basis,
-              "comparison": None, "notes": []}
+              "comparison": None, "notes": [], "bytes_skipped": skipped_bytes}
+    if skipped_bytes:
+        report["notes"].append(f"the log is long: its middle ({skipped_bytes / 2**20:,.1f} MiB) was skipped; the "
+                               "first and last parts were read (every start prints its figures near its start, "
+                               "the last start's are at the end)")
     report["findings"] = engine.log_findings(observed)
     from .serving import read_serving_stats
 

@@ -81,6 +81,20 @@ class VllmEngine:
     def log_findings(self, observed: dict):
         return None
 
+    def log_label(self, key: str) -> str | None:
+        from ...forensics.observed import LABELS
+
+        return LABELS.get(key)
+
+    def log_gpus(self, text: str) -> tuple[str, ...]:
+        return ()  # found run by run by the reader's inference (logs/infer.py: printed totals, nvidia-smi)
+
+    def log_memory(self, observed: dict) -> dict:
+        if observed.get("weights_gib") is None and observed.get("kv_cache_gib") is None:
+            return {}
+        return {"weights_gib": observed.get("weights_gib") or 0, "kv_gib": observed.get("kv_cache_gib") or 0,
+                "other_gib": observed.get("cuda_graph_gib") or 0, "total_gib": observed.get("total_gpu_memory_gib")}
+
     def log_settings(self, text: str) -> dict:
         return {}  # read run by run from the launch line and args dump by the log reader (engines/vllm/logs/)
 

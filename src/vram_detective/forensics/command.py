@@ -351,7 +351,7 @@ def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -
     if "runs" not in report:  # a log read whole, its figures compared one by one (engine_logs.py)
         from .engine_logs import render_engine_report
 
-        return "\n".join(paragraph(render_engine_report(report).splitlines(), columns, "    "))
+        return "\n".join(paragraph(render_engine_report(report, columns).splitlines(), columns, "    "))
     _COLUMNS[0] = columns
     lines = [f"vLLM log: {report['log']} ({report['lines_read']:,} lines, {report['lines_with_figures']:,} with vLLM "
              f"figures, {len(report['runs'])} run{'s' if len(report['runs']) != 1 else ''})"]

@@ -45,6 +45,16 @@ CONTROLS = {
 OWN_KEYS = ("model", "gpu", "gpu_memory", "engine", "version", "vllm_engine", "entrypoint", "source", "revision",
             "gguf_file", "line", "tab", "theme", "context", "concurrency", "max_gpu_memory", "gpus", "top")
 TRUE_WORDS = ("1", "true", "on", "yes")
+# the other request keys the endpoints read (fit targets, simulate, logs, compare)
+OTHER_KEYS = ("workload", "seed", "trace", "preemption_budget", "cost", "gguf_type", "log", "nvidia_smi", "engines",
+              "tp")
+# names people reach for that mean one of ours (the CLI's spellings, other tools' words)
+PARAMETER_ALIASES = {"vllm_version": "version", "sglang_version": "version", "engine_version": "version",
+                     "max_model_length": "max_model_len", "gpu_name": "gpu", "model_id": "model",
+                     "memory": "gpu_memory", "gpu_mem": "gpu_memory", "context_len": "context"}
+# a built-in workload with the arrivals the page fills in when it is picked: each within the caps below
+WORKLOAD_PRESETS = {"chat": "rate=2,duration=120", "rag": "rate=1,duration=120", "longdoc": "rate=0.2,duration=120",
+                    "agent": "users=8,duration=120"}
 
 
 class RequestError(ValueError):
@@ -53,6 +63,10 @@ class RequestError(ValueError):
 
 class TooLarge(RequestError):
     """A workload too large to simulate within one request (HTTP 413)."""
+
+
+class UnknownParameter(RequestError):
+    """A parameter no endpoint reads (HTTP 422): named, with the one meant when it is close to one."""
 
 
 class Forbidden(RequestError):
@@ -176,8 +190,8 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
     line = (params.get("line") or "").strip()
     if line:
         words = shlex.split(line)
-        if words and words[0].startswith("-"):
-            words = _program_words(engine_name) + words
+        if words and words[0].startswith("-"):  # flags alone: read after the engine's program
+            words = list(engine.launch.program) + words
         try:
             parsed = engine.launch.parse(words)
         except engine.launch.error as error:
@@ -188,7 +202,7 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
         if raw is None or raw == "" or flag.setting == "model":
             continue
         settings[flag.setting] = _flag_value(engine, flag, str(raw))
-    if params.get("entrypoint") and engine_name == "vllm":
+    if params.get("entrypoint") and engine.launch.entrypoints:
         settings["entrypoint"] = params["entrypoint"]
     if params.get("gguf_type"):  # llama.cpp / Ollama without a GGUF file: the quantizer's mix (--gguf-type)
         if not engine.gguf_mixes:
@@ -197,10 +211,40 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
     return model, settings
 
 
-def _program_words(engine_name: str) -> list[str]:
-    """A flags-only line is read as the engine's own program (with the model given elsewhere)."""
-    return {"vllm": ["vllm", "serve", "_"], "sglang": ["python", "-m", "sglang.launch_server", "--model-path", "_"],
-            }.get(engine_name, ["llama-server", "-m", "_"])
+def known_parameters() -> frozenset[str]:
+    """Every parameter some endpoint reads: the request's own keys and every engine's settings."""
+    from ..engines import ENGINES, get_engine
+
+    settings = {flag.setting for name in ENGINES for flag in get_engine(name).launch.flags}
+    return frozenset(OWN_KEYS) | frozenset(OTHER_KEYS) | settings
+
+
+def check_parameters(params: dict) -> None:
+    """An unknown parameter is an error naming it (and the one meant, when close): never silently dropped."""
+    import difflib
+
+    known = known_parameters()
+    unknown = sorted(name for name in params if name not in known)
+    if not unknown:
+        return
+    hints = []
+    for name in unknown[:5]:
+        near = PARAMETER_ALIASES.get(name.lower()) or next(iter(difflib.get_close_matches(name, known, 1, 0.75)), None)
+        hints.append(f"{name[:60]!r} (did you mean {near}?)" if near else repr(name[:60]))
+    raise UnknownParameter(f"unknown parameter{'s' if len(unknown) > 1 else ''}: {', '.join(hints)}; see /api")
+
+
+def control_value(engine_name: str, setting: str, raw):
+    """A setting's value as the engine reads it (`32k` -> 32768), for a control to show; the text when unread."""
+    from ..engines import get_engine
+
+    flag = next((flag for flag in get_engine(engine_name).launch.flags if flag.setting == setting), None)
+    if flag is None or raw in (None, ""):
+        return raw
+    try:
+        return _flag_value(get_engine(engine_name), flag, str(raw))
+    except RequestError:
+        return raw
 
 
 def _flag_value(engine, flag, raw: str):
@@ -214,6 +258,13 @@ def _flag_value(engine, flag, raw: str):
     try:
         return engine.launch.parse_value(flag, raw)
     except (ValueError, TypeError) as error:
+        if flag.parse is int:  # a token count written as the page and vLLM write it (32k): every engine reads it
+            from ..units import parse_token_count
+
+            try:
+                return parse_token_count(raw)
+            except ValueError:
+                pass
         raise RequestError(f"{flag.setting}: {error}") from None
 
 
@@ -550,33 +601,7 @@ def releases() -> dict:
 def launch_line(request: Request, breakdown=None) -> str:
     """The line that starts the engine with the request's settings (those given; the rest are the
     release's own defaults), for the page's copy button."""
-    settings = {key: value for key, value in request.settings.items() if value is not None}
-    if request.engine == "vllm":
-        from ..advisor.launch_command import serve_command
-
-        env = None
-        if "engine" in settings:
-            env = "VLLM_USE_V1=" + ("1" if settings["engine"] == "v1" else "0")
-        return serve_command(request.model, settings, engine_env=env)
-    if request.engine == "sglang":
-        from ..advisor.sglang_advisor import launch_line as sglang_line
-
-        return sglang_line(request.model, settings)
-    return _llama_line(request.engine, request.model, settings)
-
-
-def _llama_line(engine_name: str, model: str, settings: dict) -> str:
-    """llama-server's line (Ollama starts the same server, with its options mapped onto these flags)."""
     from ..engines import get_engine
 
-    words = ["llama-server", "-m", shlex.quote(model)]
-    for setting, value in settings.items():
-        flags = [flag for flag in get_engine(engine_name).launch.flags if flag.setting == setting]
-        switch = next((flag for flag in flags if flag.parse is None and flag.value == value), None)
-        if switch is not None:
-            words.append(switch.names[0])
-        elif flags and flags[0].parse is not None:
-            words += [flags[0].names[0], shlex.quote(str(value))]
-        else:
-            words.append(f"# {setting}={value}")
-    return " ".join(words)
+    settings = {key: value for key, value in request.settings.items() if value is not None}
+    return get_engine(request.engine).launch_line(request.model, settings)

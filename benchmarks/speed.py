@@ -1,6 +1,6 @@
 """How fast the commands answer, as whole processes (what a user waits for), against a bare Python start.
 
-    python benchmarks/speed.py [--runs 10] [--json] [--only explain,whatif] [--library]
+    python benchmarks/speed.py [--runs 10] [--json] [--only explain,whatif] [--library] [--src OTHER/src]
 
 Each command runs as `python -m vram_detective ...` from this checkout's src/ (from cached bytecode, as an
 installed tool runs). Its CPU time (user + system of the child, from os.wait4) is paired with a bare
@@ -223,8 +223,11 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--only", default=None, help="comma-separated words: only commands whose name has one")
     parser.add_argument("--library", action="store_true", help="also the in-process figures (explain, sweep)")
+    parser.add_argument("--src", type=Path, default=SRC,
+                        help="the tool's source tree to time (default: this checkout's src/; another checkout's "
+                             "src/ gives its 'before' table)")
     args = parser.parse_args()
-    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="100")
+    env = dict(os.environ, PYTHONPATH=str(args.src.resolve()), COLUMNS="100")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed tool runs from compiled bytecode
     only = [word.strip() for word in args.only.split(",")] if args.only else None
     rows = []

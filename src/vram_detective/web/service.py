@@ -45,9 +45,9 @@ CONTROLS = {
 OWN_KEYS = ("model", "gpu", "gpu_memory", "engine", "version", "vllm_engine", "entrypoint", "source", "revision",
             "gguf_file", "line", "tab", "theme", "context", "concurrency", "max_gpu_memory", "gpus", "top")
 TRUE_WORDS = ("1", "true", "on", "yes")
-# the other request keys the endpoints read (fit targets, simulate, logs, compare)
+# the other request keys the endpoints read (fit targets, simulate, logs, compare, score)
 OTHER_KEYS = ("workload", "seed", "trace", "preemption_budget", "cost", "gguf_type", "log", "nvidia_smi", "engines",
-              "tp")
+              "tp", "cases", "from_logs")
 # names people reach for that mean one of ours (the CLI's spellings, other tools' words)
 PARAMETER_ALIASES = {"vllm_version": "version", "sglang_version": "version", "engine_version": "version",
                      "max_model_length": "max_model_len", "gpu_name": "gpu", "model_id": "model",

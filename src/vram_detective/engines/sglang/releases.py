@@ -340,6 +340,11 @@ RULE_CHANGES: tuple[Rule, ...] = (
                "environ.py 0.5.11: SGLANG_INIT_NEW_TOKEN_RATIO, _MIN_NEW_TOKEN_RATIO_FACTOR, _DECAY_STEPS"),
     Rule(_v("0.4.0"), "scheduler_retract_decode_steps", 20, "environ.py 0.5.11: SGLANG_RETRACT_DECODE_STEPS"),
     Rule(_v("0.4.0"), "scheduler_clip_max_new_tokens", 4096, "managers/schedule_policy.py 0.5.11: CLIP_MAX_NEW_TOKENS"),
+    Rule(_v("0.4.0"), "scheduler_swaps_duplicates", True,
+               "mem_cache/radix_cache.py 0.5.23 _insert_cache: a prefix already in the tree frees the request's copy"),
+    Rule(_v("0.4.0"), "scheduler_caches_decodes", False,
+               "mem_cache/common.py 0.5.23: decoded tokens enter the tree at release_kv_cache(checkpoint=True) when the "
+               "request finishes; retract_decode releases with checkpoint=False"),
 )
 # fmt: on
 

@@ -326,7 +326,8 @@ RULE_CHANGES: tuple[Rule, ...] = (
     *_added("0.5.21", "DiffusionGemmaForBlockDiffusion", "gemma4_diffusion.py"),
 
     # --- scheduler (simulate): the scheduler and radix-cache rules `vram-detective simulate` follows (issue 18),
-    # read by simulate/rules.py; the simulator models 0.5.11's scheduler for every release
+    # read by simulate/rules.py; the simulator models 0.5.11's scheduler for every release, checked step for step
+    # against 0.5.23's own code (benchmarks/sglang_scheduler_conformance.py)
     Rule(_v("0.4.0"), "scheduler_prefix_caching", True, "mem_cache/radix_cache.py 0.5.11: radix cache on"),
     Rule(_v("0.4.0"), "scheduler_chunked_prefill", True, "managers/schedule_policy.py 0.5.11: PrefillAdder"),
     Rule(_v("0.4.0"), "scheduler_mixed_prefill_decode", False, "managers/scheduler.py 0.5.11: prefill batch first"),

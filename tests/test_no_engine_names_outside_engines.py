@@ -69,11 +69,6 @@ NAME_BUDGET = {
     "forensics/reconcile.py": 4,
     "forensics/streaming.py": 1,
     "scoring.py": 11,
-    "simulate/__init__.py": 5,
-    "simulate/fit.py": 2,
-    "simulate/rules.py": 2,
-    "simulate/verdict.py": 2,
-    "simulate/vllm.py": 1,
     "web/service.py": 3,
 }
 PROBE_BUDGET = {

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..breakdown import Breakdown
+from ..engines import DEFAULT_ENGINE
 from ..units import GIB
 from . import simulate
 from .cost import CostModel, cost_for
@@ -70,18 +71,17 @@ class WorkloadFit:
 
 
 def lever_for(b: Breakdown, pinned: dict, needed_blocks: int) -> Lever:
-    """The setting that sizes the engine's pool (a pinned exact size wins over a fraction)."""
-    if b.engine_name == "vllm":
-        if pinned.get("kv_cache_memory_bytes"):
-            block = pool_from_breakdown(b).block_bytes
-            return Lever("kv_cache_memory_bytes", "--kv-cache-memory-bytes",
-                         range(block, block * (2 * needed_blocks + 2), block))
-        return Lever("gpu_memory_utilization", "--gpu-memory-utilization", [k / 100 for k in range(1, 101)])
-    if b.engine_name == "sglang":
-        return Lever("mem_fraction_static", "--mem-fraction-static", [k / 100 for k in range(1, 100)])
-    if b.engine_name in ("llamacpp", "llama.cpp"):
-        return Lever("n_ctx", "-c", range(256, 256 * (2 * (needed_blocks // 256) + 4), 256))
-    raise ValueError(f"no pool lever for engine {b.engine_name!r}")
+    """The setting that sizes the engine's pool (a pinned exact size wins over a fraction), as the Breakdown's
+    engine names it (engines/<engine>/simulation.py)."""
+    return simulation_of(b).lever(b, pinned, needed_blocks)
+
+
+def simulation_of(b: Breakdown):
+    """The Breakdown's engine's PoolSimulation (errors.NotOffered when the engine has none)."""
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
+
+    return pool_simulation(get_engine(b.engine_name))
 
 
 def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None, seed: int = 0,
@@ -158,9 +158,9 @@ def _smallest_value(predict: Predict, lever: Lever, blocks: int) -> tuple[int | 
     return high, best
 
 
-def fit_workload(model: str, gpu, workload: Workload, *, engine: str = "vllm", engine_version: str | None = None,
-                 settings: dict | None = None, seed: int = 0, budget: float = 0.01, cost: CostModel | None = None,
-                 **explain_options) -> WorkloadFit:
+def fit_workload(model: str, gpu, workload: Workload, *, engine: str = DEFAULT_ENGINE,
+                 engine_version: str | None = None, settings: dict | None = None, seed: int = 0,
+                 budget: float = 0.01, cost: CostModel | None = None, **explain_options) -> WorkloadFit:
     """The cheapest pool setting for `model` on `gpu` serving `workload` (`settings` pinned as given;
     `explain_options`: api.explain's gpu_memory / vllm_engine / source options)."""
     from .. import api

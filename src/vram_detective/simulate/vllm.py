@@ -49,7 +49,8 @@ class VllmSim:
         caching = rules.prefix_caching if pool.prefix_caching is None else bool(pool.prefix_caching)
         self.chunked = rules.chunked_prefill if pool.chunked_prefill is None else bool(pool.chunked_prefill)
         self.mixed = rules.mixed_prefill_decode or self.chunked
-        self.swap = rules.engine == "vllm" and pool.variant == "v0" and pool.preemption_mode == "swap"
+        # swapping to CPU blocks is V0's (engine path "v0"), asked for with preemption_mode swap
+        self.swap = pool.variant == "v0" and pool.preemption_mode == "swap"
         self.bs = pool.block_size
         self.windows = [g.window if (g.window and rules.sliding_window_frees) else 0 for g in pool.groups]
         # one group with nothing to free early: the fast path; else a table of runs per group, the groups' hashes

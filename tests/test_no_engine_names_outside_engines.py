@@ -62,18 +62,14 @@ NAME_BUDGET = {
     "advisor/search.py": 5,
     "advisor/sglang_advisor.py": 1,
     "fidelity.py": 4,
-    "forensics/__init__.py": 1,
     "forensics/command.py": 5,
-    "forensics/engine_logs.py": 1,
     "forensics/infer.py": 6,
     "forensics/reconcile.py": 4,
-    "forensics/streaming.py": 1,
     "scoring.py": 11,
     "web/service.py": 3,
 }
 PROBE_BUDGET = {
     "deploy/command.py": 1,
-    "forensics/engine_logs.py": 1,
     "watch/command.py": 1,
 }
 

@@ -146,6 +146,9 @@ class Engine(Protocol):
     log_only_settings: tuple  # settings read from a log beside the flags (llama.cpp: the file's mix)
     log_version_basis: str  # how `logs` reads the release from a log, in words
 
+    def log_settings(self, text: str) -> dict:
+        """The settings a log shows in the engine's own names ({} when its reader infers them run by run)."""
+
     def log_findings(self, observed: dict) -> Any:
         """What the engine's own log says beyond the figures (Ollama's estimate vs llama.cpp's); None if nothing."""
 

@@ -75,6 +75,9 @@ class VllmEngine:
     def log_findings(self, observed: dict):
         return None
 
+    def log_settings(self, text: str) -> dict:
+        return {}  # read run by run from the launch line and args dump by the log reader (engines/vllm/logs/)
+
     def log_version(self, text: str):
         return None  # read by the vLLM log reader's era tables (engines/vllm/logs/)
 

@@ -84,6 +84,9 @@ class ShortfallWords:
     label: str = "preemptions"  # the report's row and the plot's count
     happened: str = "are preempted"  # "12 of 200 requests (6.0%) {happened}"
     some: str = "preempted"  # "at most 1.5% of the requests {some} or held back for memory"
+    full: str = "fills the {pool} pool and"  # "your traffic {full} 12 of 200 requests ..."
+    verb: str = "preempt"  # "even 4000 blocks {verb} or hold back more than 1% of the requests"
+    verbs: str = "preempts"  # "the confirming run still {verbs}"
 
 
 @dataclass(frozen=True)

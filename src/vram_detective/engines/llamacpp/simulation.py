@@ -8,7 +8,8 @@ from ..base import ShortfallWords
 
 WORDS = ShortfallWords(event="slot overflow", label="slot overflows",
                        happened="overflow their slot (context shifted or prompt truncated)",
-                       some="overflowing their slot")
+                       some="overflowing their slot", full="outgrows the slots of the {pool} pool:",
+                       verb="overflow slots", verbs="overflows slots")
 
 
 def pool(b):

@@ -3,7 +3,10 @@ the scheduler's simulator, its rule table, the lever of `fit --workload`. Ollama
 own settings; an engine without a simulator is answered with NotOffered, the same words on every surface."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -17,6 +20,7 @@ from vram_detective.simulate import CostModel, Request, Workload, pool_from_brea
 from vram_detective.simulate.fit import fit_pool
 from vram_detective.simulate.rules import rules_for
 from vram_detective.simulate.verdict import flags_for_bytes
+from vram_detective.web.report import simulate_fragment
 
 MODEL, GPU = "Qwen/Qwen2.5-7B-Instruct", "L4"
 STEP = CostModel(decode_step_s=1.0, per_seq_s=0.0, prefill_tokens_per_s=1e12)
@@ -105,3 +109,39 @@ def test_an_engine_without_a_simulator_is_not_offered_alike_in_the_library_and_t
     out = capsys.readouterr()
     assert (code, out.out, out.err.strip()) == (2, "", f"vram-detective: error: {WORDS}")
 
+
+
+def test_the_engines_shortfall_words_reach_the_json(capsys):
+    """llama.cpp preempts nothing: its verdict says a slot overflowed; vLLM's says preempted."""
+    assert main(["simulate", MODEL, "--gpu", GPU, "--engine", "llamacpp", "-np", "4", "-c", "8192",
+                 "--workload", "rag:rate=2,duration=30", "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)["verdict"]
+    assert "overflow their slot (context shifted or prompt truncated)" in verdict and "preempt" not in verdict
+
+
+def _report(engine: str, *flags: str) -> tuple[dict, str]:
+    out = {}
+    for fmt in ("--json", None):
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            assert main(["simulate", MODEL, "--gpu", GPU, "--engine", engine, *flags,
+                         "--workload", "rag:rate=2,duration=30", *([fmt] if fmt else [])]) == 0
+        out[fmt] = buffer.getvalue()
+    return json.loads(out["--json"]), out[None]
+
+
+def test_llamacpp_speaks_of_slot_overflows_on_every_surface():
+    report, text = _report("llamacpp", "-np", "4", "-c", "8192")
+    assert report["result"]["preemptions"] > 0  # the JSON keys stay; the words are the engine's
+    assert "slot overflows  " in text and "slot overflow(s)" in text and "preempt" not in text
+    html = simulate_fragment(report)
+    assert ">slot overflows<" in html and ">requests overflowing their slot<" in html and "a slot overflow" in html
+    assert "preempt" not in re.sub(r"<[^>]*>", " ", html)  # the words shown (the JSON keys stay as attributes)
+
+
+def test_vllm_still_speaks_of_preemptions():
+    report, text = _report("vllm", "--engine-version", "0.11.0", "--max-model-len", "8192",
+                           "--num-gpu-blocks-override", "600")
+    assert report["result"]["preemptions"] > 0
+    assert "are preempted" in report["verdict"] and "preemptions     " in text
+    assert ">preemptions<" in simulate_fragment(report)

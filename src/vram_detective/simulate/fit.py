@@ -105,9 +105,10 @@ def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None
     runs += verdict.simulations
     needed = verdict.blocks
     lever = lever_for(b, pinned, max(needed, base_pool.num_blocks))
+    words = simulation_of(b).words
     if not needed:
         return WorkloadFit(lever, None, None, None, 0, 0, budget, runs,
-                           f"even {4 * base_pool.num_blocks} blocks preempt or hold back more than {budget:.0%} "
+                           f"even {4 * base_pool.num_blocks} blocks {words.verb} or hold back more than {budget:.0%} "
                            "of the requests")
     index, at = _smallest_value(predict, lever, needed)
     if index is None:
@@ -124,7 +125,7 @@ def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None
         index += 1
         at = predict({lever.setting: lever.grid[index]})
     return WorkloadFit(lever, lever.grid[index], at, confirm, needed, needed * base_pool.block_bytes, budget, runs,
-                       "" if good else "the confirming run still preempts")
+                       "" if good else f"the confirming run still {words.verbs}")
 
 
 def _smallest_value(predict: Predict, lever: Lever, blocks: int) -> tuple[int | None, Breakdown | None]:
@@ -186,24 +187,36 @@ def default_cost(b: Breakdown) -> CostModel:
     return cost_for(b.gpu_name, b.weights_bytes, tp)
 
 
-def budget_words(budget: float) -> str:
+def shortfall_words(engine: str):
+    """How the engine words a request the pool was too small for (engines/base.py ShortfallWords)."""
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
+
+    return pool_simulation(get_engine(engine)).words
+
+
+def budget_words(budget: float, words=None) -> str:
+    from ..engines.base import ShortfallWords
+
+    words = words or ShortfallWords()
     if budget <= 0:
-        return "with no preemption"
+        return f"with no {words.event}"
     if abs(budget - 0.01) < 1e-9:
-        return "with no preemption at the 99th percentile"
-    return f"with at most {budget:.1%} of the requests preempted or held back for memory"
+        return f"with no {words.event} at the 99th percentile"
+    return f"with at most {budget:.1%} of the requests {words.some} or held back for memory"
 
 
 def verdict_line(result: SimulationResult, fit: WorkloadFit) -> str:
     """'your traffic peaks at 3.1 GiB of the 14.6 GiB pool; a pool of 4 GiB (--gpu-memory-utilization 0.42 on
-    this card) serves it with no preemption at the 99th percentile'."""
+    this card) serves it with no preemption at the 99th percentile', in the engine's words."""
+    words = shortfall_words(result.engine)
     pool_gib = result.pool_blocks * result.block_bytes / GIB
     if result.preemptions:
-        head = (f"your traffic fills the {pool_gib:.1f} GiB pool and {result.preempted_requests} of "
-                f"{result.requests} requests ({result.preempted_fraction:.1%}) are preempted")
+        head = (f"your traffic {words.full.format(pool=f'{pool_gib:.1f} GiB')} {result.preempted_requests} of "
+                f"{result.requests} requests ({result.preempted_fraction:.1%}) {words.happened}")
     else:
         head = f"your traffic peaks at {result.peak_bytes / GIB:.1f} GiB of the {pool_gib:.1f} GiB pool"
     if not fit.feasible:
         return f"{head}; {fit.reason}"
     return (f"{head}; a pool of {fit.needed_bytes / GIB:.1f} GiB ({fit.lever.text(fit.value)} on this card) "
-            f"serves it {budget_words(fit.budget)}")
+            f"serves it {budget_words(fit.budget, words)}")

@@ -40,6 +40,9 @@ class PoolSpec:
     preemption_mode: str | None = None  # V0: "recompute" / "swap"; None: as the release picks
     unified_kv: bool = False  # llama.cpp --kv-unified: slots share all n_ctx cells
     context_shift: bool = True  # llama.cpp --context-shift
+    # tokens scheduled but not yet settled that a sliding window's admission cap reserves for (vLLM 0.26+:
+    # max_concurrent_batches x max_num_batched_tokens); 0: one step's max_num_batched_tokens
+    in_flight_tokens: int = 0
 
     @property
     def pool_bytes(self) -> int:

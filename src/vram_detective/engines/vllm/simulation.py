@@ -19,7 +19,23 @@ def pool(b):
         max_model_len=b.max_model_len, groups=groups, num_cpu_blocks=int(b.figure("num_cpu_blocks") or 0),
         prefix_caching=setting(b, "enable_prefix_caching"), chunked_prefill=setting(b, "enable_chunked_prefill"),
         preemption_mode=setting(b, "preemption_mode"),
+        in_flight_tokens=_in_flight(b),
     )
+
+
+def _in_flight(b) -> int:
+    """The tokens in flight a sliding window's admission cap reserves for, as the plan sized the window's
+    blocks (kv_groups.in_flight_tokens: max_num_batched_tokens; from 0.26.0 x max_concurrent_batches, 2 with
+    the default async scheduling on one pipeline stage); 0 on V0, which has no cap."""
+    from ...simulate.pool import setting
+    from .kv_groups import in_flight_tokens
+    from .releases import resolve_version
+
+    if str(b.figure("engine") or "v1") != "v1":
+        return 0
+    tokens = int(setting(b, "max_num_batched_tokens", b.max_model_len))
+    return in_flight_tokens(resolve_version(b.engine_version), tokens,
+                            pipeline_parallel_size=int(setting(b, "pipeline_parallel_size", 1)))
 
 
 def simulator() -> type:

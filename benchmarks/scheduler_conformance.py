@@ -77,7 +77,7 @@ def make_trace(kind: str, seed: int, caching: bool) -> dict:
     # half the traces with a sliding window run with async scheduling (two batches in flight: from 0.26.0 the
     # window's admission cap doubles); drawn apart so that every other draw above stays as it was
     if len(groups) > 1 and random.Random(f"{kind}:{seed}:{caching}:async").random() < 0.5:
-        trace["async_scheduling"] = True
+        trace.update(name=trace["name"] + "-async", async_scheduling=True)
     return trace
 
 

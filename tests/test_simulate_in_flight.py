@@ -41,3 +41,24 @@ def test_the_pool_carries_the_tokens_in_flight_the_plan_sized_the_window_with():
     assert (pool("0.25.0").max_num_batched_tokens, pool("0.25.0").in_flight_tokens) == (2048, 2048)
     assert (pool("0.33.0").max_num_batched_tokens, pool("0.33.0").in_flight_tokens) == (2048, 4096)
     assert pool("0.33.0", max_num_batched_tokens=4096).in_flight_tokens == 8192
+
+
+def test_the_real_scheduler_reserves_for_two_batches():
+    """The committed series of vLLM 0.33.0's own Scheduler on traces run with async scheduling: the simulator
+    matches them with two batches in flight (tests/test_scheduler_conformance.py) and not with one."""
+    import json
+    from pathlib import Path
+
+    from vram_detective.simulate.stepwise import first_divergence
+
+    path = Path(__file__).parent / "fixtures" / "scheduler_conformance" / "vllm-0.33.0.json"
+    cases = [c for c in json.loads(path.read_text())["cases"] if c["trace"].get("async_scheduling")]
+    assert {c["trace"]["name"] for c in cases} >= {"tight-0-cache-async", "tight-16-cache-async"}
+    one_batch = {}
+    for case in cases:
+        real = [row for repeat, row in case["steps"] for _ in range(repeat)]
+        assert first_divergence(real, step_rows(case["trace"], "0.33.0")) is None
+        one_batch[case["trace"]["name"]] = first_divergence(real, step_rows(
+            dict(case["trace"], async_scheduling=False), "0.33.0"))
+    assert one_batch["tight-0-cache-async"] == "step 11: used real 825, simulated 867"
+    assert one_batch["tight-16-cache-async"] == "step 213: used real 722, simulated 786"

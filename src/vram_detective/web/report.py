@@ -335,9 +335,11 @@ def logs_html_report(report: dict) -> str:
 
 def fit_fragment(result: dict) -> str:
     """A `fit --json` result: the candidates with their launch lines."""
+    if result.get("answers") is not None:  # an engine whose levers are solved one question at a time (llama.cpp)
+        return _fit_answers_html(result)
     candidates = result.get("candidates") or []
     if not candidates:
-        return f'<p class="verdict failed">No configuration meets the target.</p>'
+        return f'<p class="verdict failed">No configuration meets the target{_target(result)}.</p>'
     head = "<tr><th>#</th><th>checkpoint</th><th>nvidia-smi MiB</th><th>KV tokens</th><th>concurrency</th><th>binds</th></tr>"
     rows = []
     for index, c in enumerate(candidates, 1):
@@ -348,6 +350,29 @@ def fit_fragment(result: dict) -> str:
     feasible = result.get("feasible", True)
     verdict_text = "Candidates that meet the target, best first." if feasible else "Nothing meets the target; the nearest:"
     return f'<p class="verdict">{verdict_text}</p><table class="fit">{head}{"".join(rows)}</table>'
+
+
+def _target(result: dict) -> str:
+    target = result.get("target")
+    return f" ({escape(str(target))})" if isinstance(target, str) and target else ""
+
+
+def _fit_answers_html(result: dict) -> str:
+    """`fit --json` as answers to questions (the most layers at this context, the largest context on the GPU):
+    each question, its answer and its launch line."""
+    answers = [a for a in result["answers"] if isinstance(a, dict)]
+    if not answers:
+        return f'<p class="verdict failed">No configuration meets the target{_target(result)}.</p>'
+    rows = []
+    for index, a in enumerate(answers, 1):
+        vram = ", ".join(f"{escape(str(k))} {v:,} MiB" for k, v in (a.get("vram_per_gpu_mib") or {}).items())
+        rows.append(f'<tr data-rank="{index}"><td>{index}</td><td>{escape(str(a.get("question", "")))}</td>'
+                    f'<td>{escape(str(a.get("reason", "")))}</td><td>{vram}</td></tr>'
+                    f'<tr><td></td><td colspan=3>{copy_line_html(str(a.get("command") or ""), f"launch line {index}")}'
+                    f'</td></tr>')
+    head = "<tr><th>#</th><th>question</th><th>answer</th><th>VRAM per GPU</th></tr>"
+    return (f'<p class="verdict">{escape(str(answers[0].get("reason", "")))}</p>'
+            f'<table class="fit">{head}{"".join(rows)}</table>')
 
 
 # --- simulate ---------------------------------------------------------------------------------------------------

@@ -62,3 +62,11 @@ def simulate(pool: PoolSpec, workload: Workload, engine_rules: EngineRules | Non
 def coarse_pool(pool: PoolSpec, grain: int) -> PoolSpec:
     scale = grain // pool.block_size
     return replace(pool, num_blocks=pool.num_blocks // scale, block_size=grain, block_bytes=pool.block_bytes * scale)
+
+
+def _simulator(engine: str) -> type:
+    """The simulator class of the engine called `engine` (its PoolSimulation; NotOffered when it has none)."""
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
+
+    return pool_simulation(get_engine(engine)).simulator()

@@ -129,6 +129,9 @@ class PoolSimulation:
     flags_for_bytes: Callable[..., dict]  # (Breakdown, pool bytes) -> the launch settings giving that pool
     grain: int = 0  # a token pool tracked in pages of this many tokens (SGLang: 16); 0: as the pool is
     bounds_requests: bool = True  # requests are cut at max_model_len (llama.cpp: a full slot shifts instead)
+    # (release text, max_num_batched_tokens, async scheduling or None for the release default) -> the tokens in
+    # flight a sliding window's admission cap reserves for (vLLM 0.26+: every overlapped batch's); None: no such cap
+    in_flight: Callable[..., int] | None = None
     words: ShortfallWords = ShortfallWords()
 
 

@@ -25,13 +25,14 @@ FIELDS = ("used", "running", "waiting", "preempted", "hits", "finished", "querie
 def trace_pool(trace: dict, version: str = "0.11.0") -> PoolSpec:
     """The trace's pool; `async_scheduling` (absent: off, as the driver's CPU config resolves it) sets the
     tokens in flight as vLLM's config does at that release (two batches from 0.26.0)."""
-    from ..engines.vllm.kv_groups import in_flight_tokens
-    from ..engines.vllm.releases import resolve_version
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
 
+    engine = "vllm"
     groups = tuple(KvGroup(kind, window, 1) for kind, window in trace["groups"])
-    in_flight = in_flight_tokens(resolve_version(version), trace["max_num_batched_tokens"],
-                                 bool(trace.get("async_scheduling", False)))
-    return PoolSpec("vllm", version, "v1", num_blocks=trace["num_blocks"], block_size=trace["block_size"],
+    in_flight = pool_simulation(get_engine(engine)).in_flight(version, trace["max_num_batched_tokens"],
+                                                              bool(trace.get("async_scheduling", False)))
+    return PoolSpec(engine, version, "v1", num_blocks=trace["num_blocks"], block_size=trace["block_size"],
                     block_bytes=1, max_num_seqs=trace["max_num_seqs"],
                     max_num_batched_tokens=trace["max_num_batched_tokens"], max_model_len=trace["max_model_len"],
                     groups=groups, prefix_caching=bool(trace["prefix_caching"]), chunked_prefill=True,

@@ -117,7 +117,7 @@ class VllmEngine:
         """simulate's pool and scheduler: V1's hybrid KV-cache manager and V0's block manager (simulation.py)"""
         from . import simulation as s
 
-        return PoolSimulation(s.pool, s.simulator, s.rule_table, s.lever, s.flags_for_bytes)
+        return PoolSimulation(s.pool, s.simulator, s.rule_table, s.lever, s.flags_for_bytes, in_flight=s.in_flight)
 
     @cached_property
     def levers(self) -> Levers:

@@ -25,17 +25,23 @@ def pool(b):
 
 def _in_flight(b) -> int:
     """The tokens in flight a sliding window's admission cap reserves for, as the plan sized the window's
-    blocks (kv_groups.in_flight_tokens: max_num_batched_tokens; from 0.26.0 x max_concurrent_batches, 2 with
-    the default async scheduling on one pipeline stage); 0 on V0, which has no cap."""
+    blocks; 0 on V0, which has no cap."""
     from ...simulate.pool import setting
-    from .kv_groups import in_flight_tokens
-    from .releases import resolve_version
 
     if str(b.figure("engine") or "v1") != "v1":
         return 0
-    tokens = int(setting(b, "max_num_batched_tokens", b.max_model_len))
-    return in_flight_tokens(resolve_version(b.engine_version), tokens,
-                            pipeline_parallel_size=int(setting(b, "pipeline_parallel_size", 1)))
+    return in_flight(b.engine_version, int(setting(b, "max_num_batched_tokens", b.max_model_len)),
+                     pipeline_parallel_size=int(setting(b, "pipeline_parallel_size", 1)))
+
+
+def in_flight(release: str, step_tokens: int, async_scheduling: bool | None = None,
+              pipeline_parallel_size: int = 1) -> int:
+    """kv_groups.in_flight_tokens at `release`: max_num_batched_tokens; from 0.26.0 x max_concurrent_batches
+    (2 with async scheduling, the default from 0.14.0, on one pipeline stage)."""
+    from .kv_groups import in_flight_tokens
+    from .releases import resolve_version
+
+    return in_flight_tokens(resolve_version(release), step_tokens, async_scheduling, pipeline_parallel_size)
 
 
 def simulator() -> type:

@@ -61,9 +61,6 @@ NAME_BUDGET = {
     "advisor/levers.py": 2,
     "advisor/search.py": 5,
     "advisor/sglang_advisor.py": 1,
-    "forensics/command.py": 5,
-    "forensics/infer.py": 6,
-    "forensics/reconcile.py": 4,
 }
 PROBE_BUDGET = {
 }

@@ -506,7 +506,7 @@ def occupancy_svg(report: dict) -> str:
                      f'</title></line>')
     parts.append(_time_axis(end))
     label = (f"blocks in use over {end:,.0f} s: peak {r['peak_blocks']:,} of a {r['pool_blocks']:,}-block pool, "
-             f"{r['preemptions']:,} preemption(s)")
+             f"{r['preemptions']:,} {_shortfall(report).event}(s)")
     return (f'<svg class="occupancy" viewBox="0 0 {CHART_W:.0f} {CHART_H:.0f}" role="img" aria-label="{escape(label)}" '
             f'data-pool-blocks="{r["pool_blocks"]}" data-peak-blocks="{r["peak_blocks"]}" data-buckets="{len(buckets)}" '
             f'data-preemption-marks="{len(r["preemption_log"])}"><title>{escape(label)}</title>{"".join(parts)}</svg>')
@@ -542,15 +542,24 @@ def simulate_fragment(report: dict, launch: str = "") -> str:
              f'{occupancy_svg(report)}<ul class="legend"><li><span class="swatch kv" aria-hidden="true"></span>'
              f'blocks in use (max per bucket; filled: mean)</li><li><span class="swatch pool" aria-hidden="true">'
              f'</span>the pool</li><li><span class="swatch needed" aria-hidden="true"></span>the smallest pool that '
-             f'serves it</li><li><span class="swatch preempt" aria-hidden="true"></span>a preemption</li></ul></figure>']
+             f'serves it</li><li><span class="swatch preempt" aria-hidden="true"></span>a {_shortfall(report).event}'
+             '</li></ul></figure>']
     parts.append(_fit_html(fit, launch))
     items = {key: r[key] for key, _ in SIM_FIGURES if key in r}
-    labels = dict(SIM_FIGURES)
+    labels = dict(SIM_FIGURES, preemptions=_shortfall(report).label,
+                  preempted_requests=f"requests {_shortfall(report).some}")
     parts.append('<table class="sim-figures"><caption>figures (simulate --json, "result")</caption>' + "".join(
         f'<tr><th scope=row>{escape(labels[k])}</th><td class=num data-figure="{k}" data-value="{escape(json.dumps(v))}">'
         f'{escape(_sim_show(k, v))}</td></tr>' for k, v in items.items()) + "</table>")
     parts.append("<ul class=notes>" + "".join(f"<li>{escape(n)}</li>" for n in r.get("notes") or []) + "</ul>")
     return "".join(parts)
+
+
+def _shortfall(report: dict):
+    """The engine's words for a request the pool was too small for (llama.cpp: a slot overflow, no preemption)."""
+    from ..simulate.fit import shortfall_words
+
+    return shortfall_words(report["engine"])
 
 
 def _sim_show(key: str, value) -> str:

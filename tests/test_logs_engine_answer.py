@@ -151,3 +151,10 @@ def test_a_long_log_read_whole_says_its_middle_was_skipped(tmp_path, capsys):
     short = tmp_path / "short.log"
     short.write_text(case)
     assert json.loads(_json_of_args(["logs", str(short), "--json"], capsys))["bytes_skipped"] == 0
+
+
+def test_a_failed_start_says_so_first_with_the_engines_error(tmp_path, capsys):
+    report = json.loads(_json_of(tmp_path, "sglang-inferencex-2128-dsv4-pro-fp8-8xh200-fail", capsys))
+    assert report["answer"]["verdict"] == ("SGLang: did not start: ValueError: Loaded weights leave no GPU memory for "
+                                           "the KV cache under --mem-fraction-static=0.88.")
+    assert any(note.startswith("GPU not known: this SGLang log names no device") for note in report["notes"])

@@ -88,6 +88,8 @@ def test_a_llama_cpp_log_that_names_its_gpu_is_compared_on_that_gpu(tmp_path, ca
     assert (bar["weights_gib"], bar["kv_gib"], bar["total_mib"]) == (0.133, 0.375, 24564)
     assert bar["sources"] == {"weights": "printed", "kv": "printed", "used": "printed", "total": "catalog"}
     assert report["labels"]["cuda1_kv_buffer_mib"] == "KV cache buffer on CUDA1"
+    assert {key: report["setting_flags"][key] for key in ("n_ctx", "type_k", "n_gpu_layers")} == {
+        "n_ctx": "-c", "type_k": "-ctk", "n_gpu_layers": "-ngl"}
     with_model = json.loads(_json_of_args(["logs", _log(tmp_path, LLAMACPP), "--model", "Qwen/Qwen3-30B-A3B",
                                            "--json"], capsys))
     rows = {row["key"]: row for row in with_model["comparison"]}

@@ -70,7 +70,9 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
     elif not model:
         report["notes"].append("model not named in the log: give --model for the comparison")
     report["labels"] = {key: figure_label(engine, key) for key in observed}
-    flags = {flag.setting: flag.names[0] for flag in engine.launch.flags}
+    flags: dict = {}
+    for flag in engine.launch.flags:  # a setting's first flag (llama.cpp's -ctk before its --type_k alias)
+        flags.setdefault(flag.setting, flag.names[0])
     report["setting_flags"] = {key: flags[key] for key in settings if key in flags}
     from .engine_answer import engine_answer
 

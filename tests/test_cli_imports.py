@@ -50,6 +50,8 @@ def test_explain_imports_no_other_command(words, tmp_path):
     names, out = _imported(*words, tmp_path=tmp_path)
     assert "vram_detective.api" in names and out.strip()  # it did answer, through the library
     assert _loaded(names, OTHER_COMMANDS) == []
+    # --emit is offered from deploy/__init__.py; the files it lays out load only when it is given
+    assert _loaded(names, ("vram_detective.deploy.command", "vram_detective.deploy.files")) == []
 
 
 # the intervals group a release by its era, which the engine's release table answers (Releases.era): `explain`

@@ -57,6 +57,12 @@ LOG_FIGURES = tuple((key, key.removesuffix("_mib").replace("_", " ") + (" (MiB)"
     ("nvidia_smi_used_mib", "nvidia-smi used (MiB)", lambda b: b.nvidia_smi_used_mib),)
 
 
+def _answers():
+    from . import advisor
+
+    return advisor
+
+
 class LlamaCppEngine:
     name = "llamacpp"
     label = "llama.cpp"
@@ -114,7 +120,7 @@ class LlamaCppEngine:
     @cached_property
     def levers(self) -> Levers:
         return Levers(tuple(LEVERS), NoFastPath, FastPathUnsupported, lambda: None, _flag_names,
-                      lambda spec, gpu, version, settings: None, advisor="gguf")
+                      lambda spec, gpu, version, settings: None, advisor="gguf", answers=_answers)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -129,6 +129,12 @@ def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
     return OllamaRun(tuple(version), num_ctx, parallel, est, cpp, lay)
 
 
+def _answers():
+    from . import advisor
+
+    return advisor
+
+
 class OllamaEngine:
     name = "ollama"
     label = "Ollama"
@@ -232,7 +238,8 @@ class OllamaEngine:
         flags = {"num_ctx": "PARAMETER num_ctx", "num_parallel": "OLLAMA_NUM_PARALLEL", "num_gpu": "PARAMETER num_gpu",
                  "kv_cache_type": "OLLAMA_KV_CACHE_TYPE", "flash_attention": "OLLAMA_FLASH_ATTENTION"}
         return Levers(tuple(flags), NoFastPath, FastPathUnsupported, lambda: None, lambda: dict(flags),
-                      lambda spec, gpu, version, settings: None, advisor="gguf", solves_layers=False)
+                      lambda spec, gpu, version, settings: None, advisor="gguf", solves_layers=False,
+                      answers=_answers)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -35,6 +35,12 @@ def _flag_names() -> dict[str, str]:
     return {flag.setting: flag.names[0] for flag in FLAGS}
 
 
+def _answers():
+    from . import advisor
+
+    return advisor
+
+
 class _NoFastPath(Exception):
     """SGLang has no vectorized sweep: the advisor loops over plan()."""
 
@@ -100,7 +106,7 @@ class SGLangEngine:
         return True
 
     def launch_line(self, model: str, settings: dict) -> str:
-        from ...advisor.sglang_advisor import launch_line
+        from .advisor import launch_line
 
         return launch_line(model, settings)
 
@@ -110,7 +116,7 @@ class SGLangEngine:
 
     @cached_property
     def levers(self) -> Levers:
-        return Levers((), type(None), _NoFastPath, lambda: None, _flag_names, lambda *args: None)
+        return Levers((), type(None), _NoFastPath, lambda: None, _flag_names, lambda *args: None, answers=_answers)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -46,6 +46,12 @@ def _path_switch(spec, gpu, version, settings: dict) -> str | None:
     return "VLLM_USE_V1=1" if wanted == "v1" else "VLLM_USE_V1=0"
 
 
+def _answers():
+    from .advisor import answers
+
+    return answers
+
+
 class VllmEngine:
     name = "vllm"
     label = "vLLM"
@@ -99,7 +105,7 @@ class VllmEngine:
 
     def launch_line(self, model: str, settings: dict) -> str:
         """`vllm serve MODEL ...`; a V0/V1 path asked for is set by VLLM_USE_V1 in front."""
-        from ...advisor.launch_command import serve_command
+        from .advisor.launch_command import serve_command
 
         env = None
         if "engine" in settings:
@@ -118,7 +124,8 @@ class VllmEngine:
 
         # numpy_or_none read at call time: tests hide numpy by patching the sweep module
         return Levers(sweep.SWEPT, sweep.FastPath, sweep.FastPathUnsupported, lambda: sweep.numpy_or_none(),
-                      _flag_names, _path_switch, advisor="sweep")
+                      _flag_names, _path_switch, advisor="sweep",
+                      answers=_answers)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -1,12 +1,13 @@
-"""`whatif` and `fit` for engines without a vectorized sweep (SGLang today): a plain loop over plan().
+"""SGLang's `whatif` and `fit`: a plain loop over the plan (no vectorized sweep), reached through the engine
+interface (`Levers.answers`; advisor/answers.py dispatches).
 
-Every figure is `explain`'s; the launch line is the engine's own (SGLang: python -m sglang.launch_server ...).
+Every figure is `explain`'s; the launch line is SGLang's own (python -m sglang.launch_server ...).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..units import GIB
+from ...units import GIB
 
 # SGLang's levers: (label, settings change as a function of the baseline's resolved settings)
 SGLANG_LEVERS = (
@@ -28,9 +29,9 @@ SGLANG_FLAGS = {"tp_size": "--tp", "mem_fraction_static": "--mem-fraction-static
 
 def launch_line(model: str, settings: dict) -> str:
     """The exact `python -m sglang.launch_server` line for these settings (given ones only)."""
-    from ..engines import get_engine
+    from .engine import ENGINE
 
-    names = get_engine("sglang").levers.flag_names()
+    names = ENGINE.levers.flag_names()
     words = ["python -m sglang.launch_server", "--model-path", model]
     for name, value in settings.items():
         flag = SGLANG_FLAGS.get(name) or names.get(name)
@@ -50,14 +51,14 @@ class Row:
     @property
     def margin(self):
         """The KV pool's margin over `requests` against its interval (intervals.pool_margin), None without one."""
-        from ..intervals import pool_margin
+        from ...intervals import pool_margin
 
         b = self.breakdown
         return None if b.failure is not None else pool_margin(b.kv_cache_bytes, b.max_concurrency, b.intervals,
                                                               self.requests)
 
     def fit_dict(self) -> dict:
-        from .report import margin_json
+        from ...advisor.report import margin_json
 
         return dict(self.to_dict(), **margin_json(self.margin, self.breakdown.max_model_len))
 
@@ -71,12 +72,12 @@ class Row:
 
 
 def _explain(model: str, gpu, version, settings: dict, sources: dict):
-    from .. import api
+    from ... import api
 
     return api.explain(model, gpu, engine="sglang", engine_version=version, **settings, **sources)
 
 
-def whatif(model: str, gpu, version, settings: dict, sources: dict) -> list[Row]:
+def whatif_rows(model: str, gpu, version, settings: dict, sources: dict) -> list[Row]:
     """The baseline, then each lever alone on top of the given settings."""
     base = _explain(model, gpu, version, settings, sources)
     resolved = {s.name: s.value for s in base.settings}
@@ -111,8 +112,8 @@ def _meets(b, context: int | None, concurrency: float, ceiling: int | None) -> b
     return b.kv_cache_tokens >= need and b.figure("max_running_requests") >= concurrency
 
 
-def fit(model: str, gpu, version, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
-        gpus: int = 1) -> list[Row]:
+def fit_rows(model: str, gpu, version, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
+             gpus: int = 1) -> list[Row]:
     """Configurations meeting the target, best first: those whose margin covers the KV pool's 90 % interval
     before the borderline ones, then fewer GPUs, auto KV before fp8, the largest mem_fraction_static (from the
     release's default down in 0.01 steps) that keeps nvidia-smi under the ceiling."""
@@ -158,8 +159,8 @@ def _best_fraction(model, gpu, version, settings, sources, context, concurrency,
 
 
 def fit_text(rows: list[Row], target: str) -> str:
-    from ..intervals import describe
-    from .report import margin_cell, none_covers_line
+    from ...intervals import describe
+    from ...advisor.report import margin_cell, none_covers_line
 
     if not rows:
         return f"no SGLang configuration meets {target}"
@@ -174,3 +175,29 @@ def fit_text(rows: list[Row], target: str) -> str:
     none_covers = none_covers_line([row.margin for row in rows])
     out += [""] + ([none_covers] if none_covers else []) + ["  " + launch_line(rows[0].breakdown.model, rows[0].settings)]
     return "\n".join(out)
+
+
+# --- the answers (advisor/answers.py's calls) ---------------------------------------------------------------
+
+
+def whatif(model: str, gpu, engine, version, settings: dict, sources: dict, *, checkpoints: bool = True):
+    """The baseline, then each of SGLang's levers alone (no other checkpoints: `checkpoints` is vLLM's sweep's)."""
+    from ...advisor.answers import AdvisorAnswer
+
+    pins = {key: value for key, value in settings.items() if key != "engine"}
+    rows = whatif_rows(model, gpu, version, pins, sources)
+    return AdvisorAnswer("whatif", engine.name, [row.to_dict() for row in rows], rows[0].breakdown.failure is None,
+                         lambda columns, markdown: whatif_text(rows))
+
+
+def fit(model: str, gpu, engine, version, settings: dict, sources: dict, target, *, progress=None):
+    """The configurations meeting `target`, best first (fit_rows)."""
+    from ...advisor.answers import AdvisorAnswer
+
+    pins = {key: value for key, value in settings.items() if key != "engine"}
+    rows = fit_rows(model, gpu, version, pins, sources, context=target.context, concurrency=target.concurrency,
+                    ceiling=target.max_gpu_memory, gpus=target.gpus)[: target.top]
+    sentence = (f"{target.concurrency or 1:g} x {target.context_text or 'the model context'} tokens"
+                + (f" under {target.max_gpu_memory_text} per GPU" if target.max_gpu_memory else ""))
+    return AdvisorAnswer("fit", engine.name, {"target": sentence, "candidates": [row.fit_dict() for row in rows]},
+                         bool(rows), lambda columns, markdown: fit_text(rows, sentence))

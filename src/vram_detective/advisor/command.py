@@ -206,20 +206,57 @@ def fit_target(context, concurrency, max_gpu_memory, gpus=1, top=5, same_checkpo
 
 
 def _run_fit_workload(args, json) -> int:
-    """fit --workload: the cheapest setting of the engine's pool lever that serves the simulated workload."""
-    from ..simulate.fit import fit_workload, verdict_line
+    """fit --workload: the cheapest setting of the engine's pool lever that serves the simulated workload, with
+    the engine's launch line at that setting."""
+    from ..engines import get_engine
+    from ..simulate.fit import fit_workload
     from ..simulate.workloads import parse_workload
 
     if not 0 <= args.preemption_budget < 1:
         raise ValueError("--preemption-budget is a fraction of the requests, from 0 to below 1")
-    found = fit_workload(args.model, _gpu(args), parse_workload(args.workload), engine=args.engine_name or "vllm",
-                         engine_version=args.engine_version, settings=_settings(args), seed=args.seed,
+    engine, settings = get_engine(args.engine_name), _settings(args)
+    found = fit_workload(args.model, _gpu(args), parse_workload(args.workload), engine=engine.name,
+                         engine_version=args.engine_version, settings=settings, seed=args.seed,
                          budget=args.preemption_budget, **_sources(args))
+    line = engine.launch_line(args.model, {**settings, found.lever.setting: found.value}) if found.feasible else None
     if args.json:
-        print(json.dumps(found.to_dict(), indent=2, default=str))
-    elif found.feasible:
-        print(verdict_line(found.result, found))
-        print(f"  {found.lever.text(found.value)}  ({found.simulations} simulations)")
+        print(json.dumps(dict(found.to_dict(), command=line), indent=2, default=str))
     else:
-        print(f"no setting serves this workload: {found.reason}")
+        print("\n".join(workload_fit_lines(found, line, _columns(args))))
     return 0 if found.feasible else EXIT_INFEASIBLE
+
+
+def workload_fit_lines(found, line: str | None, columns: int | None) -> list[str]:
+    """The verdict wrapped to the terminal, the lever's setting, and the launch line continued as a shell reads
+    it (' \\' at each break)."""
+    from ..simulate.fit import verdict_line
+    from ..term import wrap
+
+    if not found.feasible:
+        return wrap(f"no setting serves this workload: {found.reason}", columns, "", "  ")
+    out = wrap(verdict_line(found.result, found), columns, "", "  ")
+    out.append(f"  {found.lever.text(found.value)}  ({found.simulations} simulations)")
+    return out + _shell_lines(line, columns, "  ")
+
+
+def _shell_lines(line: str, columns: int | None, lead: str) -> list[str]:
+    """A launch line within `columns`: broken between words (a flag kept with its value), each break ' \\'."""
+    if columns is None or len(lead + line) <= columns:
+        return [lead + line]
+    command, _, remark = line.partition("  #")
+    pieces: list[str] = []
+    for word in command.split():
+        if pieces and pieces[-1].startswith("-") and " " not in pieces[-1] and not word.startswith("-"):
+            pieces[-1] += " " + word  # '--flag value' stays together
+        else:
+            pieces.append(word)
+    lines, current = [], lead + pieces[0]
+    for piece in pieces[1:]:
+        if len(current) + 1 + len(piece) + 2 > columns:
+            lines.append(current + " \\")
+            current = f"{lead}    {piece}"
+        else:
+            current += " " + piece
+    if remark and len(current) + 3 + len(remark) > columns:  # a remark ends the command: on a line of its own
+        return lines + [current, f"{lead}#{remark}"]
+    return lines + [current + (f"  #{remark}" if remark else "")]

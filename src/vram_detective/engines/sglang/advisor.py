@@ -132,6 +132,49 @@ def fit_rows(model: str, gpu, version, pins: dict, sources: dict, *, context=Non
     return sorted(found, key=_borderline)  # those whose margin covers the pool's interval first, in order
 
 
+def nearest(model: str, gpu, version, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
+            gpus: int = 1) -> list[tuple[str, Row, str]]:
+    """When nothing meets the target, what comes nearest, one part of it given up at a time (as vLLM's fit):
+    (what was relaxed, the best row, why) for the most requests at the target context, the longest context at
+    the target concurrency, and the fewest more GPUs (TP up to 8) that meet it whole."""
+    need, out = concurrency or 1.0, []
+    search = dict(model=model, gpu=gpu, version=version, pins=pins, sources=sources, ceiling=ceiling)
+    if context and need > 1:
+        rows = fit_rows(**search, context=context, concurrency=1.0, gpus=gpus)
+        if rows:
+            best = max(rows, key=lambda row: row.breakdown.max_concurrency)
+            out.append(("concurrency", replace(best, requests=need), f"at most {best.breakdown.max_concurrency:.2f} "
+                                                                     f"requests of {context:,} tokens fit"))
+    limit = context or _explain(model, gpu, version, pins, sources).max_model_len
+    found = _longest_context(search, need, gpus, limit)
+    if found is not None:
+        out.append(("context", found, f"the longest context at {need:g} concurrent request(s) is "
+                                      f"{found.breakdown.max_model_len:,} tokens"))
+    more = gpus * 2
+    while more <= 8 and "tp_size" not in pins:
+        rows = fit_rows(**search, context=context, concurrency=concurrency, gpus=more)
+        wider = [row for row in rows if int(row.breakdown.setting("tp_size")) > gpus]
+        if wider:
+            out.append(("gpus", wider[0], f"{wider[0].breakdown.setting('tp_size')} GPUs meet the target"))
+            break
+        more *= 2
+    return out
+
+
+def _longest_context(search: dict, need: float, gpus: int, below: int) -> Row | None:
+    """The best row at the longest context under `below` (in steps of 256 tokens) holding `need` requests:
+    fewer tokens per request never need a larger pool, so the answer is bisected."""
+    lo, hi, best = 0, (below - 1) // 256, None
+    while lo < hi:
+        middle = (lo + hi + 1) // 2
+        rows = fit_rows(**search, context=middle * 256, concurrency=need, gpus=gpus)
+        if rows:
+            lo, best = middle, rows[0]
+        else:
+            hi = middle - 1
+    return best
+
+
 def _borderline(row: Row) -> bool:
     return row.margin is not None and not row.margin.covers
 
@@ -158,12 +201,18 @@ def _best_fraction(model, gpu, version, settings, sources, context, concurrency,
     return None
 
 
-def fit_text(rows: list[Row], target: str) -> str:
+RELAXED = {"concurrency": "fewer requests", "context": "a shorter context", "gpus": "more GPUs"}
+
+
+def fit_text(rows: list[Row], target: str, near: tuple = ()) -> str:
     from ...intervals import describe
     from ...advisor.report import margin_cell, none_covers_line
 
     if not rows:
-        return f"no SGLang configuration meets {target}"
+        out = [f"no SGLang configuration meets {target}"] + (["nearest:"] if near else [])
+        for what, row, why in near:
+            out += [f"- {RELAXED[what]}: {why}", "    " + launch_line(row.breakdown.model, row.settings)]
+        return "\n".join(out)
     out = [f"SGLang configurations meeting {target}, best first (margin: the KV pool beyond the target):"]
     for row in rows:
         b = row.breakdown
@@ -195,9 +244,13 @@ def fit(model: str, gpu, engine, version, settings: dict, sources: dict, target,
     from ...advisor.answers import AdvisorAnswer
 
     pins = {key: value for key, value in settings.items() if key != "engine"}
-    rows = fit_rows(model, gpu, version, pins, sources, context=target.context, concurrency=target.concurrency,
-                    ceiling=target.max_gpu_memory, gpus=target.gpus)[: target.top]
+    wanted = dict(context=target.context, concurrency=target.concurrency, ceiling=target.max_gpu_memory,
+                  gpus=target.gpus)
+    rows = fit_rows(model, gpu, version, pins, sources, **wanted)[: target.top]
     sentence = (f"{target.concurrency or 1:g} x {target.context_text or 'the model context'} tokens"
                 + (f" under {target.max_gpu_memory_text} per GPU" if target.max_gpu_memory else ""))
-    return AdvisorAnswer("fit", engine.name, {"target": sentence, "candidates": [row.fit_dict() for row in rows]},
-                         bool(rows), lambda columns, markdown: fit_text(rows, sentence))
+    data = {"target": sentence, "candidates": [row.fit_dict() for row in rows]}
+    near = () if rows else tuple(nearest(model, gpu, version, pins, sources, **wanted))
+    if not rows:  # what comes nearest, as vLLM's fit gives it
+        data["nearest"] = [dict({"relaxed": what, "why": why}, **row.fit_dict()) for what, row, why in near]
+    return AdvisorAnswer("fit", engine.name, data, bool(rows), lambda columns, markdown: fit_text(rows, sentence, near))

@@ -85,6 +85,23 @@ class Levers:
     answers: Callable[[], Any] | None = None
 
 
+@dataclass(frozen=True)
+class CaseScoring:
+    """How `score` measures the engine against a ground-truth case (groundtruth/SCHEMA.md): the case planned
+    from its own fields the way `explain` plans those flags, then each figure its log printed beside the plan's.
+    scoring.py does the engine-neutral rest (the model, skips, tables, intervals, rendering)."""
+
+    score_case: Callable[..., tuple]  # (case, catalog_only) -> (entry, "") or (None, why the case is skipped)
+    figures: tuple[str, ...]  # the figure rows of the engine's accuracy tables, in order
+    era: Callable[..., str]  # (release, variant="") -> the era key the tables and the intervals group by
+    format_section: Callable[[dict], str]  # the engine's section of a `score` report, as text
+    # a case's raw log -> its observed figures (score --from-logs); None: the engine's cases are scored on the
+    # figures their `observed` holds (the reader gives fewer keys than a case records)
+    observed_from_log: Callable[[str], dict] | None = None
+    consistency_figures: tuple[str, ...] = ()  # figures that check arithmetic, not predictions (tabled apart)
+    detail_tables: bool = False  # weights by stored format and by architecture tag beside the headline
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str  # "vllm"
@@ -93,6 +110,7 @@ class Engine(Protocol):
     launch: LaunchLine
     logs: LogFormats
     levers: Levers
+    scoring: CaseScoring
     refusals: tuple[type[Exception], ...]  # errors meaning "the engine itself would not start"
     settings_error: type[Exception]  # a setting the engine rejects (bad input)
 

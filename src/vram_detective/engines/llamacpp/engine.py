@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
 
 
 def _is_gguf_path(reference: str) -> bool:
@@ -121,6 +121,15 @@ class LlamaCppEngine:
     def levers(self) -> Levers:
         return Levers(tuple(LEVERS), NoFastPath, FastPathUnsupported, lambda: None, _flag_names,
                       lambda spec, gpu, version, settings: None, advisor="gguf", answers=_answers)
+
+    @cached_property
+    def scoring(self) -> CaseScoring:
+        from ... import scoring as neutral
+        from . import scoring
+
+        # observed_from_log None: a case's `observed` holds the per-device buffers its `log` excerpt may not
+        return CaseScoring(scoring.score_case, scoring.FIGURES, scoring.era,
+                           lambda section: neutral.format_engine_section(self.label, section))
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from ...input_checks import check_counts
-from ..base import LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
 
 MIB = 1024 * 1024
 
@@ -240,6 +240,16 @@ class OllamaEngine:
         return Levers(tuple(flags), NoFastPath, FastPathUnsupported, lambda: None, lambda: dict(flags),
                       lambda spec, gpu, version, settings: None, advisor="gguf", solves_layers=False,
                       answers=_answers)
+
+    @cached_property
+    def scoring(self) -> CaseScoring:
+        from ... import scoring as neutral
+        from ..llamacpp import scoring
+
+        # an Ollama case is planned by llama.cpp's case planner (accuracy.plan_case: Ollama's release, its
+        # vendored build, its own layer placement), compared buffer by buffer as llama.cpp's
+        return CaseScoring(scoring.score_case, scoring.FIGURES, lambda version, variant="": "Ollama",
+                           lambda section: neutral.format_engine_section(self.label, section))
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

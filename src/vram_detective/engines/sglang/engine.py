@@ -6,7 +6,7 @@ import re
 from functools import cached_property
 
 from ...units import GIB
-from ..base import LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
 
 # lines only SGLang prints (model_runner.py, memory_pool.py, scheduler.py), any release
 _SGLANG_LINES = re.compile(r"Load weight (?:begin|end)\. .*avail mem=|KV Cache is allocated\.|Memory pool end\. avail mem="
@@ -117,6 +117,14 @@ class SGLangEngine:
     @cached_property
     def levers(self) -> Levers:
         return Levers((), type(None), _NoFastPath, lambda: None, _flag_names, lambda *args: None, answers=_answers)
+
+    @cached_property
+    def scoring(self) -> CaseScoring:
+        from ... import scoring as neutral
+        from . import scoring
+
+        return CaseScoring(scoring.score_case, scoring.FIGURES, scoring.era,
+                           lambda section: neutral.format_engine_section(self.label, section), _observed)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

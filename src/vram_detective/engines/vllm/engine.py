@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
 
 
 def _is_vllm_log(text: str) -> bool:
@@ -126,6 +126,13 @@ class VllmEngine:
         return Levers(sweep.SWEPT, sweep.FastPath, sweep.FastPathUnsupported, lambda: sweep.numpy_or_none(),
                       _flag_names, _path_switch, advisor="sweep",
                       answers=_answers)
+
+    @cached_property
+    def scoring(self) -> CaseScoring:
+        from . import scoring
+
+        return CaseScoring(scoring.score_case, scoring.HEADLINE_FIGURES, scoring.era, scoring.format_section,
+                           _observed, scoring.CONSISTENCY_FIGURES, detail_tables=True)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -334,10 +334,22 @@ def logs_html_report(report: dict) -> str:
 
 
 def fit_fragment(result: dict) -> str:
-    """A `fit --json` result: the candidates with their launch lines."""
+    """A `fit --json` result, whichever engine answered: the candidates (or llama.cpp's answers) with their
+    launch lines; when nothing meets the target, what comes nearest and why."""
     candidates = result.get("candidates") or []
+    answers = [a for a in result.get("answers") or [] if a.get("command")]  # llama.cpp: one answer a question
+    if answers:
+        rows = "".join(f'<tr data-rank="{i}"><td>{i}</td><td>{escape(str(a.get("question", "")))}</td>'
+                       f'<td>{escape(str(a.get("reason", "")))}</td></tr><tr><td></td><td colspan=2>'
+                       f'{copy_line_html(a["command"], f"launch line of answer {i}")}</td></tr>'
+                       for i, a in enumerate(answers, 1))
+        return ('<p class="verdict">The answers that fit, each with its line.</p><table class="fit"><tr><th>#</th>'
+                f'<th>question</th><th>answer</th></tr>{rows}</table>')
     if not candidates:
-        return f'<p class="verdict failed">No configuration meets the target.</p>'
+        why = "".join(f'<li>{escape(str(a.get("question", "")))}: {escape(str(a.get("reason", "")))}</li>'
+                      for a in result.get("answers") or [])  # llama.cpp: why each question has no answer
+        return ('<p class="verdict failed">No configuration meets the target.</p>' + _nearest_html(result)
+                + (f'<ul class="why">{why}</ul>' if why else ""))
     head = "<tr><th>#</th><th>checkpoint</th><th>nvidia-smi MiB</th><th>KV tokens</th><th>concurrency</th><th>binds</th></tr>"
     rows = []
     for index, c in enumerate(candidates, 1):
@@ -348,6 +360,22 @@ def fit_fragment(result: dict) -> str:
     feasible = result.get("feasible", True)
     verdict_text = "Candidates that meet the target, best first." if feasible else "Nothing meets the target; the nearest:"
     return f'<p class="verdict">{verdict_text}</p><table class="fit">{head}{"".join(rows)}</table>'
+
+
+_RELAXED = {"concurrency": "fewer requests", "context": "a shorter context", "gpus": "more GPUs"}
+
+
+def _nearest_html(result: dict) -> str:
+    """`nearest` of a fit with no candidate: each part of the target given up, why, and the line that starts it
+    (vLLM nests the candidate, SGLang gives the row itself)."""
+    items = []
+    for near in result.get("nearest") or []:
+        command = (near.get("candidate") or near).get("command")
+        line = copy_line_html(command, f"launch line: {near.get('relaxed')}") if command else ""
+        items.append(f'<li data-relaxed="{escape(str(near.get("relaxed")))}">'
+                     f'{escape(_RELAXED.get(near.get("relaxed"), "why not"))}: {escape(str(near.get("why", "")))}'
+                     f"{line}</li>")
+    return f'<p>The nearest:</p><ul class="nearest">{"".join(items)}</ul>' if items else ""
 
 
 # --- simulate ---------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ EXIT_BAD_INPUT = 2
 WHATIF_EXAMPLES = """examples:
   vram-detective whatif Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --max-model-len 32k
   vram-detective whatif meta-llama/Llama-3.1-8B-Instruct --gpu 3090 --vllm-version 0.6.4 --json
+  vram-detective whatif Qwen/Qwen3-8B --gpu 4090 --engine llamacpp --gguf-type Q4_K_M -c 8192
 """
 
 FIT_EXAMPLES = """examples:
@@ -23,6 +24,7 @@ FIT_EXAMPLES = """examples:
   vram-detective fit meta-llama/Llama-3.1-70B-Instruct --gpu H100 --context 32k --concurrency 16
   vram-detective fit Qwen/Qwen3-32B --gpu "RTX 4090" --gpus 2 --context 128k      # what it takes
   vram-detective fit Qwen/Qwen3-8B --gpu L4 --context 16k --concurrency 8 --entrypoint llm --json
+  vram-detective fit Qwen/Qwen3-8B --gpu "H100 SXM" --engine sglang --context 32k --concurrency 4
 """
 
 
@@ -41,8 +43,13 @@ def register(subparsers) -> None:
 
     whatif = subparsers.add_parser(
         "whatif", help="what every lever (utilization, context, batch, fp8 KV, graphs, offload, quantization, TP/PP) changes",
-        description="Predict the baseline (MODEL on a GPU with the given vLLM flags), then every lever one at a time: "
-                    "the change in weights, KV pool, tokens, concurrency and nvidia-smi, and what each costs.",
+        description="Predict the baseline (MODEL on a GPU with the engine flags given), then every lever of the "
+                    "engine one at a time, each with its launch line: vLLM's utilization, context, batch, fp8 KV, "
+                    "graphs, offload, quantization and TP/PP (the change in weights, KV pool, tokens, concurrency and "
+                    "nvidia-smi, and what each costs); SGLang's mem-fraction-static, running requests, chunked "
+                    "prefill, graphs, fp8 KV, page size and TP; llama.cpp's -ngl, -c, -np, KV types, flash "
+                    "attention, batches, experts on the CPU and mmap; Ollama's num_ctx, parallel slots, KV type, "
+                    "flash attention and num_gpu; and the model's other checkpoints or quantization mixes.",
         epilog=WHATIF_EXAMPLES, formatter_class=HelpFormatter)
     _common(whatif)
     whatif.add_argument("--no-checkpoints", action="store_true", help="leave out the catalog's other checkpoints")
@@ -50,9 +57,12 @@ def register(subparsers) -> None:
 
     fit = subparsers.add_parser(
         "fit", help="the settings (and checkpoint) that meet a memory / concurrency / context target",
-        description="Search vLLM's settings and the catalog's bf16 / FP8 / AWQ / GPTQ variants of MODEL for the "
-                    "configurations that meet the target, rank them, name what binds each, and print the exact "
-                    "launch command of the best. vLLM flags given here are kept as they are (pinned).",
+        description="Search the engine's settings for the configurations that meet the target, best first, each "
+                    "with its exact launch line; when nothing meets it, what comes nearest. vLLM: its settings and "
+                    "the catalog's bf16 / FP8 / AWQ / GPTQ variants of MODEL, with what binds each; SGLang: TP, KV "
+                    "dtype and mem-fraction-static; llama.cpp: the most layers on the GPU at the context and the "
+                    "largest context with every layer on it. Ollama picks its layers itself: fit is not offered "
+                    "for it. Engine flags given here are kept as they are (pinned).",
         epilog=FIT_EXAMPLES, formatter_class=HelpFormatter)
     _common(fit)
     target = fit.add_argument_group("the target")

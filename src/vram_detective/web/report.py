@@ -334,22 +334,14 @@ def logs_html_report(report: dict) -> str:
 
 
 def fit_fragment(result: dict) -> str:
-    """A `fit --json` result, whichever engine answered: the candidates (or llama.cpp's answers) with their
-    launch lines; when nothing meets the target, what comes nearest and why."""
+    """A `fit --json` result, whichever engine answered: the candidates (or the answers to llama.cpp's questions)
+    with their launch lines; when nothing meets the target, what comes nearest, why, and its line."""
+    if result.get("answers") is not None:  # an engine whose levers are solved one question at a time (llama.cpp)
+        return _fit_answers_html(result)
     candidates = result.get("candidates") or []
-    answers = [a for a in result.get("answers") or [] if a.get("command")]  # llama.cpp: one answer a question
-    if answers:
-        rows = "".join(f'<tr data-rank="{i}"><td>{i}</td><td>{escape(str(a.get("question", "")))}</td>'
-                       f'<td>{escape(str(a.get("reason", "")))}</td></tr><tr><td></td><td colspan=2>'
-                       f'{copy_line_html(a["command"], f"launch line of answer {i}")}</td></tr>'
-                       for i, a in enumerate(answers, 1))
-        return ('<p class="verdict">The answers that fit, each with its line.</p><table class="fit"><tr><th>#</th>'
-                f'<th>question</th><th>answer</th></tr>{rows}</table>')
     if not candidates:
-        why = "".join(f'<li>{escape(str(a.get("question", "")))}: {escape(str(a.get("reason", "")))}</li>'
-                      for a in result.get("answers") or [])  # llama.cpp: why each question has no answer
-        return ('<p class="verdict failed">No configuration meets the target.</p>' + _nearest_html(result)
-                + (f'<ul class="why">{why}</ul>' if why else ""))
+        return (f'<p class="verdict failed">No configuration meets the target{_target(result)}.</p>'
+                + _nearest_html(result))
     head = "<tr><th>#</th><th>checkpoint</th><th>nvidia-smi MiB</th><th>KV tokens</th><th>concurrency</th><th>binds</th></tr>"
     rows = []
     for index, c in enumerate(candidates, 1):
@@ -376,6 +368,29 @@ def _nearest_html(result: dict) -> str:
                      f'{escape(_RELAXED.get(near.get("relaxed"), "why not"))}: {escape(str(near.get("why", "")))}'
                      f"{line}</li>")
     return f'<p>The nearest:</p><ul class="nearest">{"".join(items)}</ul>' if items else ""
+
+
+def _target(result: dict) -> str:
+    target = result.get("target")
+    return f" ({escape(str(target))})" if isinstance(target, str) and target else ""
+
+
+def _fit_answers_html(result: dict) -> str:
+    """`fit --json` as answers to questions (the most layers at this context, the largest context on the GPU):
+    each question, its answer and its launch line."""
+    answers = [a for a in result["answers"] if isinstance(a, dict)]
+    if not answers:
+        return f'<p class="verdict failed">No configuration meets the target{_target(result)}.</p>'
+    rows = []
+    for index, a in enumerate(answers, 1):
+        vram = ", ".join(f"{escape(str(k))} {v:,} MiB" for k, v in (a.get("vram_per_gpu_mib") or {}).items())
+        rows.append(f'<tr data-rank="{index}"><td>{index}</td><td>{escape(str(a.get("question", "")))}</td>'
+                    f'<td>{escape(str(a.get("reason", "")))}</td><td>{vram}</td></tr>'
+                    f'<tr><td></td><td colspan=3>{copy_line_html(str(a.get("command") or ""), f"launch line {index}")}'
+                    f'</td></tr>')
+    head = "<tr><th>#</th><th>question</th><th>answer</th><th>VRAM per GPU</th></tr>"
+    return (f'<p class="verdict">{escape(str(answers[0].get("reason", "")))}</p>'
+            f'<table class="fit">{head}{"".join(rows)}</table>')
 
 
 # --- simulate ---------------------------------------------------------------------------------------------------

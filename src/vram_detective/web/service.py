@@ -45,6 +45,16 @@ CONTROLS = {
 OWN_KEYS = ("model", "gpu", "gpu_memory", "engine", "version", "vllm_engine", "entrypoint", "source", "revision",
             "gguf_file", "line", "tab", "theme", "context", "concurrency", "max_gpu_memory", "gpus", "top")
 TRUE_WORDS = ("1", "true", "on", "yes")
+# the other request keys the endpoints read (fit targets, simulate, logs, compare)
+OTHER_KEYS = ("workload", "seed", "trace", "preemption_budget", "cost", "gguf_type", "log", "nvidia_smi", "engines",
+              "tp")
+# names people reach for that mean one of ours (the CLI's spellings, other tools' words)
+PARAMETER_ALIASES = {"vllm_version": "version", "sglang_version": "version", "engine_version": "version",
+                     "max_model_length": "max_model_len", "gpu_name": "gpu", "model_id": "model",
+                     "memory": "gpu_memory", "gpu_mem": "gpu_memory", "context_len": "context"}
+# a built-in workload with the arrivals the page fills in when it is picked: each within the caps below
+WORKLOAD_PRESETS = {"chat": "rate=2,duration=120", "rag": "rate=1,duration=120", "longdoc": "rate=0.2,duration=120",
+                    "agent": "users=8,duration=120"}
 
 
 class RequestError(ValueError):
@@ -53,6 +63,10 @@ class RequestError(ValueError):
 
 class TooLarge(RequestError):
     """A workload too large to simulate within one request (HTTP 413)."""
+
+
+class UnknownParameter(RequestError):
+    """A parameter no endpoint reads (HTTP 422): named, with the one meant when it is close to one."""
 
 
 class Forbidden(RequestError):
@@ -197,6 +211,42 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
     return model, settings
 
 
+def known_parameters() -> frozenset[str]:
+    """Every parameter some endpoint reads: the request's own keys and every engine's settings."""
+    from ..engines import ENGINES, get_engine
+
+    settings = {flag.setting for name in ENGINES for flag in get_engine(name).launch.flags}
+    return frozenset(OWN_KEYS) | frozenset(OTHER_KEYS) | settings
+
+
+def check_parameters(params: dict) -> None:
+    """An unknown parameter is an error naming it (and the one meant, when close): never silently dropped."""
+    import difflib
+
+    known = known_parameters()
+    unknown = sorted(name for name in params if name not in known)
+    if not unknown:
+        return
+    hints = []
+    for name in unknown[:5]:
+        near = PARAMETER_ALIASES.get(name.lower()) or next(iter(difflib.get_close_matches(name, known, 1, 0.75)), None)
+        hints.append(f"{name[:60]!r} (did you mean {near}?)" if near else repr(name[:60]))
+    raise UnknownParameter(f"unknown parameter{'s' if len(unknown) > 1 else ''}: {', '.join(hints)}; see /api")
+
+
+def control_value(engine_name: str, setting: str, raw):
+    """A setting's value as the engine reads it (`32k` -> 32768), for a control to show; the text when unread."""
+    from ..engines import get_engine
+
+    flag = next((flag for flag in get_engine(engine_name).launch.flags if flag.setting == setting), None)
+    if flag is None or raw in (None, ""):
+        return raw
+    try:
+        return _flag_value(get_engine(engine_name), flag, str(raw))
+    except RequestError:
+        return raw
+
+
 def _flag_value(engine, flag, raw: str):
     name = getattr(flag.parse, "__name__", "")
     if name in ("_bool", "_switch"):
@@ -208,6 +258,13 @@ def _flag_value(engine, flag, raw: str):
     try:
         return engine.launch.parse_value(flag, raw)
     except (ValueError, TypeError) as error:
+        if flag.parse is int:  # a token count written as the page and vLLM write it (32k): every engine reads it
+            from ..units import parse_token_count
+
+            try:
+                return parse_token_count(raw)
+            except ValueError:
+                pass
         raise RequestError(f"{flag.setting}: {error}") from None
 
 

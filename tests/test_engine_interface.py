@@ -178,3 +178,12 @@ def test_a_pasted_sglang_line_reads_the_same_whatever_the_hash_seed():
     seen = {subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONHASHSEED=str(seed)),
                            capture_output=True, text=True, check=True).stdout for seed in range(4)}
     assert seen == {"{'tp_size': 2, 'mem_fraction_static': 0.8, 'page_size': 64, 'context_length': 8192}\n"}
+
+
+def test_every_engine_names_the_controls_the_web_page_shows_in_its_own_settings():
+    shown = {name: [row[0] for row in get_engine(name).controls] for name in ENGINES}
+    assert shown["vllm"][:2] == ["gpu_memory_utilization", "max_model_len"]
+    assert shown["sglang"][:2] == ["mem_fraction_static", "context_length"]
+    assert shown["llamacpp"][:2] == ["n_ctx", "n_parallel"] and shown["ollama"][:2] == ["num_ctx", "num_parallel"]
+    for name, settings in shown.items():  # each a setting the engine's own flags set
+        assert set(settings) <= {flag.setting for flag in get_engine(name).launch.flags}, name

@@ -66,6 +66,13 @@ def _answers():
 class LlamaCppEngine:
     name = "llamacpp"
     label = "llama.cpp"
+    # the levers the web page shows as controls: (setting, kind, label, min, max, step)
+    controls = (("n_ctx", "range", "context (-c)", 512, 131072, 512),
+                ("n_parallel", "range", "parallel slots (-np)", 1, 64, 1),
+                ("n_gpu_layers", "number", "GPU layers (-ngl)", 0, 999, 1),
+                ("type_k", "select", "K cache type", ("f16", "q8_0", "q4_0"), None, None),
+                ("type_v", "select", "V cache type", ("f16", "q8_0", "q4_0"), None, None),
+                ("flash_attn", "select", "flash attention", ("auto", "on", "off"), None, None))
 
     @cached_property
     def releases(self) -> Releases:

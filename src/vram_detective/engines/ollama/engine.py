@@ -138,6 +138,12 @@ def _answers():
 class OllamaEngine:
     name = "ollama"
     label = "Ollama"
+    # the levers the web page shows as controls: (setting, kind, label, min, max, step)
+    controls = (("num_ctx", "range", "context (num_ctx)", 512, 131072, 512),
+                ("num_parallel", "range", "parallel (OLLAMA_NUM_PARALLEL)", 1, 64, 1),
+                ("num_gpu", "number", "GPU layers (num_gpu)", 0, 999, 1),
+                ("kv_cache_type", "select", "KV cache type", ("f16", "q8_0", "q4_0"), None, None),
+                ("flash_attention", "checkbox", "flash attention", None, None, None))
 
     @cached_property
     def releases(self) -> Releases:

@@ -64,6 +64,14 @@ LOG_FIGURES = (
 class SGLangEngine:
     name = "sglang"
     label = "SGLang"
+    # the levers the web page shows as controls: (setting, kind, label, min, max, step)
+    controls = (("mem_fraction_static", "range", "mem_fraction_static", 0.05, 0.99, 0.01),
+                ("context_length", "range", "context length", 512, 131072, 512),
+                ("max_running_requests", "range", "max_running_requests", 1, 1024, 1),
+                ("chunked_prefill_size", "number", "chunked_prefill_size", 64, 65536, 64),
+                ("tp_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
+                ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8_e5m2", "fp8_e4m3"), None, None),
+                ("disable_cuda_graph", "checkbox", "no CUDA graphs", None, None, None))
     gguf_mixes = False  # sizes no llama.cpp quantization mix
     log_figures = LOG_FIGURES
     log_only_settings: tuple[str, ...] = ()

@@ -55,6 +55,14 @@ def _answers():
 class VllmEngine:
     name = "vllm"
     label = "vLLM"
+    # the levers the web page shows as controls: (setting, kind, label, min, max, step)
+    controls = (("gpu_memory_utilization", "range", "GPU memory utilization", 0.05, 0.99, 0.01),
+                ("max_model_len", "range", "context (max_model_len)", 512, 131072, 512),
+                ("max_num_seqs", "range", "max_num_seqs", 1, 1024, 1),
+                ("max_num_batched_tokens", "number", "max_num_batched_tokens", 16, 1048576, 16),
+                ("tensor_parallel_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
+                ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8", "fp8_e5m2"), None, None),
+                ("enforce_eager", "checkbox", "eager (no CUDA graphs)", None, None, None))
 
     @property
     def releases(self) -> Releases:

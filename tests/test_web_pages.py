@@ -172,13 +172,8 @@ def _log(engine: str) -> dict:
     return next(row for row in read_jsonl(GROUNDTRUTH / file) if row["id"] == case)
 
 
-# the Ollama log's runner settings are shown as a Python dict (the forensics answer, helper fx's part of issue 27)
-OLLAMA_RAW = pytest.mark.xfail(strict=True, reason="observed: \"{'n_ctx': 8192, 'n_batch': 512, ...}\" in the "
-                                                 "Ollama log's 'what the log printed' table")
-
-
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("engine", [pytest.param(e, marks=OLLAMA_RAW) if e == "ollama" else e for e in ENGINES])
+@pytest.mark.parametrize("engine", list(ENGINES))
 def test_forensics_tab(browser, server, shots, engine, size):  # noqa: F811
     case = _log(engine)
     problems: list = []

@@ -390,42 +390,24 @@ def logs_json(log: str, nvidia_smi: str | None = None, model: str | None = None,
 
 
 def _logs_with_smi(log: str, smi_text: str, model, gpu, version) -> dict:
-    """build_report's steps for a log and nvidia-smi output both held in memory (build_report reads the
-    nvidia-smi output from a path or standard input only)."""
-    from ..engines import get_engine
+    """build_report with nvidia-smi output held in memory (build_report reads it from a path or standard input
+    only)."""
     from ..forensics import command
     from ..forensics.nvidia_smi import parse_nvidia_smi
 
     _check_log_options(model, gpu, version)
-    smi = parse_nvidia_smi(smi_text)
-    engine = command._other_engine(log, "-", model, gpu, version, smi)
-    if engine is not None:
-        return engine
-    from ..forensics.engine_logs import detect_engine
-
-    # the log's own engine (every other engine's log returned above): its streaming reader, runs and all
-    parsed = get_engine(detect_engine(log)).logs.reader().parse_stream(io.BytesIO(log.encode("utf-8")),
-                                                                        "standard input")
-    last = len(parsed.runs) - 1
-    runs = [command.analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=version,
-                                smi=smi if index == last else None)
-            if index > last - command.DEEP_RUNS else command.summarize_run(run)
-            for index, run in enumerate(parsed.runs)]
-    return {"log": "standard input", "lines_read": parsed.lines_read, "lines_with_figures": parsed.lines_matched,
-            "bytes_read": parsed.bytes_read, "lines_cut": parsed.truncated_lines, "nvidia_smi": smi.to_dict(),
-            "runs": runs}
+    return command.build_report("-", model=model, gpu=gpu, vllm_version=version, stdin=io.BytesIO(log.encode("utf-8")),
+                                smi=parse_nvidia_smi(smi_text))
 
 
 def _check_log_options(model, gpu, version) -> None:
-    """build_report's checks of the options (bad input before any work)."""
+    """build_report's checks of the options (bad input before any work; the release once the log's engine is
+    known)."""
     from .. import api
-    from ..engines import DEFAULT_ENGINE, get_engine
     from ..hardware import find_gpu
 
     if gpu:
         find_gpu(gpu)
-    if version:  # a release of the engine whose runs `logs` analyses deeply (the default's streaming reader)
-        get_engine(DEFAULT_ENGINE).releases.resolve(version)
     if model:
         api.model_spec(model)
 

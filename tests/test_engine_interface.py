@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -153,14 +154,15 @@ def test_vllm_launch_line_sets_the_v0_v1_path_asked_for():
             == "VLLM_USE_V1=0 vllm serve Qwen/Qwen3-8B")
 
 
-@pytest.mark.xfail(strict=True, reason="Ollama's launch line is written with llama-server's program and Ollama's "
-                                       "flag names (observed 'llama-server -m Qwen/Qwen3-8B --num-ctx 8192 "
-                                       "--num-parallel 2'): no program reads it, Ollama's own parser refuses it")
 def test_ollama_writes_a_launch_line_it_reads():
+    """It was llama-server's program with Ollama's flag names, which no program reads."""
     engine = get_engine("ollama")
-    line = engine.launch_line("Qwen/Qwen3-8B", {"num_ctx": 8192, "num_parallel": 2})
-    parsed = engine.launch.parse(line.split())
-    assert (parsed.model, parsed.settings) == ("Qwen/Qwen3-8B", {"num_ctx": 8192, "num_parallel": 2})
+    settings = {"num_ctx": 8192, "num_parallel": 2, "flash_attention": True, "kv_cache_type": "q8_0"}
+    line = engine.launch_line("qwen2.5:7b", dict(settings, num_gpu=20))
+    assert line == ("OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_NUM_PARALLEL=2 OLLAMA_FLASH_ATTENTION=1 "
+                    "OLLAMA_KV_CACHE_TYPE=q8_0 ollama run qwen2.5:7b  # /set parameter num_gpu 20")
+    parsed = engine.launch.parse(shlex.split(line, comments=True))
+    assert (parsed.model, parsed.settings) == ("qwen2.5:7b", settings)
 
 
 def test_metrics_and_deployments_are_offered_or_plainly_not():

@@ -165,10 +165,9 @@ class OllamaEngine:
         return is_launch_line(words)
 
     def launch_line(self, model: str, settings: dict) -> str:
-        from ..llamacpp.launch import server_line
-        from .launch import FLAGS
+        from .launch import run_line
 
-        return server_line(FLAGS, model, settings)
+        return run_line(model, settings)
 
     live_metrics = None  # Ollama serves no Prometheus /metrics: `watch` reads no Ollama server
 

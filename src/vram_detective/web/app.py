@@ -1,6 +1,6 @@
 """The Starlette application behind `vram-detective serve`: the page, its fragments, and the JSON API
-(`/api/explain`, `/api/whatif`, `/api/fit`, `/api/logs`, `/api/simulate` return exactly what the commands'
-`--json` prints).
+(`/api/explain`, `/api/whatif`, `/api/fit`, `/api/logs`, `/api/simulate`, `/api/score` return exactly what the
+commands' `--json` prints).
 
 Errors are JSON `{"error": "one line"}`: 400 bad input, 403 a local path (or trace file) the server may not
 read, or a Host / Origin it was not started for, 413 a body over service.MAX_BODY_BYTES or a workload over the
@@ -317,6 +317,7 @@ def _work_routes(policy: service.Policy, seconds: float | None = REQUEST_SECONDS
         Route("/api/fit", _endpoint(fit_api, pool="heavy"), methods=both),
         Route("/api/logs", _endpoint(logs_api, pool="heavy"), methods=["POST"]),
         Route("/api/compare", _endpoint(compare_api, pool="heavy"), methods=both),
+        Route("/api/score", _endpoint(lambda p: service.score_json(p, policy), pool="heavy"), methods=["POST"]),
         # `simulate --json` prints with indent 1: the API's bytes are the command's
         Route("/api/simulate", _endpoint(lambda p: service.simulate(read(p), p).report, indent=1, pool="heavy"), methods=both),
         Route("/api/models", _endpoint(lambda p: service.catalog_models())),
@@ -365,6 +366,15 @@ def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
                                            "version": {"type": "string"}}, "required": ["log"]}},
                                        "text/plain": {"schema": {"type": "string", "description": "the log"}}},
                                        "description": f"at most {max_body:,} bytes"}}},
+            "/api/score": {"post": {"summary": same.format("score FILE --catalog-only") + " for the ground-truth "
+                                    "cases in the body (models from the catalog; nothing read from disk)",
+                                    "requestBody": {"content": {
+                                        "application/json": {"schema": {"type": "object", "properties": {
+                                            "cases": {"description": "JSONL text, or a list of case objects "
+                                                      "(groundtruth/SCHEMA.md)"},
+                                            "from_logs": {"type": "boolean"}}, "required": ["cases"]}},
+                                        "text/plain": {"schema": {"type": "string", "description": "JSONL cases"}}},
+                                        "description": f"at most {max_body:,} bytes"}}},
             "/api/simulate": {"get": {"summary": same.format("simulate") + simulate_caps(), "parameters": model_params + [
                 {"name": "workload", "in": "query", "description": "chat | rag | longdoc | agent [:rate=R,duration=S,"
                  "users=N,think=S,burst=N,period=S,requests=N], e.g. chat:rate=2,duration=120"},

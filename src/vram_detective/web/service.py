@@ -17,9 +17,9 @@ HUB_DEADLINE_SECONDS = 15.0
 OWN_KEYS = ("model", "gpu", "gpu_memory", "engine", "version", "vllm_engine", "entrypoint", "source", "revision",
             "gguf_file", "line", "tab", "theme", "context", "concurrency", "max_gpu_memory", "gpus", "top")
 TRUE_WORDS = ("1", "true", "on", "yes")
-# the other request keys the endpoints read (fit targets, simulate, logs, compare)
+# the other request keys the endpoints read (fit targets, simulate, logs, compare, score)
 OTHER_KEYS = ("workload", "seed", "trace", "preemption_budget", "cost", "gguf_type", "log", "nvidia_smi", "engines",
-              "tp")
+              "tp", "cases", "from_logs")
 # names people reach for that mean one of ours (the CLI's spellings, other tools' words)
 PARAMETER_ALIASES = {"vllm_version": "version", "sglang_version": "version", "engine_version": "version",
                      "max_model_length": "max_model_len", "gpu_name": "gpu", "model_id": "model",
@@ -559,3 +559,33 @@ def launch_line(request: Request, breakdown=None) -> str:
 
     settings = {key: value for key, value in request.settings.items() if value is not None}
     return get_engine(request.engine).launch_line(request.model, settings)
+
+
+def score_json(params: dict, policy: Policy | None = None) -> dict:
+    """What `score FILE --catalog-only --json` prints for the ground-truth cases in the request (JSONL text:
+    the body, or `cases` of a JSON body, as text or a list of case objects). A server reads no file it was not
+    given and fetches nothing for a case: models come from the catalog, and a case's `gguf_file` is read only
+    under --allow-local-models DIR (else the case is planned from its `quant`, as when the file is not at hand)."""
+    import json
+
+    from ..library import envelope
+    from ..scoring import read_case_text, score_cases
+
+    raw = params.get("cases", params.get("log"))
+    if isinstance(raw, list):
+        raw = "\n".join(json.dumps(case) for case in raw)
+    if not isinstance(raw, str) or not raw.strip():
+        raise RequestError("no cases given (JSONL: one ground-truth case a line, groundtruth/SCHEMA.md)")
+    cases, unreadable = read_case_text(raw)
+    cases = [_without_unallowed_file(case, policy or Policy()) for case in cases]
+    from_logs = str(params.get("from_logs") or "").lower() in TRUE_WORDS
+    return envelope("score", None, score_cases(cases, from_logs=from_logs, catalog_only=True, unreadable=unreadable))
+
+
+def _without_unallowed_file(case: dict, policy: Policy) -> dict:
+    settings = case.get("settings")
+    if not isinstance(settings, dict) or not settings.get("gguf_file"):
+        return case
+    if policy.allows(Path(str(settings["gguf_file"])).expanduser()):
+        return case
+    return dict(case, settings={key: value for key, value in settings.items() if key != "gguf_file"})

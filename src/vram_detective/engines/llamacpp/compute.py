@@ -50,7 +50,7 @@ def cpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool,
       CPU_ATTENTION_ACTIVATIONS x n_ubatch x n_embd f32). With flash attention no score matrix is kept.
     The rows count is where the allocator left the final hidden state: ggml_dyn_tallocr_alloc puts the logits
     (no hole fits them) at the end of the highest live tensor. With flash attention the f16 mask kept across the
-    layers moves it (1-3 rows on most models, 10-32 MiB on the Qwen ones; tests/test_llamacpp_cpu_groundtruth.py
+    layers moves it (1-3 rows in most loads, 10-32 MiB in some Qwen ones; tests/test_llamacpp_cpu_groundtruth.py
     keeps that gap as a strict xfail): an exact figure needs the allocator replayed over the graph."""
     from .calibration import CPU_ATTENTION_ACTIVATIONS
 

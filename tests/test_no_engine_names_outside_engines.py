@@ -45,3 +45,33 @@ def test_no_engine_name_and_no_hook_probe_outside_engines():
     files = _outside_engines()
     assert _hits(NAMES, files) == []
     assert _hits(PROBES, files) == []
+
+
+# The grep above catches the usual spellings of a branch; this catches any engine named as a value in code (a
+# default, a key, a label), docstrings aside. The one left names vLLM because what it does is vLLM's: an
+# nvidia-smi reading with no log is solved for vLLM's gpu_memory_utilization (forensics/reading.py, to move under
+# engines/vllm/ with that solve).
+ENGINE_WORDS = {"vllm", "sglang", "llamacpp", "llama.cpp", "llama-cpp", "ollama"}
+NAMED_AS_VALUE_LEFT = {"forensics/reading.py": 1}
+
+
+def _named_as_values(path: Path) -> int:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+               and node.value.lower() in ENGINE_WORDS and id(node) not in docstrings)
+
+
+def test_the_value_check_finds_what_it_looks_for(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""Names vllm in prose."""\ndef f(engine="vllm"):\n    """sglang"""\n    return {"SGLang": 1}\n')
+    assert _named_as_values(probe) == 2
+
+
+def test_no_engine_named_as_a_value_outside_engines():
+    counts = {str(path.relative_to(SRC)): _named_as_values(path) for path in _outside_engines()}
+    assert {name: n for name, n in counts.items() if n} == NAMED_AS_VALUE_LEFT

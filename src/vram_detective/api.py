@@ -6,7 +6,7 @@ from functools import lru_cache
 
 from .budget import check as budget_check
 from .breakdown import Breakdown
-from .engines import get_engine
+from .engines import DEFAULT_ENGINE, LEGACY_PATH_ENGINE, get_engine
 from .engines.base import resolve_model as engine_model
 from .errors import EngineRefused
 from .hardware import Gpu, custom_gpu, find_gpu
@@ -46,7 +46,7 @@ def model_spec(reference: str, source: str | None = None, revision: str | None =
                           f"{len(table.tensors)} tensors ({table.format})") from None
 
 
-def model_and_checkpoint(reference: str, engine: str = "vllm", source: str | None = None, revision: str | None = None,
+def model_and_checkpoint(reference: str, engine: str = DEFAULT_ENGINE, source: str | None = None, revision: str | None = None,
                          token: str | None = None, gguf_file: str | None = None):
     """(ModelSpec, checkpoint table or None): through the engine's own names first (Ollama's store), else
     the common sources."""
@@ -73,7 +73,7 @@ def resolve_gpu(gpu: str | None, gpu_memory: int | None) -> Gpu:
 
 
 def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None = None,
-            engine: str = "vllm", engine_version: str | None = None, vllm_version: str | None = None,
+            engine: str = DEFAULT_ENGINE, engine_version: str | None = None, vllm_version: str | None = None,
             vllm_engine: str | None = None, source: str | None = None, revision: str | None = None,
             hf_token: str | None = None, gguf_file: str | None = None, **settings) -> Breakdown:
     """The engine's startup prediction for `model` on a GPU. Settings use the engine's own names
@@ -81,7 +81,7 @@ def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None 
     (vLLM's V0/V1 path, now `vllm_engine`)."""
     budget_check()  # the advisor and the simulate fit predict in loops: a web request's budget stops them
     if engine in VLLM_PATHS:
-        engine, vllm_engine = "vllm", engine
+        engine, vllm_engine = LEGACY_PATH_ENGINE, engine
     if vllm_engine is not None:
         settings["engine"] = vllm_engine  # vLLM's own setting name for the path
     runner = get_engine(engine)

@@ -282,6 +282,8 @@ def docker_launch(words: list[str]) -> tuple[list[str], str | None]:
     what follows an engine's image (vllm/vllm-openai runs `vllm serve`), its tag giving the release."""
     import shlex
 
+    from .engines import get_engine
+
     if len(words) == 1 and " " in words[0]:
         words = shlex.split(words[0])
     if len(words) < 3 or words[0] != "docker" or words[1] != "run":
@@ -289,12 +291,14 @@ def docker_launch(words: list[str]) -> tuple[list[str], str | None]:
     for index, word in enumerate(words[2:], start=2):
         image, _, tag = word.partition(":")
         name = image.rsplit("/", 1)[-1]
-        if not word.startswith("-") and any(engine in name for engine in ENGINES):
+        engine = next((engine for engine in ENGINES if engine in name), None)
+        if not word.startswith("-") and engine is not None:
             rest = words[index + 1:]
             tag = tag[1:] if tag.startswith("v") else tag
             tag = tag if tag[:1].isdigit() else None  # "latest", "nightly": the newest release
-            if "vllm" in name and (not rest or rest[0].startswith("-")):
-                rest = ["vllm", "serve", *rest]  # the vllm-openai image's entrypoint
+            entrypoint = get_engine(engine).launch.image_entrypoint
+            if entrypoint and (not rest or rest[0].startswith("-")):
+                rest = [*entrypoint, *rest]
             return rest, tag
     raise BadInput("a `docker run` line without an engine image (vllm/vllm-openai:TAG, lmsysorg/sglang:TAG)")
 
@@ -567,7 +571,7 @@ def _fit_hint(model: str, args: argparse.Namespace, breakdown) -> str | None:
 
 
 def tensor_groups(model: str, gpu: str | None, gpu_memory: int | None, vllm_version: str | None,
-                  settings: dict, source_options: dict | None = None, engine: str = "vllm") -> list[tuple[int, int, list]]:
+                  settings: dict, source_options: dict | None = None, engine: str = DEFAULT_ENGINE) -> list[tuple[int, int, list]]:
     """(pipeline stage, its first rank, tensor groups per rank) exactly as the plan builds them. All
     tensor-parallel ranks of a stage hold the same groups (vocabulary padding shown as an even share)."""
     from . import api

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from .engines import COMPARED_BY_DEFAULT as DEFAULT_ENGINES
 from .units import GIB
 from .term import HelpFormatter  # --help fitted to the terminal
 
@@ -21,7 +22,6 @@ EXAMPLES = """examples:
       --mem-fraction-static 0.93
 """
 
-DEFAULT_ENGINES = ("vllm", "sglang", "llamacpp")
 DEFAULT_GGUF_TYPE = "Q4_K_M"  # what most llama.cpp users download; --gguf-type picks another mix
 
 
@@ -58,6 +58,12 @@ def _versions(pairs: list[str]) -> dict[str, str]:
             raise ValueError(f"--version takes ENGINE=VERSION with ENGINE one of {', '.join(ENGINES)}: {pair!r}")
         out[name] = version
     return out
+
+
+def _has_setting(engine: str, setting: str) -> bool:
+    from .engines import get_engine
+
+    return any(flag.setting == setting for flag in get_engine(engine).launch.flags)
 
 
 def _engines(text: str) -> tuple[str, ...]:
@@ -207,10 +213,10 @@ def run(args) -> int:
     context = parse_token_count(args.context) if args.context else None
     engines = _engines(args.compare_engines)
     settings: dict = {name: {} for name in engines}
-    for name, setting, value in (("vllm", "gpu_memory_utilization", args.compare_util),
-                                 ("sglang", "mem_fraction_static", args.compare_mfs)):
-        if value is not None and name in settings:  # --util / --mfs: each names one engine's own knob
-            settings[name][setting] = value
+    for setting, value in (("gpu_memory_utilization", args.compare_util), ("mem_fraction_static", args.compare_mfs)):
+        for name in settings:  # --util / --mfs: each is one engine's own knob, given to the engine that has it
+            if value is not None and _has_setting(name, setting):
+                settings[name][setting] = value
     report = compare_report(args.model, args.gpu, context=context, tp=args.compare_tp, engines=engines,
                             versions=_versions(args.compare_versions), settings=settings,
                             gguf_type=args.compare_gguf_type)

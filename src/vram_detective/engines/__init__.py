@@ -16,6 +16,11 @@ ENGINES = {
 }
 
 DEFAULT_ENGINE = "vllm"
+# the engines `compare` puts side by side when none are named (Ollama runs llama.cpp underneath: its column
+# would repeat llama.cpp's at another default context)
+COMPARED_BY_DEFAULT = ("vllm", "sglang", "llamacpp")
+# `--engine v0|v1` / `engine="v0"` from before there were engines: vLLM's V0/V1 path, accepted at the edges only
+LEGACY_PATH_ENGINE = "vllm"
 
 
 class UnknownEngineError(NotFound):

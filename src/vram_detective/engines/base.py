@@ -61,6 +61,9 @@ class LaunchLine:
     # the ways of starting the engine that change its defaults, read as the `entrypoint` setting (vLLM: `vllm
     # serve` and the `LLM` class); empty: one way, no such setting
     entrypoints: tuple[str, ...] = ()
+    # what the engine's container image runs before the arguments of a `docker run` line that start with a flag
+    # (vLLM's vllm/vllm-openai image: `vllm serve`); empty: the image's arguments are the whole command line
+    image_entrypoint: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

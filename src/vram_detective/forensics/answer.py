@@ -47,30 +47,31 @@ def _agreement(rec: dict | None) -> str:
     return f"; the prediction agrees on {agree} of {len(rows)} figures{off}"
 
 
-def _who(run: dict) -> str:
+def _who(run: dict, label: str) -> str:
     """'vLLM 0.9.1 (V1) on NVIDIA L40S, MODEL' from what was read (the comparison's release when the log's is
     unknown)."""
     rec = run.get("reconciliation") or {}
     version = (run.get("vllm_version") or {}).get("value") or rec.get("vllm_version")
     engine = (run.get("engine") or {}).get("value") or rec.get("engine")
-    title = "vLLM" + (f" {version}" if version else "") + (f" ({engine.upper()})" if engine else "")
+    title = label + (f" {version}" if version else "") + (f" ({engine.upper()})" if engine else "")
     gpu = (run.get("gpu") or {}).get("value")
     model = (run.get("model_used_for_prediction") or {}).get("model")
     return title + (f" on {gpu}" if gpu else "") + (f", {model}" if model else "")
 
 
-def render_answer(run: dict, columns: int | None) -> list[str]:
+def render_answer(run: dict, columns: int | None, label: str) -> list[str]:
+    """`label`: the engine as the report names it (its engine_label)."""
     from .bars import observed_bar_lines
 
     lines = []
     failed = run["startup"]["failed"]
     fig = run.get("answer")
     if failed:
-        lines.append(f"  {_who(run)}: did not start.")
+        lines.append(f"  {_who(run, label)}: did not start.")
         lines += _render_fixes(run)
     elif fig is not None:
         where = "nvidia-smi" if fig["sources"]["used"] == "logged" else "predicted nvidia-smi"
-        lines.append(f"  {_who(run)}: {where} {fig['used_mib']:,} MiB of {fig['total_mib']:,} MiB"
+        lines.append(f"  {_who(run, label)}: {where} {fig['used_mib']:,} MiB of {fig['total_mib']:,} MiB"
                      + _agreement(run.get("reconciliation")) + ".")
         bar = observed_bar_lines(fig["weights_gib"], fig["kv_gib"], fig["used_mib"] / 1024, fig["total_mib"] / 1024,
                                  None if columns is None else columns - 2)
@@ -80,7 +81,7 @@ def render_answer(run: dict, columns: int | None) -> list[str]:
             lines.append(f"  ({' and '.join('KV pool' if g == 'kv' else g for g in guessed)} predicted: the log "
                          "does not print them)")
     else:
-        lines.append(f"  {_who(run)}: " + ("no GPU total in the log: give --gpu for the memory bar."
+        lines.append(f"  {_who(run, label)}: " + ("no GPU total in the log: give --gpu for the memory bar."
                                           if not run.get("gpu") else "too few figures for the memory bar."))
     return lines + _how_read(run)
 

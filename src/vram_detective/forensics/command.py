@@ -353,7 +353,9 @@ def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -
 
         return "\n".join(paragraph(render_engine_report(report, columns).splitlines(), columns, "    "))
     _COLUMNS[0] = columns
-    label = report.get("engine_label", "vLLM")
+    from ..engines import get_engine
+
+    label = report.get("engine_label") or get_engine(report.get("engine")).label  # a run-by-run report
     lines = [f"{label} log: {report['log']} ({report['lines_read']:,} lines, {report['lines_with_figures']:,} with {label} "
              f"figures, {len(report['runs'])} run{'s' if len(report['runs']) != 1 else ''})"]
     if report.get("lines_cut"):
@@ -367,11 +369,11 @@ def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -
                      f"{LISTED_RUNS} are listed (--json: earlier_runs)")
     for run in report["runs"]:
         lines.append("")
-        lines += _render_run(run, verbose)
+        lines += _render_run(run, label, verbose)
     return "\n".join(paragraph([public(line, verbose) if line.strip() else line for line in lines], columns, "    "))
 
 
-def _render_run(run: dict, verbose: bool = False) -> list[str]:
+def _render_run(run: dict, label: str, verbose: bool = False) -> list[str]:
     from .answer import render_answer
     from .observed import LABELS
 
@@ -389,7 +391,7 @@ def _render_run(run: dict, verbose: bool = False) -> list[str]:
 
             lines.append("  " + serving_line(run["serving"]))
         return lines
-    lines += render_answer(run, _COLUMNS[0])
+    lines += render_answer(run, _COLUMNS[0], label)
     if run.get("serving"):
         from .serving import serving_line
 

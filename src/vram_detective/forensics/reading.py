@@ -39,7 +39,10 @@ def vllm_share(smi) -> tuple[int, int]:
     procs = [p for p in smi.processes_on(gpu.index) if p.used_mib]
     if not procs:
         return gpu.used_mib, 0
-    engine = max(procs, key=lambda p: (("python" in p.name or "vllm" in p.name.lower()), p.used_mib))
+    from ..engines import ENGINES
+
+    engine = max(procs, key=lambda p: (any(word in p.name.lower() for word in ("python", "llama", *ENGINES)),
+                                       p.used_mib))
     others = sum(p.used_mib for p in procs if p is not engine)
     return gpu.used_mib - others, others
 

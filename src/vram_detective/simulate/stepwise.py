@@ -10,6 +10,7 @@ requests admitted, finished request indexes, lookup queries, lookup hits (vLLM's
 """
 from __future__ import annotations
 
+from ..engines import DEFAULT_ENGINE
 from .arrivals import Arrivals
 from .cost import CostModel
 from .pool import KvGroup, PoolSpec
@@ -22,7 +23,7 @@ STEP_COST = CostModel(decode_step_s=1.0, per_seq_s=0.0, prefill_tokens_per_s=1e1
 FIELDS = ("used", "running", "waiting", "preempted", "hits", "finished", "queries", "query_hits")
 
 
-def trace_pool(trace: dict, version: str = "0.11.0", engine: str = "vllm") -> PoolSpec:
+def trace_pool(trace: dict, version: str = "0.11.0", engine: str = DEFAULT_ENGINE) -> PoolSpec:
     """The trace's pool; `async_scheduling` (absent: off, as vLLM's driver's CPU config resolves it) sets the
     tokens in flight as the engine's config does at that release (vLLM: two batches from 0.26.0)."""
     from ..engines import get_engine
@@ -46,7 +47,7 @@ def trace_requests(trace: dict) -> tuple[Request, ...]:
 
 
 def step_rows(trace: dict, version: str = "0.11.0", max_steps: int = 200_000, rules=None,
-              engine: str = "vllm") -> list[list]:
+              engine: str = DEFAULT_ENGINE) -> list[list]:
     """The simulator's rows for `trace` (see the module's doc), step by step (no fast-forward); `rules`:
     EngineRules instead of the release's; `engine`: whose simulator (SGLang's rows: the first six fields)."""
     from . import _simulator

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from ..engines import DEFAULT_ENGINE
 from . import report, service
 
 TABS = (("explain", "Explain"), ("logs", "Forensics"), ("fit", "Fit"), ("simulate", "Simulate"))
@@ -28,8 +29,8 @@ def _select(name: str, label: str, options, value, *, blank: str = "") -> str:
 def setup_form(params: dict) -> str:
     """Model, GPU, engine, release and a pasted launch line: shared by the three tabs."""
     engines = service.releases()
-    engine = params.get("engine") or "vllm"
-    known = engines.get(engine, engines["vllm"])["known"]
+    engine = params.get("engine") or DEFAULT_ENGINE
+    known = engines.get(engine, engines[DEFAULT_ENGINE])["known"]
     models = "".join(f'<option value="{escape(m)}">' for m in service.catalog_models())
     gpus = "".join(f'<option value="{escape(g["short_name"])}">{escape(g["name"])} ({g["cuda_total_gib"]} GiB)</option>'
                    for g in service.catalog_gpus())
@@ -44,7 +45,7 @@ def setup_form(params: dict) -> str:
             + f'</form><datalist id="models">{models}</datalist><datalist id="gpus">{gpus}</datalist>')
 
 
-def _control(spec: tuple, params: dict, resolved: dict, engine: str = "vllm") -> str:
+def _control(spec: tuple, params: dict, resolved: dict, engine: str = DEFAULT_ENGINE) -> str:
     setting, kind, label, low, high, step = spec
     given = params.get(setting)
     if given not in (None, ""):  # as the engine reads it (32k -> 32768): a range input would take "32k" for its middle

@@ -31,6 +31,12 @@ class Segment:
     detail: str = ""
 
 
+def _engine_label(report: dict) -> str:
+    from ..engines import get_engine
+
+    return report.get("engine_label") or get_engine(report.get("engine")).label
+
+
 def _kind(key: str) -> str:
     key = key.lower()
     for word, kind in (("activation", "activation"), ("weights", "weights"), ("model", "weights"),
@@ -296,7 +302,7 @@ def logs_fragment(report: dict) -> str:
     from ..forensics.observed import LABELS
 
     last = report["runs"][-1]
-    answer = [line.strip() for line in render_answer(last, None)]  # the terminal's answer (forensics/answer.py)
+    answer = [line.strip() for line in render_answer(last, None, _engine_label(report))]  # the terminal's answer (forensics/answer.py)
     read = answer[-1] if answer[-1].startswith("Read from the log:") else ""
     failed = " failed" if last["startup"]["failed"] else ""
     parts = [f'<p class="verdict{failed}">{escape(answer[0])}</p>', _observed_bar_svg(last.get("answer")),

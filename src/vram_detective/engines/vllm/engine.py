@@ -86,7 +86,8 @@ class VllmEngine:
         from . import launch
 
         return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError,
-                          program=("vllm", "serve", "_"), entrypoints=("serve", "llm"))
+                          program=("vllm", "serve", "_"), entrypoints=("serve", "llm"),
+                          image_entrypoint=("vllm", "serve"))
 
     gguf_mixes = False  # sizes no llama.cpp quantization mix
     log_figures: tuple = ()  # vLLM's logs have their own reconciliation (logs/reconcile.py)

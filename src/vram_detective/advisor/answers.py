@@ -45,6 +45,20 @@ class AdvisorAnswer:
         return envelope(self.command, self.engine, self.data)
 
 
+# the figures every engine's what-if row has (schema 2); a row's other figures are the engine's own, nested under
+# its name: vLLM's block counts, SGLang's request cap, llama.cpp's layers and buffers
+COMMON_ROW_KEYS = ("lever", "change", "model", "settings", "cost", "starts", "refused", "note", "weights_gib",
+                   "kv_pool_gib", "kv_cache_gib", "kv_cache_tokens", "max_concurrency", "nvidia_smi_used_mib", "delta",
+                   "figures", "command")
+
+
+def nested_row(row: dict, engine_name: str) -> dict:
+    """A what-if row with the engine's own figures under the engine's name (after the common ones)."""
+    own = {key: value for key, value in row.items() if key not in COMMON_ROW_KEYS}
+    common = {key: value for key, value in row.items() if key in COMMON_ROW_KEYS}
+    return {**common, engine_name: own} if own else common
+
+
 def whatif(model: str, gpu, engine, version: str | None, settings: dict, sources: dict, *,
            checkpoints: bool = True) -> AdvisorAnswer:
     """The baseline, then each lever of the engine one at a time."""
@@ -68,7 +82,8 @@ def whatif(model: str, gpu, engine, version: str | None, settings: dict, sources
         rows = advisor.whatif(model, gpu, version, pins, sources)
     else:
         raise NotOffered(f"whatif: {engine.label} has no levers modelled")
-    return AdvisorAnswer("whatif", engine.name, [row.to_dict() for row in rows], rows[0].breakdown.failure is None,
+    return AdvisorAnswer("whatif", engine.name, [nested_row(row.to_dict(), engine.name) for row in rows],
+                         rows[0].breakdown.failure is None,
                          lambda columns, markdown: advisor.whatif_text(rows))
 
 
@@ -106,7 +121,7 @@ def _sweep_fit(model, gpu, engine, version, settings, sources, target: Target, p
     result = sweep_fit(model, gpu, wanted, vllm_version=version, pins=pins, entrypoint=entrypoint, engine=path,
                        same_checkpoint=target.same_checkpoint, top=target.top, source_options=sources,
                        progress=progress)
-    return AdvisorAnswer("fit", engine.name, fit_json(result), result.feasible,
+    return AdvisorAnswer("fit", engine.name, fit_json(result, engine.name), result.feasible,
                          lambda columns, markdown: fit_text(result, columns=columns, markdown=markdown), True)
 
 

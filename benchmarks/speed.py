@@ -1,6 +1,6 @@
 """How fast the commands answer, as whole processes (what a user waits for), against a bare Python start.
 
-    python benchmarks/speed.py [--runs 10] [--json] [--only explain,whatif] [--library]
+    python benchmarks/speed.py [--runs 10] [--json] [--only explain,whatif] [--library] [--src OTHER/src]
 
 Each command runs as `python -m vram_detective ...` from this checkout's src/ (from cached bytecode, as an
 installed tool runs). Its CPU time (user + system of the child, from os.wait4) is paired with a bare
@@ -108,8 +108,10 @@ def import_totals(argv: list[str], env: dict) -> dict:
 
 
 def serve_first_answer(env: dict, runs: int) -> dict:
-    """Wall seconds from starting `serve` to the answer of its first /api/explain request (loopback)."""
-    times = []
+    """Seconds from starting `serve` to the answer of its first /api/explain request (loopback): wall time,
+    and the server's CPU time up to then (from /proc, where there is one: the figure a loaded machine moves
+    least)."""
+    walls, cpus = [], []
     for _ in range(runs):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -131,11 +133,22 @@ def serve_first_answer(env: dict, runs: int) -> dict:
                     if server.poll() is not None:
                         raise SystemExit("serve exited before answering") from None
                     time.sleep(0.005)
-            times.append(time.perf_counter() - started)
+            walls.append(time.perf_counter() - started)
+            cpus.append(_process_cpu(server.pid))
         finally:
             server.terminate()
             server.wait()
-    return {"wall_s": statistics.median(times)}
+    cpu = [value for value in cpus if value is not None]
+    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpu) if cpu else None}
+
+
+def _process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds a running process has used (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # Llama-3.1-8B as llama.cpp's Q4_K_M mix stores it: (name, shape as GGUF lists it (fastest dimension first),
@@ -223,8 +236,11 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--only", default=None, help="comma-separated words: only commands whose name has one")
     parser.add_argument("--library", action="store_true", help="also the in-process figures (explain, sweep)")
+    parser.add_argument("--src", type=Path, default=SRC,
+                        help="the tool's source tree to time (default: this checkout's src/; another checkout's "
+                             "src/ gives its 'before' table)")
     args = parser.parse_args()
-    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="100")
+    env = dict(os.environ, PYTHONPATH=str(args.src.resolve()), COLUMNS="100")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed tool runs from compiled bytecode
     only = [word.strip() for word in args.only.split(",")] if args.only else None
     rows = []
@@ -242,7 +258,7 @@ def main() -> int:
             if not args.json:
                 print(_row_text(row) if len(rows) > 1 else _header() + "\n" + _row_text(row), flush=True)
         if not only or any("serve" in word for word in only):
-            row = {"command": "serve: first /api/explain answer", "goal": SERVE_GOAL, "unit": "wall s",
+            row = {"command": "serve: 1st /api/explain answer, wall", "goal": SERVE_GOAL, "unit": "wall s",
                    **serve_first_answer(env, max(3, args.runs // 2))}
             rows.append(row)
             if not args.json:
@@ -268,7 +284,8 @@ def _header() -> str:
 def _row_text(row: dict) -> str:
     if row["unit"] == "wall s":
         held = "yes" if row["wall_s"] <= row["goal"] else "NO"
-        return f"{row['command']:<34} {row['wall_s']:>7.3f} {'':>7} {'':>7} {row['goal']:>6.1f} s {held:>5}"
+        cpu = "" if row["cpu_s"] is None else f"(CPU {row['cpu_s']:.2f} s)"
+        return f"{row['command']:<34} {row['wall_s']:>7.3f} {'':>7} {'':>7} {row['goal']:>6.1f} s {held:>5}  {cpu}"
     value = row["ratio"] if row["unit"] == "x" else row["cpu_s"]
     goal = "" if row["goal"] is None else (f"{row['goal']:.1f}x" if row["unit"] == "x" else f"{row['goal']:.1f} s")
     held = "" if row["goal"] is None else ("yes" if value <= row["goal"] else "NO")

@@ -264,7 +264,7 @@ def main() -> int:
             if not args.json:
                 print(_row_text(row))
     load = os.getloadavg()
-    extra = library_figures(args.runs) if args.library else {}
+    extra = library_figures(args.runs, args.src) if args.library else {}
     if args.json:
         print(json.dumps({"runs": args.runs, "load_average": load, "python": sys.version.split()[0], "rows": rows,
                           **extra}, indent=2))
@@ -293,29 +293,74 @@ def _row_text(row: dict) -> str:
             f"{held:>5} {row['import_ms']:>9.0f} {row['modules']:>8} {row['own_modules']:>4}")
 
 
-def library_figures(runs: int) -> dict:
-    """In-process: explain per call (median), and the advisor sweep's configurations per second."""
-    sys.path.insert(0, str(SRC))
+LIBRARY_CASES = (
+    ("Qwen/Qwen2.5-7B-Instruct-AWQ", {"gpu": "RTX 4090", "max_model_len": 32768}),
+    ("meta-llama/Llama-3.1-70B-Instruct", {"gpu": "H100", "tensor_parallel_size": 4, "vllm_version": "0.8.5"}),
+    ("Qwen/Qwen3-8B", {"gpu": "A100-80G", "gpu_memory_utilization": 0.8, "max_num_seqs": 64}),
+)
+
+
+def library_figures(runs: int, src: Path = SRC) -> dict:
+    """In-process: explain per call (median, warm: goal 5 ms), and the advisor's vectorized sweep in
+    configurations per second on one core (goal 100,000), counting the engine pieces it computes first."""
+    sys.path.insert(0, str(src.resolve()))
     import vram_detective.api as api
 
     out = {}
-    for model, gpu in (("Qwen/Qwen2.5-7B-Instruct-AWQ", "RTX 4090"), ("Qwen/Qwen3-8B", "A100-80G")):
-        api.explain(model, gpu)
+    for model, options in LIBRARY_CASES:
+        options = dict(options)
+        gpu = options.pop("gpu")
+        version = options.pop("vllm_version", None)
+        api.explain(model, gpu, vllm_version=version, **options)  # warm the config cache once
         times = []
         for _ in range(runs):
             started = time.perf_counter()
-            api.explain(model, gpu)
+            api.explain(model, gpu, vllm_version=version, **options)
             times.append(time.perf_counter() - started)
-        out[f"in-process explain {model} on {gpu} (ms)"] = round(statistics.median(times) * 1000, 3)
+        out[f"in-process explain: {model} (ms)"] = round(statistics.median(times) * 1000, 3)
+    for label, rate in sweep_throughput(runs):
+        out[f"{label} (per second)"] = round(rate)
+    return out
+
+
+SWEEP_CASES = (("Qwen/Qwen3-8B", "H100", None), ("google/gemma-3-27b-it", "H100", "0.26.0"),
+               ("openai/gpt-oss-20b", "H100", None))
+
+
+def sweep_throughput(runs: int) -> list[tuple[str, float]]:
+    """Configurations per second of the fast path: utilization x max_model_len x max_num_seqs x
+    max_num_batched_tokens, from a new family (engine pieces computed first) and once they are known."""
     from vram_detective.engines.vllm import sweep
 
-    if sweep.numpy_or_none() is not None:
-        fast = sweep.FastPath("Qwen/Qwen3-8B", "H100")
-        utilizations = [round(0.30 + 0.01 * k, 2) for k in range(69)]
-        lengths = [length for length in (1024, 4096, 16384, 32768) if length <= fast.derived_max_model_len]
-        started = time.perf_counter()
-        grid = fast.grid(utilizations, lengths, [1, 8, 64, 256], [2048, 8192])
-        out["advisor sweep, configurations per second"] = round(len(grid) / (time.perf_counter() - started))
+    if sweep.numpy_or_none() is None:
+        return [("advisor sweep (numpy missing: pure Python)", 0.0)]
+    utilizations = [round(0.30 + 0.01 * k, 2) for k in range(69)]
+    seqs = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    tokens = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
+    out = []
+    for model, gpu, version in SWEEP_CASES:
+        cold, warm = [], []
+        for _ in range(max(3, runs // 4)):
+            sweep._KV_CACHE.clear()
+            started = time.perf_counter()
+            fast = sweep.FastPath(model, gpu, vllm_version=version)
+            lengths = [length for length in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+                       if length <= fast.derived_max_model_len]
+            grid = fast.grid(utilizations, lengths, seqs, tokens)
+            cold.append(len(grid) / (time.perf_counter() - started))
+            started = time.perf_counter()
+            grid = fast.grid(utilizations, lengths, seqs, tokens)
+            warm.append(len(grid) / (time.perf_counter() - started))
+        out.append((f"advisor sweep, new family: {model} ({len(grid):,})", statistics.median(cold)))
+        out.append((f"advisor sweep, pieces known: {model}", statistics.median(warm)))
+    from vram_detective.advisor.search import Target, fit
+
+    rates = []
+    for _ in range(max(3, runs // 4)):
+        sweep._KV_CACHE.clear()
+        result = fit("Qwen/Qwen2.5-7B-Instruct-AWQ", "RTX 4090", Target(max_gpu_memory=12 << 30))
+        rates.append(result.searched / result.seconds)
+    out.append((f"fit end to end (AWQ 7B, 4090, 12GiB: {result.searched:,} configs)", statistics.median(rates)))
     return out
 
 

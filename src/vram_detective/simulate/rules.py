@@ -34,6 +34,8 @@ class EngineRules:
     admission_caps_window: bool = False  # the whole-prompt gate counts a window's group as its window's blocks
     free_uncached_first: bool = False
     keeps_duplicates: bool = False  # a block filled with a hash already cached is a cached copy, not anonymous  # a freed block without a hash goes to the front of the free queue
+    swaps_duplicates: bool = False  # ... is freed, the request holding the cached block instead
+    caches_decodes: bool = True  # a block a decode fills is cached then (SGLang: only when the request finishes)
     sources: tuple[str, ...] = ()
 
 

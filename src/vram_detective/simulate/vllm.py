@@ -60,7 +60,7 @@ class VllmSim:
         self.slides = [(g, window - 1) for g, window in enumerate(self.windows) if window]
         self.slides_all = [(g, window) for g, window in enumerate(self.windows) if window]
         self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching, rules.free_uncached_first,
-                              rules.keeps_duplicates)
+                              rules.keeps_duplicates, rules.swaps_duplicates)
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
         self.prefilling: dict[int, _Live] = {}
@@ -85,6 +85,7 @@ class VllmSim:
         self.counts_preempted = rules.lookup_counts_preempted
         self.counts_retries = rules.lookup_counts_retries
         self.lookup_in_blocks = rules.lookup_in_blocks
+        self.caches_decodes = rules.caches_decodes  # a block a decode fills is cached then, not at the finish
 
     # --- allocation -------------------------------------------------------------------------------
     def _spans(self, r: _Live, start: int, stop: int) -> tuple[tuple[object, int, int], ...]:
@@ -440,7 +441,7 @@ class VllmSim:
         event, new blocks taken from the free queue, and the next event inlined."""
         finishing = []
         events, dstep, bs, pool = self.events, self.dstep, self.bs, self.blocks
-        caching, pop, push = pool.caching, heapq.heappop, heapq.heappush
+        caching, pop, push = pool.caching and self.caches_decodes, heapq.heappop, heapq.heappush
         while events and events[0][0] <= dstep:
             _, _, epoch, r = pop(events)
             if epoch != r.epoch or not r.decoding:

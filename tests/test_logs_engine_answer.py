@@ -88,6 +88,8 @@ def test_a_llama_cpp_log_that_names_its_gpu_is_compared_on_that_gpu(tmp_path, ca
     assert (bar["weights_gib"], bar["kv_gib"], bar["total_mib"]) == (0.133, 0.375, 24564)
     assert bar["sources"] == {"weights": "printed", "kv": "printed", "used": "printed", "total": "catalog"}
     assert report["labels"]["cuda1_kv_buffer_mib"] == "KV cache buffer on CUDA1"
+    assert {key: report["setting_flags"][key] for key in ("n_ctx", "type_k", "n_gpu_layers")} == {
+        "n_ctx": "-c", "type_k": "-ctk", "n_gpu_layers": "-ngl"}
     with_model = json.loads(_json_of_args(["logs", _log(tmp_path, LLAMACPP), "--model", "Qwen/Qwen3-30B-A3B",
                                            "--json"], capsys))
     rows = {row["key"]: row for row in with_model["comparison"]}
@@ -151,3 +153,10 @@ def test_a_long_log_read_whole_says_its_middle_was_skipped(tmp_path, capsys):
     short = tmp_path / "short.log"
     short.write_text(case)
     assert json.loads(_json_of_args(["logs", str(short), "--json"], capsys))["bytes_skipped"] == 0
+
+
+def test_a_failed_start_says_so_first_with_the_engines_error(tmp_path, capsys):
+    report = json.loads(_json_of(tmp_path, "sglang-inferencex-2128-dsv4-pro-fp8-8xh200-fail", capsys))
+    assert report["answer"]["verdict"] == ("SGLang: did not start: ValueError: Loaded weights leave no GPU memory for "
+                                           "the KV cache under --mem-fraction-static=0.88.")
+    assert any(note.startswith("GPU not known: this SGLang log names no device") for note in report["notes"])

@@ -264,12 +264,35 @@ def test_score_markdown(capsys, monkeypatch):
     assert code == 0 and out.startswith("```\n") and out.rstrip().endswith("```")
 
 
-def test_pasted_line_lists_ignored_and_unknown_flags(capsys, monkeypatch):
+def test_pasted_line_lists_ignored_flags_and_refuses_a_misspelt_one(capsys, monkeypatch):
     _, out, _ = _run(["explain", "--gpu", "4090", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--port", "8000",
-                      "--gpu-memory-utilisation", "0.8", "--max-model-len", "8k", "--compilation-config", "{}"],
-                     capsys, monkeypatch, 120)
+                      "--max-model-len", "8k", "--compilation-config", "{}"], capsys, monkeypatch, 120)
     assert "note: ignored (no effect on memory, or not modelled): --port, --compilation-config" in out
-    assert "note: unknown: --gpu-memory-utilisation (did you mean --gpu-memory-utilization?)" in out
+    code, out, err = _run(["explain", "--gpu", "4090", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--port", "8000",
+                           "--gpu-memory-utilisation", "0.8"], capsys, monkeypatch, 120)
+    assert (code, out) == (2, "")
+    assert err == ("vram-detective: error: unknown flag in the launch line: --gpu-memory-utilisation (did you mean "
+                   "--gpu-memory-utilization?); vLLM would exit at once on it\n")
+
+
+@pytest.mark.parametrize("line, typo, meant, label", [
+    ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --mem-fraction-statik 0.85 --foo-bar 3",
+     "--mem-fraction-statik", "--mem-fraction-static", "SGLang"),
+    ("llama-server -m Qwen/Qwen3-8B --ctx-sizee 4096 --port 8080", "--ctx-sizee", "--ctx-size", "llama.cpp"),
+    ("vllm serve Qwen/Qwen3-8B --max-model-lenn 8192", "--max-model-lenn", "--max-model-len", "vLLM"),
+])
+def test_a_misspelt_flag_in_any_engines_line_is_bad_input(capsys, monkeypatch, line, typo, meant, label):
+    """The engine itself exits at once on a flag it does not have: so does the prediction (exit 2), naming the
+    flag meant; a flag far from any (--foo-bar, --port) is listed as ignored."""
+    code, out, err = _run(["explain", "--gpu", "4090", "--", *line.split()], capsys, monkeypatch, 80)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"vram-detective: error: unknown flag in the launch line: {typo} (did you mean {meant}?); "
+                          f"{label} would exit at once on it")
+    fixed = line.replace(typo, meant)
+    code, out, _ = _run(["explain", "--gpu", "4090", "--", *fixed.split()], capsys, monkeypatch, 80)
+    assert code == 0 and out.startswith(f"Starts on {label}")
+    assert "note: ignored (no effect on memory, or not modelled): " + ("--foo-bar" if "foo" in line else "--port") \
+        in " ".join(out.split()) or "--port" not in fixed
 
 
 def test_docker_run_line_takes_the_release_from_the_image_tag(capsys, monkeypatch):

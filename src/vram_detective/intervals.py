@@ -211,6 +211,9 @@ def describe(margin: Margin, max_model_len: int) -> str:
     if margin.borderline:
         return (f"borderline: {margin.spare_gib:+.2f} GiB beyond {what}, within the error of the profile terms "
                 f"(±{margin.error_gib:.2f} GiB at {margin.interval.level:.0%})")
+    if margin.spare_gib < 0:  # an engine that starts with a pool smaller than the requests (SGLang, llama.cpp)
+        return (f"starts, but the KV pool is {-margin.spare_gib:.2f} GiB short of {what} (beyond the error of the "
+                f"profile terms ±{margin.error_gib:.2f} GiB)")
     beyond = "" if margin.requests == 1 else f" beyond {what}"
     return f"starts, {margin.spare_gib:.2f} GiB to spare{beyond} (error of the profile terms ±{margin.error_gib:.2f} GiB)"
 

@@ -141,6 +141,11 @@ class ParsedLine:
     entrypoint: str
     unknown_flags: tuple[str, ...]
 
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """The flags the prediction does not read (as every engine's parsed line names them)."""
+        return self.unknown_flags
+
 
 def is_sglang_line(words: list[str]) -> bool:
     try:

@@ -102,6 +102,10 @@ def test_explain_tab(browser, server, shots, engine, size):  # noqa: F811
     figures = {**expected[expected["engine_name"]], **expected}
     assert {key: shown[key] for key in shown} == {key: figures[key] for key in shown}
     assert page.input_value(f"#f-{context}") == "16384"
+    # one colour per legend entry (non-torch memory and the CUDA context shared one before)
+    swatches = page.eval_on_selector_all("#explain-result .legend .swatch", "els => els.map(e => "
+                                         "[getComputedStyle(e).backgroundColor, getComputedStyle(e).borderTopStyle])")
+    assert len(swatches) >= 3 and len({tuple(s) for s in swatches}) == len(swatches), swatches
     assert problems == []
     page.close()
 

@@ -35,7 +35,8 @@ from vram_detective import scoring  # noqa: E402
 from vram_detective.engines.vllm import calibration, profile, releases  # noqa: E402
 from vram_detective.engines.vllm.calibration import Fitted  # noqa: E402
 from vram_detective.engines.vllm.settings import pick_engine  # noqa: E402
-from vram_detective.scoring import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: E402
+from vram_detective.engines.vllm import scoring as vllm_scoring  # noqa: E402
+from vram_detective.engines.vllm.logs.eras import infer_engine_from_log, infer_version_from_log, refine_wildcard_version  # noqa: E402
 from vram_detective.units import GIB, parse_version  # noqa: E402
 
 FIGURE_LABELS = {"non_torch": "logged non-torch memory", "graphs": "logged CUDA-graph memory",
@@ -113,8 +114,8 @@ def constant_set_to(record: Fitted, value: float):
 
 
 def case_gpu(case: dict):
-    """The GPU the scorer predicts the case on (scoring._case_gpu: sized to the logged total, or nominal)."""
-    return scoring._case_gpu(case)[0]
+    """The GPU the scorer predicts the case on (engines/vllm/scoring.py _case_gpu: sized to the logged total, or nominal)."""
+    return vllm_scoring._case_gpu(case)[0]
 
 
 def case_release(case: dict, gpu):
@@ -148,7 +149,7 @@ def non_torch_bytes(case: dict) -> float | None:
 
 
 def breakdown_of(case: dict, need_gpu: bool):
-    found, _ = scoring._predict(case)
+    found, _ = vllm_scoring._predict(case)
     if not found or found.refused or (need_gpu and found.partial):
         return None
     return found.breakdown

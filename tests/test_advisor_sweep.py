@@ -157,7 +157,8 @@ def test_pure_python_fallback(monkeypatch):
 
 
 def _case_inputs(case):
-    from vram_detective.scoring import _half_unit, _predict
+    from vram_detective.engines.vllm.scoring import _predict
+    from vram_detective.scoring import half_unit as _half_unit
 
     prediction, reason = _predict(case)
     if prediction is None or prediction.refused or prediction.partial:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from vram_detective import fidelity
-from vram_detective.scoring import load_cases, logged_stage, score_cases
+from vram_detective.engines.vllm.scoring import logged_stage
+from vram_detective.scoring import load_cases, score_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,8 @@ def test_absolute_errors_in_gib_and_gpu_class():
     assert fidelity.abs_error_gib("nvidia_smi_used_mib", 2048, 1024) == 1.0
     assert fidelity.abs_error_gib("kv_cache_tokens", 10, 5) is None
     assert fidelity.gpu_class(24 * 2**30) == fidelity.CONSUMER and fidelity.gpu_class(80 * 2**30) == fidelity.DATA_CENTER
-    assert fidelity.vllm_era("0.6.4", "v0") == "V0-d" and fidelity.vllm_era("0.11.0", "v1") == "V1-c"
+    assert fidelity.release_era("vllm", "0.6.4", "v0") == "V0-d"
+    assert fidelity.release_era("vllm", "0.11.0", "v1") == "V1-c"
 
 
 def test_the_stage_a_log_line_names():

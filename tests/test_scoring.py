@@ -6,7 +6,8 @@ import json
 import pytest
 
 from conftest import DEV, GIB
-from vram_detective.scoring import infer_engine_from_log, infer_version_from_log, load_cases, score_cases
+from vram_detective.engines.vllm.logs.eras import infer_engine_from_log, infer_version_from_log
+from vram_detective.scoring import load_cases, score_cases
 
 
 def test_load_cases_reads_every_line(dev_cases):

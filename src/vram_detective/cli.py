@@ -130,7 +130,10 @@ def _parse_or_bad(flag, raw, parse_flag_value):
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(build: tuple[str, ...] | None = None) -> argparse.ArgumentParser:
+    """The whole command line. `build`: the commands whose own parsers are built (None: every one); the
+    others are listed by name and summary only, so that a command imports what it uses (`_main` builds
+    the named command's)."""
     from . import __version__
 
     parser = _Parser(
@@ -141,15 +144,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"vram-detective {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    wanted = {name for name, module, _ in COMMANDS if build is None or name in build
+              or module is not None and module in {COMMAND_MODULES.get(named) for named in build}}
+    for name, module, summary in COMMANDS:
+        if name in commands.choices:
+            continue  # registered by its module along with an earlier command (fit with whatif)
+        if name not in wanted:
+            commands.add_parser(name, help=summary)
+        elif module is None:
+            _OWN_PARSERS[name](commands.add_parser(name, help=summary, **_OWN_PARSER_TEXTS.get(name, {})))
+        else:
+            import importlib
 
-    explain = commands.add_parser(
-        "explain", help="where every GiB goes for a model on a GPU, and what the engine will print",
-        description="Predict an engine's startup memory for MODEL on a GPU: vLLM unless --engine, a\n"
-                    ".gguf file, an Ollama tag, llama.cpp flags or a pasted line say otherwise. A\n"
-                    "pasted launch line may follow `--`; the tool's own options (--gpu,\n"
-                    "--engine-version, output) go before the `--`.",
-        epilog=EXAMPLES, formatter_class=HelpFormatter,
-    )
+            importlib.import_module(module).register(commands)  # each module's register(subparsers)
+    return parser
+
+
+def _explain_parser(explain: argparse.ArgumentParser) -> None:
     add_model_arguments(explain, model_optional=True,
                         gpu_help='GPU name or alias ("RTX 4090", "4090", "H100", "A100-80G"), or "auto": this machine\'s GPUs '
                                  '(nvidia-smi, rocm-smi, Apple Silicon; the default where GPUs are found; else a '
@@ -164,8 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_emit_argument(explain)
 
-    score = commands.add_parser("score", help="accuracy against real engine logs (ground-truth JSONL; default: the "
-                                               "ground truth shipped with the tool, every engine)")
+
+def _score_parser(score: argparse.ArgumentParser) -> None:
     score.add_argument("cases", nargs="?", default=None,
                        help="JSONL file of ground-truth cases (groundtruth/SCHEMA.md; default: every groundtruth/dev*.jsonl "
                             "of the checkout, or of the installed package's share/vram-detective/groundtruth)")
@@ -174,43 +185,56 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--catalog-only", action="store_true",
                        help="resolve models from the built-in catalog only (no Hugging Face cache or Hub: reproducible)")
 
-    for module in _plugin_modules():
-        module.register(commands)
 
-    models = commands.add_parser("models", help="list the built-in model catalog (optionally filtered: models llama)")
+def _models_parser(models: argparse.ArgumentParser) -> None:
     models.add_argument("filter", nargs="*", help="words every listed model contains (repo id or architecture)")
     add_output_arguments(models)
-    gpus = commands.add_parser("gpus", help="list the GPU catalog (optionally filtered: gpus 16GB, gpus 4090)")
+
+
+def _gpus_parser(gpus: argparse.ArgumentParser) -> None:
     gpus.add_argument("filter", nargs="*", help="a name or a memory size (16GB: the cards of about that size)")
     add_output_arguments(gpus)
-    return parser
 
 
-# Commands that live in their own modules: each has register(subparsers) (light: argparse only) and
-# run(args) -> exit code. Listed here once; a module that is not there yet is skipped.
-PLUGIN_COMMANDS = {
-    "logs": "vram_detective.forensics.command",
-    "fit": "vram_detective.advisor.command",
-    "whatif": "vram_detective.advisor.command",
-    "compare": "vram_detective.compare",
-    "serve": "vram_detective.web.command",
-    "simulate": "vram_detective.simulate.command",
-    "watch": "vram_detective.watch.command",
-}
+_OWN_PARSERS = {"explain": _explain_parser, "score": _score_parser, "models": _models_parser, "gpus": _gpus_parser}
+_OWN_PARSER_TEXTS = {"explain": {
+    "description": "Predict an engine's startup memory for MODEL on a GPU: vLLM unless --engine, a\n"
+                   ".gguf file, an Ollama tag, llama.cpp flags or a pasted line say otherwise. A\n"
+                   "pasted launch line may follow `--`; the tool's own options (--gpu,\n"
+                   "--engine-version, output) go before the `--`.",
+    "epilog": EXAMPLES, "formatter_class": HelpFormatter}}
+
+# Every command in --help's order: (name, the module whose register(subparsers) builds its parser and whose
+# run(args) answers it (None: this file), its one-line summary). The summary is listed here so that --help
+# names every command without importing them; a test checks it is the one the module registers.
+COMMANDS = (
+    ("explain", None, "where every GiB goes for a model on a GPU, and what the engine will print"),
+    ("score", None, "accuracy against real engine logs (ground-truth JSONL; default: the ground truth shipped with "
+                    "the tool, every engine)"),
+    ("logs", "vram_detective.forensics.command", "read a real vLLM, SGLang, llama.cpp or Ollama log (and "
+                                                 "nvidia-smi): who took the memory, and why"),
+    ("whatif", "vram_detective.advisor.command", "what every lever (utilization, context, batch, fp8 KV, graphs, "
+                                                 "offload, quantization, TP/PP) changes"),
+    ("fit", "vram_detective.advisor.command", "the settings (and checkpoint) that meet a memory / concurrency / "
+                                              "context target"),
+    ("compare", "vram_detective.compare", "the same model and GPU on each engine (vLLM, SGLang, llama.cpp), side "
+                                          "by side, and why they differ"),
+    ("serve", "vram_detective.web.command", "a local web page: the memory bar, live levers, log forensics, fit "
+                                            "(needs the [web] extra)"),
+    ("simulate", "vram_detective.simulate.command", "run a request workload against the predicted KV pool: "
+                                                    "occupancy, preemptions, and the smallest pool that serves it"),
+    ("watch", "vram_detective.watch.command", "a running engine's /metrics beside the prediction, and a "
+                                              "simulation of its traffic"),
+    ("models", None, "list the built-in model catalog (optionally filtered: models llama)"),
+    ("gpus", None, "list the GPU catalog (optionally filtered: gpus 16GB, gpus 4090)"),
+)
+# Commands that live in their own modules: register(subparsers) (argparse only) and run(args) -> exit code.
+PLUGIN_COMMANDS = COMMAND_MODULES = {name: module for name, module, _ in COMMANDS if module is not None}
 
 
-def _plugin_modules() -> list:
-    import importlib
-
-    modules = []
-    for name in dict.fromkeys(PLUGIN_COMMANDS.values()):
-        try:
-            modules.append(importlib.import_module(name))
-        except ModuleNotFoundError as error:
-            if error.name and name.startswith(error.name):
-                continue  # that command is not built yet
-            raise
-    return modules
+def _command_named(own: list[str]) -> tuple[str, ...]:
+    """The command the words name: the first word that is not an option (the tool's own take no value)."""
+    return tuple(word for word in own if not word.startswith("-"))[:1]
 
 
 # The tool's own switches are not vLLM flags: found after `--` they still mean the tool's output.
@@ -629,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, launch_words = _split_launch_line(argv)
-    parser = build_parser()
+    parser = build_parser(_command_named(own))
     args = parser.parse_args(own)
     if args.command is None:
         parser.print_help()

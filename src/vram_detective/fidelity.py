@@ -1,8 +1,8 @@
 """What users act on, scored: the start verdict (starts / refused / out of memory after the pool), absolute
 errors in GiB beside the relative ones, and the grouping keys of the accuracy tables (release era, GPU class).
 
-Pure functions over scored entries (scoring.py builds them); no engine logic here beyond reading which era a
-release belongs to from the engine's own rule table."""
+Pure functions over scored entries (scoring.py builds them); no engine logic here: which era a release belongs to
+is the engine's answer (engines/base.py CaseScoring.era)."""
 from __future__ import annotations
 
 import math
@@ -97,29 +97,17 @@ def gpu_class(total_bytes: int | None) -> str:
     return CONSUMER if total_bytes <= CONSUMER_MAX_BYTES else DATA_CENTER
 
 
-def vllm_era(version: str, path: str) -> str:
-    """The release's budget era from the rule table (engines/vllm/releases.py `budget_era`), e.g. 'V1-b'."""
+def release_era(engine: str, version: str, variant: str = "") -> str:
+    """The era key a release is grouped by in the accuracy tables and the intervals, from the engine (vLLM's
+    budget era from its rule table, SGLang X.Y, llama.cpp's thousand of builds, Ollama)."""
     from .engines import get_engine
-    from .units import parse_version
 
-    return str(get_engine("vllm").releases.rule_at(parse_version(version), "budget_era", path or "v1", default="?"))
+    return get_engine(engine).scoring.era(version, variant)
 
 
 def breakdown_era(breakdown) -> str:
-    """The era key of a prediction, as the scorer groups cases (vLLM's budget era; SGLang X.Y; llama.cpp's
-    thousand of builds; Ollama)."""
-    if breakdown.engine_name == "vllm":
-        return vllm_era(breakdown.engine_version, breakdown.engine_variant.lower())
-    if breakdown.engine_name == "sglang":
-        return "SGLang " + ".".join(breakdown.engine_version.split(".")[:2])
-    if breakdown.engine_name == "ollama":
-        return "Ollama"
-    return llamacpp_era(breakdown.engine_version)
-
-
-def llamacpp_era(version: str) -> str:
-    digits = re.sub(r"\D", "", str(version))
-    return f"llama.cpp b{digits[:1]}xxx" if digits else "llama.cpp"
+    """The era key of a prediction, as the scorer groups cases."""
+    return release_era(breakdown.engine_name, breakdown.engine_version, breakdown.engine_variant)
 
 
 def percentile(values: list[float], fraction: float) -> float:

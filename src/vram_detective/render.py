@@ -250,7 +250,7 @@ def _interval_lines(b: Breakdown) -> list[str]:
     """'KV cache 14.60 (90 %: 13.90-15.20)': each figure's interval from the scored errors of its term."""
     if not b.intervals:
         return []
-    from .forensics.observed import LABELS
+    from .observed_keys import LABELS
 
     out = [f"how sure ({b.intervals[0].level:.0%} intervals from the errors scored on real logs):"]
     for item in b.intervals:

@@ -206,13 +206,13 @@ def _refusal_of_pins(engine, spec, gpu, settings: dict, version, checkpoint) -> 
 def vram_margin(answer, gpu, budget: int, version):
     """The GPU with the least room beyond its error: its budget less its VRAM, against the interval scored for a
     GPU's VRAM (the figure llama.cpp's fit rests on)."""
-    from ..fidelity import gpu_class, llamacpp_era
+    from ..fidelity import gpu_class, release_era
     from ..intervals import budget_margin, interval_of
 
     lay = answer.layout
     if lay is None:
         return None
-    era, device_class = llamacpp_era(f"b{version[0]}"), gpu_class(gpu.cuda_total_bytes)
+    era, device_class = release_era("llamacpp", f"b{version[0]}"), gpu_class(gpu.cuda_total_bytes)
     margins = []
     for device in lay.devices:
         found = interval_of("llamacpp", "vram_mib", lay.vram(device) / MIB, era, device_class)

@@ -434,11 +434,11 @@ def _rank_key(candidate: Candidate, target: Target) -> tuple:
 def _margin(searcher: _Searcher, candidate: Candidate, target: Target):
     """The KV pool's margin over the target's requests against its 90 % interval (the fast path's figures, which
     _verify checks against explain; the interval as explain attaches it)."""
-    from ..fidelity import gpu_class, vllm_era
+    from ..fidelity import gpu_class, release_era
     from ..intervals import interval_of, pool_margin
 
     pool = candidate.figures["kv_cache_bytes"]
-    era = vllm_era(searcher.version_label, candidate.fast_path.engine)
+    era = release_era("vllm", searcher.version_label, candidate.fast_path.engine)
     found = interval_of("vllm", "kv_cache_gib", pool / GIB, era, gpu_class(candidate.fast_path.total))
     return pool_margin(pool, candidate.figures["max_concurrency"], [found] if found else [], target.need)
 

@@ -38,7 +38,7 @@ def emit(args, model: str, settings: dict, breakdown, vendor: str | None = None)
     if breakdown.failure is not None:
         print(f"{engine.label} would refuse to start: {breakdown.failure.message}", file=sys.stderr)
         return 1
-    if getattr(engine, "deployment", None) is None:
+    if engine.deployment is None:
         raise BadInput(f"--emit: {engine.label} has no server deployment in this tool")
     vendor = vendor or _vendor(args)
     if vendor == "apple":
@@ -120,7 +120,7 @@ def _emit_fit(args) -> int:
         return code
     answer = json.loads(buffer.getvalue())
     best = (answer.get("candidates") or answer.get("answers") or [None])[0]
-    engine = get_engine(args.engine_name or "vllm")
+    engine = get_engine(args.engine_name)
     line = engine.launch.parse(shlex.split(best["command"]))
     settings = dict(line.settings)
     if getattr(args, "gguf_type", None):

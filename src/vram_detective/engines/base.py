@@ -45,6 +45,12 @@ class LaunchLine:
     foreign: frozenset = frozenset()
     # does a model reference mean this engine (llama.cpp: a .gguf file; Ollama: a "name:tag")?
     claims_model: Callable[[str], bool] = claims_no_model
+    # the words a pasted line of flags alone is read after ("_" stands for the model, given elsewhere); empty:
+    # the engine takes no flags without its program (Ollama), the words are read as they are
+    program: tuple[str, ...] = ()
+    # the ways of starting the engine that change its defaults, read as the `entrypoint` setting (vLLM: `vllm
+    # serve` and the `LLM` class); empty: one way, no such setting
+    entrypoints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,27 @@ class Levers:
     # checkpoints), "loop" (a loop over plan() with the engine's levers), "gguf" (llama.cpp's layer/context solvers)
     advisor: str = "loop"
     solves_layers: bool = True  # False: the engine picks its GPU layers itself (Ollama), `fit` has nothing to set
+    # () -> the engine's advisor (engines/<engine>/advisor.py): whatif(model, gpu, engine, version, settings,
+    # sources, checkpoints=) and fit(model, gpu, engine, version, settings, sources, target, progress=), each an
+    # advisor.answers.AdvisorAnswer; None: the engine offers no whatif / fit (answered as NotOffered everywhere)
+    answers: Callable[[], Any] | None = None
+
+
+@dataclass(frozen=True)
+class CaseScoring:
+    """How `score` measures the engine against a ground-truth case (groundtruth/SCHEMA.md): the case planned
+    from its own fields the way `explain` plans those flags, then each figure its log printed beside the plan's.
+    scoring.py does the engine-neutral rest (the model, skips, tables, intervals, rendering)."""
+
+    score_case: Callable[..., tuple]  # (case, catalog_only) -> (entry, "") or (None, why the case is skipped)
+    figures: tuple[str, ...]  # the figure rows of the engine's accuracy tables, in order
+    era: Callable[..., str]  # (release, variant="") -> the era key the tables and the intervals group by
+    format_section: Callable[[dict], str]  # the engine's section of a `score` report, as text
+    # a case's raw log -> its observed figures (score --from-logs); None: the engine's cases are scored on the
+    # figures their `observed` holds (the reader gives fewer keys than a case records)
+    observed_from_log: Callable[[str], dict] | None = None
+    consistency_figures: tuple[str, ...] = ()  # figures that check arithmetic, not predictions (tabled apart)
+    detail_tables: bool = False  # weights by stored format and by architecture tag beside the headline
 
 
 @runtime_checkable
@@ -83,6 +110,7 @@ class Engine(Protocol):
     launch: LaunchLine
     logs: LogFormats
     levers: Levers
+    scoring: CaseScoring
     refusals: tuple[type[Exception], ...]  # errors meaning "the engine itself would not start"
     settings_error: type[Exception]  # a setting the engine rejects (bad input)
 
@@ -113,10 +141,23 @@ class Engine(Protocol):
     def is_launch_line(self, words: list[str]) -> bool:
         """Do these words start one of the engine's programs (after any VAR=value words)?"""
 
+    def launch_line(self, model: str, settings: dict) -> str:
+        """The line that starts the engine on `model` with these settings (the ones given; the rest are the
+        release's own defaults): the web page's copy button."""
+
+    # (Prometheus samples) -> engines/live_metrics.LiveFigures, or None when the samples are another engine's;
+    # None itself: the engine serves no metrics this tool reads ("not offered", `watch` says so)
+    live_metrics: Callable[[Any], Any] | None
+    # engines/deployment.Deployment: how the engine runs as a server in a container; None: no deployment here
+    deployment: Any
+
     gguf_mixes: bool  # does it size a model at a llama.cpp quantization mix without the file (--gguf-type)?
     log_figures: tuple  # (observed key, label, prediction reader) rows `logs` compares (engine_logs.py)
     log_only_settings: tuple  # settings read from a log beside the flags (llama.cpp: the file's mix)
     log_version_basis: str  # how `logs` reads the release from a log, in words
+
+    def log_settings(self, text: str) -> dict:
+        """The settings a log shows in the engine's own names ({} when its reader infers them run by run)."""
 
     def log_findings(self, observed: dict) -> Any:
         """What the engine's own log says beyond the figures (Ollama's estimate vs llama.cpp's); None if nothing."""

@@ -8,13 +8,12 @@ from ..units import GIB
 
 
 def detect_engine(text: str) -> str:
-    """The engine whose log formats match; every other engine is asked before vLLM (the default)."""
-    from ..engines import ENGINES, get_engine
+    """The engine whose log formats match; every other engine is asked before the default (whose reader also
+    takes a log that names no engine)."""
+    from ..engines import DEFAULT_ENGINE, ENGINES, get_engine
 
-    for name in ENGINES:
-        if name != "vllm" and get_engine(name).logs.is_mine(text):
-            return name
-    return "vllm"
+    others = [name for name in ENGINES if name != DEFAULT_ENGINE]
+    return next((name for name in others if get_engine(name).logs.is_mine(text)), DEFAULT_ENGINE)
 
 
 def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gpu=None, version=None,
@@ -75,7 +74,7 @@ def _settings_and_version(engine, text: str, version: str | None) -> tuple[dict,
     """The settings a log's server-args dump shows and the release (given, else the engine's inference)."""
     from ..units import format_version
 
-    settings = engine.log_settings(text) if hasattr(engine, "log_settings") else {}
+    settings = engine.log_settings(text)
     if version:
         return settings, (version, "given")
     inferred = engine.log_version(text)

@@ -3,9 +3,10 @@
 Memory stays bounded by the runs kept, however many starts the file holds (issue 17: a 1 GiB log of 566k
 starts took 9 GiB and printed 219 MB).
 
-The hook for forensics/command.py is one call:
+The runs come from the streaming reader of the engine that wrote the log (engine.logs.reader(); the default
+engine's when none is given). The hook for forensics/command.py is one call:
 
-    bounded = parse_file_bounded(path, keep=DEEP_RUNS)   # or parse_stream_bounded(binary_stream, name, keep)
+    bounded = parse_file_bounded(path, keep=DEEP_RUNS)   # or parse_stream_bounded(binary_stream, name, keep, reader)
     parsed, earlier = bounded.parsed, bounded.earlier     # ParsedLog of the last `keep` runs; RunsSummary
     report["earlier_runs"] = earlier.to_dict()            # None-free dict; earlier.count == 0 when none
 
@@ -14,14 +15,11 @@ The hook for forensics/command.py is one call:
 from __future__ import annotations
 
 import collections
+import functools
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..engines import get_engine
 from ..units import open_regular_file
-
-# vLLM's run reader (engines/vllm/logs/reader.py), through the engine interface
-_READER = get_engine("vllm").logs.reader()
-LogParser, ParsedLog, Run, parse_stream = _READER.LogParser, _READER.ParsedLog, _READER.Run, _READER.parse_stream
 
 KEEP_RUNS = 8  # runs kept in full (forensics/command.py analyses the last DEEP_RUNS = 8)
 HEAD_BYTES = 4 << 20  # what engine detection reads: every engine's banner comes in the first lines
@@ -82,7 +80,7 @@ class RunsSummary:
     models: _Tally = field(default_factory=_Tally)
     failure_messages: _Tally = field(default_factory=_Tally)
 
-    def add(self, run: Run) -> None:
+    def add(self, run) -> None:
         observed = run.observed()
         self.count += 1
         self.first_line = self.first_line or run.first_line
@@ -105,50 +103,68 @@ class RunsSummary:
                             for key, r in self.figures.items()}}
 
 
-class BoundedLogParser(LogParser):
-    """LogParser that holds at most `keep` + 2 runs: older ones are summarized and dropped as the log goes on.
-    The two extra runs cover what finish() still merges (identity lines after the last figures)."""
+def default_reader():
+    """The streaming reader of the default engine (the one a log is taken for when no other engine claims it)."""
+    from ..engines import get_engine
 
-    def __init__(self, keep: int = KEEP_RUNS) -> None:
-        super().__init__()
-        self.keep = max(int(keep), 1)
-        self.earlier = RunsSummary()
+    return get_engine().logs.reader()
 
-    def feed(self, raw: str) -> None:
-        super().feed(raw)
-        runs = self._builder.runs
-        if len(runs[-1].figures) > MAX_FIGURES_PER_RUN:
-            del runs[-1].figures[MAX_FIGURES_PER_RUN:]
-        while len(runs) > self.keep + 2:
-            oldest = runs.pop(0)
-            if oldest.lines_matched or oldest.figures or oldest.settings:  # the runs finish() would keep
-                self.earlier.add(oldest)
 
-    def finish(self) -> ParsedLog:
-        parsed = super().finish()
-        while len(parsed.runs) > self.keep:
-            self.earlier.add(parsed.runs.pop(0))
-        for index, run in enumerate(parsed.runs):
-            run.index = self.earlier.count + index  # run numbers count the summarized runs too
-        return parsed
+@functools.cache
+def _bounded_class(parser_class: type) -> type:
+    """The engine's parser, holding at most `keep` + 2 runs: older ones are summarized and dropped as the log
+    goes on. The two extra runs cover what finish() still merges (identity lines after the last figures)."""
+
+    class Bounded(parser_class):
+        def __init__(self, keep: int = KEEP_RUNS) -> None:
+            super().__init__()
+            self.keep = max(int(keep), 1)
+            self.earlier = RunsSummary()
+
+        def feed(self, raw: str) -> None:
+            super().feed(raw)
+            runs = self._builder.runs
+            if len(runs[-1].figures) > MAX_FIGURES_PER_RUN:
+                del runs[-1].figures[MAX_FIGURES_PER_RUN:]
+            while len(runs) > self.keep + 2:
+                oldest = runs.pop(0)
+                if oldest.lines_matched or oldest.figures or oldest.settings:  # the runs finish() would keep
+                    self.earlier.add(oldest)
+
+        def finish(self):
+            parsed = super().finish()
+            while len(parsed.runs) > self.keep:
+                self.earlier.add(parsed.runs.pop(0))
+            for index, run in enumerate(parsed.runs):
+                run.index = self.earlier.count + index  # run numbers count the summarized runs too
+            return parsed
+
+    Bounded.__name__ = Bounded.__qualname__ = f"Bounded{parser_class.__name__}"
+    return Bounded
+
+
+def BoundedLogParser(keep: int = KEEP_RUNS, reader: Any = None):  # noqa: N802 - builds the parser like a class
+    """A parser of `reader` (default: the default engine's) with bounded memory (_bounded_class)."""
+    return _bounded_class((reader or default_reader()).LogParser)(keep)
 
 
 @dataclass(frozen=True)
 class BoundedParse:
-    parsed: ParsedLog  # the last `keep` runs, in full
+    parsed: Any  # the reader's ParsedLog of the last `keep` runs, in full
     earlier: RunsSummary  # every run before them
 
 
-def parse_stream_bounded(stream, name: str = "input", keep: int = KEEP_RUNS) -> BoundedParse:
-    """The reader's parse_stream with bounded memory: the same errors (binary, empty, no vLLM memory lines)."""
-    parser = BoundedLogParser(keep)
-    parsed = parse_stream(stream, name, parser)
+def parse_stream_bounded(stream, name: str = "input", keep: int = KEEP_RUNS, reader: Any = None) -> BoundedParse:
+    """The reader's parse_stream with bounded memory: the same errors (binary, empty, no memory lines)."""
+    reader = reader or default_reader()
+    parser = BoundedLogParser(keep, reader)
+    parsed = reader.parse_stream(stream, name, parser)
     return BoundedParse(parsed, parser.earlier)
 
 
-def parse_file_bounded(path: str, keep: int = KEEP_RUNS) -> BoundedParse:
+def parse_file_bounded(path: str, keep: int = KEEP_RUNS, reader: Any = None) -> BoundedParse:
     with open_regular_file(path, "log") as stream:
-        return parse_stream_bounded(stream, path, keep)
+        return parse_stream_bounded(stream, path, keep, reader)
 
 
 def engine_of_file(path: str, head_bytes: int = HEAD_BYTES) -> str:

@@ -71,7 +71,7 @@ def read_engine(text: str, url: str):
     except NotPrometheus as error:
         raise EndpointError(f"{url} is not a metrics endpoint: {error}") from None
     for name in ENGINES:
-        reader = getattr(get_engine(name), "live_metrics", None)
+        reader = get_engine(name).live_metrics  # None: the engine serves no metrics this tool reads
         figures = reader(samples) if reader is not None else None
         if figures is not None:
             return figures

@@ -176,8 +176,8 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
     line = (params.get("line") or "").strip()
     if line:
         words = shlex.split(line)
-        if words and words[0].startswith("-"):
-            words = _program_words(engine_name) + words
+        if words and words[0].startswith("-"):  # flags alone: read after the engine's program
+            words = list(engine.launch.program) + words
         try:
             parsed = engine.launch.parse(words)
         except engine.launch.error as error:
@@ -188,19 +188,13 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
         if raw is None or raw == "" or flag.setting == "model":
             continue
         settings[flag.setting] = _flag_value(engine, flag, str(raw))
-    if params.get("entrypoint") and engine_name == "vllm":
+    if params.get("entrypoint") and engine.launch.entrypoints:
         settings["entrypoint"] = params["entrypoint"]
     if params.get("gguf_type"):  # llama.cpp / Ollama without a GGUF file: the quantizer's mix (--gguf-type)
         if not engine.gguf_mixes:
             raise RequestError(f"gguf_type sizes a llama.cpp quantization mix: {engine.label} loads no GGUF")
         settings["gguf_type"] = str(params["gguf_type"]).upper()
     return model, settings
-
-
-def _program_words(engine_name: str) -> list[str]:
-    """A flags-only line is read as the engine's own program (with the model given elsewhere)."""
-    return {"vllm": ["vllm", "serve", "_"], "sglang": ["python", "-m", "sglang.launch_server", "--model-path", "_"],
-            }.get(engine_name, ["llama-server", "-m", "_"])
 
 
 def _flag_value(engine, flag, raw: str):
@@ -550,33 +544,7 @@ def releases() -> dict:
 def launch_line(request: Request, breakdown=None) -> str:
     """The line that starts the engine with the request's settings (those given; the rest are the
     release's own defaults), for the page's copy button."""
-    settings = {key: value for key, value in request.settings.items() if value is not None}
-    if request.engine == "vllm":
-        from ..advisor.launch_command import serve_command
-
-        env = None
-        if "engine" in settings:
-            env = "VLLM_USE_V1=" + ("1" if settings["engine"] == "v1" else "0")
-        return serve_command(request.model, settings, engine_env=env)
-    if request.engine == "sglang":
-        from ..advisor.sglang_advisor import launch_line as sglang_line
-
-        return sglang_line(request.model, settings)
-    return _llama_line(request.engine, request.model, settings)
-
-
-def _llama_line(engine_name: str, model: str, settings: dict) -> str:
-    """llama-server's line (Ollama starts the same server, with its options mapped onto these flags)."""
     from ..engines import get_engine
 
-    words = ["llama-server", "-m", shlex.quote(model)]
-    for setting, value in settings.items():
-        flags = [flag for flag in get_engine(engine_name).launch.flags if flag.setting == setting]
-        switch = next((flag for flag in flags if flag.parse is None and flag.value == value), None)
-        if switch is not None:
-            words.append(switch.names[0])
-        elif flags and flags[0].parse is not None:
-            words += [flags[0].names[0], shlex.quote(str(value))]
-        else:
-            words.append(f"# {setting}={value}")
-    return " ".join(words)
+    settings = {key: value for key, value in request.settings.items() if value is not None}
+    return get_engine(request.engine).launch_line(request.model, settings)

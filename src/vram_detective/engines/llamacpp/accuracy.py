@@ -91,7 +91,10 @@ def _devices_free(observed: dict) -> tuple[int, ...]:
 
 
 def _ollama_release(case: dict) -> str | None:
+    """'ollama 0.3.8' in a llama.cpp case's engine_version; a case of the Ollama engine states its release bare."""
     text = f"{case.get('engine_version') or ''}"
+    if str(case.get("engine") or "").lower() == "ollama":
+        text = f"ollama {text}"
     found = re.search(r"ollama\s*~?\s*v?(\d+\.\d+(?:\.\d+)?)", text, re.I)
     return found.group(1) if found else None
 
@@ -99,7 +102,7 @@ def _ollama_release(case: dict) -> str | None:
 def _is_ollama(case: dict) -> bool:
     settings = case.get("settings") or {}
     words = " ".join(str(settings.get(k) or "") for k in ("wrapper", "frontend")) + " " + str(case.get("engine_version") or "")
-    return "ollama" in words.lower()
+    return "ollama" in words.lower() or str(case.get("engine") or "").lower() == "ollama"
 
 
 def _build(case: dict) -> tuple[str | None, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
 
 
 def _is_gguf_path(reference: str) -> bool:
@@ -73,12 +73,17 @@ class LlamaCppEngine:
         from . import launch
 
         return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError,
-                          claims_model=_is_gguf_path)
+                          claims_model=_is_gguf_path, program=("llama-server", "-m", "_"))
 
     def is_launch_line(self, words) -> bool:
         from .launch import is_launch_line
 
         return is_launch_line(words)
+
+    def launch_line(self, model: str, settings: dict) -> str:
+        from .launch import FLAGS, server_line
+
+        return server_line(FLAGS, model, settings)
 
     @cached_property
     def logs(self) -> LogFormats:
@@ -110,6 +115,15 @@ class LlamaCppEngine:
     def levers(self) -> Levers:
         return Levers(tuple(LEVERS), NoFastPath, FastPathUnsupported, lambda: None, _flag_names,
                       lambda spec, gpu, version, settings: None, advisor="gguf")
+
+    @cached_property
+    def scoring(self) -> CaseScoring:
+        from ... import scoring as neutral
+        from . import scoring
+
+        # observed_from_log None: a case's `observed` holds the per-device buffers its `log` excerpt may not
+        return CaseScoring(scoring.score_case, scoring.FIGURES, scoring.era,
+                           lambda section: neutral.format_engine_section(self.label, section))
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -194,3 +194,19 @@ def python_server_settings(given: dict) -> dict:
     if out["n_gpu_layers"] == -1:
         out["n_gpu_layers"] = "all"
     return out
+
+
+def server_line(flags, model: str, settings: dict) -> str:
+    """`llama-server -m MODEL ...` with each setting as its flag (a switch alone, else flag and value); a setting
+    no flag carries is kept as a `# name=value` remark."""
+    words = ["llama-server", "-m", shlex.quote(model)]
+    for setting, value in settings.items():
+        named = [flag for flag in flags if flag.setting == setting]
+        switch = next((flag for flag in named if flag.parse is None and flag.value == value), None)
+        if switch is not None:
+            words.append(switch.names[0])
+        elif named and named[0].parse is not None:
+            words += [named[0].names[0], shlex.quote(str(value))]
+        else:
+            words.append(f"# {setting}={value}")
+    return " ".join(words)

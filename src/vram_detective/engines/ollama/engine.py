@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from ...input_checks import check_counts
-from ..base import LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
 
 MIB = 1024 * 1024
 
@@ -152,6 +152,14 @@ class OllamaEngine:
 
         return is_launch_line(words)
 
+    def launch_line(self, model: str, settings: dict) -> str:
+        from ..llamacpp.launch import server_line
+        from .launch import FLAGS
+
+        return server_line(FLAGS, model, settings)
+
+    live_metrics = None  # Ollama serves no Prometheus /metrics: `watch` reads no Ollama server
+
     def resolve_model(self, reference: str):
         """(spec, GGUF table) of a model pulled into the local store ("qwen2.5:7b"); None for other references
         (a catalog model is then sized with a stock mix); a name:tag missing from the store is an error."""
@@ -225,6 +233,16 @@ class OllamaEngine:
                  "kv_cache_type": "OLLAMA_KV_CACHE_TYPE", "flash_attention": "OLLAMA_FLASH_ATTENTION"}
         return Levers(tuple(flags), NoFastPath, FastPathUnsupported, lambda: None, lambda: dict(flags),
                       lambda spec, gpu, version, settings: None, advisor="gguf", solves_layers=False)
+
+    @cached_property
+    def scoring(self) -> CaseScoring:
+        from ... import scoring as neutral
+        from ..llamacpp import scoring
+
+        # an Ollama case is planned by llama.cpp's case planner (accuracy.plan_case: Ollama's release, its
+        # vendored build, its own layer placement), compared buffer by buffer as llama.cpp's
+        return CaseScoring(scoring.score_case, scoring.FIGURES, lambda version, variant="": "Ollama",
+                           lambda section: neutral.format_engine_section(self.label, section))
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -6,7 +6,7 @@ import re
 from functools import cached_property
 
 from ...units import GIB
-from ..base import LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
 
 # lines only SGLang prints (model_runner.py, memory_pool.py, scheduler.py), any release
 _SGLANG_LINES = re.compile(r"Load weight (?:begin|end)\. .*avail mem=|KV Cache is allocated\.|Memory pool end\. avail mem="
@@ -87,7 +87,8 @@ class SGLangEngine:
         from . import launch
 
         return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_words, launch.LaunchLineError,
-                          foreign=frozenset(launch.ALIASES))
+                          foreign=frozenset(launch.ALIASES),
+                          program=("python", "-m", "sglang.launch_server", "--model-path", "_"))
 
     def is_launch_line(self, words) -> bool:
         from .launch import _entrypoint
@@ -98,6 +99,11 @@ class SGLangEngine:
             return False
         return True
 
+    def launch_line(self, model: str, settings: dict) -> str:
+        from ...advisor.sglang_advisor import launch_line
+
+        return launch_line(model, settings)
+
     @cached_property
     def logs(self) -> LogFormats:
         return LogFormats(_lines, _observed, _is_sglang_log)
@@ -105,6 +111,14 @@ class SGLangEngine:
     @cached_property
     def levers(self) -> Levers:
         return Levers((), type(None), _NoFastPath, lambda: None, _flag_names, lambda *args: None)
+
+    @cached_property
+    def scoring(self) -> CaseScoring:
+        from ... import scoring as neutral
+        from . import scoring
+
+        return CaseScoring(scoring.score_case, scoring.FIGURES, scoring.era,
+                           lambda section: neutral.format_engine_section(self.label, section), _observed)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

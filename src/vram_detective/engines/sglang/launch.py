@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .settings import SGLangSettings, from_values
+from .settings import SETTING_NAMES, SGLangSettings, from_values
 
 # other engines' names for SGLang's settings (api.explain and `compare` pass them through; engine_choice.py lets
 # their flags through for SGLang)
@@ -151,6 +151,7 @@ def parse_launch_words(words: list[str]) -> ParsedLine:
         launch = parse_launch(shlex.join(words))
     except ValueError as error:
         raise LaunchLineError(str(error)) from None
-    values = {name: getattr(launch.settings, name) for name in launch.settings.given}
+    # in the settings' own order (`given` is a set: its order changes with the interpreter's hash seed)
+    values = {name: getattr(launch.settings, name) for name in SETTING_NAMES if name in launch.settings.given}
     model = values.pop("model_path", None)
     return ParsedLine(model, values, launch.entrypoint, launch.unknown_flags)

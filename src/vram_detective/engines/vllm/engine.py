@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
 
 
 def _is_vllm_log(text: str) -> bool:
@@ -65,7 +65,8 @@ class VllmEngine:
     def launch(self) -> LaunchLine:
         from . import launch
 
-        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError)
+        return LaunchLine(launch.FLAGS, launch.parse_flag_value, launch.parse_launch_line, launch.LaunchLineError,
+                          program=("vllm", "serve", "_"), entrypoints=("serve", "llm"))
 
     gguf_mixes = False  # sizes no llama.cpp quantization mix
     log_figures: tuple = ()  # vLLM's logs have their own reconciliation (forensics/reconcile.py)
@@ -74,6 +75,9 @@ class VllmEngine:
 
     def log_findings(self, observed: dict):
         return None
+
+    def log_settings(self, text: str) -> dict:
+        return {}  # read run by run from the launch line and args dump by the log reader (engines/vllm/logs/)
 
     def log_version(self, text: str):
         return None  # read by the vLLM log reader's era tables (engines/vllm/logs/)
@@ -93,6 +97,15 @@ class VllmEngine:
 
         return is_launch_line(words)
 
+    def launch_line(self, model: str, settings: dict) -> str:
+        """`vllm serve MODEL ...`; a V0/V1 path asked for is set by VLLM_USE_V1 in front."""
+        from ...advisor.launch_command import serve_command
+
+        env = None
+        if "engine" in settings:
+            env = "VLLM_USE_V1=" + ("1" if settings["engine"] == "v1" else "0")
+        return serve_command(model, settings, engine_env=env)
+
     @cached_property
     def logs(self) -> LogFormats:
         from .logs.lines import log_lines
@@ -106,6 +119,13 @@ class VllmEngine:
         # numpy_or_none read at call time: tests hide numpy by patching the sweep module
         return Levers(sweep.SWEPT, sweep.FastPath, sweep.FastPathUnsupported, lambda: sweep.numpy_or_none(),
                       _flag_names, _path_switch, advisor="sweep")
+
+    @cached_property
+    def scoring(self) -> CaseScoring:
+        from . import scoring
+
+        return CaseScoring(scoring.score_case, scoring.HEADLINE_FIGURES, scoring.era, scoring.format_section,
+                           _observed, scoring.CONSISTENCY_FIGURES, detail_tables=True)
 
     @cached_property
     def refusals(self) -> tuple[type[Exception], ...]:

@@ -183,7 +183,8 @@ def test_missing_log_and_double_stdin(capsys):
 
 def test_every_dev_log_renders_without_error(dev_cases, tmp_path):
     """Text and JSON for each dev log whose text has vLLM lines (no prediction search: fast)."""
-    from vram_detective.forensics.command import analyze_run, render_text
+    from vram_detective.engines.vllm.logs.analysis import analyze_run
+    from vram_detective.forensics.command import render_text
     from vram_detective.engines.vllm.logs.reader import parse_text
 
     for case in dev_cases.values():
@@ -221,7 +222,7 @@ def test_score_from_logs_flag(tmp_path, dev_cases, capsys, monkeypatch):
 
 
 def test_a_crash_loop_lists_every_start_and_analyses_the_last(tmp_path, capsys):
-    from vram_detective.forensics.command import DEEP_RUNS
+    from vram_detective.forensics.streaming import DEEP_RUNS
 
     starts = "".join(f"INFO 06-12 08:{i:02d}:23 distributed_gpu_executor.py:45] # GPU blocks: {500 + i}, # CPU blocks: "
                      f"1024\nERROR 06-12 08:{i:02d}:24 worker_base.py:145] Error executing method\n" for i in range(12))

@@ -1,11 +1,11 @@
 """What the tool infers from a log, and how sure it says it is; reconciliation and nvidia-smi explanations."""
 from __future__ import annotations
 
-from vram_detective.forensics.infer import (
+from vram_detective.engines.vllm.logs.infer import (
     catalog_match, find_candidates, infer_gpu, infer_release, infer_run, infer_utilization,
 )
 from vram_detective.engines.vllm.logs.reader import parse_text
-from vram_detective.forensics.reconcile import anomalies, explain_nvidia_smi, least_utilization, reconcile, what_ifs
+from vram_detective.engines.vllm.logs.reconcile import anomalies, explain_nvidia_smi, least_utilization, reconcile, what_ifs
 from vram_detective.hardware import find_gpu
 
 

@@ -67,7 +67,7 @@ def test_a_large_mixed_log_on_stdin_stays_in_bounded_memory(tmp_path):
 def test_a_pasted_log_naming_thousands_of_models_is_cheap(capsys):
     """Every model='...' re-read the ~170 catalog files: a 2 MiB POST cost 428 s of server CPU (issue 31). The
     names are now matched against the catalog read once, and at most MAX_NAMED_CANDIDATES are tried."""
-    from vram_detective.forensics import infer
+    from vram_detective.engines.vllm.logs import infer
     from vram_detective.model import sources
     from vram_detective.web import service
 

@@ -140,7 +140,7 @@ def test_logs_of_llama_cpp(tmp_path, capsys):
     log = tmp_path / "llama.log"
     log.write_text(case["log"])
     report = _json(capsys, ["logs", str(log), "--json"])
-    assert report["engine"] == "llamacpp" and report["engine_version"] == "5274"
+    assert report["engine"] == "llamacpp" and report["engine_version"] == "b5274"  # as llama.cpp names its builds
     assert report["settings"] == {"gguf_type": "IQ4_XS", "n_gpu_layers": 62, "n_ctx": 32768, "n_batch": 2048,
                                   "n_ubatch": 512, "flash_attn": "on", "type_k": "f16", "type_v": "f16"}
     assert all(report["observed"][key] == value for key, value in case["observed"].items() if key in report["observed"])

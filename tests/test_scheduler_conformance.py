@@ -1,7 +1,9 @@
 """The simulator step for step against vLLM's real V1 Scheduler (issue 26), without vLLM: the committed series
 of the real scheduler (tests/fixtures/scheduler_conformance/vllm-RELEASE.json, written by
 `benchmarks/scheduler_conformance.py RELEASE --save-fixtures`, which drove vLLM's own Scheduler and
-KVCacheManager on a CPU) against the simulator's series on the same traces and pinned pools."""
+KVCacheManager on a CPU) against the simulator's series on the same traces and pinned pools. Likewise SGLang
+(sglang-RELEASE.json, written by `benchmarks/sglang_scheduler_conformance.py RELEASE --save-fixtures`, which drove
+SGLang's own scheduler, PrefillAdder, ScheduleBatch and radix cache on a CPU): its rows have six fields."""
 import json
 from pathlib import Path
 
@@ -9,16 +11,20 @@ import pytest
 
 from vram_detective.simulate.stepwise import first_divergence, step_rows
 
-FIXTURES = sorted((Path(__file__).parent / "fixtures" / "scheduler_conformance").glob("vllm-*.json"))
+HERE = Path(__file__).parent / "fixtures" / "scheduler_conformance"
+FIXTURES = sorted(HERE.glob("vllm-*.json"))
+SGLANG_FIXTURES = sorted(HERE.glob("sglang-*.json"))
 
 
 def _cases():
-    for path in FIXTURES:
+    for path in FIXTURES + SGLANG_FIXTURES:
         body = json.loads(path.read_text())
+        engine = body.get("engine", "vllm")
         for case in body["cases"]:
             known = case.get("known_divergence")
             marks = [pytest.mark.xfail(strict=True, reason=f"observed: {known}")] if known else []
-            yield pytest.param(body["release"], case, id=f"{body['release']}-{case['trace']['name']}", marks=marks)
+            yield pytest.param(engine, body["release"], case, id=f"{engine}-{body['release']}-{case['trace']['name']}",
+                               marks=marks)
 
 
 def _rows(steps: list[list]) -> list[list]:
@@ -39,12 +45,28 @@ def test_fixtures_cover_every_kind_with_prefix_caching_on_and_off():
         assert any(row[4] for c in cases if c["trace"]["prefix_caching"] for _, row in c["steps"])
 
 
-@pytest.mark.parametrize("release,case", list(_cases()))
-def test_simulator_matches_the_real_scheduler_step_for_step(release, case):
+@pytest.mark.parametrize("engine,release,case", list(_cases()))
+def test_simulator_matches_the_real_scheduler_step_for_step(engine, release, case):
     real = _rows(case["steps"])
-    simulated = step_rows(case["trace"], release)
+    simulated = step_rows(case["trace"], release, engine=engine)
     assert first_divergence(real, simulated) is None
     assert len(simulated) == len(real)
+
+
+def test_sglang_fixtures_cover_every_kind_with_the_radix_cache_on_and_off():
+    """SGLang's series: its own scheduler (page_size 1), five kinds (no sliding window: SGLang keeps a window in
+    a pool of its own), the radix cache on and off; real runs: retractions in tight pools, prefix hits."""
+    assert SGLANG_FIXTURES, "no committed series of SGLang's scheduler"
+    for path in SGLANG_FIXTURES:
+        body = json.loads(path.read_text())
+        cases = body["cases"]
+        assert body["engine"] == "sglang" and len(body["fields"]) == 6
+        kinds = {(c["trace"]["kind"], c["trace"]["prefix_caching"]) for c in cases}
+        assert kinds == {(k, on) for k in ("full", "prefix", "tight", "chunked", "seqs") for on in (True, False)}
+        assert all(c["trace"]["block_size"] == 1 and c["trace"]["groups"] == [["full", None]] for c in cases)
+        assert any(row[3] for c in cases if c["trace"]["kind"] == "tight" for _, row in c["steps"])
+        assert any(row[4] for c in cases if c["trace"]["prefix_caching"] for _, row in c["steps"])
+        assert not any(row[4] for c in cases if not c["trace"]["prefix_caching"] for _, row in c["steps"])
 
 
 def test_a_changed_rule_is_caught():

@@ -169,13 +169,54 @@ def test_the_package_root_is_the_library():
     assert '"py.typed"' in (ROOT / "pyproject.toml").read_text()  # shipped as package data
 
 
-def test_score_is_the_same_from_the_cli_and_the_library(tmp_path):
-    """`score` reads ground-truth files (a checkout's tool): the command line and the library; the web API
-    has no score endpoint (a server reads no files)."""
+# a real case per engine that the catalog alone plans (the Ollama runner's case is a llama.cpp-file case)
+SCORED = dict(LOGS, vllm=("dev.jsonl", "vllm-10517-llama31-8b-3090-20k"))
+
+
+def _case_line(engine: str) -> str:
+    name, case_id = SCORED[engine]
+    return next(line for line in (CASES / name).read_text().splitlines() if json.loads(line)["id"] == case_id)
+
+
+def api_text(base: str, path: str, text: str) -> tuple[int, object]:
+    request = urllib.request.Request(f"{base}{path}", data=text.encode(), headers={"Content-Type": "text/plain"})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_score_is_the_same_on_every_surface(server, engine, tmp_path):
+    """One real case per engine: `score FILE --catalog-only
+    --json`, /api/score with the file's lines as the body (a server reads no file: catalog models only) and the
+    library give the same report, and the case is scored (not skipped)."""
     cases = tmp_path / "cases.jsonl"
-    cases.write_text("\n".join(json.dumps(json.loads(line)) for line in
-                               (CASES / "dev-sglang.jsonl").read_text().splitlines()[:2]) + "\n")
-    code, out, err = cli("score", str(cases))
-    assert (code, err) == (0, "")
-    assert out == json.loads(json.dumps(library.score(str(cases)).to_dict()))
+    cases.write_text(_case_line(engine) + "\n")
+    code, out, err = cli("score", str(cases), "--catalog-only")
+    status, body = api(server, "/api/score", {}, {"cases": cases.read_text()})
+    plain_status, plain = api_text(server, "/api/score", cases.read_text())
+    mine = library.score(str(cases), catalog_only=True).to_dict()
+    assert (code, err, status, plain_status) == (0, "", 200, 200), body
+    assert out == body == plain == json.loads(json.dumps(mine))
     assert out["schema_version"] == library.SCHEMA_VERSION and out["command"] == "score"
+    section = out if engine == "vllm" else out[json.loads(_case_line(engine))["engine"]]
+    assert (section["cases"], section["scored"]) == (1, 1), section["skipped"]
+
+
+def test_score_api_reads_no_file_and_names_what_is_missing(server, tmp_path):
+    """A case naming a GGUF file on the server's disk is planned from its `quant` (the file is not read: the
+    server was not started with --allow-local-models), as the command line plans it when the file is absent;
+    an empty body is one line and 400."""
+    case = json.loads(_case_line("llamacpp"))
+    at_hand = tmp_path / "model.gguf"
+    at_hand.write_bytes(b"GGUF")  # not a readable header: reading it would skip the case as unreadable
+    body = {"cases": [dict(case, settings=dict(case["settings"], gguf_file=str(at_hand)))]}
+    status, report = api(server, "/api/score", {}, body)
+    status_plain, without = api(server, "/api/score", {}, {"cases": [case]})
+    assert (status, status_plain) == (200, 200)
+    assert report["llamacpp"]["per_case"] == without["llamacpp"]["per_case"]
+    assert report["llamacpp"]["scored"] == 1
+    assert api(server, "/api/score", {}, {"cases": ""}) == (400, {"error": "no cases given (JSONL: one ground-truth "
+                                                                  "case a line, groundtruth/SCHEMA.md)"})

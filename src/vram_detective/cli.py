@@ -560,10 +560,8 @@ def _smallest(model: str, args: argparse.Namespace, gpu_memory: int | None, sett
         return api.explain(model, args.gpu, gpu_memory=gpu_memory, **_engine_options(args, trial),
                            **_source_options(args))
 
-    try:
-        flags = get_engine(args.engine_name).levers.flag_names()
-    except Exception:  # noqa: BLE001 - an engine without flag names: the setting's own spelling
-        flags = {}
+    # the budget's flag as the engine's launch line spells it (the parser read them: no advisor import)
+    flags = {flag.setting: flag.names[0] for flag in get_engine(args.engine_name).launch.flags}
     return smallest_footprint(breakdown, explain, flags)
 
 

@@ -149,9 +149,10 @@ def compare(model: str, gpu: str, *, context: int | None = None, tp: int = 1, en
     return Result("compare", None, report)
 
 
-def score(cases, *, from_logs: bool = False) -> Result:
-    """Accuracy against real engine logs: a ground-truth JSONL path or a list of case dicts (`score --json`)."""
+def score(cases, *, from_logs: bool = False, catalog_only: bool = False) -> Result:
+    """Accuracy against real engine logs: a ground-truth JSONL path or a list of case dicts (`score --json`;
+    `catalog_only`: models from the catalog only, as `score --catalog-only` and the web API's /api/score)."""
     from .scoring import load_cases, score_cases
 
     loaded = load_cases(str(cases)) if not isinstance(cases, list) else cases
-    return Result("score", None, score_cases(loaded, from_logs=from_logs))
+    return Result("score", None, score_cases(loaded, from_logs=from_logs, catalog_only=catalog_only))

@@ -43,8 +43,13 @@ def load_cases(path: str) -> list[dict]:
 def read_cases(path: str) -> tuple[list[dict], list[dict]]:
     """(cases, unreadable lines): a line that is not a JSON object with an `id` is listed with its number and
     why, and the rest of the file is still read (`score` scores what it can)."""
+    return read_case_text(Path(path).read_text(encoding="utf-8"))
+
+
+def read_case_text(text: str) -> tuple[list[dict], list[dict]]:
+    """read_cases for JSONL text held in memory (the web API's body)."""
     cases, unreadable = [], []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -46,23 +46,33 @@ def budget_fraction(b: Breakdown):
 
 def smallest_footprint(b: Breakdown, explain, flag_names: dict | None = None) -> Smallest | None:
     """Bisect the budget fraction down to the least (2 decimals) at which the engine still starts with one
-    max-length request. `explain(name, value)` -> Breakdown (or raises: does not start)."""
+    max-length request. `explain(name, value)` -> Breakdown (or raises: does not start). Each other fraction
+    is the engine's own plan (its rounding and refusals decide whether it starts); the first one tried is
+    where `b`'s pool, shrunk byte for byte, would hold one request, and `b` answers for its own fraction."""
     setting = budget_fraction(b)
     if setting is None or b.failure is not None:
         return None
 
     def starts(value: float):
         try:
-            trial = explain(setting.name, value)
+            trial = b if value == setting.value else explain(setting.name, value)
         except Exception:  # noqa: BLE001 - any refusal or bad value: it does not start there
             return None
         return trial if trial.failure is None and trial.max_concurrency >= 1 else None
 
-    high, best = least_hundredth(starts, 0.01, float(setting.value))
+    high, best = least_hundredth(starts, 0.01, float(setting.value), guess=_one_request_fraction(b, setting.value))
     if best is None or high >= setting.value - 0.01:
         return None
     flag = (flag_names or {}).get(setting.name) or "--" + setting.name.replace("_", "-")
     return Smallest(flag, high, best.nvidia_smi_used_mib)
+
+
+def _one_request_fraction(b: Breakdown, fraction: float) -> float | None:
+    """The budget fraction at which b's KV pool, shrunk byte for byte with the budget, holds one request."""
+    if b.max_concurrency <= 0 or b.kv_cache_bytes <= 0 or b.total_gpu_bytes <= 0:
+        return None
+    spare = b.kv_cache_bytes * (1 - 1 / b.max_concurrency)
+    return fraction - spare / b.total_gpu_bytes
 
 
 def bar_parts(b: Breakdown) -> list[tuple[str, float]]:

@@ -26,6 +26,13 @@ class Releases:
     rule_at: Callable[..., Any]  # (version, rule name, path=None, default=) -> the rule's value at that release
     first_release: Callable[..., Any]  # (test) -> the oldest release whose rules pass test(rules), or None
     is_modelled: Callable[[Version], bool]  # does the rule table reach back to this release?
+    # a release as people write it ("0.9.1"; llama.cpp's builds "b5622"); None: the dotted version
+    name: Callable[[Version], str] | None = None
+
+    def named(self, version: Version) -> str:
+        from ..units import format_version
+
+        return self.name(version) if self.name is not None else format_version(version)
 
 
 def claims_no_model(reference: str) -> bool:
@@ -63,6 +70,12 @@ class LogFormats:
     # the streaming reader `logs` analyses runs with (LogParser, parse_stream, parse_text, OBSERVED_KEYS, the eras);
     # None: the engine's logs are read by `parse` only
     reader: Callable[[], Any] | None = None
+    # with a reader: (log name, forensics.streaming.BoundedParse, the log's head, model, gpu, release, nvidia-smi
+    # reading) -> the `logs` report of the runs analysed in full; None: read whole, figures compared one by one
+    # (forensics/engine_logs.py)
+    analyse: Callable[..., dict] | None = None
+    # another output `logs` reads with this engine's log (Ollama: "`ollama ps`", parsed by `parse`); "" for none
+    companion: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,6 +171,16 @@ class Engine(Protocol):
 
     def log_settings(self, text: str) -> dict:
         """The settings a log shows in the engine's own names ({} when its reader infers them run by run)."""
+
+    def log_label(self, key: str) -> str | None:
+        """One of the engine's log figures in words, for `logs` (None when the engine does not know the key)."""
+
+    def log_gpus(self, text: str) -> tuple[str, ...]:
+        """The devices a log names, GPU 0 first (() when it names none, or the reader finds them run by run)."""
+
+    def log_memory(self, observed: dict) -> dict:
+        """What GPU 0 held by the log's own figures, in GiB: weights_gib, kv_gib, other_gib (graphs, compute),
+        total_gib (None unless printed); {} when the log printed none of them."""
 
     def log_findings(self, observed: dict) -> Any:
         """What the engine's own log says beyond the figures (Ollama's estimate vs llama.cpp's); None if nothing."""

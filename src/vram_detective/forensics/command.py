@@ -141,42 +141,52 @@ def reading_only(nvidia_smi: str | None, model: str | None, gpu: str | None, ver
 
 
 def build_report(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
-                 vllm_version: str | None = None, stdin=None, ollama_ps: str | None = None) -> dict:
-    from .engine_logs import detect_engine
-    from .streaming import HEAD_BYTES, parse_stream_bounded
+                 vllm_version: str | None = None, stdin=None, ollama_ps: str | None = None, smi=None) -> dict:
+    """`logs`' report of one log. `smi`: an nvidia-smi reading already parsed (the web page's pasted one)."""
+    from .engine_logs import build_engine_report, detect_engine
+    from .streaming import HEAD_BYTES, LISTED_RUNS, parse_stream_bounded
 
-    _check_inputs(log, nvidia_smi, model, gpu, vllm_version)
+    _check_inputs(log, nvidia_smi, model, gpu)
     extra = _read_text(ollama_ps) if ollama_ps else None
-    smi = _read_nvidia_smi(nvidia_smi)
+    smi = smi if smi is not None else _read_nvidia_smi(nvidia_smi)
     name = "standard input" if log == "-" else log
     with _log_stream(log, stdin) as stream:
         head = _head(stream, 1 << 20)
         if log != "-" and nvidia_smi is None and _is_nvidia_smi(head):
             raise ValueError(f"{log} is nvidia-smi output, not an engine log: pass it with --nvidia-smi "
                              f"(vram-detective logs ENGINE_LOG --nvidia-smi {log})")
-        # only the head names the engine; a vLLM log is then streamed with bounded memory (streaming.py), another
-        # engine's log read as its first and last parts (bounded_text)
-        if extra is not None or detect_engine(_head(stream, HEAD_BYTES)) != "vllm":
-            engine = _other_engine(bounded_text(stream), log, model, gpu, vllm_version, smi, extra)
-            if engine is not None:
-                return engine
-        bounded = parse_stream_bounded(stream, name, keep=LISTED_RUNS)
-    return _vllm_report(log, bounded, head, model, gpu, vllm_version, smi)
+        engine = _log_engine(detect_engine(_head(stream, HEAD_BYTES)), vllm_version, extra)  # the head names it
+        if engine.logs.analyse is None or engine.logs.reader is None:  # read whole (first and last parts)
+            text, skipped = bounded_text(stream)
+            return build_engine_report(text, engine.name, log=name, model=model, gpu=gpu, version=vllm_version,
+                                       smi=smi, extra=extra, skipped_bytes=skipped)
+        # streamed run by run with bounded memory (streaming.py), each of the last runs analysed by the engine
+        bounded = parse_stream_bounded(stream, name, keep=LISTED_RUNS, reader=engine.logs.reader())
+    return engine.logs.analyse(log, bounded, head, model, gpu, vllm_version, smi)
 
 
-def _check_inputs(log: str, nvidia_smi: str | None, model: str | None, gpu: str | None,
-                  vllm_version: str | None) -> None:
-    """Bad input (both from standard input, an unknown GPU, release or model) is refused before any work."""
+def _log_engine(name: str, version: str | None, extra: str | None):
+    """The engine that wrote the log, once the options fit it: its release (bad input when it has none such)
+    and another output read with the log (`ollama ps` goes with Ollama's log only)."""
+    from ..engines import ENGINES, get_engine
+
+    engine = get_engine(name)
+    if extra is not None and not engine.logs.companion:
+        owner = next(get_engine(other) for other in ENGINES if get_engine(other).logs.companion)
+        raise ValueError(f"--ollama-ps goes with an {owner.label} server log (this log is not {owner.label}'s)")
+    if version:
+        engine.releases.resolve(version)  # an unknown release of this engine is bad input before any work
+    return engine
+
+
+def _check_inputs(log: str, nvidia_smi: str | None, model: str | None, gpu: str | None) -> None:
+    """Bad input (both from standard input, an unknown GPU or model) is refused before any work."""
     if log == "-" and nvidia_smi == "-":
         raise ValueError("the log and --nvidia-smi cannot both be read from standard input")
     if gpu:
         from ..hardware import find_gpu
 
         find_gpu(gpu)  # an unknown name is bad input before any work
-    if vllm_version:
-        from ..engines import get_engine
-
-        get_engine("vllm").releases.resolve(vllm_version)
     if model and not _named_by_an_engine(model):
         from .. import api
 
@@ -195,29 +205,6 @@ def _read_nvidia_smi(nvidia_smi: str | None):
     if nvidia_smi:
         return parse_smi_file(nvidia_smi)
     return None
-
-
-def _vllm_report(log: str, bounded, head: str, model: str | None, gpu: str | None, vllm_version: str | None,
-                 smi) -> dict:
-    """The report of a parsed vLLM log: the last runs analyzed in full (the very last with nvidia-smi), earlier
-    ones summarized, and a count of the startups before those kept."""
-    parsed, earlier = bounded.parsed, bounded.earlier
-    last = len(parsed.runs) - 1
-    from .infer import model_named_in
-
-    named = None if model else model_named_in(head)
-    runs = [analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=vllm_version,
-                        smi=smi if index == last else None, named=named) if index > last - DEEP_RUNS else summarize_run(run)
-            for index, run in enumerate(parsed.runs)]
-    return {
-        "log": "standard input" if log == "-" else log,
-        "lines_read": parsed.lines_read,
-        "lines_with_figures": parsed.lines_matched,
-        "bytes_read": parsed.bytes_read,
-        "lines_cut": parsed.truncated_lines,
-        "nvidia_smi": smi.to_dict() if smi is not None else None,
-        "runs": runs,
-    } | ({"earlier_runs": earlier.to_dict()} if earlier.count else {})  # startups before the ones kept in full
 
 
 def _is_nvidia_smi(text: str) -> bool:
@@ -289,40 +276,29 @@ def _head(stream, limit: int) -> str:
     return head.decode("utf-8", "replace")
 
 
-def bounded_text(stream) -> str:
-    """The log as text for the engines read whole (llama.cpp, SGLang, Ollama): all of it up to TEXT_BYTES, else
-    its first TEXT_HEAD_BYTES and its last bytes, cut at line breaks (memory bounded whatever the log's size)."""
+def bounded_text(stream) -> tuple[str, int]:
+    """(the log as text, bytes of its middle left out) for the engines read whole (no streaming reader): all of
+    it up to TEXT_BYTES, else its first TEXT_HEAD_BYTES and its last bytes, cut at line breaks (memory bounded
+    whatever the log's size)."""
     stream.seek(0, 2)
     size = stream.tell()
     stream.seek(0)
     if size <= TEXT_BYTES:
         data = stream.read()
+        skipped = 0
     else:
         head = stream.read(TEXT_HEAD_BYTES)
         stream.seek(size - (TEXT_BYTES - TEXT_HEAD_BYTES))
         tail = stream.read()
         data = head[:head.rfind(b"\n") + 1] + tail[tail.find(b"\n") + 1:]
+        skipped = size - len(data)
     stream.seek(0)
-    return data.decode("utf-8", "replace")
+    return data.decode("utf-8", "replace"), skipped
 
 
 def _read_text(path: str) -> str:
     with open(path, "rb") as handle:
         return handle.read().decode("utf-8", "replace")
-
-
-def _other_engine(text: str, log: str, model, gpu, version, smi, extra: str | None = None) -> dict | None:
-    """The report of an engine other than vLLM when that engine wrote the log (engine_logs.py), else None.
-    `extra`: `ollama ps` output, which only goes with an Ollama log."""
-    from .engine_logs import build_engine_report, detect_engine
-
-    name = detect_engine(text)
-    if extra is not None and name != "ollama":
-        raise ValueError("--ollama-ps goes with an Ollama server log (this log is not Ollama's)")
-    if name == "vllm":
-        return None
-    return build_engine_report(text, name, log="standard input" if log == "-" else log, model=model, gpu=gpu,
-                               version=version, smi=smi, extra=extra)
 
 
 def _named_by_an_engine(model: str) -> bool:
@@ -331,201 +307,6 @@ def _named_by_an_engine(model: str) -> bool:
     from ..engines.base import resolve_model
 
     return any(resolve_model(get_engine(name), model) is not None for name in ENGINES)
-
-
-DEEP_RUNS = 8  # runs analysed in full (the last ones); earlier restarts are listed with their figures
-LISTED_RUNS = 64  # runs listed at all; the startups before them are folded into one summary (bounded memory)
-
-
-def summarize_run(run) -> dict:
-    observed = run.observed()
-    return {"run": run.index + 1, "lines": [run.first_line, run.last_line], "observed": observed,
-            "per_rank": run.per_rank(), "other_figures": run.extras(),
-            "startup": {"failed": observed.get("startup_failed"), "message": run.failure_message(),
-                        "success_markers": [text for _, text in run.successes][:3]},
-            "summary_only": True, "serving": _serving(run, observed)}
-
-
-def _serving(run, observed: dict) -> dict | None:
-    """The periodic stats lines after this start (forensics/serving.py), sized by the pool it printed."""
-    if run.serving is None:
-        return None
-    return run.serving.to_dict(pool_gib=observed.get("kv_cache_gib"), pool_blocks=observed.get("num_gpu_blocks"))
-
-
-def analyze_run(run, parsed, *, model=None, gpu=None, vllm_version=None, smi=None, search: bool = True,
-                named: tuple[str, str] | None = None) -> dict:
-    from .infer import infer_run
-    from .nvidia_smi import reading_from_log_items
-    from .observed import FIELDS, build_observed
-    from .reconcile import anomalies, explain_nvidia_smi, reconcile
-
-    observed = _observed_with_smi(run, smi)
-    extras = run.extras()
-    smi_reading = smi or reading_from_log_items(run.smi_gpus, run.smi_processes)
-    inference = infer_run(run, observed, log_markers=parsed.markers, model=model, gpu=gpu, vllm_version=vllm_version,
-                          smi=smi, search_candidates=search, named=named)
-    chosen_model, model_basis, source, candidate_tp = _choose_model(observed, inference)
-    reconciliation = None
-    prediction = None
-    if chosen_model and not any("older than the oldest" in note for note in inference.notes):
-        reconciliation = reconcile(observed, inference, chosen_model, source, run, candidate_tp)
-        prediction = reconciliation.prediction
-    _default_settings(observed, inference, prediction)
-    smi_explanation = explain_nvidia_smi(observed, inference, prediction, smi_reading, run)
-    flags = anomalies(observed, extras, inference, prediction, smi_explanation, smi_reading, run)
-    shrink = _shrink(observed, inference, prediction, reconciliation, chosen_model, source)
-    from .answer import answer_figures
-
-    kv_pool = _kv_pool(observed, prediction, chosen_model)
-    build = build_observed(observed, model=chosen_model, gpu_name=inference.gpu.value.name if inference.gpu else None,
-                           vllm_version=inference.version.value if inference.version else None,
-                           engine=inference.engine.value if inference.engine else None,
-                           settings=inference.setting_values(), per_rank=run.per_rank(),
-                           failure_message=run.failure_message())
-    return {
-        "run": run.index + 1,
-        "lines": [run.first_line, run.last_line],
-        "observed": observed,
-        "per_rank": run.per_rank(),
-        "other_figures": extras,
-        "startup": {"failed": observed.get("startup_failed"), "message": run.failure_message(),
-                    "success_markers": [text for _, text in run.successes][:3]},
-        "vllm_version": inference.version.to_dict() if inference.version else None,
-        "engine": inference.engine.to_dict() if inference.engine else None,
-        "gpu": inference.gpu.to_dict() if inference.gpu else None,
-        "model": inference.model.to_dict() if inference.model else None,
-        "model_used_for_prediction": {"model": chosen_model, "why": model_basis} if chosen_model else None,
-        "settings": {name: item.value for name, item in inference.settings.items()},
-        "settings_basis": {name: {"basis": item.basis, "confidence": item.confidence}
-                           for name, item in inference.settings.items()},
-        "candidates": [candidate.to_dict() for candidate in inference.candidates],
-        "candidates_searched": inference.candidates_searched,
-        "kv_pool": kv_pool,
-        "serving": _serving(run, observed),
-        "answer": answer_figures(observed, prediction, kv_pool, inference.gpu is not None),
-        "reconciliation": reconciliation.to_dict() if reconciliation else None,
-        "nvidia_smi_breakdown": smi_explanation.to_dict() if smi_explanation else None,
-        "anomalies": flags,
-        "what_if": shrink,
-        "log_notes": [text for _, text in run.notes],
-        "notes": inference.notes,
-        "breakdown_fields": dict({name: getattr(build, name) for name, _, _ in FIELDS},
-                                 kv_bytes_per_token=build.kv_bytes_per_token),
-    }
-
-
-def _observed_with_smi(run, smi) -> dict:
-    """The run's figures, with nvidia-smi's used / total for GPU 0 when a reading was given."""
-    observed = run.observed()
-    if smi is not None and smi.gpus:
-        first = smi.gpu(0)
-        if first.used_mib is not None:
-            observed["nvidia_smi_used_mib"] = first.used_mib
-        if first.total_mib is not None:
-            observed["nvidia_smi_total_mib"] = first.total_mib
-        observed = {key: observed[key] for key in _ordered(observed)}
-    return observed
-
-
-def _choose_model(observed: dict, inference) -> tuple:
-    """(model to predict with, why, its source, TP of the best candidate): the named model, else the best
-    catalog candidate (whose TP and precision become inferred settings / notes)."""
-    chosen_model, model_basis, source, candidate_tp = None, None, "catalog", None
-    if inference.model is not None:
-        chosen_model = inference.model.value
-        model_basis = "named"
-        source = None if inference.model.confidence == "given" else "catalog"
-        if inference.model.basis.endswith("not in the catalog"):
-            chosen_model = None
-    elif inference.candidates:
-        best = inference.candidates[0]
-        chosen_model, model_basis, candidate_tp = best.model, "best candidate", best.tensor_parallel_size
-        if "tensor_parallel_size" not in inference.settings:
-            from .infer import Inferred
-
-            inference.settings["tensor_parallel_size"] = Inferred(
-                candidate_tp, f"the per-GPU weights of {best.model} match at tensor_parallel_size {candidate_tp}", "low")
-        inference.notes.append(f"{best.model} stores {best.precision}")
-    if chosen_model and model_basis == "named" and "quantization" not in inference.settings:
-        from .infer import infer_quantization
-
-        quantization = infer_quantization(observed, inference, chosen_model, source)
-        if quantization is not None and quantization.confidence == "medium":
-            inference.settings["quantization"] = quantization
-        elif quantization is not None:
-            inference.notes.append(f"quantization: {quantization.basis}")
-    return chosen_model, model_basis, source, candidate_tp
-
-
-def _default_settings(observed: dict, inference, prediction) -> None:
-    """gpu_memory_utilization and max_model_len the log does not state: inferred, else the release's defaults."""
-    from .infer import Inferred, infer_utilization
-
-    if "gpu_memory_utilization" not in inference.settings:
-        util = infer_utilization(observed, prediction, inference)
-        if util is not None:
-            inference.settings["gpu_memory_utilization"] = util
-        elif prediction is not None:
-            inference.settings["gpu_memory_utilization"] = Inferred(
-                prediction.setting("gpu_memory_utilization"), f"vLLM {prediction.vllm_version}'s default", "default")
-    if "max_model_len" not in inference.settings and prediction is not None:
-        inference.settings["max_model_len"] = Inferred(prediction.max_model_len, "the model's own context length "
-                                                       "(vLLM's default)", "default")
-
-
-def _shrink(observed: dict, inference, prediction, reconciliation, chosen_model, source) -> dict:
-    """The flags that would shrink the footprint; an nvidia-smi gap at a guessed utilization says so."""
-    from .infer import STRONG
-    from .reconcile import what_ifs
-
-    if prediction is None or inference.gpu is None:
-        return {}
-    settings = dict(reconciliation.settings)
-    util = inference.settings.get("gpu_memory_utilization")
-    current_u = float(util.value) if util is not None else None
-    if observed.get("startup_failed"):
-        return _start_fixes(inference, prediction, settings, current_u, chosen_model, source)
-    shrink = what_ifs(chosen_model, inference.gpu.value, prediction.vllm_version,  # the comparison's release
-                      settings, current_u, source, observed.get("nvidia_smi_used_mib"))
-    if shrink and util is not None and util.confidence not in STRONG:
-        for row in reconciliation.rows:
-            if row.key == "nvidia_smi_used_mib" and not row.agrees:
-                at_u = shrink["baseline"]["predicted_nvidia_smi_mib"]
-                row.cause = (f"predicted at the default gpu_memory_utilization "
-                             f"{prediction.setting('gpu_memory_utilization'):g}; at the inferred {util.value:g} the "
-                             f"prediction is {at_u:,} MiB ({(at_u - row.observed) / row.observed:+.1%}); "
-                             "see the nvidia-smi breakdown")
-    return shrink
-
-
-def _start_fixes(inference, prediction, settings: dict, current_u, chosen_model, source) -> dict:
-    """A failed start: the flags that make it start, each checked with the prediction (reconcile.start_fixes)."""
-    from .reconcile import start_fixes
-
-    if current_u is not None:
-        settings = dict(settings, gpu_memory_utilization=current_u)
-    if prediction.failure is None:
-        return {"start_fixes": [], "predicted_to_start": True}
-    fixes = start_fixes(chosen_model, inference.gpu.value, prediction.vllm_version, settings, source)
-    gpu = inference.gpu.value.name
-    return {"start_fixes": fixes, "predicted_to_start": False,
-            "fit_hint": f'vram-detective fit {chosen_model} --gpu "{gpu}"'}
-
-
-def _kv_pool(observed: dict, prediction, chosen_model) -> dict | None:
-    if observed.get("num_gpu_blocks") is None or prediction is None or not prediction.kv_bytes_per_token:
-        return None
-    block_bytes = prediction.kv_bytes_per_token * prediction.block_size
-    return {"num_gpu_blocks": observed["num_gpu_blocks"], "bytes_per_block": block_bytes,
-            "block_size": prediction.block_size, "gib": round(observed["num_gpu_blocks"] * block_bytes / 2**30, 3),
-            "model": chosen_model}
-
-
-def _ordered(observed: dict) -> list[str]:
-    from ..engines import get_engine
-
-    return [key for key in get_engine("vllm").logs.reader().OBSERVED_KEYS if key in observed]
 
 
 # --- text ------------------------------------------------------------------------------------------------------
@@ -567,16 +348,18 @@ def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -
 
         return "\n".join(paragraph([public(line, verbose) if line.strip() else line
                                     for line in render_reading(report, columns)], columns, "    "))
-    if report.get("engine") not in (None, "vllm"):
+    if "runs" not in report:  # a log read whole, its figures compared one by one (engine_logs.py)
         from .engine_logs import render_engine_report
 
-        return "\n".join(paragraph(render_engine_report(report).splitlines(), columns, "    "))
+        return "\n".join(paragraph(render_engine_report(report, columns).splitlines(), columns, "    "))
     _COLUMNS[0] = columns
     lines = [f"vLLM log: {report['log']} ({report['lines_read']:,} lines, {report['lines_with_figures']:,} with vLLM "
              f"figures, {len(report['runs'])} run{'s' if len(report['runs']) != 1 else ''})"]
     if report.get("lines_cut"):
         lines.append(f"  ({report['lines_cut']} over-long lines were cut at 64 KiB)")
     earlier = report.get("earlier_runs")
+    from .streaming import DEEP_RUNS, LISTED_RUNS
+
     if earlier:
         lines.append(f"  {earlier['runs']:,} earlier startups (lines {earlier['lines'][0]:,}-{earlier['lines'][1]:,}) "
                      f"summarized: {earlier['started']:,} started, {earlier['failed']:,} failed; the last "
@@ -596,6 +379,8 @@ def _render_run(run: dict, verbose: bool = False) -> list[str]:
                "started" if failed is False else "outcome not in the log")
     lines = [f"Run {run['run']} (lines {run['lines'][0]}-{run['lines'][1]}): {outcome}"]
     if run.get("summary_only"):
+        from .streaming import DEEP_RUNS
+
         text = ", ".join(f"{LABELS.get(k, k)} {_value(k, v)}" for k, v in run["observed"].items())
         lines.append(f"  {text} (an earlier start: the last {DEEP_RUNS} runs are analysed in full)")
         if run.get("serving"):

@@ -1,7 +1,9 @@
-"""`logs` for an engine other than vLLM (SGLang today): which engine wrote the log, the figures it printed,
-its settings and release, and (with the model and GPU) each figure against the prediction.
+"""`logs` for an engine whose log is read whole (no streaming reader: SGLang, llama.cpp, Ollama): which engine
+wrote the log, the figures it printed, its settings, release and GPU, (with the model and GPU) each figure against
+the prediction, and the answer first: who ran, what GPU 0 held, how far the prediction agrees.
 
-vLLM's own logs keep their deeper analysis (command.py, infer.py, reconcile.py; the reader: engines/vllm/logs/)."""
+What a figure means, what a log names and what GPU 0 held come from the engine (log_label, log_gpus,
+log_memory); an engine that streams its log analyses its runs itself (engine.logs.analyse)."""
 from __future__ import annotations
 
 from ..units import GIB
@@ -17,41 +19,69 @@ def detect_engine(text: str) -> str:
 
 
 def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gpu=None, version=None,
-                        smi=None, extra: str | None = None) -> dict:
-    """`extra`: more of the engine's own output read with the log (Ollama's `ollama ps`)."""
+                        smi=None, extra: str | None = None, skipped_bytes: int = 0) -> dict:
+    """`extra`: more of the engine's own output read with the log (Ollama's `ollama ps`); `skipped_bytes`: the
+    middle of a long log left out (forensics/command.py bounded_text), said in a note."""
     from ..engines import get_engine
 
     engine = get_engine(engine_name)
     observed = engine.logs.parse(text)
     if extra:
         observed.update({key: value for key, value in engine.logs.parse(extra).items() if key not in observed})
-    if smi is not None and smi.gpus and smi.gpu(0).used_mib is not None:
-        observed["nvidia_smi_used_mib"] = smi.gpu(0).used_mib
+    if smi is not None and smi.gpus:
+        observed.update({key: value for key, value in (("nvidia_smi_used_mib", smi.gpu(0).used_mib),
+                                                        ("nvidia_smi_total_mib", smi.gpu(0).total_mib))
+                         if value is not None})
     settings, version_basis = _settings_and_version(engine, text, version)
     model = model or settings.pop("model_path", None)
     gpu_basis = "--gpu" if gpu else None
+    devices = engine.log_gpus(text)
+    unknown = None
     if not gpu:
-        gpu, gpu_basis = gpu_of_log(text, smi)
+        gpu, gpu_basis, unknown = gpu_of_log(text, smi, devices)
     report = {"log": log, "engine": engine_name, "engine_label": engine.label,
               "lines_read": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
               "observed": observed, "settings": settings, "engine_version": version_basis[0],
               "version_basis": version_basis[1], "model": model, "gpu": gpu, "gpu_basis": gpu_basis,
-              "comparison": None, "notes": []}
+              "gpus_named": list(devices), "comparison": None, "notes": [], "bytes_skipped": skipped_bytes}
+    if skipped_bytes:
+        report["notes"].append(f"the log is long: its middle ({skipped_bytes / 2**20:,.1f} MiB) was skipped; the "
+                               "first and last parts were read (every start prints its figures near its start, "
+                               "the last start's are at the end)")
     report["findings"] = engine.log_findings(observed)
     from .serving import read_serving_stats
 
     report["serving"] = read_serving_stats(text).to_dict(pool_gib=_pool_gib(observed))
+    breakdown = None
     if model and gpu:
-        report["comparison"] = _compare(engine, model, gpu, version_basis[0], settings, observed, report["notes"])
+        report["comparison"], breakdown = _compare(engine, model, gpu, version_basis[0], settings, observed,
+                                                   report["notes"])
+    elif unknown:
+        report["notes"].append(f"the log names {unknown}, which the catalog does not know: give --gpu (the nearest "
+                               "catalog card, or --gpu-memory) for a comparison")
     elif not gpu:
-        report["notes"].append("GPU not known (no --gpu, no nvidia-smi reading in the log): no comparison against a "
-                               "made-up card; give --gpu (and --model when the log does not name it)")
+        report["notes"].append("GPU not known (the log names no device and quotes no nvidia-smi reading): no "
+                               "comparison against a made-up card; give --gpu (and --model when the log does not "
+                               "name it)")
+    elif not model:
+        report["notes"].append("model not named in the log: give --model for the comparison")
+    report["labels"] = {key: figure_label(engine, key) for key in observed}
+    flags = {flag.setting: flag.names[0] for flag in engine.launch.flags}
+    report["setting_flags"] = {key: flags[key] for key in settings if key in flags}
+    from .engine_answer import engine_answer
+
+    memory = engine.log_memory(observed)
+    if memory:
+        memory = dict(memory, context_gib=engine.cuda_context_bytes() / GIB)
+    report["answer"] = engine_answer(report, memory, breakdown)
     return report
 
 
-def gpu_of_log(text: str, smi=None) -> tuple[str | None, str | None]:
-    """(catalog GPU name, how it was found) from nvidia-smi output: the reading given, else a table quoted in
-    the log (the name it prints, else its total in the catalog); (None, None) when neither names a card."""
+def gpu_of_log(text: str, smi=None, devices: tuple[str, ...] = ()) -> tuple[str | None, str | None, str | None]:
+    """(catalog GPU name, how it was found, a named device the catalog lacks) from nvidia-smi output (the
+    reading given, else a table quoted in the log: the name it prints, else its total in the catalog), else the
+    device the engine's own lines name (GPU 0 of `devices`)."""
+    from ..hardware import UnknownGpuError, find_gpu
     from .nvidia_smi import LineScanner, reading_from_log_items
     from .reading import gpu_of_reading
 
@@ -66,25 +96,41 @@ def gpu_of_log(text: str, smi=None) -> tuple[str | None, str | None]:
             device, basis = gpu_of_reading(reading, None)
         except ValueError:
             continue
-        return device.name, basis.replace("nvidia-smi", where, 1)
-    return None, None
+        return device.name, basis.replace("nvidia-smi", where, 1), None
+    if not devices:
+        return None, None, None
+    try:
+        device = find_gpu(devices[0])
+    except (UnknownGpuError, ValueError):
+        return None, None, devices[0]
+    of = f", GPU 0 of {len(devices)}" if len(devices) > 1 else ""
+    return device.name, f"named in the log{of}", None
+
+
+# figures every engine's report may hold (nvidia-smi's, read beside the log)
+COMMON_LABELS = {"nvidia_smi_used_mib": "nvidia-smi: used", "nvidia_smi_total_mib": "nvidia-smi: total",
+                 "nvidia_smi_process_mib": "nvidia-smi: the engine's process", "startup_failed": "start failed",
+                 "model_path": "model path", "num_gpus": "GPUs", "gguf_type": "quantization mix (GGUF file)"}
+
+
+def figure_label(engine, key: str) -> str:
+    """A figure or setting in words: the engine's, else the common ones, else the key's words."""
+    return engine.log_label(key) or COMMON_LABELS.get(key) or key.replace("_", " ")
 
 
 def _settings_and_version(engine, text: str, version: str | None) -> tuple[dict, tuple]:
     """The settings a log's server-args dump shows and the release (given, else the engine's inference)."""
-    from ..units import format_version
-
     settings = engine.log_settings(text)
     if version:
         return settings, (version, "given")
     inferred = engine.log_version(text)
     if inferred is None:
         return settings, (None, "not shown by the log: the newest modelled release is assumed")
-    basis = engine.log_version_basis
-    return settings, (format_version(inferred), basis)
+    return settings, (engine.releases.named(inferred), engine.log_version_basis)
 
 
-def _compare(engine, model: str, gpu: str, version, settings: dict, observed: dict, notes: list) -> list[dict]:
+def _compare(engine, model: str, gpu: str, version, settings: dict, observed: dict, notes: list) -> tuple:
+    """(rows of observed vs predicted, the prediction), (None, None) when the engine cannot predict it."""
     from .. import api
     from ..errors import EngineRefused
 
@@ -96,7 +142,7 @@ def _compare(engine, model: str, gpu: str, version, settings: dict, observed: di
         breakdown = api.explain(model, gpu, engine=engine.name, engine_version=version, **user)
     except (ValueError, EngineRefused) as error:
         notes.append(f"no prediction to compare: {str(error).splitlines()[0]}")
-        return None
+        return None, None
     fraction = breakdown.figure("mem_fraction_static")
     notes.append(f"predicted with {engine.label} {breakdown.engine_version} on {breakdown.gpu_name}"
                  + (f", mem_fraction_static {fraction}" if fraction is not None else "")
@@ -111,9 +157,9 @@ def _compare(engine, model: str, gpu: str, version, settings: dict, observed: di
         if predicted is None:
             continue
         gap = (predicted - observed[key]) / observed[key] if observed[key] else None
-        rows.append({"key": key, "label": label, "observed": observed[key], "predicted": round(predicted, 4),
-                     "relative_gap": gap})
-    return rows
+        rows.append({"key": key, "label": figure_label(engine, key), "observed": observed[key],
+                     "predicted": round(predicted, 4), "relative_gap": gap})
+    return rows, breakdown
 
 
 def _pool_gib(observed: dict) -> float | None:
@@ -124,35 +170,7 @@ def _pool_gib(observed: dict) -> float | None:
     return k + v if k and v else observed.get("kv_size_gb")
 
 
-def render_engine_report(report: dict) -> str:
-    label = report["engine_label"]
-    lines = [f"{label} log: {report['log']} ({report['lines_read']:,} lines)",
-             f"  Release  {report['engine_version'] or '?'}  ({report['version_basis']})"]
-    if report["model"]:
-        lines.append(f"  Model    {report['model']}")
-    if report.get("gpu"):
-        lines.append(f"  GPU      {report['gpu']}  ({report.get('gpu_basis') or '--gpu'})")
-    lines += ["", "  What the log printed (rank 0)"]
-    lines += [f"    {key:<34} {value}" for key, value in report["observed"].items()]
-    if report["settings"]:
-        lines += ["", f"  Settings ({label}'s names)"] + [f"    {k:<34} {v}" for k, v in report["settings"].items()]
-    if report["comparison"]:
-        lines += ["", "  Observed vs predicted", f"    {'figure':<30} {'observed':>12} {'predicted':>12} {'gap':>8}"]
-        for row in report["comparison"]:
-            gap = "" if row["relative_gap"] is None else f"{row['relative_gap']:+.1%}"
-            predicted = f"{row['predicted']:,}" if isinstance(row["observed"], int) else f"{row['predicted']:,.2f}"
-            lines.append(f"    {row['label']:<30} {row['observed']:>12,} {predicted:>12} {gap:>8}")
-    found = report.get("findings")
-    if found:
-        lines += ["", f"  {found['title']}",
-                  f"    {'figure':<22} " + " ".join(f"{c:>12}" for c in found["columns"]) + f" {'difference':>11}  why"]
-        for row in found["rows"]:
-            delta = "" if row["delta"] is None else f"{row['delta']:+,.1f}"
-            lines.append(f"    {row['figure']:<22} " + " ".join(f"{v:>12,.1f}" if v is not None else f"{'-':>12}" for v in row["values"])
-                         + f" {delta:>11}  {row['why']}")
-    if report.get("serving"):
-        from .serving import serving_line
+def render_engine_report(report: dict, columns: int | None = None) -> str:
+    from .engine_answer import render_terminal
 
-        lines += ["", "  " + serving_line(report["serving"])]
-    lines += [f"  note: {note}" for note in report["notes"]]
-    return "\n".join(lines)
+    return "\n".join(render_terminal(report, columns))

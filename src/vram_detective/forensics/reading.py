@@ -47,7 +47,7 @@ def vllm_share(smi) -> tuple[int, int]:
 def solve_utilization(model: str, gpu, version: str | None, settings: dict, target_mib: int):
     """(u, Breakdown at u, where the reading sits): the least u (2 decimals) whose predicted nvidia-smi figure
     reaches the reading; 'below' / 'above' when the reading is outside what any u in the range predicts."""
-    from .infer import explain_quietly
+    from .predict import explain_quietly
 
     def at(u: float):
         breakdown, error = explain_quietly(model, gpu, version, dict(settings, gpu_memory_utilization=u))

@@ -21,7 +21,9 @@ from typing import Any
 
 from ..units import open_regular_file
 
-KEEP_RUNS = 8  # runs kept in full (forensics/command.py analyses the last DEEP_RUNS = 8)
+KEEP_RUNS = 8  # runs kept in full (an engine's analysis takes the last DEEP_RUNS = 8)
+DEEP_RUNS = 8  # runs analysed in full (the last ones); earlier restarts are listed with their figures
+LISTED_RUNS = 64  # runs listed at all; the startups before them are folded into one summary (bounded memory)
 HEAD_BYTES = 4 << 20  # what engine detection reads: every engine's banner comes in the first lines
 MAX_DISTINCT = 20  # releases / models / failure messages counted by name; the rest as "other"
 MAX_FIGURES_PER_RUN = 20_000  # one run repeating a line forever keeps its first figures only

@@ -22,9 +22,9 @@ STEP_COST = CostModel(decode_step_s=1.0, per_seq_s=0.0, prefill_tokens_per_s=1e1
 FIELDS = ("used", "running", "waiting", "preempted", "hits", "finished", "queries", "query_hits")
 
 
-def trace_pool(trace: dict, version: str = "0.11.0") -> PoolSpec:
+def trace_pool(trace: dict, version: str = "0.11.0", engine: str = "vllm") -> PoolSpec:
     groups = tuple(KvGroup(kind, window, 1) for kind, window in trace["groups"])
-    return PoolSpec("vllm", version, "v1", num_blocks=trace["num_blocks"], block_size=trace["block_size"],
+    return PoolSpec(engine, version, "v1", num_blocks=trace["num_blocks"], block_size=trace["block_size"],
                     block_bytes=1, max_num_seqs=trace["max_num_seqs"],
                     max_num_batched_tokens=trace["max_num_batched_tokens"], max_model_len=trace["max_model_len"],
                     groups=groups, prefix_caching=bool(trace["prefix_caching"]), chunked_prefill=True)
@@ -36,12 +36,13 @@ def trace_requests(trace: dict) -> tuple[Request, ...]:
                  in enumerate(trace["requests"]))
 
 
-def step_rows(trace: dict, version: str = "0.11.0", max_steps: int = 200_000, rules=None) -> list[list]:
+def step_rows(trace: dict, version: str = "0.11.0", max_steps: int = 200_000, rules=None,
+              engine: str = "vllm") -> list[list]:
     """The simulator's rows for `trace` (see the module's doc), step by step (no fast-forward); `rules`:
-    EngineRules instead of the release's."""
-    from .vllm import VllmSim
+    EngineRules instead of the release's; `engine`: whose simulator (SGLang's rows: the first six fields)."""
+    from . import _simulator
 
-    pool = trace_pool(trace, version)
+    pool = trace_pool(trace, version, engine)
     requests = trace_requests(trace)
     index = {id(r): i for i, r in enumerate(requests)}
     workload = Workload("trace", trace=requests, duration=1.0)
@@ -63,7 +64,7 @@ def step_rows(trace: dict, version: str = "0.11.0", max_steps: int = 200_000, ru
         on_preempt(t, number, cause, mode)
 
     rec.preempt = preempt
-    sim = VllmSim(pool, rules or rules_for(pool), STEP_COST, arrivals, rec)
+    sim = _simulator(engine)(pool, rules or rules_for(pool), STEP_COST, arrivals, rec)
     sim.rejected = 0
     rows: list[list] = []
     while (sim.running or sim.waiting or arrivals.heap) and len(rows) < max_steps:

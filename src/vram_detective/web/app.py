@@ -1,10 +1,11 @@
 """The Starlette application behind `vram-detective serve`: the page, its fragments, and the JSON API
-(`/api/explain`, `/api/whatif`, `/api/fit`, `/api/logs`, `/api/simulate` return exactly what the commands'
-`--json` prints).
+(`/api/explain`, `/api/whatif`, `/api/fit`, `/api/logs`, `/api/simulate`, `/api/score` return exactly what the
+commands' `--json` prints).
 
 Errors are JSON `{"error": "one line"}`: 400 bad input, 403 a local path (or trace file) the server may not
 read, or a Host / Origin it was not started for, 413 a body over service.MAX_BODY_BYTES or a workload over the
-simulate caps (service.MAX_SIM_*), 422 the engine would refuse to start, 503 a request past its computation
+simulate caps (service.MAX_SIM_*), 422 an unknown parameter or the engine would refuse to start (explain: the
+`--json` answer itself, startup_failed true), 503 a request past its computation
 budget (REQUEST_SECONDS), 500 anything else."""
 from __future__ import annotations
 
@@ -84,6 +85,8 @@ def _error(error: BaseException) -> JSONResponse:
         return JSONResponse({"error": text}, status_code=403)
     if isinstance(error, service.TooLarge):
         return JSONResponse({"error": text}, status_code=413)
+    if isinstance(error, service.UnknownParameter):
+        return JSONResponse({"error": text}, status_code=422)
     if isinstance(error, budget.OverBudget):
         return JSONResponse({"error": text}, status_code=503)
     status = errors.http_status(error)  # the CLI's exit-code policy: 422 refused, 400 bad input, 500 a bug
@@ -243,6 +246,7 @@ def _budgeted_endpoint(work, kind: str = "json", indent: int = 2, seconds: float
     async def handle(request: Request) -> Response:
         try:
             params = await _params(request)
+            service.check_parameters(params)
             hub = service.uses_hub(params)
         except Exception as error:  # noqa: BLE001 - every error is one JSON line with its status
             return _error(error)
@@ -262,8 +266,10 @@ def _budgeted_endpoint(work, kind: str = "json", indent: int = 2, seconds: float
         headers = {"Server-Timing": f"app;dur={spent * 1000:.2f}", "Cache-Control": "no-store"}
         if kind == "html":
             return HTMLResponse(result, headers=headers)
+        # a start the engine would refuse: what `--json` prints (exit 1 there), answered 422 as documented
+        refused = isinstance(result, dict) and result.get("startup_failed") is True
         return Response(json.dumps(result, indent=indent, default=str) + "\n", media_type="application/json",
-                        headers=headers)
+                        headers=headers, status_code=422 if refused else 200)
     return handle
 
 
@@ -311,6 +317,7 @@ def _work_routes(policy: service.Policy, seconds: float | None = REQUEST_SECONDS
         Route("/api/fit", _endpoint(fit_api, pool="heavy"), methods=both),
         Route("/api/logs", _endpoint(logs_api, pool="heavy"), methods=["POST"]),
         Route("/api/compare", _endpoint(compare_api, pool="heavy"), methods=both),
+        Route("/api/score", _endpoint(lambda p: service.score_json(p, policy), pool="heavy"), methods=["POST"]),
         # `simulate --json` prints with indent 1: the API's bytes are the command's
         Route("/api/simulate", _endpoint(lambda p: service.simulate(read(p), p).report, indent=1, pool="heavy"), methods=both),
         Route("/api/models", _endpoint(lambda p: service.catalog_models())),
@@ -345,7 +352,8 @@ def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
         "openapi": "3.0.3",
         "info": {"title": "vram-detective", "description": "GPU memory predictions as JSON. Errors: "
                  "{\"error\": \"...\"} with 400 (bad input), 403 (a local path), 413 (body over "
-                 f"{max_body:,} bytes), 422 (the engine would refuse to start), 500."},
+                 f"{max_body:,} bytes), 422 (an unknown parameter, named with the one meant; or the engine "
+                 "would refuse to start: then the body is what --json prints, with startup_failed true), 500."},
         "paths": {
             "/api/explain": {"get": {"summary": same.format("explain"), "parameters": model_params}},
             "/api/whatif": {"get": {"summary": same.format("whatif"), "parameters": model_params}},
@@ -358,6 +366,15 @@ def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
                                            "version": {"type": "string"}}, "required": ["log"]}},
                                        "text/plain": {"schema": {"type": "string", "description": "the log"}}},
                                        "description": f"at most {max_body:,} bytes"}}},
+            "/api/score": {"post": {"summary": same.format("score FILE --catalog-only") + " for the ground-truth "
+                                    "cases in the body (models from the catalog; nothing read from disk)",
+                                    "requestBody": {"content": {
+                                        "application/json": {"schema": {"type": "object", "properties": {
+                                            "cases": {"description": "JSONL text, or a list of case objects "
+                                                      "(groundtruth/SCHEMA.md)"},
+                                            "from_logs": {"type": "boolean"}}, "required": ["cases"]}},
+                                        "text/plain": {"schema": {"type": "string", "description": "JSONL cases"}}},
+                                        "description": f"at most {max_body:,} bytes"}}},
             "/api/simulate": {"get": {"summary": same.format("simulate") + simulate_caps(), "parameters": model_params + [
                 {"name": "workload", "in": "query", "description": "chat | rag | longdoc | agent [:rate=R,duration=S,"
                  "users=N,think=S,burst=N,period=S,requests=N], e.g. chat:rate=2,duration=120"},

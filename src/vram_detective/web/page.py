@@ -2,6 +2,7 @@
 shows the same result before any script runs); static/app.js then recomputes as the controls move."""
 from __future__ import annotations
 
+import json
 from html import escape
 
 from . import report, service
@@ -43,11 +44,17 @@ def setup_form(params: dict) -> str:
             + f'</form><datalist id="models">{models}</datalist><datalist id="gpus">{gpus}</datalist>')
 
 
-def _control(spec: tuple, params: dict, resolved: dict) -> str:
+def _control(spec: tuple, params: dict, resolved: dict, engine: str = "vllm") -> str:
     setting, kind, label, low, high, step = spec
     given = params.get(setting)
+    if given not in (None, ""):  # as the engine reads it (32k -> 32768): a range input would take "32k" for its middle
+        given = service.control_value(engine, setting, given)
     value = given if given not in (None, "") else resolved.get(setting)
-    mark = ' data-set="1"' if given not in (None, "") else ""
+    # the URL's own value, written back as given: a range input snaps its value to its step and bounds
+    mark = f' data-set="1" data-value="{escape(str(given))}"' if given not in (None, "") else ""
+    if kind in ("range", "number") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        high = max(high, value)  # a value past the slider's end widens it rather than being cut to it
+        low = min(low, value)
     if kind == "select":
         options = list(low)
         if value is not None and str(value) not in map(str, options):
@@ -65,7 +72,7 @@ def _control(spec: tuple, params: dict, resolved: dict) -> str:
 
 def levers_form(params: dict, resolved: dict) -> str:
     engine = params.get("engine") or "vllm"
-    controls = "".join(_control(spec, params, resolved) for spec in service.CONTROLS.get(engine, ()))
+    controls = "".join(_control(spec, params, resolved, engine) for spec in service.CONTROLS.get(engine, ()))
     return (f'<form id="levers" class="grid levers" aria-label="engine settings">{controls}'
             f'<button type="button" id="reset-levers">back to the defaults</button></form>')
 
@@ -90,10 +97,11 @@ def _one_line(error: BaseException) -> str:
 
 
 def workload_fields(spec: str) -> dict:
-    """The picker's fields for a workload spec ("chat:rate=2,duration=120"); unknown parts are left out."""
-    name, _, options = (spec or "chat:rate=2,duration=120").partition(":")
+    """The picker's fields for a workload spec ("chat:rate=2,duration=120"); a shape alone takes its preset's
+    arrivals (service.WORKLOAD_PRESETS: within the page's caps); unknown parts are left out."""
+    name, _, options = (spec or "chat").partition(":")
     fields = {"shape": name if name in WORKLOAD_SHAPES else "chat"}
-    for item in filter(None, options.split(",")):
+    for item in filter(None, (options or service.WORKLOAD_PRESETS.get(fields["shape"], "")).split(",")):
         key, _, value = item.partition("=")
         if key in ("rate", "duration", "users"):
             fields[key] = value
@@ -107,7 +115,8 @@ def simulate_panel(params: dict, shown: bool) -> str:
     """The Simulate tab: a built-in shape with its arrivals (or a pasted JSONL trace), the seed; the server
     runs the workload against the predicted pool (capped: service.MAX_SIM_*)."""
     fields = workload_fields(params.get("workload") or "")
-    pick = _select("sim_shape", "workload", WORKLOAD_SHAPES + ("trace",), fields["shape"])
+    pick = _select("sim_shape", "workload", WORKLOAD_SHAPES + ("trace",), fields["shape"]).replace(
+        "<select ", f"<select data-presets=\"{escape(json.dumps(service.WORKLOAD_PRESETS))}\" ", 1)
     inputs = "".join(_input(name, label, fields.get(key), kind="number", extra=extra) for name, key, label, extra in (
         ("sim_rate", "rate", "sessions a second (Poisson)", 'min="0" step="any" placeholder="2"'),
         ("sim_duration", "duration", "seconds of arrivals", 'min="1" step="any" placeholder="120"'),

@@ -311,33 +311,100 @@ def _serving_html(serving: dict | None) -> str:
 
 
 def _engine_logs_fragment(report: dict) -> str:
-    """Another engine's log report (forensics/engine_logs.py): what it printed, what it implies, the comparison."""
-    label = report.get("engine_label") or report.get("engine") or "engine"
-    implied = {key: report[key] for key in ("engine_version", "model", "gpu") if report.get(key) is not None}
-    implied.update({f"setting {k}": v for k, v in (report.get("settings") or {}).items()})
-    parts = [f'<p class="verdict">{escape(label)} log: read {report.get("lines_read", 0):,} lines.</p>',
-             '<section class="run"><div class="cols">', _dict_table("what the log printed", report.get("observed") or {}, "observed"),
-             _dict_table("inferred", implied, "inferred"), "</div>"]
-    comparison = report.get("comparison")
-    if isinstance(comparison, dict) and isinstance(comparison.get("figures"), list):
-        parts.append(f"<h4>Predicted vs observed</h4>{pair_bars_svg(comparison['figures'])}")
-    elif comparison:
-        parts.append(f'<pre>{escape(json.dumps(comparison, indent=1, default=str))}</pre>')
+    """A log read whole (forensics/engine_logs.py), as the terminal shows it (forensics/engine_answer.py): the
+    verdict first, GPU 0's bar, how it was read, then the figures in words, the settings and observed vs
+    predicted as tables."""
+    from ..forensics.engine_answer import show
+
+    answer = report.get("answer") or {}
+    failed = " failed" if report.get("observed", {}).get("startup_failed") else ""
+    parts = [f'<p class="verdict{failed}">{escape(answer.get("verdict", ""))}</p>',
+             _observed_bar_svg(answer.get("bar")), f'<p class="read">{escape(answer.get("read", ""))}</p>',
+             '<section class="run"><div class="cols">']
+    labels = report.get("labels") or {}
+    rows = [(labels.get(key, key), show(key, value), key) for key, value in (report.get("observed") or {}).items()]
+    parts.append(_rows_table("what the log printed (GPU 0 where the device shows)", rows, "observed"))
+    flags = report.get("setting_flags") or {}
+    settings = [(f"{key} ({flags[key]})" if key in flags else key, show(key, value), key)
+                for key, value in (report.get("settings") or {}).items()]
+    if settings:
+        parts.append(_rows_table(f"settings ({report.get('engine_label', '')}'s names)", settings, "inferred"))
+    parts.append("</div>")
+    comparison = report.get("comparison") or []
+    if comparison:
+        head = "<tr><th scope=col>figure</th><th scope=col>observed</th><th scope=col>predicted</th><th scope=col>gap</th></tr>"
+        body = "".join(_comparison_row(row, show) for row in comparison)
+        parts.append(f'<table class="comparison"><caption>observed vs predicted</caption>{head}{body}</table>')
+    parts.append(_findings_html(report.get("findings")))
     parts.append(_serving_html(report.get("serving")))
     parts.append("".join(f"<p class=note>{escape(str(n))}</p>" for n in report.get("notes") or []) + "</section>")
     return "".join(parts)
 
 
+def _comparison_row(row: dict, show) -> str:
+    gap = "" if row["relative_gap"] is None else f"{row['relative_gap']:+.1%}"
+    return (f'<tr data-figure="{escape(row["key"])}"><th scope=row>{escape(row["label"])}</th>'
+            f'<td class=num>{escape(show(row["key"], row["observed"]))}</td>'
+            f'<td class=num>{escape(show(row["key"], row["predicted"]))}</td><td class=num>{gap}</td></tr>')
+
+
+def _findings_row(row: dict) -> str:
+    values = "".join(f"<td class=num>{'-' if v is None else f'{v:,.1f}'}</td>" for v in row["values"])
+    delta = "" if row["delta"] is None else f"{row['delta']:+,.1f}"
+    return (f"<tr><th scope=row>{escape(str(row['figure']))}</th>{values}<td class=num>{delta}</td>"
+            f"<td>{escape(str(row['why']))}</td></tr>")
+
+
+def _rows_table(caption: str, rows: list[tuple], cls: str) -> str:
+    body = "".join(f'<tr><th scope=row>{escape(label)}</th><td class=num data-figure="{escape(key)}">'
+                   f"{escape(value)}</td></tr>" for label, value, key in rows)
+    return f'<table class="{cls}"><caption>{escape(caption)}</caption>{body}</table>'
+
+
+def _findings_html(found: dict | None) -> str:
+    """What the engine's own log says beyond the figures (Ollama's estimate vs llama.cpp's allocation)."""
+    if not found:
+        return ""
+    head = "".join(f"<th scope=col>{escape(str(c))}</th>" for c in ["figure", *found["columns"], "difference", "why"])
+    body = "".join(_findings_row(row) for row in found["rows"])
+    return f'<table class="findings"><caption>{escape(found["title"])}</caption><tr>{head}</tr>{body}</table>'
+
+
+def _observed_bar_svg(bar: dict | None) -> str:
+    """GPU 0's bar from a log's figures: weights, KV pool, the rest of what nvidia-smi shows, free."""
+    if not bar:
+        return ""
+    total = max(bar["total_mib"], bar["used_mib"], 1) * MIB
+    used = bar["used_mib"] * MIB
+    weights, kv = bar["weights_gib"] * GIB, max(bar["kv_gib"], 0) * GIB
+    segments = [Segment("weights", "weights", int(weights), "weights"), Segment("kv", "KV pool", int(kv), "kv"),
+                Segment("other", "context, graphs, compute", int(max(used - weights - kv, 0)), "other"),
+                Segment("free", "free", int(max(total - used, 0)), "free")]
+    x, rects = 0.0, []
+    for seg in segments:
+        w = 1000.0 * seg.bytes / total
+        rects.append(_rect(seg, x, w, 44.0))
+        x += w
+    title = (f"GPU 0: {bar['used_mib']:,} MiB of {bar['total_mib']:,} MiB (weights {bar['weights_gib']:.2f} GiB, "
+             f"KV pool {bar['kv_gib']:.2f} GiB; used: {bar['sources']['used']}, total: {bar['sources']['total']})")
+    legend = " ".join(f'<span class="key {seg.kind}">{escape(seg.label)} {seg.bytes / GIB:.2f} GiB</span>'
+                      for seg in segments)
+    return (f'<svg class="bar" viewBox="0 0 1000 54" role="img" aria-label="{escape(title)}" preserveAspectRatio="none">'
+            f'<title>{escape(title)}</title>{"".join(rects)}</svg><p class="legend">{legend}</p>')
+
+
 def logs_html_report(report: dict) -> str:
-    """One self-contained HTML file for `logs --html`."""
-    return _page(f"vLLM log: {report.get('log', '')}", logs_fragment(report))
+    """One self-contained HTML file for `logs --html`, titled with the log's engine."""
+    return _page(f"{report.get('engine_label') or 'Engine'} log: {report.get('log', '')}", logs_fragment(report))
 
 
 def fit_fragment(result: dict) -> str:
     """A `fit --json` result: the candidates with their launch lines."""
+    if result.get("answers") is not None:  # an engine whose levers are solved one question at a time (llama.cpp)
+        return _fit_answers_html(result)
     candidates = result.get("candidates") or []
     if not candidates:
-        return f'<p class="verdict failed">No configuration meets the target.</p>'
+        return f'<p class="verdict failed">No configuration meets the target{_target(result)}.</p>'
     head = "<tr><th>#</th><th>checkpoint</th><th>nvidia-smi MiB</th><th>KV tokens</th><th>concurrency</th><th>binds</th></tr>"
     rows = []
     for index, c in enumerate(candidates, 1):
@@ -348,6 +415,29 @@ def fit_fragment(result: dict) -> str:
     feasible = result.get("feasible", True)
     verdict_text = "Candidates that meet the target, best first." if feasible else "Nothing meets the target; the nearest:"
     return f'<p class="verdict">{verdict_text}</p><table class="fit">{head}{"".join(rows)}</table>'
+
+
+def _target(result: dict) -> str:
+    target = result.get("target")
+    return f" ({escape(str(target))})" if isinstance(target, str) and target else ""
+
+
+def _fit_answers_html(result: dict) -> str:
+    """`fit --json` as answers to questions (the most layers at this context, the largest context on the GPU):
+    each question, its answer and its launch line."""
+    answers = [a for a in result["answers"] if isinstance(a, dict)]
+    if not answers:
+        return f'<p class="verdict failed">No configuration meets the target{_target(result)}.</p>'
+    rows = []
+    for index, a in enumerate(answers, 1):
+        vram = ", ".join(f"{escape(str(k))} {v:,} MiB" for k, v in (a.get("vram_per_gpu_mib") or {}).items())
+        rows.append(f'<tr data-rank="{index}"><td>{index}</td><td>{escape(str(a.get("question", "")))}</td>'
+                    f'<td>{escape(str(a.get("reason", "")))}</td><td>{vram}</td></tr>'
+                    f'<tr><td></td><td colspan=3>{copy_line_html(str(a.get("command") or ""), f"launch line {index}")}'
+                    f'</td></tr>')
+    head = "<tr><th>#</th><th>question</th><th>answer</th><th>VRAM per GPU</th></tr>"
+    return (f'<p class="verdict">{escape(str(answers[0].get("reason", "")))}</p>'
+            f'<table class="fit">{head}{"".join(rows)}</table>')
 
 
 # --- simulate ---------------------------------------------------------------------------------------------------

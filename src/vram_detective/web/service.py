@@ -45,6 +45,16 @@ CONTROLS = {
 OWN_KEYS = ("model", "gpu", "gpu_memory", "engine", "version", "vllm_engine", "entrypoint", "source", "revision",
             "gguf_file", "line", "tab", "theme", "context", "concurrency", "max_gpu_memory", "gpus", "top")
 TRUE_WORDS = ("1", "true", "on", "yes")
+# the other request keys the endpoints read (fit targets, simulate, logs, compare, score)
+OTHER_KEYS = ("workload", "seed", "trace", "preemption_budget", "cost", "gguf_type", "log", "nvidia_smi", "engines",
+              "tp", "cases", "from_logs")
+# names people reach for that mean one of ours (the CLI's spellings, other tools' words)
+PARAMETER_ALIASES = {"vllm_version": "version", "sglang_version": "version", "engine_version": "version",
+                     "max_model_length": "max_model_len", "gpu_name": "gpu", "model_id": "model",
+                     "memory": "gpu_memory", "gpu_mem": "gpu_memory", "context_len": "context"}
+# a built-in workload with the arrivals the page fills in when it is picked: each within the caps below
+WORKLOAD_PRESETS = {"chat": "rate=2,duration=120", "rag": "rate=1,duration=120", "longdoc": "rate=0.2,duration=120",
+                    "agent": "users=8,duration=120"}
 
 
 class RequestError(ValueError):
@@ -53,6 +63,10 @@ class RequestError(ValueError):
 
 class TooLarge(RequestError):
     """A workload too large to simulate within one request (HTTP 413)."""
+
+
+class UnknownParameter(RequestError):
+    """A parameter no endpoint reads (HTTP 422): named, with the one meant when it is close to one."""
 
 
 class Forbidden(RequestError):
@@ -197,6 +211,42 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
     return model, settings
 
 
+def known_parameters() -> frozenset[str]:
+    """Every parameter some endpoint reads: the request's own keys and every engine's settings."""
+    from ..engines import ENGINES, get_engine
+
+    settings = {flag.setting for name in ENGINES for flag in get_engine(name).launch.flags}
+    return frozenset(OWN_KEYS) | frozenset(OTHER_KEYS) | settings
+
+
+def check_parameters(params: dict) -> None:
+    """An unknown parameter is an error naming it (and the one meant, when close): never silently dropped."""
+    import difflib
+
+    known = known_parameters()
+    unknown = sorted(name for name in params if name not in known)
+    if not unknown:
+        return
+    hints = []
+    for name in unknown[:5]:
+        near = PARAMETER_ALIASES.get(name.lower()) or next(iter(difflib.get_close_matches(name, known, 1, 0.75)), None)
+        hints.append(f"{name[:60]!r} (did you mean {near}?)" if near else repr(name[:60]))
+    raise UnknownParameter(f"unknown parameter{'s' if len(unknown) > 1 else ''}: {', '.join(hints)}; see /api")
+
+
+def control_value(engine_name: str, setting: str, raw):
+    """A setting's value as the engine reads it (`32k` -> 32768), for a control to show; the text when unread."""
+    from ..engines import get_engine
+
+    flag = next((flag for flag in get_engine(engine_name).launch.flags if flag.setting == setting), None)
+    if flag is None or raw in (None, ""):
+        return raw
+    try:
+        return _flag_value(get_engine(engine_name), flag, str(raw))
+    except RequestError:
+        return raw
+
+
 def _flag_value(engine, flag, raw: str):
     name = getattr(flag.parse, "__name__", "")
     if name in ("_bool", "_switch"):
@@ -208,6 +258,13 @@ def _flag_value(engine, flag, raw: str):
     try:
         return engine.launch.parse_value(flag, raw)
     except (ValueError, TypeError) as error:
+        if flag.parse is int:  # a token count written as the page and vLLM write it (32k): every engine reads it
+            from ..units import parse_token_count
+
+            try:
+                return parse_token_count(raw)
+            except ValueError:
+                pass
         raise RequestError(f"{flag.setting}: {error}") from None
 
 
@@ -361,42 +418,24 @@ def logs_json(log: str, nvidia_smi: str | None = None, model: str | None = None,
 
 
 def _logs_with_smi(log: str, smi_text: str, model, gpu, version) -> dict:
-    """build_report's steps for a log and nvidia-smi output both held in memory (build_report reads the
-    nvidia-smi output from a path or standard input only)."""
-    from ..engines import get_engine
+    """build_report with nvidia-smi output held in memory (build_report reads it from a path or standard input
+    only)."""
     from ..forensics import command
     from ..forensics.nvidia_smi import parse_nvidia_smi
 
     _check_log_options(model, gpu, version)
-    smi = parse_nvidia_smi(smi_text)
-    engine = command._other_engine(log, "-", model, gpu, version, smi)
-    if engine is not None:
-        return engine
-    from ..forensics.engine_logs import detect_engine
-
-    # the log's own engine (every other engine's log returned above): its streaming reader, runs and all
-    parsed = get_engine(detect_engine(log)).logs.reader().parse_stream(io.BytesIO(log.encode("utf-8")),
-                                                                        "standard input")
-    last = len(parsed.runs) - 1
-    runs = [command.analyze_run(run, parsed, model=model, gpu=gpu, vllm_version=version,
-                                smi=smi if index == last else None)
-            if index > last - command.DEEP_RUNS else command.summarize_run(run)
-            for index, run in enumerate(parsed.runs)]
-    return {"log": "standard input", "lines_read": parsed.lines_read, "lines_with_figures": parsed.lines_matched,
-            "bytes_read": parsed.bytes_read, "lines_cut": parsed.truncated_lines, "nvidia_smi": smi.to_dict(),
-            "runs": runs}
+    return command.build_report("-", model=model, gpu=gpu, vllm_version=version, stdin=io.BytesIO(log.encode("utf-8")),
+                                smi=parse_nvidia_smi(smi_text))
 
 
 def _check_log_options(model, gpu, version) -> None:
-    """build_report's checks of the options (bad input before any work)."""
+    """build_report's checks of the options (bad input before any work; the release once the log's engine is
+    known)."""
     from .. import api
-    from ..engines import DEFAULT_ENGINE, get_engine
     from ..hardware import find_gpu
 
     if gpu:
         find_gpu(gpu)
-    if version:  # a release of the engine whose runs `logs` analyses deeply (the default's streaming reader)
-        get_engine(DEFAULT_ENGINE).releases.resolve(version)
     if model:
         api.model_spec(model)
 
@@ -548,3 +587,33 @@ def launch_line(request: Request, breakdown=None) -> str:
 
     settings = {key: value for key, value in request.settings.items() if value is not None}
     return get_engine(request.engine).launch_line(request.model, settings)
+
+
+def score_json(params: dict, policy: Policy | None = None) -> dict:
+    """What `score FILE --catalog-only --json` prints for the ground-truth cases in the request (JSONL text:
+    the body, or `cases` of a JSON body, as text or a list of case objects). A server reads no file it was not
+    given and fetches nothing for a case: models come from the catalog, and a case's `gguf_file` is read only
+    under --allow-local-models DIR (else the case is planned from its `quant`, as when the file is not at hand)."""
+    import json
+
+    from ..library import envelope
+    from ..scoring import read_case_text, score_cases
+
+    raw = params.get("cases", params.get("log"))
+    if isinstance(raw, list):
+        raw = "\n".join(json.dumps(case) for case in raw)
+    if not isinstance(raw, str) or not raw.strip():
+        raise RequestError("no cases given (JSONL: one ground-truth case a line, groundtruth/SCHEMA.md)")
+    cases, unreadable = read_case_text(raw)
+    cases = [_without_unallowed_file(case, policy or Policy()) for case in cases]
+    from_logs = str(params.get("from_logs") or "").lower() in TRUE_WORDS
+    return envelope("score", None, score_cases(cases, from_logs=from_logs, catalog_only=True, unreadable=unreadable))
+
+
+def _without_unallowed_file(case: dict, policy: Policy) -> dict:
+    settings = case.get("settings")
+    if not isinstance(settings, dict) or not settings.get("gguf_file"):
+        return case
+    if policy.allows(Path(str(settings["gguf_file"])).expanduser()):
+        return case
+    return dict(case, settings={key: value for key, value in settings.items() if key != "gguf_file"})

@@ -66,7 +66,7 @@ class LlamaCppEngine:
         from . import releases as r
 
         return Releases(r.KNOWN_BUILDS, f"b{r.OLDEST_BUILD}", f"b{r.NEWEST_BUILD}", r.resolve_build, r.rules_at,
-                        r.rule_at, r.first_release, r.is_modelled)
+                        r.rule_at, r.first_release, r.is_modelled, name=lambda version: f"b{version[0]}")
 
     @cached_property
     def launch(self) -> LaunchLine:
@@ -96,6 +96,21 @@ class LlamaCppEngine:
     gguf_mixes = True  # sizes a model at a llama.cpp quantization mix without the file (--gguf-type)
     log_only_settings = ("gguf_type", "device_free_mib", "gguf_order")
     log_version_basis = "printed by the log (build: N)"
+
+    def log_label(self, key: str) -> str | None:
+        from .log_labels import label
+
+        return label(key)
+
+    def log_gpus(self, text: str) -> tuple[str, ...]:
+        from .log_labels import gpus
+
+        return gpus(text)
+
+    def log_memory(self, observed: dict) -> dict:
+        from .log_labels import memory
+
+        return memory(observed)
 
     def log_settings(self, text: str) -> dict:
         from .log_parser import log_settings

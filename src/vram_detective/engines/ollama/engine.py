@@ -196,7 +196,7 @@ class OllamaEngine:
         from ..llamacpp.log_lines import log_lines
         from .log_parser import is_ollama_log, parse
 
-        return LogFormats(log_lines, parse, is_ollama_log)
+        return LogFormats(log_lines, parse, is_ollama_log, companion="`ollama ps`")
 
     @cached_property
     def log_figures(self) -> tuple:
@@ -207,6 +207,21 @@ class OllamaEngine:
     gguf_mixes = True  # sizes a model at a llama.cpp quantization mix without the file (--gguf-type)
     log_only_settings = ("gguf_type", "device_free_mib")
     log_version_basis = "printed by the log (version=)"
+
+    def log_label(self, key: str) -> str | None:
+        from .log_labels import label
+
+        return label(key)
+
+    def log_gpus(self, text: str) -> tuple[str, ...]:
+        from .log_labels import gpus
+
+        return gpus(text)
+
+    def log_memory(self, observed: dict) -> dict:
+        from ..llamacpp.log_labels import memory
+
+        return memory(observed)  # the llama.cpp runner's buffers
 
     def log_settings(self, text: str) -> dict:
         from .log_parser import log_settings

@@ -132,6 +132,19 @@ class SGLangEngine:
 
         return SettingsError
 
+    def log_label(self, key: str) -> str | None:
+        from .log_labels import label
+
+        return label(key)
+
+    def log_gpus(self, text: str) -> tuple[str, ...]:
+        return ()  # SGLang's startup lines name no device (nvidia-smi quoted in the log may)
+
+    def log_memory(self, observed: dict) -> dict:
+        from .log_labels import memory
+
+        return memory(observed)
+
     def log_settings(self, text: str) -> dict:
         """The settings a `server_args=ServerArgs(...)` dump shows (SGLang's names)."""
         from .log_parser import parse_server_args

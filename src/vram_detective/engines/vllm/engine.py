@@ -26,6 +26,12 @@ def _reader():
     return reader
 
 
+def _analyse(*args) -> dict:
+    from .logs.analysis import analyse
+
+    return analyse(*args)
+
+
 def _flag_names() -> dict[str, str]:
     from .launch import FLAGS
 
@@ -69,12 +75,26 @@ class VllmEngine:
                           program=("vllm", "serve", "_"), entrypoints=("serve", "llm"))
 
     gguf_mixes = False  # sizes no llama.cpp quantization mix
-    log_figures: tuple = ()  # vLLM's logs have their own reconciliation (forensics/reconcile.py)
+    log_figures: tuple = ()  # vLLM's logs have their own reconciliation (logs/reconcile.py)
     log_only_settings: tuple[str, ...] = ()
     log_version_basis = "the oldest release printing these line formats"
 
     def log_findings(self, observed: dict):
         return None
+
+    def log_label(self, key: str) -> str | None:
+        from ...forensics.observed import LABELS
+
+        return LABELS.get(key)
+
+    def log_gpus(self, text: str) -> tuple[str, ...]:
+        return ()  # found run by run by the reader's inference (logs/infer.py: printed totals, nvidia-smi)
+
+    def log_memory(self, observed: dict) -> dict:
+        if observed.get("weights_gib") is None and observed.get("kv_cache_gib") is None:
+            return {}
+        return {"weights_gib": observed.get("weights_gib") or 0, "kv_gib": observed.get("kv_cache_gib") or 0,
+                "other_gib": observed.get("cuda_graph_gib") or 0, "total_gib": observed.get("total_gpu_memory_gib")}
 
     def log_settings(self, text: str) -> dict:
         return {}  # read run by run from the launch line and args dump by the log reader (engines/vllm/logs/)
@@ -110,7 +130,7 @@ class VllmEngine:
     def logs(self) -> LogFormats:
         from .logs.lines import log_lines
 
-        return LogFormats(log_lines, _observed, _is_vllm_log, _reader)
+        return LogFormats(log_lines, _observed, _is_vllm_log, _reader, _analyse)
 
     @cached_property
     def levers(self) -> Levers:

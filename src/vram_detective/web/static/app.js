@@ -15,6 +15,7 @@
     for (const el of $$("#levers [name]")) {
       if (el.dataset.set !== "1") continue;
       if (el.type === "checkbox") out.set(el.name, el.checked ? "true" : "false");
+      else if (el.dataset.value !== undefined) out.set(el.name, el.dataset.value);  // the URL's value, unsnapped
       else if (el.value !== "") out.set(el.name, el.value);
     }
     for (const el of $$("#fit-form [name]")) if (el.value.trim()) out.set(el.name, el.value.trim());
@@ -122,6 +123,7 @@
     const el = event.target;
     if (!el.name) return;
     el.dataset.set = "1";
+    delete el.dataset.value;  // moved by hand: its own value from now on
     const out = $("#o-" + el.name);
     if (out) out.textContent = el.value;
     soon();
@@ -197,8 +199,14 @@
     if (ok) document.body.dataset.simulated = String(Date.now());
   }
 
-  function onShape() {
-    $("#trace-field").hidden = $("#f-sim_shape").value !== "trace";
+  function onShape() {  // a built-in shape comes with arrivals the page's caps allow (service.WORKLOAD_PRESETS)
+    const pick = $("#f-sim_shape");
+    $("#trace-field").hidden = pick.value !== "trace";
+    const preset = JSON.parse(pick.dataset.presets || "{}")[pick.value];
+    if (preset) {
+      const given = Object.fromEntries(preset.split(",").map((item) => item.split("=")));
+      for (const key of ["rate", "duration", "users"]) $("#f-sim_" + key).value = given[key] || "";
+    }
     remember();
   }
 
@@ -224,7 +232,7 @@
       baseline = null; soon(0);
     });
     $("#reset-levers").addEventListener("click", () => {
-      for (const el of $$("#levers [name]")) delete el.dataset.set;
+      for (const el of $$("#levers [name]")) { delete el.dataset.set; delete el.dataset.value; }
       location.search = state().toString();  // the sliders go back to the release's own values
     });
     for (const t of $$('[role="tab"]')) { t.addEventListener("click", () => selectTab(t)); t.addEventListener("keydown", onTabKey); }

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..units import GIB
-from .infer import INFERRED, STRONG, Inference, explain_quietly
-from .observed import LABELS, half_unit
+from ....units import GIB
+from ....forensics.predict import explain_quietly
+from .infer import INFERRED, STRONG, Inference
+from ....forensics.observed import LABELS, half_unit
 
 GIB_KEYS = ("total_gpu_memory_gib", "requested_memory_gib", "weights_gib", "activation_peak_gib", "non_torch_gib",
             "kv_cache_gib", "cuda_graph_gib", "cuda_graph_estimate_gib")
@@ -66,7 +67,7 @@ def predicted_figures(breakdown, observed: dict) -> dict:
         # a pipeline-parallel log line does not say which stage printed it: the closest stage
         stages = [rank.weights_bytes / GIB for rank in breakdown.per_rank]
         weights = min(stages, key=lambda value: abs(value - observed["weights_gib"]))
-    from ..render import schema_figures
+    from ....render import schema_figures
 
     return schema_figures(breakdown, int(round(weights * GIB)))
 
@@ -86,8 +87,8 @@ def _agrees(key: str, observed, predicted) -> bool:
 def reconcile(observed: dict, inference: Inference, model: str, source: str | None, run=None,
               candidate_tp: int | None = None) -> Reconciliation | None:
     """Predict the run (model + inferred release, GPU and the settings known well enough) and compare."""
-    from ..engines import get_engine
-    from ..units import parse_version
+    from ... import get_engine
+    from ....units import parse_version
     from .infer import nominal_gpu
 
     release_rules = get_engine("vllm").releases.rules
@@ -145,8 +146,8 @@ def reconcile(observed: dict, inference: Inference, model: str, source: str | No
 
 def release_running(engine: str) -> str | None:
     """The newest of the releases users pick most whose default engine path is `engine` ('v0' / 'v1')."""
-    from ..engines import get_engine
-    from ..units import parse_version
+    from ... import get_engine
+    from ....units import parse_version
 
     releases = get_engine("vllm").releases
     for text in reversed(releases.known):
@@ -311,8 +312,8 @@ def _kv_cause(rows: dict, observed: dict, breakdown, inference: Inference, rules
 
 def _from_logged_kv(key: str, observed: dict, breakdown, gpu, settings: dict, inference: Inference):
     """(low, high) of the figure computed from the logged KV pool with this model's arithmetic."""
-    from .. import api
-    from ..engines import get_engine
+    from .... import api
+    from ... import get_engine
 
     engine = get_engine("vllm")
     kv_plan_for_budget, resolve_version = engine.kv_plan_for_budget, engine.releases.resolve
@@ -400,7 +401,7 @@ def _smi_reading(observed: dict, smi) -> tuple:
 
 def _smi_parts(observed: dict, prediction, others_mib: int) -> list[tuple[str, float, str]]:
     """(part, GiB, basis) of what nvidia-smi counts: logged figures where the log has them, else predicted."""
-    from ..engines import get_engine
+    from ... import get_engine
 
     parts = []
 
@@ -521,7 +522,7 @@ def _fits(model, gpu, version, settings, source):
 
 def least_utilization(model, gpu, version, settings: dict, source, high: float = 0.99):
     """The smallest gpu_memory_utilization (2 decimals) with which one max_model_len request still fits."""
-    from ..units import least_hundredth
+    from ....units import least_hundredth
 
     def ok(u):
         breakdown = _fits(model, gpu, version, dict(settings, gpu_memory_utilization=u), source)

@@ -17,8 +17,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..engines import get_engine
-from ..units import GIB, format_version, parse_version
+from ... import get_engine
+from ....forensics.predict import explain_quietly
+from ....units import GIB, format_version, parse_version
 
 STRONG = ("given", "printed", "high")
 INFERRED = STRONG + ("medium", "low")
@@ -171,7 +172,7 @@ def infer_release(run, log_markers=None, given: str | None = None) -> tuple[Infe
 
 def infer_gpu(run, observed: dict, given: str | None = None, smi=None) -> Inferred | None:
     """The GPU the run had: named by the user, named in the log or nvidia-smi, or matched by its CUDA total."""
-    from ..hardware import UnknownGpuError, all_gpus, custom_gpu, find_gpu
+    from ....hardware import UnknownGpuError, all_gpus, custom_gpu, find_gpu
 
     total = observed.get("total_gpu_memory_gib")
     chosen, basis, confidence, alternatives = None, "", "", ()
@@ -293,7 +294,7 @@ def infer_parallelism(run, settings: dict[str, Inferred]) -> None:
 def _catalog_ids() -> dict[str, str]:
     """lower-case repo id -> repo id, read once per process (each match re-read ~170 catalog files: a 2 MiB
     pasted log cost minutes of server CPU, issue 31)."""
-    from ..model.sources import catalog_entries
+    from ....model.sources import catalog_entries
 
     return {entry.repo_id.lower(): entry.repo_id for entry in catalog_entries()}
 
@@ -378,38 +379,16 @@ def infer_model(run, given: str | None = None, named: tuple[str, str] | None = N
 # --- prediction helpers -----------------------------------------------------------------------------------
 
 def nominal_gpu():
-    from ..hardware import custom_gpu
+    from ....hardware import custom_gpu
 
     return custom_gpu(80 * GIB, name="GPU not known (nominal 80 GiB, sm80)", compute_capability=(8, 0))
-
-
-def explain_quietly(model: str, gpu, version: str | None, settings: dict, source: str | None = "catalog"):
-    """api.explain, retrying without settings the model refuses (e.g. a max_model_len above its own)."""
-    from .. import api
-
-    attempts = [settings]
-    if "max_model_len" in settings:
-        attempts.append({k: v for k, v in settings.items() if k != "max_model_len"})
-    last = None
-    for attempt in attempts:
-        try:
-            return api.explain(model, gpu, vllm_version=version, source=source, **attempt), None
-        except Exception as error:  # noqa: BLE001 - a search over the catalog skips what cannot be sized
-            last = error
-            if "Bfloat16" in str(error) and "dtype" not in attempt:
-                try:  # pre-Ampere card: the run must have used float16 (same bytes)
-                    return api.explain(model, gpu, vllm_version=version, source=source, dtype="float16",
-                                       **attempt), None
-                except Exception as retry:  # noqa: BLE001
-                    last = retry
-    return None, last
 
 
 # --- candidate models ---------------------------------------------------------------------------------------
 
 def find_candidates(observed: dict, inference: Inference, version: str | None, limit: int = 8) -> list[Candidate]:
     """Catalog models whose weights (per GPU) and KV figures agree with the log."""
-    from ..model.sources import catalog_entries
+    from ....model.sources import catalog_entries
 
     weights = observed.get("weights_gib")
     if not weights or weights <= 0:
@@ -460,7 +439,7 @@ def find_candidates(observed: dict, inference: Inference, version: str | None, l
 
 
 def _precision(repo_id: str) -> str:
-    from .. import api
+    from .... import api
 
     try:
         spec = api.model_spec(repo_id, "catalog")
@@ -471,7 +450,7 @@ def _precision(repo_id: str) -> str:
 
 def _check_kv(candidate: Candidate, observed: dict, breakdown, gpu, version, settings, inference) -> None:
     """Do the logged KV figures fit this model's bytes per block / token? (each check on its own)"""
-    from .. import api
+    from .... import api
     engine = get_engine("vllm")
     kv_plan_for_budget, resolve_version = engine.kv_plan_for_budget, engine.releases.resolve
 
@@ -482,7 +461,7 @@ def _check_kv(candidate: Candidate, observed: dict, breakdown, gpu, version, set
         candidate.kv_pool_gib = blocks * block_bytes / GIB
     kv = observed.get("kv_cache_gib")
     if kv is not None and kv > 0 and any(k in observed for k in ("num_gpu_blocks", "kv_cache_tokens", "max_concurrency")):
-        from .observed import half_unit
+        from ....forensics.observed import half_unit
 
         half = max(half_unit(kv), 0.005)
         try:
@@ -524,7 +503,7 @@ def _check_kv(candidate: Candidate, observed: dict, breakdown, gpu, version, set
 def infer_quantization(observed: dict, inference: Inference, model: str, source: str | None) -> Inferred | None:
     """The checkpoint's own method, or an online one (--quantization fp8 / bitsandbytes) when the logged weights
     fit that better than the checkpoint as stored."""
-    from .. import api
+    from .... import api
 
     weights = observed.get("weights_gib")
     try:

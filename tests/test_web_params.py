@@ -1,0 +1,75 @@
+"""The JSON API's parameters against a real `vram-detective serve`: an unknown one is 422 naming it (with the
+one meant), a start the engine refuses is 422 with what `--json` prints, token counts read as every engine's
+context (32k), and each workload preset of the Simulate tab runs within the page's caps on every engine."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from web_server import cli_json, running_server
+
+QWEN = {"model": "Qwen/Qwen3-8B", "gpu": "RTX 4090"}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as (base, _):
+        yield base
+
+
+def _get(base: str, path: str, params: dict) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"{base}{path}?{urllib.parse.urlencode(params)}", timeout=120) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.mark.parametrize("path", ["/api/explain", "/api/fit", "/api/whatif", "/api/simulate"])
+def test_an_unknown_parameter_is_422_with_the_one_meant(server, path):
+    status, body = _get(server, path, {**QWEN, "max_model_length": "8k", "vllm_version": "0.6.3"})
+    assert status == 422
+    assert body["error"] == ("unknown parameters: 'max_model_length' (did you mean max_model_len?), "
+                             "'vllm_version' (did you mean version?); see /api")
+    status, body = _get(server, path, {**QWEN, "gpu_memory_utilisation": "0.8"})
+    assert (status, body["error"]) == (422, "unknown parameter: 'gpu_memory_utilisation' (did you mean "
+                                            "gpu_memory_utilization?); see /api")
+    status, body = _get(server, path, {**QWEN, "colour": "blue"})
+    assert (status, body["error"]) == (422, "unknown parameter: 'colour'; see /api")
+
+
+def test_a_refused_start_is_422_with_the_commands_json(server):
+    status, body = _get(server, "/api/explain", {**QWEN, "max_model_len": "32k"})
+    expected = json.loads(cli_json("explain", "Qwen/Qwen3-8B", "--gpu", "RTX 4090", "--max-model-len", "32k"))
+    assert status == 422 and body["startup_failed"] is True and body == expected
+    assert "32768" in body["failure"]["message"]
+    status, body = _get(server, "/api/explain", {**QWEN, "max_model_len": "16k"})
+    assert status == 200 and body["startup_failed"] is False and body["max_model_len"] == 16384
+
+
+@pytest.mark.parametrize("engine, setting", [("vllm", "max_model_len"), ("sglang", "context_length"),
+                                             ("llamacpp", "n_ctx"), ("ollama", "num_ctx")])
+def test_32k_is_32768_tokens_for_every_engines_context(server, engine, setting):
+    status, given = _get(server, "/api/explain", {**QWEN, "engine": engine, setting: "32k", "gpu": "H100"})
+    status_n, plain = _get(server, "/api/explain", {**QWEN, "engine": engine, setting: "32768", "gpu": "H100"})
+    assert status == status_n == 200 and given == plain and given["max_model_len"] == 32768
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "llamacpp", "ollama"])
+def test_every_workload_preset_runs_on_every_engine(server, engine):
+    """The page fills a picked shape with its preset (web/service.py WORKLOAD_PRESETS): never over the page's
+    own cap (longdoc's 2/s for 600 s was), and answered on every engine, or plainly not offered."""
+    from vram_detective.web.service import WORKLOAD_PRESETS
+
+    for shape in ("rag", "longdoc", "agent"):  # chat runs in the browser tests (test_web_pages.py)
+        spec = f"{shape}:{WORKLOAD_PRESETS[shape]}"
+        status, body = _get(server, "/api/simulate", {**QWEN, "engine": engine, "gpu": "H100", "workload": spec})
+        if status == 200:
+            assert body["workload"] == spec and body["verdict"].startswith("your traffic"), body
+        else:  # an engine without a pool simulator says so; never the cap
+            assert status == 400 and "not modelled" in body["error"], (spec, status, body)
+            assert "cap" not in body["error"]

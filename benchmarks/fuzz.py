@@ -176,7 +176,12 @@ def vllm_logged_tokens(b, case: dict, blocks: int, size: int) -> int:
         return blocks * size
     if "mamba" in reason:  # // groups x the smallest group's block size: a Mamba group's is not in the Breakdown
         return b.kv_cache_tokens
-    tokens = blocks // groups * size
+    if groups > 1:  # // groups x the smallest group's block size, which divides the one the Breakdown names
+        per_group = blocks // groups
+        smallest = b.kv_cache_tokens // per_group if per_group else 0
+        return b.kv_cache_tokens if per_group and smallest and not b.kv_cache_tokens % per_group \
+            and not size % smallest else per_group * size
+    tokens = blocks * size
     if dcp > 1 and (rule_at(version, "context_parallel_kv", engine) or "dcp-uniform") != "dcp-uniform" or (
             dcp > 1 and groups == 1 and rule_at(version, "context_parallel_kv", engine) is not None):
         tokens *= dcp

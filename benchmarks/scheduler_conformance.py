@@ -71,9 +71,14 @@ def make_trace(kind: str, seed: int, caching: bool) -> dict:
         num_blocks = max(floor, int(need * rng.uniform(0.5, 1.5)))
     budget = rng.choice([2048, 8192]) if kind == "chunked" else rng.choice([512, 1024, 2048, 8192])
     seqs = rng.randint(1, 8) if kind == "seqs" else rng.choice([16, 64, 256])
-    return {"name": f"{kind}-{seed}-{'cache' if caching else 'nocache'}", "kind": kind, "num_blocks": num_blocks,
-            "block_size": BLOCK, "max_num_seqs": seqs, "max_num_batched_tokens": max(budget, seqs),
-            "max_model_len": MAX_MODEL_LEN, "prefix_caching": caching, "groups": groups, "requests": requests}
+    trace = {"name": f"{kind}-{seed}-{'cache' if caching else 'nocache'}", "kind": kind, "num_blocks": num_blocks,
+             "block_size": BLOCK, "max_num_seqs": seqs, "max_num_batched_tokens": max(budget, seqs),
+             "max_model_len": MAX_MODEL_LEN, "prefix_caching": caching, "groups": groups, "requests": requests}
+    # half the traces with a sliding window run with async scheduling (two batches in flight: from 0.26.0 the
+    # window's admission cap doubles); drawn apart so that every other draw above stays as it was
+    if len(groups) > 1 and random.Random(f"{kind}:{seed}:{caching}:async").random() < 0.5:
+        trace.update(name=trace["name"] + "-async", async_scheduling=True)
+    return trace
 
 
 def make_traces(count: int, seed: int) -> list[dict]:

@@ -13,7 +13,8 @@ emits exactly its output length. Prints the first divergence of each divergent t
 nothing.
 
     PYTHONPATH=src python3 benchmarks/sglang_scheduler_conformance.py 0.5.23 [--traces N] [--seed S]
-        [--series FILE] [--save-fixtures FILE] [--fixture-count N] [--fixture-include NAME] [-v]
+        [--series FILE] [--save-fixtures FILE] [--fixture-count N] [--fixture-include NAME]
+        [--fixture-append] [-v]
 
 --save-fixtures writes the real scheduler's series of the first N traces of each kind and caching setting for
 tests/test_scheduler_conformance.py, which checks them without SGLang.
@@ -55,8 +56,11 @@ def sglang_traces(count: int, seed: int) -> list[dict]:
     for trace in make_traces(count, seed):
         if trace["kind"] == "sliding":
             continue
-        out.append(dict(trace, block_size=PAGE, num_blocks=trace["num_blocks"] * trace["block_size"] // PAGE,
-                        groups=[["full", None]]))
+        trace = dict(trace, block_size=PAGE, num_blocks=trace["num_blocks"] * trace["block_size"] // PAGE,
+                     groups=[["full", None]])
+        if trace.pop("async_scheduling", False):  # vLLM's two batches in flight: not SGLang's (no overlap here)
+            trace["name"] = trace["name"].removesuffix("-async")
+        out.append(trace)
     return out
 
 
@@ -120,7 +124,7 @@ def table(results: list[tuple[dict, str | None]], release: str) -> None:
 
 
 def save_fixtures(path: Path, release: str, traces: list[dict], series: dict, per_kind: int,
-                  include: tuple[str, ...] = ()) -> None:
+                  include: tuple[str, ...] = (), append: bool = False) -> None:
     """The first `per_kind` traces of each kind and caching setting, and those named in `include` (one with a
     retraction: SGLang's reserve of new_token_ratio x max_new_tokens makes them rare)."""
     chosen, seen = [], Counter()
@@ -135,6 +139,10 @@ def save_fixtures(path: Path, release: str, traces: list[dict], series: dict, pe
         if divergence:  # a known gap: the test expects it to fail (xfail strict), with what was observed
             case["known_divergence"] = divergence
         chosen.append(case)
+    if append and path.exists():  # traces of another seed added to the committed ones
+        kept = json.loads(path.read_text())["cases"]
+        names = {c["trace"]["name"] for c in chosen}
+        chosen = [c for c in kept if c["trace"]["name"] not in names] + chosen
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"engine": "sglang", "release": release,
             "source": "benchmarks/sglang_scheduler_conformance.py: SGLang's own scheduler pieces on a CPU",
@@ -154,6 +162,8 @@ def main() -> None:
     parser.add_argument("--fixture-count", type=int, default=2, help="traces per kind and caching setting")
     parser.add_argument("--fixture-include", action="append", default=[], metavar="NAME",
                         help="also save this trace's series (repeatable)")
+    parser.add_argument("--fixture-append", action="store_true",
+                        help="add to the traces FILE already holds (another seed's)")
     parser.add_argument("--series", type=Path, metavar="FILE",
                         help="the real scheduler's series: read from FILE when it exists, else written there")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -176,7 +186,7 @@ def main() -> None:
     table(results, args.release)
     if args.save_fixtures:
         save_fixtures(args.save_fixtures, args.release, traces, series, args.fixture_count,
-                      tuple(args.fixture_include))
+                      tuple(args.fixture_include), args.fixture_append)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ caching is off), `PagedTokenToKVPoolAllocator` (page_size = the trace's block_si
 (max_running_requests rows), all on the CPU. What stands in for the model worker: every forward samples token 7
 (not an EOS id, so every request emits exactly max_new_tokens, its output length; not ignore_eos, which with the
 radix cache off takes add_one_req_ignore_eos instead of the new-token-ratio path), and a batch's results are applied
-the way
-`process_batch_result_prefill` / `_decode` apply them (output appended, `update_finish_state`,
+the way `process_batch_result_prefill` / `_decode` apply them (output appended, `update_finish_state`,
 `release_kv_cache` when finished, `checkpoint_kv_cache` after a finished prefill, a middle chunk's counter
-decremented). The loop is `event_loop_normal` (no overlap scheduling).
+decremented). The loop is `event_loop_normal` (no overlap scheduling). At page_size 1 the allocator is the paged
+one with pages of one token (SGLang builds TokenToKVPoolAllocator there: the same free count, other indices).
 
 A row a step (one forward: a prefill batch or a decode batch): [pages in use (the pool less its free pages
 less the tree's evictable pages), running requests (holding KV after the step), waiting requests, retracted

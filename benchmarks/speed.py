@@ -1,6 +1,6 @@
 """How fast the commands answer, as whole processes (what a user waits for), against a bare Python start.
 
-    python benchmarks/speed.py [--runs 10] [--json] [--only explain,whatif] [--library]
+    python benchmarks/speed.py [--runs 10] [--json] [--only explain,whatif] [--library] [--src OTHER/src]
 
 Each command runs as `python -m vram_detective ...` from this checkout's src/ (from cached bytecode, as an
 installed tool runs). Its CPU time (user + system of the child, from os.wait4) is paired with a bare
@@ -108,8 +108,10 @@ def import_totals(argv: list[str], env: dict) -> dict:
 
 
 def serve_first_answer(env: dict, runs: int) -> dict:
-    """Wall seconds from starting `serve` to the answer of its first /api/explain request (loopback)."""
-    times = []
+    """Seconds from starting `serve` to the answer of its first /api/explain request (loopback): wall time,
+    and the server's CPU time up to then (from /proc, where there is one: the figure a loaded machine moves
+    least)."""
+    walls, cpus = [], []
     for _ in range(runs):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -131,11 +133,22 @@ def serve_first_answer(env: dict, runs: int) -> dict:
                     if server.poll() is not None:
                         raise SystemExit("serve exited before answering") from None
                     time.sleep(0.005)
-            times.append(time.perf_counter() - started)
+            walls.append(time.perf_counter() - started)
+            cpus.append(_process_cpu(server.pid))
         finally:
             server.terminate()
             server.wait()
-    return {"wall_s": statistics.median(times)}
+    cpu = [value for value in cpus if value is not None]
+    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpu) if cpu else None}
+
+
+def _process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds a running process has used (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # Llama-3.1-8B as llama.cpp's Q4_K_M mix stores it: (name, shape as GGUF lists it (fastest dimension first),
@@ -223,8 +236,11 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--only", default=None, help="comma-separated words: only commands whose name has one")
     parser.add_argument("--library", action="store_true", help="also the in-process figures (explain, sweep)")
+    parser.add_argument("--src", type=Path, default=SRC,
+                        help="the tool's source tree to time (default: this checkout's src/; another checkout's "
+                             "src/ gives its 'before' table)")
     args = parser.parse_args()
-    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="100")
+    env = dict(os.environ, PYTHONPATH=str(args.src.resolve()), COLUMNS="100")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed tool runs from compiled bytecode
     only = [word.strip() for word in args.only.split(",")] if args.only else None
     rows = []
@@ -242,13 +258,13 @@ def main() -> int:
             if not args.json:
                 print(_row_text(row) if len(rows) > 1 else _header() + "\n" + _row_text(row), flush=True)
         if not only or any("serve" in word for word in only):
-            row = {"command": "serve: first /api/explain answer", "goal": SERVE_GOAL, "unit": "wall s",
+            row = {"command": "serve: 1st /api/explain answer, wall", "goal": SERVE_GOAL, "unit": "wall s",
                    **serve_first_answer(env, max(3, args.runs // 2))}
             rows.append(row)
             if not args.json:
                 print(_row_text(row))
     load = os.getloadavg()
-    extra = library_figures(args.runs) if args.library else {}
+    extra = library_figures(args.runs, args.src) if args.library else {}
     if args.json:
         print(json.dumps({"runs": args.runs, "load_average": load, "python": sys.version.split()[0], "rows": rows,
                           **extra}, indent=2))
@@ -268,7 +284,8 @@ def _header() -> str:
 def _row_text(row: dict) -> str:
     if row["unit"] == "wall s":
         held = "yes" if row["wall_s"] <= row["goal"] else "NO"
-        return f"{row['command']:<34} {row['wall_s']:>7.3f} {'':>7} {'':>7} {row['goal']:>6.1f} s {held:>5}"
+        cpu = "" if row["cpu_s"] is None else f"(CPU {row['cpu_s']:.2f} s)"
+        return f"{row['command']:<34} {row['wall_s']:>7.3f} {'':>7} {'':>7} {row['goal']:>6.1f} s {held:>5}  {cpu}"
     value = row["ratio"] if row["unit"] == "x" else row["cpu_s"]
     goal = "" if row["goal"] is None else (f"{row['goal']:.1f}x" if row["unit"] == "x" else f"{row['goal']:.1f} s")
     held = "" if row["goal"] is None else ("yes" if value <= row["goal"] else "NO")
@@ -276,29 +293,74 @@ def _row_text(row: dict) -> str:
             f"{held:>5} {row['import_ms']:>9.0f} {row['modules']:>8} {row['own_modules']:>4}")
 
 
-def library_figures(runs: int) -> dict:
-    """In-process: explain per call (median), and the advisor sweep's configurations per second."""
-    sys.path.insert(0, str(SRC))
+LIBRARY_CASES = (
+    ("Qwen/Qwen2.5-7B-Instruct-AWQ", {"gpu": "RTX 4090", "max_model_len": 32768}),
+    ("meta-llama/Llama-3.1-70B-Instruct", {"gpu": "H100", "tensor_parallel_size": 4, "vllm_version": "0.8.5"}),
+    ("Qwen/Qwen3-8B", {"gpu": "A100-80G", "gpu_memory_utilization": 0.8, "max_num_seqs": 64}),
+)
+
+
+def library_figures(runs: int, src: Path = SRC) -> dict:
+    """In-process: explain per call (median, warm: goal 5 ms), and the advisor's vectorized sweep in
+    configurations per second on one core (goal 100,000), counting the engine pieces it computes first."""
+    sys.path.insert(0, str(src.resolve()))
     import vram_detective.api as api
 
     out = {}
-    for model, gpu in (("Qwen/Qwen2.5-7B-Instruct-AWQ", "RTX 4090"), ("Qwen/Qwen3-8B", "A100-80G")):
-        api.explain(model, gpu)
+    for model, options in LIBRARY_CASES:
+        options = dict(options)
+        gpu = options.pop("gpu")
+        version = options.pop("vllm_version", None)
+        api.explain(model, gpu, vllm_version=version, **options)  # warm the config cache once
         times = []
         for _ in range(runs):
             started = time.perf_counter()
-            api.explain(model, gpu)
+            api.explain(model, gpu, vllm_version=version, **options)
             times.append(time.perf_counter() - started)
-        out[f"in-process explain {model} on {gpu} (ms)"] = round(statistics.median(times) * 1000, 3)
+        out[f"in-process explain: {model} (ms)"] = round(statistics.median(times) * 1000, 3)
+    for label, rate in sweep_throughput(runs):
+        out[f"{label} (per second)"] = round(rate)
+    return out
+
+
+SWEEP_CASES = (("Qwen/Qwen3-8B", "H100", None), ("google/gemma-3-27b-it", "H100", "0.26.0"),
+               ("openai/gpt-oss-20b", "H100", None))
+
+
+def sweep_throughput(runs: int) -> list[tuple[str, float]]:
+    """Configurations per second of the fast path: utilization x max_model_len x max_num_seqs x
+    max_num_batched_tokens, from a new family (engine pieces computed first) and once they are known."""
     from vram_detective.engines.vllm import sweep
 
-    if sweep.numpy_or_none() is not None:
-        fast = sweep.FastPath("Qwen/Qwen3-8B", "H100")
-        utilizations = [round(0.30 + 0.01 * k, 2) for k in range(69)]
-        lengths = [length for length in (1024, 4096, 16384, 32768) if length <= fast.derived_max_model_len]
-        started = time.perf_counter()
-        grid = fast.grid(utilizations, lengths, [1, 8, 64, 256], [2048, 8192])
-        out["advisor sweep, configurations per second"] = round(len(grid) / (time.perf_counter() - started))
+    if sweep.numpy_or_none() is None:
+        return [("advisor sweep (numpy missing: pure Python)", 0.0)]
+    utilizations = [round(0.30 + 0.01 * k, 2) for k in range(69)]
+    seqs = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    tokens = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
+    out = []
+    for model, gpu, version in SWEEP_CASES:
+        cold, warm = [], []
+        for _ in range(max(3, runs // 4)):
+            sweep._KV_CACHE.clear()
+            started = time.perf_counter()
+            fast = sweep.FastPath(model, gpu, vllm_version=version)
+            lengths = [length for length in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+                       if length <= fast.derived_max_model_len]
+            grid = fast.grid(utilizations, lengths, seqs, tokens)
+            cold.append(len(grid) / (time.perf_counter() - started))
+            started = time.perf_counter()
+            grid = fast.grid(utilizations, lengths, seqs, tokens)
+            warm.append(len(grid) / (time.perf_counter() - started))
+        out.append((f"advisor sweep, new family: {model} ({len(grid):,})", statistics.median(cold)))
+        out.append((f"advisor sweep, pieces known: {model}", statistics.median(warm)))
+    from vram_detective.advisor.search import Target, fit
+
+    rates = []
+    for _ in range(max(3, runs // 4)):
+        sweep._KV_CACHE.clear()
+        result = fit("Qwen/Qwen2.5-7B-Instruct-AWQ", "RTX 4090", Target(max_gpu_memory=12 << 30))
+        rates.append(result.searched / result.seconds)
+    out.append((f"fit end to end (AWQ 7B, 4090, 12GiB: {result.searched:,} configs)", statistics.median(rates)))
     return out
 
 

@@ -73,6 +73,11 @@ def build_scheduler(trace: dict, model_dir: str):
     config = VllmConfig(**_kwargs(VllmConfig, scheduler_config=scheduler_config, model_config=model_config,
                                   cache_config=cache_config, device_config=DeviceConfig(device="cpu")))
     cache_config.num_gpu_blocks = trace["num_blocks"]
+    if trace.get("async_scheduling") and hasattr(scheduler_config, "async_scheduling"):
+        # two batches in flight: from 0.26.0 VllmConfig.max_in_flight_tokens doubles, the admission cap of a
+        # sliding window with it; the synchronous Scheduler reads the flag for nothing else here (KV connectors,
+        # pipeline parallelism: neither is used). Set after VllmConfig's checks, which turn it off on a CPU.
+        scheduler_config.async_scheduling = True
     structured = None
     try:
         from vllm.v1.structured_output import StructuredOutputManager

@@ -6,6 +6,7 @@ from vram_detective.engines.vllm.logs.infer import (
 )
 from vram_detective.engines.vllm.logs.reader import parse_text
 from vram_detective.engines.vllm.logs.reconcile import anomalies, explain_nvidia_smi, least_utilization, reconcile, what_ifs
+from vram_detective.intervals import safe_room
 from vram_detective.hardware import find_gpu
 
 
@@ -132,10 +133,11 @@ def test_reconcile_names_a_cause_for_every_gap():
     assert 0.3 < util.value < 0.7 and util.confidence == "low"
     u, breakdown = least_utilization("Qwen/Qwen2.5-7B-Instruct-AWQ", find_gpu("RTX 4090"), "0.7.0",
                                      {"max_model_len": 32768, "engine": "v1"}, "catalog")
-    assert breakdown.failure is None and breakdown.kv_cache_tokens >= 32768
+    assert breakdown.failure is None and breakdown.kv_cache_tokens >= 32768 and safe_room(breakdown).covers
     lower = api.explain("Qwen/Qwen2.5-7B-Instruct-AWQ", "RTX 4090", vllm_version="0.7.0", engine="v1",
-                        max_model_len=32768, gpu_memory_utilization=round(u - 0.02, 2))
-    assert lower.failure is not None  # the least utilization is the least
+                        max_model_len=32768, gpu_memory_utilization=round(u - 0.01, 2))
+    # the least utilization is the least with room beyond the KV pool's error (explain's and fit's margin)
+    assert lower.failure is not None or not safe_room(lower).covers
     shrink = what_ifs("Qwen/Qwen2.5-7B-Instruct-AWQ", find_gpu("RTX 4090"), "0.7.0",
                       {"max_model_len": 32768, "engine": "v1"}, util.value, "catalog", 10240)
     assert shrink["baseline"]["current_nvidia_smi_mib"] == 10240

@@ -14,13 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _rows(errors, era="V1-c", gpu="consumer (<= 32 GB)"):
-    return [{"id": f"c{i}", "engine": "vllm", "term": "kv_cache_gib", "era": era, "gpu_class": gpu,
+    return [{"id": f"c{i}", "engine": "vllm", "term": "kv_pool", "era": era, "gpu_class": gpu,
              "predicted": 10.0, "observed": 10.0 + error} for i, error in enumerate(errors)]
 
 
 def test_fit_takes_the_90th_percentile_of_the_error_relative_to_the_prediction():
     data = intervals.fit(_rows([0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9, 5.0]))
-    group = data["groups"]["vllm"]["kv_cache_gib"]
+    group = data["groups"]["vllm"]["kv_pool"]
     assert group["V1-c | consumer (<= 32 GB)"] == {"n": 10, "p90_rel_to_predicted": 0.09}
     low, high, basis = intervals.bounds("vllm", "kv_cache_gib", 20.0, "V1-c", "consumer (<= 32 GB)", data)
     assert (low, high) == pytest.approx((18.2, 21.8)) and basis == "V1-c | consumer (<= 32 GB) (n=10)"
@@ -28,6 +28,16 @@ def test_fit_takes_the_90th_percentile_of_the_error_relative_to_the_prediction()
     assert intervals.bounds("vllm", "kv_cache_gib", 20.0, "V0-c", "consumer (<= 32 GB)", data)[2] == \
         "* | consumer (<= 32 GB) (n=10)"
     assert intervals.bounds("vllm", "non_torch_gib", 1.0, "V1-c", "consumer (<= 32 GB)", data) is None
+
+
+def test_the_kv_pools_figures_are_one_term_counted_once_per_case():
+    """GiB, tokens, blocks and concurrency of one pool: one error term, one observation per case (its worst)."""
+    assert {intervals.term_of(key) for key in intervals.POOL_FIGURES} == {"kv_pool"}
+    assert intervals.term_of("cuda1_kv_buffer_mib") == "kv_buffer_mib"
+    rows = [dict(row, term="kv_pool") for row in _rows([0.1, 0.2, 0.3, 0.4, 0.5])]
+    twice = rows + [dict(rows[0], predicted=10.0, observed=19.0)]  # the same case's tokens, 90 % off
+    group = intervals.fit(twice)["groups"]["vllm"]["kv_pool"]["V1-c | consumer (<= 32 GB)"]
+    assert group == {"n": 5, "p90_rel_to_predicted": 0.9}
 
 
 def test_coverage_counts_observed_figures_inside():
@@ -99,3 +109,15 @@ def test_every_interval_lies_on_the_card_and_holds_its_figure(setup):
             assert item.high <= max(on_the_gpu[item.key], item.value), item
     if b.failure is not None:
         assert "nvidia_smi_used_mib" not in {item.key for item in b.intervals}
+    # one pool: the token, block and concurrency intervals are the GiB interval times each figure's own factor
+    # (tokens = GiB / bytes per token, blocks = tokens / block size, ...): the same relative ends, so a GiB
+    # interval and a token interval imply each other (before: GiB +-72 % against tokens +-6 % on one pool)
+    by_key = {item.key: item for item in b.intervals}
+    pool = by_key.get("kv_cache_gib")
+    for key in ("kv_cache_tokens", "num_gpu_blocks", "max_concurrency"):
+        other = by_key.get(key)
+        if pool is None or other is None:
+            continue
+        assert other.low / other.value == pytest.approx(pool.low / pool.value), (key, other, pool)
+        assert other.high / other.value == pytest.approx(pool.high / pool.value), (key, other, pool)
+

@@ -61,11 +61,6 @@ NAME_BUDGET = {
     "advisor/levers.py": 2,
     "advisor/search.py": 5,
     "advisor/sglang_advisor.py": 1,
-    "simulate/__init__.py": 5,
-    "simulate/fit.py": 2,
-    "simulate/rules.py": 2,
-    "simulate/verdict.py": 2,
-    "simulate/vllm.py": 1,
 }
 PROBE_BUDGET = {
 }

@@ -100,3 +100,22 @@ def test_each_later_rule_is_needed(release, rule):
     off = [first_divergence(_rows(c["steps"]), step_rows(c["trace"], release, rules=replace(
         rules_for(trace_pool(c["trace"], release)), **{rule: False}))) for c in cases]
     assert any(off), rule
+
+
+@pytest.mark.parametrize("rule,value", [("swaps_duplicates", False), ("caches_decodes", True),
+                                        ("new_token_ratio", (0.7, 1.0, 600))])
+def test_each_sglang_rule_is_needed(rule, value):
+    """SGLang's radix insert frees a request's copy of a prefix the tree already holds; decoded tokens enter the
+    tree only when the request finishes (tight-6-cache: its retracted request hits its prompt only); the reserve's
+    new_token_ratio decays from 0.7 to 0.7 x 0.14 over 600 decode steps: with a rule changed (no decay), a committed
+    series of SGLang's own scheduler is no longer the simulator's."""
+    from dataclasses import replace
+
+    from vram_detective.simulate.rules import rules_for
+    from vram_detective.simulate.stepwise import trace_pool
+
+    path = SGLANG_FIXTURES[-1]
+    body = json.loads(path.read_text())
+    off = [first_divergence(_rows(c["steps"]), step_rows(c["trace"], body["release"], engine="sglang", rules=replace(
+        rules_for(trace_pool(c["trace"], body["release"], "sglang")), **{rule: value}))) for c in body["cases"]]
+    assert any(off), rule

@@ -119,13 +119,6 @@ def test_simulate_is_the_same_on_every_surface(server, engine):
     code, out, err = cli("simulate", *args, "--workload", WORKLOAD)
     status, body = api(server, "/api/simulate", {"model": MODEL, "gpu": gpu, "engine": engine,
                                                  "workload": WORKLOAD, **settings})
-    if engine == "ollama":  # no simulator of Ollama's scheduler: said the same way on every surface
-        with pytest.raises(NotOffered) as caught:
-            library.simulate(MODEL, gpu, engine=engine, workload=WORKLOAD, **settings)
-        assert str(caught.value) == "simulate: Ollama's scheduler is not modelled (no pool simulator for it)"
-        assert (code, status, out) == (2, 400, None)
-        assert err == f"vram-detective: error: {caught.value}" and body == {"error": str(caught.value)}
-        return
     mine = library.simulate(MODEL, gpu, engine=engine, workload=WORKLOAD, **settings).to_dict()
     assert (code, status) == (0, 200), (err, body)
     assert out == body == json.loads(json.dumps(mine, default=str))

@@ -12,11 +12,12 @@ import pytest
 from conftest import GROUNDTRUTH, read_jsonl
 from test_web_browser import browser, server, shots  # noqa: F401 - the module's fixtures: one browser, one server
 
-CASES = {case["id"]: case for name in ("dev-sglang.jsonl", "dev-llamacpp.jsonl")
+CASES = {case["id"]: case for name in ("dev.jsonl", "dev-sglang.jsonl", "dev-llamacpp.jsonl")
          for case in read_jsonl(GROUNDTRUTH / name)}
 
 # (case, the verdict's start, a figure the page shows in words)
 PAGES = [
+    ("vllm-pr10511-llama3-8b-h100-tp1", "vLLM 0.6.5 (V0) on ", ("weights", "14.96 GiB")),
     ("sglang-qwen3-06b-rtx5080-mineru", "SGLang 0.4.7 on NVIDIA GeForce RTX 5080: nvidia-smi 14,134 MiB of 16,303 MiB",
      ("K cache", "5.57 GiB")),
     ("llamacpp-b5622-qwen3-30b-a3b-q4km-4090-5090-experts-cpu", "llama.cpp b5622 on NVIDIA GeForce RTX 4090: GPU 0 holds",
@@ -41,12 +42,13 @@ def test_the_forensics_tab_answers_first_for_every_engine(case_id, verdict, figu
     assert first.startswith("verdict")
     assert page.inner_text("#logs-result .verdict").startswith(verdict)
     assert page.is_visible("#logs-result svg.bar")
-    rows = page.eval_on_selector_all("#logs-result table.observed tr",
+    rows = page.eval_on_selector_all("#logs-result table.observed tr:has(td)",
                                      "els => els.map(e => [e.querySelector('th').innerText, e.querySelector('td').innerText])")
     assert list(figure) in [list(row) for row in rows]
     assert not any(re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", label) for label, _ in rows)  # words, not keys
     html = page.inner_html("#logs-result")
-    assert "<pre" not in html and "relative_gap" not in html and "vLLM" not in page.inner_text("#logs-result")
+    assert "<pre" not in html and "relative_gap" not in html
+    assert ("vLLM" in page.inner_text("#logs-result")) == verdict.startswith("vLLM")  # the log's own engine named
     page.screenshot(path=str(shots / f"forensics-{case_id}.png"), full_page=True)
     assert {urllib.parse.urlsplit(url).hostname for url in requests} == {"127.0.0.1"} and problems == []
     page.close()

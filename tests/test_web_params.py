@@ -73,3 +73,17 @@ def test_every_workload_preset_runs_on_every_engine(server, engine):
         else:  # an engine without a pool simulator says so; never the cap
             assert status == 400 and "not modelled" in body["error"], (spec, status, body)
             assert "cap" not in body["error"]
+
+
+@pytest.mark.parametrize("line, typo, meant", [
+    ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --mem-fraction-statik 0.85", "--mem-fraction-statik",
+     "--mem-fraction-static"),
+    ("vllm serve Qwen/Qwen3-8B --max-model-lenn 8192", "--max-model-lenn", "--max-model-len"),
+])
+def test_a_misspelt_flag_in_a_pasted_line_is_400_naming_the_flag_meant(server, line, typo, meant):
+    status, body = _get(server, "/api/explain", {"line": line, "gpu": "RTX 4090"})
+    label = "SGLang" if "sglang" in line else "vLLM"
+    assert (status, body["error"]) == (400, f"unknown flag in the launch line: {typo} (did you mean {meant}?); "
+                                            f"{label} would exit at once on it")
+    status, body = _get(server, "/api/explain", {"line": line.replace(typo, meant), "gpu": "RTX 4090"})
+    assert status == 200 and body["startup_failed"] is False

@@ -300,18 +300,10 @@ def docker_launch(words: list[str]) -> tuple[list[str], str | None]:
 
 
 def flag_notes(engine_name: str, ignored) -> list[str]:
-    """The pasted flags the prediction leaves out: close to a modelled flag (a typo), or not modelled."""
-    import difflib
+    """The pasted flags the prediction leaves out (launch_flags.py: a misspelt flag is bad input, exit 2)."""
+    from .launch_flags import ignored_notes
 
-    from .engines import get_engine
-
-    known = [name for flag in get_engine(engine_name).launch.flags for name in flag.names if name.startswith("--")]
-    unknown, skipped = [], []
-    for name in dict.fromkeys(ignored):
-        near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
-        (unknown if near else skipped).append(f"{name} (did you mean {near[0]}?)" if near else name)
-    notes = [f"ignored (no effect on memory, or not modelled): {', '.join(skipped)}"] if skipped else []
-    return notes + ([f"unknown: {', '.join(unknown)}"] if unknown else [])
+    return ignored_notes(engine_name, ignored)
 
 
 def release_text(engine_name: str, text: str | None) -> tuple[str | None, str | None]:

@@ -22,9 +22,19 @@ ROUNDING_GIB = 0.005  # a logged GiB figure is printed to 0.01: half of that is 
 _DEVICE = re.compile(r"^(cuda\d+|cpu_mapped|cpu|cuda_host)_")
 
 
+# One KV pool, four figures: its GiB, its tokens (GiB / bytes per token), its blocks (tokens / block size) and
+# the requests of max_model_len it holds (tokens / max_model_len). Each is the pool times a fixed factor, so they
+# share one error term ("kv_pool", fitted on every case that logs any of them, once per case) and one interval:
+# the others' are the GiB figure's scaled (attach), so a GiB interval and a token interval always imply each other.
+POOL_FIGURES = ("kv_cache_gib", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency")
+POOL_TERM = "kv_pool"
+
+
 def term_of(key: str) -> str:
-    """The table row an observed key is scored under: 'cuda1_kv_buffer_mib' -> 'kv_buffer_mib'."""
-    return _DEVICE.sub("", key.split(":")[0])
+    """The table row an observed key is scored under: 'cuda1_kv_buffer_mib' -> 'kv_buffer_mib',
+    'kv_cache_tokens' -> 'kv_pool' (every figure of the KV pool)."""
+    term = _DEVICE.sub("", key.split(":")[0])
+    return POOL_TERM if term in POOL_FIGURES else term
 
 
 @lru_cache(maxsize=1)
@@ -84,7 +94,24 @@ def attach(breakdown: Breakdown) -> Breakdown:
         interval = interval_of(breakdown.engine_name, key, float(value), era, device)
         if interval is not None:
             found.append(within_the_card(interval, breakdown))
+    found = one_pool(found)
     return replace(breakdown, intervals=tuple(found), verdict_margin=verdict_margin(breakdown, found))
+
+
+def one_pool(found: list[Interval]) -> list[Interval]:
+    """The KV pool's token, block and concurrency intervals as its GiB interval scaled by each figure's own
+    factor (tokens = GiB / bytes per token, ...): one pool, one relative error, clipped once (on the card)."""
+    by_key = {item.key: item for item in found}
+    pool = by_key.get("kv_cache_gib")
+    if pool is None or pool.value <= 0:
+        return found
+    out = []
+    for item in found:
+        if item.key in POOL_FIGURES and item.key != pool.key:
+            scale = item.value / pool.value
+            item = replace(item, low=pool.low * scale, high=pool.high * scale, basis=pool.basis)
+        out.append(item)
+    return out
 
 
 def card_limit(key: str, breakdown: Breakdown) -> float | None:
@@ -184,15 +211,35 @@ def describe(margin: Margin, max_model_len: int) -> str:
     if margin.borderline:
         return (f"borderline: {margin.spare_gib:+.2f} GiB beyond {what}, within the error of the profile terms "
                 f"(±{margin.error_gib:.2f} GiB at {margin.interval.level:.0%})")
+    if margin.spare_gib < 0:  # an engine that starts with a pool smaller than the requests (SGLang, llama.cpp)
+        return (f"starts, but the KV pool is {-margin.spare_gib:.2f} GiB short of {what} (beyond the error of the "
+                f"profile terms ±{margin.error_gib:.2f} GiB)")
     beyond = "" if margin.requests == 1 else f" beyond {what}"
     return f"starts, {margin.spare_gib:.2f} GiB to spare{beyond} (error of the profile terms ±{margin.error_gib:.2f} GiB)"
+
+
+def safe_room(breakdown: Breakdown, requests: float = 1.0, intervals=None) -> Margin | None:
+    """How much room is safe: the KV pool less `requests` requests of max_model_len, against the pool's 90 %
+    interval (pool_margin). The one answer explain (its verdict and smallest footprint), fit, whatif and logs
+    (its least utilization) give; None when the pool has no interval (nothing is claimed)."""
+    found = breakdown.intervals if intervals is None else intervals
+    return pool_margin(breakdown.kv_cache_bytes, breakdown.max_concurrency, found, requests)
+
+
+def starts_safely(breakdown: Breakdown, requests: float = 1.0) -> bool:
+    """The engine starts, its pool holds `requests` requests of max_model_len, and that room survives the
+    pool's error where one is known (a borderline setting is not a safe one)."""
+    if breakdown.failure is not None or breakdown.max_concurrency < requests:
+        return False
+    margin = safe_room(breakdown, requests)
+    return margin is None or margin.covers
 
 
 def verdict_margin(breakdown: Breakdown, intervals: list[Interval]) -> str:
     """'starts, 1.2 GiB to spare' when one request of max_model_len fits with room beyond the KV pool's
     interval; 'borderline' when the room (or the shortfall) lies within it. A refusal states none (the
     refusal itself is the verdict; a pool that was never sized has no margin)."""
-    margin = pool_margin(breakdown.kv_cache_bytes, breakdown.max_concurrency, intervals)
+    margin = safe_room(breakdown, 1.0, intervals)
     if margin is None or breakdown.failure is not None:
         return ""
     return describe(margin, breakdown.max_model_len)
@@ -236,7 +283,7 @@ def fit(rows: list[dict]) -> dict:
     from .fidelity import percentile
 
     buckets: dict[tuple[str, str, str], list[float]] = {}
-    for row in rows:
+    for row in _one_row_per_pool(rows):
         ratio = abs(row["observed"] - row["predicted"]) / abs(row["predicted"])
         for group in (f"{row['era']} | {row['gpu_class']}", f"* | {row['gpu_class']}", "* | *"):
             buckets.setdefault((row["engine"], row["term"], group), []).append(ratio)
@@ -245,6 +292,24 @@ def fit(rows: list[dict]) -> dict:
         groups.setdefault(engine, {}).setdefault(term, {})[group] = {
             "n": len(values), "p90_rel_to_predicted": round(percentile(values, LEVEL), 4)}
     return {"level": LEVEL, "min_cases": MIN_CASES, "groups": groups}
+
+
+def _one_row_per_pool(rows: list[dict]) -> list[dict]:
+    """Rows with a case's KV pool figures counted once: the one with the largest relative error (a case logging
+    the pool's GiB and its tokens is one observation of one pool, not two)."""
+    def error(row):
+        return abs(row["observed"] - row["predicted"]) / abs(row["predicted"])
+
+    worst: dict[tuple[str, str], dict] = {}
+    out = []
+    for row in rows:
+        if row["term"] != POOL_TERM:
+            out.append(row)
+            continue
+        key = (row["engine"], row["id"])
+        if key not in worst or error(row) > error(worst[key]):
+            worst[key] = row
+    return out + list(worst.values())
 
 
 def coverage(rows: list[dict], data: dict) -> dict:

@@ -46,19 +46,22 @@ def budget_fraction(b: Breakdown):
 
 def smallest_footprint(b: Breakdown, explain, flag_names: dict | None = None) -> Smallest | None:
     """Bisect the budget fraction down to the least (2 decimals) at which the engine still starts with one
-    max-length request. `explain(name, value)` -> Breakdown (or raises: does not start). Each other fraction
-    is the engine's own plan (its rounding and refusals decide whether it starts); the first one tried is
-    where `b`'s pool, shrunk byte for byte, would hold one request, and `b` answers for its own fraction."""
+    max-length request and room beyond the pool's error (intervals.starts_safely, fit's margin).
+    `explain(name, value)` -> Breakdown (or raises: does not start). Each other fraction is the engine's own
+    plan (its rounding and refusals decide whether it starts); the first one tried is where `b`'s pool, shrunk
+    byte for byte, would hold one request, and `b` answers for its own fraction."""
     setting = budget_fraction(b)
     if setting is None or b.failure is not None:
         return None
+
+    from .intervals import starts_safely
 
     def starts(value: float):
         try:
             trial = b if value == setting.value else explain(setting.name, value)
         except Exception:  # noqa: BLE001 - any refusal or bad value: it does not start there
             return None
-        return trial if trial.failure is None and trial.max_concurrency >= 1 else None
+        return trial if starts_safely(trial) else None  # fit's margin: room beyond the pool's error
 
     high, best = least_hundredth(starts, 0.01, float(setting.value), guess=_one_request_fraction(b, setting.value))
     if best is None or high >= setting.value - 0.01:
@@ -68,11 +71,18 @@ def smallest_footprint(b: Breakdown, explain, flag_names: dict | None = None) ->
 
 
 def _one_request_fraction(b: Breakdown, fraction: float) -> float | None:
-    """The budget fraction at which b's KV pool, shrunk byte for byte with the budget, holds one request."""
+    """The budget fraction at which b's KV pool, shrunk byte for byte with the budget, holds one request with
+    room beyond its error (the pool's relative error w: a pool of need / (1 - w))."""
     if b.max_concurrency <= 0 or b.kv_cache_bytes <= 0 or b.total_gpu_bytes <= 0:
         return None
-    spare = b.kv_cache_bytes * (1 - 1 / b.max_concurrency)
-    return fraction - spare / b.total_gpu_bytes
+    from .intervals import safe_room
+
+    margin = safe_room(b)
+    relative = 0.0 if margin is None else margin.error_gib * GIB / b.kv_cache_bytes
+    if relative >= 1:
+        return None
+    needed = b.kv_cache_bytes / b.max_concurrency / (1 - relative)
+    return fraction - (b.kv_cache_bytes - needed) / b.total_gpu_bytes
 
 
 def bar_parts(b: Breakdown) -> list[tuple[str, float]]:
@@ -143,6 +153,7 @@ def verdict(b: Breakdown, columns: int | None, smallest: Smallest | None = None,
     if notes:
         out += wrap("; ".join(notes) + ".", columns)
     if smallest is not None:
-        out += wrap(f"Smallest footprint for one {b.max_model_len:,}-token request: {smallest.flag} "
-                    f"{smallest.value:.2f} → ≈ {smallest.nvidia_smi_used_mib:,} MiB.", columns)
+        out += wrap(f"Smallest safe footprint for one {b.max_model_len:,}-token request (room beyond the KV "
+                    f"pool's error, as fit counts it): {smallest.flag} {smallest.value:.2f} → ≈ "
+                    f"{smallest.nvidia_smi_used_mib:,} MiB.", columns)
     return out

@@ -115,6 +115,39 @@ class CaseScoring:
     detail_tables: bool = False  # weights by stored format and by architecture tag beside the headline
 
 
+@dataclass(frozen=True)
+class ShortfallWords:
+    """How `simulate` words a request the pool was too small for, in the engine's own terms (vLLM and SGLang
+    preempt; llama.cpp has no preemption: a full slot shifts its context or cuts the prompt)."""
+
+    event: str = "preemption"  # "serves it with no {event} at the 99th percentile"
+    label: str = "preemptions"  # the report's row and the plot's count
+    happened: str = "are preempted"  # "12 of 200 requests (6.0%) {happened}"
+    some: str = "preempted"  # "at most 1.5% of the requests {some} or held back for memory"
+    full: str = "fills the {pool} pool and"  # "your traffic {full} 12 of 200 requests ..."
+    verb: str = "preempt"  # "even 4000 blocks {verb} or hold back more than 1% of the requests"
+    verbs: str = "preempts"  # "the confirming run still {verbs}"
+
+
+@dataclass(frozen=True)
+class PoolSimulation:
+    """`simulate` and `fit --workload`: the engine's KV pool and scheduler as simulate/'s event loop runs them.
+    An engine without one has `simulation = None`, which every front end answers with errors.NotOffered."""
+
+    pool: Callable[..., Any]  # (Breakdown) -> simulate.pool.PoolSpec: the pool the prediction pre-allocates
+    simulator: Callable[[], type]  # () -> the scheduler's simulator class (imported when first used)
+    # (PoolSpec) -> (engine whose rule table has the scheduler_ rows, engine path or "", release text)
+    rule_table: Callable[[Any], tuple[str, str, str]]
+    lever: Callable[..., Any]  # (Breakdown, pinned settings, blocks needed) -> simulate.fit.Lever sizing the pool
+    flags_for_bytes: Callable[..., dict]  # (Breakdown, pool bytes) -> the launch settings giving that pool
+    grain: int = 0  # a token pool tracked in pages of this many tokens (SGLang: 16); 0: as the pool is
+    bounds_requests: bool = True  # requests are cut at max_model_len (llama.cpp: a full slot shifts instead)
+    # (release text, max_num_batched_tokens, async scheduling or None for the release default) -> the tokens in
+    # flight a sliding window's admission cap reserves for (vLLM 0.26+: every overlapped batch's); None: no such cap
+    in_flight: Callable[..., int] | None = None
+    words: ShortfallWords = ShortfallWords()
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str  # "vllm"
@@ -125,6 +158,7 @@ class Engine(Protocol):
     levers: Levers
     scoring: CaseScoring
     refusals: tuple[type[Exception], ...]  # errors meaning "the engine itself would not start"
+    simulation: PoolSimulation | None  # simulate's pool and scheduler; None: not offered by this engine
     settings_error: type[Exception]  # a setting the engine rejects (bad input)
 
     def resolve_settings(self, user: dict, spec, gpu, version: Version) -> tuple[Any, Any]:
@@ -219,3 +253,12 @@ def machine_settings(engine, free_bytes: tuple[int, ...]) -> dict:
 def is_launch_line(engine, words: list[str]) -> bool:
     """Do these words start one of the engine's programs (`vllm serve`, `sglang serve`, `llama-server`, ...)?"""
     return bool(engine.is_launch_line(words))
+
+
+def pool_simulation(engine) -> PoolSimulation:
+    """The engine's pool simulation; errors.NotOffered (the same words on every surface) when it has none."""
+    if engine.simulation is None:
+        from ..errors import NotOffered
+
+        raise NotOffered(f"simulate: {engine.label}'s scheduler is not modelled (no pool simulator for it)")
+    return engine.simulation

@@ -353,7 +353,8 @@ def render_text(report: dict, columns: int | None = -1, verbose: bool = False) -
 
         return "\n".join(paragraph(render_engine_report(report, columns).splitlines(), columns, "    "))
     _COLUMNS[0] = columns
-    lines = [f"vLLM log: {report['log']} ({report['lines_read']:,} lines, {report['lines_with_figures']:,} with vLLM "
+    label = report.get("engine_label", "vLLM")
+    lines = [f"{label} log: {report['log']} ({report['lines_read']:,} lines, {report['lines_with_figures']:,} with {label} "
              f"figures, {len(report['runs'])} run{'s' if len(report['runs']) != 1 else ''})"]
     if report.get("lines_cut"):
         lines.append(f"  ({report['lines_cut']} over-long lines were cut at 64 KiB)")

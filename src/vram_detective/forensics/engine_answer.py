@@ -15,7 +15,7 @@ def engine_answer(report: dict, memory: dict, breakdown) -> dict:
     bar = _bar(observed, memory, breakdown, report.get("gpu"))
     who = _who(report)
     if observed.get("startup_failed"):
-        verdict = f"{who}: did not start."
+        verdict = f"{who}: did not start" + (f": {report['failure']}" if report.get("failure") else ".")
     elif bar is not None and bar["sources"]["used"] == "logged":
         verdict = f"{who}: nvidia-smi {bar['used_mib']:,} MiB of {bar['total_mib']:,} MiB{_agreement(report)}."
     elif memory:
@@ -26,7 +26,7 @@ def engine_answer(report: dict, memory: dict, breakdown) -> dict:
                    f"cache {memory['kv_gib']:,.2f}, other buffers {memory.get('other_gib', 0):,.2f} GiB as printed, "
                    f"and the CUDA context{_agreement(report)}.")
     else:
-        verdict = f"{who}: the log prints no memory figure of GPU 0{_agreement(report)}."
+        verdict = f"{who}: this {report['engine_label']} log prints no memory figure of GPU 0{_agreement(report)}."
     return {"verdict": verdict, "bar": bar, "read": _how_read(report)}
 
 

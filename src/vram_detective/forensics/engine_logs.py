@@ -6,6 +6,8 @@ What a figure means, what a log names and what GPU 0 held come from the engine (
 log_memory); an engine that streams its log analyses its runs itself (engine.logs.analyse)."""
 from __future__ import annotations
 
+import re
+
 from ..units import GIB
 
 
@@ -48,6 +50,8 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
         report["notes"].append(f"the log is long: its middle ({skipped_bytes / 2**20:,.1f} MiB) was skipped; the "
                                "first and last parts were read (every start prints its figures near its start, "
                                "the last start's are at the end)")
+    if observed.get("startup_failed"):
+        report["failure"] = failure_line(text)
     report["findings"] = engine.log_findings(observed)
     from .serving import read_serving_stats
 
@@ -60,13 +64,15 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
         report["notes"].append(f"the log names {unknown}, which the catalog does not know: give --gpu (the nearest "
                                "catalog card, or --gpu-memory) for a comparison")
     elif not gpu:
-        report["notes"].append("GPU not known (the log names no device and quotes no nvidia-smi reading): no "
-                               "comparison against a made-up card; give --gpu (and --model when the log does not "
-                               "name it)")
+        report["notes"].append(f"GPU not known: this {engine.label} log names no device and quotes no nvidia-smi "
+                               "reading, so no comparison against a made-up card; give --gpu (and --model when the "
+                               "log does not name it)")
     elif not model:
         report["notes"].append("model not named in the log: give --model for the comparison")
     report["labels"] = {key: figure_label(engine, key) for key in observed}
-    flags = {flag.setting: flag.names[0] for flag in engine.launch.flags}
+    flags: dict = {}
+    for flag in engine.launch.flags:  # a setting's first flag (llama.cpp's -ctk before its --type_k alias)
+        flags.setdefault(flag.setting, flag.names[0])
     report["setting_flags"] = {key: flags[key] for key in settings if key in flags}
     from .engine_answer import engine_answer
 
@@ -75,6 +81,19 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
         memory = dict(memory, context_gib=engine.cuda_context_bytes() / GIB)
     report["answer"] = engine_answer(report, memory, breakdown)
     return report
+
+
+_ERROR = re.compile(r"\b\w*(?:Error|Exception)\b: |out of memory|failed to allocate|\berror: ", re.I)
+
+
+def failure_line(text: str, limit: int = 200) -> str | None:
+    """The last error line of a failed start (a Python exception, CUDA's out of memory, a failed allocation),
+    cut at a word; None when the log shows none."""
+    found = [line.strip() for line in text.splitlines() if _ERROR.search(line)]
+    if not found:
+        return None
+    last = found[-1]
+    return last if len(last) <= limit else last[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def gpu_of_log(text: str, smi=None, devices: tuple[str, ...] = ()) -> tuple[str | None, str | None, str | None]:

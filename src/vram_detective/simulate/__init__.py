@@ -23,20 +23,25 @@ __all__ = ["simulate", "pool_from_breakdown", "parse_workload", "read_trace", "P
 
 def simulate(pool: PoolSpec, workload: Workload, engine_rules: EngineRules | None = None, seed: int = 0,
              cost: CostModel | None = None, buckets: int = 240) -> SimulationResult:
-    """Run `workload` against `pool` under the engine's rules (default: the pool's release, rules.py)."""
+    """Run `workload` against `pool` under the engine's rules (default: the pool's release, rules.py), with the
+    simulator the pool's engine names (engines/base.py PoolSimulation)."""
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
+
+    engine = pool_simulation(get_engine(pool.engine))
     rules = engine_rules or rules_for(pool)
     notes = ["memory, not latency: step times come from a simple per-token cost model (simulate/cost.py)"]
-    if pool.engine == "sglang" and pool.block_size < SGLANG_GRAIN:
-        # a token-granular pool tracked in 16-token pages: at most 15 tokens per live request over
-        pool = coarse_pool(pool, SGLANG_GRAIN)
-        notes.append(f"SGLang's token pool tracked in pages of {SGLANG_GRAIN} tokens")
-    # llama.cpp shifts a full slot's context instead of bounding requests by it
-    if workload.max_model_len != pool.max_model_len and pool.max_model_len and pool.engine != "llamacpp":
+    if engine.grain and pool.block_size < engine.grain:
+        # a token-granular pool tracked in pages: at most grain - 1 tokens per live request over
+        pool = coarse_pool(pool, engine.grain)
+        notes.append(f"{get_engine(pool.engine).label}'s token pool tracked in pages of {engine.grain} tokens")
+    # requests are cut at the context length, unless the engine shifts a full slot's context instead (llama.cpp)
+    if engine.bounds_requests and workload.max_model_len != pool.max_model_len and pool.max_model_len:
         workload = replace(workload, max_model_len=pool.max_model_len)
     cost = cost or CostModel()
     rec = Recorder(pool.num_blocks, buckets, max(workload.duration, 1.0) / buckets)
     arrivals = Arrivals(workload, seed)
-    simulator = _simulator(pool.engine)(pool, rules, cost, arrivals, rec)
+    simulator = engine.simulator()(pool, rules, cost, arrivals, rec)
     # a run makes no reference cycles (its objects go when their last reference does), so the cyclic collector
     # only walks the pool's long lists again and again: a tenth of a multi-group run; paused while it runs
     collecting = gc.isenabled()
@@ -54,24 +59,14 @@ def simulate(pool: PoolSpec, workload: Workload, engine_rules: EngineRules | Non
     return replace(rec.result(pool.engine, pool, end, tuple(notes)), reserved_blocks=rules.reserved_blocks)
 
 
-# SGLang's token pool has pages of page_size tokens (1 by default); the simulator tracks it in 16-token pages, an
-# approximation of its own (said in the result's notes), so that a step moves pages rather than single tokens
-SGLANG_GRAIN = 16
-
-
 def coarse_pool(pool: PoolSpec, grain: int) -> PoolSpec:
     scale = grain // pool.block_size
     return replace(pool, num_blocks=pool.num_blocks // scale, block_size=grain, block_bytes=pool.block_bytes * scale)
 
 
-def _simulator(engine: str):
-    if engine == "vllm":
-        from .vllm import VllmSim
-        return VllmSim
-    if engine == "sglang":
-        from .sglang import SglangSim
-        return SglangSim
-    if engine == "llamacpp":
-        from .llamacpp import LlamacppSim
-        return LlamacppSim
-    raise ValueError(f"no simulator for engine {engine!r}")
+def _simulator(engine: str) -> type:
+    """The simulator class of the engine called `engine` (its PoolSimulation; NotOffered when it has none)."""
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
+
+    return pool_simulation(get_engine(engine)).simulator()

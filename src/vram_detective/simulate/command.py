@@ -52,8 +52,8 @@ def register(subparsers) -> None:
                            help="chat | rag | longdoc | agent [:options] or trace:FILE.jsonl (see below)")
     run_group.add_argument("--seed", type=int, default=0, help="random seed of the workload (default 0)")
     run_group.add_argument("--preemption-budget", type=float, default=0.01, metavar="FRACTION",
-                           help="fraction of requests the smallest pool may preempt (default 0.01: none at the "
-                                "99th percentile)")
+                           help="fraction of requests the smallest pool may preempt (llama.cpp, Ollama: whose "
+                                "slot may overflow; default 0.01: none at the 99th percentile)")
     run_group.add_argument("--cost", default=None, metavar="decode=S,seq=S,prefill=TOK_PER_S",
                            help="step cost model (default: from the card's bandwidth and the weights)")
     run_group.add_argument("--max-requests", type=int, default=None, metavar="N",

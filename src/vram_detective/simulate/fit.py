@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..breakdown import Breakdown
+from ..engines import DEFAULT_ENGINE
 from ..units import GIB
 from . import simulate
 from .cost import CostModel, cost_for
@@ -70,18 +71,17 @@ class WorkloadFit:
 
 
 def lever_for(b: Breakdown, pinned: dict, needed_blocks: int) -> Lever:
-    """The setting that sizes the engine's pool (a pinned exact size wins over a fraction)."""
-    if b.engine_name == "vllm":
-        if pinned.get("kv_cache_memory_bytes"):
-            block = pool_from_breakdown(b).block_bytes
-            return Lever("kv_cache_memory_bytes", "--kv-cache-memory-bytes",
-                         range(block, block * (2 * needed_blocks + 2), block))
-        return Lever("gpu_memory_utilization", "--gpu-memory-utilization", [k / 100 for k in range(1, 101)])
-    if b.engine_name == "sglang":
-        return Lever("mem_fraction_static", "--mem-fraction-static", [k / 100 for k in range(1, 100)])
-    if b.engine_name in ("llamacpp", "llama.cpp"):
-        return Lever("n_ctx", "-c", range(256, 256 * (2 * (needed_blocks // 256) + 4), 256))
-    raise ValueError(f"no pool lever for engine {b.engine_name!r}")
+    """The setting that sizes the engine's pool (a pinned exact size wins over a fraction), as the Breakdown's
+    engine names it (engines/<engine>/simulation.py)."""
+    return simulation_of(b).lever(b, pinned, needed_blocks)
+
+
+def simulation_of(b: Breakdown):
+    """The Breakdown's engine's PoolSimulation (errors.NotOffered when the engine has none)."""
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
+
+    return pool_simulation(get_engine(b.engine_name))
 
 
 def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None, seed: int = 0,
@@ -105,9 +105,10 @@ def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None
     runs += verdict.simulations
     needed = verdict.blocks
     lever = lever_for(b, pinned, max(needed, base_pool.num_blocks))
+    words = simulation_of(b).words
     if not needed:
         return WorkloadFit(lever, None, None, None, 0, 0, budget, runs,
-                           f"even {4 * base_pool.num_blocks} blocks preempt or hold back more than {budget:.0%} "
+                           f"even {4 * base_pool.num_blocks} blocks {words.verb} or hold back more than {budget:.0%} "
                            "of the requests")
     index, at = _smallest_value(predict, lever, needed)
     if index is None:
@@ -124,7 +125,7 @@ def fit_pool(predict: Predict, workload: Workload, *, pinned: dict | None = None
         index += 1
         at = predict({lever.setting: lever.grid[index]})
     return WorkloadFit(lever, lever.grid[index], at, confirm, needed, needed * base_pool.block_bytes, budget, runs,
-                       "" if good else "the confirming run still preempts")
+                       "" if good else f"the confirming run still {words.verbs}")
 
 
 def _smallest_value(predict: Predict, lever: Lever, blocks: int) -> tuple[int | None, Breakdown | None]:
@@ -158,9 +159,9 @@ def _smallest_value(predict: Predict, lever: Lever, blocks: int) -> tuple[int | 
     return high, best
 
 
-def fit_workload(model: str, gpu, workload: Workload, *, engine: str = "vllm", engine_version: str | None = None,
-                 settings: dict | None = None, seed: int = 0, budget: float = 0.01, cost: CostModel | None = None,
-                 **explain_options) -> WorkloadFit:
+def fit_workload(model: str, gpu, workload: Workload, *, engine: str = DEFAULT_ENGINE,
+                 engine_version: str | None = None, settings: dict | None = None, seed: int = 0,
+                 budget: float = 0.01, cost: CostModel | None = None, **explain_options) -> WorkloadFit:
     """The cheapest pool setting for `model` on `gpu` serving `workload` (`settings` pinned as given;
     `explain_options`: api.explain's gpu_memory / vllm_engine / source options)."""
     from .. import api
@@ -186,24 +187,36 @@ def default_cost(b: Breakdown) -> CostModel:
     return cost_for(b.gpu_name, b.weights_bytes, tp)
 
 
-def budget_words(budget: float) -> str:
+def shortfall_words(engine: str):
+    """How the engine words a request the pool was too small for (engines/base.py ShortfallWords)."""
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
+
+    return pool_simulation(get_engine(engine)).words
+
+
+def budget_words(budget: float, words=None) -> str:
+    from ..engines.base import ShortfallWords
+
+    words = words or ShortfallWords()
     if budget <= 0:
-        return "with no preemption"
+        return f"with no {words.event}"
     if abs(budget - 0.01) < 1e-9:
-        return "with no preemption at the 99th percentile"
-    return f"with at most {budget:.1%} of the requests preempted or held back for memory"
+        return f"with no {words.event} at the 99th percentile"
+    return f"with at most {budget:.1%} of the requests {words.some} or held back for memory"
 
 
 def verdict_line(result: SimulationResult, fit: WorkloadFit) -> str:
     """'your traffic peaks at 3.1 GiB of the 14.6 GiB pool; a pool of 4 GiB (--gpu-memory-utilization 0.42 on
-    this card) serves it with no preemption at the 99th percentile'."""
+    this card) serves it with no preemption at the 99th percentile', in the engine's words."""
+    words = shortfall_words(result.engine)
     pool_gib = result.pool_blocks * result.block_bytes / GIB
     if result.preemptions:
-        head = (f"your traffic fills the {pool_gib:.1f} GiB pool and {result.preempted_requests} of "
-                f"{result.requests} requests ({result.preempted_fraction:.1%}) are preempted")
+        head = (f"your traffic {words.full.format(pool=f'{pool_gib:.1f} GiB')} {result.preempted_requests} of "
+                f"{result.requests} requests ({result.preempted_fraction:.1%}) {words.happened}")
     else:
         head = f"your traffic peaks at {result.peak_bytes / GIB:.1f} GiB of the {pool_gib:.1f} GiB pool"
     if not fit.feasible:
         return f"{head}; {fit.reason}"
     return (f"{head}; a pool of {fit.needed_bytes / GIB:.1f} GiB ({fit.lever.text(fit.value)} on this card) "
-            f"serves it {budget_words(fit.budget)}")
+            f"serves it {budget_words(fit.budget, words)}")

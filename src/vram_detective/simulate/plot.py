@@ -19,6 +19,9 @@ def sparkline(values, width: int = 64, top: float | None = None) -> str:
 
 def occupancy_plot(result: SimulationResult, width: int = 64) -> str:
     """Three lines, at most 80 columns: the pool's blocks in use (max per bucket) against the pool size."""
+    from .fit import shortfall_words
+
+    event = shortfall_words(result.engine).event
     peaks = [peak for _, peak, _ in result.occupancy]
     line = sparkline(peaks, width, result.pool_blocks)
     gib = result.block_bytes / 2**30
@@ -26,5 +29,5 @@ def occupancy_plot(result: SimulationResult, width: int = 64) -> str:
         f"pool  |{line}| {result.pool_blocks * gib:.1f} GiB",
         f"       0 s{' ' * max(0, len(line) - 14)}{result.duration_s:>8.0f} s",
         f"peak {result.peak_blocks * gib:.2f} GiB, p99 {result.p99_blocks * gib:.2f} GiB, "
-        f"{result.preemptions} preemption(s), prefix hits {result.prefix_hit_rate:.0%}",
+        f"{result.preemptions} {event}(s), prefix hits {result.prefix_hit_rate:.0%}",
     ))

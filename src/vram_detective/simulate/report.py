@@ -6,7 +6,7 @@ import textwrap
 from collections import Counter
 
 from ..units import GIB
-from .fit import WorkloadFit, verdict_line
+from .fit import WorkloadFit, shortfall_words, verdict_line
 from .plot import occupancy_plot
 from .result import MAX_LISTED_PREEMPTIONS, SimulationResult
 
@@ -38,14 +38,14 @@ def report_text(b, workload: str, seed: int, result: SimulationResult, fit: Work
         lines.append(f"{'smallest pool':16}{fit.needed_blocks:,} blocks ({fit.needed_bytes / GIB:.2f} GiB), "
                      f"found in {fit.simulations} runs")
         lines.append(f"{'':16}{fit.lever.text(fit.value)}: {fit.pool_bytes / GIB:.2f} GiB, "
-                     f"{fit.result.preempted_fraction:.1%} preempted")
+                     f"{fit.result.preempted_fraction:.1%} {shortfall_words(result.engine).some}")
     lines += [""] + [line for note in result.notes for line in textwrap.wrap(f"note: {note}", WIDTH,
                                                                             subsequent_indent="  ")]
     return "\n".join(lines)
 
 
 def _figures(result: SimulationResult) -> list[str]:
-    r = result
+    r, label = result, shortfall_words(result.engine).label
     lines = [
         f"{'blocks in use':16}peak {r.peak_blocks:,} ({_gib(r.peak_blocks, r)}), p99 {r.p99_blocks:,} "
         f"({_gib(r.p99_blocks, r)}), mean {r.mean_blocks:,.0f}",
@@ -55,7 +55,7 @@ def _figures(result: SimulationResult) -> list[str]:
         f"{'at once (peak)':16}{r.peak_running:,} running, {r.peak_waiting:,} waiting",
     ]
     if r.preemptions:
-        lines.append(f"{'preemptions':16}{r.preemptions:,} of {r.preempted_requests:,} request(s) "
+        lines.append(f"{label:16}{r.preemptions:,} of {r.preempted_requests:,} request(s) "
                      f"({r.preempted_fraction:.1%} of requests)")
         for cause, count in preemption_causes(r)[:4]:
             lines += textwrap.wrap(f"{count:>6} x {cause}", WIDTH, initial_indent=" " * 16,
@@ -63,7 +63,7 @@ def _figures(result: SimulationResult) -> list[str]:
         if r.preemptions > MAX_LISTED_PREEMPTIONS:
             lines.append(f"{'':16}(causes of the first {MAX_LISTED_PREEMPTIONS} listed)")
     else:
-        lines.append(f"{'preemptions':16}none")
+        lines.append(f"{label:16}none")
     lines.append(f"{'prefix cache':16}{r.prefix_hit_rate:.0%} of prompt tokens hit "
                  f"({r.prefix_hit_tokens:,} of {r.prompt_tokens:,}, once per admission)")
     if r.lookup_queries:

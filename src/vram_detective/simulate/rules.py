@@ -1,6 +1,7 @@
 """The scheduler and KV-cache-manager rules the simulator follows, read from each engine's one rule table
 (the "scheduler (simulate)" rows of engines/<engine>/releases.py, rules named scheduler_<field>) through the
-engine interface: `rules_for(pool)` asks the pool's release (and vLLM engine path) for every field below.
+engine interface: `rules_for(pool)` asks the table the pool's engine names (engines/base.py PoolSimulation
+rule_table: the table, the engine path, the release) for every field below.
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ class EngineRules:
     admission_caps_window: bool = False  # the whole-prompt gate counts a window's group as its window's blocks
     free_uncached_first: bool = False
     keeps_duplicates: bool = False  # a block filled with a hash already cached is a cached copy, not anonymous  # a freed block without a hash goes to the front of the free queue
+    swaps_duplicates: bool = False  # ... is freed, the request holding the cached block instead
+    caches_decodes: bool = True  # a block a decode fills is cached then (SGLang: only when the request finishes)
     sources: tuple[str, ...] = ()
 
 
@@ -50,12 +53,12 @@ def _release(releases, version: str):
 
 @lru_cache(maxsize=64)
 def rules_at(engine: str, path: str, version: str) -> EngineRules:
-    """Every rule of `engine` (vLLM: on engine path `path`) at `version`, from the engine's rule table."""
+    """Every rule in `engine`'s rule table (on engine path `path`, "" when the engine has one) at `version`."""
     from ..engines import get_engine
 
     releases = get_engine(engine).releases
     at = _release(releases, version)
-    ruleset = releases.rules(at, path or None) if engine == "vllm" else releases.rules(at)
+    ruleset = releases.rules(at, path) if path else releases.rules(at)
     values: dict[str, object] = {}
     sources: list[str] = []
     for name in _FIELDS:
@@ -70,5 +73,9 @@ def rules_at(engine: str, path: str, version: str) -> EngineRules:
 
 
 def rules_for(pool) -> EngineRules:
-    path = (pool.variant or "v1") if pool.engine == "vllm" else ""
-    return rules_at(pool.engine, path, pool.version)
+    """The rules of the pool's release, from the rule table its engine names (Ollama: llama.cpp's at the build
+    it vendors)."""
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
+
+    return rules_at(*pool_simulation(get_engine(pool.engine)).rule_table(pool))

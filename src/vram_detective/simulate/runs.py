@@ -43,10 +43,10 @@ class Chain:
 
 class RunPool:
     __slots__ = ("queue", "head", "nfree", "size", "cached", "caching", "stamp", "uncached_first", "keep_dups",
-                 "dups")
+                 "dups", "swap_dups")
 
     def __init__(self, num_blocks: int, reserved: int, caching: bool, uncached_first: bool = False,
-                 keep_duplicates: bool = False):
+                 keep_duplicates: bool = False, swap_duplicates: bool = False):
         self.size = num_blocks
         self.caching = caching
         self.uncached_first = uncached_first  # rules.free_uncached_first: anonymous blocks freed to the front
@@ -59,6 +59,9 @@ class RunPool:
         # extra chains per owner, oldest first); a lookup takes the oldest cached copy of each position
         self.keep_dups = keep_duplicates
         self.dups: dict[object, list[Chain]] = {}
+        # rules.swaps_duplicates: a block filled with a hash another block holds is freed and the request holds
+        # the cached block instead (SGLang's radix insert frees the duplicate KV)
+        self.swap_dups = swap_duplicates
 
     @property
     def num_free(self) -> int:
@@ -313,6 +316,8 @@ class RunPool:
                 _append(table, chain, first, stop)
             elif self.keep_dups:
                 self._cache_copy(table, owner, first, stop)
+            elif self.swap_dups:
+                self._swap_copy(table, chain, first, stop)
             else:
                 _append(table, None, 0, 1)
             return
@@ -336,9 +341,20 @@ class RunPool:
                 _append(table, chain, first + i, first + j)
             elif self.keep_dups:
                 self._cache_copy(table, owner, first + i, first + j)
+            elif self.swap_dups:
+                self._swap_copy(table, chain, first + i, first + j)
             else:
                 _append(table, None, 0, j - i)
             i = j
+
+    def _swap_copy(self, table: list[list], chain: Chain, lo: int, hi: int) -> None:
+        """Positions [lo, hi) another block already holds: the request's own blocks go back to the free queue
+        and it holds the cached ones (a free one is revived). SGLang 0.5.23 mem_cache/radix_cache.py
+        _insert_cache: free_segment(kv_indices[cache_protected_len:prefix_len]), the row rewritten to the tree's
+        indices."""
+        self.touch([[chain, lo, hi]])
+        _append(table, chain, lo, hi)
+        self._free_anonymous(hi - lo)
 
     # --- release ----------------------------------------------------------------------------------------
     def release(self, table: list[list], tail: int) -> None:

@@ -23,11 +23,20 @@ FIELDS = ("used", "running", "waiting", "preempted", "hits", "finished", "querie
 
 
 def trace_pool(trace: dict, version: str = "0.11.0", engine: str = "vllm") -> PoolSpec:
+    """The trace's pool; `async_scheduling` (absent: off, as vLLM's driver's CPU config resolves it) sets the
+    tokens in flight as the engine's config does at that release (vLLM: two batches from 0.26.0)."""
+    from ..engines import get_engine
+    from ..engines.base import pool_simulation
+
     groups = tuple(KvGroup(kind, window, 1) for kind, window in trace["groups"])
+    tokens_in_flight = pool_simulation(get_engine(engine)).in_flight
+    in_flight = (tokens_in_flight(version, trace["max_num_batched_tokens"], bool(trace.get("async_scheduling")))
+                 if tokens_in_flight else 0)
     return PoolSpec(engine, version, "v1", num_blocks=trace["num_blocks"], block_size=trace["block_size"],
                     block_bytes=1, max_num_seqs=trace["max_num_seqs"],
                     max_num_batched_tokens=trace["max_num_batched_tokens"], max_model_len=trace["max_model_len"],
-                    groups=groups, prefix_caching=bool(trace["prefix_caching"]), chunked_prefill=True)
+                    groups=groups, prefix_caching=bool(trace["prefix_caching"]), chunked_prefill=True,
+                    in_flight_tokens=in_flight)
 
 
 def trace_requests(trace: dict) -> tuple[Request, ...]:

@@ -64,16 +64,9 @@ def smallest_pool(pool: PoolSpec, workload: Workload, seed: int = 0, budget: flo
 
 
 def flags_for_bytes(b: Breakdown, pool_bytes: int) -> dict[str, object]:
-    """Launch settings giving a KV pool of `pool_bytes` on the Breakdown's card and model:
-    vLLM --kv-cache-memory-bytes (exact) and --gpu-memory-utilization (the budget the other terms leave:
-    utilization x total = budget - kv pool + pool_bytes); SGLang --mem-fraction-static the same way."""
-    total = b.total_gpu_bytes
-    if b.engine_name == "vllm":
-        budget = int(b.figure("budget_bytes") or 0)
-        others = budget - b.kv_cache_bytes
-        util = (others + pool_bytes) / total
-        return {"kv_cache_memory_bytes": pool_bytes, "gpu_memory_utilization": round(min(1.0, util + 0.005), 2)}
-    if b.engine_name == "sglang":
-        static = b.weights_bytes + pool_bytes
-        return {"mem_fraction_static": round(min(1.0, static / total + 0.005), 3)}
-    return {"ctx_size_tokens": pool_bytes // max(1, b.kv_bytes_per_token)}
+    """Launch settings giving a KV pool of `pool_bytes` on the Breakdown's card and model, as its engine sets
+    them (engines/<engine>/simulation.py: vLLM --kv-cache-memory-bytes and --gpu-memory-utilization, SGLang
+    --mem-fraction-static, llama.cpp the context in cells)."""
+    from .fit import simulation_of
+
+    return simulation_of(b).flags_for_bytes(b, pool_bytes)

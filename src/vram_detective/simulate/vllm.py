@@ -49,7 +49,8 @@ class VllmSim:
         caching = rules.prefix_caching if pool.prefix_caching is None else bool(pool.prefix_caching)
         self.chunked = rules.chunked_prefill if pool.chunked_prefill is None else bool(pool.chunked_prefill)
         self.mixed = rules.mixed_prefill_decode or self.chunked
-        self.swap = rules.engine == "vllm" and pool.variant == "v0" and pool.preemption_mode == "swap"
+        # swapping to CPU blocks is V0's (engine path "v0"), asked for with preemption_mode swap
+        self.swap = pool.variant == "v0" and pool.preemption_mode == "swap"
         self.bs = pool.block_size
         self.windows = [g.window if (g.window and rules.sliding_window_frees) else 0 for g in pool.groups]
         # one group with nothing to free early: the fast path; else a table of runs per group, the groups' hashes
@@ -59,7 +60,7 @@ class VllmSim:
         self.slides = [(g, window - 1) for g, window in enumerate(self.windows) if window]
         self.slides_all = [(g, window) for g, window in enumerate(self.windows) if window]
         self.blocks = RunPool(pool.num_blocks, rules.reserved_blocks, caching, rules.free_uncached_first,
-                              rules.keeps_duplicates)
+                              rules.keeps_duplicates, rules.swaps_duplicates)
         self.watermark = int(rules.admission_watermark * pool.num_blocks)
         self.running: dict[int, _Live] = {}  # admission order: the last one is preempted first
         self.prefilling: dict[int, _Live] = {}
@@ -84,6 +85,7 @@ class VllmSim:
         self.counts_preempted = rules.lookup_counts_preempted
         self.counts_retries = rules.lookup_counts_retries
         self.lookup_in_blocks = rules.lookup_in_blocks
+        self.caches_decodes = rules.caches_decodes  # a block a decode fills is cached then, not at the finish
 
     # --- allocation -------------------------------------------------------------------------------
     def _spans(self, r: _Live, start: int, stop: int) -> tuple[tuple[object, int, int], ...]:
@@ -211,12 +213,15 @@ class VllmSim:
     def _admission_caps(self, pool, caps_window: bool) -> list[int]:
         """Per group, the most blocks the whole-prompt gate counts: a sliding window's group from 0.21.0
         (kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request: cdiv(min(window - 1 +
-        max_num_batched_tokens, max_model_len), block) + 1; one batch in flight, no async scheduling)."""
+        in-flight tokens, max_model_len), block) + 1). The in-flight tokens are max_num_batched_tokens, from 0.26.0
+        VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (sched/scheduler.py
+        0.26.0-0.33.0 hands it to the KVCacheManager): the pool's in_flight_tokens, set by whoever built it."""
         big = 1 << 62
         if not caps_window:
             return [big] * len(self.windows)
         longest = pool.max_model_len or big
-        return [-(-min(window - 1 + pool.max_num_batched_tokens, longest) // self.bs) + 1
+        in_flight = pool.in_flight_tokens or pool.max_num_batched_tokens
+        return [-(-min(window - 1 + in_flight, longest) // self.bs) + 1
                 if window else big for window in self.windows]
 
     def _hit_blocks(self, hits) -> int:
@@ -436,7 +441,7 @@ class VllmSim:
         event, new blocks taken from the free queue, and the next event inlined."""
         finishing = []
         events, dstep, bs, pool = self.events, self.dstep, self.bs, self.blocks
-        caching, pop, push = pool.caching, heapq.heappop, heapq.heappush
+        caching, pop, push = pool.caching and self.caches_decodes, heapq.heappop, heapq.heappush
         while events and events[0][0] <= dstep:
             _, _, epoch, r = pop(events)
             if epoch != r.epoch or not r.decoding:

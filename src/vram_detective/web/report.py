@@ -259,10 +259,16 @@ def pair_bars_svg(figures: list[dict]) -> str:
             f'<title>observed (solid) vs predicted (light), GiB</title>{"".join(out)}</svg>')
 
 
-def _dict_table(caption: str, rows: dict, cls: str = "") -> str:
-    body = "".join(f'<tr><th scope=row>{escape(str(k))}</th><td class=num data-figure="{escape(str(k))}" '
-                   f'data-value="{escape(json.dumps(v, default=str))}">{escape(_show(v))}</td></tr>'
-                   for k, v in rows.items())
+def _dict_table(caption: str, rows: dict, cls: str = "", labels: dict | None = None) -> str:
+    """Rows of figures; with `labels` (figures a log printed), each in words with its unit."""
+    from ..forensics.engine_answer import show
+
+    def text(key, value):
+        return show(key, value) if labels is not None else _show(value)
+
+    body = "".join(f'<tr><th scope=row>{escape(str((labels or {}).get(k, k)))}</th><td class=num '
+                   f'data-figure="{escape(str(k))}" data-value="{escape(json.dumps(v, default=str))}">'
+                   f'{escape(text(k, v))}</td></tr>' for k, v in rows.items())
     return f'<table class="{cls}"><caption>{escape(caption)}</caption>{body}</table>'
 
 
@@ -280,11 +286,20 @@ def logs_fragment(report: dict) -> str:
         return _engine_logs_fragment(report)
     if not report["runs"]:
         return f'<p class="verdict">Read {report.get("lines_read", 0):,} lines; no startup figures found.</p>'
-    parts = [f'<p class="verdict">Read {report["lines_read"]:,} lines, {report["lines_with_figures"]:,} with figures, '
-             f'{len(report["runs"])} startup run(s).</p>']
+    from ..forensics.answer import render_answer
+    from ..forensics.observed import LABELS
+
+    last = report["runs"][-1]
+    answer = [line.strip() for line in render_answer(last, None)]  # the terminal's answer (forensics/answer.py)
+    read = answer[-1] if answer[-1].startswith("Read from the log:") else ""
+    failed = " failed" if last["startup"]["failed"] else ""
+    parts = [f'<p class="verdict{failed}">{escape(answer[0])}</p>', _observed_bar_svg(last.get("answer")),
+             f'<p class="read">{report["lines_read"]:,} lines, {report["lines_with_figures"]:,} with figures, '
+             f'{len(report["runs"])} startup run(s). {escape(read.removesuffix(" --verbose shows how."))}</p>']
     for run in report["runs"][-3:]:
         parts.append(f'<section class="run" data-run="{run.get("run")}"><h3>Run {run.get("run")}</h3>')
-        parts.append('<div class="cols">' + _dict_table("what the log printed", run.get("observed", {}), "observed"))
+        parts.append('<div class="cols">' + _dict_table("what the log printed", run.get("observed", {}), "observed",
+                                                        LABELS))
         inferred = {k: run[k] for k in ("vllm_version", "engine", "gpu", "model") if isinstance(run.get(k), dict)}
         inferred.update({f"setting {k}": v for k, v in (run.get("settings") or {}).items()})
         parts.append(_dict_table("inferred", inferred, "inferred") + "</div>")
@@ -292,7 +307,8 @@ def logs_fragment(report: dict) -> str:
         if figures:
             parts.append(f"<h4>Predicted vs observed</h4>{pair_bars_svg(figures)}")
             parts.append("<ul class=causes>" + "".join(
-                f"<li><b>{escape(f['key'])}</b>: {escape(str(f.get('cause', '')))}</li>" for f in figures) + "</ul>")
+                f"<li><b>{escape(LABELS.get(f['key'], f['key']))}</b>: {escape(str(f.get('cause', '')))}</li>"
+                for f in figures) + "</ul>")
         for scenario in ((run.get("what_if") or {}).get("scenarios") or []):
             parts.append(f"<p>{escape(scenario['flags'])}: nvidia-smi {scenario['predicted_nvidia_smi_mib']:,} MiB"
                          f" (saves {scenario['saving_mib']:,} MiB)</p>")
@@ -490,7 +506,7 @@ def occupancy_svg(report: dict) -> str:
                      f'</title></line>')
     parts.append(_time_axis(end))
     label = (f"blocks in use over {end:,.0f} s: peak {r['peak_blocks']:,} of a {r['pool_blocks']:,}-block pool, "
-             f"{r['preemptions']:,} preemption(s)")
+             f"{r['preemptions']:,} {_shortfall(report).event}(s)")
     return (f'<svg class="occupancy" viewBox="0 0 {CHART_W:.0f} {CHART_H:.0f}" role="img" aria-label="{escape(label)}" '
             f'data-pool-blocks="{r["pool_blocks"]}" data-peak-blocks="{r["peak_blocks"]}" data-buckets="{len(buckets)}" '
             f'data-preemption-marks="{len(r["preemption_log"])}"><title>{escape(label)}</title>{"".join(parts)}</svg>')
@@ -526,15 +542,24 @@ def simulate_fragment(report: dict, launch: str = "") -> str:
              f'{occupancy_svg(report)}<ul class="legend"><li><span class="swatch kv" aria-hidden="true"></span>'
              f'blocks in use (max per bucket; filled: mean)</li><li><span class="swatch pool" aria-hidden="true">'
              f'</span>the pool</li><li><span class="swatch needed" aria-hidden="true"></span>the smallest pool that '
-             f'serves it</li><li><span class="swatch preempt" aria-hidden="true"></span>a preemption</li></ul></figure>']
+             f'serves it</li><li><span class="swatch preempt" aria-hidden="true"></span>a {_shortfall(report).event}'
+             '</li></ul></figure>']
     parts.append(_fit_html(fit, launch))
     items = {key: r[key] for key, _ in SIM_FIGURES if key in r}
-    labels = dict(SIM_FIGURES)
+    labels = dict(SIM_FIGURES, preemptions=_shortfall(report).label,
+                  preempted_requests=f"requests {_shortfall(report).some}")
     parts.append('<table class="sim-figures"><caption>figures (simulate --json, "result")</caption>' + "".join(
         f'<tr><th scope=row>{escape(labels[k])}</th><td class=num data-figure="{k}" data-value="{escape(json.dumps(v))}">'
         f'{escape(_sim_show(k, v))}</td></tr>' for k, v in items.items()) + "</table>")
     parts.append("<ul class=notes>" + "".join(f"<li>{escape(n)}</li>" for n in r.get("notes") or []) + "</ul>")
     return "".join(parts)
+
+
+def _shortfall(report: dict):
+    """The engine's words for a request the pool was too small for (llama.cpp: a slot overflow, no preemption)."""
+    from ..simulate.fit import shortfall_words
+
+    return shortfall_words(report["engine"])
 
 
 def _sim_show(key: str, value) -> str:

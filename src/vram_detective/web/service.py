@@ -196,6 +196,9 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
             parsed = engine.launch.parse(words)
         except engine.launch.error as error:
             raise RequestError(f"launch line: {error}") from None
+        from ..launch_flags import ignored_notes
+
+        ignored_notes(engine_name, getattr(parsed, "ignored", ()))  # a misspelt flag: 400, as the command's exit 2
         model, settings = parsed.model, dict(parsed.settings)
     for flag in engine.launch.flags:
         raw = params.get(flag.setting)

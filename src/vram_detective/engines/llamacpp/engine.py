@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, Releases
 
 
 def _is_gguf_path(reference: str) -> bool:
@@ -125,6 +125,14 @@ class LlamaCppEngine:
 
     def log_findings(self, observed: dict):
         return None
+
+    @cached_property
+    def simulation(self) -> PoolSimulation:
+        """simulate's pool and scheduler: the server's slots, context shift, no preemption (simulation.py)"""
+        from . import simulation as s
+
+        return PoolSimulation(s.pool, s.simulator, s.rule_table, s.lever, s.flags_for_bytes, bounds_requests=False,
+                              words=s.WORDS)
 
     @cached_property
     def levers(self) -> Levers:

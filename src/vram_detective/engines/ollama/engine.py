@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from ...input_checks import check_counts
-from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, Releases
 
 MIB = 1024 * 1024
 
@@ -239,6 +239,15 @@ class OllamaEngine:
         from .log_parser import findings
 
         return findings(observed)
+
+    @cached_property
+    def simulation(self) -> PoolSimulation:
+        """simulate's pool: llama.cpp's slots with Ollama's num_ctx x num_parallel (simulation.py)"""
+        from ..llamacpp.simulation import WORDS
+        from . import simulation as s
+
+        return PoolSimulation(s.pool, s.simulator, s.rule_table, s.lever, s.flags_for_bytes, bounds_requests=False,
+                              words=WORDS)
 
     @cached_property
     def levers(self) -> Levers:

@@ -6,7 +6,7 @@ import re
 from functools import cached_property
 
 from ...units import GIB
-from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, Releases
 
 # lines only SGLang prints (model_runner.py, memory_pool.py, scheduler.py), any release
 _SGLANG_LINES = re.compile(r"Load weight (?:begin|end)\. .*avail mem=|KV Cache is allocated\.|Memory pool end\. avail mem="
@@ -107,6 +107,13 @@ class SGLangEngine:
     @cached_property
     def logs(self) -> LogFormats:
         return LogFormats(_lines, _observed, _is_sglang_log)
+
+    @cached_property
+    def simulation(self) -> PoolSimulation:
+        """simulate's pool and scheduler: the token pool, radix cache and retract_decode (simulation.py)"""
+        from . import simulation as s
+
+        return PoolSimulation(s.pool, s.simulator, s.rule_table, s.lever, s.flags_for_bytes, grain=s.GRAIN)
 
     @cached_property
     def levers(self) -> Levers:

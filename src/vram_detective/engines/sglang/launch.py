@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .settings import SETTING_NAMES, SGLangSettings, from_values
+if TYPE_CHECKING:  # the settings (and their rule table) load when a line is parsed, not with the flag table
+    from .settings import SGLangSettings
 
 # other engines' names for SGLang's settings (api.explain and `compare` pass them through; engine_choice.py lets
 # their flags through for SGLang)
@@ -83,6 +85,8 @@ def parse_launch(command: str) -> SGLangLaunch:
         elif token.startswith("--"):
             unknown.append(flag)
         index += 1
+    from .settings import from_values
+
     return SGLangLaunch(entrypoint, from_values(values), tuple(unknown))
 
 
@@ -137,6 +141,11 @@ class ParsedLine:
     entrypoint: str
     unknown_flags: tuple[str, ...]
 
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """The flags the prediction does not read (as every engine's parsed line names them)."""
+        return self.unknown_flags
+
 
 def is_sglang_line(words: list[str]) -> bool:
     try:
@@ -151,6 +160,8 @@ def parse_launch_words(words: list[str]) -> ParsedLine:
         launch = parse_launch(shlex.join(words))
     except ValueError as error:
         raise LaunchLineError(str(error)) from None
+    from .settings import SETTING_NAMES
+
     # in the settings' own order (`given` is a set: its order changes with the interpreter's hash seed)
     values = {name: getattr(launch.settings, name) for name in SETTING_NAMES if name in launch.settings.given}
     model = values.pop("model_path", None)

@@ -326,7 +326,8 @@ RULE_CHANGES: tuple[Rule, ...] = (
     *_added("0.5.21", "DiffusionGemmaForBlockDiffusion", "gemma4_diffusion.py"),
 
     # --- scheduler (simulate): the scheduler and radix-cache rules `vram-detective simulate` follows (issue 18),
-    # read by simulate/rules.py; the simulator models 0.5.11's scheduler for every release
+    # read by simulate/rules.py; the simulator models 0.5.11's scheduler for every release, checked step for step
+    # against 0.5.23's own code (benchmarks/sglang_scheduler_conformance.py)
     Rule(_v("0.4.0"), "scheduler_prefix_caching", True, "mem_cache/radix_cache.py 0.5.11: radix cache on"),
     Rule(_v("0.4.0"), "scheduler_chunked_prefill", True, "managers/schedule_policy.py 0.5.11: PrefillAdder"),
     Rule(_v("0.4.0"), "scheduler_mixed_prefill_decode", False, "managers/scheduler.py 0.5.11: prefill batch first"),
@@ -340,6 +341,11 @@ RULE_CHANGES: tuple[Rule, ...] = (
                "environ.py 0.5.11: SGLANG_INIT_NEW_TOKEN_RATIO, _MIN_NEW_TOKEN_RATIO_FACTOR, _DECAY_STEPS"),
     Rule(_v("0.4.0"), "scheduler_retract_decode_steps", 20, "environ.py 0.5.11: SGLANG_RETRACT_DECODE_STEPS"),
     Rule(_v("0.4.0"), "scheduler_clip_max_new_tokens", 4096, "managers/schedule_policy.py 0.5.11: CLIP_MAX_NEW_TOKENS"),
+    Rule(_v("0.4.0"), "scheduler_swaps_duplicates", True,
+               "mem_cache/radix_cache.py 0.5.23 _insert_cache: a prefix already in the tree frees the request's copy"),
+    Rule(_v("0.4.0"), "scheduler_caches_decodes", False,
+               "mem_cache/common.py 0.5.23: decoded tokens enter the tree at release_kv_cache(checkpoint=True) when the "
+               "request finishes; retract_decode releases with checkpoint=False"),
 )
 # fmt: on
 

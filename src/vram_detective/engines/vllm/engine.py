@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import CaseScoring, LaunchLine, Levers, LogFormats, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, Releases
 
 
 def _is_vllm_log(text: str) -> bool:
@@ -131,6 +131,13 @@ class VllmEngine:
         from .logs.lines import log_lines
 
         return LogFormats(log_lines, _observed, _is_vllm_log, _reader, _analyse)
+
+    @cached_property
+    def simulation(self) -> PoolSimulation:
+        """simulate's pool and scheduler: V1's hybrid KV-cache manager and V0's block manager (simulation.py)"""
+        from . import simulation as s
+
+        return PoolSimulation(s.pool, s.simulator, s.rule_table, s.lever, s.flags_for_bytes, in_flight=s.in_flight)
 
     @cached_property
     def levers(self) -> Levers:

@@ -520,13 +520,18 @@ def _fits(model, gpu, version, settings, source):
     return breakdown
 
 
-def least_utilization(model, gpu, version, settings: dict, source, high: float = 0.99):
-    """The smallest gpu_memory_utilization (2 decimals) with which one max_model_len request still fits."""
+def least_utilization(model, gpu, version, settings: dict, source, high: float = 0.99, safe: bool = True):
+    """The smallest gpu_memory_utilization (2 decimals) with which one max_model_len request still fits, with
+    room beyond the KV pool's error (intervals.starts_safely: explain's and fit's margin); `safe=False`: the
+    least with which the engine starts at all (a refused start's fix, whose margin explain then shows)."""
+    from ....intervals import starts_safely
     from ....units import least_hundredth
 
     def ok(u):
         breakdown = _fits(model, gpu, version, dict(settings, gpu_memory_utilization=u), source)
-        return breakdown if breakdown is not None and breakdown.failure is None else None
+        if breakdown is None or breakdown.failure is not None:
+            return None
+        return breakdown if not safe or starts_safely(breakdown) else None
 
     return least_hundredth(ok, 0.01, high)
 
@@ -603,7 +608,7 @@ def start_fixes(model: str, gpu, version, settings: dict, source) -> list[dict]:
         return []
     current_u = float(settings.get("gpu_memory_utilization", baseline.setting("gpu_memory_utilization")))
     trials = []
-    u, _ = least_utilization(model, gpu, version, settings, source, high=0.98)
+    u, _ = least_utilization(model, gpu, version, settings, source, high=0.98, safe=False)
     if u is not None and u > current_u:
         trials.append((f"--gpu-memory-utilization {u:.2f}", {"gpu_memory_utilization": u}))
     longest = baseline.failure.largest_fitting_max_model_len

@@ -353,7 +353,7 @@ def sweep_throughput(runs: int) -> list[tuple[str, float]]:
             warm.append(len(grid) / (time.perf_counter() - started))
         out.append((f"advisor sweep, new family: {model} ({len(grid):,})", statistics.median(cold)))
         out.append((f"advisor sweep, pieces known: {model}", statistics.median(warm)))
-    from vram_detective.advisor.search import Target, fit
+    from vram_detective.engines.vllm.advisor.search import Target, fit
 
     rates = []
     for _ in range(max(3, runs // 4)):

@@ -15,8 +15,8 @@ import pytest
 from conftest import GIB
 from vram_detective import api
 from vram_detective.advisor.command import Progress
-from vram_detective.advisor.launch_command import python_command, serve_command
-from vram_detective.advisor.search import Target, fit
+from vram_detective.engines.vllm.advisor.launch_command import python_command, serve_command
+from vram_detective.engines.vllm.advisor.search import Target, fit
 from vram_detective.cli import main
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -269,7 +269,7 @@ def test_numpy_missing_falls_back_with_a_note(monkeypatch, capsys):
 
 
 def test_binding_constraints():
-    from vram_detective.advisor.search import Candidate, Family, _binding
+    from vram_detective.engines.vllm.advisor.search import Candidate, Family, _binding
     from vram_detective.engines.vllm.sweep import FastPath
     from vram_detective.advisor.variants import Variant
     from vram_detective.hardware import custom_gpu

@@ -12,7 +12,7 @@ import pytest
 from conftest import GIB
 from vram_detective import api
 from vram_detective.engines.vllm import sweep as sweep_module
-from vram_detective.advisor.search import Target, fit
+from vram_detective.engines.vllm.advisor.search import Target, fit
 from vram_detective.engines.vllm.sweep import FastPath, FastPathUnsupported
 
 # (model, gpu, vLLM version, fixed settings)

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import GIB
 from vram_detective import api
-from vram_detective.advisor.levers import whatif
+from vram_detective.engines.vllm.advisor.levers import whatif
 from vram_detective.cli import main
 
 BASELINES = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -153,14 +154,15 @@ def test_vllm_launch_line_sets_the_v0_v1_path_asked_for():
             == "VLLM_USE_V1=0 vllm serve Qwen/Qwen3-8B")
 
 
-@pytest.mark.xfail(strict=True, reason="Ollama's launch line is written with llama-server's program and Ollama's "
-                                       "flag names (observed 'llama-server -m Qwen/Qwen3-8B --num-ctx 8192 "
-                                       "--num-parallel 2'): no program reads it, Ollama's own parser refuses it")
 def test_ollama_writes_a_launch_line_it_reads():
+    """It was llama-server's program with Ollama's flag names, which no program reads."""
     engine = get_engine("ollama")
-    line = engine.launch_line("Qwen/Qwen3-8B", {"num_ctx": 8192, "num_parallel": 2})
-    parsed = engine.launch.parse(line.split())
-    assert (parsed.model, parsed.settings) == ("Qwen/Qwen3-8B", {"num_ctx": 8192, "num_parallel": 2})
+    settings = {"num_ctx": 8192, "num_parallel": 2, "flash_attention": True, "kv_cache_type": "q8_0"}
+    line = engine.launch_line("qwen2.5:7b", dict(settings, num_gpu=20))
+    assert line == ("OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_NUM_PARALLEL=2 OLLAMA_FLASH_ATTENTION=1 "
+                    "OLLAMA_KV_CACHE_TYPE=q8_0 ollama run qwen2.5:7b  # /set parameter num_gpu 20")
+    parsed = engine.launch.parse(shlex.split(line, comments=True))
+    assert (parsed.model, parsed.settings) == ("qwen2.5:7b", settings)
 
 
 def test_metrics_and_deployments_are_offered_or_plainly_not():
@@ -178,3 +180,12 @@ def test_a_pasted_sglang_line_reads_the_same_whatever_the_hash_seed():
     seen = {subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONHASHSEED=str(seed)),
                            capture_output=True, text=True, check=True).stdout for seed in range(4)}
     assert seen == {"{'tp_size': 2, 'mem_fraction_static': 0.8, 'page_size': 64, 'context_length': 8192}\n"}
+
+
+def test_every_engine_names_the_controls_the_web_page_shows_in_its_own_settings():
+    shown = {name: [row[0] for row in get_engine(name).controls] for name in ENGINES}
+    assert shown["vllm"][:2] == ["gpu_memory_utilization", "max_model_len"]
+    assert shown["sglang"][:2] == ["mem_fraction_static", "context_length"]
+    assert shown["llamacpp"][:2] == ["n_ctx", "n_parallel"] and shown["ollama"][:2] == ["num_ctx", "num_parallel"]
+    for name, settings in shown.items():  # each a setting the engine's own flags set
+        assert set(settings) <= {flag.setting for flag in get_engine(name).launch.flags}, name

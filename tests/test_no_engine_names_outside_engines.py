@@ -1,15 +1,13 @@
 """Issue 23: outside engines/, no engine is named in code (the default in engines.DEFAULT_ENGINE aside) and no
 optional engine hook is probed with getattr/hasattr: every front end goes through the interface.
 
-The whole tree is not there yet: the strict xfail below holds the observed counts (it fails the day they reach
-0, so the marker goes then); the front ends rebuilt on the interface (CLI dispatch, the web API, the library,
-the advisor dispatch, engine choice, refusals) are held at 0 now."""
+The whole tree is there (the per-file ratchet that held the counts on the way, from 62 names and 3 probes, is
+gone with them); the front ends rebuilt on the interface are also checked by name, so a regression there says
+which file."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
-
-import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "vram_detective"
 NAMES = re.compile(r"""get_engine\(\s*["'](vllm|sglang|llamacpp|ollama)["']|[!=]=\s*["'](vllm|sglang|llamacpp|ollama)["']""")
@@ -43,34 +41,7 @@ def test_the_rebuilt_front_ends_name_no_engine_and_probe_no_hook():
     assert _hits(PROBES, files) == []
 
 
-@pytest.mark.xfail(strict=True, reason="observed 47 engine-name matches outside engines/ ("
-                                       "forensics/ 18, advisor/search.py and levers.py 7, simulate/ 12, "
-                                       "web/service.py 2, ...) and 3 getattr/hasattr probes "
-                                       "(watch/command.py, deploy/command.py, forensics/engine_logs.py)")
 def test_no_engine_name_and_no_hook_probe_outside_engines():
     files = _outside_engines()
-    assert (len(_hits(NAMES, files)), len(_hits(PROBES, files))) == (0, 0)
-
-
-# The ratchet until the strict xfail above turns: per file, at most what was observed (one line per file, so work
-# on different files lands without touching the same line). Lower a count, or delete its line, when a file gets
-# rid of its branches; never raise one.
-NAME_BUDGET = {
-    "advisor/gguf_advisor.py": 3,
-    "advisor/launch_command.py": 3,
-    "advisor/levers.py": 2,
-    "advisor/search.py": 5,
-    "advisor/sglang_advisor.py": 1,
-}
-PROBE_BUDGET = {
-}
-
-
-def _over_budget(pattern: re.Pattern, budget: dict[str, int]) -> dict[str, int]:
-    counts = {str(path.relative_to(SRC)): len(_hits(pattern, [path])) for path in _outside_engines()}
-    return {name: n for name, n in counts.items() if n > budget.get(name, 0)}
-
-
-def test_the_count_does_not_grow():
-    assert _over_budget(NAMES, NAME_BUDGET) == {}
-    assert _over_budget(PROBES, PROBE_BUDGET) == {}
+    assert _hits(NAMES, files) == []
+    assert _hits(PROBES, files) == []

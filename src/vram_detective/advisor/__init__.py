@@ -1,9 +1,9 @@
 """The advisor: `whatif` (what every lever changes) and `fit` (which settings meet a target).
 
-Both stand on the forward model (`vram_detective.api.explain`). `fit` sweeps thousands of settings
-through `sweep.FastPath`, a vectorized form of the same plan that is checked against `explain` figure by
-figure, and verifies its best candidates with `explain` itself.
+Engine-neutral here: the one dispatch (answers.py, the engine's own advisor through `Levers.answers`), the
+command line (command.py), the catalog's checkpoint variants (variants.py) and the renderers (report.py). Each
+engine's levers and search live with the engine (engines/<engine>/advisor): vLLM's vectorized sweep through
+its FastPath, SGLang's loop over its plan, llama.cpp's layer and context solvers, Ollama's knobs.
 
-Kept import-free so that `vram-detective --help` stays fast: import the submodules you need
-(`sweep`, `search`, `levers`, `variants`, `launch_command`).
+Kept import-free so that `vram-detective --help` stays fast: import the submodules you need.
 """

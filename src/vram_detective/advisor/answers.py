@@ -1,9 +1,9 @@
 """`whatif` and `fit` for any engine: the one dispatch the command line, the web API and the library share.
 
-Which search answers is the engine's own declaration (`engine.levers.advisor`): "sweep" (the vectorized
-sweep over the levers and the catalog's checkpoints, levers.py / search.py), "loop" (a plain loop over the
-engine's plan, sglang_advisor.py: SGLang's levers, the one engine declaring it today) or "gguf" (llama.cpp's layer and context solvers, gguf_advisor.py).
-No engine is named here: an engine that declares an advisor gets it on every surface."""
+Each engine answers with its own advisor, declared on the interface (`engine.levers.answers`, in
+engines/<engine>/): vLLM's vectorized sweep over its settings and the catalog's checkpoints, SGLang's loop over
+its plan, llama.cpp's layer and context solvers (Ollama's levers on top of them). No engine is named here: an
+engine that declares an advisor gets it on every surface; one that declares none is answered NotOffered."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,78 +48,17 @@ class AdvisorAnswer:
 def whatif(model: str, gpu, engine, version: str | None, settings: dict, sources: dict, *,
            checkpoints: bool = True) -> AdvisorAnswer:
     """The baseline, then each lever of the engine one at a time."""
-    kind = engine.levers.advisor
-    if kind == "sweep":
-        from .levers import whatif as sweep_whatif
-        from .report import whatif_json, whatif_text
-
-        result = sweep_whatif(model, gpu, vllm_version=version, settings=dict(settings), source_options=sources,
-                              include_checkpoints=checkpoints)
-        return AdvisorAnswer("whatif", engine.name, whatif_json(result), result.baseline.starts,
-                             lambda columns, markdown: whatif_text(result, columns=columns, markdown=markdown), True)
-    pins = {key: value for key, value in settings.items() if key != "engine"}
-    if kind == "gguf":
-        from . import gguf_advisor as advisor
-
-        rows = advisor.whatif(model, gpu, version, pins, sources, engine.name)
-    elif kind == "loop":
-        from . import sglang_advisor as advisor
-
-        rows = advisor.whatif(model, gpu, version, pins, sources)
-    else:
-        raise NotOffered(f"whatif: {engine.label} has no levers modelled")
-    return AdvisorAnswer("whatif", engine.name, [row.to_dict() for row in rows], rows[0].breakdown.failure is None,
-                         lambda columns, markdown: advisor.whatif_text(rows))
+    return _advisor(engine, "whatif").whatif(model, gpu, engine, version, settings, sources, checkpoints=checkpoints)
 
 
 def fit(model: str, gpu, engine, version: str | None, settings: dict, sources: dict, target: Target,
         *, progress: Callable | None = None) -> AdvisorAnswer:
-    """The settings (and, for the sweep, the checkpoints) that meet `target`, best first."""
-    kind = engine.levers.advisor
-    if kind == "sweep":
-        return _sweep_fit(model, gpu, engine, version, settings, sources, target, progress)
-    pins = {key: value for key, value in settings.items() if key != "engine"}
-    if kind == "gguf":
-        return _gguf_fit(model, gpu, engine, version, pins, sources, target)
-    if kind != "loop":
-        raise NotOffered(f"fit: {engine.label} has no levers modelled")
-    from . import sglang_advisor as advisor
-
-    rows = advisor.fit(model, gpu, version, pins, sources, context=target.context, concurrency=target.concurrency,
-                       ceiling=target.max_gpu_memory, gpus=target.gpus)[: target.top]
-    sentence = (f"{target.concurrency or 1:g} x {target.context_text or 'the model context'} tokens"
-                + (f" under {target.max_gpu_memory_text} per GPU" if target.max_gpu_memory else ""))
-    return AdvisorAnswer("fit", engine.name, {"target": sentence, "candidates": [row.fit_dict() for row in rows]},
-                         bool(rows), lambda columns, markdown: advisor.fit_text(rows, sentence))
+    """The settings (and, where the engine searches them, the checkpoints) that meet `target`, best first."""
+    return _advisor(engine, "fit").fit(model, gpu, engine, version, settings, sources, target, progress=progress)
 
 
-def _sweep_fit(model, gpu, engine, version, settings, sources, target: Target, progress) -> AdvisorAnswer:
-    from .report import fit_json, fit_text
-    from .search import Target as SweepTarget
-    from .search import fit as sweep_fit
-
-    pins = dict(settings)
-    path = pins.pop("engine", None)
-    entrypoint = pins.pop("entrypoint", None) or "serve"
-    wanted = SweepTarget(context=target.context, concurrency=target.concurrency,
-                         max_gpu_memory=target.max_gpu_memory, gpus=target.gpus)
-    result = sweep_fit(model, gpu, wanted, vllm_version=version, pins=pins, entrypoint=entrypoint, engine=path,
-                       same_checkpoint=target.same_checkpoint, top=target.top, source_options=sources,
-                       progress=progress)
-    return AdvisorAnswer("fit", engine.name, fit_json(result), result.feasible,
-                         lambda columns, markdown: fit_text(result, columns=columns, markdown=markdown), True)
-
-
-def _gguf_fit(model, gpu, engine, version, pins, sources, target: Target) -> AdvisorAnswer:
-    from . import gguf_advisor
-
-    if not engine.levers.solves_layers:
-        raise NotOffered(f"fit --engine {engine.name}: {engine.label} picks the layers itself (its estimate); use "
-                         f"`whatif --engine {engine.name}`, or `fit` with an engine whose layers you set")
-    answers = gguf_advisor.fit(model, gpu, version, pins, sources, context=target.context,
-                               concurrency=target.concurrency, ceiling=target.max_gpu_memory, gpus=target.gpus)
-    sentence = (f"{gpu.name}" + (f", {target.max_gpu_memory_text} per GPU" if target.max_gpu_memory else "")
-                + (f", {target.gpus} GPUs" if target.gpus > 1 else ""))
-    return AdvisorAnswer("fit", engine.name, gguf_advisor.fit_json(answers, sentence),
-                         any(entry.answer.layout is not None for entry in answers),
-                         lambda columns, markdown: gguf_advisor.fit_text(model, answers, sentence))
+def _advisor(engine, command: str):
+    """The engine's own advisor (engines/<engine>/advisor), or the plain answer that it has none."""
+    if engine.levers.answers is None:
+        raise NotOffered(f"{command}: {engine.label} has no levers modelled")
+    return engine.levers.answers()

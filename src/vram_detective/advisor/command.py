@@ -16,6 +16,7 @@ EXIT_BAD_INPUT = 2
 WHATIF_EXAMPLES = """examples:
   vram-detective whatif Qwen/Qwen2.5-7B-Instruct-AWQ --gpu "RTX 4090" --max-model-len 32k
   vram-detective whatif meta-llama/Llama-3.1-8B-Instruct --gpu 3090 --vllm-version 0.6.4 --json
+  vram-detective whatif Qwen/Qwen3-8B --gpu 4090 --engine llamacpp --gguf-type Q4_K_M -c 8192
 """
 
 FIT_EXAMPLES = """examples:
@@ -23,6 +24,7 @@ FIT_EXAMPLES = """examples:
   vram-detective fit meta-llama/Llama-3.1-70B-Instruct --gpu H100 --context 32k --concurrency 16
   vram-detective fit Qwen/Qwen3-32B --gpu "RTX 4090" --gpus 2 --context 128k      # what it takes
   vram-detective fit Qwen/Qwen3-8B --gpu L4 --context 16k --concurrency 8 --entrypoint llm --json
+  vram-detective fit Qwen/Qwen3-8B --gpu "H100 SXM" --engine sglang --context 32k --concurrency 4
 """
 
 
@@ -41,8 +43,13 @@ def register(subparsers) -> None:
 
     whatif = subparsers.add_parser(
         "whatif", help="what every lever (utilization, context, batch, fp8 KV, graphs, offload, quantization, TP/PP) changes",
-        description="Predict the baseline (MODEL on a GPU with the given vLLM flags), then every lever one at a time: "
-                    "the change in weights, KV pool, tokens, concurrency and nvidia-smi, and what each costs.",
+        description="Predict the baseline (MODEL on a GPU with the engine flags given), then every lever of the "
+                    "engine one at a time, each with its launch line: vLLM's utilization, context, batch, fp8 KV, "
+                    "graphs, offload, quantization and TP/PP (the change in weights, KV pool, tokens, concurrency and "
+                    "nvidia-smi, and what each costs); SGLang's mem-fraction-static, running requests, chunked "
+                    "prefill, graphs, fp8 KV, page size and TP; llama.cpp's -ngl, -c, -np, KV types, flash "
+                    "attention, batches, experts on the CPU and mmap; Ollama's num_ctx, parallel slots, KV type, "
+                    "flash attention and num_gpu; and the model's other checkpoints or quantization mixes.",
         epilog=WHATIF_EXAMPLES, formatter_class=HelpFormatter)
     _common(whatif)
     whatif.add_argument("--no-checkpoints", action="store_true", help="leave out the catalog's other checkpoints")
@@ -50,9 +57,12 @@ def register(subparsers) -> None:
 
     fit = subparsers.add_parser(
         "fit", help="the settings (and checkpoint) that meet a memory / concurrency / context target",
-        description="Search vLLM's settings and the catalog's bf16 / FP8 / AWQ / GPTQ variants of MODEL for the "
-                    "configurations that meet the target, rank them, name what binds each, and print the exact "
-                    "launch command of the best. vLLM flags given here are kept as they are (pinned).",
+        description="Search the engine's settings for the configurations that meet the target, best first, each "
+                    "with its exact launch line; when nothing meets it, what comes nearest. vLLM: its settings and "
+                    "the catalog's bf16 / FP8 / AWQ / GPTQ variants of MODEL, with what binds each; SGLang: TP, KV "
+                    "dtype and mem-fraction-static; llama.cpp: the most layers on the GPU at the context and the "
+                    "largest context with every layer on it. Ollama picks its layers itself: fit is not offered "
+                    "for it. Engine flags given here are kept as they are (pinned).",
         epilog=FIT_EXAMPLES, formatter_class=HelpFormatter)
     _common(fit)
     target = fit.add_argument_group("the target")
@@ -206,20 +216,57 @@ def fit_target(context, concurrency, max_gpu_memory, gpus=1, top=5, same_checkpo
 
 
 def _run_fit_workload(args, json) -> int:
-    """fit --workload: the cheapest setting of the engine's pool lever that serves the simulated workload."""
-    from ..simulate.fit import fit_workload, verdict_line
+    """fit --workload: the cheapest setting of the engine's pool lever that serves the simulated workload, with
+    the engine's launch line at that setting."""
+    from ..engines import get_engine
+    from ..simulate.fit import fit_workload
     from ..simulate.workloads import parse_workload
 
     if not 0 <= args.preemption_budget < 1:
         raise ValueError("--preemption-budget is a fraction of the requests, from 0 to below 1")
-    found = fit_workload(args.model, _gpu(args), parse_workload(args.workload), engine=args.engine_name or "vllm",
-                         engine_version=args.engine_version, settings=_settings(args), seed=args.seed,
+    engine, settings = get_engine(args.engine_name), _settings(args)
+    found = fit_workload(args.model, _gpu(args), parse_workload(args.workload), engine=engine.name,
+                         engine_version=args.engine_version, settings=settings, seed=args.seed,
                          budget=args.preemption_budget, **_sources(args))
+    line = engine.launch_line(args.model, {**settings, found.lever.setting: found.value}) if found.feasible else None
     if args.json:
-        print(json.dumps(found.to_dict(), indent=2, default=str))
-    elif found.feasible:
-        print(verdict_line(found.result, found))
-        print(f"  {found.lever.text(found.value)}  ({found.simulations} simulations)")
+        print(json.dumps(dict(found.to_dict(), command=line), indent=2, default=str))
     else:
-        print(f"no setting serves this workload: {found.reason}")
+        print("\n".join(workload_fit_lines(found, line, _columns(args))))
     return 0 if found.feasible else EXIT_INFEASIBLE
+
+
+def workload_fit_lines(found, line: str | None, columns: int | None) -> list[str]:
+    """The verdict wrapped to the terminal, the lever's setting, and the launch line continued as a shell reads
+    it (' \\' at each break)."""
+    from ..simulate.fit import verdict_line
+    from ..term import wrap
+
+    if not found.feasible:
+        return wrap(f"no setting serves this workload: {found.reason}", columns, "", "  ")
+    out = wrap(verdict_line(found.result, found), columns, "", "  ")
+    out.append(f"  {found.lever.text(found.value)}  ({found.simulations} simulations)")
+    return out + _shell_lines(line, columns, "  ")
+
+
+def _shell_lines(line: str, columns: int | None, lead: str) -> list[str]:
+    """A launch line within `columns`: broken between words (a flag kept with its value), each break ' \\'."""
+    if columns is None or len(lead + line) <= columns:
+        return [lead + line]
+    command, _, remark = line.partition("  #")
+    pieces: list[str] = []
+    for word in command.split():
+        if pieces and pieces[-1].startswith("-") and " " not in pieces[-1] and not word.startswith("-"):
+            pieces[-1] += " " + word  # '--flag value' stays together
+        else:
+            pieces.append(word)
+    lines, current = [], lead + pieces[0]
+    for piece in pieces[1:]:
+        if len(current) + 1 + len(piece) + 2 > columns:
+            lines.append(current + " \\")
+            current = f"{lead}    {piece}"
+        else:
+            current += " " + piece
+    if remark and len(current) + 3 + len(remark) > columns:  # a remark ends the command: on a line of its own
+        return lines + [current, f"{lead}#{remark}"]
+    return lines + [current + (f"  #{remark}" if remark else "")]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-def deployment(model: str, gpu, kind: str = "k8s", *, engine: str = "vllm", engine_version: str | None = None,
+def deployment(model: str, gpu, kind: str = "k8s", *, engine: str | None = None, engine_version: str | None = None,
                **settings) -> str:
     """The library's --emit: the file (YAML, or the command line) that serves `model` on `gpu` with these settings
     (the engine's own names), for the release the prediction uses. ValueError when the engine would refuse to start
@@ -14,6 +14,7 @@ def deployment(model: str, gpu, kind: str = "k8s", *, engine: str = "vllm", engi
 
     if kind not in KINDS:
         raise ValueError(f"unknown deployment {kind!r} (known: {', '.join(KINDS)})")
+    engine = get_engine(engine).name  # None: the default engine
     breakdown = api.explain(model, gpu, engine=engine, engine_version=engine_version, **settings)
     if breakdown.failure is not None:
         raise ValueError(f"{breakdown.engine_label} would refuse to start: {breakdown.failure.message}")

@@ -85,13 +85,14 @@ def emit_advisor(args) -> int:
 def _emit_given(args) -> int:
     from .. import api
     from ..advisor.command import _gpu, _settings, _sources
+    from ..engines import DEFAULT_ENGINE
 
     settings = _settings(args)
     if getattr(args, "entrypoint", None):
         settings["entrypoint"] = args.entrypoint
     engine_path = settings.pop("engine", None)
     gpu = _gpu(args)
-    breakdown = api.explain(args.model, gpu, engine=args.engine_name or "vllm", engine_version=args.engine_version,
+    breakdown = api.explain(args.model, gpu, engine=args.engine_name or DEFAULT_ENGINE, engine_version=args.engine_version,
                             vllm_engine=engine_path, **settings, **_sources(args))
     if engine_path:
         settings["engine"] = engine_path

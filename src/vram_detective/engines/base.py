@@ -197,6 +197,7 @@ class Engine(Protocol):
     live_metrics: Callable[[Any], Any] | None
     # engines/deployment.Deployment: how the engine runs as a server in a container; None: no deployment here
     deployment: Any
+    controls: tuple  # the levers the web page shows as controls: (setting, kind, label, min, max, step) rows
 
     gguf_mixes: bool  # does it size a model at a llama.cpp quantization mix without the file (--gguf-type)?
     log_figures: tuple  # (observed key, label, prediction reader) rows `logs` compares (engine_logs.py)

@@ -71,8 +71,11 @@ def _control(spec: tuple, params: dict, resolved: dict, engine: str = "vllm") ->
 
 
 def levers_form(params: dict, resolved: dict) -> str:
-    engine = params.get("engine") or "vllm"
-    controls = "".join(_control(spec, params, resolved, engine) for spec in service.CONTROLS.get(engine, ()))
+    from ..engines import DEFAULT_ENGINE, ENGINES, get_engine
+
+    engine = params.get("engine") or DEFAULT_ENGINE
+    shown = get_engine(engine).controls if engine in ENGINES else ()
+    controls = "".join(_control(spec, params, resolved, engine) for spec in shown)
     return (f'<form id="levers" class="grid levers" aria-label="engine settings">{controls}'
             f'<button type="button" id="reset-levers">back to the defaults</button></form>')
 

@@ -415,12 +415,14 @@ def logs_html_report(report: dict) -> str:
 
 
 def fit_fragment(result: dict) -> str:
-    """A `fit --json` result: the candidates with their launch lines."""
+    """A `fit --json` result, whichever engine answered: the candidates (or the answers to llama.cpp's questions)
+    with their launch lines; when nothing meets the target, what comes nearest, why, and its line."""
     if result.get("answers") is not None:  # an engine whose levers are solved one question at a time (llama.cpp)
         return _fit_answers_html(result)
     candidates = result.get("candidates") or []
     if not candidates:
-        return f'<p class="verdict failed">No configuration meets the target{_target(result)}.</p>'
+        return (f'<p class="verdict failed">No configuration meets the target{_target(result)}.</p>'
+                + _nearest_html(result))
     head = "<tr><th>#</th><th>checkpoint</th><th>nvidia-smi MiB</th><th>KV tokens</th><th>concurrency</th><th>binds</th></tr>"
     rows = []
     for index, c in enumerate(candidates, 1):
@@ -431,6 +433,22 @@ def fit_fragment(result: dict) -> str:
     feasible = result.get("feasible", True)
     verdict_text = "Candidates that meet the target, best first." if feasible else "Nothing meets the target; the nearest:"
     return f'<p class="verdict">{verdict_text}</p><table class="fit">{head}{"".join(rows)}</table>'
+
+
+_RELAXED = {"concurrency": "fewer requests", "context": "a shorter context", "gpus": "more GPUs"}
+
+
+def _nearest_html(result: dict) -> str:
+    """`nearest` of a fit with no candidate: each part of the target given up, why, and the line that starts it
+    (vLLM nests the candidate, SGLang gives the row itself)."""
+    items = []
+    for near in result.get("nearest") or []:
+        command = (near.get("candidate") or near).get("command")
+        line = copy_line_html(command, f"launch line: {near.get('relaxed')}") if command else ""
+        items.append(f'<li data-relaxed="{escape(str(near.get("relaxed")))}">'
+                     f'{escape(_RELAXED.get(near.get("relaxed"), "why not"))}: {escape(str(near.get("why", "")))}'
+                     f"{line}</li>")
+    return f'<p>The nearest:</p><ul class="nearest">{"".join(items)}</ul>' if items else ""
 
 
 def _target(result: dict) -> str:

@@ -13,34 +13,6 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 # seconds all Hub calls of one model fetch may take (model/hub.py reads it from the environment)
 HUB_DEADLINE_SECONDS = 15.0
 
-# the levers the page shows as controls, per engine: (setting, kind, label, min, max, step)
-CONTROLS = {
-    "vllm": (("gpu_memory_utilization", "range", "GPU memory utilization", 0.05, 0.99, 0.01),
-             ("max_model_len", "range", "context (max_model_len)", 512, 131072, 512),
-             ("max_num_seqs", "range", "max_num_seqs", 1, 1024, 1),
-             ("max_num_batched_tokens", "number", "max_num_batched_tokens", 16, 1048576, 16),
-             ("tensor_parallel_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
-             ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8", "fp8_e5m2"), None, None),
-             ("enforce_eager", "checkbox", "eager (no CUDA graphs)", None, None, None)),
-    "sglang": (("mem_fraction_static", "range", "mem_fraction_static", 0.05, 0.99, 0.01),
-               ("context_length", "range", "context length", 512, 131072, 512),
-               ("max_running_requests", "range", "max_running_requests", 1, 1024, 1),
-               ("chunked_prefill_size", "number", "chunked_prefill_size", 64, 65536, 64),
-               ("tp_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
-               ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8_e5m2", "fp8_e4m3"), None, None),
-               ("disable_cuda_graph", "checkbox", "no CUDA graphs", None, None, None)),
-    "llamacpp": (("n_ctx", "range", "context (-c)", 512, 131072, 512),
-                 ("n_parallel", "range", "parallel slots (-np)", 1, 64, 1),
-                 ("n_gpu_layers", "number", "GPU layers (-ngl)", 0, 999, 1),
-                 ("type_k", "select", "K cache type", ("f16", "q8_0", "q4_0"), None, None),
-                 ("type_v", "select", "V cache type", ("f16", "q8_0", "q4_0"), None, None),
-                 ("flash_attn", "select", "flash attention", ("auto", "on", "off"), None, None)),
-    "ollama": (("num_ctx", "range", "context (num_ctx)", 512, 131072, 512),
-               ("num_parallel", "range", "parallel (OLLAMA_NUM_PARALLEL)", 1, 64, 1),
-               ("num_gpu", "number", "GPU layers (num_gpu)", 0, 999, 1),
-               ("kv_cache_type", "select", "KV cache type", ("f16", "q8_0", "q4_0"), None, None),
-               ("flash_attention", "checkbox", "flash attention", None, None, None)),
-}
 # the request keys that are not engine settings
 OWN_KEYS = ("model", "gpu", "gpu_memory", "engine", "version", "vllm_engine", "entrypoint", "source", "revision",
             "gguf_file", "line", "tab", "theme", "context", "concurrency", "max_gpu_memory", "gpus", "top")

@@ -57,9 +57,22 @@ LOG_FIGURES = tuple((key, key.removesuffix("_mib").replace("_", " ") + (" (MiB)"
     ("nvidia_smi_used_mib", "nvidia-smi used (MiB)", lambda b: b.nvidia_smi_used_mib),)
 
 
+def _answers():
+    from . import advisor
+
+    return advisor
+
+
 class LlamaCppEngine:
     name = "llamacpp"
     label = "llama.cpp"
+    # the levers the web page shows as controls: (setting, kind, label, min, max, step)
+    controls = (("n_ctx", "range", "context (-c)", 512, 131072, 512),
+                ("n_parallel", "range", "parallel slots (-np)", 1, 64, 1),
+                ("n_gpu_layers", "number", "GPU layers (-ngl)", 0, 999, 1),
+                ("type_k", "select", "K cache type", ("f16", "q8_0", "q4_0"), None, None),
+                ("type_v", "select", "V cache type", ("f16", "q8_0", "q4_0"), None, None),
+                ("flash_attn", "select", "flash attention", ("auto", "on", "off"), None, None))
 
     @cached_property
     def releases(self) -> Releases:
@@ -137,7 +150,7 @@ class LlamaCppEngine:
     @cached_property
     def levers(self) -> Levers:
         return Levers(tuple(LEVERS), NoFastPath, FastPathUnsupported, lambda: None, _flag_names,
-                      lambda spec, gpu, version, settings: None, advisor="gguf")
+                      lambda spec, gpu, version, settings: None, advisor="gguf", answers=_answers)
 
     @cached_property
     def scoring(self) -> CaseScoring:

@@ -197,9 +197,9 @@ def python_server_settings(given: dict) -> dict:
 
 
 def server_line(flags, model: str, settings: dict) -> str:
-    """`llama-server -m MODEL ...` with each setting as its flag (a switch alone, else flag and value); a setting
-    no flag carries is kept as a `# name=value` remark."""
-    words = ["llama-server", "-m", shlex.quote(model)]
+    """`llama-server -m MODEL ...` with each setting as its flag (a switch alone, else flag and value); the
+    settings no flag carries are kept as a `# name=value` remark at the end (where the shell reads no further)."""
+    words, remarks = ["llama-server", "-m", shlex.quote(model)], []
     for setting, value in settings.items():
         named = [flag for flag in flags if flag.setting == setting]
         switch = next((flag for flag in named if flag.parse is None and flag.value == value), None)
@@ -208,5 +208,5 @@ def server_line(flags, model: str, settings: dict) -> str:
         elif named and named[0].parse is not None:
             words += [named[0].names[0], shlex.quote(str(value))]
         else:
-            words.append(f"# {setting}={value}")
-    return " ".join(words)
+            remarks.append(f"{setting}={value}")
+    return " ".join(words) + (f"  # {' '.join(remarks)}" if remarks else "")

@@ -129,9 +129,21 @@ def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
     return OllamaRun(tuple(version), num_ctx, parallel, est, cpp, lay)
 
 
+def _answers():
+    from . import advisor
+
+    return advisor
+
+
 class OllamaEngine:
     name = "ollama"
     label = "Ollama"
+    # the levers the web page shows as controls: (setting, kind, label, min, max, step)
+    controls = (("num_ctx", "range", "context (num_ctx)", 512, 131072, 512),
+                ("num_parallel", "range", "parallel (OLLAMA_NUM_PARALLEL)", 1, 64, 1),
+                ("num_gpu", "number", "GPU layers (num_gpu)", 0, 999, 1),
+                ("kv_cache_type", "select", "KV cache type", ("f16", "q8_0", "q4_0"), None, None),
+                ("flash_attention", "checkbox", "flash attention", None, None, None))
 
     @cached_property
     def releases(self) -> Releases:
@@ -153,10 +165,9 @@ class OllamaEngine:
         return is_launch_line(words)
 
     def launch_line(self, model: str, settings: dict) -> str:
-        from ..llamacpp.launch import server_line
-        from .launch import FLAGS
+        from .launch import run_line
 
-        return server_line(FLAGS, model, settings)
+        return run_line(model, settings)
 
     live_metrics = None  # Ollama serves no Prometheus /metrics: `watch` reads no Ollama server
 
@@ -256,7 +267,8 @@ class OllamaEngine:
         flags = {"num_ctx": "PARAMETER num_ctx", "num_parallel": "OLLAMA_NUM_PARALLEL", "num_gpu": "PARAMETER num_gpu",
                  "kv_cache_type": "OLLAMA_KV_CACHE_TYPE", "flash_attention": "OLLAMA_FLASH_ATTENTION"}
         return Levers(tuple(flags), NoFastPath, FastPathUnsupported, lambda: None, lambda: dict(flags),
-                      lambda spec, gpu, version, settings: None, advisor="gguf", solves_layers=False)
+                      lambda spec, gpu, version, settings: None, advisor="gguf", solves_layers=False,
+                      answers=_answers)
 
     @cached_property
     def scoring(self) -> CaseScoring:

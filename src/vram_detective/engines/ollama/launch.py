@@ -89,3 +89,19 @@ def parse_launch_line(words: list[str] | str) -> ParsedLaunch:
     model = rest[1] if len(rest) > 1 and rest[0] == "run" and not rest[1].startswith("-") else None
     ignored = tuple(rest[2:] if model else rest[1:])
     return ParsedLaunch(model, settings, "ollama", ignored)
+
+
+def run_line(model: str, settings: dict) -> str:
+    """`VAR=value ... ollama run MODEL`, the line parse_launch_line reads back: each setting a server variable sets
+    (ENVIRONMENT) in front; the Modelfile PARAMETERs (num_gpu, num_batch) and anything else as one remark at the
+    end (`/set parameter` in the session is their place)."""
+    variables = {setting: name for name, (setting, _) in ENVIRONMENT.items()}
+    words, remarks = [], []
+    for setting, value in settings.items():
+        if setting in variables:
+            words.append(f"{variables[setting]}={('1' if value else '0') if isinstance(value, bool) else value}")
+        elif setting in ("num_gpu", "num_batch"):
+            remarks.append(f"/set parameter {setting} {value}")
+        else:
+            remarks.append(f"{setting}={value}")
+    return " ".join(words + ["ollama", "run", shlex.quote(model)]) + (f"  # {'; '.join(remarks)}" if remarks else "")

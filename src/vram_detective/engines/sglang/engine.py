@@ -35,6 +35,12 @@ def _flag_names() -> dict[str, str]:
     return {flag.setting: flag.names[0] for flag in FLAGS}
 
 
+def _answers():
+    from . import advisor
+
+    return advisor
+
+
 class _NoFastPath(Exception):
     """SGLang has no vectorized sweep: the advisor loops over plan()."""
 
@@ -58,6 +64,14 @@ LOG_FIGURES = (
 class SGLangEngine:
     name = "sglang"
     label = "SGLang"
+    # the levers the web page shows as controls: (setting, kind, label, min, max, step)
+    controls = (("mem_fraction_static", "range", "mem_fraction_static", 0.05, 0.99, 0.01),
+                ("context_length", "range", "context length", 512, 131072, 512),
+                ("max_running_requests", "range", "max_running_requests", 1, 1024, 1),
+                ("chunked_prefill_size", "number", "chunked_prefill_size", 64, 65536, 64),
+                ("tp_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
+                ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8_e5m2", "fp8_e4m3"), None, None),
+                ("disable_cuda_graph", "checkbox", "no CUDA graphs", None, None, None))
     gguf_mixes = False  # sizes no llama.cpp quantization mix
     log_figures = LOG_FIGURES
     log_only_settings: tuple[str, ...] = ()
@@ -100,7 +114,7 @@ class SGLangEngine:
         return True
 
     def launch_line(self, model: str, settings: dict) -> str:
-        from ...advisor.sglang_advisor import launch_line
+        from .advisor import launch_line
 
         return launch_line(model, settings)
 
@@ -117,7 +131,7 @@ class SGLangEngine:
 
     @cached_property
     def levers(self) -> Levers:
-        return Levers((), type(None), _NoFastPath, lambda: None, _flag_names, lambda *args: None)
+        return Levers((), type(None), _NoFastPath, lambda: None, _flag_names, lambda *args: None, answers=_answers)
 
     @cached_property
     def scoring(self) -> CaseScoring:

@@ -52,9 +52,23 @@ def _path_switch(spec, gpu, version, settings: dict) -> str | None:
     return "VLLM_USE_V1=1" if wanted == "v1" else "VLLM_USE_V1=0"
 
 
+def _answers():
+    from .advisor import answers
+
+    return answers
+
+
 class VllmEngine:
     name = "vllm"
     label = "vLLM"
+    # the levers the web page shows as controls: (setting, kind, label, min, max, step)
+    controls = (("gpu_memory_utilization", "range", "GPU memory utilization", 0.05, 0.99, 0.01),
+                ("max_model_len", "range", "context (max_model_len)", 512, 131072, 512),
+                ("max_num_seqs", "range", "max_num_seqs", 1, 1024, 1),
+                ("max_num_batched_tokens", "number", "max_num_batched_tokens", 16, 1048576, 16),
+                ("tensor_parallel_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
+                ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8", "fp8_e5m2"), None, None),
+                ("enforce_eager", "checkbox", "eager (no CUDA graphs)", None, None, None))
 
     @property
     def releases(self) -> Releases:
@@ -119,7 +133,7 @@ class VllmEngine:
 
     def launch_line(self, model: str, settings: dict) -> str:
         """`vllm serve MODEL ...`; a V0/V1 path asked for is set by VLLM_USE_V1 in front."""
-        from ...advisor.launch_command import serve_command
+        from .advisor.launch_command import serve_command
 
         env = None
         if "engine" in settings:
@@ -145,7 +159,8 @@ class VllmEngine:
 
         # numpy_or_none read at call time: tests hide numpy by patching the sweep module
         return Levers(sweep.SWEPT, sweep.FastPath, sweep.FastPathUnsupported, lambda: sweep.numpy_or_none(),
-                      _flag_names, _path_switch, advisor="sweep")
+                      _flag_names, _path_switch, advisor="sweep",
+                      answers=_answers)
 
     @cached_property
     def scoring(self) -> CaseScoring:

@@ -20,8 +20,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from ..budget import check as budget_check
-from ..units import GIB, MIB
+from ....budget import check as budget_check
+from ....units import GIB, MIB
 
 CONTEXT_LADDER = (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152, 65536,
                   98304, 131072, 196608, 262144, 393216, 524288, 786432, 1048576)
@@ -129,11 +129,11 @@ class FitResult:
 class _Searcher:
     def __init__(self, model, gpu, *, vllm_version, pins, entrypoint, engine, same_checkpoint, source_options,
                  progress, kv_budget_bytes=None):
-        from .. import api
-        from ..engines import get_engine
+        from .... import api
+        from ..engine import ENGINE
 
-        numpy_or_none = get_engine("vllm").levers.numpy_or_none
-        from .variants import variants
+        numpy_or_none = ENGINE.levers.numpy_or_none
+        from ....advisor.variants import variants
 
         self.api = api
         self.model = model
@@ -155,7 +155,7 @@ class _Searcher:
         self.skipped: dict[tuple[str, str], list[str]] = {}  # (checkpoint label, why) -> layouts
         self.searched = 0
         self.numpy = numpy_or_none() is not None
-        release = get_engine("vllm").releases
+        release = ENGINE.releases
         self.version_label = release.rules(release.resolve(vllm_version), engine).label
 
     # the discrete part of the space
@@ -179,9 +179,9 @@ class _Searcher:
                 for kv in kv_dtypes for e in eager]
 
     def fast_path(self, family: Family):
-        from ..engines import get_engine
+        from ..engine import ENGINE
 
-        engine = get_engine("vllm")
+        engine = ENGINE
         SettingsError = engine.settings_error
         FastPath, FastPathUnsupported = engine.levers.fast_path, engine.levers.fast_path_unsupported
 
@@ -216,12 +216,12 @@ class _Searcher:
     # the grid of one family
     def _defaults(self, fast, length: int, seqs: int | None) -> tuple[int, int]:
         """(max_num_seqs, max_num_batched_tokens) the release picks by itself at this context."""
-        from ..engines import get_engine
+        from ..engine import ENGINE
 
         user = dict(fast.fixed, max_model_len=length)
         if seqs is not None:
             user["max_num_seqs"] = seqs
-        resolved, _ = get_engine("vllm").resolve_settings(user, fast.spec, fast.gpu, fast.version)
+        resolved, _ = ENGINE.resolve_settings(user, fast.spec, fast.gpu, fast.version)
         return resolved.max_num_seqs, resolved.max_num_batched_tokens
 
     def axes(self, fast, target: Target, lengths_override=None):
@@ -434,8 +434,8 @@ def _rank_key(candidate: Candidate, target: Target) -> tuple:
 def _margin(searcher: _Searcher, candidate: Candidate, target: Target):
     """The KV pool's margin over the target's requests against its 90 % interval (the fast path's figures, which
     _verify checks against explain; the interval as explain attaches it)."""
-    from ..fidelity import gpu_class, release_era
-    from ..intervals import interval_of, pool_margin
+    from ....fidelity import gpu_class, release_era
+    from ....intervals import interval_of, pool_margin
 
     pool = candidate.figures["kv_cache_bytes"]
     era = release_era("vllm", searcher.version_label, candidate.fast_path.engine)
@@ -651,10 +651,10 @@ def fit(model: str, gpu, target: Target, *, vllm_version: str | None = None, pin
 
     `pins`: vLLM settings (snake_case) the search must keep as given. `kv_budget_bytes` fixes every
     worker's KV budget (the inverse checks against logged budgets use it)."""
-    from .. import api
-    from ..engines import get_engine
+    from .... import api
+    from ..engine import ENGINE
 
-    releases = get_engine("vllm").releases
+    releases = ENGINE.releases
     release_rules, resolve_version = releases.rules, releases.resolve
 
     if target.gpus < 1:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..units import GIB, MIB
+from ....units import GIB, MIB
 
 COSTS = {
     "gpu_memory_utilization-": "a smaller KV pool (fewer concurrent requests); more room for other processes",
@@ -59,7 +59,7 @@ class Outcome:
     deltas: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        from ..render import to_json
+        from ....render import to_json
 
         out = {"lever": self.lever, "change": self.change, "model": self.model, "settings": self.settings,
                "cost": self.cost, "starts": self.starts}
@@ -184,9 +184,9 @@ def _lever_settings(base_settings: dict, breakdown, spec, derived: int) -> list[
 def _embeddings_8bit(model, gpu, version, settings: dict, base: Outcome, source_options: dict) -> Outcome:
     """Embedding and lm_head tables at 8 bit instead of 16: the inventory's bytes, halved, through the
     fast path (the same budget arithmetic with lighter weights)."""
-    from ..engines import get_engine
+    from ..engine import ENGINE
 
-    levers = get_engine("vllm").levers
+    levers = ENGINE.levers
     FastPath, FastPathUnsupported = levers.fast_path, levers.fast_path_unsupported
     outcome = Outcome("embeddings_8bit", "embed_tokens + lm_head 16 -> 8 bit", model, {}, COSTS["embeddings_8bit"])
     try:
@@ -224,8 +224,8 @@ def _embeddings_8bit(model, gpu, version, settings: dict, base: Outcome, source_
 def whatif(model: str, gpu, *, vllm_version: str | None = None, settings: dict | None = None,
            source_options: dict | None = None, include_checkpoints: bool = True) -> WhatIf:
     """The baseline and every lever, each predicted with api.explain (REFUSALS of the baseline propagate)."""
-    from .. import api
-    from ..engines import get_engine
+    from .... import api
+    from ..engine import ENGINE
 
     options = source_options or {}
     settings = {key: value for key, value in (settings or {}).items() if value is not None}
@@ -233,7 +233,7 @@ def whatif(model: str, gpu, *, vllm_version: str | None = None, settings: dict |
     breakdown = api.explain(model, device, vllm_version=vllm_version, **options, **settings)
     spec = api.model_spec(model, options.get("source"), options.get("revision"), options.get("hf_token"),
                           options.get("gguf_file"))
-    engine = get_engine("vllm")
+    engine = ENGINE
     version = engine.releases.resolve(vllm_version)
     resolved, _ = engine.resolve_settings(dict(settings), spec, device, version)
     base = _fill(Outcome("baseline", "", spec.name, {}, ""), breakdown)
@@ -272,8 +272,8 @@ def _checkpoint_levers(spec, device, vllm_version: str | None, settings: dict, o
                        run) -> list[Outcome]:
     """The model's other checkpoints: an online --quantization of this one through `run`, or another repository
     (bf16 / FP8 / AWQ / GPTQ) predicted with the same settings less --quantization."""
-    from .. import api
-    from .variants import variants
+    from .... import api
+    from ....advisor.variants import variants
 
     outcomes: list[Outcome] = []
     plain = {key: value for key, value in settings.items() if key != "quantization"}
@@ -300,6 +300,6 @@ def _checkpoint_levers(spec, device, vllm_version: str | None, settings: dict, o
 
 
 def base_label(spec) -> str:
-    from .variants import label_of
+    from ....advisor.variants import label_of
 
     return label_of(spec)

@@ -29,9 +29,9 @@ def _ordered(settings: dict) -> list[tuple[str, object]]:
 
 
 def _flag_names() -> dict[str, str]:
-    from ..engines import get_engine
+    from ..engine import ENGINE
 
-    return get_engine("vllm").levers.flag_names()
+    return ENGINE.levers.flag_names()
 
 
 def serve_command(model: str, settings: dict, *, engine_env: str | None = None) -> str:
@@ -65,9 +65,9 @@ def _comparable(settings) -> tuple:
 
 def minimal_settings(spec, gpu, version, settings: dict, *, entrypoint: str = "serve") -> dict:
     """`settings` without the entries the release would pick by itself (same resolved settings)."""
-    from ..engines import get_engine
+    from ..engine import ENGINE
 
-    resolve_settings = get_engine("vllm").resolve_settings
+    resolve_settings = ENGINE.resolve_settings
     settings = {key: value for key, value in settings.items() if value is not None and key != "entrypoint"}
     target, _ = resolve_settings(dict(settings, entrypoint=entrypoint), spec, gpu, version)
     wanted = _comparable(target)
@@ -87,6 +87,6 @@ def minimal_settings(spec, gpu, version, settings: dict, *, entrypoint: str = "s
 
 def engine_env(spec, gpu, version, settings: dict) -> str | None:
     """The environment switch that selects the engine when it is not the release's default one."""
-    from ..engines import get_engine
+    from ..engine import ENGINE
 
-    return get_engine("vllm").levers.path_switch(spec, gpu, version, settings)
+    return ENGINE.levers.path_switch(spec, gpu, version, settings)

@@ -1,12 +1,13 @@
-"""`whatif` and `fit` for engines without a vectorized sweep (SGLang today): a plain loop over plan().
+"""SGLang's `whatif` and `fit`: a plain loop over the plan (no vectorized sweep), reached through the engine
+interface (`Levers.answers`; advisor/answers.py dispatches).
 
-Every figure is `explain`'s; the launch line is the engine's own (SGLang: python -m sglang.launch_server ...).
+Every figure is `explain`'s; the launch line is SGLang's own (python -m sglang.launch_server ...).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..units import GIB
+from ...units import GIB
 
 # SGLang's levers: (label, settings change as a function of the baseline's resolved settings)
 SGLANG_LEVERS = (
@@ -28,9 +29,9 @@ SGLANG_FLAGS = {"tp_size": "--tp", "mem_fraction_static": "--mem-fraction-static
 
 def launch_line(model: str, settings: dict) -> str:
     """The exact `python -m sglang.launch_server` line for these settings (given ones only)."""
-    from ..engines import get_engine
+    from .engine import ENGINE
 
-    names = get_engine("sglang").levers.flag_names()
+    names = ENGINE.levers.flag_names()
     words = ["python -m sglang.launch_server", "--model-path", model]
     for name, value in settings.items():
         flag = SGLANG_FLAGS.get(name) or names.get(name)
@@ -50,14 +51,14 @@ class Row:
     @property
     def margin(self):
         """The KV pool's margin over `requests` against its interval (intervals.pool_margin), None without one."""
-        from ..intervals import pool_margin
+        from ...intervals import pool_margin
 
         b = self.breakdown
         return None if b.failure is not None else pool_margin(b.kv_cache_bytes, b.max_concurrency, b.intervals,
                                                               self.requests)
 
     def fit_dict(self) -> dict:
-        from .report import margin_json
+        from ...advisor.report import margin_json
 
         return dict(self.to_dict(), **margin_json(self.margin, self.breakdown.max_model_len))
 
@@ -71,12 +72,12 @@ class Row:
 
 
 def _explain(model: str, gpu, version, settings: dict, sources: dict):
-    from .. import api
+    from ... import api
 
     return api.explain(model, gpu, engine="sglang", engine_version=version, **settings, **sources)
 
 
-def whatif(model: str, gpu, version, settings: dict, sources: dict) -> list[Row]:
+def whatif_rows(model: str, gpu, version, settings: dict, sources: dict) -> list[Row]:
     """The baseline, then each lever alone on top of the given settings."""
     base = _explain(model, gpu, version, settings, sources)
     resolved = {s.name: s.value for s in base.settings}
@@ -111,8 +112,8 @@ def _meets(b, context: int | None, concurrency: float, ceiling: int | None) -> b
     return b.kv_cache_tokens >= need and b.figure("max_running_requests") >= concurrency
 
 
-def fit(model: str, gpu, version, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
-        gpus: int = 1) -> list[Row]:
+def fit_rows(model: str, gpu, version, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
+             gpus: int = 1) -> list[Row]:
     """Configurations meeting the target, best first: those whose margin covers the KV pool's 90 % interval
     before the borderline ones, then fewer GPUs, auto KV before fp8, the largest mem_fraction_static (from the
     release's default down in 0.01 steps) that keeps nvidia-smi under the ceiling."""
@@ -129,6 +130,49 @@ def fit(model: str, gpu, version, pins: dict, sources: dict, *, context=None, co
             if row is not None:
                 found.append(replace(row, requests=concurrency))
     return sorted(found, key=_borderline)  # those whose margin covers the pool's interval first, in order
+
+
+def nearest(model: str, gpu, version, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
+            gpus: int = 1) -> list[tuple[str, Row, str]]:
+    """When nothing meets the target, what comes nearest, one part of it given up at a time (as vLLM's fit):
+    (what was relaxed, the best row, why) for the most requests at the target context, the longest context at
+    the target concurrency, and the fewest more GPUs (TP up to 8) that meet it whole."""
+    need, out = concurrency or 1.0, []
+    search = dict(model=model, gpu=gpu, version=version, pins=pins, sources=sources, ceiling=ceiling)
+    if context and need > 1:
+        rows = fit_rows(**search, context=context, concurrency=1.0, gpus=gpus)
+        if rows:
+            best = max(rows, key=lambda row: row.breakdown.max_concurrency)
+            out.append(("concurrency", replace(best, requests=need), f"at most {best.breakdown.max_concurrency:.2f} "
+                                                                     f"requests of {context:,} tokens fit"))
+    limit = context or _explain(model, gpu, version, pins, sources).max_model_len
+    found = _longest_context(search, need, gpus, limit)
+    if found is not None:
+        out.append(("context", found, f"the longest context at {need:g} concurrent request(s) is "
+                                      f"{found.breakdown.max_model_len:,} tokens"))
+    more = gpus * 2
+    while more <= 8 and "tp_size" not in pins:
+        rows = fit_rows(**search, context=context, concurrency=concurrency, gpus=more)
+        wider = [row for row in rows if int(row.breakdown.setting("tp_size")) > gpus]
+        if wider:
+            out.append(("gpus", wider[0], f"{wider[0].breakdown.setting('tp_size')} GPUs meet the target"))
+            break
+        more *= 2
+    return out
+
+
+def _longest_context(search: dict, need: float, gpus: int, below: int) -> Row | None:
+    """The best row at the longest context under `below` (in steps of 256 tokens) holding `need` requests:
+    fewer tokens per request never need a larger pool, so the answer is bisected."""
+    lo, hi, best = 0, (below - 1) // 256, None
+    while lo < hi:
+        middle = (lo + hi + 1) // 2
+        rows = fit_rows(**search, context=middle * 256, concurrency=need, gpus=gpus)
+        if rows:
+            lo, best = middle, rows[0]
+        else:
+            hi = middle - 1
+    return best
 
 
 def _borderline(row: Row) -> bool:
@@ -157,12 +201,18 @@ def _best_fraction(model, gpu, version, settings, sources, context, concurrency,
     return None
 
 
-def fit_text(rows: list[Row], target: str) -> str:
-    from ..intervals import describe
-    from .report import margin_cell, none_covers_line
+RELAXED = {"concurrency": "fewer requests", "context": "a shorter context", "gpus": "more GPUs"}
+
+
+def fit_text(rows: list[Row], target: str, near: tuple = ()) -> str:
+    from ...intervals import describe
+    from ...advisor.report import margin_cell, none_covers_line
 
     if not rows:
-        return f"no SGLang configuration meets {target}"
+        out = [f"no SGLang configuration meets {target}"] + (["nearest:"] if near else [])
+        for what, row, why in near:
+            out += [f"- {RELAXED[what]}: {why}", "    " + launch_line(row.breakdown.model, row.settings)]
+        return "\n".join(out)
     out = [f"SGLang configurations meeting {target}, best first (margin: the KV pool beyond the target):"]
     for row in rows:
         b = row.breakdown
@@ -174,3 +224,33 @@ def fit_text(rows: list[Row], target: str) -> str:
     none_covers = none_covers_line([row.margin for row in rows])
     out += [""] + ([none_covers] if none_covers else []) + ["  " + launch_line(rows[0].breakdown.model, rows[0].settings)]
     return "\n".join(out)
+
+
+# --- the answers (advisor/answers.py's calls) ---------------------------------------------------------------
+
+
+def whatif(model: str, gpu, engine, version, settings: dict, sources: dict, *, checkpoints: bool = True):
+    """The baseline, then each of SGLang's levers alone (no other checkpoints: `checkpoints` is vLLM's sweep's)."""
+    from ...advisor.answers import AdvisorAnswer
+
+    pins = {key: value for key, value in settings.items() if key != "engine"}
+    rows = whatif_rows(model, gpu, version, pins, sources)
+    return AdvisorAnswer("whatif", engine.name, [row.to_dict() for row in rows], rows[0].breakdown.failure is None,
+                         lambda columns, markdown: whatif_text(rows))
+
+
+def fit(model: str, gpu, engine, version, settings: dict, sources: dict, target, *, progress=None):
+    """The configurations meeting `target`, best first (fit_rows)."""
+    from ...advisor.answers import AdvisorAnswer
+
+    pins = {key: value for key, value in settings.items() if key != "engine"}
+    wanted = dict(context=target.context, concurrency=target.concurrency, ceiling=target.max_gpu_memory,
+                  gpus=target.gpus)
+    rows = fit_rows(model, gpu, version, pins, sources, **wanted)[: target.top]
+    sentence = (f"{target.concurrency or 1:g} x {target.context_text or 'the model context'} tokens"
+                + (f" under {target.max_gpu_memory_text} per GPU" if target.max_gpu_memory else ""))
+    data = {"target": sentence, "candidates": [row.fit_dict() for row in rows]}
+    near = () if rows else tuple(nearest(model, gpu, version, pins, sources, **wanted))
+    if not rows:  # what comes nearest, as vLLM's fit gives it
+        data["nearest"] = [dict({"relaxed": what, "why": why}, **row.fit_dict()) for what, row, why in near]
+    return AdvisorAnswer("fit", engine.name, data, bool(rows), lambda columns, markdown: fit_text(rows, sentence, near))

@@ -1,6 +1,7 @@
-"""`whatif` and `fit` for llama.cpp (and Ollama on top of it): every lever through the engine's plan, and the
-two questions llama.cpp users ask, answered by engines/llamacpp/fit.py's solvers with the exact llama-server
-line: the most layers on the GPU at a context, and the largest context with every layer on the GPU."""
+"""llama.cpp's `whatif` and `fit` (Ollama's whatif stands on the same rows: engines/ollama/advisor.py): every
+lever through the engine's plan, and the two questions llama.cpp users ask, answered by fit.py's solvers with
+the exact llama-server line: the most layers on the GPU at a context, and the largest context with every layer
+on the GPU. Reached through the engine interface (`Levers.answers`; advisor/answers.py dispatches)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,16 +25,6 @@ LLAMACPP_LEVERS = (
     ("-ub 2048 -b 2048", lambda r: {"n_ubatch": 2048, "n_batch": 2048}),
     ("--cpu-moe (experts on the CPU)", lambda r: {"cpu_moe": True} if r["moe"] else None),
     ("--no-mmap", lambda r: {"mmap": False}),
-)
-# Ollama's knobs (Modelfile PARAMETERs and server variables)
-OLLAMA_LEVERS = (
-    ("num_ctx halved", lambda r: {"num_ctx": max(r["num_ctx"] // 2, 256)}),
-    ("num_ctx doubled", lambda r: {"num_ctx": r["num_ctx"] * 2}),
-    ("OLLAMA_NUM_PARALLEL=1", lambda r: {"num_parallel": 1}),
-    ("OLLAMA_NUM_PARALLEL=4", lambda r: {"num_parallel": 4}),
-    ("OLLAMA_KV_CACHE_TYPE=q8_0 (+ flash attention)", lambda r: {"kv_cache_type": "q8_0", "flash_attention": True}),
-    ("OLLAMA_FLASH_ATTENTION=0", lambda r: {"flash_attention": False}),
-    ("num_gpu half the layers", lambda r: {"num_gpu": max(r["layers"] // 2, 0)}),
 )
 
 
@@ -66,35 +57,24 @@ def model_file(model: str, settings: dict) -> str:
 
 
 def _spec(model: str, engine_name: str, sources: dict):
-    from .. import api
+    from ... import api
 
     return api.model_and_checkpoint(model, engine_name, sources.get("source"), sources.get("revision"),
                                     sources.get("hf_token"), sources.get("gguf_file"))
 
 
-def _command(engine, settings: dict, version, model: str) -> str:
-    if engine.name == "llamacpp":
-        return engine.command_line(settings, version, model_file(model, settings))
-    return ollama_line(model, settings)
+def command(engine, settings: dict, version, model: str) -> str:
+    """llama-server's exact line for these settings (the build's defaults left out)."""
+    return engine.command_line(settings, version, model_file(model, settings))
 
 
-def ollama_line(model: str, settings: dict) -> str:
-    """The server variables and the run line; Modelfile PARAMETERs as `/set parameter` (their only place)."""
-    env = {"num_parallel": "OLLAMA_NUM_PARALLEL", "kv_cache_type": "OLLAMA_KV_CACHE_TYPE",
-           "flash_attention": "OLLAMA_FLASH_ATTENTION"}
-    words = [f"{env[k]}={int(v) if isinstance(v, bool) else v}" for k, v in settings.items() if k in env]
-    words += ["ollama", "run", model]
-    params = [f"/set parameter {k} {v}" for k, v in settings.items() if k in ("num_ctx", "num_gpu", "num_batch")]
-    tag = f"  (its {settings['gguf_type']} tag)" if "gguf_type" in settings else ""
-    return " ".join(words) + tag + (f"  then {'; '.join(params)}" if params else "")
+def whatif_rows(model: str, gpu, version_text, settings: dict, sources: dict, engine, levers=None,
+                line=command) -> list[Row]:
+    """The baseline, then each lever alone on top of the given settings (one planned point each): `levers` as
+    LLAMACPP_LEVERS ((label, change of the resolved settings) in the engine's names), `line` as `command`."""
+    from ... import api
 
-
-def whatif(model: str, gpu, version_text, settings: dict, sources: dict, engine_name: str = "llamacpp") -> list[Row]:
-    """The baseline, then each lever alone on top of the given settings (one planned point each)."""
-    from .. import api
-    from ..engines import get_engine
-
-    engine = get_engine(engine_name)
+    engine_name = engine.name
     version = engine.releases.resolve(version_text)
 
     def explain(values: dict):
@@ -103,8 +83,8 @@ def whatif(model: str, gpu, version_text, settings: dict, sources: dict, engine_
     base = explain(settings)
     resolved = {s.name: s.value for s in base.settings}
     resolved.update(moe=_spec(model, engine_name, sources)[0].moe is not None, layers=base.figure("total_layers"))
-    rows = [Row("baseline", dict(settings), base, _command(engine, settings, version, model))]
-    levers = LLAMACPP_LEVERS if engine_name == "llamacpp" else OLLAMA_LEVERS
+    rows = [Row("baseline", dict(settings), base, line(engine, settings, version, model))]
+    levers = LLAMACPP_LEVERS if levers is None else levers
     changes = [(label, change(resolved)) for label, change in levers]
     if not model.endswith(".gguf") and _checkpoint(model, engine_name, sources) is None:
         changes += [(f"another quant: {mix}", {"gguf_type": mix}) for mix in OTHER_MIXES
@@ -114,7 +94,7 @@ def whatif(model: str, gpu, version_text, settings: dict, sources: dict, engine_
             continue
         changed = dict(settings, **change)
         try:
-            rows.append(Row(label, changed, explain(changed), _command(engine, changed, version, model)))
+            rows.append(Row(label, changed, explain(changed), line(engine, changed, version, model)))
         except (ValueError, *engine.refusals):
             continue
     return rows
@@ -152,16 +132,15 @@ class FitEntry:
         return self.margin is not None and not self.margin.covers
 
 
-def fit(model: str, gpu, version_text, pins: dict, sources: dict, *, context=None, concurrency=None, ceiling=None,
-        gpus: int = 1) -> list[FitEntry]:
+def fit_entries(model: str, gpu, version_text, pins: dict, sources: dict, *, context=None, concurrency=None,
+                ceiling=None, gpus: int = 1) -> list[FitEntry]:
     """llama.cpp's two answers, each a fit.FitAnswer: the most layers at the context (32k by default) and the
     largest context with every layer on the GPU(s). An answer whose margin lies within its VRAM's interval comes
     after the answer solved within the budget less that error (the one whose margin covers it)."""
-    from ..engines import get_engine
+    from .engine import ENGINE as engine
 
-    engine = get_engine("llamacpp")
     version = engine.releases.resolve(version_text)
-    spec, checkpoint = _spec(model, "llamacpp", sources)
+    spec, checkpoint = _spec(model, engine.name, sources)
     settings = dict(pins)
     if gpus > 1:
         settings.setdefault("num_gpus", gpus)
@@ -197,7 +176,7 @@ def _refusal_of_pins(engine, spec, gpu, settings: dict, version, checkpoint) -> 
     """The pinned settings refused whatever the levers (a quantized V cache without flash attention): the
     engine's refusal (exit 1, HTTP 422), not "nothing fits". Memory is the levers' business: a plan that does
     not fit is no refusal here."""
-    from ..api import refusals_named
+    from ...api import refusals_named
 
     with refusals_named(engine):
         engine.plan(spec, gpu, settings, version, gguf_checkpoint=checkpoint)
@@ -206,8 +185,8 @@ def _refusal_of_pins(engine, spec, gpu, settings: dict, version, checkpoint) -> 
 def vram_margin(answer, gpu, budget: int, version):
     """The GPU with the least room beyond its error: its budget less its VRAM, against the interval scored for a
     GPU's VRAM (the figure llama.cpp's fit rests on)."""
-    from ..fidelity import gpu_class, release_era
-    from ..intervals import budget_margin, interval_of
+    from ...fidelity import gpu_class, release_era
+    from ...intervals import budget_margin, interval_of
 
     lay = answer.layout
     if lay is None:
@@ -222,8 +201,8 @@ def vram_margin(answer, gpu, budget: int, version):
 
 
 def fit_text(model: str, entries: list[FitEntry], target: str) -> str:
-    from ..intervals import describe
-    from .report import margin_cell
+    from ...intervals import describe
+    from ...advisor.report import margin_cell
 
     out = [f"{model}: llama.cpp's levers for {target}"]
     for number, entry in enumerate(entries):
@@ -247,7 +226,7 @@ def fit_text(model: str, entries: list[FitEntry], target: str) -> str:
 
 
 def fit_json(entries: list[FitEntry], target: str) -> dict:
-    from .report import margin_json
+    from ...advisor.report import margin_json
 
     return {"target": target, "answers": [
         {"question": entry.question, "reason": entry.answer.reason, "command": entry.answer.command or None,
@@ -256,3 +235,30 @@ def fit_json(entries: list[FitEntry], target: str) -> dict:
          "host_ram_mib": round(entry.answer.layout.host / MIB) if entry.answer.layout else None,
          **margin_json(entry.margin, 0)}
         for entry in entries]}
+
+
+# --- the answers (advisor/answers.py's calls) ---------------------------------------------------------------
+
+
+def whatif(model: str, gpu, engine, version, settings: dict, sources: dict, *, checkpoints: bool = True):
+    """The baseline, then each of llama.cpp's levers alone and the model's other quantization mixes."""
+    from ...advisor.answers import AdvisorAnswer
+
+    pins = {key: value for key, value in settings.items() if key != "engine"}
+    rows = whatif_rows(model, gpu, version, pins, sources, engine)
+    return AdvisorAnswer("whatif", engine.name, [row.to_dict() for row in rows], rows[0].breakdown.failure is None,
+                         lambda columns, markdown: whatif_text(rows))
+
+
+def fit(model: str, gpu, engine, version, settings: dict, sources: dict, target, *, progress=None):
+    """The two answers (fit_entries) within the target's memory, context, slots and GPUs."""
+    from ...advisor.answers import AdvisorAnswer
+
+    pins = {key: value for key, value in settings.items() if key != "engine"}
+    answers = fit_entries(model, gpu, version, pins, sources, context=target.context, concurrency=target.concurrency,
+                          ceiling=target.max_gpu_memory, gpus=target.gpus)
+    sentence = (f"{gpu.name}" + (f", {target.max_gpu_memory_text} per GPU" if target.max_gpu_memory else "")
+                + (f", {target.gpus} GPUs" if target.gpus > 1 else ""))
+    return AdvisorAnswer("fit", engine.name, fit_json(answers, sentence),
+                         any(entry.answer.layout is not None for entry in answers),
+                         lambda columns, markdown: fit_text(model, answers, sentence))

@@ -3,6 +3,7 @@ never loads the simulator, the advisor, the web page, the log forensics or `watc
 still lists every command with the summary its module registers."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 OTHER_COMMANDS = ("vram_detective.simulate", "vram_detective.advisor", "vram_detective.web",
                   "vram_detective.forensics", "vram_detective.watch", "vram_detective.compare")
+ENGINE_NAMES = ("vllm", "sglang", "llamacpp", "ollama")
 
 
 # Runs the command as `python -m vram_detective` does and writes the names in sys.modules at exit (the engine
@@ -48,6 +50,24 @@ def test_explain_imports_no_other_command(words, tmp_path):
     names, out = _imported(*words, tmp_path=tmp_path)
     assert "vram_detective.api" in names and out.strip()  # it did answer, through the library
     assert _loaded(names, OTHER_COMMANDS) == []
+    # --emit is offered from deploy/__init__.py; the files it lays out load only when it is given
+    assert _loaded(names, ("vram_detective.deploy.command", "vram_detective.deploy.files")) == []
+
+
+# the intervals group a release by its era, which the engine's release table answers (Releases.era): `explain`
+# has no use for the case scorer (scoring.py and each engine's engines/<engine>/scoring.py, accuracy.py)
+SCORER = ("vram_detective.scoring", *(f"vram_detective.engines.{name}.{part}" for name in ENGINE_NAMES
+                                      for part in ("scoring", "accuracy")))
+
+
+@pytest.mark.parametrize("engine,words", [
+    ("vllm", ("--max-model-len", "8k")), ("sglang", ()), ("llamacpp", ("-c", "4096")), ("ollama", ()),
+])
+def test_explain_does_not_load_the_case_scorer(engine, words, tmp_path):
+    names, out = _imported("explain", "Qwen/Qwen3-8B", "--gpu", "4090", "--engine", engine, "--json", *words,
+                           tmp_path=tmp_path)
+    assert json.loads(out)["model"] == "Qwen/Qwen3-8B"  # it answered (with its intervals where the engine has them)
+    assert _loaded(names, SCORER) == []
 
 
 def test_models_imports_no_engine_plan(tmp_path):

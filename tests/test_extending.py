@@ -104,7 +104,7 @@ class FakeCppEngine:
         return Releases(("1.0.0", "2.0.0"), "1.0.0", "2.0.0", _resolve, rules_at,
                         lambda version, name, path=None, default=None: rules_at(version).get(name, default),
                         lambda test: next((r.since for r in FAKE_RULES if test(rules_at(r.since))), None),
-                        FAKE_WINDOW.contains)
+                        FAKE_WINDOW.contains, lambda version, variant="": f"fake {version}")
 
     @staticmethod
     def _build(version):

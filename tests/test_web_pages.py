@@ -100,6 +100,10 @@ def test_explain_tab(browser, server, shots, engine, size):  # noqa: F811
     assert f"{expected['nvidia_smi_used_mib']:,} MiB" in verdict
     assert {key: shown[key] for key in shown} == {key: expected[key] for key in shown}
     assert page.input_value(f"#f-{context}") == "16384"
+    # one colour per legend entry (non-torch memory and the CUDA context shared one before)
+    swatches = page.eval_on_selector_all("#explain-result .legend .swatch", "els => els.map(e => "
+                                         "[getComputedStyle(e).backgroundColor, getComputedStyle(e).borderTopStyle])")
+    assert len(swatches) >= 3 and len({tuple(s) for s in swatches}) == len(swatches), swatches
     assert problems == []
     page.close()
 

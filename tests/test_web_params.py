@@ -87,3 +87,22 @@ def test_a_misspelt_flag_in_a_pasted_line_is_400_naming_the_flag_meant(server, l
                                             f"{label} would exit at once on it")
     status, body = _get(server, "/api/explain", {"line": line.replace(typo, meant), "gpu": "RTX 4090"})
     assert status == 200 and body["startup_failed"] is False
+
+
+def test_v1s_re_reserved_activation_buffers_are_named_once():
+    """vLLM V1 reserves the profile run's activation buffers again after start (nvidia-smi counts them): the bar
+    names that part for what it is, not "other (allocator)" beside a ghost of the same size said to be freed."""
+    from vram_detective import api
+    from vram_detective.web.report import gpu_segments, legend_html
+
+    b = api.explain("Qwen/Qwen3-8B", "RTX 4090", vllm_version="0.33.0")
+    parts = {segment.key: segment for segment in gpu_segments(b)}
+    assert "other" not in parts and parts["activation_peak"].bytes == b.activation_peak_bytes
+    assert abs(parts["reserved"].bytes - b.activation_peak_bytes) < 2**20  # nvidia-smi in whole MiB
+    legend = legend_html(b)
+    assert "activation buffers reserved again after the warm-up <b>1.43 GiB</b>" in legend
+    assert "other (allocator" not in legend and "not in nvidia-smi" not in legend
+    # V0 empties the cache after profiling: no such part
+    v0 = {segment.key for segment in gpu_segments(api.explain("Qwen/Qwen2.5-7B-Instruct-AWQ", "RTX 4090",
+                                                              vllm_version="0.6.3", max_model_len=32768))}
+    assert "reserved" not in v0

@@ -171,7 +171,7 @@ def _explain_parser(explain: argparse.ArgumentParser) -> None:
     add_output_arguments(explain)
     explain.add_argument("--html", metavar="FILE",
                          help="also write a self-contained HTML report (verdict, bars, tables; inline SVG and CSS)")
-    from .deploy.command import add_emit_argument
+    from .deploy import add_emit_argument  # deploy/command.py and files.py load only for --emit
 
     add_emit_argument(explain)
 

@@ -2,7 +2,7 @@
 errors in GiB beside the relative ones, and the grouping keys of the accuracy tables (release era, GPU class).
 
 Pure functions over scored entries (scoring.py builds them); no engine logic here: which era a release belongs to
-is the engine's answer (engines/base.py CaseScoring.era)."""
+is the engine's answer (engines/base.py Releases.era)."""
 from __future__ import annotations
 
 import math
@@ -102,7 +102,7 @@ def release_era(engine: str, version: str, variant: str = "") -> str:
     budget era from its rule table, SGLang X.Y, llama.cpp's thousand of builds, Ollama)."""
     from .engines import get_engine
 
-    return get_engine(engine).scoring.era(version, variant)
+    return get_engine(engine).releases.era(version, variant)
 
 
 def breakdown_era(breakdown) -> str:

@@ -33,7 +33,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
     add_model_arguments(parser)
     add_output_arguments(parser)
-    from ..deploy.command import add_emit_argument
+    from ..deploy import add_emit_argument
 
     add_emit_argument(parser)
 

@@ -1,6 +1,15 @@
 """Deployment files (compose, Kubernetes, Helm values, the command) from a prediction (`--emit`)."""
 from __future__ import annotations
 
+# what --emit prints (files.py lays each out); here so that a command's parser offers --emit without loading them
+KINDS = ("compose", "k8s", "helm-values", "command")
+
+
+def add_emit_argument(parser) -> None:
+    parser.add_argument("--emit", choices=KINDS, default=None, metavar="{" + ",".join(KINDS) + "}",
+                        help="print a deployment of the answer instead: a docker-compose service, a Kubernetes "
+                             "Deployment + Service, values for the engine's common Helm chart, or the command line")
+
 
 def deployment(model: str, gpu, kind: str = "k8s", *, engine: str | None = None, engine_version: str | None = None,
                **settings) -> str:
@@ -10,7 +19,7 @@ def deployment(model: str, gpu, kind: str = "k8s", *, engine: str | None = None,
     from .. import api
     from ..engines import get_engine
     from .command import render
-    from .files import KINDS, Server
+    from .files import Server
 
     if kind not in KINDS:
         raise ValueError(f"unknown deployment {kind!r} (known: {', '.join(KINDS)})")

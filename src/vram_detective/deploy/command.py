@@ -7,14 +7,6 @@ from __future__ import annotations
 import json
 import sys
 
-from .files import KINDS
-
-
-def add_emit_argument(parser) -> None:
-    parser.add_argument("--emit", choices=KINDS, default=None, metavar="{" + ",".join(KINDS) + "}",
-                        help="print a deployment of the answer instead: a docker-compose service, a Kubernetes "
-                             "Deployment + Service, values for the engine's common Helm chart, or the command line")
-
 
 def _vendor(args) -> str:
     from .. import api

@@ -9,7 +9,6 @@ import shlex
 from dataclasses import dataclass
 
 GIB = 1 << 30
-KINDS = ("compose", "k8s", "helm-values", "command")
 
 
 @dataclass(frozen=True)

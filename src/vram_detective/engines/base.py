@@ -26,6 +26,9 @@ class Releases:
     rule_at: Callable[..., Any]  # (version, rule name, path=None, default=) -> the rule's value at that release
     first_release: Callable[..., Any]  # (test) -> the oldest release whose rules pass test(rules), or None
     is_modelled: Callable[[Version], bool]  # does the rule table reach back to this release?
+    # (release, variant="") -> the era key `score`'s tables and the intervals group a release by (read from the
+    # release table alone: `explain` looks it up for its intervals without loading the case scorer)
+    era: Callable[..., str]
     # a release as people write it ("0.9.1"; llama.cpp's builds "b5622"); None: the dotted version
     name: Callable[[Version], str] | None = None
 
@@ -102,11 +105,11 @@ class Levers:
 class CaseScoring:
     """How `score` measures the engine against a ground-truth case (groundtruth/SCHEMA.md): the case planned
     from its own fields the way `explain` plans those flags, then each figure its log printed beside the plan's.
-    scoring.py does the engine-neutral rest (the model, skips, tables, intervals, rendering)."""
+    scoring.py does the engine-neutral rest (the model, skips, tables, intervals, rendering); the era a case
+    is grouped by is the engine's (Releases.era)."""
 
     score_case: Callable[..., tuple]  # (case, catalog_only) -> (entry, "") or (None, why the case is skipped)
     figures: tuple[str, ...]  # the figure rows of the engine's accuracy tables, in order
-    era: Callable[..., str]  # (release, variant="") -> the era key the tables and the intervals group by
     format_section: Callable[[dict], str]  # the engine's section of a `score` report, as text
     # a case's raw log -> its observed figures (score --from-logs); None: the engine's cases are scored on the
     # figures their `observed` holds (the reader gives fewer keys than a case records)

@@ -13,7 +13,7 @@ from ..units import GIB
 
 MIB = 1 << 20
 # segment kind -> CSS class (colours live in static/app.css, light and dark)
-KINDS = ("weights", "kv", "graphs", "overhead", "activation", "free", "other")
+KINDS = ("weights", "kv", "graphs", "overhead", "context", "workspace", "activation", "reserved", "free", "other")
 # the figures the page lists under the bar, as `explain --json` names them
 FIGURES = (("nvidia_smi_used_mib", "nvidia-smi used", "MiB"), ("total_gpu_gib", "GPU total (CUDA)", "GiB"),
            ("weights_gib", "weights", "GiB"), ("kv_cache_gib", "KV cache", "GiB"),
@@ -34,7 +34,8 @@ class Segment:
 def _kind(key: str) -> str:
     key = key.lower()
     for word, kind in (("activation", "activation"), ("weights", "weights"), ("model", "weights"),
-                       ("kv", "kv"), ("graph", "graphs")):
+                       ("kv", "kv"), ("graph", "graphs"), ("context", "context"), ("backend", "workspace"),
+                       ("compute", "workspace")):
         if word in key:
             return kind
     return "overhead"
@@ -65,7 +66,11 @@ def gpu_segments(b: Breakdown) -> list[Segment]:
                 out.append(Segment(leaf.key, leaf.label, leaf.bytes, _kind(leaf.key), detail or leaf.reason))
     counted = sum(s.bytes for s in out if s.kind != "activation")
     gap = b.nvidia_smi_used_mib * MIB - counted
-    if gap > 8 * MIB:  # what nvidia-smi shows beyond the named parts (rounding, allocator slack)
+    peak = sum(s.bytes for s in out if s.kind == "activation")
+    if peak > 0 and abs(gap - peak) <= 8 * MIB:  # the peak's buffers reserved again after start (in nvidia-smi)
+        out.append(Segment("reserved", "activation buffers reserved again after the warm-up", gap, "reserved",
+                           "the profile-run peak's size, held by the allocator once the engine runs"))
+    elif gap > 8 * MIB:  # what nvidia-smi shows beyond the named parts (rounding, allocator slack)
         out.append(Segment("other", "other (allocator, rounding)", gap, "other"))
     return out
 
@@ -119,7 +124,8 @@ def legend_html(b: Breakdown) -> str:
     free = max(b.total_gpu_bytes - b.nvidia_smi_used_mib * MIB, 0)
     seen["free"] = ["free", free, "free"]
     for key, (label, amount, kind) in seen.items():
-        note = " (peak during profiling, freed: not in nvidia-smi)" if kind == "activation" else ""
+        note = " (peak during profiling, freed before the KV pool is sized; dashed: not a part of the bar)" \
+            if kind == "activation" else ""
         rows.append(f'<li data-key="{escape(key)}"><span class="swatch {kind}" aria-hidden="true"></span>'
                     f'{escape(label)} <b>{_g(amount)}</b>{note}</li>')
     return f'<ul class="legend">{"".join(rows)}</ul>'

@@ -79,7 +79,7 @@ class LlamaCppEngine:
         from . import releases as r
 
         return Releases(r.KNOWN_BUILDS, f"b{r.OLDEST_BUILD}", f"b{r.NEWEST_BUILD}", r.resolve_build, r.rules_at,
-                        r.rule_at, r.first_release, r.is_modelled, name=lambda version: f"b{version[0]}")
+                        r.rule_at, r.first_release, r.is_modelled, r.era, name=lambda version: f"b{version[0]}")
 
     @cached_property
     def launch(self) -> LaunchLine:
@@ -158,7 +158,7 @@ class LlamaCppEngine:
         from . import scoring
 
         # observed_from_log None: a case's `observed` holds the per-device buffers its `log` excerpt may not
-        return CaseScoring(scoring.score_case, scoring.FIGURES, scoring.era,
+        return CaseScoring(scoring.score_case, scoring.FIGURES,
                            lambda section: neutral.format_engine_section(self.label, section))
 
     @cached_property

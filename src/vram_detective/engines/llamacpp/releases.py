@@ -206,3 +206,10 @@ def first_release(test):
 
 def is_modelled(version) -> bool:
     return version[0] >= OLDEST_BUILD
+
+
+def era(version: str, variant: str = "") -> str:
+    """llama.cpp's era: the thousand of its build (b5274 -> 'llama.cpp b5xxx'; `score`'s tables and the intervals
+    group cases by it)."""
+    digits = "".join(char for char in str(version) if char.isdecimal())
+    return f"llama.cpp b{digits[:1]}xxx" if digits else "llama.cpp"

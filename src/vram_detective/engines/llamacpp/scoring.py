@@ -4,8 +4,6 @@ program, the build, the settings in llama.cpp's or Ollama's names, the GGUF mix 
 buffer the log printed beside the plan's, device by device."""
 from __future__ import annotations
 
-import re
-
 from ... import fidelity, scoring
 from . import accuracy
 
@@ -40,7 +38,7 @@ def _head(case: dict, plan, model) -> dict:
     program = get_engine(plan.engine)  # llama.cpp, or Ollama when the case runs Ollama's own runner
     entry = {"id": case["id"], "engine_version": f"{plan.engine} {plan.version}", "version_basis": plan.version_basis,
              "tags": tags, "separate": scoring.is_separate(tags), "figures": {},
-             "era": program.scoring.era(plan.version)}
+             "era": program.releases.era(plan.version)}
     if model.note:
         entry["model_note"] = model.note
     if plan.not_compared:
@@ -51,9 +49,3 @@ def _head(case: dict, plan, model) -> dict:
         total = None
     entry["gpu_class"] = fidelity.gpu_class(total)
     return entry
-
-
-def era(version: str, variant: str = "") -> str:
-    """llama.cpp's era: the thousand of its build (b5274 -> 'llama.cpp b5xxx')."""
-    digits = re.sub(r"\D", "", str(version))
-    return f"llama.cpp b{digits[:1]}xxx" if digits else "llama.cpp"

@@ -150,7 +150,7 @@ class OllamaEngine:
         from . import releases as r
 
         return Releases(r.KNOWN, r.KNOWN[0], ".".join(map(str, r.NEWEST)), r.resolve_version, r.rules_at, r.rule_at,
-                        r.first_release, r.is_modelled)
+                        r.first_release, r.is_modelled, r.era)
 
     @cached_property
     def launch(self) -> LaunchLine:
@@ -277,7 +277,7 @@ class OllamaEngine:
 
         # an Ollama case is planned by llama.cpp's case planner (accuracy.plan_case: Ollama's release, its
         # vendored build, its own layer placement), compared buffer by buffer as llama.cpp's
-        return CaseScoring(scoring.score_case, scoring.FIGURES, lambda version, variant="": "Ollama",
+        return CaseScoring(scoring.score_case, scoring.FIGURES,
                            lambda section: neutral.format_engine_section(self.label, section))
 
     @cached_property

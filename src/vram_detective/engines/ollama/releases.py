@@ -108,3 +108,8 @@ def first_release(test):
 
 def is_modelled(version: Version) -> bool:
     return tuple(version) >= WINDOW.oldest
+
+
+def era(version: str, variant: str = "") -> str:
+    """One era for every Ollama release (its cases are few): what `score`'s tables and the intervals group by."""
+    return "Ollama"

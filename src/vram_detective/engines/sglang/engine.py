@@ -94,7 +94,7 @@ class SGLangEngine:
 
         return Releases(releases.NOTABLE_RELEASES, format_version(releases.OLDEST_SUPPORTED),
                         format_version(releases.NEWEST_KNOWN), releases.resolve_version, releases.rules,
-                        releases.rule_at, releases.first_release, releases.is_modelled)
+                        releases.rule_at, releases.first_release, releases.is_modelled, releases.era)
 
     @cached_property
     def launch(self) -> LaunchLine:
@@ -138,7 +138,7 @@ class SGLangEngine:
         from ... import scoring as neutral
         from . import scoring
 
-        return CaseScoring(scoring.score_case, scoring.FIGURES, scoring.era,
+        return CaseScoring(scoring.score_case, scoring.FIGURES,
                            lambda section: neutral.format_engine_section(self.label, section), _observed)
 
     @cached_property

@@ -438,3 +438,8 @@ def first_release_serving(architecture: str, version) -> Version | None:
     if rule_at(version, rule, default=True):
         return None
     return first_release(lambda later: later[rule])
+
+
+def era(version: str, variant: str = "") -> str:
+    """SGLang's release era: its X.Y (what `score`'s tables and the intervals group cases by)."""
+    return "SGLang " + ".".join(str(version).split(".")[:2])

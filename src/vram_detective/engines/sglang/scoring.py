@@ -10,6 +10,7 @@ from ... import fidelity, scoring
 from ...units import GIB
 from . import accuracy
 from .engine import ENGINE
+from .releases import era
 
 # SGLang's figures (SCHEMA.md's SGLang keys), then #tokens from the log's own free memory
 FIGURES = (
@@ -137,8 +138,3 @@ def _refused(case: dict, inputs: CaseInputs, message: str) -> dict:
         entry["verdict"] = {"observed": fidelity.observed_verdict(case), "predicted": fidelity.REFUSED}
     entry["figures"] = scoring.refusal_misses(observed, FIGURES)
     return entry
-
-
-def era(version: str, variant: str = "") -> str:
-    """SGLang's release era: its X.Y."""
-    return "SGLang " + ".".join(str(version).split(".")[:2])

@@ -79,7 +79,7 @@ class VllmEngine:
 
         return Releases(releases.NOTABLE_RELEASES, format_version(releases.OLDEST_SUPPORTED),
                         format_version(releases.NEWEST_KNOWN), releases.resolve_version, releases.release,
-                        releases.rule_at, releases.first_release, releases.is_modelled)
+                        releases.rule_at, releases.first_release, releases.is_modelled, releases.era)
 
     @cached_property
     def launch(self) -> LaunchLine:
@@ -166,7 +166,7 @@ class VllmEngine:
     def scoring(self) -> CaseScoring:
         from . import scoring
 
-        return CaseScoring(scoring.score_case, scoring.HEADLINE_FIGURES, scoring.era, scoring.format_section,
+        return CaseScoring(scoring.score_case, scoring.HEADLINE_FIGURES, scoring.format_section,
                            _observed, scoring.CONSISTENCY_FIGURES, detail_tables=True)
 
     @cached_property

@@ -610,6 +610,12 @@ def rule_at(version: Version, rule: str, engine: str | None = None, default: obj
     return default
 
 
+def era(version: str, path: str = "") -> str:
+    """The release's budget era (rule `budget_era`), e.g. 'V1-b': what `score`'s tables and the intervals group
+    cases by."""
+    return str(rule_at(parse_version(version), "budget_era", (path or "v1").lower(), default="?"))
+
+
 def is_modelled(version: Version) -> bool:
     """Whether the tool models `version` (the oldest budget rule read from a wheel and on)."""
     return tuple(version[:3]) >= OLDEST_SUPPORTED

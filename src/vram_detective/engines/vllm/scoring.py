@@ -13,7 +13,7 @@ from ...units import GIB, parse_version
 from .engine import ENGINE
 from .plan import kv_plan_for_budget
 from .logs.eras import infer_engine_from_log, infer_version_from_log, refine_wildcard_version
-from .releases import rule_at
+from .releases import era, rule_at
 from .speculative import unsized_reason
 
 # Figures compared when a case has them: observed key -> how to read the prediction.
@@ -320,11 +320,6 @@ def score_case(case: dict, catalog_only: bool = False) -> tuple[dict | None, str
     if prediction is None:
         return None, reason
     return case_entry(case, prediction), ""
-
-
-def era(version: str, path: str = "") -> str:
-    """The release's budget era from the rule table (releases.py `budget_era`), e.g. 'V1-b'."""
-    return str(rule_at(parse_version(version), "budget_era", (path or "v1").lower(), default="?"))
 
 
 def format_section(report: dict) -> str:

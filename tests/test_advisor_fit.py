@@ -43,8 +43,9 @@ def explain_line(capsys, gpu: str, version: str, command: str, *extra: str) -> d
     return data
 
 
-FIGURES = ("weights_gib", "kv_cache_gib", "num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "max_model_len",
-           "nvidia_smi_used_mib", "activation_peak_gib", "cuda_graph_gib", "budget_gib", "startup_failed")
+FIGURES = ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "max_concurrency", "max_model_len",
+           "nvidia_smi_used_mib", "startup_failed", "vllm")  # "vllm": its own figures, nested (schema 2)
+VLLM_FIGURES = ("num_gpu_blocks", "activation_peak_gib", "cuda_graph_gib", "budget_gib")
 
 
 # --- the examples ---------------------------------------------------------------------------------
@@ -60,6 +61,7 @@ def test_ceiling_on_a_4090(capsys):
     for candidate in data["candidates"]:
         assert candidate["nvidia_smi_used_mib"] <= 12288
         assert set(candidate) >= {"settings", "command", "binding_constraint", *FIGURES}
+        assert set(candidate["vllm"]) >= set(VLLM_FIGURES)
     # a hundredth more utilization would cross the ceiling (or the model's whole context already fits below it)
     settings = dict(best["settings"], gpu_memory_utilization=round(best["settings"]["gpu_memory_utilization"] + 0.01, 2))
     higher = api.explain(best["model"], "RTX 4090", **settings)

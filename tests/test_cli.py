@@ -152,10 +152,12 @@ def test_kv_does_not_fit_is_refused_with_vllms_message(capsys):
 # --- --json ---------------------------------------------------------------------------------------------------------
 
 REQUIRED_KEYS = (
-    "weights_gib", "activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "budget_gib", "kv_cache_gib",
-    "num_gpu_blocks", "num_cpu_blocks", "block_size", "kv_cache_tokens", "max_concurrency", "max_model_len",
-    "nvidia_smi_used_mib", "log_lines", "components", "vllm_version", "settings",
+    "weights_gib", "kv_cache_gib", "kv_cache_tokens", "max_concurrency", "max_model_len",
+    "nvidia_smi_used_mib", "log_lines", "components", "settings", "vllm",
 )
+# vLLM's own figures, under its name (schema 2)
+VLLM_KEYS = ("activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "budget_gib", "num_gpu_blocks",
+             "num_cpu_blocks", "block_size", "vllm_version")
 
 
 def test_json_has_every_required_key(capsys):
@@ -163,9 +165,11 @@ def test_json_has_every_required_key(capsys):
                     "--max-model-len", "20000", "--gpu-memory-utilization", "0.9")
     for key in REQUIRED_KEYS:
         assert key in data, key
-    assert data["vllm_version"] == "0.6.4"
+    own = data["vllm"]
+    assert set(own) >= set(VLLM_KEYS) and not set(VLLM_KEYS) & set(data)  # nested, no flat copy
+    assert own["vllm_version"] == data["engine_version"] == "0.6.4"
     assert data["weights_gib"] == 14.9888  # 16,094,076,928 B
-    assert data["num_cpu_blocks"] == 2048 and data["block_size"] == 16
+    assert own["num_cpu_blocks"] == 2048 and own["block_size"] == 16
     assert data["max_model_len"] == 20000
     assert isinstance(data["log_lines"], list) and all(isinstance(line, str) for line in data["log_lines"])
     assert "Loading model weights took 14.9888 GB" in data["log_lines"]
@@ -178,7 +182,7 @@ def test_json_has_every_required_key(capsys):
     assert data["settings"]["gpu_memory_utilization"]["value"] == 0.9
     assert "per_rank" not in data  # one rank: nothing to break down
     # the budget of a V0-d release: 0.9 x total
-    assert data["budget_gib"] == pytest.approx(0.9 * data["total_gpu_gib"], abs=1e-3)
+    assert own["budget_gib"] == pytest.approx(0.9 * data["total_gpu_gib"], abs=1e-3)
 
 
 def test_json_per_rank_when_pipeline_stages_differ(capsys):
@@ -198,7 +202,7 @@ def test_json_per_rank_when_pipeline_stages_differ(capsys):
     expected = [table + 9 * layer + rotary, 10 * layer + rotary, 9 * layer + 7168 + table + rotary]
     assert [r["weights_gib"] for r in ranks] == [round(b / GIB, 4) for b in expected]
     assert data["weights_gib"] == ranks[0]["weights_gib"]
-    assert data["num_gpu_blocks"] == min(r["num_blocks_own"] for r in ranks)
+    assert data["vllm"]["num_gpu_blocks"] == min(r["num_blocks_own"] for r in ranks)
 
 
 def test_32k_is_32768(capsys):

@@ -73,7 +73,7 @@ def test_llamacpp_flags_mean_llamacpp(capsys):
     assert (code, out["engine_name"], out["kv_cache_tokens"]) == (0, "llamacpp", 4096)
     assert out["settings"]["type_k"]["value"] == "q8_0"
     code, out, _ = _explain(capsys, "Qwen/Qwen3-8B", "--gpu", "H100", "--mem-fraction-static", "0.8")
-    assert (code, out["engine_name"], out["mem_fraction_static"]) == (0, "sglang", 0.8)
+    assert (code, out["engine_name"], out["sglang"]["mem_fraction_static"]) == (0, "sglang", 0.8)
 
 
 @pytest.mark.parametrize("argv, message", [

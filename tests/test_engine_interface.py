@@ -63,12 +63,15 @@ def test_explain_through_the_registry_equals_the_vllm_version_path():
     assert by_engine.log_lines[0].startswith("Loading model weights took 5.")
 
 
-def test_json_keeps_the_old_keys_and_names_the_engine():
+def test_json_names_the_engine_and_nests_its_own_figures():
     out = to_json(explain(SEED["model"], SEED["gpu"], vllm_version="0.6.3", max_model_len=SEED["max_model_len"]))
-    assert out["engine_name"] == "vllm" and out["engine_version"] == out["vllm_version"] == "0.6.3"
-    assert out["engine"] == "v0" and out["num_cpu_blocks"] > 0  # V0 sizes its swap space in blocks
+    own = out["vllm"]
+    assert out["engine_name"] == "vllm" and out["engine_version"] == own["vllm_version"] == "0.6.3"
+    assert own["engine"] == "v0" and own["num_cpu_blocks"] > 0  # V0 sizes its swap space in blocks
     for key in ("budget_gib", "activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "cuda_graph_budgeted",
-                "num_gpu_blocks", "block_size", "kv_cache_tokens", "max_concurrency"):
+                "num_gpu_blocks", "block_size"):
+        assert key in own and key not in out
+    for key in ("kv_cache_tokens", "max_concurrency"):
         assert key in out
 
 
@@ -81,9 +84,9 @@ def test_cli_engine_flags_old_and_new_spellings_agree(capsys):
     base = ["explain", SEED["model"], "--gpu", SEED["gpu"], "--max-model-len", "32768"]
     _, new = _cli_json(base + ["--engine", "vllm", "--engine-version", "0.8.5", "--vllm-engine", "v0"], capsys)
     _, old = _cli_json(base + ["--vllm-version", "0.8.5", "--engine", "v0"], capsys)
-    assert new == old and new["engine"] == "v0" and new["vllm_version"] == "0.8.5"
+    assert new == old and new["vllm"]["engine"] == "v0" and new["vllm"]["vllm_version"] == "0.8.5"
     _, v1 = _cli_json(base + ["--vllm-version", "0.8.5", "--engine", "v1"], capsys)
-    assert v1["engine"] == "v1" and v1["num_cpu_blocks"] == 0  # V1 keeps no CPU swap blocks
+    assert v1["vllm"]["engine"] == "v1" and v1["vllm"]["num_cpu_blocks"] == 0  # V1 keeps no CPU swap blocks
 
 
 def test_cli_unknown_engine_is_one_line_exit_2(capsys):

@@ -27,7 +27,9 @@ def _explain(capsys, *args) -> dict:
 
 
 def _figures(report: dict) -> dict:
-    return {k: v for k, v in report.items() if k.endswith("_mib") or k in ("offloaded_layers", "kv_cells")}
+    """The MiB figures and layer counts, common and the engine's own (nested under its name)."""
+    merged = {**report, **report[report["engine_name"]]}
+    return {k: v for k, v in merged.items() if k.endswith("_mib") or k in ("offloaded_layers", "kv_cells")}
 
 
 def test_hub_gguf_repo_plans_like_the_local_file(fake_hub, tmp_path, capsys):

@@ -19,6 +19,11 @@ T4 = "llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4"
 LAYER = 2 * 1024 + 2 * 131072 + 2 * 65536 + 3 * 262144  # one layer of _write's file (test_llamacpp_engine)
 
 
+def own(out: dict) -> dict:
+    """The engine's own figures: nested under its name in the JSON (schema 2)."""
+    return out[out["engine_name"]]
+
+
 def _json(capsys, argv) -> dict:
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)
@@ -41,10 +46,10 @@ def test_explain_a_gguf_file(gguf_file, capsys):
     out = _json(capsys, ["explain", gguf_file, "--engine", "llamacpp", "--gpu", "4090", "-ngl", "99", "-c", "4096",
                          "--engine-version", "b5274", "--json"])
     assert out["engine_name"] == "llamacpp" and out["engine_version"] == "b5274"
-    assert out["cuda0_model_buffer_mib"] == round((2 * LAYER + 512000 + 1024) / MIB, 2)
-    assert out["cpu_mapped_model_buffer_mib"] == round(512000 / MIB, 2)  # token_embd stays on the host
-    assert out["cuda0_kv_buffer_mib"] == 4096 * 2 * 128 * 2 * 2 / MIB
-    assert (out["offloaded_layers"], out["total_layers"], out["layers_on_gpu"]) == (3, 3, 3)
+    assert own(out)["cuda0_model_buffer_mib"] == round((2 * LAYER + 512000 + 1024) / MIB, 2)
+    assert own(out)["cpu_mapped_model_buffer_mib"] == round(512000 / MIB, 2)  # token_embd stays on the host
+    assert own(out)["cuda0_kv_buffer_mib"] == 4096 * 2 * 128 * 2 * 2 / MIB
+    assert (own(out)["offloaded_layers"], own(out)["total_layers"], own(out)["layers_on_gpu"]) == (3, 3, 3)
     assert out["checkpoint_vs_gpu"]["tensors"] == 2 * 9 + 3
     assert main(["explain", gguf_file, "--engine", "llamacpp", "--gpu", "4090", "-ngl", "2", "-c", "4096"]) == 0
     text = capsys.readouterr().out
@@ -60,8 +65,8 @@ def test_explain_a_catalog_model_at_a_mix(capsys):
     assert q4["settings"]["gguf_type"] == {"value": "Q4_K_M", "given": True}
     assert q8["settings"]["gguf_type"]["value"] == "Q8_0"
     # Qwen3-8B: 36 layers x 8 KV heads x 128 x f16 x (K + V) per cell, 32768 cells
-    assert q4["cuda0_kv_buffer_mib"] == q8["cuda0_kv_buffer_mib"] == 36 * 8 * 128 * 2 * 2 * 32768 / MIB
-    assert 1.6 < q8["cuda0_model_buffer_mib"] / q4["cuda0_model_buffer_mib"] < 1.8  # 8.5 vs ~4.9 bits a weight
+    assert own(q4)["cuda0_kv_buffer_mib"] == own(q8)["cuda0_kv_buffer_mib"] == 36 * 8 * 128 * 2 * 2 * 32768 / MIB
+    assert 1.6 < own(q8)["cuda0_model_buffer_mib"] / own(q4)["cuda0_model_buffer_mib"] < 1.8  # 8.5 vs ~4.9 bits a weight
     assert main(["explain", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--gpu", "4090", "--gguf-type", "Q9_X"]) == 2
     assert main(["explain", "Qwen/Qwen3-8B", "--gpu", "4090", "--gguf-type", "Q4_K_M"]) == 2  # not a vLLM setting
 
@@ -75,11 +80,11 @@ def test_explain_a_catalog_model_at_a_mix(capsys):
 def test_pasted_llama_cpp_lines(line, settings, capsys):
     out = _json(capsys, ["explain", "--gpu", "4090", "--json", "--"] + line.split())
     assert out["engine_name"] == "llamacpp" and out["model"] == "Qwen/Qwen3-8B"
-    assert out["kv_cells"] == settings["n_ctx"]
+    assert own(out)["kv_cells"] == settings["n_ctx"]
     if "n_gpu_layers" in settings:
-        assert out["offloaded_layers"] == settings["n_gpu_layers"]
+        assert own(out)["offloaded_layers"] == settings["n_gpu_layers"]
     if "type_k" in settings:
-        assert out["k_mib"] == 36 * 8 * 128 * 34 / 32 * 32768 / MIB  # q8_0: 34 bytes per 32 values
+        assert own(out)["k_mib"] == 36 * 8 * 128 * 34 / 32 * 32768 / MIB  # q8_0: 34 bytes per 32 values
 
 
 def test_launch_line_hooks():
@@ -97,15 +102,15 @@ def test_explain_an_ollama_name_from_the_store(store, capsys):
     out = _json(capsys, ["explain", "tiny:q4", "--engine", "ollama", "--gpu", "4090", "--num-ctx", "1024", "--json"])
     layer = 2 * 512 + 4 * 32768 + 3 * 65536
     assert out["engine_name"] == "ollama" and out["model"] == "tiny:q4"
-    assert out["cuda0_model_buffer_mib"] == round((2 * layer + 512 + 128000) / MIB, 2)  # tied output copied
-    assert out["kv_size_mib"] == round(2 * 1024 * 128 * 2 * 2 / MIB, 2)
+    assert own(out)["cuda0_model_buffer_mib"] == round((2 * layer + 512 + 128000) / MIB, 2)  # tied output copied
+    assert own(out)["kv_size_mib"] == round(2 * 1024 * 128 * 2 * 2 / MIB, 2)
     pasted = _json(capsys, ["explain", "--gpu", "4090", "--json", "--", "OLLAMA_KV_CACHE_TYPE=q8_0",
                             "OLLAMA_FLASH_ATTENTION=1", "ollama", "run", "tiny:q4"])
     assert pasted["engine_name"] == "ollama" and pasted["settings"]["kv_cache_type"]["value"] == "q8_0"
-    assert pasted["k_mib"] == pasted["v_mib"] == round(2 * 128 * 34 / 32 * pasted["kv_cells"] / MIB, 2)
+    assert own(pasted)["k_mib"] == own(pasted)["v_mib"] == round(2 * 128 * 34 / 32 * own(pasted)["kv_cells"] / MIB, 2)
     # llama.cpp's names read as Ollama's knobs: -c is num_ctx
     same = _json(capsys, ["explain", "tiny:q4", "--engine", "ollama", "--gpu", "4090", "-c", "1024", "--json"])
-    assert same["kv_size_mib"] == out["kv_size_mib"]
+    assert own(same)["kv_size_mib"] == own(out)["kv_size_mib"]
     assert main(["explain", "tiny:missing", "--engine", "ollama", "--gpu", "4090"]) == 2
     assert "not in the Ollama store" in capsys.readouterr().err
 
@@ -164,8 +169,8 @@ def test_compare_three_engines(capsys):
     data = _json(capsys, ["compare", "Qwen/Qwen3-8B", "--gpu", "4090", "--context", "8k", "--engines",
                           "llamacpp,ollama", "--gguf-type", "Q8_0", "--json"])
     assert [e["engine_name"] for e in data["engines"]] == ["llamacpp", "ollama"]
-    assert data["engines"][0]["kv_cells"] == 8192 and data["engines"][1]["settings"]["num_ctx"]["value"] == 8192
-    assert data["engines"][0]["cuda0_model_buffer_mib"] == data["engines"][1]["cuda0_model_buffer_mib"]
+    assert own(data["engines"][0])["kv_cells"] == 8192 and data["engines"][1]["settings"]["num_ctx"]["value"] == 8192
+    assert own(data["engines"][0])["cuda0_model_buffer_mib"] == own(data["engines"][1])["cuda0_model_buffer_mib"]
 
 
 def test_whatif_and_fit_llama_cpp(capsys):

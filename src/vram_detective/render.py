@@ -31,6 +31,13 @@ def schema_figures(breakdown: Breakdown, weights_bytes: int | None = None) -> di
     return out
 
 
+def engine_json(breakdown: Breakdown) -> dict:
+    """The engine's own figures by their names (vLLM: its release, V0/V1 path, blocks, budget terms; SGLang: its
+    pool and memory lines; llama.cpp: its buffers per device), as `explain --json` nests them under the engine."""
+    return {figure.json_key: _g(figure.value) if figure.key.endswith("_bytes") else figure.value
+            for figure in breakdown.engine_figures}
+
+
 def to_json(breakdown: Breakdown) -> dict:
     """What `explain --json` prints and /api/explain answers (library.SCHEMA_VERSION names its shape)."""
     from .library import SCHEMA_VERSION
@@ -42,9 +49,8 @@ def to_json(breakdown: Breakdown) -> dict:
         "total_gpu_gib": _g(breakdown.total_gpu_bytes),
         "engine_name": breakdown.engine_name,
         "engine_version": breakdown.engine_version,
-        # the engine's own figures (vLLM: vllm_version, engine "v0"/"v1", blocks, budget terms)
-        **{figure.json_key: _g(figure.value) if figure.key.endswith("_bytes") else figure.value
-           for figure in breakdown.engine_figures},
+        # the engine's own figures under its name, the figures every engine has at the top (schema 2)
+        breakdown.engine_name: engine_json(breakdown),
         "weights_gib": _g(breakdown.weights_bytes),
         "kv_cache_gib": _g(breakdown.kv_cache_bytes),
         "kv_bytes_per_token": breakdown.kv_bytes_per_token,

@@ -45,6 +45,20 @@ class AdvisorAnswer:
         return envelope(self.command, self.engine, self.data)
 
 
+# the figures every engine's what-if row has (schema 2); a row's other figures are the engine's own, nested under
+# its name: vLLM's block counts, SGLang's request cap, llama.cpp's layers and buffers
+COMMON_ROW_KEYS = ("lever", "change", "model", "settings", "cost", "starts", "refused", "note", "weights_gib",
+                   "kv_pool_gib", "kv_cache_gib", "kv_cache_tokens", "max_concurrency", "nvidia_smi_used_mib", "delta",
+                   "figures", "command")
+
+
+def nested_row(row: dict, engine_name: str) -> dict:
+    """A what-if row with the engine's own figures under the engine's name (after the common ones)."""
+    own = {key: value for key, value in row.items() if key not in COMMON_ROW_KEYS}
+    common = {key: value for key, value in row.items() if key in COMMON_ROW_KEYS}
+    return {**common, engine_name: own} if own else common
+
+
 def whatif(model: str, gpu, engine, version: str | None, settings: dict, sources: dict, *,
            checkpoints: bool = True) -> AdvisorAnswer:
     """The baseline, then each lever of the engine one at a time."""

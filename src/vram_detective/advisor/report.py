@@ -28,8 +28,12 @@ def _truncate(text: str, width: int) -> str:
 def whatif_json(result) -> dict:
     base = result.baseline
     b = base.breakdown
+    from .answers import nested_row
+
+    # the engine's own figures under its name (schema 2): its V0/V1 path here, its block counts in each row
     out = {"model": base.model, "gpu": result.gpu_name, "engine_name": b.engine_name, "engine_version": b.engine_version,
-           "vllm_version": result.vllm_version, "engine": result.engine, "baseline": base.to_dict(), "levers": [lever.to_dict() for lever in result.levers]}
+           b.engine_name: {"vllm_path": result.engine}, "baseline": nested_row(base.to_dict(), b.engine_name),
+           "levers": [nested_row(lever.to_dict(), b.engine_name) for lever in result.levers]}
     out["baseline"].pop("delta", None)
     return out
 
@@ -99,7 +103,7 @@ def whatif_text(result, columns: int | None = -1, markdown: bool = False) -> str
 # --- fit ---------------------------------------------------------------------------------------------------
 
 
-def _candidate_json(candidate, rank: int | None) -> dict:
+def _candidate_json(candidate, rank: int | None, engine_name: str) -> dict:
     from ..render import to_json
 
     family = candidate.family
@@ -116,7 +120,8 @@ def _candidate_json(candidate, rank: int | None) -> dict:
         out.update(figures)
     else:
         f = candidate.figures
-        out.update(num_gpu_blocks=f["num_gpu_blocks"], kv_cache_tokens=f["kv_cache_tokens"],
+        out[engine_name] = {"num_gpu_blocks": f["num_gpu_blocks"]}  # the engine's own figure (schema 2)
+        out.update(kv_cache_tokens=f["kv_cache_tokens"],
                    max_concurrency=round(f["max_concurrency"], 4), nvidia_smi_used_mib=f["nvidia_smi_used_mib"],
                    kv_cache_gib=round(f["kv_cache_bytes"] / GIB, 4), max_model_len=candidate.point[1],
                    startup_failed=not f["starts"])
@@ -156,17 +161,18 @@ def _borderline_lines(candidates) -> list[str]:
             if c.margin is not None and not c.margin.covers]
 
 
-def fit_json(result) -> dict:
+def fit_json(result, engine_name: str) -> dict:
+    """`fit --json` of the sweep: the release at the top, the engine's own path under its name (schema 2)."""
     target = result.target
     return {
-        "model": result.model, "gpu": result.gpu.name, "vllm_version": result.vllm_version, "engine": result.engine,
-        "entrypoint": result.entrypoint,
+        "model": result.model, "gpu": result.gpu.name, "engine_version": result.vllm_version,
+        engine_name: {"vllm_path": result.engine}, "entrypoint": result.entrypoint,
         "target": {"context": target.context, "concurrency": target.need,
                    "max_gpu_memory_mib": target.ceiling_mib, "gpus": target.gpus},
         "feasible": result.feasible, "searched_configurations": result.searched, "families": result.families,
         "seconds": round(result.seconds, 3), "vectorized": result.numpy,
-        "candidates": [_candidate_json(c, i) for i, c in enumerate(result.candidates, start=1)],
-        "nearest": [dict({"relaxed": what, "why": why}, **({"candidate": _candidate_json(c, None)} if c else {}))
+        "candidates": [_candidate_json(c, i, engine_name) for i, c in enumerate(result.candidates, start=1)],
+        "nearest": [dict({"relaxed": what, "why": why}, **({"candidate": _candidate_json(c, None, engine_name)} if c else {}))
                     for what, c, why in result.nearest],
         "notes": result.notes,
     }

@@ -134,10 +134,12 @@ def legend_html(b: Breakdown) -> str:
 def figures_html(figures: dict) -> str:
     """The headline figures exactly as `explain --json` gives them (data-value holds the JSON value)."""
     items = []
+    own = figures.get(str(figures.get("engine_name")))
+    own = own if isinstance(own, dict) else {}
     for key, label, unit in FIGURES:
-        if figures.get(key) is None:
+        value = figures[key] if figures.get(key) is not None else own.get(key)  # common, else the engine's own
+        if value is None:
             continue
-        value = figures[key]
         text = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{value:,.2f}"
         items.append(f'<div><dt>{escape(label)}</dt><dd data-figure="{key}" data-value="{escape(json.dumps(value))}">'
                      f'{text}{" " + unit if unit else ""}</dd></div>')

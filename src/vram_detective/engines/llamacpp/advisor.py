@@ -242,11 +242,12 @@ def fit_json(entries: list[FitEntry], target: str) -> dict:
 
 def whatif(model: str, gpu, engine, version, settings: dict, sources: dict, *, checkpoints: bool = True):
     """The baseline, then each of llama.cpp's levers alone and the model's other quantization mixes."""
-    from ...advisor.answers import AdvisorAnswer
+    from ...advisor.answers import AdvisorAnswer, nested_row
 
     pins = {key: value for key, value in settings.items() if key != "engine"}
     rows = whatif_rows(model, gpu, version, pins, sources, engine)
-    return AdvisorAnswer("whatif", engine.name, [row.to_dict() for row in rows], rows[0].breakdown.failure is None,
+    return AdvisorAnswer("whatif", engine.name, [nested_row(row.to_dict(), engine.name) for row in rows],
+                         rows[0].breakdown.failure is None,
                          lambda columns, markdown: whatif_text(rows))
 
 

@@ -231,11 +231,12 @@ def fit_text(rows: list[Row], target: str, near: tuple = ()) -> str:
 
 def whatif(model: str, gpu, engine, version, settings: dict, sources: dict, *, checkpoints: bool = True):
     """The baseline, then each of SGLang's levers alone (no other checkpoints: `checkpoints` is vLLM's sweep's)."""
-    from ...advisor.answers import AdvisorAnswer
+    from ...advisor.answers import AdvisorAnswer, nested_row
 
     pins = {key: value for key, value in settings.items() if key != "engine"}
     rows = whatif_rows(model, gpu, version, pins, sources)
-    return AdvisorAnswer("whatif", engine.name, [row.to_dict() for row in rows], rows[0].breakdown.failure is None,
+    return AdvisorAnswer("whatif", engine.name, [nested_row(row.to_dict(), engine.name) for row in rows],
+                         rows[0].breakdown.failure is None,
                          lambda columns, markdown: whatif_text(rows))
 
 

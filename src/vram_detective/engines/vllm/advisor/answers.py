@@ -31,5 +31,5 @@ def fit(model: str, gpu, engine, version: str | None, settings: dict, sources: d
     result = sweep_fit(model, gpu, wanted, vllm_version=version, pins=pins, entrypoint=entrypoint, engine=path,
                        same_checkpoint=target.same_checkpoint, top=target.top, source_options=sources,
                        progress=progress)
-    return AdvisorAnswer("fit", engine.name, fit_json(result), result.feasible,
+    return AdvisorAnswer("fit", engine.name, fit_json(result, engine.name), result.feasible,
                          lambda columns, markdown: fit_text(result, columns=columns, markdown=markdown), True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import collections
 import random
+import re
 import resource
 import sys
 import time
@@ -127,6 +128,11 @@ def random_case(rng: random.Random, models: list[str], gpus: list[str], versions
     return case
 
 
+def cause(message: str) -> str:
+    """A violation or error grouped by what went wrong: the figures in its message replaced by N."""
+    return re.sub(r"-?\d[\d,.]*", "N", message)
+
+
 def ours(error: BaseException) -> bool:
     """One of the project's own errors, as every front end classifies it (errors.kind): a refusal or bad
     input; a bug is anything else (exit 3 / HTTP 500)."""
@@ -144,6 +150,44 @@ def _tree_problems(node, found: list[str], slack: int) -> None:
             _tree_problems(child, found, slack)
 
 
+def vllm_logged_tokens(b, case: dict, blocks: int, size: int) -> int:
+    """The "GPU KV cache size: N tokens" a vLLM release logs, by its rule kv_tokens_rule: blocks x block size (V0,
+    V1 <= 0.9.0); blocks // groups x block size, x dcp (0.9.1-0.20.0); int(max_concurrency x max_model_len) from
+    0.20.1 (v1/core/kv_cache_utils.py _report_kv_cache_config, 0.20.1: "num_tokens = int(max_concurrency *
+    max_model_len)"), which is blocks x block size only when max_model_len is whole blocks."""
+    from vram_detective.engines.vllm.releases import parse_version, rule_at
+
+    version, engine = parse_version(b.engine_version), b.engine_variant.lower()
+    tokens_rule = rule_at(version, "kv_tokens_rule", engine)
+    dcp = int(case.get("decode_context_parallel_size") or 1)
+    if b.per_rank and engine == "v1" and not rule_at(version, "log_after_min", "v1") \
+            and case.get("num_gpu_blocks_override") is None:
+        blocks = b.per_rank[0].num_blocks_own  # <= 0.11.0: each worker logs its own blocks before the minimum
+    # the group count is in the KV pool's reason ("...; 2 group(s): 13 full, 13 sliding_window (window 4096)")
+    reason = b.components.find("kv_cache").reason
+    found = re.search(r"(\d+) group\(s\)", reason)
+    groups = int(found.group(1)) if found else 1
+    if tokens_rule == "concurrency":
+        if groups > 1 or dcp > 1 or "window" in reason:  # they change the blocks a request takes
+            return int(b.max_concurrency * b.max_model_len)
+        per_request = -(-b.max_model_len // size)  # one full-attention group: cdiv(max_model_len, block size)
+        return int(blocks / per_request * b.max_model_len)
+    if tokens_rule == "blocks":
+        return blocks * size
+    if "mamba" in reason:  # // groups x the smallest group's block size: a Mamba group's is not in the Breakdown
+        return b.kv_cache_tokens
+    if groups > 1:  # // groups x the smallest group's block size, which divides the one the Breakdown names
+        per_group = blocks // groups
+        smallest = b.kv_cache_tokens // per_group if per_group else 0
+        return b.kv_cache_tokens if per_group and smallest and not b.kv_cache_tokens % per_group \
+            and not size % smallest else per_group * size
+    tokens = blocks * size
+    if dcp > 1 and (rule_at(version, "context_parallel_kv", engine) or "dcp-uniform") != "dcp-uniform" or (
+            dcp > 1 and groups == 1 and rule_at(version, "context_parallel_kv", engine) is not None):
+        tokens *= dcp
+    return tokens
+
+
 def violations(case: dict, b) -> list[str]:
     """The invariants every Breakdown keeps."""
     found = []
@@ -158,9 +202,13 @@ def violations(case: dict, b) -> list[str]:
         # are rounded to MiB per term; 0.05 % of the budget covers both
         slack = max(1 << 20, b.kv_cache_bytes // blocks if blocks else 0, b.components.bytes // 2000)
         _tree_problems(b.components, found, slack)
-        if case.get("engine", "vllm") in ("vllm", "v0", "v1") and blocks and size and not b.figure("kv_groups") \
-                and b.kv_cache_tokens not in (blocks * size, None):
-            found.append(f"tokens {b.kv_cache_tokens} != blocks {blocks} x block size {size}")
+        if b.outside_budget is not None:
+            _tree_problems(b.outside_budget, found, slack)
+        if case.get("engine", "vllm") in ("vllm", "v0", "v1") and blocks and size:
+            expected = vllm_logged_tokens(b, case, blocks, size)
+            if b.kv_cache_tokens not in (expected, None):
+                found.append(f"tokens {b.kv_cache_tokens} != {expected} (blocks {blocks} x block size {size} "
+                             f"by the release's rule)")
     if case.get("engine", "vllm") in ("vllm", "v0", "v1") and "kv_cache_memory_bytes" not in case:
         for r in b.per_rank:
             parts = r.weights_bytes + r.activation_peak_bytes + r.non_torch_bytes + r.other_budgeted_bytes
@@ -236,9 +284,13 @@ def main() -> int:
     worst = (0.0, None)
     started = time.perf_counter()
 
+    examples: dict = {}
+
     def bad(kind: str, what: str, case) -> None:
         counts[kind] += 1
-        unexpected[what] += 1
+        grouped = cause(what)
+        unexpected[grouped] += 1
+        examples.setdefault(grouped, (what, case))
         if shown[0] < args.show:
             shown[0] += 1
             print(f"{kind}: {what}\n  {case}")
@@ -285,6 +337,7 @@ def main() -> int:
         print(f"  {key:<45} {counts[key]:>8,}")
     for message, count in unexpected.most_common(20):
         print(f"    {count:>6,}  {message}")
+        print(f"            e.g. {examples[message][0]}  {examples[message][1]}")
     if worst[1] is not None:
         print(f"worst case: {worst[0] * 1000:.1f} ms  {worst[1]}")
     print(f"peak memory (max RSS): {peak_mib:.0f} MiB")

@@ -75,7 +75,7 @@ def main() -> int:
             except OSError as error:
                 status = type(error).__name__
             latencies.append(time.perf_counter() - began)
-            if status != 200:
+            if status not in (200, 422):  # 422: the answer of a start the engine refuses (documented), not an error
                 cheap_errors[str(status)] += 1
             last[0] = time.monotonic()
             time.sleep(THINK_S)
@@ -110,6 +110,7 @@ def main() -> int:
             idle_after = previous_t - end
             break
         previous, previous_t = now, now_t
+    server_cpu = _cpu_total(cpu_start, process)
     process.terminate()
     process.wait(10)
     hub.stop()
@@ -119,7 +120,8 @@ def main() -> int:
         return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
 
     print(f"{args.clients} clients x {args.seconds:g} s on loopback ({args.clients - 5} cheap explains, think "
-          f"{THINK_S:g} s; 5 pathological), server CPU {_cpu_total(cpu_start, process):.1f} s")
+          f"{THINK_S:g} s; 5 pathological), server CPU {server_cpu:.1f} s; machine load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"cheap explains: {len(latencies):,} requests, errors {sum(cheap_errors.values())} {dict(cheap_errors)}, "
           f"p50 {pct(0.5):.1f} ms, p90 {pct(0.9):.1f} ms, p99 {pct(0.99):.1f} ms, max {latencies[-1] * 1000:.1f} ms")
     names = {0: "SGLang chunked_prefill_size=-1", 1: "NaN trace", 2: "trickling Hub fetch", 3: "trickling Hub fetch",

@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,7 +51,11 @@ def _cli(*argv: str, timeout: float = 60, env: dict | None = None, memory_gib: f
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-    child = subprocess.Popen([sys.executable, "-m", "vram_detective", *argv], stdout=subprocess.PIPE,
+    # the child's own peak (VmHWM, written at exit): wait4's ru_maxrss also counts the pytest pages it was forked
+    # with (preexec_fn forks), so it grew with whatever the suite had run before
+    peak_file = tempfile.NamedTemporaryFile(prefix="peak-", delete=False)
+    peak_file.close()
+    child = subprocess.Popen([sys.executable, "-c", _OWN_PEAK, peak_file.name, *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=environment, preexec_fn=cap, start_new_session=True)
     reader = {}
     threads = [threading.Thread(target=lambda n=n, s=s: reader.__setitem__(n, s.read()), daemon=True)
@@ -67,13 +72,22 @@ def _cli(*argv: str, timeout: float = 60, env: dict | None = None, memory_gib: f
             pid, status, usage = os.wait4(child.pid, 0)
             for thread in threads:
                 thread.join(5)
+            os.unlink(peak_file.name)
             return Outcome("timeout", "", (reader.get("err") or b"").decode(errors="replace"), usage.ru_maxrss / 1024)
         time.sleep(0.02)
     for thread in threads:
         thread.join(10)
     code = os.waitstatus_to_exitcode(status)
+    peak = Path(peak_file.name).read_text().strip()
+    os.unlink(peak_file.name)
     return Outcome(code, reader["out"].decode(errors="replace"), reader["err"].decode(errors="replace"),
-                   usage.ru_maxrss / 1024)
+                   int(peak) / 1024 if peak else usage.ru_maxrss / 1024)
+
+
+_OWN_PEAK = ("import atexit, runpy, sys; out = sys.argv[1]; atexit.register(lambda: open(out, 'w').write(next("
+             "line for line in open('/proc/self/status') if line.startswith('VmHWM')).split()[1])); "
+             "sys.argv = ['vram_detective', *sys.argv[2:]]; runpy.run_module('vram_detective', run_name='__main__', "
+             "alter_sys=True)")
 
 
 # --- a small Hub server (model info, ranged file reads, a trickle, a lazily made huge file) -------------------

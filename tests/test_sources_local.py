@@ -106,7 +106,7 @@ def _file(tmp_path, prefix: bytes, body: bytes = b""):
 
 
 def test_header_errors_are_one_line_each(tmp_path):
-    with pytest.raises(OversizedHeaderError, match="over the 100,000,000-byte limit"):
+    with pytest.raises(OversizedHeaderError, match="over the 16,777,216-byte limit"):
         read_header(_file(tmp_path, struct.pack("<Q", MAX_HEADER_BYTES + 1)))
     with pytest.raises(TruncatedHeaderError, match="the length prefix alone is 8"):
         read_header(_file(tmp_path, b"\x01\x02"))

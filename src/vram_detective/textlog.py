@@ -5,6 +5,7 @@ the file holds (a 1 GB file without a newline is cut into MAX_LINE_CHARS pieces,
 from __future__ import annotations
 
 import codecs
+import re
 
 CHUNK_BYTES = 1 << 20
 # Lines longer than this are cut to their first MAX_LINE_CHARS characters (and counted in `truncated_lines`):
@@ -14,6 +15,7 @@ CHUNK_BYTES = 1 << 20
 # costs at most a few milliseconds whatever it holds (benchmarks/hostile.py).
 MAX_LINE_CHARS = 64 * 1024
 SNIFF_BYTES = 8192
+_NEWLINES = re.compile("\n+")
 
 
 class LogInputError(ValueError):
@@ -42,11 +44,15 @@ class LineReader:
     (the rest up to the next line break is skipped and counted in `truncated`). Raises LogInputError for
     binary data."""
 
-    def __init__(self, stream, name: str = "input") -> None:
+    def __init__(self, stream, name: str = "input", collapse_blank: bool = False) -> None:
         self._stream = stream
         self.name = name
         self.truncated = 0
         self.bytes_read = 0
+        # a run of blank lines yields one "" and counts the rest here (the consumer adds them to its line count
+        # and resets it): 100 MB of bare "\r" costs one step a run, not one a line
+        self.collapse_blank = collapse_blank
+        self.blank_skipped = 0
 
     def _read(self, size: int) -> bytes:
         data = self._stream.read(size)
@@ -89,6 +95,12 @@ class LineReader:
                     break
                 if skipping:
                     skipping = False
+                elif self.collapse_blank and newline == start and not pending:
+                    end = _NEWLINES.match(text, newline).end()
+                    yield ""
+                    self.blank_skipped += end - newline - 1
+                    start = end
+                    continue
                 else:
                     piece = text[start:newline]
                     if pending:

@@ -24,9 +24,17 @@ from .config import ConfigError, UnsupportedArchitectureError
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT (ggml gguf.h) when general.alignment is absent
-MAX_GGUF_HEADER_BYTES = 512 * 1024 * 1024  # metadata + tensor infos; tokenizers take a few MB
-MAX_ARRAY_ITEMS = 50_000_000
-MAX_TENSORS = 10_000_000
+# Budgets on what one header may hold, well above what real files have (benchmarks/header_budgets.py measures
+# the catalog: the largest vocabulary is 262,208 tokens (google/gemma-3-27b-it), the most tensors a GGUF of a
+# catalog model holds is 1,647 (zai-org/GLM-4.5); llama.cpp's writers put under 100 keys in a file). A hostile
+# header is refused with one line before it costs seconds or hundreds of MiB (issue 31: 50 M empty strings took
+# 38 s / 784 MiB, 2 M tensor entries 58 s / 708 MiB, 5 M keys 24 s / 601 MiB).
+MAX_GGUF_HEADER_BYTES = 64 * 1024 * 1024  # metadata + tensor infos; a 262k-token tokenizer with merges is ~15 MB
+MAX_ARRAY_ITEMS = 1 << 22  # 16x the largest vocabulary
+MAX_VALUES = 1 << 20  # strings and kept array items in the whole header: Llama 3's 128,256 tokens + 280,147 merges
+MAX_KEYS = 1 << 16
+MAX_TENSORS = 1 << 16  # 40x the most tensors a catalog model's GGUF has
+MAX_TENSOR_NAME = 64  # GGML_MAX_NAME (ggml.h): gguf.cpp refuses a tensor name of 64 bytes or more
 MAX_KEPT_ITEMS = 1 << 16  # longer arrays are only counted (per-layer arrays are what a config needs)
 MAX_ARRAY_DEPTH = 2  # an array of arrays at most (ggml's gguf.cpp reads no deeper)
 MAX_DIMS = 4  # GGML_MAX_DIMS (ggml.h): gguf_init_from_file refuses more
@@ -91,11 +99,22 @@ _COUNT_ONLY = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml
 class _Cursor:
     """Reads GGUF values from the bytes of a file's start; NeedMoreBytes when they run out before the file does."""
 
-    def __init__(self, data: bytes, source: str, file_size: int | None):
+    def __init__(self, data: bytes, source: str, file_size: int | None, deadline=None):
         self.view = memoryview(data)
         self.source = source
         self.file_size = file_size
         self.offset = 0
+        self.values = 0
+        self.deadline = deadline  # called every few thousand items: raises once the caller's time is up
+
+    def counted(self) -> None:
+        """One more value read one at a time: refused past the header's budget; the deadline checked now and then."""
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise GGUFError(f"{self.source}: GGUF header holds over {MAX_VALUES:,} strings and array items (a real "
+                            "tokenizer's are under 500,000): corrupt or hostile file?")
+        if self.deadline is not None and not self.values & 0xFFF:
+            self.deadline()
 
     def take(self, count: int) -> memoryview:
         offset, source = self.offset, self.source
@@ -115,7 +134,26 @@ class _Cursor:
         length = self.unpack("<Q")
         if length > MAX_GGUF_HEADER_BYTES:
             raise GGUFError(f"{self.source}: GGUF string of {length:,} bytes: corrupt file?")
+        self.counted()
         return bytes(self.take(length)).decode("utf-8", errors="replace")
+
+    def skip_strings(self, count: int) -> None:
+        """Step over `count` strings (a tokenizer array only counted) without building them."""
+        view, unpack_from, end = self.view, struct.unpack_from, len(self.view)
+        limit = (self.file_size if self.file_size is not None else MAX_GGUF_HEADER_BYTES)
+        for _ in range(count):
+            offset = self.offset
+            if offset + 8 > end:
+                self.take(8)  # raises: more bytes needed, or the file ends
+            (length,) = unpack_from("<Q", view, offset)
+            if length > MAX_GGUF_HEADER_BYTES or offset + 8 + length > min(end, limit):
+                self.offset = offset + 8
+                self.take(length)  # raises the right error: header limit, more bytes, or the end of the file
+            self.offset = offset + 8 + length
+            self.values += 1
+            if not self.values & 0xFFF:
+                self.values -= 1
+                self.counted()
 
     def fits(self, count: int, each: int, what: str) -> None:
         """`count` items of at least `each` bytes must fit in what the file (or the header limit) still holds."""
@@ -143,9 +181,26 @@ class _Cursor:
         if item_type not in _SCALARS and item_type not in (_STRING, _ARRAY):
             raise GGUFError(f"{self.source}: unknown GGUF metadata value type {item_type}")
         self.fits(count, struct.calcsize(_SCALARS[item_type]) if item_type in _SCALARS else 8, "array")
+        if (keep or item_type == _STRING) and self.values + count > MAX_VALUES:  # refused before it is read
+            self.values += count
+            self.counted()
         keep = keep and count <= MAX_KEPT_ITEMS
-        if item_type in _SCALARS and not keep:
-            self.take(struct.calcsize(_SCALARS[item_type]) * count)
+        if item_type in _SCALARS:
+            code = _SCALARS[item_type]
+            raw = self.take(struct.calcsize(code) * count)
+            if not keep:
+                return count
+            self.values += count - 1  # built in one call, counted as they would be one by one
+            self.counted()
+            return list(struct.unpack(f"<{count}{code[1]}", raw))
+        if item_type == _STRING and not keep:
+            started, before = self.offset, self.values
+            try:
+                self.skip_strings(count)
+            except NeedMoreBytes as more:
+                done = max(self.values - before, 1)  # ask for the rest at the average string size seen so far
+                rest = (self.offset - started) * (count - done) // done
+                raise NeedMoreBytes(max(more.needed, self.offset + rest)) from None
             return count
         started = self.offset
         items = []
@@ -163,6 +218,9 @@ class _Cursor:
     def tensor(self) -> tuple[CheckpointTensor, int]:
         """One tensor info: name, dims (GGUF lists them innermost first), type; and where its data ends."""
         name = self.string()
+        if len(name.encode()) >= MAX_TENSOR_NAME:
+            raise GGUFError(f"{self.source}: tensor name {name[:80]!r} is {len(name.encode())} bytes (llama.cpp takes "
+                            f"under {MAX_TENSOR_NAME}): corrupt file?")
         n_dims = self.unpack("<I")
         if not 1 <= n_dims <= MAX_DIMS:
             raise GGUFError(f"{self.source}: tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS}): corrupt file?")
@@ -179,17 +237,19 @@ class _Cursor:
         return CheckpointTensor(name, tuple(reversed(dims)), type_name, nbytes, self.source), data_offset
 
 
-def parse_prefix(data: bytes, source: str, file_size: int | None = None) -> GGUFHeader:
-    """Parse metadata and tensor infos from the first bytes of a GGUF file; NeedMoreBytes when short."""
-    cursor = _Cursor(data, source, file_size)
+def parse_prefix(data: bytes, source: str, file_size: int | None = None, deadline=None) -> GGUFHeader:
+    """Parse metadata and tensor infos from the first bytes of a GGUF file; NeedMoreBytes when short.
+    `deadline` (no argument) is called every few thousand items and raises once the caller's time is up."""
+    cursor = _Cursor(data, source, file_size, deadline)
     if bytes(cursor.take(4)) != GGUF_MAGIC:
         raise GGUFError(f"{source}: not a GGUF file (bad magic)")
     version = cursor.unpack("<I")
     if version not in (2, 3):
         raise GGUFError(f"{source}: GGUF version {version} is not supported (2 and 3 are)")
     tensor_count, kv_count = cursor.unpack("<Q"), cursor.unpack("<Q")
-    if tensor_count > MAX_TENSORS or kv_count > MAX_ARRAY_ITEMS:
-        raise GGUFError(f"{source}: GGUF header claims {tensor_count:,} tensors and {kv_count:,} keys: corrupt file?")
+    if tensor_count > MAX_TENSORS or kv_count > MAX_KEYS:
+        raise GGUFError(f"{source}: GGUF header claims {tensor_count:,} tensors and {kv_count:,} keys (real files: "
+                        f"under {MAX_TENSORS:,} and {MAX_KEYS:,}): corrupt or hostile file?")
     cursor.fits(kv_count, 12, "key list")  # a key: its length (8 bytes), its value type (4)
     cursor.fits(tensor_count, 24, "tensor list")  # a tensor info: name length, dimension count, type, offset
     metadata: dict = {}

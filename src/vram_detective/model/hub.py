@@ -285,16 +285,33 @@ def _before_deadline(settings: HubSettings, what):
 # --- range reads ----------------------------------------------------------------------------------------
 
 
+# Headers of one repository in all: real checkpoints' are a few MB (a 163-shard DeepSeek-V3 ~ 17 MB of JSON); 16
+# shards each claiming a 99 MB header took 1.35 GiB before (issue 31).
+MAX_REPO_HEADER_BYTES = 64 * 1024 * 1024
+
+
 class _Counter:
-    def __init__(self):
+    def __init__(self, budget: int = MAX_REPO_HEADER_BYTES):
         self.lock = threading.Lock()
         self.bytes = 0
         self.requests = 0
+        self.reserved = 0
+        self.budget = budget
 
     def add(self, amount: int) -> None:
         with self.lock:
             self.bytes += amount
             self.requests += 1
+
+    def reserve(self, amount: int, source: str) -> None:
+        """Claim `amount` header bytes before they are fetched: refused past the repository's budget."""
+        from .safetensors_headers import OversizedHeaderError
+
+        with self.lock:
+            self.reserved += amount
+            if self.reserved > self.budget:
+                raise OversizedHeaderError(f"{source}: the headers of this repository claim over {self.budget:,} bytes "
+                                           "in all (real checkpoints' take a few MB): not fetched")
 
 
 def _content_range_total(value: str | None) -> int | None:
@@ -364,10 +381,12 @@ def read_remote_header(url: str, headers: dict, source: str, timeout: float, cou
 
     prefix, size = get(0, 7)
     length = header_length(prefix, source, size)
+    if counter is not None:
+        counter.reserve(length, source)
     blob, _ = get(8, 8 + length - 1)
     if len(blob) != length:
         raise TruncatedHeaderError(f"{source}: truncated safetensors header ({len(blob):,} of {length:,} bytes)")
-    return parse_header(blob, source, size)
+    return parse_header(blob, source, size, settings.left if settings is not None else None)
 
 
 def read_remote_gguf(url: str, headers: dict, source: str, timeout: float, counter: _Counter | None = None,
@@ -383,7 +402,7 @@ def read_remote_gguf(url: str, headers: dict, source: str, timeout: float, count
     data, size = get(0, GGUF_FIRST_READ - 1)
     while True:
         try:
-            return parse_prefix(data, source, size)
+            return parse_prefix(data, source, size, settings.left if settings is not None else None)
         except NeedMoreBytes as more:
             if size is not None and len(data) >= size:
                 raise

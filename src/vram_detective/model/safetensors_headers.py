@@ -13,8 +13,13 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The safetensors library itself refuses headers over 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE).
-MAX_HEADER_BYTES = 100_000_000
+# The safetensors library itself refuses headers over 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE); a parsed
+# JSON header takes ~15x its size in memory (issue 31: 95 MB -> 1.45 GiB), so the budget is what real checkpoints
+# need: a tensor's entry is ~100-200 bytes of JSON and a real shard holds a few thousand tensors at most (a 5 GB
+# shard of 2-D bf16 weights; benchmarks/header_budgets.py), so 16 MiB and 65,536 entries hold the whole of the
+# largest catalog model's checkpoint in one file and still refuse a hostile header quickly.
+MAX_HEADER_BYTES = 16 * 1024 * 1024
+MAX_HEADER_TENSORS = 1 << 16
 
 # safetensors dtype -> (torch-style name used across the tool, bits per element)
 SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
@@ -117,10 +122,28 @@ def _whole(value) -> int:
     return value
 
 
-def parse_header(blob: bytes, source: str, file_size: int | None = None) -> SafetensorsHeader:
-    """The JSON part (without the 8-byte prefix). `file_size` (whole file) checks the data offsets."""
+class _EntryBudget:
+    """json.loads' object_pairs_hook: counts the objects as they are built and stops the parse past the budget (a
+    header of millions of tiny entries is refused before it takes its gigabytes); calls `deadline` now and then."""
+
+    def __init__(self, source: str, deadline=None):
+        self.source, self.deadline, self.objects = source, deadline, 0
+
+    def __call__(self, pairs: list) -> dict:
+        self.objects += 1
+        if self.objects > MAX_HEADER_TENSORS + 2:  # the tensors' entries, __metadata__ and the header itself
+            raise OversizedHeaderError(f"{self.source}: safetensors header holds over {MAX_HEADER_TENSORS:,} tensors "
+                                       "(a real shard holds a few thousand): not a real checkpoint?")
+        if self.deadline is not None and not self.objects & 0xFFF:
+            self.deadline()
+        return dict(pairs)
+
+
+def parse_header(blob: bytes, source: str, file_size: int | None = None, deadline=None) -> SafetensorsHeader:
+    """The JSON part (without the 8-byte prefix). `file_size` (whole file) checks the data offsets; `deadline` (no
+    argument) is called every few thousand entries and raises once the caller's time is up."""
     try:
-        raw = json.loads(blob.decode("utf-8").rstrip(" \x00"))
+        raw = json.loads(blob.decode("utf-8").rstrip(" \x00"), object_pairs_hook=_EntryBudget(source, deadline))
     except RecursionError:
         raise InvalidHeaderError(f"{source}: safetensors header is JSON nested too deeply") from None
     except UnicodeDecodeError:
@@ -130,6 +153,9 @@ def parse_header(blob: bytes, source: str, file_size: int | None = None) -> Safe
     if not isinstance(raw, dict):
         raise InvalidHeaderError(f"{source}: safetensors header is not a JSON object")
     metadata = raw.pop("__metadata__", None) or {}
+    if len(raw) > MAX_HEADER_TENSORS:  # the parse stops a little past it (the hook cannot tell the levels apart)
+        raise OversizedHeaderError(f"{source}: safetensors header holds over {MAX_HEADER_TENSORS:,} tensors (a real "
+                                   "shard holds a few thousand): not a real checkpoint?")
     tensors = []
     data_end = 0
     for name, entry in raw.items():

@@ -20,7 +20,9 @@ _RUNNER_FLAGS = {"--ctx-size": "n_ctx", "-c": "n_ctx", "--batch-size": "n_batch"
 _RUNNER_SWITCHES = {"--no-mmap": ("mmap", False), "--embedding": ("embeddings", True)}
 
 
-_PS_HEADER = re.compile(r"^\s*NAME\s+ID\s+SIZE\s+PROCESSOR\b", re.MULTILINE)
+# [ \t], not \s: a \s* at every line start runs over all the blank lines after it (quadratic on 100 MB of
+# CRLF blank lines); ps's header is one line
+_PS_HEADER = re.compile(r"^[ \t]*NAME[ \t]+ID[ \t]+SIZE[ \t]+PROCESSOR\b", re.MULTILINE)
 
 
 def is_ollama_log(text: str) -> bool:

@@ -202,7 +202,6 @@ def _settings(s: SGLangSettings) -> tuple[Setting, ...]:
 
 
 def _components(st: Startup) -> tuple[Component, Component]:
-    mfs = st.settings.mem_fraction_static
     tokens = st.pool.max_total_num_tokens
     swa = f" + SWA pool {st.pool.swa_tokens:,} tokens" if st.pool.swa_tokens is not None else ""
     kv = Component("kv_cache", f"KV pool: max_total_num_tokens {max(tokens, 0):,} x cell{swa}", max(st.pool_bytes, 0),
@@ -211,17 +210,24 @@ def _components(st: Startup) -> tuple[Component, Component]:
     weights = Component("weights", "model weights (Load weight end. mem usage)", st.weights,
                         f"{st.weights_tensors / GIB:.2f} GiB of tensors on one rank + load overhead (calibration)",
                         _SOURCE + " load_model")
-    parts = (weights, kv)
+    parts = (weights,)
+    if st.draft_weights and not st.draft_in_slack:  # 0.5.14+: the pool is sized after the draft worker loaded
+        parts += (Component("draft_weights", f"speculative draft's weights ({st.settings.speculative_algorithm})",
+                            st.draft_weights, "loaded before the pool is sized: charged to the budget (0.5.14+)",
+                            "engines/sglang/draft.py"),)
+    parts += (kv,)
     if st.pool.mamba_slots is not None:
         state = int(round((st.pool.mamba_conv_gib + st.pool.mamba_ssm_gib) * GIB))
         parts += (Component("mamba_state", f"Mamba / GDN state pool: max_mamba_cache_size {st.pool.mamba_slots:,} + 1 rows",
                             state, "mamba : KV = mamba_full_memory_ratio : 1 of rest (0.5.4+), conv bf16 + SSM state",
                             "sglang model_runner_kv_cache_mixin.py handle_max_mamba_cache, memory_pool.py MambaPool"),)
-    budget = Component("budget", f"mem_fraction_static {mfs} x free before weights", st.static_budget,
-                       "SGLang's static memory: weights + KV pool", _SOURCE + " profile_max_num_token", parts)
-    slack = st.total - st.context - st.static_budget
-    left = max(slack - st.req_to_token - st.backend_init - st.graphs, 0)
-    outside = Component("outside_budget", "outside mem_fraction_static", st.context + slack, "", "", (
+    budget = _budget_node(st, parts)
+    slack = st.total - st.context - budget.bytes
+    left = max(slack - st.req_to_token - st.backend_init - st.graphs - st.draft_in_slack, 0)
+    draft_part = (Component("outside.draft_weights", f"speculative draft's weights ({st.settings.speculative_algorithm})",
+                            st.draft_in_slack, "loaded after the target's pool (before 0.5.14): out of the slack",
+                            "engines/sglang/draft.py"),) if st.draft_in_slack else ()
+    outside = Component("outside_budget", "outside mem_fraction_static", st.context + slack, "", "", draft_part + (
         Component("outside.cuda_context", "CUDA context + distributed init", st.context,
                   "before 'Load weight begin' (calibration)", _SOURCE + " init_torch_distributed"),
         Component("outside.req_to_token", "req_to_token pool", st.req_to_token,
@@ -234,6 +240,28 @@ def _components(st: Startup) -> tuple[Component, Component]:
         Component("outside.activations", "left for activations", left, "available_gpu_mem", "sglang scheduler.py"),
     ))
     return budget, outside
+
+
+def _budget_node(st: Startup, parts: tuple[Component, ...]) -> Component:
+    """mem_fraction_static x free memory and what fills it. The pool is whole pages below the budget (what the last
+    partial page leaves is a child); the padding rows the buffers add (slot 0's page in each K/V buffer, the Mamba
+    pool's extra row: memory_pool.py) are allocated beyond it. A --max-total-tokens cap leaves the rest of the
+    budget free memory (the graphs and activations use it): the node is then what the parts take."""
+    mfs, budget, tokens = st.settings.mem_fraction_static, st.static_budget, st.settings.max_total_tokens
+    allocated = sum(part.bytes for part in parts)
+    label, reason = f"mem_fraction_static {mfs} x free before weights", "SGLang's static memory: weights + KV pool"
+    if tokens is not None and st.pool.max_total_num_tokens == tokens and budget - allocated > MIB:
+        return Component("budget", f"weights + KV pool (--max-total-tokens {tokens:,})", allocated,
+                         f"the cap leaves {(budget - allocated) / GIB:.2f} GiB of mem_fraction_static {mfs} x free before "
+                         f"weights ({budget / GIB:.2f} GiB) free for the graphs and activations",
+                         _SOURCE + " profile_max_num_token", parts)
+    if budget - allocated > MIB:
+        parts += (Component("budget_unused", "budget the pool leaves unused", budget - allocated,
+                            "the pool is whole cells and pages", "sglang model_runner.py profile_max_num_token"),)
+    elif allocated > budget:
+        reason += (f"; the pools' padding rows take {(allocated - budget) / MIB:.0f} MiB beyond it (slot 0's page in "
+                   "each K/V buffer, one more Mamba row)")
+    return Component("budget", label, max(budget, allocated), reason, _SOURCE + " profile_max_num_token", parts)
 
 
 def _weights_explained(st: Startup) -> tuple[Component, ...]:

@@ -148,7 +148,6 @@ ROLE_LABELS = {
     "expert": "MoE experts", "router": "MoE router",
     "vocab padding": "vocabulary padding", "position embedding": "learned position embeddings",
     "allocator rounding": "caching-allocator block rounding",
-    "cpu offload": "moved to CPU memory by --cpu-offload-gb",
     "lora": "LoRA adapter slots (--enable-lora)",
     "vision": "vision tower + projector",
     "encoder": "encoder (Whisper: convs, positions, layers)",
@@ -157,17 +156,52 @@ ROLE_LABELS = {
 }
 
 
+def offload_by_role(inventory: Inventory, offloaded: int) -> dict[str, int]:
+    """How much of each role --cpu-offload-gb moved: `offloaded` bytes of decoder-layer parameters
+    (allocator.cpu_offloaded_bytes) taken off each role's layer tensors (the groups named "...layers.{a..b}...") in
+    proportion (whole layers move, so only a partly moved layer is approximated), then off the other roles should
+    the layer tensors not cover it. Never more than a role holds."""
+    by_role = inventory.bytes_by_role()
+    in_layers: dict[str, int] = {}
+    for group in inventory.groups:
+        if "layers.{" in group.name:
+            in_layers[group.role] = in_layers.get(group.role, 0) + group.bytes
+    moved = {role: 0 for role in by_role}
+    remaining = offloaded
+    rest = {role: by_role[role] - in_layers.get(role, 0) for role in by_role}
+    for pool in (in_layers, rest):
+        roles = sorted((role for role, amount in pool.items() if amount > 0), key=lambda role: -pool[role])
+        total = sum(pool[role] for role in roles)
+        take = min(remaining, total)
+        if take <= 0:
+            continue
+        taken = 0
+        for index, role in enumerate(roles):
+            share = take - taken if index == len(roles) - 1 else take * pool[role] // total
+            share = min(share, pool[role], by_role[role] - moved[role])
+            moved[role] += share
+            taken += share
+        remaining -= taken
+    return moved
+
+
 def weights_component(inventory: Inventory, plan: WeightsPlan, spec: ModelSpec, allocator_bytes: int,
                       offloaded: int = 0) -> Component:
+    """The weights on the GPU by role; with --cpu-offload-gb each role shows what stayed (no negative term)."""
     by_role = inventory.bytes_by_role()
+    moved = offload_by_role(inventory, offloaded) if offloaded > 0 else {}
     by_role["allocator rounding"] = allocator_bytes
-    by_role["cpu offload"] = -offloaded
     children = []
     for role, label in ROLE_LABELS.items():
-        amount = by_role.get(role, 0)
+        amount = by_role.get(role, 0) - moved.get(role, 0)
         if amount:
-            children.append(Component(f"weights.{role.replace(' ', '_')}", label, amount))
+            off = moved.get(role, 0)
+            children.append(Component(f"weights.{role.replace(' ', '_')}", label, amount,
+                                      f"{off / GIB:.2f} GiB of it in CPU memory (--cpu-offload-gb)" if off else ""))
     reason = plan.reason + (", tied embeddings counted once" if spec.tie_word_embeddings else "")
+    if offloaded > 0:
+        reason += (f"; {offloaded / GIB:.2f} GiB of decoder-layer parameters moved to CPU memory by --cpu-offload-gb "
+                   "(models/utils.py maybe_offload_to_cpu, layer by layer)")
     return Component("weights", "model weights", inventory.total_bytes + allocator_bytes - offloaded, reason,
                      "torch allocated bytes across load_model (worker model_runner; §4)", tuple(children))
 
@@ -603,11 +637,31 @@ def _budget_tree(total, budget, settings, release, spec, inventory, weights_plan
                               f"{kv.num_blocks} blocks x {kv.block_bytes} B; {len(kv.groups)} group(s): {groups}"))
     if unused is not None:
         children.append(unused)
+    fixed = _fixed_pool(settings, sum(c.bytes for c in children), budget)
+    if fixed:
+        # a given pool size replaces what u x T leaves (gpu_worker.py determine_available_memory returns
+        # kv_cache_memory_bytes as given, 0.10.2+; kv_cache_utils.py takes num_gpu_blocks_override as the block
+        # count): the node is what the parts take, not a budget they fill
+        return Component(
+            "budget", f"vLLM memory with {fixed} (gpu_memory_utilization {settings.gpu_memory_utilization:g} "
+            "does not bound the KV cache)", sum(c.bytes for c in children),
+            f"the KV cache is sized by {fixed.split(' ')[0]}, not by what u x T = {budget / GIB:.2f} GiB leaves",
+            f"vLLM {release.label} {release.engine.upper()}, gpu_worker.py determine_available_memory", tuple(children))
     return Component(
         "budget", f"vLLM budget: total {total / GIB:.2f} GiB x gpu_memory_utilization {settings.gpu_memory_utilization:g}",
         budget, release.source("budget_era"), f"vLLM {release.label} {release.engine.upper()}, era {release['budget_era']}",
         tuple(children),
     )
+
+
+def _fixed_pool(settings: EngineSettings, parts: int, budget: int) -> str:
+    """The flag that sizes the KV pool instead of the budget ("" when the budget does): --kv-cache-memory-bytes
+    always, --num-gpu-blocks-override when its pool takes more than the budget holds."""
+    if settings.kv_cache_memory_bytes is not None:
+        return f"--kv-cache-memory-bytes {settings.kv_cache_memory_bytes / GIB:.2f} GiB"
+    if settings.num_gpu_blocks_override is not None and parts > budget:
+        return f"--num-gpu-blocks-override {settings.num_gpu_blocks_override:,}"
+    return ""
 
 
 def _unused_by_rank0(rank0: RankFigures, num_blocks: int, available: int) -> Component | None:

@@ -46,6 +46,8 @@ class LogParser:
 
     def feed(self, raw: str) -> None:
         self.lines_read += 1
+        if not raw and self._command is None:  # a blank line, cheaply: 100 MB of bare "\r" is 100 M of them
+            return
         if len(raw) > MAX_LINE_CHARS:  # LineReader has cut these already; parse_text / parse_lines have not
             raw = raw[:MAX_LINE_CHARS]
             self.truncated_lines += 1
@@ -542,13 +544,18 @@ def parse_text(text: str) -> ParsedLog:
 def parse_stream(stream, name: str = "input", parser: "LogParser | None" = None) -> ParsedLog:
     """Parse a binary stream; raises LogInputError for binary, empty or non-vLLM input. `parser`: a LogParser
     (or a subclass such as streaming.BoundedLogParser) to feed instead of a new one."""
-    reader = LineReader(stream, name)
+    reader = LineReader(stream, name, collapse_blank=True)
     parser = parser if parser is not None else LogParser()
     blank = True
+    feed = parser.feed
     for line in reader:
-        if blank and line.strip():
+        if reader.blank_skipped:  # blank lines before this one, read in one step: they count, nothing else
+            parser.lines_read += reader.blank_skipped
+            reader.blank_skipped = 0
+        if blank and line and line.strip():
             blank = False
-        parser.feed(line)
+        feed(line)
+    parser.lines_read += reader.blank_skipped
     parsed = parser.finish()
     parsed.bytes_read = reader.bytes_read
     parsed.truncated_lines = reader.truncated

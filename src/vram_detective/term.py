@@ -218,7 +218,7 @@ def help_lines(text: str, columns: int) -> list[str]:
             continue
         lead = line[: len(line) - len(line.lstrip())]
         if line.lstrip().startswith("vram-detective "):
-            out += _continued(line, lead, columns)
+            out += continued_command(line, lead, columns)
             continue
         term = re.match(r"\s*\S+(?: \S+)*\s{2,}", line)
         under = " " * term.end() if term and term.end() < columns // 2 else lead
@@ -227,7 +227,7 @@ def help_lines(text: str, columns: int) -> list[str]:
     return out
 
 
-def _continued(line: str, lead: str, columns: int) -> list[str]:
+def continued_command(line: str, lead: str, columns: int) -> list[str]:
     """A shell command over several lines: a flag kept with its value, a trailing comment on a line of its own
     when it does not fit."""
     command, _, comment = line.partition("  #")

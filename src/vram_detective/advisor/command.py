@@ -251,22 +251,8 @@ def workload_fit_lines(found, line: str | None, columns: int | None) -> list[str
 
 def _shell_lines(line: str, columns: int | None, lead: str) -> list[str]:
     """A launch line within `columns`: broken between words (a flag kept with its value), each break ' \\'."""
+    from ..term import continued_command
+
     if columns is None or len(lead + line) <= columns:
         return [lead + line]
-    command, _, remark = line.partition("  #")
-    pieces: list[str] = []
-    for word in command.split():
-        if pieces and pieces[-1].startswith("-") and " " not in pieces[-1] and not word.startswith("-"):
-            pieces[-1] += " " + word  # '--flag value' stays together
-        else:
-            pieces.append(word)
-    lines, current = [], lead + pieces[0]
-    for piece in pieces[1:]:
-        if len(current) + 1 + len(piece) + 2 > columns:
-            lines.append(current + " \\")
-            current = f"{lead}    {piece}"
-        else:
-            current += " " + piece
-    if remark and len(current) + 3 + len(remark) > columns:  # a remark ends the command: on a line of its own
-        return lines + [current, f"{lead}#{remark}"]
-    return lines + [current + (f"  #{remark}" if remark else "")]
+    return continued_command(line, lead, columns)

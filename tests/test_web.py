@@ -250,3 +250,18 @@ def test_simulate_caps_and_refusals(server):
     status, body = get(f"{server}/api/simulate?{query(**params)}", json.dumps({"trace": '{"timestamp": 1}'}).encode(),
                        {"Content-Type": "application/json"})
     assert status == 400 and json.loads(body)["error"] == "trace:1: missing 'prompt_tokens'"
+
+
+def test_the_server_is_warm_before_its_first_request():
+    """serve answers one catalog explain before it listens: the default engine's planning modules are loaded."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; from vram_detective.web.service import warm_up; "
+            "before = 'vram_detective.engines.vllm.plan' in sys.modules; warm_up(); "
+            "print(before, 'vram_detective.engines.vllm.plan' in sys.modules, 'vram_detective.render' in sys.modules)")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": src,
+                         "HF_HUB_OFFLINE": "1"}, timeout=60, check=True).stdout.split()
+    assert out == ["False", "True", "True"]

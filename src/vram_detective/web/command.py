@@ -57,6 +57,9 @@ def run(args) -> int:
              else "no local paths read")
     print(f"vram-detective: serving http://{_url_host(args.host)}:{args.port}/ ({where}; {local}; "
           f"API at /api). Ctrl+C stops it.", file=sys.stderr, flush=True)
+    from .service import warm_up
+
+    warm_up()
     app = create_app(args.allow_local_models, allowed=allowed_hosts(args.host, tuple(args.allow_host)),
                      request_seconds=budget)
     # the computations are pure Python on worker threads: a shorter switch interval than the default 5 ms lets a

@@ -194,6 +194,18 @@ def save_fixtures(path: Path, release: str, traces: list[dict], series: dict, pe
     print(f"wrote {len(chosen)} traces' series to {path}")
 
 
+def saved_or_real_series(path: Path | None, run) -> tuple[str, list]:
+    """(release, per-trace series): read from `path` when it exists, else `run()` (the real scheduler) and
+    written there when a path is given."""
+    if path and path.exists():
+        saved = json.loads(path.read_text())
+        return saved["version"], saved["series"]
+    version, series = run()
+    if path:
+        path.write_text(json.dumps({"version": version, "series": series}, separators=(",", ":")))
+    return version, series
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("release", help="the vLLM release, e.g. 0.11.0")
@@ -210,13 +222,8 @@ def main() -> None:
     args = parser.parse_args()
     traces = for_release(make_traces(args.traces, args.seed), args.release)
     start = time.perf_counter()
-    if args.series and args.series.exists():
-        saved = json.loads(args.series.read_text())
-        version, series = saved["version"], saved["series"]
-    else:
-        version, series = real_series(ensure_venv(args.release, args.venvs), traces)
-        if args.series:
-            args.series.write_text(json.dumps({"version": version, "series": series}, separators=(",", ":")))
+    version, series = saved_or_real_series(args.series, lambda: real_series(ensure_venv(args.release, args.venvs),
+                                                                             traces))
     print(f"vLLM {version}: {len(traces)} traces in {time.perf_counter() - start:.0f} s (the real scheduler)",
           flush=True)
     results = compare(traces, series, args.release, args.verbose)

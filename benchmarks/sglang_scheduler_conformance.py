@@ -35,7 +35,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(HERE))
 
-from scheduler_conformance import make_traces, run_length  # noqa: E402
+from scheduler_conformance import make_traces, run_length, saved_or_real_series  # noqa: E402
 
 from vram_detective.simulate.stepwise import first_divergence, step_rows  # noqa: E402
 
@@ -170,13 +170,8 @@ def main() -> None:
     args = parser.parse_args()
     traces = sglang_traces(args.traces, args.seed)
     start = time.perf_counter()
-    if args.series and args.series.exists():
-        saved = json.loads(args.series.read_text())
-        version, series = saved["version"], saved["series"]
-    else:
-        version, series = real_series(ensure_venv(args.release, args.venvs), traces)
-        if args.series:
-            args.series.write_text(json.dumps({"version": version, "series": series}, separators=(",", ":")))
+    version, series = saved_or_real_series(args.series, lambda: real_series(ensure_venv(args.release, args.venvs),
+                                                                             traces))
     print(f"SGLang {version}: {len(traces)} traces in {time.perf_counter() - start:.0f} s (the real scheduler)",
           flush=True)
     results = compare(traces, series, args.release, args.verbose)

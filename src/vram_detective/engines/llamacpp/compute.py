@@ -1,6 +1,7 @@
 """Compute buffers (llama-context.cpp graph_reserve -> ggml_backend_sched_reserve on the worst-case graph:
-n_ubatch tokens against the whole KV). A documented APPROXIMATION of the graph allocator's peak, not a graph
-walk. Fitted on four full-offload dev cases (named in scripts/calibration_cases.json, `llamacpp`
+n_ubatch tokens against the whole KV). A CPU-only build of a modelled family and build gets the graph itself
+replayed through ggml-alloc (cpu_graph_bytes: graph_llm.py + galloc.py, exact); everything else a documented
+APPROXIMATION of the graph allocator's peak, not a graph walk. Fitted on four full-offload dev cases (named in scripts/calibration_cases.json, `llamacpp`
 COMPUTE_BUFFERS; errors in benchmarks/llamacpp_accuracy.py).
 
 - CUDA_Host compute (inputs kept on the host): the f32 KQ mask n_kv x n_ubatch plus the token embeddings
@@ -49,9 +50,9 @@ def cpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool,
       and the f32 KQ mask n_kv x n_ubatch, with the layer's live activations (calibration
       CPU_ATTENTION_ACTIVATIONS x n_ubatch x n_embd f32). With flash attention no score matrix is kept.
     The rows count is where the allocator left the final hidden state: ggml_dyn_tallocr_alloc puts the logits
-    (no hole fits them) at the end of the highest live tensor. With flash attention the f16 mask kept across the
-    layers moves it (1-3 rows in most loads, 10-32 MiB in some Qwen ones; tests/test_llamacpp_cpu_groundtruth.py
-    keeps that gap as a strict xfail): an exact figure needs the allocator replayed over the graph."""
+    (no hole fits them) at the end of the highest live tensor, and with flash attention the f16 mask kept across
+    the layers moves it: the families cpu_graph_bytes models get the allocator replayed instead; this closed form
+    is for the others (within ~1 % on the real Gemma 2/3 and Phi-3 loads)."""
     from .calibration import CPU_ATTENTION_ACTIVATIONS
 
     logits = g.n_vocab * n_ubatch * 4 + hidden_rows * n_ubatch * g.n_embd * 4
@@ -59,6 +60,31 @@ def cpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool,
         return logits
     attention = (g.n_head + 1) * n_kv * n_ubatch * 4 + round(CPU_ATTENTION_ACTIVATIONS * n_ubatch * g.n_embd * 4)
     return max(logits, attention)
+
+
+def cpu_graph_bytes(spec, cells: int, streams: int, n_ubatch: int, flash_attn: bool, type_k: str, type_v: str,
+                    generation: int | None, swa: bool) -> int | None:
+    """A CPU-only build's compute buffer as ggml-alloc reserves it for the worst-case graph (llama-context.cpp
+    graph_reserve: n_ubatch tokens as `streams` equal sequences, every one an output, `cells` KV cells per
+    stream), replayed over the graph the build constructs (graph_llm.py) by galloc.py. None where that graph is
+    not modelled: other families, sliding-window or MoE models, builds before b6150 (releases compute.cpu_graph),
+    an f32 cache (cast before flash attention) or, at b11312, a quantized one (llama-kv-cache.cpp attn_rot_k/v:
+    Hadamard rotation inputs)."""
+    from .graph_llm import FAMILIES, Dims, Reserve, reserve_graph
+
+    plain = {"f16", "bf16"} if generation == 11312 else {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                                                           "iq4_nl"}
+    if (generation is None or swa or spec.family not in FAMILIES or spec.moe is not None or spec.mla is not None
+            or spec.hybrid is not None or not spec.gated_mlp or spec.o_bias or spec.mlp_bias
+            or spec.attention_sinks or type_k not in plain or type_v not in plain):
+        return None
+    from . import galloc
+
+    n_tokens = -(-n_ubatch // streams) * streams if generation >= 11312 else n_ubatch // streams * streams
+    dims = Dims(spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.num_kv_heads, spec.head_dim,
+                spec.intermediate_size, spec.vocab_size, spec.qkv_bias, spec.qk_norm)
+    graph = reserve_graph(dims, Reserve(n_tokens, streams, cells, flash_attn, generation))
+    return galloc.reserve(graph, free_extra_space=generation >= 11312)
 
 
 def output_buffer_bytes(n_vocab: int, n_seq_max: int, n_embd: int = 0, embeddings: bool = False) -> int:

@@ -1,0 +1,184 @@
+"""The worst-case graph llama.cpp reserves its compute buffer for (llama-context.cpp graph_reserve: n_tokens =
+min(n_ctx, n_ubatch) split over n_seqs equal sequences, every token an output, the whole KV cache of a stream), as
+the tensors the graph allocator places (engines/llamacpp/graph.py, replayed by galloc.py).
+
+Built for the dense decoder families whose builders share one layer shape (llama-model.cpp llm_build_llama,
+llm_build_qwen2, llm_build_qwen3 at b6150; src/models/*.cpp at b11312): attn_norm, Q/K/V projections (+ bias,
++ per-head q/k norm), RoPE, the KV-cache stores and the attention of llama-graph.cpp build_attn / build_attn_mha,
+the output projection, the residual, ffn_norm, the SwiGLU FFN (build_ffn LLM_FFN_SILU LLM_FFN_PAR), the residual,
+and at the end output_norm and the logits. Weights and KV-cache tensors have their own buffers, so a weight is
+left out of the sources (it never takes or frees compute bytes); the KV cache is an external leaf its views
+point into. The graph generations differ in the rules of engines/llamacpp/releases.py `graph.*`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .graph import F16, F32, I32, I64, Graph, Tensor
+
+FAMILIES = frozenset({"llama", "qwen2", "qwen3"})
+KQ_MASK_PAD = 64  # ggml.h GGML_KQ_MASK_PAD at b6150
+
+
+@dataclass(frozen=True)
+class Dims:
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_vocab: int
+    qkv_bias: bool
+    qk_norm: bool
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """The reserve ubatch and the cache it attends (per stream)."""
+    n_tokens: int
+    n_stream: int
+    n_kv: int
+    flash_attn: bool
+    generation: int  # 6150 or 11312: the graph generation (releases.py graph.generation)
+
+
+def _op(op: str, ne, *src, ttype: int = F32) -> Tensor:
+    return Tensor(op, ttype, ne, src)
+
+
+def _view(op: str, t: Tensor, ne) -> Tensor:
+    return Tensor(op, t.type, ne, (t,), view_src=t)
+
+
+def _input(ttype: int, ne) -> Tensor:
+    t = Tensor("NONE", ttype, ne)
+    t.input = True
+    return t
+
+
+def _norm(x: Tensor) -> Tensor:
+    """build_norm LLM_NORM_RMS: ggml_rms_norm then ggml_mul by the weight (same shape, may run in place)."""
+    return _op("MUL", x.ne, _op("RMS_NORM", x.ne, x))
+
+
+def _proj(x: Tensor, rows: int) -> Tensor:
+    return _op("MUL_MAT", (rows, x.ne[1], x.ne[2], x.ne[3]), x)
+
+
+class _Builder:
+    def __init__(self, d: Dims, r: Reserve):
+        self.d, self.r, self.g = d, r, Graph()
+        self.new_graph = r.generation >= 11312
+
+    def inputs(self) -> Tensor:
+        d, r, g = self.d, self.r, self.g
+        t = r.n_tokens
+        tokens = _input(I32, (t,))
+        embd = _op("GET_ROWS", (d.n_embd, t), tokens)
+        g.expand(embd)
+        if self.new_graph:  # build_inp_embd: the vector-embeddings input beside the tokens (ggml_build_forward_select)
+            g.expand(_input(F32, (d.n_embd, t)))
+        self.pos = _input(I32, (t,))
+        self.k_idxs = _input(I64, (t,))
+        v_rows = t if r.flash_attn else t * d.n_head_kv * d.head_dim  # v_trans without flash attention
+        self.v_idxs = _input(I64, (v_rows,))
+        per = t // r.n_stream
+        if self.new_graph:  # build_attn_inp_kq_mask: f16 with flash attention, rows unpadded
+            self.mask = _input(F16 if r.flash_attn else F32, (r.n_kv, per, 1, r.n_stream))
+        else:  # build_attn_inp_kv_unified_impl: f32 rows padded to GGML_KQ_MASK_PAD, cast to f16 for flash attn
+            self.mask = _input(F32, (r.n_kv, -(-per // KQ_MASK_PAD) * KQ_MASK_PAD, 1, r.n_stream))
+            if self.fa:
+                cast = Tensor("CPY", F16, self.mask.ne, (self.mask,))
+                cast.src = (self.mask, cast)  # ggml_cast: src[1] is the result itself
+                self.mask = cast
+        self.out_ids = _input(I32, (t,))
+        self.cache_k = Tensor("NONE", F16, (1,), external=True)
+        self.cache_v = Tensor("NONE", F16, (1,), external=True)
+        return embd
+
+    @property
+    def fa(self) -> bool:
+        # build_attn_mha b6150: flash attention only when n_kv % 256 == 0; b11312: whenever enabled
+        return self.r.flash_attn and (self.new_graph or self.r.n_kv % 256 == 0)
+
+    def qkv(self, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        d, t = self.d, self.r.n_tokens
+        out = []
+        for heads, roped in ((d.n_head, True), (d.n_head_kv, True), (d.n_head_kv, False)):
+            x = _proj(cur, heads * d.head_dim)
+            if d.qkv_bias:
+                x = _op("ADD", x.ne, x)
+            x = _view("RESHAPE", x, (d.head_dim, heads, t))
+            if d.qk_norm and roped:
+                x = _norm(x)
+            if roped:
+                x = _op("ROPE", x.ne, x, self.pos)
+            out.append(x)
+        return out[0], out[1], out[2]
+
+    def store(self, k: Tensor, v: Tensor) -> None:
+        """build_attn's KV-cache stores (llama-kv-cache cpy_k / cpy_v with set_rows): views, no bytes."""
+        d, t, g = self.d, self.r.n_tokens, self.g
+        rows = d.n_head_kv * d.head_dim
+        k2 = _view("VIEW" if self.new_graph else "RESHAPE", k, (rows, t))
+        ks = (k2, self.k_idxs, self.cache_k) if self.new_graph else (k2, self.k_idxs)
+        g.expand(Tensor("SET_ROWS", F16, (rows, t), ks, view_src=self.cache_k))
+        if self.fa:
+            v2 = _view("VIEW" if self.new_graph else "RESHAPE", v, (rows, t))
+        else:
+            v2 = _view("RESHAPE", _view("RESHAPE", v, (rows, t)), (1, rows * t))
+        dest = _view("RESHAPE", self.cache_v, (1, rows * t)) if self.new_graph and not self.fa else self.cache_v
+        vs = (v2, self.v_idxs, dest) if self.new_graph else (v2, self.v_idxs)
+        g.expand(Tensor("SET_ROWS", F16, v2.ne, vs, view_src=self.cache_v))
+
+    def attention(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        d, r, g = self.d, self.r, self.g
+        for x in ((q, v, k) if self.new_graph else (q, k, v)):
+            g.expand(x)
+        self.store(k, v)
+        per, ns, nkv = r.n_tokens // r.n_stream, r.n_stream, r.n_kv
+        qv = _view("PERMUTE", _view("VIEW" if self.new_graph else "RESHAPE", q, (d.head_dim, d.n_head, per, ns)),
+                   (d.head_dim, per, d.n_head, ns))
+        kv = _view("PERMUTE", _view("VIEW", self.cache_k, (d.head_dim, d.n_head_kv, nkv, ns)),
+                   (d.head_dim, nkv, d.n_head_kv, ns))
+        if self.fa:
+            vv = _view("PERMUTE", _view("VIEW", self.cache_v, (d.head_dim, d.n_head_kv, nkv, ns)),
+                       (d.head_dim, nkv, d.n_head_kv, ns))
+            out = _op("FLASH_ATTN_EXT", (d.head_dim, d.n_head, per, ns), qv, kv, vv, self.mask)
+            return _view("RESHAPE", out, (d.head_dim * d.n_head, r.n_tokens))
+        vv = _view("PERMUTE", _view("VIEW", self.cache_v, (nkv, d.n_head_kv, d.head_dim, ns)),
+                   (nkv, d.head_dim, d.n_head_kv, ns))
+        kq = _op("MUL_MAT", (nkv, per, d.n_head, ns), kv, qv)
+        kq = _op("SOFT_MAX", kq.ne, kq, self.mask)
+        kqv = _op("MUL_MAT", (d.head_dim, per, d.n_head, ns), vv, kq)
+        return _op("CONT", (d.head_dim * d.n_head, r.n_tokens), _view("PERMUTE", kqv, (d.head_dim, d.n_head, per, ns)))
+
+    def layer(self, inp: Tensor, last: bool) -> Tensor:
+        d = self.d
+        cur = _norm(inp)
+        cur = _proj(self.attention(*self.qkv(cur)), d.n_embd)
+        if last:  # the last layer keeps the output rows only (inp_out_ids, every token here)
+            cur = _op("GET_ROWS", cur.ne, cur, self.out_ids)
+            inp = _op("GET_ROWS", inp.ne, inp, self.out_ids)
+        ffn_inp = _op("ADD", cur.ne, cur, inp)
+        cur = _norm(ffn_inp)
+        gate, up = _proj(cur, d.n_ff), _proj(cur, d.n_ff)
+        cur = _proj(_op("GLU", gate.ne, gate, up), d.n_embd)
+        return _op("ADD", cur.ne, cur, ffn_inp)
+
+    def build(self) -> Graph:
+        d = self.d
+        cur = self.inputs()
+        for il in range(d.n_layer):
+            cur = self.layer(cur, il == d.n_layer - 1)
+        norm = _norm(cur)
+        logits = _proj(norm, d.n_vocab)
+        if self.new_graph:  # res->t_embd / t_logits are graph outputs (never freed, never reused in place)
+            norm.output = logits.output = True
+        self.g.expand(logits)
+        return self.g
+
+
+def reserve_graph(d: Dims, r: Reserve) -> Graph:
+    return _Builder(d, r).build()

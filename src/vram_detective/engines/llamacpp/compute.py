@@ -63,27 +63,32 @@ def cpu_compute_bytes(g: GraphShape, n_kv: int, n_ubatch: int, flash_attn: bool,
 
 
 def cpu_graph_bytes(spec, cells: int, streams: int, n_ubatch: int, flash_attn: bool, type_k: str, type_v: str,
-                    generation: int | None, swa: bool) -> int | None:
+                    generation: int | None, swa_layers: frozenset = frozenset(), swa_cells: int = 0) -> int | None:
     """A CPU-only build's compute buffer as ggml-alloc reserves it for the worst-case graph (llama-context.cpp
     graph_reserve: n_ubatch tokens as `streams` equal sequences, every one an output, `cells` KV cells per
-    stream), replayed over the graph the build constructs (graph_llm.py) by galloc.py. None where that graph is
-    not modelled: other families, sliding-window or MoE models, builds before b6150 (releases compute.cpu_graph),
-    an f32 cache (cast before flash attention) or, at b11312, a quantized one (llama-kv-cache.cpp attn_rot_k/v:
-    Hadamard rotation inputs)."""
+    stream, `swa_cells` on the sliding-window cache of `swa_layers`), replayed over the graph the build
+    constructs (graph_llm.py) by galloc.py. None where that graph is not modelled: other families, MoE models,
+    builds before b6150 (releases compute.cpu_graph), an f32 cache (cast before flash attention) or, at b11312,
+    a quantized one (llama-kv-cache.cpp attn_rot_k/v: Hadamard rotation inputs)."""
     from .graph_llm import FAMILIES, Dims, Reserve, reserve_graph
 
     plain = {"f16", "bf16"} if generation == 11312 else {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
                                                            "iq4_nl"}
-    if (generation is None or swa or spec.family not in FAMILIES or spec.moe is not None or spec.mla is not None
+    if (generation is None or spec.family not in FAMILIES or spec.moe is not None or spec.mla is not None
             or spec.hybrid is not None or not spec.gated_mlp or spec.o_bias or spec.mlp_bias
             or spec.attention_sinks or type_k not in plain or type_v not in plain):
         return None
     from . import galloc
 
     n_tokens = -(-n_ubatch // streams) * streams if generation >= 11312 else n_ubatch // streams * streams
+    gemma2 = spec.family == "gemma2"
+    # gemma3: the logits soft-capped only from the 0.3.36 tree on, and only when the GGUF carries the value
+    final_cap = gemma2 or (spec.family == "gemma3" and generation >= 11312
+                           and bool((spec.source_config or {}).get("final_logit_softcapping")))
     dims = Dims(spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.num_kv_heads, spec.head_dim,
-                spec.intermediate_size, spec.vocab_size, spec.qkv_bias, spec.qk_norm)
-    graph = reserve_graph(dims, Reserve(n_tokens, streams, cells, flash_attn, generation))
+                spec.intermediate_size, spec.vocab_size, spec.qkv_bias, spec.qk_norm, spec.family == "phi3",
+                spec.family.startswith("gemma"), gemma2, final_cap, frozenset(swa_layers))
+    graph = reserve_graph(dims, Reserve(n_tokens, streams, cells, flash_attn, generation, swa_cells or cells))
     return galloc.reserve(graph, free_extra_space=generation >= 11312)
 
 

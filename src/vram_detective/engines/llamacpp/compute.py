@@ -16,6 +16,7 @@ COMPUTE_BUFFERS; errors in benchmarks/llamacpp_accuracy.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 MIB = 1024 * 1024
 
@@ -68,17 +69,21 @@ def cpu_graph_bytes(spec, cells: int, streams: int, n_ubatch: int, flash_attn: b
     graph_reserve: n_ubatch tokens as `streams` equal sequences, every one an output, `cells` KV cells per
     stream, `swa_cells` on the sliding-window cache of `swa_layers`), replayed over the graph the build
     constructs (graph_llm.py) by galloc.py. None where that graph is not modelled: other families, MoE models,
-    builds before b6150 (releases compute.cpu_graph), an f32 cache (cast before flash attention) or, at b11312,
-    a quantized one (llama-kv-cache.cpp attn_rot_k/v: Hadamard rotation inputs)."""
-    from .graph_llm import FAMILIES, Dims, Reserve, reserve_graph
+    builds before b6150 (releases compute.cpu_graph), an f32 cache (cast before flash attention)."""
+    from .graph_llm import FAMILIES, Dims, Reserve
 
-    plain = {"f16", "bf16"} if generation == 11312 else {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-                                                           "iq4_nl"}
     if (generation is None or spec.family not in FAMILIES or spec.moe is not None or spec.mla is not None
             or spec.hybrid is not None or not spec.gated_mlp or spec.o_bias or spec.mlp_bias
-            or spec.attention_sinks or type_k not in plain or type_v not in plain):
+            or spec.attention_sinks or "f32" in (type_k, type_v)):
         return None
-    from . import galloc
+    # llama-kv-cache.cpp (0.3.36 tree) attn_rot_k / attn_rot_v: a quantized cache with head_dim % 64 == 0 gets
+    # Hadamard rotations, K's side the largest power of two (>= 64) dividing head_dim, V's 64
+    rot_k = rot_v = 0
+    if generation >= 11312 and spec.head_dim % 64 == 0:
+        if type_k not in ("f16", "bf16"):
+            rot_k = max(n for n in (64, 128, 256, 512, 1024) if spec.head_dim % n == 0)
+        if type_v not in ("f16", "bf16"):
+            rot_v = 64
 
     n_tokens = -(-n_ubatch // streams) * streams if generation >= 11312 else n_ubatch // streams * streams
     gemma2 = spec.family == "gemma2"
@@ -88,8 +93,16 @@ def cpu_graph_bytes(spec, cells: int, streams: int, n_ubatch: int, flash_attn: b
     dims = Dims(spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.num_kv_heads, spec.head_dim,
                 spec.intermediate_size, spec.vocab_size, spec.qkv_bias, spec.qk_norm, spec.family == "phi3",
                 spec.family.startswith("gemma"), gemma2, final_cap, frozenset(swa_layers))
-    graph = reserve_graph(dims, Reserve(n_tokens, streams, cells, flash_attn, generation, swa_cells or cells))
-    return galloc.reserve(graph, free_extra_space=generation >= 11312)
+    return _replayed(dims, Reserve(n_tokens, streams, cells, flash_attn, generation, swa_cells or cells, rot_k, rot_v))
+
+
+@lru_cache(maxsize=64)
+def _replayed(dims, reserve) -> int:
+    """(sweeps ask for the same graph again and again: a replay costs ~10-40 ms)"""
+    from . import galloc
+    from .graph_llm import reserve_graph
+
+    return galloc.reserve(reserve_graph(dims, reserve), free_extra_space=reserve.generation >= 11312)
 
 
 def output_buffer_bytes(n_vocab: int, n_seq_max: int, n_embd: int = 0, embeddings: bool = False) -> int:

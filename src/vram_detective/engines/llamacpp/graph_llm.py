@@ -51,6 +51,9 @@ class Reserve:
     flash_attn: bool
     generation: int  # 6150 or 11312: the graph generation (releases.py compute.cpu_graph)
     n_kv_swa: int = 0  # cells per stream of the sliding-window cache (iSWA models)
+    # b11312, a quantized cache (llama-kv-cache.cpp attn_rot_k / attn_rot_v): the Hadamard matrices' sides
+    rot_k: int = 0
+    rot_v: int = 0
 
 
 def _op(op: str, ne, *src, ttype: int = F32) -> Tensor:
@@ -80,6 +83,7 @@ class _Builder:
     def __init__(self, d: Dims, r: Reserve):
         self.d, self.r, self.g = d, r, Graph()
         self.new_graph = r.generation >= 11312
+        self.strided: set[int] = set()  # views whose rows are not contiguous (ggml_is_contiguous false)
 
     def inputs(self) -> Tensor:
         d, r, g = self.d, self.r, self.g
@@ -114,7 +118,16 @@ class _Builder:
                 cast = Tensor("CPY", F16, mask.ne, (mask,))
                 cast.src = (mask, cast)  # ggml_cast: src[1] is the result itself
                 mask = cast
-        return k_idxs, v_idxs, mask, n_kv, fa
+        rot_k = _input(F32, (r.rot_k, r.rot_k)) if r.rot_k else None  # build_input_k_rot / build_input_v_rot
+        rot_v = _input(F32, (r.rot_v, r.rot_v)) if r.rot_v else None
+        return k_idxs, v_idxs, mask, n_kv, fa, rot_k, rot_v
+
+    def hadamard(self, x: Tensor, rot: Tensor) -> Tensor:
+        """llama-impl.h llama_mul_mat_hadamard: rows of rot's side (a copy when x is strided) times rot."""
+        n = rot.ne[0]
+        rows = x.ne[0] * x.ne[1] * x.ne[2] * x.ne[3] // n
+        res = _op("CONT", (n, rows), x) if id(x) in self.strided else _view("RESHAPE", x, (n, rows))
+        return _view("RESHAPE", _op("MUL_MAT", (n, rows), rot, res), x.ne)
 
     def qkv(self, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         d, t = self.d, self.r.n_tokens
@@ -147,6 +160,7 @@ class _Builder:
         k = _op("ROPE", k.ne, k, self.pos)
         if self.new_graph:
             v = _view("VIEW", wqkv, (d.head_dim, d.n_head_kv, t))
+            self.strided.add(id(v))
         else:
             v = _view("RESHAPE", _op("CONT", (kv_rows, t), _view("VIEW", wqkv, (kv_rows, t))), (d.head_dim, d.n_head_kv, t))
         return q, k, v
@@ -160,7 +174,7 @@ class _Builder:
         g.expand(Tensor("SET_ROWS", F16, (rows, t), ks, view_src=self.cache_k))
         if fa:
             v2 = _view("VIEW" if self.new_graph else "RESHAPE", v, (rows, t))
-        elif self.new_graph and self.d.fused:  # cpy_v: a V that is a strided view is copied (ggml_cont_2d)
+        elif id(v) in self.strided:  # cpy_v: a V that is a strided view is copied (ggml_cont_2d)
             v2 = _view("RESHAPE", _op("CONT", (rows, t), v), (1, rows * t))
         else:
             v2 = _view("RESHAPE", _view("RESHAPE", v, (rows, t)), (1, rows * t))
@@ -170,7 +184,11 @@ class _Builder:
 
     def attention(self, q: Tensor, k: Tensor, v: Tensor, swa: bool) -> Tensor:
         d, r, g = self.d, self.r, self.g
-        k_idxs, v_idxs, mask, nkv, fa = self.sets[swa]
+        k_idxs, v_idxs, mask, nkv, fa, rot_k, rot_v = self.sets[swa]
+        if rot_k is not None:
+            q, k = self.hadamard(q, rot_k), self.hadamard(k, rot_k)
+        if rot_v is not None:
+            v = self.hadamard(v, rot_v)
         # build_attn expands q, k, v (b6150; the iSWA variant still at b11312), q, v, k (b11312)
         for x in ((q, v, k) if self.new_graph and not d.swa_layers else (q, k, v)):
             g.expand(x)
@@ -184,7 +202,8 @@ class _Builder:
             vv = _view("PERMUTE", _view("VIEW", self.cache_v, (d.head_dim, d.n_head_kv, nkv, ns)),
                        (d.head_dim, nkv, d.n_head_kv, ns))
             out = _op("FLASH_ATTN_EXT", (d.head_dim, d.n_head, per, ns), qv, kv, vv, mask)
-            return _view("RESHAPE", out, (d.head_dim * d.n_head, r.n_tokens))
+            out = _view("RESHAPE", out, (d.head_dim * d.n_head, r.n_tokens))
+            return self.hadamard(out, rot_v) if rot_v is not None else out
         vv = _view("PERMUTE", _view("VIEW", self.cache_v, (nkv, d.n_head_kv, d.head_dim, ns)),
                    (nkv, d.head_dim, d.n_head_kv, ns))
         kq = _op("MUL_MAT", (nkv, per, d.n_head, ns), kv, qv)
@@ -192,7 +211,8 @@ class _Builder:
             kq = _op("SCALE", kq.ne, _op("UNARY", kq.ne, _op("SCALE", kq.ne, kq)))
         kq = _op("SOFT_MAX", kq.ne, kq, mask)
         kqv = _op("MUL_MAT", (d.head_dim, per, d.n_head, ns), vv, kq)
-        return _op("CONT", (d.head_dim * d.n_head, r.n_tokens), _view("PERMUTE", kqv, (d.head_dim, d.n_head, per, ns)))
+        out = _op("CONT", (d.head_dim * d.n_head, r.n_tokens), _view("PERMUTE", kqv, (d.head_dim, d.n_head, per, ns)))
+        return self.hadamard(out, rot_v) if rot_v is not None else out
 
     def layer(self, inp: Tensor, il: int, last: bool) -> Tensor:
         d = self.d

@@ -87,9 +87,9 @@ def cpu_graph_bytes(spec, cells: int, streams: int, n_ubatch: int, flash_attn: b
 
     n_tokens = -(-n_ubatch // streams) * streams if generation >= 11312 else n_ubatch // streams * streams
     gemma2 = spec.family == "gemma2"
-    # gemma3: the logits soft-capped only from the 0.3.36 tree on, and only when the GGUF carries the value
-    final_cap = gemma2 or (spec.family == "gemma3" and generation >= 11312
-                           and bool((spec.source_config or {}).get("final_logit_softcapping")))
+    # Gemma 3's builder soft-caps the logits only when the GGUF carries final_logit_softcapping (0.3.36 tree
+    # src/models/gemma3.cpp); Gemma 3's configs leave it null, so only Gemma 2 (llm_build_gemma2_iswa) caps them
+    final_cap = gemma2
     dims = Dims(spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.num_kv_heads, spec.head_dim,
                 spec.intermediate_size, spec.vocab_size, spec.qkv_bias, spec.qk_norm, spec.family == "phi3",
                 spec.family.startswith("gemma"), gemma2, final_cap, frozenset(swa_layers))

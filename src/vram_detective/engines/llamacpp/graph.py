@@ -13,7 +13,6 @@ TYPE_BLOCK = {F32: (1, 4), F16: (1, 2), Q8_0: (32, 34), I32: (1, 4), I64: (1, 8)
 # ggml-alloc.c ggml_op_can_inplace (the ops of these graphs that may take their parent's bytes)
 INPLACE_OPS = frozenset({"SCALE", "ADD", "ADD1", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "UNARY", "ROPE",
                          "RMS_NORM", "SOFT_MAX", "CLAMP", "FILL"})
-VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})
 
 
 class Tensor:

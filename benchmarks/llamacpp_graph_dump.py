@@ -134,6 +134,14 @@ def child(path: str, s: dict) -> int:
     return 0
 
 
+def fixture(dump: dict, a, s: dict) -> dict:
+    nodes = [[t["op"], t["ne"], None if t["view_src"] is not None else t["offset"]] for t in dump["nodes"]]
+    return {"source": f"benchmarks/llamacpp_graph_dump.py {a.version} {a.model} (llama-cpp-python {a.version} built "
+                      "on this CPU, GGML_NATIVE=OFF; zero-weight F16 GGUF)",
+            "model": a.model, "llama_cpp_python": a.version, "settings": s, "buffer_size": dump["buffer_size"],
+            "nodes": nodes}
+
+
 def main(argv=None) -> int:
     import llamacpp_cpu_groundtruth as gt
 
@@ -149,6 +157,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kv-unified", action="store_true")
     ap.add_argument("--work", default="/tmp/galloc-gguf")
     ap.add_argument("--out")
+    ap.add_argument("--fixture", help="also write the compact form tests read: each node's op, shape and offset "
+                    "(null for a view)")
     a = ap.parse_args(argv)
     cfg = gt.read_config(a.model)
     work = Path(a.work)
@@ -168,6 +178,8 @@ def main(argv=None) -> int:
     text = json.dumps(dump)
     if a.out:
         Path(a.out).write_text(text)
+    if a.fixture:
+        Path(a.fixture).write_text(json.dumps(fixture(dump, a, s)) + "\n")
     print(f"{len(dump['nodes'])} nodes, {len(dump['leafs'])} leafs, compute buffer {dump['buffer_size'] / 2**20:.2f} MiB")
     return 0
 

@@ -1,8 +1,17 @@
 """engines/llamacpp/galloc.py: ggml-alloc's rules on small graphs whose placement is worked out by hand
 (ggml-alloc.c: inputs first, in-place reuse, frees once the last child ran, holes before the tail, alignment).
 The replay over real graphs is checked against the real engine in tests/test_llamacpp_cpu_groundtruth.py."""
+import json
+from pathlib import Path
+
+import pytest
+
+from vram_detective.api import model_spec
 from vram_detective.engines.llamacpp import galloc
+from vram_detective.engines.llamacpp.compute import graph_dims
 from vram_detective.engines.llamacpp.graph import F32, Graph, Tensor
+from vram_detective.engines.llamacpp.graph_llm import Reserve, reserve_graph
+from vram_detective.engines.llamacpp.plan import swa_layer_set
 
 
 def _t(op, n, *src, view=None):
@@ -59,3 +68,30 @@ def test_a_view_keeps_its_source_alive_until_the_views_children_ran():
     b = _t("MUL_MAT", 256, x)  # a is still viewed: 2 KiB .. 3 KiB (x freed after b)
     c = _t("MUL_MAT", 256, v, b)  # the hole x left, at 0
     assert _reserve(c) == 3072
+
+
+# --- the replay against the real engine's graph, node by node -----------------------------------------------
+# tests/data/llamacpp_graphs/*.json: the graph a real CPU build (llama-cpp-python 0.3.16 = b6150, 0.3.36 = b11312)
+# reserved at n_ctx = n_ubatch = 512, read by benchmarks/llamacpp_graph_dump.py: every node's op, shape and the
+# offset ggml-alloc gave it (null for a view), and the compute buffer's size.
+
+GRAPHS = sorted((Path(__file__).parent / "data" / "llamacpp_graphs").glob("*.json"))
+BUILD = {"0.3.16": 6150, "0.3.36": 11312}
+
+
+@pytest.mark.parametrize("path", GRAPHS, ids=[p.stem for p in GRAPHS])
+def test_the_built_graph_and_its_placement_are_the_real_engines(path):
+    real = json.loads(path.read_text())
+    s, build = real["settings"], BUILD[real["llama_cpp_python"]]
+    spec = model_spec(real["model"])
+    quantized = s["type_k"] != "f16" and build >= 11312 and spec.head_dim % 64 == 0
+    rot_k = max(n for n in (64, 128, 256) if spec.head_dim % n == 0) if quantized else 0
+    reserve = Reserve(512, 1, 512, s["flash_attn"] == "on", build, 512, rot_k, 64 if quantized else 0)
+    graph = reserve_graph(graph_dims(spec, swa_layer_set(spec, build)), reserve)
+    placed: dict = {}
+    size = galloc.reserve(graph, free_extra_space=build >= 11312, offset=placed)
+    ours = [[t.op, list(t.ne), None if t.view_src is not None else placed.get(id(t))] for t in graph.nodes]
+    assert len(ours) == len(real["nodes"])
+    first = next((i for i, (a, b) in enumerate(zip(ours, real["nodes"])) if a != b), None)
+    assert first is None, (first, ours[first], real["nodes"][first])
+    assert size == real["buffer_size"]

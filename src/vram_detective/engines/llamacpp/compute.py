@@ -70,7 +70,7 @@ def cpu_graph_bytes(spec, cells: int, streams: int, n_ubatch: int, flash_attn: b
     stream, `swa_cells` on the sliding-window cache of `swa_layers`), replayed over the graph the build
     constructs (graph_llm.py) by galloc.py. None where that graph is not modelled: other families, MoE models,
     builds before b6150 (releases compute.cpu_graph), an f32 cache (cast before flash attention)."""
-    from .graph_llm import FAMILIES, Dims, Reserve
+    from .graph_llm import FAMILIES, Reserve
 
     if (generation is None or spec.family not in FAMILIES or spec.moe is not None or spec.mla is not None
             or spec.hybrid is not None or not spec.gated_mlp or spec.o_bias or spec.mlp_bias
@@ -86,14 +86,20 @@ def cpu_graph_bytes(spec, cells: int, streams: int, n_ubatch: int, flash_attn: b
             rot_v = 64
 
     n_tokens = -(-n_ubatch // streams) * streams if generation >= 11312 else n_ubatch // streams * streams
+    dims = graph_dims(spec, swa_layers)
+    return _replayed(dims, Reserve(n_tokens, streams, cells, flash_attn, generation, swa_cells or cells, rot_k, rot_v))
+
+
+def graph_dims(spec, swa_layers: frozenset = frozenset()):
+    """The layer shape graph_llm.py builds for `spec` (its family's builder)."""
+    from .graph_llm import Dims
+
     gemma2 = spec.family == "gemma2"
     # Gemma 3's builder soft-caps the logits only when the GGUF carries final_logit_softcapping (0.3.36 tree
     # src/models/gemma3.cpp); Gemma 3's configs leave it null, so only Gemma 2 (llm_build_gemma2_iswa) caps them
-    final_cap = gemma2
-    dims = Dims(spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.num_kv_heads, spec.head_dim,
+    return Dims(spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.num_kv_heads, spec.head_dim,
                 spec.intermediate_size, spec.vocab_size, spec.qkv_bias, spec.qk_norm, spec.family == "phi3",
-                spec.family.startswith("gemma"), gemma2, final_cap, frozenset(swa_layers))
-    return _replayed(dims, Reserve(n_tokens, streams, cells, flash_attn, generation, swa_cells or cells, rot_k, rot_v))
+                spec.family.startswith("gemma"), gemma2, gemma2, frozenset(swa_layers))
 
 
 @lru_cache(maxsize=64)

@@ -78,14 +78,15 @@ class _Allocator:
         blocks.insert(pos, [offset, size])
 
 
-def reserve(graph: Graph, alignment: int = 32, free_extra_space: bool = False) -> int:
+def reserve(graph: Graph, alignment: int = 32, free_extra_space: bool = False, offset: dict | None = None) -> int:
     """The bytes ggml_gallocr_reserve records for `graph` on one buffer (CPU buffer alignment: 32, ggml-backend.cpp
-    TENSOR_ALIGNMENT via ggml_backend_cpu_buffer_type_get_alignment)."""
+    TENSOR_ALIGNMENT via ggml_backend_cpu_buffer_type_get_alignment). `offset`, when given, receives each placed
+    tensor's offset by id()."""
     alloc = _Allocator(alignment)
     children: dict[int, int] = {}
     views: dict[int, int] = {}
     owned: dict[int, bool] = {}  # hash_node.allocated
-    offset: dict[int, int] = {}
+    offset = {} if offset is None else offset
 
     def allocate(t: Tensor) -> None:
         key = id(t)

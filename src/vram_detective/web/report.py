@@ -209,6 +209,8 @@ def figures_html(figures: dict) -> str:
         value = figures[key] if figures.get(key) is not None else own.get(key)  # common, else the engine's own
         if value is None:
             continue
+        if key == "nvidia_smi_used_mib" and figures.get("devices"):  # the bars above give every GPU's
+            label = f"{label} ({figures['devices'][0]['name']})"
         text = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{value:,.2f}"
         items.append(f'<div><dt>{escape(label)}</dt><dd data-figure="{key}" data-value="{escape(json.dumps(value))}">'
                      f'{text}{" " + unit if unit else ""}</dd></div>')

@@ -178,3 +178,18 @@ def test_launch_lines_write_lists_as_the_engine_reads_them():
     assert llamacpp.launch.parse(line.split()).settings["tensor_split"] == (1.0, 1.0)
     assert ollama.launch_line("qwen2.5:7b", {"num_gpus": 2}) == "CUDA_VISIBLE_DEVICES=0,1 ollama run qwen2.5:7b"
     assert ollama.launch.parse("CUDA_VISIBLE_DEVICES=0,1 ollama run qwen2.5:7b".split()).settings == {"num_gpus": 2}
+
+
+def test_compare_shows_each_gpu(capsys, monkeypatch):
+    """`compare -tp 2`: the nvidia-smi and weights rows give each GPU's figure (llama.cpp's two GPUs differ: the
+    last holds the output layer), or one figure "each" when the ranks agree, as the engines' --json lists them."""
+    args = ["compare", "Qwen/Qwen3-8B", "--gpu", "H100 SXM", "-tp", "2", "--context", "16k"]
+    answers = {e["engine_name"]: e for e in _json(args, capsys, monkeypatch)["engines"]}
+    code, out = _run(args, capsys, monkeypatch)
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= COLUMNS
+    row = next(line for line in out.splitlines() if line.startswith("│ nvidia-smi used"))
+    gpu0, gpu1 = (d["nvidia_smi_used_mib"] for d in answers["llamacpp"]["devices"])
+    assert gpu0 != gpu1 and f"{gpu0:,} / {gpu1:,} MiB" in row
+    for engine in ("vllm", "sglang"):
+        used = {d["nvidia_smi_used_mib"] for d in answers[engine]["devices"]}
+        assert len(used) == 1 and f"{used.pop():,} MiB each" in row

@@ -68,3 +68,30 @@ def test_one_bar_per_gpu(browser, server, shots, case, size):  # noqa: F811
     assert page.locator("#explain-result figure.smi .gpu").count() == 2
     assert problems == []
     page.close()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_forensics_tab_draws_each_gpu_of_a_two_gpu_log(browser, server, shots, size):  # noqa: F811
+    """A real llama.cpp log over an RTX 4090 and an RTX 5090: the Forensics tab draws one bar per GPU, each with
+    the figure /api/logs gives it."""
+    from conftest import GROUNDTRUTH, read_jsonl
+
+    case = next(row for row in read_jsonl(GROUNDTRUTH / "dev-llamacpp.jsonl")
+                if row["id"] == "llamacpp-b5622-qwen3-30b-a3b-q4km-4090-5090-experts-cpu")
+    problems: list = []
+    page = _open(browser, size, problems)
+    page.goto(f"{server}/?tab=logs")
+    page.wait_for_selector("body[data-ready='1']")
+    page.fill("#f-log", case["log"])
+    page.click("#analyse")
+    page.wait_for_selector("#logs-result .verdict", timeout=60000)
+    page.evaluate("() => window.scrollTo(0, document.querySelector('#logs-result').offsetTop - 8)")
+    page.screenshot(path=str(shots / f"gpus-logs-4090-5090-{size}.png"))
+    gpus = page.locator("#logs-result .gpu")
+    assert gpus.count() == 2 and page.locator("#logs-result .gpu svg.bar").count() == 2
+    assert [gpus.nth(i).get_attribute("data-gpu") for i in range(2)] == ["GPU 0", "GPU 1"]
+    assert "of 32,607 MiB" in gpus.nth(1).inner_text()  # GPU 1 is the RTX 5090 the log names
+    width, _ = SIZES[size]
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    assert problems == []
+    page.close()

@@ -227,3 +227,16 @@ def test_logs_of_a_two_gpu_llamacpp_run_draw_each_gpu(tmp_path, capsys, monkeypa
     code, _ = _run(["logs", str(log), "--html", str(target)], capsys, monkeypatch)
     html = target.read_text()
     assert code == 0 and html.count('<div class="gpu"') == 2 and f'data-used-mib="{bars[1]["used_mib"]}"' in html
+
+
+def test_main_gpu_alone_is_named(capsys, monkeypatch):
+    """-sm none -mg 1: the whole model on GPU 1 (llama.cpp's main GPU); the answer says which GPU holds it."""
+    args = ["explain", "Qwen/Qwen3-32B", "--engine", "llamacpp", "--gguf-type", "Q4_K_M", "--gpu", "RTX 4090",
+            "-ngl", "99", "-c", "8192", "-ts", "1,1", "-sm", "none", "-mg", "1"]
+    figures = _json(args, capsys, monkeypatch)
+    (device,) = figures["devices"]
+    assert device["name"] == "GPU 1" and device["role"] == "CUDA1: 65 layers"
+    assert device["nvidia_smi_used_mib"] == figures["nvidia_smi_used_mib"]
+    code, out = _run(args, capsys, monkeypatch)
+    assert out.splitlines()[0].startswith(f"Starts on llama.cpp b11312: nvidia-smi ≈ "
+                                          f"{device['nvidia_smi_used_mib']:,} MiB on GPU 1 of 23.65 GiB")

@@ -170,10 +170,14 @@ def smi_figure_html(b: Breakdown) -> str:
     head = (f'<figure class="smi{" gpus" if b.devices else ""}" data-used-mib="{b.nvidia_smi_used_mib}" '
             f'data-total-bytes="{b.total_gpu_bytes}"{f" data-gpus={len(b.devices)}" if b.devices else ""}>')
     if b.devices:
-        return (head + f'<figcaption>What nvidia-smi shows on each of the {len(b.devices)} GPUs: {escape(b.model)} '
+        return (head + f'<figcaption>What nvidia-smi shows on {_which_gpus(b.devices)}: {escape(b.model)} '
                 f'on {escape(b.gpu_name)}</figcaption>{gpus_html(b)}</figure>')
     return (head + f'<figcaption>What nvidia-smi shows on each GPU: {escape(b.model)} on {escape(b.gpu_name)}'
             f'</figcaption>{bar_svg(b)}{legend_html(b)}</figure>')
+
+
+def _which_gpus(devices) -> str:
+    return f"each of the {len(devices)} GPUs" if len(devices) > 1 else escape(devices[0].name)
 
 
 def _rect(seg: Segment, x: float, w: float, h: float, ghost: bool = False) -> str:

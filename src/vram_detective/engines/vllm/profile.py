@@ -307,6 +307,36 @@ def sampler_extras(spec: ModelSpec, requests: int, release: Release, dtype_bytes
             + rounding)
 
 
+# WorkspaceManager.get_simultaneous (v1/worker/workspace.py) aligns each view of the one buffer to 256 bytes
+MOE_WORKSPACE_ALIGN = 256
+
+
+def moe_workspace_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int) -> int:
+    """The fused-MoE modular kernel's scratch, held by the worker's WorkspaceManager from the profile's forward on
+    (release rule moe_workspace_persistent, 0.14+): TritonExperts.workspace_shapes (fused_moe.py 0.14.0-0.20.0,
+    experts/triton_moe.py 0.25.0+) for M tokens of a chunk - workspace13 [M, topk, max(activation out, K)],
+    workspace2 [M, topk, max(N, K)] (N = 2 x expert intermediate, gated; K = hidden or the latent width) - and the
+    output [tokens, K], which shares workspace13 when one chunk covers the batch (modular_kernel.py
+    _allocate_buffers). 0 where the release frees the caches with each call, and for quantized experts, whose
+    kernels (per method and GPU) are not read here: e.g. 0.15's block-FP8 MoE on an RTX PRO 6000 logs the per-call
+    caches of fused_experts(), not these shapes."""
+    moe = spec.moe
+    if moe is None or not release.get("moe_workspace_persistent") or settings.quantization or spec.quantization:
+        return 0
+    tokens = settings.max_num_batched_tokens
+    moe_ranks = settings.tensor_parallel_size * settings.data_parallel_size
+    inner = moe.expert_intermediate if settings.enable_expert_parallel else moe.expert_intermediate // moe_ranks
+    width = moe.latent_size or spec.hidden_size
+    n = 2 * inner if moe.gated else inner
+    chunk_rule = int(release.get("moe_workspace_chunk_tokens") or 0)
+    chunk = min(tokens, chunk_rule) if chunk_rule else tokens
+    ws13 = chunk * moe.experts_per_token * max(inner, width)
+    ws2 = chunk * moe.experts_per_token * max(n, width)
+    output = tokens * width
+    parts = (max(ws13, output), ws2) if chunk == tokens else (ws13, ws2, output)
+    return sum(_round_up(part * dtype_bytes, MOE_WORKSPACE_ALIGN) for part in parts)
+
+
 def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int, is_last_stage: bool,
                     gpu: Gpu | None = None) -> ProfileEstimate:
     """`gpu`: the card, for what the release sizes by it (the Triton sampler's rows, cuBLAS's workspace); None leaves
@@ -323,6 +353,9 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
         chunk = min(tokens, FUSED_MOE_CHUNK_TOKENS)
         moe_forward = (tokens * HIDDEN_TENSORS_AT_PEAK * hidden
                        + chunk * moe.experts_per_token * (max(2 * expert_intermediate, hidden) + expert_intermediate)) * dtype_bytes
+        workspace = moe_workspace_bytes(spec, settings, release, dtype_bytes)
+        if workspace:
+            moe_forward = tokens * HIDDEN_TENSORS_AT_PEAK * hidden * dtype_bytes + workspace
         # MoE models without dense layers never run the dense MLP of `intermediate_size`
         forward = moe_forward if not moe.dense_layers else max(forward, moe_forward)
     sampler = 0
@@ -335,8 +368,13 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
         sampler = requests * spec.padded_vocab_size * per_logit + tokens * hidden * dtype_bytes
         if per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
             sampler += sampler_extras(spec, requests, release, dtype_bytes, gpu)
+        # the MoE scratch the forward left in the WorkspaceManager is still allocated while the sampler runs
+        sampler += moe_workspace_bytes(spec, settings, release, dtype_bytes)
     peak = max(forward, sampler)
     phase = "forward" if forward >= sampler else "sampler"
+    kept = moe_workspace_bytes(spec, settings, release, dtype_bytes) if sampler > forward else 0
+    if kept:
+        phase += f" (with the {kept / GIB:.2f} GiB MoE workspace the forward left allocated)"
     if spec.vision is not None and spec.vision.kind == "mllama" and settings.engine == "v0" and (
             settings.pipeline_parallel_size == 1 or not is_last_stage):
         encoder, cross, images, tiles = mllama_v0_encoder(spec, settings, dtype_bytes)

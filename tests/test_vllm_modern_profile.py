@@ -135,13 +135,25 @@ def test_moe_workspace_from_0_14_and_only_for_unquantized_experts():
     assert "MoE workspace" not in _peak_reason(fp8)
 
 
-@pytest.mark.xfail(strict=True, reason="first pipeline stage: 0.88 GiB predicted (3 hidden + 3 intermediate tensors "
-                                       "per token + cuBLAS), 1.10 GiB logged - one [T, intermediate] tensor more is "
-                                       "alive in 0.19's compiled forward; not found in the source yet")
-def test_first_pipeline_stage_forward_peak():
+def _first_stage_figures() -> dict:
     report = score_cases([case for case in load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl"))
                           if "tp1pp2" in case["id"]])
-    assert report["per_case"][0]["figures"]["activation_peak_gib"]["rel_err"] <= 0.10
+    return report["per_case"][0]["figures"]
+
+
+@pytest.mark.xfail(strict=True, reason="first pipeline stage: 0.875 GiB predicted (3 hidden + 3 intermediate tensors "
+                                       "per token + cuBLAS), 1.10 GiB logged; Inductor's plan of the MLP piece holds "
+                                       "the 3 + 3 count - the 225-236 MiB more need a memory snapshot of rank 0's "
+                                       "profile run (docs/accuracy.md)")
+def test_first_pipeline_stage_forward_peak():
+    assert abs(_first_stage_figures()["activation_peak_gib"]["rel_err"]) <= 0.10
+
+
+@pytest.mark.xfail(strict=True, reason="first pipeline stage: 0.25 GiB of non-torch predicted (the TP 1 figure), 0.07 "
+                                       "logged; what the last stage's logits and sampler add outside torch is not in "
+                                       "any source - a device measurement (docs/accuracy.md)")
+def test_first_pipeline_stage_non_torch():
+    assert abs(_first_stage_figures()["non_torch_gib"]["rel_err"]) <= 0.10
 
 
 def test_cuda_graph_estimate_follows_vllms_formula():
@@ -179,7 +191,9 @@ def test_dev_vllm_modern_graph_figures():
 
 @pytest.mark.xfail(strict=True, reason="the estimate's two captures are measured by vLLM (cudaMemGetInfo deltas); "
                                        "calibrated, they land within 0.01 GiB on 1 of 7 runs (median |error| "
-                                       "0.08 GiB; Llama-3.1-8B TP 2 logs 1.69 GiB against 0.71)")
+                                       "0.08 GiB; Llama-3.1-8B TP 2 logs 1.69 GiB against 0.71: torch memory of its "
+                                       "first capture that Mixtral's at TP 2 lacks - the per-mode DEBUG lines of the "
+                                       "source logs would settle the split)")
 def test_estimate_line_within_a_hundredth_of_a_gib():
     report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))
     errors = [case["figures"]["cuda_graph_estimate_gib"]["abs_err_gib"] for case in report["per_case"]]

@@ -90,6 +90,27 @@ GEMMA4_FRAME_TOKENS = 70 + 2 + 6
 GEMMA4_FRAME_PATCHES = 70 * 9
 
 
+# Gemma 3's SigLIP tower (siglip.py SiglipEncoderLayer / SiglipMLP, run eagerly: vLLM compiles a tower only with
+# compile_mm_encoder, off by default): at nn.GELU(approximate="tanh") a layer holds its residual and the normed
+# input the MLP was called with (2 x hidden) and fc1's and GELU's outputs (2 x intermediate); fc2's moment
+# (3 x hidden + 1 x intermediate) is lower for any intermediate above hidden.
+SIGLIP_HIDDEN_AT_PEAK = 2
+SIGLIP_INTERMEDIATE_AT_PEAK = 2
+
+
+def dummy_image_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, items: int, dtype_bytes: int) -> int:
+    """The dummy images V1's profile_run encodes stay on the GPU until it returns (gpu_model_runner.py: the local
+    batched_dummy_mm_inputs is never deleted, 0.8.5-0.33.0), through the text dummy run and the sampler:
+    Gemma 3's pixel_values [items, 3, image, image] (one crop per image: pan-and-scan is off by default), cast to the
+    model dtype by the processor from 0.9.1 (inputs/registry.py maybe_cast_dtype; float32 before). Other towers'
+    inputs are not sized here (0)."""
+    vision = spec.vision
+    if settings.engine != "v1" or vision is None or vision.kind != "siglip" or not vision.image_size:
+        return 0
+    element = dtype_bytes if release["mm_inputs_model_dtype"] else 4
+    return items * vision.in_channels * vision.image_size ** 2 * element
+
+
 def clip_item(vision) -> tuple[int, int]:
     """LLaVA-1.5: one 336x336 image -> 577 CLIP positions (576 patches + the class token), 576 tokens
     (vision_feature_select_strategy "default" drops the class token). LLaVA-NeXT anyres: the largest
@@ -393,12 +414,17 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
         patches, item_tokens = vision_item(spec)
         items = max(1, max(tokens, item_tokens) // item_tokens)
         vision = spec.vision
-        encoder = items * patches * (HIDDEN_TENSORS_AT_PEAK * vision.hidden_size
-                                     + INTERMEDIATE_TENSORS_AT_PEAK * vision.intermediate_size // tp) * dtype_bytes
+        counts = (SIGLIP_HIDDEN_AT_PEAK, SIGLIP_INTERMEDIATE_AT_PEAK) if vision.kind == "siglip" else (
+            HIDDEN_TENSORS_AT_PEAK, INTERMEDIATE_TENSORS_AT_PEAK)
+        inputs = dummy_image_bytes(spec, settings, release, items, dtype_bytes)
+        encoder = items * patches * (counts[0] * vision.hidden_size
+                                     + counts[1] * vision.intermediate_size // tp) * dtype_bytes + inputs
         cache = items * item_tokens * hidden * dtype_bytes  # encoder outputs kept for the text pass
-        if encoder > peak + cache:
+        if encoder > peak + cache + inputs:
             phase = f"vision encoder ({items} image(s) of {patches:,} patches)"
-        peak = max(encoder, peak + cache)
+        elif inputs:
+            phase += f" + {inputs / GIB:.2f} GiB of dummy images and {cache / GIB:.2f} GiB of encoder outputs kept"
+        peak = max(encoder, peak + cache + inputs)
     if release["budget_era"] == "V0-c":
         peak = int(peak * RESERVED_OVER_ALLOCATED_AT_PEAK)
     return ProfileEstimate(peak, forward, sampler, tokens, requests, phase)

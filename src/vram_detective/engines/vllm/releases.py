@@ -284,6 +284,11 @@ RULE_CHANGES: tuple[Rule, ...] = (
     _row("0.0.0", None, "moe_workspace_chunk_tokens", 16384, "envs.py VLLM_FUSED_MOE_CHUNK_SIZE default 16 * 1024 (0.13.0-0.17.0)"),
     _row("0.18.0", "v1", "moe_workspace_chunk_tokens", 0, "modular_kernel.py 0.18.0: no chunk loop, workspaces for M_full tokens"),
 
+    # Multimodal processor outputs on the GPU: float tensors cast to the model dtype from 0.9.1 (inputs/registry.py
+    # call_hf_processor maybe_cast_dtype; multimodal/processing/context.py _postprocess_output in 0.19.0)
+    _row("0.0.0", None, "mm_inputs_model_dtype", False, "0.9.0: the HF processor's float32 outputs as returned"),
+    _row("0.9.1", None, "mm_inputs_model_dtype", True, "inputs/registry.py 0.9.1 maybe_cast_dtype: x.to(model dtype)"),
+
     # Swap space (CPU blocks).
     _row("0.0.0", "v0", "swap_space_gib", 4.0, "CacheConfig swap_space default 4 GiB per GPU (V0)"),
     _row("0.0.0", "v1", "swap_space_gib", 0.0, "V1 has no CPU swap blocks"),

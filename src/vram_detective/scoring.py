@@ -81,7 +81,8 @@ def case_model(case: dict, catalog_only: bool = False) -> CaseModel | str:
     sources `explain` reads (catalog, then the local Hugging Face cache or the Hub; only the catalog with
     `catalog_only`). A string says why there is none."""
     from .api import model_source
-    from .model.config import ConfigError, parse_config
+    from .model.config import parse_config
+    from .model.spec import ConfigError
 
     model = _PAREN.sub("", str(case.get("model") or "")).strip()  # 'repo (ollama tag)' names the repo
     gguf_file = str((case.get("settings") or {}).get("gguf_file") or "")

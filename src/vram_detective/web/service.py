@@ -117,7 +117,7 @@ def install_read_guard(policy: Policy) -> None:
 def _hub_cache_dir() -> str:
     """Where Hub files are cached (model/hub.py reads the same variables); '' without the [hub] extra."""
     try:
-        from ..model.hub import HubSettings
+        from ..model.hub_calls import HubSettings
 
         return HubSettings.from_environment().cache_dir
     except Exception:  # noqa: BLE001 - no huggingface_hub: no Hub cache to read from

@@ -16,7 +16,7 @@ _profile_available_bytes: "loaded weights (target + draft)"): the draft's weight
 """
 from __future__ import annotations
 
-from ...model.config import ModelSpec
+from ...model.spec import ModelSpec
 from .settings import SGLangSettings
 
 _SHARED_WITH_TARGET = ("embed_tokens", "lm_head", "shared_head.head")

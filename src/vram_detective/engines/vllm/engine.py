@@ -196,17 +196,17 @@ class VllmEngine:
         return plan(spec, gpu, settings, version, gguf_checkpoint=gguf_checkpoint)
 
     def kv_plan_for_budget(self, spec, gpu, settings: dict, version, kv_budget_bytes: int):
-        from .plan import kv_plan_for_budget
+        from .kv_plan import kv_plan_for_budget
 
         return kv_plan_for_budget(spec, gpu, settings, version, kv_budget_bytes)
 
     def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
-        from .plan import rank_inventories
+        from .weights_plan import rank_inventories
 
         return rank_inventories(spec, gpu, settings, version)
 
     def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
-        from .plan import checkpoint_report
+        from .weights_plan import checkpoint_report
 
         return checkpoint_report(spec, gpu, settings, version, checkpoint)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, ReadingLever, Releases
 
 
 def _is_vllm_log(text: str) -> bool:
@@ -70,6 +70,13 @@ class VllmEngine:
                 ("pipeline_parallel_size", "select", "pipeline parallel", (1, 2, 4), None, None),
                 ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8", "fp8_e5m2"), None, None),
                 ("enforce_eager", "checkbox", "eager (no CUDA graphs)", None, None, None))
+
+    @property
+    def reading(self) -> ReadingLever:
+        """`logs --nvidia-smi` without a log: the lever a reading is solved for (reading.py)"""
+        from .reading import READING
+
+        return READING
 
     @property
     def releases(self) -> Releases:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 2  # bumped when a key of any command's JSON changes meaning or moves
+SCHEMA_VERSION = 3  # bumped when a key of any command's JSON changes meaning or moves (3: score's sections)
 
 
 def envelope(command: str, engine: str | None, data: Any) -> dict:

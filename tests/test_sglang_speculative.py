@@ -46,7 +46,10 @@ def test_draft_kv_in_the_cell_from_0_5_14():
     free, weights = 78 * GIB, 15 * GIB  # rest = 63 - 78 x 0.1 = 55.2 GiB
     pool = predict_pool(free, weights, spec, settings, "0.5.14")
     assert pool.max_total_num_tokens == int(55.2 * GIB) // 135168 == 438_495
-    assert pool.draft_kv_gib == 0.0
+    # the draft's pool holds as many tokens, one 4,096 B layer each, inside the budget; the target's K is its own
+    assert pool.draft_in_budget and pool.draft_kv_tokens == 438_495
+    assert pool.draft_kv_gib == pytest.approx((438_495 + 1) * 4096 / GIB)
+    assert pool.k_size_gib == pytest.approx((438_495 + 1) * 65536 / GIB)
     # 0.5.13: the target's pool keeps its own cell (the draft's comes from the fraction's speculative reserve) ...
     before = predict_pool(free, weights, spec, settings, "0.5.13")
     assert before.max_total_num_tokens == int(55.2 * GIB) // 131072 == 452_198
@@ -54,6 +57,32 @@ def test_draft_kv_in_the_cell_from_0_5_14():
     # = 1,766 -> the 2,048 floor): 452,198 + 2,048 x (3 x 1 + 4) + 100 = 466,634 tokens of one 4,096 B layer
     assert before.draft_kv_tokens == draft_pool_tokens(452_198, 2048, 3, 1, 4) == 466_634
     assert before.draft_kv_gib == pytest.approx((466_634 + 1) * 4096 / GIB)  # + the padding slot
+    assert not before.draft_in_budget
+
+
+def test_draft_kv_and_graphs_in_the_plan():
+    from vram_detective.api import explain
+
+    # 0.5.14: the draft's KV line follows the target's, with its #tokens; 0.5.13: its own pool's larger #tokens
+    args = dict(engine="sglang", speculative_algorithm="EAGLE", speculative_num_steps=3, speculative_eagle_topk=1,
+                speculative_num_draft_tokens=4, max_running_requests=8)
+    new = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine_version="0.5.14", **args)
+    kv_lines = [line for line in new.log_lines if line.startswith("KV Cache is allocated")]
+    tokens = new.kv_cache_tokens
+    assert len(kv_lines) == 2 and all(f"#tokens: {tokens}," in line for line in kv_lines)
+    assert new.figure("draft_kv_tokens") == tokens
+    # K of the draft's one layer is 1/32 of the target's 32
+    assert new.figure("draft_k_size_bytes") == pytest.approx(new.figure("k_size_bytes") / 32, rel=1e-3)
+    old = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine_version="0.5.13", **args)
+    assert old.figure("draft_kv_tokens") > old.kv_cache_tokens
+    # --max-running-requests 8 cuts the speculative capture list (1..8) at 8; the draft's graphs add (3 steps + the
+    # extend pass) x its one layer to the target's 32 layer passes per batch size
+    from vram_detective.engines.sglang import calibration
+    graphs = new.figure("cuda_graph_bytes")
+    plain = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine="sglang", engine_version="0.5.14",
+                    max_running_requests=8)
+    per = calibration.GRAPH_PER_LAYER_BS.bytes
+    assert graphs - plain.figure("cuda_graph_bytes") == 8 * (32 + 4) * per - 4 * 32 * per  # 8 sizes vs [1, 2, 4, 8]
 
 
 def test_launch_line_speculative_flags():
@@ -122,3 +151,38 @@ def test_vllm_21348_sglang_pool():
     plan = get_engine("sglang").plan(model_spec("Qwen/Qwen3-235B-A22B-FP8"), find_gpu("H100"),
                                      {"tp_size": 4, "mem_fraction_static": 0.93}, rules("0.4.10").version)
     assert plan.kv_cache_tokens == 367404
+
+
+def _eagle3_head(tmp_path):
+    # an EAGLE3 head for Llama-3.1-8B as its checkpoints ship it: one decoder layer, a 32,000-token draft vocabulary
+    import json
+
+    head = tmp_path / "eagle3-head"
+    head.mkdir()
+    (head / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "head_dim": 128, "vocab_size": 128256, "draft_vocab_size": 32000, "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "torch_dtype": "bfloat16", "tie_word_embeddings": False}))
+    return str(head)
+
+
+def test_separate_eagle3_head_is_sized_from_its_config(tmp_path):
+    from vram_detective.api import explain
+
+    path = _eagle3_head(tmp_path)
+    b = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine="sglang", engine_version="0.5.17",
+                speculative_algorithm="EAGLE3", speculative_draft_model_path=path, speculative_num_steps=3,
+                speculative_eagle_topk=1, speculative_num_draft_tokens=4)
+    draft = next(c for c in b.components.children if c.key == "draft_weights")
+    # by hand, bf16: attention 2 x 4096^2 + 2 x 1024 x 4096 = 41.9 M, its qkv's second input half (4096 + 2 x 1024)
+    # x 4096 = 25.2 M, MLP 3 x 14336 x 4096 = 176.2 M, fc 3 x 4096 x 4096 = 50.3 M, lm_head 32,000 x 4096 = 131.1 M:
+    # 424.7 M parameters (~849 MB) + d2t int64 x 32,000; the embedding is the target's (eagle_worker_v2 set_embed)
+    assert draft.bytes == pytest.approx(2 * 424_689_664 + 8 * 32_000, rel=0.002)
+    # its one layer rides in the cell (0.5.14+): K of the draft is 1/32 of the target's
+    assert b.figure("draft_k_size_bytes") == pytest.approx(b.figure("k_size_bytes") / 32, rel=1e-3)
+    # without its config the draft is not sized, and says so
+    unknown = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine="sglang", engine_version="0.5.17",
+                      speculative_algorithm="EAGLE3", speculative_draft_model_path=str(tmp_path / "missing"))
+    assert not any(c.key == "draft_weights" for c in unknown.components.children)
+    assert any("not sized" in note for note in unknown.notes)

@@ -96,6 +96,18 @@ def test_each_engine_solves_its_own_lever_the_same_on_every_surface(engine, serv
         out.split())
 
 
+def test_the_web_page_fragment_answers_a_reading_as_the_terminal_does(server):
+    """/fragment/logs (the page's logs tab) with nvidia-smi output and no log: the terminal's answer line."""
+    text = reading_text(RTX4090)
+    request = urllib.request.Request(server + "/fragment/logs", data=json.dumps(
+        {"log": "", "nvidia_smi": text, "model": "Qwen/Qwen3-8B", "engine": "llamacpp"}).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as answer:
+        html = answer.read().decode()
+    assert answer.status == 200 and "matches -c ≈ 64,768 (predicted 14,197 MiB)." in html
+    assert "KV cache pool" in html and "predicted at that context" in html
+
+
 def test_vllm_finds_the_utilization_its_launch_line_gave():
     """--gpu-memory-utilization 0.95 on the launch line of the L40S run; the reading solves to 0.97."""
     found = library.logs("", nvidia_smi=reading_text(L40S), model=READINGS["vllm"][1], engine_version="0.10.2",

@@ -360,7 +360,7 @@ def _meets(figures: dict, point, target: Target) -> bool:
     need = target.need
     if not (figures["starts"] and tokens >= seqs):
         return False
-    if target.max_gpu_memory is not None and figures["nvidia_smi_used_mib"] > target.ceiling_mib:
+    if target.max_gpu_memory is not None and figures["nvidia_smi_max_mib"] > target.ceiling_mib:  # the fullest GPU
         return False
     if target.context is not None and length < target.context:
         return False
@@ -385,7 +385,7 @@ def _select(sweep, target: Target, default_seqs, default_tokens, default_u, u_co
         ok = sweep["starts"].reshape(shape) & (tok >= seq) & (seq >= seats)
         ok = ok & (sweep["max_concurrency"].reshape(shape) >= need)
         if target.max_gpu_memory is not None:
-            ok = ok & (sweep["nvidia_smi_used_mib"].reshape(shape) <= target.ceiling_mib)
+            ok = ok & (sweep["nvidia_smi_max_mib"].reshape(shape) <= target.ceiling_mib)  # every GPU under it
         if target.context is not None:
             ok = ok & (length >= target.context)
         if not ok.any():
@@ -411,7 +411,7 @@ def _select(sweep, target: Target, default_seqs, default_tokens, default_u, u_co
     for index in range(len(sweep)):
         point = sweep.setting(index)
         u, length, seq, tok = point
-        figures = {key: sweep[key][index] for key in ("starts", "max_concurrency", "nvidia_smi_used_mib")}
+        figures = {key: sweep[key][index] for key in ("starts", "max_concurrency", "nvidia_smi_max_mib")}
         if not _meets(figures, point, target):
             continue
         changes, distance = _changes(point, default_seqs, default_tokens, default_u, u_counts)
@@ -558,7 +558,9 @@ def _verify(searcher: _Searcher, candidate: Candidate) -> None:
     candidate.verified = (breakdown.num_gpu_blocks == f["num_gpu_blocks"] and breakdown.kv_cache_tokens == f["kv_cache_tokens"]
                           and breakdown.max_concurrency == f["max_concurrency"]
                           and (breakdown.failure is None) == f["starts"]
-                          and breakdown.nvidia_smi_used_mib == f["nvidia_smi_used_mib"])
+                          and breakdown.nvidia_smi_used_mib == f["nvidia_smi_used_mib"]
+                          and max((d.nvidia_smi_used_mib for d in breakdown.devices),
+                                  default=breakdown.nvidia_smi_used_mib) == f["nvidia_smi_max_mib"])
 
 
 def _launch_lines(searcher: _Searcher, candidate: Candidate) -> None:

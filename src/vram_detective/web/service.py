@@ -124,9 +124,11 @@ def _hub_cache_dir() -> str:
         return ""
 
 
-def uses_hub(params: dict) -> bool:
-    """Whether the request names a model that is fetched from the Hub (neither the catalog nor a local path):
-    such requests run in the web server's Hub pool."""
+def model_kind(params: dict, policy: Policy | None = None) -> str:
+    """Where the request's model comes from: 'hub' (fetched: the web server's Hub workers), 'local' (a path or a
+    name under --allow-local-models: read and parsed, so a worker process answers it too) or 'catalog' (the
+    built-in catalog, or no model: cheap, answered by the serving process). Never raises: bad input is the
+    request's own error, found when it runs."""
     from ..model.sources import _catalog_files
 
     model = str(params.get("model") or "").strip()
@@ -134,12 +136,27 @@ def uses_hub(params: dict) -> bool:
         try:
             words = shlex.split(str(params["line"]))
         except ValueError:
-            return False
-        model = next((word for word in words if "/" in word and not word.startswith(("-", "/", "."))), "")
-    if not model or params.get("source") in ("catalog", "local", "gguf"):
-        return False
-    return params.get("source") == "hub" or (model.lower() not in _catalog_files() and not _looks_like_path(model)
-                                             and "/" in model)
+            return "catalog"
+        model = next((word for word in words if "/" in word and not word.startswith("-")), "")
+    source = params.get("source")
+    if not model or source == "catalog":
+        return "catalog"
+    if source in ("local", "gguf") or _looks_like_path(model):
+        return "local"
+    root = (policy or Policy()).local_root
+    try:
+        if root is not None and os.path.lexists(root / model):
+            return "local"
+    except (OSError, ValueError):
+        return "local"
+    if source == "hub" or (model.lower() not in _catalog_files() and "/" in model):
+        return "hub"
+    return "catalog"
+
+
+def uses_hub(params: dict) -> bool:
+    """Whether the request names a model that is fetched from the Hub (neither the catalog nor a local path)."""
+    return model_kind(params) == "hub"
 
 
 def hub_deadline() -> float:

@@ -121,6 +121,8 @@ COMPUTE_THREADS = 4
 # models, one for the requests that fetch from the Hub (they wait on the network: slow or trickling Hub servers
 # never hold the workers the others need). 0: those requests run on threads of the serving process instead
 WORKERS = 2
+# with --workers 0, the threads of the serving process those requests take instead (the Hub's mostly wait)
+THREADS_WITHOUT_WORKERS = {"compute": COMPUTE_THREADS, "heavy": 2, "hub": 4}
 # seconds of computation one request may take (`serve --request-budget`); past it: 503 with one line
 REQUEST_SECONDS = 10.0
 _LIMITERS: dict = {}
@@ -280,9 +282,8 @@ def _budgeted_endpoint(name: str, policy: service.Policy, seconds: float | None,
                                                           allowance.cancelled,
                                                           limiter=_limiter(pool, pools[pool].size))
             else:
-                size = COMPUTE_THREADS if pool == "compute" else 2
                 answered = await anyio.to_thread.run_sync(_in_thread, name, params, policy, allowance,
-                                                          limiter=_limiter(pool, size))
+                                                          limiter=_limiter(pool, THREADS_WITHOUT_WORKERS[pool]))
             group.cancel_scope.cancel()
         status, media_type, body, headers = answered
         return Response(body, status_code=status, headers=headers, media_type=media_type)
@@ -335,6 +336,12 @@ def worker_died_answer() -> tuple[int, str, bytes, dict]:
     """500: the worker process ended while computing (killed from outside, out of memory): a fresh one replaces it."""
     return _answer_of(JSONResponse({"error": "internal error (the worker process computing this request ended; "
                                              "it has been replaced: try again)"}, status_code=500))
+
+
+def no_workers_answer(why: str) -> tuple[int, str, bytes, dict]:
+    """500: the worker processes could not be started (serve --workers 0 computes on threads instead)."""
+    return _answer_of(JSONResponse({"error": f"internal error (the worker processes could not start: {why[:200]}; "
+                                             "serve --workers 0 runs without them)"}, status_code=500))
 
 
 # --- what each endpoint computes: functions of (params, policy) ----------------------------------------------

@@ -78,10 +78,14 @@ class Pool:
         self._lock = threading.Lock()
         self._closed = False
         self.replaced = 0  # workers killed (over budget, client gone, died) and started anew
+        self.broken: str | None = None  # why workers cannot be started (then every request is answered 500)
 
     def start(self) -> None:
-        for _ in range(self.size):
-            self._add()
+        try:
+            for _ in range(self.size):
+                self._add()
+        except Exception as error:  # noqa: BLE001 - no worker could start: requests are told so, never left waiting
+            self.broken = f"{type(error).__name__}: {error}"
 
     def _add(self) -> None:
         with self._lock:
@@ -96,7 +100,13 @@ class Pool:
             self._workers.discard(worker)
         worker.kill()
         self.replaced += 1
-        self._add()
+        self.start_one()
+
+    def start_one(self) -> None:
+        try:
+            self._add()
+        except Exception as error:  # noqa: BLE001 - see start()
+            self.broken = f"{type(error).__name__}: {error}"
 
     def pids(self) -> list[int]:
         with self._lock:
@@ -116,7 +126,7 @@ class Pool:
 
         worker = self._take(cancelled)
         if worker is None:
-            return app.over_budget_answer("cancelled")
+            return app.over_budget_answer("cancelled") if self.broken is None else app.no_workers_answer(self.broken)
         try:
             worker.conn.send((name, params))
         except (OSError, ValueError):
@@ -135,7 +145,7 @@ class Pool:
         return answer
 
     def _take(self, cancelled: threading.Event) -> Worker | None:
-        while not cancelled.is_set():
+        while not cancelled.is_set() and self.broken is None:
             try:
                 return self._idle.get(timeout=POLL_SECONDS * 5)
             except queue.Empty:

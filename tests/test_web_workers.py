@@ -18,7 +18,14 @@ SMALL_FIT = "/api/fit?" + query(model="Qwen/Qwen3-8B", gpu="H100", context="32k"
 
 def _in_background(base: str, path: str) -> tuple[threading.Thread, list]:
     answers: list = []
-    thread = threading.Thread(target=lambda: answers.append(request(base, path, timeout=120)))
+
+    def ask() -> None:
+        try:
+            answers.append(request(base, path, timeout=120))
+        except OSError as error:  # the server stopped first
+            answers.append((type(error).__name__, {}))
+
+    thread = threading.Thread(target=ask)
     thread.start()
     return thread, answers
 
@@ -92,3 +99,25 @@ def test_answers_are_the_same_bytes_from_a_worker_and_from_a_thread():
         threaded = [_raw(base, path) for path in paths]
     assert [status for status, _ in pooled] == [200, 200, 200, 400, 400]
     assert pooled == threaded
+
+
+def test_trickling_hub_fetches_hold_up_neither_a_cheap_nor_a_heavy_request(tmp_path):
+    """Three Hub fetches from a server trickling a byte every 0.5 s (the Hub pool's two workers busy, one fetch
+    queued): a catalog explain and a fit are answered while all three are still in flight."""
+    from test_hostile_hub import _Server
+
+    hub = _Server(trickle=True)
+    env = {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0"}
+    try:
+        with running_server("--hub-deadline", "30", env=env) as (base, process):
+            wait_for_workers(process.pid)
+            fetches = [_in_background(base, "/api/explain?" + query(model=f"org/m{i}", gpu="H100")) for i in range(3)]
+            time.sleep(1.0)  # the fetches reach their workers (and the hub server)
+            status, body = request(base, EXPLAIN)
+            assert status == 200 and body["model"] == "Qwen/Qwen3-8B"
+            assert request(base, SMALL_FIT)[0] == 200
+            assert all(thread.is_alive() and not answers for thread, answers in fetches)
+    finally:
+        hub.stop()
+    for thread, _ in fetches:
+        thread.join(60)

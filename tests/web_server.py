@@ -26,10 +26,11 @@ def cli_env() -> dict:
 
 
 @contextlib.contextmanager
-def running_server(*extra: str):
+def running_server(*extra: str, env: dict | None = None):
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "vram_detective", "serve", "--port", str(port), *extra],
-                               cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               cwd=ROOT, env={**cli_env(), **(env or {})}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):

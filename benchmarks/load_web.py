@@ -6,8 +6,8 @@ cheap clients and no pathological one. The pathological clients run in a process
 loops do not hold the cheap clients' GIL (a measurement of the server, not of this script).
 
 Prints a table: the cheap requests' latency percentiles and errors (and the p99 of those sent after each
-client's first request: the clients start together, so the first round is a burst of CLIENTS - 5), the CPU of the server and its worker
-processes, and how long that CPU took to fall back to idle (< 5 % of a core) after the last request; then the
+client's first request: the clients start together, so the first round is a burst of CLIENTS - 5), the CPU of
+the server and its worker processes (and of the serving process alone), and how long that CPU took to fall back to idle (< 5 % of a core) after the last request; then the
 pathological answers. Timings on a shared machine are noisy: compare the rows of one run (same minute).
 
     PYTHONPATH=src python3 benchmarks/load_web.py [--clients 50] [--seconds 30] [--modes cheap,once,repeat]
@@ -146,7 +146,7 @@ def run(mode: str, args, hub_endpoint: str) -> dict:
         bad = multiprocessing.get_context("spawn").Process(target=bad_clients,
                                                            args=(port, args.seconds, mode == "once", out))
     threads = [threading.Thread(target=cheap_client, args=(i,)) for i in range(args.clients - PATHOLOGICAL)]
-    cpu_start = tree_cpu(process.pid)
+    cpu_start, own_start = tree_cpu(process.pid), _cpu(process.pid)
     if bad is not None:
         bad.start()
     for thread in threads:
@@ -159,13 +159,13 @@ def run(mode: str, args, hub_endpoint: str) -> dict:
         bad.join()
         last[0] = max(last[0], bad_last)
     idle_after = _idle_after(process.pid, last[0])
-    server_cpu = tree_cpu(process.pid) - cpu_start
+    server_cpu, own_cpu = tree_cpu(process.pid) - cpu_start, _cpu(process.pid) - own_start
     process.terminate()
     process.wait(10)
     latencies.sort()
     later.sort()
     return {"mode": mode, "latencies": latencies, "later": later, "errors": cheap_errors, "answers": collections.Counter(answers),
-            "server_cpu": server_cpu, "idle_after": idle_after, "load": os.getloadavg()[0]}
+            "server_cpu": server_cpu, "own_cpu": own_cpu, "idle_after": idle_after, "load": os.getloadavg()[0]}
 
 
 def _idle_after(pid: int, end: float) -> float | None:
@@ -207,15 +207,15 @@ def main() -> int:
           f"think {THINK_S:g} s; {PATHOLOGICAL} pathological unless cheap), serve --workers "
           f"{'default' if args.workers is None else args.workers}, {os.cpu_count()} CPUs")
     print(f"| {'mode':<6} | {'cheap requests':>14} | {'errors':>6} | {'p50 ms':>7} | {'p90 ms':>7} | {'p99 ms':>7} | "
-          f"{'max ms':>7} | {'p99 after 1st round':>19} | {'server CPU s':>12} | {'idle after s':>12} | "
-          f"{'load avg':>8} |")
-    print("|" + "|".join("-" * (width + 2) for width in (6, 14, 6, 7, 7, 7, 7, 19, 12, 12, 8)) + "|")
+          f"{'max ms':>7} | {'p99 after 1st round':>19} | {'server CPU s':>12} | "
+          f"{'of it serving':>13} | {'idle after s':>12} | {'load avg':>8} |")
+    print("|" + "|".join("-" * (width + 2) for width in (6, 14, 6, 7, 7, 7, 7, 19, 12, 13, 12, 8)) + "|")
     for row in rows:
         lat = row["latencies"]
         idle = f"{row['idle_after']:.1f}" if row["idle_after"] is not None else "> 30"
         print(f"| {row['mode']:<6} | {len(lat):>14,} | {sum(row['errors'].values()):>6} | {_pct(lat, 0.5):>7.1f} | "
               f"{_pct(lat, 0.9):>7.1f} | {_pct(lat, 0.99):>7.1f} | {lat[-1] * 1000:>7.1f} | "
-              f"{_pct(row['later'], 0.99):>19.1f} | {row['server_cpu']:>12.1f} | "
+              f"{_pct(row['later'], 0.99):>19.1f} | {row['server_cpu']:>12.1f} | {row['own_cpu']:>13.1f} | "
               f"{idle:>12} | {row['load']:>8.1f} |")
     for row in rows:
         if row["errors"]:

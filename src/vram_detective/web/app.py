@@ -435,7 +435,8 @@ def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
         "info": {"title": "vram-detective", "description": "GPU memory predictions as JSON. Errors: "
                  "{\"error\": \"...\"} with 400 (bad input), 403 (a local path), 413 (body over "
                  f"{max_body:,} bytes), 422 (an unknown parameter, named with the one meant; or the engine "
-                 "would refuse to start: then the body is what --json prints, with startup_failed true), 500."},
+                 "would refuse to start: then the body is what --json prints, with startup_failed true), 503 (past "
+                 "its computation budget: serve --request-budget), 500."},
         "paths": {
             "/api/explain": {"get": {"summary": same.format("explain"), "parameters": model_params}},
             "/api/whatif": {"get": {"summary": same.format("whatif"), "parameters": model_params}},

@@ -2,6 +2,7 @@
 rules on what a request may make it read. Pure functions over the library; no web framework here."""
 from __future__ import annotations
 
+import functools
 import io
 import os
 import shlex
@@ -563,9 +564,16 @@ def warm_up() -> None:
 
 
 def catalog_models() -> list[str]:
+    return list(_catalog_models())
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog_models() -> tuple[str, ...]:
+    """The packaged catalog's ids, read once (173 files: 15 ms a read, which the page and /api/models paid on every
+    request in the serving process)."""
     from ..model.sources import catalog_entries
 
-    return sorted(source.repo_id for source in catalog_entries())
+    return tuple(sorted(source.repo_id for source in catalog_entries()))
 
 
 def catalog_gpus() -> list[dict]:

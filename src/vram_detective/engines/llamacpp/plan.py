@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from . import compute as cmp
 from .calibration import CUDA_CONTEXT_BYTES
 from .kv_cache import (NO_STATE, KvCache, KvSettings, RecurrentState, gated_delta_state, kv_cache, mamba_state,
-                       mla_layers, recurrent_state, uniform_layers)
+                       mla_layers, recurrent_state, swa_cells, uniform_layers)
 from .mmproj import ProjectorBuffers, projector_buffers, read_projector
 from .quant_mix import quantized_tensors
 from .releases import rule
@@ -201,7 +201,8 @@ def graph_shape(spec) -> cmp.GraphShape:
 
 
 def _compute(spec, lay_devices: dict, p: Placement, pairs, n_kv: int, n_ubatch: int, fa: bool,
-             build: int | None = None) -> dict:
+             build: int | None = None, streams: int = 1, kv_types: tuple[str, str] = ("f16", "f16"),
+             swa: tuple = (frozenset(), 0)) -> dict:
     """Per backend: every GPU holding layers runs the attention step; the output's GPU also the logits step.
     Without the output on a GPU, the main GPU runs the offloaded logits matmul on a copy of the host-side
     output weight (op offload, n_ubatch >= 32; fitted on the 4060-laptop -ngl 20 case)."""
@@ -218,7 +219,11 @@ def _compute(spec, lay_devices: dict, p: Placement, pairs, n_kv: int, n_ubatch: 
                         and len(t.ne) > 1), default=0)
         main = p.devices[0]
         out[main] = max(out.get(main, 0), host_out + g.n_vocab * n_ubatch * 4)
-    if not p.devices:  # a CPU-only build: one backend, one graph allocation (compute.cpu_compute_bytes)
+    if not p.devices:  # a CPU-only build: one backend, one graph allocation (compute.cpu_graph_bytes replays it)
+        exact = cmp.cpu_graph_bytes(spec, n_kv, streams, n_ubatch, fa, kv_types[0], kv_types[1],
+                                    rule("compute.cpu_graph", build), *swa)
+        if exact is not None:
+            return {"CPU": exact}
         return {"CPU": cmp.cpu_compute_bytes(g, n_kv, n_ubatch, fa, rule("compute.cpu_logits_hidden_rows", build))}
     out["CUDA_Host"] = cmp.host_compute_bytes(n_kv, n_ubatch, g.n_embd)
     if not lay_devices:  # -ngl 0 in a GPU build: the graph on the CPU backend beside the host inputs
@@ -240,7 +245,9 @@ def layout(spec, s: LlamaCppSettings, gguf_checkpoint=None) -> Layout:
     kv = kv_cache([all_layers[il] for il in ids], devices_kv, kvs)
     n_ubatch = min(s.n_ubatch, s.n_batch, n_ctx)
     pairs = assign(tensors, p)
-    compute = _compute(spec, lay, p, pairs, kv.cells, n_ubatch, fa, s.build)
+    swa_ids = swa_layer_set(spec, s.build)
+    swa = (swa_ids, swa_cells(kvs, kv.cells) if swa_ids else 0)
+    compute = _compute(spec, lay, p, pairs, kv.cells, n_ubatch, fa, s.build, kv.streams, (s.type_k, s.type_v), swa)
     vocab = spec.vocab_size
     out_bytes = cmp.output_buffer_bytes(vocab, s.n_parallel, spec.hidden_size, s.embeddings)
     output = ("CUDA_Host" if p.devices and lay else "CPU", out_bytes)

@@ -128,6 +128,19 @@ RULES: tuple[Rule, ...] = (
     Rule((0,), "compute.cpu_logits_hidden_rows", 2, "groundtruth/llamacpp-cpu-b6150.jsonl: logits + 2 x ub x n_embd"),
     Rule((11312,), "compute.cpu_logits_hidden_rows", 3,
          "groundtruth/llamacpp-cpu-b11312.jsonl: logits + 3 x ub x n_embd (0.3.36 tree)", True),
+    # the graph a CPU-only build reserves its compute buffer for, replayed through ggml-alloc (compute.py
+    # cpu_graph_bytes, graph_llm.py, galloc.py): None = not modelled (the closed form above); 6150 = the b6150
+    # graph (set_rows KV stores, f32 KQ mask padded to 64 and cast to f16 for flash attention, which needs
+    # n_kv % 256 == 0, q/k/v expanded in that order); 11312 = the 0.3.36 tree's (q/v/k order, views for the stores,
+    # an f16 unpadded mask, the embeddings input beside the tokens, output-flagged result_norm/result_output,
+    # ggml_gallocr_free_extra_space). Builds between the two anchors take the older graph (the changes are not
+    # pinned to their pull requests here).
+    Rule((0,), "compute.cpu_graph", None, "set_rows KV stores (the reserve graph modelled) start at b6150"),
+    Rule((6150,), "compute.cpu_graph", 6150,
+         "llama-graph.cpp build_attn / build_attn_mha, llama-kv-cache-unified.cpp cpy_k/cpy_v, ggml-alloc.c (0.3.16 tree)",
+         True),
+    Rule((11312,), "compute.cpu_graph", 11312,
+         "llama-graph.cpp build_inp_embd / build_attn_inp_kq_mask / build_attn, ggml-alloc.c (0.3.36 tree)", True),
     Rule((0,), "moe.n_cpu_moe", False, "expert placement only by -ot"),
     Rule((6200,), "moe.n_cpu_moe", True, "--n-cpu-moe N keeps the experts of the first N layers on CPU", True),
     # --- scheduler (simulate): the server's slot rules `vram-detective simulate` follows (issue 18), read by

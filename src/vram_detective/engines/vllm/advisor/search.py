@@ -608,7 +608,7 @@ def _nearest(searcher: _Searcher, target: Target, top: int) -> list[tuple[str, C
             out.append(("concurrency", _finish(searcher, best, target, meets=False),
                         f"at most {best.concurrency:.2f} requests of {relaxed.context:,} tokens fit"))
     # 2) the longest context at the target concurrency
-    if target.context is not None:
+    if target.context is not None and target.context > 1:  # a 1-token target has no shorter context to offer
         relaxed = Target(None, target.need, target.max_gpu_memory, target.gpus)
         ladder = [length for length in CONTEXT_LADDER if length < target.context] + [target.context - 1]
         found = searcher.run(relaxed, lengths_override=ladder, stage="nearest: context")

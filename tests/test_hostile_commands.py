@@ -1,0 +1,28 @@
+"""Issue 31: what benchmarks/fuzz.py found over fit, compare, logs and score - each a bug (exit 3) or a broken
+invariant on ordinary bad input, reproduced through the library call the command line and the web API share."""
+from __future__ import annotations
+
+import pytest
+
+from vram_detective import errors, library
+
+
+@pytest.mark.parametrize("target, message", [
+    ({"concurrency": float("inf")}, "--concurrency must be a positive number of requests, got inf"),  # OverflowError
+    ({"context": "1", "concurrency": 1e308}, "--concurrency 1e+308 x 1 tokens is more than any GPU's KV cache holds"),
+    ({"gpus": 1 << 40}, "--gpus must be from 1 to 65,536, got 1099511627776"),
+    ({"top": -1}, "--top must be at least 1, got -1"),
+])
+def test_fit_targets_are_checked_for_every_caller_as_the_command_line_checks_them(target, message):
+    with pytest.raises(errors.BadInput) as raised:
+        library.fit("Qwen/Qwen2.5-3B-Instruct-AWQ", "A100 80GB", engine="vllm", **target)
+    assert str(raised.value).startswith(message)
+
+
+def test_fit_a_one_token_context_has_no_shorter_context_to_offer():
+    # was IndexError (the nearest answer's context ladder was [0])
+    answer = library.fit("Qwen/QwQ-32B-AWQ", "RTX 3070 Ti", engine="vllm", engine_version="0.27.0", context="1",
+                         concurrency=0.5, top=1)
+    data = answer.to_dict()
+    assert data["target"]["context"] == 1
+    assert all(near.get("relaxed") != "context" for near in data.get("nearest") or [])

@@ -26,3 +26,20 @@ def test_fit_a_one_token_context_has_no_shorter_context_to_offer():
     data = answer.to_dict()
     assert data["target"]["context"] == 1
     assert all(near.get("relaxed") != "context" for near in data.get("nearest") or [])
+
+
+def test_logs_an_sglang_figure_of_400_digits_is_not_read():
+    # was exit 3 (OverflowError: int(inf)): a number no engine prints is left out, the rest of the line is read
+    line = f"[2025-07-17 07:41:58] KV Cache is allocated. #tokens: {'9' * 400}, K size: 1.42 GB, V size: 1.42 GB\n"
+    report = library.logs(line).to_dict()
+    assert report["engine"] == "sglang"
+    assert report["observed"].get("k_size_gb") == 1.42 and "kv_cache_tokens" not in report["observed"]
+
+
+def test_logs_beside_an_nvidia_smi_reading_of_0_mib():
+    # was exit 3 (ZeroDivisionError in the what-if cause of the nvidia-smi row)
+    smi = "index, name, memory.used [MiB], memory.total [MiB]\n0, NVIDIA GeForce RTX 4090, 0 MiB, 24564 MiB\n"
+    report = library.logs("Model loading took 7.61 GiB memory and 8.219576 seconds\n", nvidia_smi=smi, gpu="RTX 4090")
+    run = report.to_dict()["runs"][0]
+    assert run["observed"]["weights_gib"] == 7.61
+    assert run["nvidia_smi_breakdown"]["used_mib"] == 0

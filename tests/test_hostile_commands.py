@@ -43,3 +43,27 @@ def test_logs_beside_an_nvidia_smi_reading_of_0_mib():
     run = report.to_dict()["runs"][0]
     assert run["observed"]["weights_gib"] == 7.61
     assert run["nvidia_smi_breakdown"]["used_mib"] == 0
+
+
+def _card_gib(name: str) -> float:
+    from vram_detective.hardware import find_gpu
+
+    return find_gpu(name).cuda_total_bytes / 2**30
+
+
+def test_fit_candidates_intervals_stay_on_the_card():
+    # the KV pool's interval of a candidate reached 86.2 GiB on a 64 GiB MI250 (explain clips; the sweep did not)
+    answer = library.fit("Qwen/Qwen2.5-3B-Instruct", "MI250", engine="vllm", engine_version="0.30.0",
+                         context="32k").to_dict()
+    interval = answer["candidates"][0]["interval"]
+    assert interval["figure"] == "kv_cache_gib"
+    assert interval["low"] <= interval["value"] <= interval["high"] <= _card_gib("MI250")
+
+
+def test_nvidia_smi_interval_of_a_card_without_a_listed_nvidia_smi_total_stays_on_the_card():
+    # GB10 (unified memory) lists no nvidia-smi total: its 'used' interval reached 148,456 MiB of 124,611
+    from vram_detective import api
+
+    b = api.explain("Qwen/Qwen3.5-27B", "GB10", engine="vllm", engine_version="0.33.0", max_model_len=4096)
+    used = next(item for item in b.intervals if item.key == "nvidia_smi_used_mib")
+    assert used.low <= used.value <= used.high <= _card_gib("GB10") * 1024

@@ -186,7 +186,7 @@ def vram_margin(answer, gpu, budget: int, version):
     """The GPU with the least room beyond its error: its budget less its VRAM, against the interval scored for a
     GPU's VRAM (the figure llama.cpp's fit rests on)."""
     from ...fidelity import gpu_class, release_era
-    from ...intervals import budget_margin, interval_of
+    from ...intervals import budget_margin, card_limit_of, clipped, interval_of
 
     lay = answer.layout
     if lay is None:
@@ -195,7 +195,8 @@ def vram_margin(answer, gpu, budget: int, version):
     margins = []
     for device in lay.devices:
         found = interval_of("llamacpp", "vram_mib", lay.vram(device) / MIB, era, device_class)
-        if found is not None:
+        if found is not None:  # within [0, the card], as explain clips it
+            found = clipped(found, card_limit_of("vram_mib", gpu.cuda_total_bytes))
             margins.append(budget_margin(budget, lay.vram(device), found))
     return min(margins, key=lambda m: m.spare_gib - m.error_gib, default=None)
 

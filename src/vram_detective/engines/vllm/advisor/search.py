@@ -435,11 +435,13 @@ def _margin(searcher: _Searcher, candidate: Candidate, target: Target):
     """The KV pool's margin over the target's requests against its 90 % interval (the fast path's figures, which
     _verify checks against explain; the interval as explain attaches it)."""
     from ....fidelity import gpu_class, release_era
-    from ....intervals import interval_of, pool_margin
+    from ....intervals import card_limit_of, clipped, interval_of, pool_margin
 
     pool = candidate.figures["kv_cache_bytes"]
     era = release_era("vllm", searcher.version_label, candidate.fast_path.engine)
     found = interval_of("vllm", "kv_cache_gib", pool / GIB, era, gpu_class(candidate.fast_path.total))
+    if found is not None:  # within [0, the card], as explain clips it
+        found = clipped(found, card_limit_of("kv_cache_gib", candidate.fast_path.total))
     return pool_margin(pool, candidate.figures["max_concurrency"], [found] if found else [], target.need)
 
 

@@ -67,3 +67,15 @@ def test_nvidia_smi_interval_of_a_card_without_a_listed_nvidia_smi_total_stays_o
     b = api.explain("Qwen/Qwen3.5-27B", "GB10", engine="vllm", engine_version="0.33.0", max_model_len=4096)
     used = next(item for item in b.intervals if item.key == "nvidia_smi_used_mib")
     assert used.low <= used.value <= used.high <= _card_gib("GB10") * 1024
+
+
+def test_llamacpp_fit_a_memory_ceiling_above_the_card_is_the_card():
+    # 17,526 MiB was listed as fitting an 11 GiB GTX 1080 Ti ("2.88 GiB to spare") under --max-gpu-memory 20GiB
+    from vram_detective.hardware import find_gpu
+
+    card_mib = find_gpu("GTX 1080 Ti").cuda_total_bytes / 2**20
+    answer = library.fit("deepseek-ai/DeepSeek-V3", "GTX 1080 Ti", engine="llamacpp", engine_version="b11312",
+                         context="4k", concurrency=8, max_gpu_memory="20GiB", top=1, gguf_type="Q5_K_M").to_dict()
+    most_layers = answer["answers"][0]
+    assert most_layers["command"] is not None
+    assert 0 < most_layers["vram_per_gpu_mib"]["CUDA0"] <= card_mib

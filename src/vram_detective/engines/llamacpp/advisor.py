@@ -149,7 +149,7 @@ def fit_entries(model: str, gpu, version_text, pins: dict, sources: dict, *, con
     slots = int(settings.get("n_parallel") or 1)
     n_ctx = (context or DEFAULT_FIT_CONTEXT) * slots
     file = model_file(model, settings)
-    budget = ceiling or gpu.cuda_total_bytes
+    budget = min(ceiling, gpu.cuda_total_bytes) if ceiling else gpu.cuda_total_bytes  # never above the card
     layers = {k: v for k, v in settings.items() if k != "n_gpu_layers"}
     whole = {k: v for k, v in settings.items() if k != "n_ctx"}
     _refusal_of_pins(engine, spec, gpu, dict(layers, n_ctx=n_ctx, n_gpu_layers=0), version, checkpoint)

@@ -79,3 +79,11 @@ def test_llamacpp_fit_a_memory_ceiling_above_the_card_is_the_card():
     most_layers = answer["answers"][0]
     assert most_layers["command"] is not None
     assert 0 < most_layers["vram_per_gpu_mib"]["CUDA0"] <= card_mib
+
+
+@pytest.mark.parametrize("concurrency, slots", [(0.5, 1), (2.5, 3)])
+def test_llamacpp_fit_a_fractional_concurrency_takes_whole_slots_rounded_up(concurrency, slots):
+    # 0.5 was "-np/--parallel must be from 1 ..." (bad input for a target the command line takes); 2.5 took 2 slots
+    answer = library.fit("Qwen/Qwen3-8B", "RTX 4090", engine="llamacpp", context="8k", concurrency=concurrency)
+    command = answer.to_dict()["answers"][0]["command"]
+    assert f" -np {slots}" in command if slots > 1 else " -np " not in command  # one slot: llama-server's default

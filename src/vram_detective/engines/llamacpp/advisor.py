@@ -4,6 +4,7 @@ the exact llama-server line: the most layers on the GPU at a context, and the la
 on the GPU. Reached through the engine interface (`Levers.answers`; advisor/answers.py dispatches)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 MIB = 2**20
@@ -145,7 +146,7 @@ def fit_entries(model: str, gpu, version_text, pins: dict, sources: dict, *, con
     if gpus > 1:
         settings.setdefault("num_gpus", gpus)
     if concurrency:
-        settings["n_parallel"] = int(concurrency)
+        settings["n_parallel"] = math.ceil(concurrency)  # 2.5 requests at once take 3 slots (0.5: one, not -np 0)
     slots = int(settings.get("n_parallel") or 1)
     n_ctx = (context or DEFAULT_FIT_CONTEXT) * slots
     file = model_file(model, settings)

@@ -49,11 +49,13 @@ def negatives(value, path: str = "") -> list[str]:
 
 # --- fit ---------------------------------------------------------------------------------------------------------
 
-FIT_CONTEXT = ["4k", "8k", "32k", "128k", 2048, 100_000, None, None, "1", "0", "-1", "nan", "1e308", "9" * 40, "32q"]
-FIT_CONCURRENCY = [1, 2, 4, 8, 64, None, None, None, 0, -1, float("nan"), float("inf"), 1e308, 0.5]
-FIT_MEMORY = [None] * 6 + ["20GiB", "8GB", "70GiB", "0", "-1GiB", "1e30GiB", "x"]
-FIT_GPUS = [1, 1, 1, 2, 4, 8, 0, -1, 1000, 1 << 40]
-FIT_TOP = [5, 5, 1, 3, 0, -1, 10 ** 9]
+FIT_CONTEXT = (["4k", "8k", "32k", "128k", 2048, 100_000, None, None], ["1", "0", "-1", "nan", "1e308", "9" * 40, "32q"])
+FIT_CONCURRENCY = ([1, 2, 4, 8, 64, 0.5, 2.5, None, None], [0, -1, float("nan"), float("inf"), 1e308])
+FIT_MEMORY = ([None] * 6 + ["20GiB", "8GB", "70GiB"], ["0", "-1GiB", "1e30GiB", "x"])
+FIT_GPUS = ([1] * 9 + [2, 3, 4, 8], [0, -1, 1000, 1 << 40])
+FIT_TOP = ([5, 5, 1, 3], [0, -1, 10 ** 9])
+FIT_TARGET = {"context": FIT_CONTEXT, "concurrency": FIT_CONCURRENCY, "max_gpu_memory": FIT_MEMORY, "gpus": FIT_GPUS,
+              "top": FIT_TOP}
 
 
 def random_fit(rng: random.Random, models: list[str], gpus: list[str], engine: str, flags: dict) -> dict:
@@ -62,12 +64,13 @@ def random_fit(rng: random.Random, models: list[str], gpus: list[str], engine: s
 
     known = list(get_engine(engine).releases.known)
     call = {"model": rng.choice(models), "gpu": rng.choice(gpus), "engine": engine,
-            "engine_version": rng.choice(known[-4:] + [None, None]), "context": rng.choice(FIT_CONTEXT),
-            "concurrency": rng.choice(FIT_CONCURRENCY), "max_gpu_memory": rng.choice(FIT_MEMORY),
-            "gpus": rng.choice(FIT_GPUS) if rng.randrange(4) == 0 else 1, "top": rng.choice(FIT_TOP)}
+            "engine_version": rng.choice(known[-4:] + [None, None])}
+    hostile = rng.choice(sorted(FIT_TARGET)) if rng.randrange(6) == 0 else None  # one target value in six cases
+    for key, (sane, bad) in FIT_TARGET.items():
+        call[key] = rng.choice(bad if key == hostile else sane)
     for key in rng.sample(sorted(flags), rng.randint(0, 2)):
-        sane, hostile = flags[key]
-        call[key] = rng.choice(hostile if hostile and rng.randrange(10) == 0 else sane)
+        sane, bad = flags[key]
+        call[key] = rng.choice(bad if bad and rng.randrange(10) == 0 else sane)
     return {key: value for key, value in call.items() if value is not None or key in ("model", "gpu")}
 
 
@@ -138,7 +141,14 @@ def relaunch_problems(call: dict, answer: dict, candidate: dict, where: str) -> 
     from vram_detective.web import service
 
     version = answer.get("engine_version") or candidate.get("engine_version") or call.get("engine_version")
-    params = {"line": candidate["command"], "gpu": call["gpu"], "engine": call["engine"], "version": version}
+    line = candidate["command"]
+    named = re.search(r" -m (\S+?)-([A-Z0-9_]+)\.gguf ", line + " ")
+    params = {"line": line, "gpu": call["gpu"], "engine": call["engine"], "version": version}
+    if named:  # llama.cpp's line names the GGUF file to fetch (not at hand): the model and its mix instead
+        params.update(line=line.replace(named.group(0).rstrip(), " "), model=call["model"], gguf_type=named.group(2))
+    devices = candidate.get("vram_per_gpu_mib") or {}
+    if len(devices) > 1 and " -dev " not in line:  # llama.cpp takes every GPU it sees: the machine fit was asked about
+        params["num_gpus"] = str(len(devices))
     try:
         explained = to_json(service.explain(service.read_request(params, service.Policy())))
     except Exception as error:  # noqa: BLE001 - a line the tool printed must read back

@@ -87,3 +87,14 @@ def test_llamacpp_fit_a_fractional_concurrency_takes_whole_slots_rounded_up(conc
     answer = library.fit("Qwen/Qwen3-8B", "RTX 4090", engine="llamacpp", context="8k", concurrency=concurrency)
     command = answer.to_dict()["answers"][0]["command"]
     assert f" -np {slots}" in command if slots > 1 else " -np " not in command  # one slot: llama-server's default
+
+
+def test_vllm_fit_never_offers_a_candidate_that_explain_refuses():
+    # a pinned 60 GiB --kv-cache-memory-bytes on a 16 GiB card: the sweep listed it as feasible (exit 0) while
+    # explain, on the candidate's own settings, runs out of memory
+    answer = library.fit("Qwen/Qwen3.5-27B", "RTX 4070 Ti SUPER", engine="vllm", context="128k", concurrency=4, gpus=4,
+                         gpu_memory_utilization=1.0, kv_cache_memory_bytes=60 << 30)
+    data = answer.to_dict()
+    assert not answer.ok and data["candidates"] == []
+    assert any(note.startswith("left out vllm serve Qwen/Qwen3.5-27B") and "CUDA out of memory" in note
+               for note in data["notes"])

@@ -677,13 +677,19 @@ def fit(model: str, gpu, target: Target, *, vllm_version: str | None = None, pin
                          same_checkpoint=same_checkpoint, source_options=source_options, progress=progress,
                          kv_budget_bytes=kv_budget_bytes)
     found = _covering_first(searcher, searcher.run(target, stage="fit"), target, top)
-    chosen = [_finish(searcher, candidate, target) for candidate in found]
+    finished = [_finish(searcher, candidate, target) for candidate in found]
+    # explain is the truth: a candidate it refuses (a pinned --kv-cache-memory-bytes larger than the card, which
+    # the sweep's fast path does not model) is not offered
+    chosen = [c for c in finished if (c.breakdown.failure is None if c.breakdown is not None else c.verified is not False)]
     feasible = bool(chosen)
     nearest = [] if feasible else _nearest(searcher, target, top)
     version = resolve_version(vllm_version)
     release = release_rules(version, engine)
     engine_used = next((fast.engine for fast in searcher.fast_paths.values() if fast is not None), None)
     notes = [f"skipped {label} ({', '.join(layouts)}): {why}" for (label, why), layouts in searcher.skipped.items()]
+    for dropped in (c for c in finished if c not in chosen):
+        why = dropped.breakdown.failure.message.splitlines()[0] if dropped.breakdown is not None else "refused"
+        notes.append(f"left out {dropped.command}: explain says it does not start ({why})")
     if target.max_gpu_memory is not None and any(c.family.pipeline_parallel_size > 1 for c in chosen):
         notes.append("with pipeline parallelism the ceiling is checked on the first stage's GPUs")
     return FitResult(searcher.spec.name, device, release.label, engine or engine_used or release.engine, target, entrypoint, chosen,

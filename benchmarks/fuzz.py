@@ -269,7 +269,7 @@ def run_trace(rng: random.Random, breakdown) -> object:
 FIT_ONE_IN, COMPARE_ONE_IN, LOGS_ONE_IN, SCORE_ONE_IN = 40, 60, 30, 150
 RELAUNCH_ONE_IN = 3  # a fit candidate's launch line explained again (one candidate in N)
 # a case running longer than this is a hang (stopped by SIGALRM): seconds per command
-BOUND = {"explain": 10.0, "whatif": 30.0, "simulate trace": 20.0, "fit": 30.0, "compare": 30.0, "logs": 20.0,
+BOUND = {"explain": 10.0, "whatif": 30.0, "simulate trace": 20.0, "fit": 60.0, "compare": 30.0, "logs": 20.0,
          "score": 30.0}
 
 

@@ -118,7 +118,9 @@ def fit_problems(call: dict, answer: dict, relaunch_one_in: int, rng: random.Ran
     card_gib, card_mib = card_limits(call["gpu"])
     for index, candidate in enumerate(candidates(answer)):
         where = f"candidate {index + 1}"
-        if candidate.get("starts") is False or candidate.get("refused"):
+        if candidate.get("startup_failed") and candidate.get("feasible"):
+            found.append(f"{where}: offered as feasible but explain says it does not start")
+        if candidate.get("starts") is False or candidate.get("refused") or candidate.get("startup_failed"):
             continue
         found += [f"{where}: negative {item}" for item in negatives(candidate)]
         for interval in [candidate.get("interval")] + list(candidate.get("intervals") or []):
@@ -148,7 +150,7 @@ def relaunch_problems(call: dict, answer: dict, candidate: dict, where: str) -> 
         params.update(line=line.replace(named.group(0).rstrip(), " "), model=call["model"], gguf_type=named.group(2))
     devices = candidate.get("vram_per_gpu_mib") or {}
     if len(devices) > 1 and " -dev " not in line:  # llama.cpp takes every GPU it sees: the machine fit was asked about
-        params["num_gpus"] = str(len(devices))
+        params["line"] += " -dev " + ",".join(devices)
     try:
         explained = to_json(service.explain(service.read_request(params, service.Policy())))
     except Exception as error:  # noqa: BLE001 - a line the tool printed must read back
@@ -162,7 +164,7 @@ def relaunch_problems(call: dict, answer: dict, candidate: dict, where: str) -> 
     per_gpu = candidate.get("vram_per_gpu_mib")  # llama.cpp: MiB per device, explain's vram_<device>_gib
     own = next((value for value in explained.values() if isinstance(value, dict) and "layers_on_gpu" in value), {})
     for device, mib in (per_gpu.items() if isinstance(per_gpu, dict) else ()):
-        gib = own.get(f"vram_{str(device).lower()}_gib")
+        gib = own.get(f"vram_{str(device).lower()}_gib", 0.0 if mib == 0 else None)  # a device given nothing
         if gib is None or abs(gib * 1024 - mib) > 1.5:
             found.append(f"{where}: {device} {mib} MiB but its line explains {gib} GiB")
     return found

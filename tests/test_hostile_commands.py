@@ -98,3 +98,23 @@ def test_vllm_fit_never_offers_a_candidate_that_explain_refuses():
     assert not answer.ok and data["candidates"] == []
     assert any(note.startswith("left out vllm serve Qwen/Qwen3.5-27B") and "CUDA out of memory" in note
                for note in data["notes"])
+
+
+def test_logs_nvidia_smi_parts_never_count_a_predicted_shortfall_as_a_pool():
+    # gpt-oss-120b predicted on an RTX 4090 has no KV pool (its weights do not fit): the nvidia-smi breakdown
+    # listed "KV cache pool -60.48 GiB (predicted)"
+    smi = "index, name, memory.used [MiB], memory.total [MiB]\n0, NVIDIA H100 80GB HBM3, 24564 MiB, 81559 MiB\n"
+    report = library.logs("vllm serve openai/gpt-oss-120b --gpu-memory-utilization 0.9 --max-num-seqs 2048\n",
+                          nvidia_smi=smi, gpu="RTX 4090").to_dict()
+    parts = report["runs"][0]["nvidia_smi_breakdown"]["parts"]
+    assert [part["what"] for part in parts if part["gib"] < 0] == []
+    assert "KV cache pool" not in [part["what"] for part in parts]
+
+
+def test_logs_a_projected_nvidia_smi_reading_is_never_below_zero():
+    # a reading of 3 MiB (nvidia-smi of another moment) less --enforce-eager's 526 MiB saving was -523 MiB
+    smi = "index, name, memory.used [MiB], memory.total [MiB]\n0, NVIDIA GeForce RTX 4090, 3 MiB, 24564 MiB\n"
+    log = "vllm serve Qwen/Qwen3-8B --max-model-len 32768\nModel loading took 15.27 GiB memory and 5.1 seconds\n"
+    scenarios = library.logs(log, nvidia_smi=smi, gpu="RTX 4090").to_dict()["runs"][0]["what_if"]["scenarios"]
+    assert scenarios and all(row["projected_nvidia_smi_mib"] >= 0 for row in scenarios)
+    assert [row["projected_nvidia_smi_mib"] for row in scenarios if row["flags"] == "--enforce-eager"] == [0]

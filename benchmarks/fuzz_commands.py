@@ -340,8 +340,9 @@ def run_logs(call: dict):
 
 
 # a logs report echoes the figures the log printed as printed (vLLM logs a negative "Available KV cache memory"
-# before it refuses, a graph capture that "took -0.03 GiB"): only the tool's own figures are checked
-ECHOED = ("observed", "per_rank", "other_figures")
+# before it refuses, a graph capture that "took -0.03 GiB"): the observed figures, per rank, in bytes
+# (breakdown_fields) and the memory bar of the printed parts; only the tool's own figures are checked
+ECHOED = ("observed", "per_rank", "other_figures", "breakdown_fields", "bar")
 
 
 def logs_problems(answer: dict) -> list[str]:

@@ -1,6 +1,7 @@
 """Fuzz every engine and command: random catalog model x GPU x engine x release x flags (sane and hostile
-values) through `api.explain` (vLLM, SGLang, llama.cpp, Ollama), `whatif` (one case in WHATIF_ONE_IN),
-`simulate` with a random JSONL trace (one case in TRACE_ONE_IN, hostile rows included), and with --web SECONDS
+values) through `api.explain` (vLLM, SGLang, llama.cpp, Ollama), `whatif` (one round of four in WHATIF_ONE_IN),
+`simulate` with a random JSONL trace (one round in TRACE_ONE_IN, hostile rows included), fit / compare / logs /
+score (one case in FIT_ONE_IN ...: benchmarks/fuzz_commands.py, with their invariants), and with --web SECONDS
 the JSON API of a real `vram-detective serve` on loopback (random parameters for every endpoint and engine).
 
     PYTHONPATH=src python3 benchmarks/fuzz.py [--cases 100000] [--seed 17] [--show 5] [--engines all]
@@ -100,8 +101,8 @@ ENGINE_FLAGS = {
         "kv_cache_type": (["f16", "q8_0", "q4_0"], ["bogus"]), "flash_attention": ([True, False], []),
     },
 }
-WHATIF_ONE_IN = 400
-TRACE_ONE_IN = 50
+WHATIF_ONE_IN = 60  # rounds of four cases (one an engine)
+TRACE_ONE_IN = 12
 ENGINES = ("vllm", "sglang", "llamacpp", "ollama")
 
 
@@ -266,7 +267,7 @@ def run_trace(rng: random.Random, breakdown) -> object:
 
 
 # one case in N is another command's (the rest are explain's): fit runs ~0.1-0.5 s a case, logs ~0.3 s
-FIT_ONE_IN, COMPARE_ONE_IN, LOGS_ONE_IN, SCORE_ONE_IN = 40, 60, 30, 150
+FIT_ONE_IN, COMPARE_ONE_IN, LOGS_ONE_IN, SCORE_ONE_IN = 80, 100, 60, 300
 RELAUNCH_ONE_IN = 3  # a fit candidate's launch line explained again (one candidate in N)
 # a case running longer than this is a hang (stopped by SIGALRM): seconds per command
 BOUND = {"explain": 10.0, "whatif": 30.0, "simulate trace": 20.0, "fit": 60.0, "compare": 30.0, "logs": 20.0,
@@ -426,9 +427,10 @@ def explain_case(rng: random.Random, index: int, engine: str, inputs: dict, stat
         return problems
 
     breakdown = attempt("explain", engine, lambda: run_case(case), check, case, state)
-    if breakdown is not None and breakdown.failure is None and engine != "ollama" and index % TRACE_ONE_IN == 0:
+    rounds = index // len(ENGINES)  # one round of cases gives each engine one: every engine gets its share below
+    if breakdown is not None and breakdown.failure is None and engine != "ollama" and rounds % TRACE_ONE_IN == 0:
         attempt("simulate trace", engine, lambda: run_trace(rng, breakdown), lambda _: [], case, state)
-    if index % WHATIF_ONE_IN == 0:
+    if rounds % WHATIF_ONE_IN == 0:
         attempt("whatif", engine, lambda: run_whatif(case), lambda _: [], case, state)
 
 

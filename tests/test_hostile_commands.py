@@ -118,3 +118,13 @@ def test_logs_a_projected_nvidia_smi_reading_is_never_below_zero():
     scenarios = library.logs(log, nvidia_smi=smi, gpu="RTX 4090").to_dict()["runs"][0]["what_if"]["scenarios"]
     assert scenarios and all(row["projected_nvidia_smi_mib"] >= 0 for row in scenarios)
     assert [row["projected_nvidia_smi_mib"] for row in scenarios if row["flags"] == "--enforce-eager"] == [0]
+
+
+def test_logs_the_memory_bar_draws_no_negative_weights():
+    # "Model loading took -12 GiB" (a mutated line) was drawn as a -12 GiB weights part of the answer's bar;
+    # a negative KV figure was already drawn from the prediction
+    smi = "index, name, memory.used [MiB], memory.total [MiB]\n0, NVIDIA GeForce RTX 4090, 20000 MiB, 24564 MiB\n"
+    log = "vllm serve Qwen/Qwen3-8B --max-model-len 8192\nModel loading took -12 GiB memory and 5.1 seconds\n"
+    run = library.logs(log, nvidia_smi=smi, gpu="RTX 4090").to_dict()["runs"][0]
+    assert run["observed"]["weights_gib"] == -12.0  # the report still says what the log printed
+    assert run["answer"]["weights_gib"] > 0 and run["answer"]["sources"]["weights"] == "predicted"

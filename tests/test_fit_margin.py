@@ -133,7 +133,7 @@ def test_llamacpp_largest_context_comes_with_the_context_whose_margin_covers(cap
     assert (covering["covers_interval"], borderline["covers_interval"]) == (True, False)
     assert covering["question"] == borderline["question"]
     text = run(capsys, *args)
-    assert "-c 26368 with all layers on the GPU; VRAM CUDA0 12,011 MiB, host RAM 692 MiB, margin +0.03 GiB borderline" in text
+    assert "-c 26368 with all layers on the GPU; VRAM CUDA0 12,011 MiB, host RAM 692 MiB, margin +31 MiB borderline" in text
     assert "borderline: +0.03 GiB under the GPU's budget, within the error of its VRAM figure (±0.05 GiB at 90%)" in text
 
 

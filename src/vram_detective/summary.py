@@ -114,7 +114,33 @@ def bar_lines(b: Breakdown, columns: int | None) -> list[str]:
     legend = "  ".join(f"{fill} {label} {amount:.2f}" for (label, amount), fill in zip(parts, _FILLS)) + " GiB"
     from .term import wrap
 
-    return ["[" + "".join(cells) + "]"] + wrap(legend, columns, " ", " ")
+    return ["[" + "".join(cells) + "]", axis_line(total, size)] + wrap(legend, columns, " ", " ")
+
+
+_STEPS = (0.5, 1, 2, 4, 5, 8, 10, 16, 20, 25, 40, 50, 80, 100, 200, 500, 1000)
+
+
+def axis_line(total_gib: float, size: int) -> str:
+    """The bar's scale, as wide as the bar with its brackets: '0', round GiB ticks where they fall on the bar
+    (one cell = total / size GiB) and the card's total at the right end ('0    4    8  ...  23.65 GiB')."""
+    width = size + 2
+    end = f"{total_gib:.2f} GiB"
+    line = [" "] * width
+    line[0] = "0"
+    # ticks at least 6 cells apart, and clear of the end label
+    step = next((s for s in _STEPS if size * s / total_gib >= 6), total_gib) if total_gib > 0 else 1
+    free_until = width - len(end) - 1
+    tick = step
+    while tick < total_gib:
+        text = f"{tick:g}"
+        at = 1 + round(size * tick / total_gib) - len(text) // 2
+        if at + len(text) >= free_until:
+            break
+        if at > 1 and line[at - 1] == " " and all(c == " " for c in line[at:at + len(text)]):
+            line[at:at + len(text)] = text
+        tick += step
+    line[width - len(end):] = end
+    return "".join(line).rstrip()
 
 
 def _first_sentence(text: str) -> str:
@@ -139,8 +165,9 @@ def verdict(b: Breakdown, columns: int | None, smallest: Smallest | None = None,
         return out
     gpus = model_gpus(b)
     where = f" on each of {gpus} GPUs" if gpus > 1 else ""
+    # one unit per sentence: nvidia-smi's MiB, the card's total in MiB too (as the web page's bar title)
     out = wrap(paint(f"Starts on {title}: nvidia-smi ≈ {b.nvidia_smi_used_mib:,} MiB{where} "
-                     f"of {b.total_gpu_bytes / GIB:.2f} GiB.", "1"), columns, "", "  ")
+                     f"of {b.total_gpu_bytes / MIB:,.0f} MiB.", "1"), columns, "", "  ")
     out += bar_lines(b, columns)
     notes = []
     fraction = budget_fraction(b)

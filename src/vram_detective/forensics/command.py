@@ -509,8 +509,8 @@ def _render_what_if(run: dict) -> list[str]:
         lines.append(f"  Flags that would shrink the footprint (now ~{base['current_nvidia_smi_mib']:,} MiB; each "
                      f"--gpu-memory-utilization is the least that still serves one {base['max_model_len']:,}-token "
                      "request)")
-        rows = [(s["flags"], f"-{s['saving_mib'] / 1024:.1f} GiB",
-                 f"-> ~{max(s['projected_nvidia_smi_mib'], s['predicted_nvidia_smi_mib']):,} MiB",
+        rows = [(s["flags"],
+                 f"-{s['saving_mib']:,} -> ~{max(s['projected_nvidia_smi_mib'], s['predicted_nvidia_smi_mib']):,} MiB",
                  f"KV {s['kv_cache_tokens']:,} tokens ({s['max_concurrency']:g}x)") for s in shrink["scenarios"]]
         lines += _table(rows)
     return lines

@@ -22,9 +22,9 @@ def engine_answer(report: dict, memory: dict, breakdown) -> dict:
         held = (memory["weights_gib"] + memory["kv_gib"] + memory.get("other_gib", 0)
                 + memory.get("context_gib", 0)) * 1024
         total = f" of {bar['total_mib']:,} MiB" if bar else ""
-        verdict = (f"{who}: GPU 0 holds about {held:,.0f} MiB{total}: weights {memory['weights_gib']:,.2f}, KV "
-                   f"cache {memory['kv_gib']:,.2f}, other buffers {memory.get('other_gib', 0):,.2f} GiB as printed, "
-                   f"and the CUDA context{_agreement(report)}.")
+        verdict = (f"{who}: GPU 0 holds about {held:,.0f} MiB{total}: weights {memory['weights_gib'] * 1024:,.0f}, "
+                   f"KV cache {memory['kv_gib'] * 1024:,.0f}, other buffers {memory.get('other_gib', 0) * 1024:,.0f} "
+                   f"MiB as printed, and the CUDA context{_agreement(report)}.")
     else:
         verdict = f"{who}: this {report['engine_label']} log prints no memory figure of GPU 0{_agreement(report)}."
     return {"verdict": verdict, "bar": bar, "read": _how_read(report)}

@@ -415,8 +415,9 @@ def _observed_bar_svg(bar: dict | None) -> str:
         w = 1000.0 * seg.bytes / total
         rects.append(_rect(seg, x, w, 44.0))
         x += w
-    title = (f"GPU 0: {bar['used_mib']:,} MiB of {bar['total_mib']:,} MiB (weights {bar['weights_gib']:.2f} GiB, "
-             f"KV pool {bar['kv_gib']:.2f} GiB; used: {bar['sources']['used']}, total: {bar['sources']['total']})")
+    title = (f"GPU 0: {bar['used_mib']:,} MiB of {bar['total_mib']:,} MiB (weights {bar['weights_gib'] * 1024:,.0f} "
+             f"MiB, KV pool {bar['kv_gib'] * 1024:,.0f} MiB; used: {bar['sources']['used']}, total: "
+             f"{bar['sources']['total']})")
     legend = " ".join(f'<span class="key {seg.kind}">{escape(seg.label)} {seg.bytes / GIB:.2f} GiB</span>'
                       for seg in segments)
     return (f'<svg class="bar" viewBox="0 0 1000 54" role="img" aria-label="{escape(title)}" preserveAspectRatio="none">'

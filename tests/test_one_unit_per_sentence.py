@@ -84,3 +84,16 @@ def test_logs_answer_names_one_unit_per_sentence(case_id, tmp_path, capsys, monk
     shrink = [line for line in out.splitlines() if "-> ~" in line]
     for line in shrink:  # the vLLM run's shrink table: the saving and the footprint in MiB
         assert re.search(r" -[\d,]+ -> ~[\d,]+ MiB( |$)", line), line
+
+
+@pytest.mark.parametrize("engine", ["vllm", "llamacpp"])
+def test_the_html_bars_title_names_one_unit(engine, tmp_path, capsys, monkeypatch):
+    import html
+
+    report = tmp_path / "report.html"
+    _run(["explain", "Qwen/Qwen3-4B", "--gpu", "4090", "--engine", engine, "--html", str(report)], capsys, monkeypatch)
+    titles = [html.unescape(t) for t in re.findall(r"<title>([^<]*MiB[^<]*)</title>", report.read_text())]
+    assert titles and all("GiB" not in title for title in titles), titles
+    b = api.explain("Qwen/Qwen3-4B", "4090", engine=engine)
+    assert any(f"(weights {b.weights_bytes / MIB:,.0f}, KV cache {b.kv_cache_bytes / MIB:,.0f} MiB)" in title
+               for title in titles), titles

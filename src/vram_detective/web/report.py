@@ -108,7 +108,7 @@ def bar_svg(b: Breakdown) -> str:
         parts.append(f'<line class="budget" x1="{bx:.1f}" x2="{bx:.1f}" y1="0" y2="{height + 8:.0f}">'
                      f'<title>{escape(b.engine_label)} budget {_g(budget)}</title></line>')
     title = (f"{b.nvidia_smi_used_mib:,} MiB of {total / MIB:,.0f} MiB used per GPU as nvidia-smi shows it "
-             f"(weights {_g(b.weights_bytes)}, KV cache {_g(b.kv_cache_bytes)})")
+             f"(weights {b.weights_bytes / MIB:,.0f}, KV cache {max(b.kv_cache_bytes, 0) / MIB:,.0f} MiB)")
     return (f'<svg class="bar" viewBox="0 0 {width:.0f} {height + 10:.0f}" role="img" aria-label="{escape(title)}" '
             f'preserveAspectRatio="none"><title>{escape(title)}</title>{"".join(parts)}</svg>')
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 # Ollama library model -> (its sizes -> the catalog's instruct checkpoint, the size `latest` is, the default
 # tag's GGUF type, where that type was read). Types: the GGUF header's file type of the default tag (general.
-# file_type) as ollama.com/library/<model>/tags lists it; llama3.1 and qwen3 as the ground truth's Ollama logs
-# printed it (groundtruth/dev-llamacpp.jsonl: llama3.1:8b "model ftype = Q4_0" in a 2024-08 pull, qwen3:4b Q4_K_M).
+# file_type) as ollama.com/library/<model>/tags lists it; llama3.1 and qwen3 as the real Ollama logs of the ground
+# truth printed it (groundtruth/dev-llamacpp.jsonl: llama3.1:8b "model ftype = Q4_0" in a 2024-08 pull, qwen3:4b
+# Q4_K_M).
 LIBRARY: dict[str, tuple[dict[str, str], str, str, str]] = {
     "qwen2.5": ({"0.5b": "Qwen/Qwen2.5-0.5B-Instruct", "1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
                  "3b": "Qwen/Qwen2.5-3B-Instruct", "7b": "Qwen/Qwen2.5-7B-Instruct", "14b": "Qwen/Qwen2.5-14B-Instruct",
@@ -23,11 +24,11 @@ LIBRARY: dict[str, tuple[dict[str, str], str, str, str]] = {
                        "32b": "Qwen/Qwen2.5-Coder-32B-Instruct"}, "7b", "Q4_K_M", "ollama.com/library/qwen2.5-coder/tags"),
     "qwen3": ({"0.6b": "Qwen/Qwen3-0.6B", "4b": "Qwen/Qwen3-4B", "8b": "Qwen/Qwen3-8B", "14b": "Qwen/Qwen3-14B",
                "32b": "Qwen/Qwen3-32B", "30b": "Qwen/Qwen3-30B-A3B", "235b": "Qwen/Qwen3-235B-A22B"}, "8b", "Q4_K_M",
-              "groundtruth llamacpp-ollama-qwen3-4b-q4km-* (qwen3:4b Q4_K_M)"),
+              "an Ollama log of qwen3:4b (model ftype Q4_K_M)"),
     "qwq": ({"32b": "Qwen/QwQ-32B"}, "32b", "Q4_K_M", "ollama.com/library/qwq/tags"),
     "llama3.1": ({"8b": "meta-llama/Llama-3.1-8B-Instruct", "70b": "meta-llama/Llama-3.1-70B-Instruct",
                   "405b": "meta-llama/Llama-3.1-405B-Instruct"}, "8b", "Q4_0",
-                 "groundtruth llamacpp-ollama-llama31-8b-q4_0-t4-kaggle-8k-np4 (llama3.1:8b, model ftype = Q4_0)"),
+                 "an Ollama log of llama3.1:8b pulled in 2024-08 (model ftype = Q4_0)"),
     "llama3.2": ({"1b": "meta-llama/Llama-3.2-1B-Instruct", "3b": "meta-llama/Llama-3.2-3B-Instruct"}, "3b", "Q4_K_M",
                  "ollama.com/library/llama3.2/tags"),
     "llama3.3": ({"70b": "meta-llama/Llama-3.3-70B-Instruct"}, "70b", "Q4_K_M", "ollama.com/library/llama3.3/tags"),

@@ -158,6 +158,24 @@ def test_cli_whatif_and_fit_print_sglang_lines(capsys):
     assert "--tp 2 --context-length 32768" in capsys.readouterr().out
 
 
+def test_fit_raises_the_fraction_when_the_default_pool_is_short(capsys):
+    # Qwen3-8B on a 4090 at 16k: the default fraction's pool holds 7,019 tokens (0.5.23's reserve: 512 MiB + the
+    # 4096-token chunk x 1.5 + 48 graph sizes x 2), so fit raises mem_fraction_static until one request fits
+    # (0.764, 17,125 tokens) while the graphs still fit; --max-model-len is read as --context-length
+    assert main(["fit", "Qwen/Qwen3-8B", "--engine", "sglang", "--gpu", "4090", "--max-model-len", "16k", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["target"] == "1 x 16,384 tokens" and data["candidates"]
+    by_dtype = {row["settings"].get("kv_cache_dtype", "auto"): row for row in data["candidates"]}
+    auto = by_dtype["auto"]
+    assert auto["lever"] == "higher mem_fraction_static" and auto["starts"]
+    assert 0.704 < auto["settings"]["mem_fraction_static"] < 0.9 and auto["kv_cache_tokens"] >= 16384
+    assert "--context-length 16384" in auto["command"] and "--mem-fraction-static" in auto["command"]
+    # one step less does not hold the request: the smallest raise is chosen
+    lower = explain("Qwen/Qwen3-8B", "RTX 4090", engine="sglang", context_length=16384,
+                    mem_fraction_static=round(auto["settings"]["mem_fraction_static"] - 0.01, 3))
+    assert lower.kv_cache_tokens < 16384
+
+
 def test_score_prints_a_table_per_engine(tmp_path, capsys):
     mixed = tmp_path / "mixed.jsonl"
     vllm_case = (Path(__file__).resolve().parents[1] / "groundtruth" / "dev.jsonl").read_text().splitlines()[0]

@@ -128,6 +128,39 @@ class Interval:
 
 
 @dataclass(frozen=True)
+class DeviceFigures:
+    """One GPU of a multi-GPU answer as the engine places the model on it (a tensor-parallel rank, a pipeline
+    stage's rank, a llama.cpp device): what nvidia-smi will show there and what it is made of. Engines fill
+    these in; renderers draw one bar and one nvidia-smi figure per entry without knowing the engine."""
+
+    name: str  # how the user finds it in nvidia-smi's list: "GPU 0"
+    role: str  # what the engine puts there, in its own words: "rank 1 (stage 0, TP rank 1)", "CUDA1: 32 layers"
+    total_bytes: int  # the card's memory as CUDA reports it
+    weights_bytes: int
+    kv_cache_bytes: int  # the KV (and recurrent state) pool allocated on this GPU
+    nvidia_smi_used_mib: int
+    # what nvidia-smi counts on it, leaf by leaf (weights, KV pool, context, graphs, compute buffers...): the
+    # web bar's segments; together they make nvidia_smi_used_mib (within MiB rounding)
+    parts: tuple[Component, ...] = ()
+
+    @property
+    def other_bytes(self) -> int:
+        """What nvidia-smi counts beyond the weights and the KV pool (context, graphs, buffers, activations)."""
+        return max(self.nvidia_smi_used_mib * (1 << 20) - self.weights_bytes - self.kv_cache_bytes, 0)
+
+    @property
+    def free_bytes(self) -> int:
+        return max(self.total_bytes - self.nvidia_smi_used_mib * (1 << 20), 0)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "role": self.role, "total_gib": round(self.total_bytes / GIB, 4),
+                "weights_gib": round(self.weights_bytes / GIB, 4), "kv_cache_gib": round(self.kv_cache_bytes / GIB, 4),
+                "other_gib": round(self.other_bytes / GIB, 4), "free_gib": round(self.free_bytes / GIB, 4),
+                "nvidia_smi_used_mib": self.nvidia_smi_used_mib,
+                "parts": [{"key": p.key, "label": p.label, "gib": round(p.bytes / GIB, 4)} for p in self.parts]}
+
+
+@dataclass(frozen=True)
 class Breakdown:
     """What every engine predicts, plus `engine_figures`: the figures only this engine has."""
 
@@ -157,6 +190,8 @@ class Breakdown:
     per_rank: tuple[RankFigures, ...] = field(default_factory=tuple)
     intervals: tuple[Interval, ...] = ()  # one per predicted figure the scorer has errors for (intervals.py)
     verdict_margin: str = ""  # "starts, 1.2 GiB to spare" / "borderline: ..." (intervals.py)
+    # one entry per GPU when the model spans several (the engine's placement); () on one GPU
+    devices: tuple[DeviceFigures, ...] = ()
 
     # vLLM's figures under their old names (None on an engine without them)
     vllm_version = _EnginePart()

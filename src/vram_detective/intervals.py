@@ -122,7 +122,7 @@ def gpus_of(breakdown: Breakdown) -> int:
     from .summary import model_gpus
 
     devices = {match.group(1) for key in schema_figures(breakdown) if (match := re.match(r"^(cuda\d+)_", key))}
-    return max(model_gpus(breakdown), len(breakdown.per_rank), len(devices), 1)
+    return max(model_gpus(breakdown), len(breakdown.per_rank), len(breakdown.devices or ()), len(devices), 1)
 
 
 def one_pool(found: list[Interval]) -> list[Interval]:

@@ -75,6 +75,8 @@ def to_json(breakdown: Breakdown) -> dict:
     if breakdown.failure is not None:
         out["failure"] = {"message": breakdown.failure.message,
                           "largest_fitting_max_model_len": breakdown.failure.largest_fitting_max_model_len}
+    if breakdown.devices:
+        out.update(gpus_json(breakdown.devices))
     if breakdown.per_rank:
         out["per_rank"] = [
             {"rank": r.rank, "pipeline_stage": r.pipeline_stage, "layers": r.num_layers, "weights_gib": _g(r.weights_bytes),
@@ -86,6 +88,18 @@ def to_json(breakdown: Breakdown) -> dict:
             for r in breakdown.per_rank
         ]
     return out
+
+
+def gpus_json(devices) -> dict:
+    """`devices`: one entry per GPU (breakdown.DeviceFigures.to_dict); `all_gpus`: their sums, what the GPUs
+    hold together (with one GPU neither key is written: the top-level figures are that GPU's)."""
+    listed = [d.to_dict() for d in devices]
+    return {"devices": listed, "all_gpus": {
+        "gpus": len(devices), "total_gib": _g(sum(d.total_bytes for d in devices)),
+        "weights_gib": _g(sum(d.weights_bytes for d in devices)),
+        "kv_cache_gib": _g(sum(d.kv_cache_bytes for d in devices)),
+        "other_gib": _g(sum(d.other_bytes for d in devices)), "free_gib": _g(sum(d.free_bytes for d in devices)),
+        "nvidia_smi_used_mib": sum(d.nvidia_smi_used_mib for d in devices)}}
 
 
 def _per_rank_budget_rows(ranks) -> list[tuple[str, ...]]:

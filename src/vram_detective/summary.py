@@ -143,6 +143,54 @@ def axis_line(total_gib: float, size: int) -> str:
     return "".join(line).rstrip()
 
 
+# up to this many GPUs each gets its own bar; beyond it, GPUs with the same figures share one (labelled with all)
+MAX_BARS = 8
+
+
+def per_gpu_words(devices) -> str:
+    """"nvidia-smi ≈ 17,726 MiB on GPU 0, 17,759 MiB on GPU 1 (of 24,218 MiB each)", or "on each of 4 GPUs"."""
+    each = f"of {devices[0].total_bytes / MIB:,.0f} MiB each"  # one unit per sentence
+    if len({d.nvidia_smi_used_mib for d in devices}) == 1:
+        return f"nvidia-smi ≈ {devices[0].nvidia_smi_used_mib:,} MiB on each of {len(devices)} GPUs ({each})"
+    if len(devices) > 4:
+        used = [d.nvidia_smi_used_mib for d in devices]
+        return f"nvidia-smi ≈ {min(used):,}-{max(used):,} MiB per GPU on {len(devices)} GPUs ({each})"
+    return ("nvidia-smi ≈ " + ", ".join(f"{d.nvidia_smi_used_mib:,} MiB on {d.name}" for d in devices)
+            + f" ({each})")
+
+
+def device_groups(devices) -> list[tuple[str, object]]:
+    """(label, device) per bar: one per GPU, or with more than MAX_BARS GPUs, one per run of GPUs whose figures
+    are the same (tensor-parallel ranks of one stage), labelled "GPU 0-7 (each)"."""
+    if len(devices) <= MAX_BARS:
+        return [(f"{d.name} ({d.role})" if d.role else d.name, d) for d in devices]
+    groups: list[list] = []
+    for d in devices:
+        key = (d.weights_bytes, d.kv_cache_bytes, d.nvidia_smi_used_mib, d.total_bytes)
+        if groups and groups[-1][0] == key:
+            groups[-1][1].append(d)
+        else:
+            groups.append([key, [d]])
+    out = []
+    for _, members in groups:
+        first, last = members[0], members[-1]
+        label = first.name if len(members) == 1 else f"{first.name}-{last.name.split()[-1]} (each)"
+        out.append((label, first))
+    return out
+
+
+def device_bars(devices, columns: int | None) -> list[str]:
+    """One bar per GPU: its name and role, what nvidia-smi shows there, its parts over its card."""
+    from .forensics.bars import device_bar_lines
+    from .term import wrap
+
+    out = []
+    for label, d in device_groups(devices):
+        out += wrap(f"{label}: nvidia-smi ≈ {d.nvidia_smi_used_mib:,} MiB", columns, "", "  ")
+        out += device_bar_lines(d, columns)
+    return out
+
+
 def _first_sentence(text: str) -> str:
     head = text.split(". ")[0].strip()
     return head if head.endswith(".") else head + "."
@@ -163,12 +211,16 @@ def verdict(b: Breakdown, columns: int | None, smallest: Smallest | None = None,
         if fit_hint:
             out += wrap(f"try: {fit_hint}", columns, "", "     ")
         return out
-    gpus = model_gpus(b)
-    where = f" on each of {gpus} GPUs" if gpus > 1 else ""
     # one unit per sentence: nvidia-smi's MiB, the card's total in MiB too (as the web page's bar title)
-    out = wrap(paint(f"Starts on {title}: nvidia-smi ≈ {b.nvidia_smi_used_mib:,} MiB{where} "
-                     f"of {b.total_gpu_bytes / MIB:,.0f} MiB.", "1"), columns, "", "  ")
-    out += bar_lines(b, columns)
+    if b.devices:
+        out = wrap(paint(f"Starts on {title}: {per_gpu_words(b.devices)}.", "1"), columns, "", "  ")
+        out += device_bars(b.devices, columns)
+    else:
+        gpus = model_gpus(b)
+        where = f" on each of {gpus} GPUs" if gpus > 1 else ""
+        out = wrap(paint(f"Starts on {title}: nvidia-smi ≈ {b.nvidia_smi_used_mib:,} MiB{where} "
+                         f"of {b.total_gpu_bytes / MIB:,.0f} MiB.", "1"), columns, "", "  ")
+        out += bar_lines(b, columns)
     notes = []
     fraction = budget_fraction(b)
     if fraction is not None:

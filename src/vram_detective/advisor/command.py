@@ -135,6 +135,9 @@ def _settings(args) -> dict:
     flags = get_engine(getattr(args, "engine_name", None)).launch.flags
     out = {flag.setting: getattr(args, flag.setting) for flag in flags
            if flag.setting != "model" and getattr(args, flag.setting, None) is not None}  # the model is positional
+    # other engines' flags the engine reads as its own (--max-model-len for a context length), as explain passes them
+    out.update({name: getattr(args, name) for name in sorted(get_engine(getattr(args, "engine_name", None)).launch.foreign)
+                if name not in out and getattr(args, name, None) is not None})
     if args.vllm_path:
         out["engine"] = args.vllm_path
     if getattr(args, "gguf_type", None):

@@ -36,3 +36,11 @@ def observed_bar_lines(weights_gib: float, kv_gib: float, used_gib: float, total
     bar = ObservedBar(int(weights_gib * GIB), int(max(kv_gib, 0.0) * GIB), int(round(used_gib * 1024)),
                       int(max(total_gib, used_gib) * GIB))
     return bar_lines(bar, columns)
+
+
+def device_bar_lines(device, columns: int | None) -> list[str]:
+    """One GPU of a multi-GPU answer (breakdown.DeviceFigures) as the same bar over its own card."""
+    from ..summary import bar_lines
+
+    return bar_lines(ObservedBar(device.weights_bytes, max(device.kv_cache_bytes, 0), device.nvidia_smi_used_mib,
+                                 device.total_bytes), columns)

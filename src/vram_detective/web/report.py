@@ -39,7 +39,7 @@ def _engine_label(report: dict) -> str:
 
 def _kind(key: str) -> str:
     key = key.lower()
-    for word, kind in (("activation", "activation"), ("weights", "weights"), ("model", "weights"),
+    for word, kind in (("reserved", "reserved"), ("activation", "activation"), ("weights", "weights"), ("model", "weights"),
                        ("kv", "kv"), ("graph", "graphs"), ("context", "context"), ("backend", "workspace"),
                        ("compute", "workspace")):
         if word in key:
@@ -113,6 +113,69 @@ def bar_svg(b: Breakdown) -> str:
             f'preserveAspectRatio="none"><title>{escape(title)}</title>{"".join(parts)}</svg>')
 
 
+def device_segments(device) -> list[Segment]:
+    """One GPU of a multi-GPU answer (breakdown.DeviceFigures): its parts as the engine named them, and what
+    nvidia-smi shows beyond them (MiB rounding aside)."""
+    out = [Segment(p.key, p.label, p.bytes, _kind(p.key.split(".")[-1]), p.reason) for p in device.parts]
+    gap = device.nvidia_smi_used_mib * MIB - sum(s.bytes for s in out)
+    if gap > 8 * MIB:
+        out.append(Segment("other", "other (allocator, rounding)", gap, "other"))
+    return out
+
+
+def device_bar_svg(b: Breakdown, device) -> str:
+    """One GPU's bar: its parts left to right over its own card, the free rest, the engine's budget as a tick."""
+    total = max(device.total_bytes, 1)
+    width, height, x, parts = 1000.0, 44.0, 0.0, []
+    for index, seg in enumerate(device_segments(device)):
+        w = min(width * max(seg.bytes, 0) / total, max(width - x, 0))
+        parts.append(_rect(seg, x, w, height).replace('class="seg weights"', f'class="seg weights w{index % 4}"', 1))
+        x += w
+    parts.append(_rect(Segment("free", "free", device.free_bytes, "free"), x, max(width - x, 0), height))
+    budget = b.figure("budget_bytes")
+    if budget:
+        bx = width * min(budget / total, 1)
+        parts.append(f'<line class="budget" x1="{bx:.1f}" x2="{bx:.1f}" y1="0" y2="{height + 8:.0f}">'
+                     f'<title>{escape(b.engine_label)} budget {_g(budget)}</title></line>')
+    title = (f"{device.name}: {device.nvidia_smi_used_mib:,} MiB of {total / MIB:,.0f} MiB as nvidia-smi shows it "
+             f"(weights {_g(device.weights_bytes)}, KV cache {_g(device.kv_cache_bytes)})")
+    return (f'<svg class="bar" viewBox="0 0 {width:.0f} {height + 10:.0f}" role="img" aria-label="{escape(title)}" '
+            f'preserveAspectRatio="none"><title>{escape(title)}</title>{"".join(parts)}</svg>')
+
+
+def device_legend_html(device) -> str:
+    rows = [f'<li data-key="{escape(seg.key)}"><span class="swatch {seg.kind}" aria-hidden="true"></span>'
+            f'{escape(seg.label)} <b>{_g(seg.bytes)}</b></li>' for seg in device_segments(device)]
+    rows.append(f'<li data-key="free"><span class="swatch free" aria-hidden="true"></span>free '
+                f'<b>{_g(device.free_bytes)}</b></li>')
+    return f'<ul class="legend">{"".join(rows)}</ul>'
+
+
+def gpus_html(b: Breakdown) -> str:
+    """One bar, one nvidia-smi figure and one legend per GPU (GPUs with the same figures share a bar only past
+    summary.MAX_BARS)."""
+    from ..summary import device_groups
+
+    out = []
+    for label, d in device_groups(b.devices):
+        out.append(f'<div class="gpu" data-gpu="{escape(d.name)}" data-used-mib="{d.nvidia_smi_used_mib}" '
+                   f'data-total-bytes="{d.total_bytes}"><p class="gpu-head">{escape(label)}: nvidia-smi '
+                   f'<b>{d.nvidia_smi_used_mib:,} MiB</b> of {d.total_bytes / MIB:,.0f} MiB</p>'
+                   f'{device_bar_svg(b, d)}{device_legend_html(d)}</div>')
+    return "".join(out)
+
+
+def smi_figure_html(b: Breakdown) -> str:
+    """What nvidia-smi shows: one bar for one GPU, one per GPU when the model spans several."""
+    head = (f'<figure class="smi{" gpus" if b.devices else ""}" data-used-mib="{b.nvidia_smi_used_mib}" '
+            f'data-total-bytes="{b.total_gpu_bytes}"{f" data-gpus={len(b.devices)}" if b.devices else ""}>')
+    if b.devices:
+        return (head + f'<figcaption>What nvidia-smi shows on each of the {len(b.devices)} GPUs: {escape(b.model)} '
+                f'on {escape(b.gpu_name)}</figcaption>{gpus_html(b)}</figure>')
+    return (head + f'<figcaption>What nvidia-smi shows on each GPU: {escape(b.model)} on {escape(b.gpu_name)}'
+            f'</figcaption>{bar_svg(b)}{legend_html(b)}</figure>')
+
+
 def _rect(seg: Segment, x: float, w: float, h: float, ghost: bool = False) -> str:
     label = f"{seg.label}: {_g(seg.bytes)}" + (f" ({seg.detail})" if seg.detail else "")
     cls = f"seg {seg.kind}" + (" ghost" if ghost else "")
@@ -182,6 +245,11 @@ def verdict(b: Breakdown) -> str:
         fix = (f" The longest context that fits: {b.failure.largest_fitting_max_model_len:,} tokens."
                if b.failure.largest_fitting_max_model_len else "")
         return f"{b.engine_label} {b.engine_version} would not start: {b.failure.message}.{fix}"
+    if b.devices:
+        from ..summary import per_gpu_words
+
+        return (f"{b.engine_label} {b.engine_version} starts: {per_gpu_words(b.devices)}; the KV cache holds "
+                f"{b.kv_cache_tokens:,} tokens, {b.max_concurrency:.2f} requests of {b.max_model_len:,} tokens at once.")
     return (f"{b.engine_label} {b.engine_version} starts: nvidia-smi shows about {b.nvidia_smi_used_mib:,} MiB per GPU; "
             f"the KV cache holds {b.kv_cache_tokens:,} tokens, {b.max_concurrency:.2f} requests of "
             f"{b.max_model_len:,} tokens at once.")
@@ -214,9 +282,7 @@ def explain_fragment(b: Breakdown, figures: dict, launch: str = "", page: bool =
     resolved = {s.name: s.value for s in b.settings if isinstance(s.value, (int, float, str, bool))}
     parts = [f'<div hidden id="resolved" data-settings="{escape(json.dumps(resolved))}"></div>' if page else "",
              f'<p class="verdict{" failed" if b.failure else ""}">{escape(verdict(b))}</p>',
-             f'<figure class="smi" data-used-mib="{b.nvidia_smi_used_mib}" data-total-bytes="{b.total_gpu_bytes}">'
-             f'<figcaption>What nvidia-smi shows on each GPU: {escape(b.model)} on {escape(b.gpu_name)}</figcaption>'
-             f'{bar_svg(b)}{legend_html(b)}</figure>',
+             smi_figure_html(b),
              f'<p class="delta" aria-live="polite"></p>', figures_html(figures)]
     if launch:
         parts.append(copy_line_html(launch))

@@ -72,7 +72,8 @@ class LlamaCppEngine:
                 ("n_gpu_layers", "number", "GPU layers (-ngl)", 0, 999, 1),
                 ("type_k", "select", "K cache type", ("f16", "q8_0", "q4_0"), None, None),
                 ("type_v", "select", "V cache type", ("f16", "q8_0", "q4_0"), None, None),
-                ("flash_attn", "select", "flash attention", ("auto", "on", "off"), None, None))
+                ("flash_attn", "select", "flash attention", ("auto", "on", "off"), None, None),
+                ("tensor_split", "select", "layer split over GPUs (-ts)", ("1,1", "1,1,1", "1,1,1,1", "3,1"), None, None))
 
     @cached_property
     def releases(self) -> Releases:

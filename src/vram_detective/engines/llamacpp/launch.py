@@ -196,6 +196,13 @@ def python_server_settings(given: dict) -> dict:
     return out
 
 
+def _flag_text(value) -> str:
+    """A value as its flag takes it: a list as comma-separated items (-ts 1,1; -ot a=CPU,b=CPU), 1.0 as 1."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(f"{item:g}" if isinstance(item, float) else str(item) for item in value)
+    return str(value)
+
+
 def server_line(flags, model: str, settings: dict) -> str:
     """`llama-server -m MODEL ...` with each setting as its flag (a switch alone, else flag and value); the
     settings no flag carries are kept as a `# name=value` remark at the end (where the shell reads no further)."""
@@ -206,7 +213,7 @@ def server_line(flags, model: str, settings: dict) -> str:
         if switch is not None:
             words.append(switch.names[0])
         elif named and named[0].parse is not None:
-            words += [named[0].names[0], shlex.quote(str(value))]
+            words += [named[0].names[0], shlex.quote(_flag_text(value))]
         else:
             remarks.append(f"{setting}={value}")
     return " ".join(words) + (f"  # {' '.join(remarks)}" if remarks else "")

@@ -2,7 +2,9 @@
 CUDA context) plus the host tree, and every printed figure as an EngineFigure under its SCHEMA.md name."""
 from __future__ import annotations
 
-from ...breakdown import Breakdown, Component, EngineFigure, Setting
+import re
+
+from ...breakdown import Breakdown, Component, DeviceFigures, EngineFigure, Setting
 from .log_lines import log_lines
 from .plan import HOST_MODEL_BUFFERS, Layout
 from .releases import rule
@@ -111,12 +113,35 @@ def _engine_figures(spec, lay: Layout) -> tuple[EngineFigure, ...]:
     return tuple(out)
 
 
+def _gpu_name(device: str, index: int) -> str:
+    """"GPU 1" for CUDA1 (llama.cpp numbers its CUDA devices as CUDA enumerates them, ggml-cuda.cu
+    ggml_backend_cuda_reg_get_device); the position when the name has no number."""
+    number = re.search(r"(\d+)$", device)
+    return f"GPU {number.group(1) if number else index}"
+
+
+def devices(spec, lay: Layout, trees: tuple[Component, ...], total: int) -> tuple[DeviceFigures, ...]:
+    """One entry per GPU the layers are split over (-ts / -sm / -mg, -dev): its own buffers, its own nvidia-smi
+    figure (its buffers and its CUDA context); () with one GPU."""
+    if len(lay.devices) < 2:
+        return ()
+    layers = layer_split(spec, lay) if lay.offloaded else {}
+    out = []
+    for index, (device, tree) in enumerate(zip(lay.devices, trees)):
+        role = f"{device}: {layers.get(device, 0)} layers" + (", rows split (-sm row)" if lay.row_split else "")
+        out.append(DeviceFigures(
+            _gpu_name(device, index), role, total, lay.model.get(device, 0) + lay.row_split.get(device, 0),
+            lay.kv_by_device.get(device, 0) + lay.rs_by_device.get(device, 0), round(lay.vram(device) / MIB),
+            tree.children))
+    return tuple(out)
+
+
 def to_breakdown(spec, gpu, lay: Layout, version_text: str, label: str = "llama.cpp", name: str = "llamacpp",
                  notes: tuple[str, ...] = (), settings: tuple[Setting, ...] = ()) -> Breakdown:
     s = lay.settings
     source = _SOURCE.format(build=s.build)
-    devices = tuple(_device_tree(lay, d, source) for d in lay.devices)
-    tree = Component("vram", "VRAM on the GPUs", sum(d.bytes for d in devices), "", source, devices)
+    devices_trees = tuple(_device_tree(lay, d, source) for d in lay.devices)
+    tree = Component("vram", "VRAM on the GPUs", sum(d.bytes for d in devices_trees), "", source, devices_trees)
     first = lay.devices[0] if lay.devices else "CUDA0"
     kv_tokens = lay.kv.cells * lay.kv.streams
     return Breakdown(
@@ -127,7 +152,8 @@ def to_breakdown(spec, gpu, lay: Layout, version_text: str, label: str = "llama.
         kv_cache_tokens=kv_tokens, max_concurrency=kv_tokens / max(lay.n_ctx, 1), max_model_len=lay.n_ctx,
         nvidia_smi_used_mib=round(lay.vram(first) / MIB), outside_budget=_host_tree(lay, source),
         log_lines=log_lines((s.build,), figures(lay)), engine_figures=_engine_figures(spec, lay),
-        notes=(f"model buffers from the {lay.source}",) + notes)
+        notes=(f"model buffers from the {lay.source}",) + notes,
+        devices=devices(spec, lay, devices_trees, gpu.cuda_total_bytes))
 
 
 class GgufReport:

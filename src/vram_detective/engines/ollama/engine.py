@@ -146,7 +146,8 @@ class OllamaEngine:
                 ("num_parallel", "range", "parallel (OLLAMA_NUM_PARALLEL)", 1, 64, 1),
                 ("num_gpu", "number", "GPU layers (num_gpu)", 0, 999, 1),
                 ("kv_cache_type", "select", "KV cache type", ("f16", "q8_0", "q4_0"), None, None),
-                ("flash_attention", "checkbox", "flash attention", None, None, None))
+                ("flash_attention", "checkbox", "flash attention", None, None, None),
+                ("num_gpus", "select", "GPUs (CUDA_VISIBLE_DEVICES)", (1, 2, 4), None, None))
 
     @cached_property
     def releases(self) -> Releases:

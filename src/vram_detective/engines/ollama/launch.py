@@ -35,10 +35,20 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--num-batch",), "num_batch", int, "PARAMETER num_batch"),
     Flag(("--kv-cache-type",), "kv_cache_type", str.lower, "OLLAMA_KV_CACHE_TYPE: f16 | q8_0 | q4_0"),
     Flag(("--flash-attention",), "flash_attention", _on_off, "OLLAMA_FLASH_ATTENTION: 1 | 0"),
+    Flag(("--num-gpus",), "num_gpus", int, "CUDA_VISIBLE_DEVICES=0,1,...: the GPUs Ollama may place layers on"),
 )
+def _device_count(text: str) -> int:
+    """CUDA_VISIBLE_DEVICES=0,1 -> 2 GPUs (the ids, or GPU-uuids, CUDA enumerates; the GPUs are one kind here)."""
+    count = len([word for word in str(text).split(",") if word.strip()])
+    if not count:
+        raise ValueError("names no GPU")
+    return count
+
+
 # server environment -> setting
 ENVIRONMENT = {"OLLAMA_NUM_PARALLEL": ("num_parallel", int), "OLLAMA_FLASH_ATTENTION": ("flash_attention", _on_off),
-               "OLLAMA_KV_CACHE_TYPE": ("kv_cache_type", str.lower), "OLLAMA_CONTEXT_LENGTH": ("num_ctx", int)}
+               "OLLAMA_KV_CACHE_TYPE": ("kv_cache_type", str.lower), "OLLAMA_CONTEXT_LENGTH": ("num_ctx", int),
+               "CUDA_VISIBLE_DEVICES": ("num_gpus", _device_count)}
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,9 @@ def run_line(model: str, settings: dict) -> str:
     variables = {setting: name for name, (setting, _) in ENVIRONMENT.items()}
     words, remarks = [], []
     for setting, value in settings.items():
-        if setting in variables:
+        if setting == "num_gpus":
+            words.append("CUDA_VISIBLE_DEVICES=" + ",".join(str(i) for i in range(int(value))))
+        elif setting in variables:
             words.append(f"{variables[setting]}={('1' if value else '0') if isinstance(value, bool) else value}")
         elif setting in ("num_gpu", "num_batch"):
             remarks.append(f"/set parameter {setting} {value}")

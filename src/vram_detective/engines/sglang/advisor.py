@@ -116,7 +116,8 @@ def fit_rows(model: str, gpu, version, pins: dict, sources: dict, *, context=Non
              gpus: int = 1) -> list[Row]:
     """Configurations meeting the target, best first: those whose margin covers the KV pool's 90 % interval
     before the borderline ones, then fewer GPUs, auto KV before fp8, the largest mem_fraction_static (from the
-    release's default down in 0.01 steps) that keeps nvidia-smi under the ceiling."""
+    release's default down in 0.01 steps) that keeps nvidia-smi under the ceiling; when the default's pool is too
+    small, the smallest fraction above it that holds the target and still starts."""
     concurrency = concurrency or 1.0
     found = []
     tps = [tp for tp in (1, 2, 4, 8) if tp <= gpus] if "tp_size" not in pins else [pins["tp_size"]]
@@ -189,6 +190,8 @@ def _best_fraction(model, gpu, version, settings, sources, context, concurrency,
     if "mem_fraction_static" in settings:
         return None
     fraction = b.figure("mem_fraction_static")
+    if b.failure is None and b.kv_cache_tokens < (context or b.max_model_len) * concurrency:
+        return _raised_fraction(model, gpu, version, settings, sources, context, concurrency, ceiling, fraction)
     for step in range(1, 60):
         changed = dict(settings, mem_fraction_static=round(fraction - 0.01 * step, 3))
         if changed["mem_fraction_static"] <= 0.05:
@@ -198,6 +201,22 @@ def _best_fraction(model, gpu, version, settings, sources, context, concurrency,
             return Row("lower mem_fraction_static", changed, candidate)
         if candidate.failure is not None:
             break
+    return None
+
+
+def _raised_fraction(model, gpu, version, settings, sources, context, concurrency, ceiling, fraction) -> Row | None:
+    """The default's pool is too small: the smallest mem_fraction_static above it (0.01 steps) whose pool meets the
+    target while the CUDA graphs and activations still fit in the slack (the plan starts), else None."""
+    for step in range(1, 100):
+        raised = round(fraction + 0.01 * step, 3)
+        if raised >= 1:
+            break
+        changed = dict(settings, mem_fraction_static=raised)
+        candidate = _explain(model, gpu, version, changed, sources)
+        if candidate.failure is not None or (ceiling is not None and candidate.nvidia_smi_used_mib * 2**20 > ceiling):
+            break  # a larger fraction only leaves less slack and shows more memory
+        if _meets(candidate, context, concurrency, ceiling):
+            return Row("higher mem_fraction_static", changed, candidate)
     return None
 
 
@@ -229,11 +248,19 @@ def fit_text(rows: list[Row], target: str, near: tuple = ()) -> str:
 # --- the answers (advisor/answers.py's calls) ---------------------------------------------------------------
 
 
+def _own_names(settings: dict) -> dict:
+    """The settings under SGLang's own names (--max-model-len is its --context-length), for the plan and the
+    launch line alike."""
+    from .launch import ALIASES
+
+    return {ALIASES.get(key, key): value for key, value in settings.items() if key != "engine"}
+
+
 def whatif(model: str, gpu, engine, version, settings: dict, sources: dict, *, checkpoints: bool = True):
     """The baseline, then each of SGLang's levers alone (no other checkpoints: `checkpoints` is vLLM's sweep's)."""
     from ...advisor.answers import AdvisorAnswer, nested_row
 
-    pins = {key: value for key, value in settings.items() if key != "engine"}
+    pins = _own_names(settings)
     rows = whatif_rows(model, gpu, version, pins, sources)
     return AdvisorAnswer("whatif", engine.name, [nested_row(row.to_dict(), engine.name) for row in rows],
                          rows[0].breakdown.failure is None,
@@ -244,11 +271,12 @@ def fit(model: str, gpu, engine, version, settings: dict, sources: dict, target,
     """The configurations meeting `target`, best first (fit_rows)."""
     from ...advisor.answers import AdvisorAnswer
 
-    pins = {key: value for key, value in settings.items() if key != "engine"}
+    pins = _own_names(settings)
     wanted = dict(context=target.context, concurrency=target.concurrency, ceiling=target.max_gpu_memory,
                   gpus=target.gpus)
     rows = fit_rows(model, gpu, version, pins, sources, **wanted)[: target.top]
-    sentence = (f"{target.concurrency or 1:g} x {target.context_text or 'the model context'} tokens"
+    context = target.context_text or (f"{pins['context_length']:,}" if pins.get("context_length") else "the model context")
+    sentence = (f"{target.concurrency or 1:g} x {context} tokens"
                 + (f" under {target.max_gpu_memory_text} per GPU" if target.max_gpu_memory else ""))
     data = {"target": sentence, "candidates": [row.fit_dict() for row in rows]}
     near = () if rows else tuple(nearest(model, gpu, version, pins, sources, **wanted))

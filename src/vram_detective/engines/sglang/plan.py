@@ -19,6 +19,7 @@ from ...hardware import Gpu
 from ...model.config import ModelSpec
 from ...units import GIB, MIB, parse_version
 from . import allocator, calibration, draft, graphs
+from .devices import devices
 from .launch import ALIASES  # other engines' names for SGLang's settings
 from .log_lines import LogInputs, log_lines
 from .pool import PoolPrediction, attention_tp, cell_size, predict_pool, req_pool_size
@@ -334,4 +335,5 @@ def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
         kv_cache_tokens=tokens, max_concurrency=tokens / p.context_len, max_model_len=p.context_len,
         nvidia_smi_used_mib=smi, outside_budget=outside, log_lines=tuple(lines), engine_figures=_figures(st),
         weights_explained=_weights_explained(st), notes=notes, failure=_failure(st),
+        devices=devices(st.settings, budget, outside, gpu.cuda_total_bytes, st.weights, max(st.pool_bytes, 0), smi),
     )

@@ -67,6 +67,7 @@ class VllmEngine:
                 ("max_num_seqs", "range", "max_num_seqs", 1, 1024, 1),
                 ("max_num_batched_tokens", "number", "max_num_batched_tokens", 16, 1048576, 16),
                 ("tensor_parallel_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
+                ("pipeline_parallel_size", "select", "pipeline parallel", (1, 2, 4), None, None),
                 ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8", "fp8_e5m2"), None, None),
                 ("enforce_eager", "checkbox", "eager (no CUDA graphs)", None, None, None))
 

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ...breakdown import Breakdown, Component, EngineFigure, RankFigures, StartupFailure
+from .devices import devices
 from ...hardware import Gpu
 from ...model.config import ModelSpec
 from ...model.dtypes import DTYPE_BYTES
@@ -404,6 +405,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
                                           first.offloaded),
         weights_whatif=weights_whatif(first.inventory, settings.dtype), notes=tuple(kv.notes), failure=failure,
         per_rank=tuple(ranks) if len(ranks) > 1 else (),
+        devices=devices(stages, ranks, settings, total, non_torch_inside, non_torch_outside,
+                        lambda resident, activation: nvidia_smi_used_mib(total, settings.engine, resident, activation)),
     )
 
 

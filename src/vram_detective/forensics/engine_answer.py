@@ -141,7 +141,9 @@ def render_terminal(report: dict, columns: int | None) -> list[str]:
             gap = "" if row["relative_gap"] is None else f"{row['relative_gap']:+.1%}"
             rows.append((row["label"], show(row["key"], row["observed"]), show(row["key"], row["predicted"]), gap))
         lines += ["", "  Observed vs predicted"] + table(rows)
-    return lines + _findings(report) + _tail(report)
+    from .changes import what_if_lines
+
+    return lines + _findings(report) + what_if_lines(report.get("what_if"), table) + _tail(report)
 
 
 def _findings(report: dict) -> list[str]:

@@ -389,12 +389,23 @@ def logs_fragment(report: dict) -> str:
             parts.append("<ul class=causes>" + "".join(
                 f"<li><b>{escape(LABELS.get(f['key'], f['key']))}</b>: {escape(str(f.get('cause', '')))}</li>"
                 for f in figures) + "</ul>")
-        for scenario in ((run.get("what_if") or {}).get("scenarios") or []):
-            parts.append(f"<p>{escape(scenario['flags'])}: nvidia-smi {scenario['predicted_nvidia_smi_mib']:,} MiB"
-                         f" (saves {scenario['saving_mib']:,} MiB)</p>")
+        parts.append(what_if_html(run.get("what_if")))
         parts.append(_serving_html(run.get("serving")))
         parts.append("".join(f"<p class=note>{escape(a)}</p>" for a in run.get("anomalies", [])) + "</section>")
     return "".join(parts)
+
+
+def what_if_html(shrink: dict | None) -> str:
+    """What to change, as the terminal's table (forensics/changes.py): every engine's log, one shape."""
+    if shrink and shrink.get("withheld"):
+        return f'<p class="what-if">What to change: not listed; {escape(shrink["withheld"])}</p>'
+    if not shrink or not shrink.get("scenarios"):
+        return ""
+    from ..forensics.changes import head, rows
+
+    body = "".join(f"<tr><th scope=row><code>{escape(flags)}</code></th><td class=num>{escape(saving)}</td>"
+                   f"<td>{escape(kv)}</td></tr>" for flags, saving, kv in rows(shrink))
+    return f'<table class="what-if"><caption>{escape(head(shrink))}</caption>{body}</table>'
 
 
 def _serving_html(serving: dict | None) -> str:
@@ -432,6 +443,7 @@ def _engine_logs_fragment(report: dict) -> str:
         body = "".join(_comparison_row(row, show) for row in comparison)
         parts.append(f'<table class="comparison"><caption>observed vs predicted</caption>{head}{body}</table>')
     parts.append(_findings_html(report.get("findings")))
+    parts.append(what_if_html(report.get("what_if")))
     parts.append(_serving_html(report.get("serving")))
     parts.append("".join(f"<p class=note>{escape(str(n))}</p>" for n in report.get("notes") or []) + "</section>")
     return "".join(parts)

@@ -35,8 +35,8 @@ def test_weights_within_targets():
     assert statistics.median(errors) <= 0.005 and _p90(errors) <= 0.02
 
 
-# speculative decoding on a hybrid (GDN) model: its draft's state and KV share the budget in ways the pool does not
-# yet count (the log's 43 Mamba slots with intermediate SSM states for the draft tokens, the draft's MTP layer)
+# speculative decoding on a hybrid (GDN) model with an MTP draft (0.5.17): the joint solve of the Mamba slots and the
+# draft tokens' intermediate states (kv_cache_configurator.py _handle_max_mamba_cache), the draft's layer in the cell
 EAGLE_HYBRID = "sglang-v0517-a100pcie-qwen38-27b-eagle-mf092-ctx169k-r0"
 
 
@@ -47,12 +47,25 @@ def test_tokens_end_to_end_within_targets():
     assert statistics.median(errors) <= 0.03 and _p90(errors) <= 0.10
 
 
-@pytest.mark.xfail(strict=True, reason="Qwen3.8-27B EAGLE on 0.5.17 (hybrid GDN + MTP draft): 207,364 tokens predicted, "
-                   "171,008 logged (+21.3 %); the pool predicts 22 Mamba slots where the log has 43 and no "
-                   "intermediate SSM state cache (2.11 GB logged) for the draft tokens")
 def test_speculative_hybrid_tokens_within_target():
-    figure = BY_ID[EAGLE_HYBRID]["figures"]["kv_cache_tokens"]
-    assert figure["observed"] == 171008 and figure["rel_err"] <= 0.10
+    # 0.5.17's joint solve at the config's float32 SSM state (146.8 MiB a request): 26 slots, 5 requests' draft
+    # states off the rest, the MTP layer's KV in the cell (x 17/16): 183,045 tokens vs 171,008 logged (+7.0 %);
+    # the draft's pool holds the same #tokens, its K one layer of the target's 16
+    figures = BY_ID[EAGLE_HYBRID]["figures"]
+    assert figures["kv_cache_tokens"]["observed"] == 171008 and figures["kv_cache_tokens"]["rel_err"] <= 0.10
+    assert figures["draft_kv_cache_tokens"]["predicted"] == figures["kv_cache_tokens"]["predicted"]
+    assert figures["k_size_gb"]["rel_err"] <= 0.10 and figures["draft_k_size_gb"]["rel_err"] <= 0.10
+
+
+@pytest.mark.xfail(strict=True, reason="Qwen3.8-27B EAGLE on 0.5.17: 26 Mamba slots predicted, 43 logged; the log's "
+                   "ssm_state 3.09 GB over 44 rows is 72 MiB a row (48 GDN layers x 48 x 128 x 128 x 2 B: bfloat16) "
+                   "where the config names float32 (146.8 MiB a request); at bfloat16 the solve gives 55 slots and "
+                   "212,134 tokens, so the run's SSM dtype and ratio are not settled; intermediate_ssm_state_cache "
+                   "4.22 GB predicted (5 rows x 6 draft tokens, float32) vs 2.11 logged")
+def test_speculative_hybrid_mamba_slots():
+    figures = BY_ID[EAGLE_HYBRID]["figures"]
+    assert figures["mamba_max_cache_size"]["rel_err"] <= 0.10
+    assert figures["mamba_intermediate_ssm_state_gb"]["rel_err"] <= 0.10
 
 
 def test_tokens_from_the_logged_memory_are_exact():

@@ -46,7 +46,10 @@ def test_draft_kv_in_the_cell_from_0_5_14():
     free, weights = 78 * GIB, 15 * GIB  # rest = 63 - 78 x 0.1 = 55.2 GiB
     pool = predict_pool(free, weights, spec, settings, "0.5.14")
     assert pool.max_total_num_tokens == int(55.2 * GIB) // 135168 == 438_495
-    assert pool.draft_kv_gib == 0.0
+    # the draft's pool holds as many tokens, one 4,096 B layer each, inside the budget; the target's K is its own
+    assert pool.draft_in_budget and pool.draft_kv_tokens == 438_495
+    assert pool.draft_kv_gib == pytest.approx((438_495 + 1) * 4096 / GIB)
+    assert pool.k_size_gib == pytest.approx((438_495 + 1) * 65536 / GIB)
     # 0.5.13: the target's pool keeps its own cell (the draft's comes from the fraction's speculative reserve) ...
     before = predict_pool(free, weights, spec, settings, "0.5.13")
     assert before.max_total_num_tokens == int(55.2 * GIB) // 131072 == 452_198
@@ -54,6 +57,32 @@ def test_draft_kv_in_the_cell_from_0_5_14():
     # = 1,766 -> the 2,048 floor): 452,198 + 2,048 x (3 x 1 + 4) + 100 = 466,634 tokens of one 4,096 B layer
     assert before.draft_kv_tokens == draft_pool_tokens(452_198, 2048, 3, 1, 4) == 466_634
     assert before.draft_kv_gib == pytest.approx((466_634 + 1) * 4096 / GIB)  # + the padding slot
+    assert not before.draft_in_budget
+
+
+def test_draft_kv_and_graphs_in_the_plan():
+    from vram_detective.api import explain
+
+    # 0.5.14: the draft's KV line follows the target's, with its #tokens; 0.5.13: its own pool's larger #tokens
+    args = dict(engine="sglang", speculative_algorithm="EAGLE", speculative_num_steps=3, speculative_eagle_topk=1,
+                speculative_num_draft_tokens=4, max_running_requests=8)
+    new = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine_version="0.5.14", **args)
+    kv_lines = [line for line in new.log_lines if line.startswith("KV Cache is allocated")]
+    tokens = new.kv_cache_tokens
+    assert len(kv_lines) == 2 and all(f"#tokens: {tokens}," in line for line in kv_lines)
+    assert new.figure("draft_kv_tokens") == tokens
+    # K of the draft's one layer is 1/32 of the target's 32
+    assert new.figure("draft_k_size_bytes") == pytest.approx(new.figure("k_size_bytes") / 32, rel=1e-3)
+    old = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine_version="0.5.13", **args)
+    assert old.figure("draft_kv_tokens") > old.kv_cache_tokens
+    # --max-running-requests 8 cuts the speculative capture list (1..8) at 8; the draft's graphs add (3 steps + the
+    # extend pass) x its one layer to the target's 32 layer passes per batch size
+    from vram_detective.engines.sglang import calibration
+    graphs = new.figure("cuda_graph_bytes")
+    plain = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine="sglang", engine_version="0.5.14",
+                    max_running_requests=8)
+    per = calibration.GRAPH_PER_LAYER_BS.bytes
+    assert graphs - plain.figure("cuda_graph_bytes") == 8 * (32 + 4) * per - 4 * 32 * per  # 8 sizes vs [1, 2, 4, 8]
 
 
 def test_launch_line_speculative_flags():

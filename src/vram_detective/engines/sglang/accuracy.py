@@ -15,7 +15,7 @@ PASSED = ("tp_size", "pp_size", "dp_size", "enable_dp_attention", "mem_fraction_
           "context_length", "kv_cache_dtype", "dtype", "attention_backend", "disable_cuda_graph",
           "disable_piecewise_cuda_graph", "quantization", "disaggregation_mode", "max_mamba_cache_size",
           "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
-          "speculative_num_draft_tokens")
+          "speculative_num_draft_tokens", "mamba_ssm_dtype")
 NOMINAL_GPU = "GPU not stated (nominal 80 GiB, sm90): weights and the pool from the logged memory only"
 
 
@@ -34,12 +34,12 @@ def unmodelled(case: dict) -> str | None:
 
 
 def partly_sized(case: dict, spec) -> str | None:
-    """Why a case's prediction leaves out part of what its release allocates (the case is then scored apart):
-    speculative decoding on a hybrid model, whose draft also needs Mamba / GDN states for every draft token
-    (mamba_spec_intermediate in releases.py sizes the budget, not the 'intermediate_ssm_state_cache' the pool logs)."""
+    """Why a case's prediction is not yet trusted with the headline figures (the case is then scored apart):
+    speculative decoding on a hybrid model, whose Mamba / GDN slots come from the joint solve with the draft tokens'
+    intermediate states (releases.py mamba_spec_intermediate) that no log has confirmed yet."""
     settings = case.get("settings") or {}
     if settings.get("speculative_algorithm") and spec.hybrid is not None:
-        return "speculative decoding on a hybrid model: the draft's intermediate state caches are not sized"
+        return "speculative decoding on a hybrid model: the Mamba slots' joint solve with the draft tokens is unconfirmed"
     return None
 
 
@@ -76,7 +76,14 @@ def predicted_figures(breakdown, observed: dict, gpu_known: bool) -> dict:
         "nvidia_smi_used_mib": breakdown.nvidia_smi_used_mib,
     })
     if breakdown.kv_cache_tokens > 0:
-        out["k_size_gb"] = breakdown.kv_cache_bytes / GIB / 2
+        out["k_size_gb"] = figure("k_size_bytes") / GIB  # the target's K (the draft's has its own line)
+    for key, name in (("draft_kv_cache_tokens", "draft_kv_tokens"), ("mamba_max_cache_size", "mamba_slots")):
+        if figure(name) is not None:
+            out[key] = figure(name)
+    for key, name in (("draft_k_size_gb", "draft_k_size_bytes"), ("mamba_ssm_state_gb", "mamba_ssm_state_bytes"),
+                      ("mamba_intermediate_ssm_state_gb", "mamba_intermediate_ssm_bytes")):
+        if figure(name) is not None:
+            out[key] = figure(name) / GIB
     return out
 
 

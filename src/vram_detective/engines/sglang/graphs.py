@@ -13,7 +13,8 @@ def capture_batch_sizes(s: SGLangSettings, r: Rules, gpu_mem_mib: float, req_poo
     cuda_graph_max_bs (which is itself captured) and at the request pool."""
     if s.disable_cuda_graph:
         return []
-    first, ranges = r["capture_bs_list"]
+    speculative = s.speculative_algorithm and r["capture_bs_list_speculative"] is not None
+    first, ranges = r["capture_bs_list_speculative"] if speculative else r["capture_bs_list"]
     sizes = list(first) + [bs for start, stop, step in ranges for bs in range(start, stop, step)]
     for above_mib, (start, stop, step) in r["capture_bs_big_gpu"]:
         if gpu_mem_mib > above_mib:
@@ -36,3 +37,13 @@ def piecewise_graph_bytes(s: SGLangSettings, r: Rules, use_mla: bool) -> tuple[i
         return 0, 0
     sizes = piecewise_graph_tokens(2048 if use_mla else s.chunked_prefill_size)
     return len(sizes), len(sizes) * calibration.PIECEWISE_PER_SIZE.bytes
+
+
+def draft_graph_layers(s: SGLangSettings, draft_layers: int) -> int:
+    """Decoder-layer passes the draft worker's own graphs hold per captured batch size (same batch sizes as the
+    target's): eagle_draft_cuda_graph_runner unrolls --speculative-num-steps draft forwards (its out_cache_loc is
+    num_tokens x num_steps), eagle_draft_extend_cuda_graph_runner one (0.5.17 speculative/); each pass is priced
+    as a target layer's (calibration.GRAPH_PER_LAYER_BS). The target's verify graphs replace its decode graphs."""
+    if not draft_layers or not s.speculative_algorithm or s.disable_cuda_graph:
+        return 0
+    return draft_layers * ((s.speculative_num_steps or 1) + 1)

@@ -20,6 +20,8 @@ class LogInputs:
     graph_begin_avail_gib: float | None = None
     graph_usage_gib: float | None = None
     available_gpu_mem_gib: float | None = None
+    graph_batch_sizes: tuple[int, ...] = ()
+    verify_tokens: int = 0  # speculative decoding: the target captures verify graphs of D tokens a request
 
     @classmethod
     def of(cls, spec, st) -> "LogInputs":
@@ -30,8 +32,10 @@ class LogInputs:
         graph_begin = st.pool.mem_pool_end_avail_gib - st.backend_init / GIB
         dtype = "torch.float16" if st.settings.dtype in ("float16", "half") else f"torch.{spec.torch_dtype}"
         graphs = None if st.settings.disable_cuda_graph else st.decode_graphs / GIB
+        verify = st.settings.speculative_num_draft_tokens or 0 if st.settings.speculative_algorithm else 0
         return cls(spec.architecture, dtype, spec.mla is not None, st.settings.chunked_prefill_size,
-                   st.settings.max_prefill_tokens, INIT_DIST.bytes / GIB, graph_begin, graphs, st.available_after_graphs / GIB)
+                   st.settings.max_prefill_tokens, INIT_DIST.bytes / GIB, graph_begin, graphs, st.available_after_graphs / GIB,
+                   tuple(st.graph_batch_sizes), verify)
 
 
 def _load_end(r, p: PoolPrediction, architecture: str, dtype: str) -> str:
@@ -62,19 +66,31 @@ def _kv_lines(r, p: PoolPrediction, mla: bool, kv_dtype: str) -> list[str | None
     """One line per pool: hybrid SWA models print the SWA pool's first up to 0.5.16 (rule swa_pool_first), labelled
     'Full' / 'SWA' from 0.5.17 (log_kv_swa_labels)."""
     if p.swa_tokens is None:
-        return [_kv_line(r, p.max_total_num_tokens, p.k_size_gib, p.v_size_gib, mla, kv_dtype)]
+        return [_kv_line(r, p.max_total_num_tokens, p.k_size_gib, p.v_size_gib, mla, kv_dtype)] + _draft_kv(r, p, mla, kv_dtype)
     labels = ("Full ", "SWA ") if r["log_kv_swa_labels"] else ("", "")
     full = _kv_line(r, p.max_total_num_tokens, p.k_size_gib, p.v_size_gib, mla, kv_dtype, labels[0])
     swa = _kv_line(r, p.swa_tokens, p.swa_k_gib, p.swa_v_gib, mla, kv_dtype, labels[1])
     return [swa, full] if r["swa_pool_first"] else [full, swa]
 
 
+def _draft_kv(r, p: PoolPrediction, mla: bool, kv_dtype: str) -> list[str | None]:
+    """The draft worker's own 'KV Cache is allocated' line (its pool: the target's #tokens from 0.5.14)."""
+    if not p.draft_kv_tokens:
+        return []
+    half = p.draft_kv_gib if mla else p.draft_kv_gib / 2
+    return [_kv_line(r, p.draft_kv_tokens, half, 0.0 if mla else half, mla, kv_dtype)]
+
+
 def _mamba_line(r, p: PoolPrediction) -> str | None:
     if p.mamba_slots is None:
         return None
     slots = f"max_mamba_cache_size: {p.mamba_slots}, " if r["log_mamba_line"] == "slots_sizes" else ""
-    return (f"Mamba Cache is allocated. {slots}conv_state size: {p.mamba_conv_gib:.2f}GB, "
+    line = (f"Mamba Cache is allocated. {slots}conv_state size: {p.mamba_conv_gib:.2f}GB, "
             f"ssm_state size: {p.mamba_ssm_gib:.2f}GB")
+    if p.mamba_intermediate_ssm_gib:  # memory_pool.py MambaPool with speculative decoding
+        line += (f" intermediate_ssm_state_cache size: {p.mamba_intermediate_ssm_gib:.2f}GB "
+                 f"intermediate_conv_window_cache size: {p.mamba_conv_window_gib:.2f}GB")
+    return line
 
 
 def _init_dist_line(r, inputs: LogInputs) -> str | None:
@@ -93,9 +109,12 @@ def _graph_lines(r, inputs: LogInputs) -> list[str]:
     after = inputs.graph_begin_avail_gib - inputs.graph_usage_gib
     if str(r["log_graph_end"]).startswith("phase_backend"):  # 0.5.14+: one pair per captured phase
         per = "num_tokens_per_req" if r["log_graph_end"] == "phase_backend_per_req" else "num_tokens_per_bs"
-        return [f"Capture target decode CUDA graph begin. backend=full, {per}=1, "
+        # cuda_graph_setup.py: a speculative target captures 'verify' graphs of the draft tokens a request
+        phase, tokens = ("verify", inputs.verify_tokens) if inputs.verify_tokens else ("decode", 1)
+        sizes = f"bs={list(inputs.graph_batch_sizes)}, " if inputs.graph_batch_sizes else ""
+        return [f"Capture target {phase} CUDA graph begin. backend=full, {per}={tokens}, {sizes}"
                 f"avail mem={inputs.graph_begin_avail_gib:.2f} GB",
-                f"Capture target decode CUDA graph end. elapsed=T s, mem usage={inputs.graph_usage_gib:.2f} GB, "
+                f"Capture target {phase} CUDA graph end. elapsed=T s, mem usage={inputs.graph_usage_gib:.2f} GB, "
                 f"avail mem={after:.2f} GB."]
     end = {"elapsed": "Capture cuda graph end. Time elapsed: T s",
            "avail_usage": f"Capture cuda graph end. Time elapsed: T s. avail mem={after:.2f} GB. "

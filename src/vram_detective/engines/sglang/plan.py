@@ -22,7 +22,7 @@ from . import allocator, calibration, draft, graphs
 from .devices import devices
 from .launch import ALIASES  # other engines' names for SGLang's settings
 from .log_lines import LogInputs, log_lines
-from .pool import PoolPrediction, attention_tp, cell_size, predict_pool, req_pool_size
+from .pool import PoolPrediction, attention_tp, cell_size, draft_layers, predict_pool, req_pool_size
 from .releases import Rules, rules
 from .settings import SETTING_NAMES, SGLangSettings, from_values, resolve
 
@@ -53,7 +53,12 @@ def user_settings(values: dict) -> SGLangSettings:
     check_counts(named, COUNT_RANGES, SettingsError)
     check_fraction(named, "mem_fraction_static", "--mem-fraction-static", SettingsError)
     _check_kv_dtype(named.get("kv_cache_dtype"))
+    if named.get("mamba_ssm_dtype") not in (None, *MAMBA_SSM_DTYPES):
+        raise SettingsError(f"--mamba-ssm-dtype {str(named['mamba_ssm_dtype'])[:40]!r}: one of {', '.join(MAMBA_SSM_DTYPES)}")
     return from_values(named)
+
+
+MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")  # server_args.py --mamba-ssm-dtype choices
 
 
 def _check_kv_dtype(value) -> None:
@@ -153,7 +158,8 @@ class Startup:
     @property
     def pool_bytes(self) -> int:
         pool = self.pool
-        return int(round((pool.k_size_gib + pool.v_size_gib + pool.swa_k_gib + pool.swa_v_gib) * GIB))
+        draft = pool.draft_kv_gib if pool.draft_in_budget else 0.0  # 0.5.14+: the draft's layers in the cell
+        return int(round((pool.k_size_gib + pool.v_size_gib + pool.swa_k_gib + pool.swa_v_gib + draft) * GIB))
 
     @property
     def req_to_token(self) -> int:
@@ -161,7 +167,8 @@ class Startup:
 
     @property
     def available_after_graphs(self) -> int:
-        return (int((self.pool.mem_pool_end_avail_gib - self.pool.draft_kv_gib) * GIB) - self.draft_in_slack
+        slack_pool = 0.0 if self.pool.draft_in_budget else self.pool.draft_kv_gib  # before 0.5.14: out of the slack
+        return (int((self.pool.mem_pool_end_avail_gib - slack_pool) * GIB) - self.draft_in_slack
                 - self.backend_init - self.graphs)
 
     @property
@@ -181,9 +188,11 @@ def startup(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Startup:
     # from 0.5.14 the pool is sized after the draft worker loaded: its weights are charged to the budget (draft.py)
     in_pool = draft_bytes or 0 if r["draft_weights_in"] == "pool" else 0
     pool = predict_pool(gpu.free_bytes - context, weights + in_pool, spec, s, version)
-    sizes = graphs.capture_batch_sizes(s, r, gpu_memory_mib(gpu), req_pool_size(max(pool.max_total_num_tokens, 1),
-                                                                                 pool.context_len, r))
-    layers = spec.num_layers // s.pp_size
+    rows = req_pool_size(max(pool.max_total_num_tokens, 1), pool.context_len, r)
+    if s.max_running_requests is not None:  # ReqToTokenPool(size=max_num_reqs): the runner cuts the sizes there
+        rows = min(rows, s.max_running_requests // s.dp_size + (1 if r["req_pool_plus_one"] else 0))
+    sizes = graphs.capture_batch_sizes(s, r, gpu_memory_mib(gpu), rows)
+    layers = spec.num_layers // s.pp_size + graphs.draft_graph_layers(s, draft_layers(spec, s.speculative_algorithm) or 0)
     piecewise_sizes, piecewise = graphs.piecewise_graph_bytes(s, r, spec.mla is not None)
     return Startup(s, r, inventory.total_bytes, segments, weights, context, pool, calibration.BACKEND_INIT.bytes, tuple(sizes),
                    graphs.decode_graph_bytes(sizes, layers), piecewise_sizes, piecewise, gpu.cuda_total_bytes,
@@ -205,6 +214,8 @@ def _settings(s: SGLangSettings) -> tuple[Setting, ...]:
 def _components(st: Startup) -> tuple[Component, Component]:
     tokens = st.pool.max_total_num_tokens
     swa = f" + SWA pool {st.pool.swa_tokens:,} tokens" if st.pool.swa_tokens is not None else ""
+    if st.pool.draft_in_budget:
+        swa += f" (the draft's KV layers in the cell: {st.pool.draft_kv_gib:.2f} GiB)"
     kv = Component("kv_cache", f"KV pool: max_total_num_tokens {max(tokens, 0):,} x cell{swa}", max(st.pool_bytes, 0),
                    "rest = avail after weights - free before x (1 - mem_fraction_static), // cell size, paged",
                    "sglang mem_cache/memory_pool.py")
@@ -218,16 +229,25 @@ def _components(st: Startup) -> tuple[Component, Component]:
                             "engines/sglang/draft.py"),)
     parts += (kv,)
     if st.pool.mamba_slots is not None:
-        state = int(round((st.pool.mamba_conv_gib + st.pool.mamba_ssm_gib) * GIB))
-        parts += (Component("mamba_state", f"Mamba / GDN state pool: max_mamba_cache_size {st.pool.mamba_slots:,} + 1 rows",
-                            state, "mamba : KV = mamba_full_memory_ratio : 1 of rest (0.5.4+), conv bf16 + SSM state",
-                            "sglang model_runner_kv_cache_mixin.py handle_max_mamba_cache, memory_pool.py MambaPool"),)
+        p = st.pool
+        state = int(round((p.mamba_conv_gib + p.mamba_ssm_gib + p.mamba_intermediate_ssm_gib + p.mamba_conv_window_gib) * GIB))
+        draft = (f" + the draft tokens' intermediate SSM states and conv windows "
+                 f"({(p.mamba_intermediate_ssm_gib + p.mamba_conv_window_gib) * GIB / MIB:,.0f} MiB)"
+                 if p.mamba_intermediate_ssm_gib else "")
+        parts += (Component("mamba_state", f"Mamba / GDN state pool: max_mamba_cache_size {p.mamba_slots:,} + 1 rows",
+                            state, "mamba : KV = mamba_full_memory_ratio : 1 of rest (0.5.4+), conv bf16 + SSM state"
+                            + draft, "sglang model_runner_kv_cache_mixin.py handle_max_mamba_cache, memory_pool.py MambaPool"),)
     budget = _budget_node(st, parts)
     slack = st.total - st.context - budget.bytes
-    left = max(slack - st.req_to_token - st.backend_init - st.graphs - st.draft_in_slack, 0)
+    separate = 0 if st.pool.draft_in_budget else int(round(st.pool.draft_kv_gib * GIB))
+    left = max(slack - st.req_to_token - st.backend_init - st.graphs - st.draft_in_slack - separate, 0)
     draft_part = (Component("outside.draft_weights", f"speculative draft's weights ({st.settings.speculative_algorithm})",
                             st.draft_in_slack, "loaded after the target's pool (before 0.5.14): out of the slack",
                             "engines/sglang/draft.py"),) if st.draft_in_slack else ()
+    if separate:
+        draft_part += (Component("outside.draft_kv", f"speculative draft's KV pool ({st.pool.draft_kv_tokens:,} tokens)",
+                                 separate, "the draft worker's own pool, built after the target's (before 0.5.14)",
+                                 "sglang model_runner.py init_memory_pool (draft_runner_cache_size)"),)
     outside = Component("outside_budget", "outside mem_fraction_static", st.context + slack, "", "", draft_part + (
         Component("outside.cuda_context", "CUDA context + distributed init", st.context,
                   "before 'Load weight begin' (calibration)", _SOURCE + " init_torch_distributed"),
@@ -293,7 +313,27 @@ def _figures(st: Startup) -> tuple[EngineFigure, ...]:
         EngineFigure("mem_pool_end_avail_bytes", int(p.mem_pool_end_avail_gib * GIB), schema=("mem_pool_end_avail_mem_gb",)),
         EngineFigure("cuda_graph_bytes", st.graphs, schema=("cuda_graph_mem_usage_gb",)),
         EngineFigure("available_gpu_mem_bytes", st.available_after_graphs, schema=("available_gpu_mem_gb",)),
-    )
+        EngineFigure("k_size_bytes", int(p.k_size_gib * GIB), schema=("k_size_gb",)),
+    ) + _draft_and_state_figures(p)
+
+
+def _draft_and_state_figures(p) -> tuple[EngineFigure, ...]:
+    """The draft's KV pool and the Mamba / GDN state pool as their log lines print them (SCHEMA.md keys)."""
+    out = ()
+    if p.draft_kv_tokens:
+        out += (EngineFigure("draft_kv_tokens", p.draft_kv_tokens, schema=("draft_kv_cache_tokens",)),
+                EngineFigure("draft_k_size_bytes", int(p.draft_kv_gib / 2 * GIB), schema=("draft_k_size_gb",)))
+    if p.mamba_slots is not None:
+        out += (EngineFigure("mamba_slots", p.mamba_slots, "max_mamba_cache_size", f"{p.mamba_slots:,}",
+                             ("mamba_max_cache_size",)),
+                EngineFigure("mamba_conv_state_bytes", int(p.mamba_conv_gib * GIB), schema=("mamba_conv_state_gb",)),
+                EngineFigure("mamba_ssm_state_bytes", int(p.mamba_ssm_gib * GIB), schema=("mamba_ssm_state_gb",)))
+        if p.mamba_intermediate_ssm_gib:
+            out += (EngineFigure("mamba_intermediate_ssm_bytes", int(p.mamba_intermediate_ssm_gib * GIB),
+                                 schema=("mamba_intermediate_ssm_state_gb",)),
+                    EngineFigure("mamba_conv_window_bytes", int(p.mamba_conv_window_gib * GIB),
+                                 schema=("mamba_conv_window_gb",)))
+    return out
 
 
 def _failure(st: Startup) -> StartupFailure | None:

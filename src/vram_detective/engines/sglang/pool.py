@@ -161,13 +161,25 @@ class MambaState:
 
     conv_bytes: int
     ssm_bytes: int
+    conv_row_bytes: int = 0  # one conv position (conv_dim / tp) across the layers: a window is K - 1 of them
+    conv_kernel: int = 4
 
     @property
     def per_request(self) -> int:
         return self.conv_bytes + self.ssm_bytes
 
+    def intermediate(self, rows: int, draft_tokens: int, r: Rules, topk: int = 1) -> tuple[int, int]:
+        """(SSM, conv window) bytes of the states kept per draft token for target verify (memory_pool.py MambaPool,
+        speculative): [layers, rows, D, SSM state] and the conv windows, one [dim, K-1] per draft token or one shared
+        [dim, D + K - 2] per row for a linear chain (rule mamba_conv_window_dedup); rows = max_running_requests + 1."""
+        if draft_tokens <= 0:
+            return 0, 0
+        width = (draft_tokens + self.conv_kernel - 2 if r["mamba_conv_window_dedup"] and topk <= 1
+                 else draft_tokens * (self.conv_kernel - 1))
+        return rows * draft_tokens * self.ssm_bytes, rows * width * self.conv_row_bytes
 
-def mamba_state(spec: ModelSpec, tp_size: int, r: Rules) -> MambaState | None:
+
+def mamba_state(spec: ModelSpec, tp_size: int, r: Rules, ssm_dtype: str | None = None) -> MambaState | None:
     """Per-request conv / SSM state bytes (Mamba2StateShape.create): None where the release sizes no state pool
     for this mixer (Mamba1, lightning attention, KDA are not modelled here)."""
     mixer = spec.mixer
@@ -183,23 +195,36 @@ def mamba_state(spec: ModelSpec, tp_size: int, r: Rules) -> MambaState | None:
         groups += tp_size - groups  # extra_groups_for_head_shards: groups replicated to follow the head shards
     conv_dim = intermediate + 2 * groups * d_state
     layers = sum(1 for kind in mixer.layers if "mamba" in kind)
-    ssm_dtype = r["mamba_ssm_dtype_default"]
+    given, ssm_dtype = ssm_dtype, r["mamba_ssm_dtype_default"]
     if r["mamba_ssm_dtype_from_config"] and mixer.family == "qwen3_next" and mixer.ssm_dtype in DTYPE_BYTES:
         ssm_dtype = mixer.ssm_dtype  # 0.5.9+: config.mamba_ssm_dtype (Qwen3.5 names it)
-    conv = conv_dim // tp_size * (mixer.conv_kernel - 1) * DTYPE_BYTES[r["mamba_conv_dtype"]]
+    if given in DTYPE_BYTES:
+        ssm_dtype = given  # --mamba-ssm-dtype (SGLANG_MAMBA_SSM_DTYPE) over the config
+    row = conv_dim // tp_size * DTYPE_BYTES[r["mamba_conv_dtype"]]
     ssm = heads // tp_size * head_dim * d_state * DTYPE_BYTES[ssm_dtype]
-    return MambaState(conv * layers, ssm * layers)
+    return MambaState(row * (mixer.conv_kernel - 1) * layers, ssm * layers, row * layers, mixer.conv_kernel)
+
+
+def requests_per_slot(architecture: str, r: Rules) -> int:
+    """Mamba slots a running request may hold (_calculate_mamba_ratio): the release's base, + 2 where 'auto' picks
+    the extra_buffer radix strategy with the overlap scheduler (rule mamba_extra_buffer_archs); radix cache on."""
+    extra = r["mamba_extra_buffer_requests"] if architecture in r["mamba_extra_buffer_archs"] else 0
+    return r["mamba_requests_per_slot"] + extra
 
 
 def mamba_slots(rest: float, per_request: int, r: Rules, max_running_requests: int | None = None,
                 max_mamba_cache_size: int | None = None, kv_dtype_bytes: int = 2, draft_tokens: int = 0,
-                dp: int = 1) -> tuple[int, float]:
+                dp: int = 1, per_slot: int | None = None) -> tuple[int, float]:
     """(max_mamba_cache_size, rest GiB left for the KV pool): handle_max_mamba_cache.
     0.5.2-0.5.3 (model_runner.py): the user's size or max_running_requests or 512, // dp, x 2 x KV dtype bytes;
     0.5.4+: the user's size // dp, else mamba : KV = mamba_full_memory_ratio : 1 of rest; with speculative
     decoding the intermediate states come off rest first (0.5.4) or share the mamba budget (0.5.13 joint solve:
-    slots = budget // (per_req x (1 + D / requests_per_slot)))."""
-    ratio, per_slot = r["mamba_full_memory_ratio"], r["mamba_requests_per_slot"]
+    slots = budget // (per_req x (1 + D / requests_per_slot)); 0.5.17 counts the padding row of both buffers:
+    slots = (budget - per_req (1 + D)) // (per_req (1 + D / requests_per_slot)), intermediate (requests + 1) x D,
+    state (slots + 1) rows)."""
+    ratio = r["mamba_full_memory_ratio"]
+    per_slot = per_slot or r["mamba_requests_per_slot"]
+    pad = 1 if r["mamba_spec_padding_rows"] else 0
     if r["mamba_pool"] == "fixed":
         slots = (max_mamba_cache_size or max_running_requests or 512) // dp * 2 * kv_dtype_bytes
         return slots, rest - slots * per_request / (1 << 30)
@@ -210,14 +235,14 @@ def mamba_slots(rest: float, per_request: int, r: Rules, max_running_requests: i
         slots = max_mamba_cache_size // dp
     elif joint:
         budget = rest * ratio / (1 + ratio) * (1 << 30)
-        slots = int(budget // (per_request * (1 + draft_tokens / per_slot)))
+        slots = int((budget - pad * per_request * (1 + draft_tokens)) // (per_request * (1 + draft_tokens / per_slot)))
     else:
-        slots = int(rest * ratio / (1 + ratio) * (1 << 30) // per_request)
+        slots = int((rest * ratio / (1 + ratio) * (1 << 30) - pad * per_request) // per_request)
     if joint:  # the intermediate states of the requests the slots allow (no max_running_requests: the slots')
         requests = slots // per_slot if max_running_requests is None else min(max_running_requests // dp,
                                                                                slots // per_slot)
-        rest -= requests * per_request * draft_tokens / (1 << 30)
-    return slots, rest - slots * per_request / (1 << 30)
+        rest -= (requests + pad) * per_request * draft_tokens / (1 << 30)
+    return slots, rest - (slots + pad) * per_request / (1 << 30)
 
 
 @dataclass(frozen=True)
@@ -276,25 +301,26 @@ def context_len(spec: ModelSpec, r: Rules, context_length: int | None = None) ->
     return spec.max_position_embeddings or 2048
 
 
-def req_pool_size(tokens: int, context: int, r: Rules, mamba_slots: int | None = None) -> int:
+def req_pool_size(tokens: int, context: int, r: Rules, mamba_slots: int | None = None,
+                  per_slot: int | None = None) -> int:
     """ReqToTokenPool's size: clamp(tokens / context_len x 512, 2048, 4096) (+1 before 0.4.7)."""
     floor, cap, per_context = r["req_pool_bounds"]
     size = min(max(int(tokens / context * per_context), floor), cap)
     if mamba_slots is not None:
-        size = min(size, mamba_slots // r["mamba_requests_per_slot"])
+        size = min(size, mamba_slots // (per_slot or r["mamba_requests_per_slot"]))
     return size + 1 if r["req_pool_plus_one"] else size
 
 
 def max_running_requests(tokens: int, context: int, r: Rules, user_value: int | None = None, dp_size: int = 1,
-                         mamba_slots: int | None = None) -> int:
+                         mamba_slots: int | None = None, per_slot: int | None = None) -> int:
     """The scheduler's max_running_requests: min(tokens // 2 or the user's value / dp, the request pool)."""
     wanted = tokens // 2 if user_value is None else user_value // dp_size
     if user_value is not None and r["user_requests_cap"] == "half_tokens":  # 0.5.14+
         wanted = min(wanted, tokens // 2)
         if mamba_slots is not None:
-            wanted = min(wanted, mamba_slots // r["mamba_requests_per_slot"])
+            wanted = min(wanted, mamba_slots // (per_slot or r["mamba_requests_per_slot"]))
         return wanted
-    return min(wanted, req_pool_size(tokens, context, r, mamba_slots))
+    return min(wanted, req_pool_size(tokens, context, r, mamba_slots, per_slot))
 
 
 @dataclass(frozen=True)
@@ -315,8 +341,11 @@ class PoolPrediction:
     swa_tokens: int | None = None  # hybrid SWA: the sliding-window pool's #tokens (max_total_num_tokens is the full pool's)
     swa_k_gib: float = 0.0
     swa_v_gib: float = 0.0
-    draft_kv_gib: float = 0.0  # 0.4.3-0.5.13: the draft worker's own pool, built after the target's (out of the slack)
-    draft_kv_tokens: int = 0
+    draft_kv_gib: float = 0.0  # the draft's K and V: its own pool after the target's (0.4.3-0.5.13, out of the slack)
+    draft_kv_tokens: int = 0  # or, from 0.5.14, its layers at the target's #tokens inside the budget (draft_in_budget)
+    draft_in_budget: bool = False
+    mamba_intermediate_ssm_gib: float = 0.0  # speculative: the SSM state per draft token for target verify
+    mamba_conv_window_gib: float = 0.0  # and its conv windows
 
     @property
     def fits(self) -> bool:
@@ -331,21 +360,17 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
     before = free_before_weights_bytes / GIB
     after = (free_before_weights_bytes - weights_bytes) / GIB
     rest = rest_gib(before, after, settings.mem_fraction_static)
-    state = mamba_state(spec, settings.tp_size, r) if r["mamba_pool"] else None
-    slots, conv, ssm = None, 0.0, 0.0
-    kv_rest = rest
+    state = mamba_state(spec, settings.tp_size, r, settings.mamba_ssm_dtype) if r["mamba_pool"] else None
+    per_slot = requests_per_slot(spec.architecture, r) if state is not None else None
+    slots, kv_rest = None, rest
     if state is not None:
         slots, kv_rest = mamba_slots(rest, state.per_request, r, settings.max_running_requests,
                                      settings.max_mamba_cache_size, kv_dtype_bytes(settings.kv_cache_dtype, spec),
                                      draft_tokens=settings.speculative_num_draft_tokens or 0,
-                                     dp=settings.dp_size if settings.enable_dp_attention else 1)
-        conv, ssm = (slots + 1) * state.conv_bytes / GIB, (slots + 1) * state.ssm_bytes / GIB  # size + 1 rows
+                                     dp=settings.dp_size if settings.enable_dp_attention else 1, per_slot=per_slot)
     cell = cell_size(spec, attention_tp(settings), settings.kv_cache_dtype, r)
     drafts = draft_layers(spec, settings.speculative_algorithm) or 0
-    with_draft = cell
-    if drafts and r["draft_pool"] == "in_cell":  # the draft's KV layers ride in the target's cell
-        grown = cell_with_draft(cell.bytes_per_token, kv_layers(spec), drafts, r)
-        with_draft = CellSize(grown, grown if cell.mla else grown // 2, cell.mla)
+    in_cell = bool(drafts) and r["draft_pool"] == "in_cell"
     layout = swa_layout(spec, attention_tp(settings), settings.kv_cache_dtype, r)
     swa, swa_k, swa_v = None, 0.0, 0.0
     if layout is not None:
@@ -354,20 +379,31 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
         cell = CellSize(2 * full_k, full_k, False)
         swa_k = swa_v = kv_buffer_tokens(swa, settings.page_size, r) * layout.swa_per_token * layout.swa_layers / 2 / GIB
     else:
-        tokens = align_tokens(tokens_from_rest(kv_rest, with_draft.bytes_per_token), settings.page_size, r,
-                              settings.max_total_tokens)
-        cell = with_draft
+        # 0.5.14+: the draft's KV layers ride in the target's cell (the draft pool holds as many tokens)
+        grown = cell_with_draft(cell.bytes_per_token, kv_layers(spec), drafts, r) if in_cell else cell.bytes_per_token
+        tokens = align_tokens(tokens_from_rest(kv_rest, grown), settings.page_size, r, settings.max_total_tokens)
     context = context_len(spec, r, settings.context_length)
     k, v = kv_sizes_gib(max(tokens, 0), cell, settings.page_size, r.version)
+    per_layer = cell.bytes_per_token // max(kv_layers(spec), 1)
     draft_tokens, draft_gib = 0, 0.0
-    if drafts and r["draft_pool"] == "separate" and tokens > 0:
-        draft_tokens = draft_pool_tokens(tokens, req_pool_size(tokens, context, r), settings.speculative_num_steps,
-                                         settings.speculative_eagle_topk, settings.speculative_num_draft_tokens)
-        per_layer = cell.bytes_per_token // max(kv_layers(spec), 1)
+    if drafts and tokens > 0 and (in_cell or r["draft_pool"] == "separate"):
+        draft_tokens = tokens if in_cell else draft_pool_tokens(
+            tokens, req_pool_size(tokens, context, r), settings.speculative_num_steps, settings.speculative_eagle_topk,
+            settings.speculative_num_draft_tokens)
         draft_gib = kv_buffer_tokens(draft_tokens, settings.page_size, r) * per_layer * drafts / GIB
-    pool_rows = req_pool_size(tokens, context, r, slots)
+    pool_rows = req_pool_size(tokens, context, r, slots, per_slot)
     req_to_token = pool_rows * (context + 4) * 4 / GIB  # int32 [size, context_len + 4] (memory_pool.py)
-    requests = max_running_requests(tokens, context, r, settings.max_running_requests, settings.dp_size, slots)
+    requests = max_running_requests(tokens, context, r, settings.max_running_requests, settings.dp_size, slots, per_slot)
+    conv = ssm = inter_ssm = inter_conv = 0.0
+    if state is not None:
+        conv, ssm = (slots + 1) * state.conv_bytes / GIB, (slots + 1) * state.ssm_bytes / GIB  # size + 1 rows
+        # memory_pool.py MambaPool: spec_state_size = max_running_requests, + 1 rows of draft-token states
+        inter = state.intermediate(requests + 1, settings.speculative_num_draft_tokens or 0, r,
+                                   settings.speculative_eagle_topk or 1)
+        inter_ssm, inter_conv = inter[0] / GIB, inter[1] / GIB
+    in_budget = draft_gib if in_cell else 0.0
     return PoolPrediction(before, after, rest, tokens, k, v, requests, context, req_to_token,
-                          after - k - v - swa_k - swa_v - req_to_token - conv - ssm, slots, conv, ssm, swa, swa_k, swa_v,
-                          draft_gib, draft_tokens)
+                          after - k - v - swa_k - swa_v - in_budget - req_to_token - conv - ssm - inter_ssm - inter_conv,
+                          slots, conv, ssm, swa, swa_k, swa_v, draft_gib, draft_tokens, in_cell, inter_ssm, inter_conv)
+
+

@@ -40,6 +40,11 @@ _GEMMA_SWA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGen
 _SWA_0_5_8 = ("Llama4ForConditionalGeneration", "GptOssForCausalLM", "MiMoV2FlashForCausalLM")
 _SWA_0_5_11 = _SWA_0_5_8 + ("Step3p5ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "MiMoV2ForCausalLM")
 
+_EXTRA_BUFFER_0_5_14 = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM",
+                       "InternS2PreviewForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
+                       "BailingMoeV2_5ForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
+                       "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM")
+
 _DEEPSEEK_MTP = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM")
 
 # Tier tables are ((upper bound in MiB of nvidia-smi memory.total, exclusive), value) rows, first match wins.
@@ -203,6 +208,26 @@ RULE_CHANGES: tuple[Rule, ...] = (
     Rule(_v("0.4.0"), "mamba_ssm_dtype_from_config", False, "SSM dtype from --mamba-ssm-dtype only"),
     Rule(_v("0.5.9"), "mamba_ssm_dtype_from_config", True,
                "0.5.9 configs/mamba_utils.py mamba2_state_dtype: config (text_config).mamba_ssm_dtype, else float32"),
+    # requests per Mamba slot (_calculate_mamba_ratio): 3, + 2 with the extra_buffer radix strategy under the overlap
+    # scheduler (MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP); 'auto' resolves to extra_buffer from 0.5.14 for these
+    # architectures (triton linear-attention backend, the default) while overlap stays on (speculative v2 keeps it)
+    Rule(_v("0.4.0"), "mamba_extra_buffer_archs", (), "0.5.13.post1 server_args.py: mamba_scheduler_strategy 'auto' -> no_buffer"),
+    Rule(_v("0.5.14"), "mamba_extra_buffer_archs", _EXTRA_BUFFER_0_5_14,
+         "0.5.14 server_args.py _handle_mamba_radix_cache: auto -> extra_buffer with overlap (_support_mamba_cache_extra_buffer)"),
+    Rule(_v("0.5.17"), "mamba_extra_buffer_archs", _EXTRA_BUFFER_0_5_14 + ("KimiLinearForCausalLM",),
+         "0.5.17 arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS"),
+    Rule(_v("0.5.23"), "mamba_extra_buffer_archs", _EXTRA_BUFFER_0_5_14 + (
+        "KimiLinearForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen4ExpForConditionalGeneration",
+        "MiniCPMV4_7ForConditionalGeneration"), "0.5.23 arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS (0.5.18-0.5.22 not read)"),
+    Rule(_v("0.4.0"), "mamba_extra_buffer_requests", 2, "MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2 (0.5.13.post1-0.5.23)"),
+    # the joint solve counts the pool's padding row on both buffers from 0.5.17
+    Rule(_v("0.4.0"), "mamba_spec_padding_rows", False, "0.5.13-0.5.16: slots = budget // (per_req x (1 + D / ratio))"),
+    Rule(_v("0.5.17"), "mamba_spec_padding_rows", True, "0.5.17 kv_cache_configurator.py _handle_max_mamba_cache: "
+         "(K + 1) per_req + (K / ratio + 1) D per_req = budget; intermediate (capped + 1) x D; state (K + 1) rows"),
+    # the intermediate conv windows of the draft tokens (memory_pool.py MambaPool, speculative): one [dim, K-1]
+    # window per draft token, or one shared [dim, D + K - 2] window per slot for a linear draft chain (topk <= 1)
+    Rule(_v("0.4.0"), "mamba_conv_window_dedup", False, "0.5.13.post1 memory_pool.py: [layers, rows, D, dim, K-1]"),
+    Rule(_v("0.5.14"), "mamba_conv_window_dedup", True, "0.5.14 memory_pool.py conv_window_dedup_enabled (CUDA, topk <= 1)"),
     Rule(_v("0.4.0"), "mamba_spec_intermediate", "minus_requests", "0.5.4: rest -= per_req * max_running_requests * draft_tokens"),
     Rule(_v("0.5.13"), "mamba_spec_intermediate", "joint_solve",
                "0.5.13 handle_max_mamba_cache: slots = budget // (per_req * (1 + D / ratio))"),
@@ -243,6 +268,14 @@ RULE_CHANGES: tuple[Rule, ...] = (
 
     # --- CUDA graphs (cuda_graph_runner.py get_batch_sizes_to_capture; server_args.py from 0.5.3) ---
     # batch sizes captured by default: (first sizes, (start, stop, step) ranges); bigger GPUs add ranges
+    # with speculative decoding (fewer padded sizes; server_args.py _generate_decode_cuda_graph_batch_sizes from 0.5.x)
+    Rule(_v("0.4.0"), "capture_bs_list_speculative", None, "cuda_graph_runner.py 0.4.3: the same list as without a draft"),
+    Rule(_v("0.4.10"), "capture_bs_list_speculative", (tuple(range(1, 9)), ((10, 33, 2), (40, 64, 8), (80, 161, 16))),
+         "cuda_graph_runner.py 0.4.10: 'speculative decoding requires more cuda graph memory, we capture less' (0.4.4-0.4.9 not read)"),
+    Rule(_v("0.5.3"), "capture_bs_list_speculative", (tuple(range(1, 9)), ((10, 33, 2), (40, 64, 4), (72, 257, 8), (272, 4097, 16))),
+         "server_args.py 0.5.3 spec decoding case"),
+    Rule(_v("0.5.8"), "capture_bs_list_speculative", (tuple(range(1, 9)), ((10, 33, 2), (40, 65, 4), (72, 257, 8), (272, 4097, 16))),
+         "server_args.py 0.5.8 (0.5.4-0.5.7 not read): range(40, 65, 4); same in 0.5.13.post1-0.5.17"),
     Rule(_v("0.4.0"), "capture_bs_list", ((1, 2, 4), ((8, 161, 8),)), "cuda_graph_runner.py 0.4.0: [1, 2, 4] + [8 .. 160 step 8]"),
     Rule(_v("0.4.6"), "capture_bs_list", ((1, 2, 4, 8), ((16, 161, 8),)), "0.4.6.post2: [1, 2, 4, 8] + range(16, 161, 8)"),
     Rule(_v("0.5.3"), "capture_bs_list", ((1, 2, 4, 8, 12), ((16, 257, 8), (272, 512, 16), (512, 4097, 32))),

@@ -40,6 +40,7 @@ class SGLangSettings:
     speculative_num_draft_tokens: int | None = None
     disaggregation_mode: str = "null"
     max_mamba_cache_size: int | None = None
+    mamba_ssm_dtype: str | None = None  # --mamba-ssm-dtype (0.5.2+): over the config's mamba_ssm_dtype
     model_path: str | None = None
     given: frozenset[str] = field(default_factory=frozenset)  # names set by the user, not by a default
 

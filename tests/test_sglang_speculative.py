@@ -151,3 +151,38 @@ def test_vllm_21348_sglang_pool():
     plan = get_engine("sglang").plan(model_spec("Qwen/Qwen3-235B-A22B-FP8"), find_gpu("H100"),
                                      {"tp_size": 4, "mem_fraction_static": 0.93}, rules("0.4.10").version)
     assert plan.kv_cache_tokens == 367404
+
+
+def _eagle3_head(tmp_path):
+    # an EAGLE3 head for Llama-3.1-8B as its checkpoints ship it: one decoder layer, a 32,000-token draft vocabulary
+    import json
+
+    head = tmp_path / "eagle3-head"
+    head.mkdir()
+    (head / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "head_dim": 128, "vocab_size": 128256, "draft_vocab_size": 32000, "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "torch_dtype": "bfloat16", "tie_word_embeddings": False}))
+    return str(head)
+
+
+def test_separate_eagle3_head_is_sized_from_its_config(tmp_path):
+    from vram_detective.api import explain
+
+    path = _eagle3_head(tmp_path)
+    b = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine="sglang", engine_version="0.5.17",
+                speculative_algorithm="EAGLE3", speculative_draft_model_path=path, speculative_num_steps=3,
+                speculative_eagle_topk=1, speculative_num_draft_tokens=4)
+    draft = next(c for c in b.components.children if c.key == "draft_weights")
+    # by hand, bf16: attention 2 x 4096^2 + 2 x 1024 x 4096 = 41.9 M, its qkv's second input half (4096 + 2 x 1024)
+    # x 4096 = 25.2 M, MLP 3 x 14336 x 4096 = 176.2 M, fc 3 x 4096 x 4096 = 50.3 M, lm_head 32,000 x 4096 = 131.1 M:
+    # 424.7 M parameters (~849 MB) + d2t int64 x 32,000; the embedding is the target's (eagle_worker_v2 set_embed)
+    assert draft.bytes == pytest.approx(2 * 424_689_664 + 8 * 32_000, rel=0.002)
+    # its one layer rides in the cell (0.5.14+): K of the draft is 1/32 of the target's
+    assert b.figure("draft_k_size_bytes") == pytest.approx(b.figure("k_size_bytes") / 32, rel=1e-3)
+    # without its config the draft is not sized, and says so
+    unknown = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine="sglang", engine_version="0.5.17",
+                      speculative_algorithm="EAGLE3", speculative_draft_model_path=str(tmp_path / "missing"))
+    assert not any(c.key == "draft_weights" for c in unknown.components.children)
+    assert any("not sized" in note for note in unknown.notes)

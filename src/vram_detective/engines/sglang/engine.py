@@ -226,7 +226,8 @@ class SGLangEngine:
         return first_release_serving(architecture, version)
 
     def unsized_reason(self, speculative_config, spec) -> str | None:
-        return "speculative decoding is not sized for SGLang yet" if speculative_config else None
+        # SGLang's draft comes from --speculative-algorithm and its flags (draft.py, pool.py), not a vLLM-style config
+        return "SGLang takes --speculative-algorithm and its flags, not a speculative config" if speculative_config else None
 
     @cached_property
     def live_metrics(self):

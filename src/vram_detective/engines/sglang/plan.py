@@ -187,12 +187,13 @@ def startup(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Startup:
     draft_bytes = draft.draft_weight_bytes(spec, s)
     # from 0.5.14 the pool is sized after the draft worker loaded: its weights are charged to the budget (draft.py)
     in_pool = draft_bytes or 0 if r["draft_weights_in"] == "pool" else 0
-    pool = predict_pool(gpu.free_bytes - context, weights + in_pool, spec, s, version)
+    head = draft.draft_model_spec(s)  # --speculative-draft-model-path's config (local or catalog), None without
+    pool = predict_pool(gpu.free_bytes - context, weights + in_pool, spec, s, version, head)
     rows = req_pool_size(max(pool.max_total_num_tokens, 1), pool.context_len, r)
     if s.max_running_requests is not None:  # ReqToTokenPool(size=max_num_reqs): the runner cuts the sizes there
         rows = min(rows, s.max_running_requests // s.dp_size + (1 if r["req_pool_plus_one"] else 0))
     sizes = graphs.capture_batch_sizes(s, r, gpu_memory_mib(gpu), rows)
-    layers = spec.num_layers // s.pp_size + graphs.draft_graph_layers(s, draft_layers(spec, s.speculative_algorithm) or 0)
+    layers = spec.num_layers // s.pp_size + graphs.draft_graph_layers(s, draft_layers(spec, s.speculative_algorithm, head) or 0)
     piecewise_sizes, piecewise = graphs.piecewise_graph_bytes(s, r, spec.mla is not None)
     return Startup(s, r, inventory.total_bytes, segments, weights, context, pool, calibration.BACKEND_INIT.bytes, tuple(sizes),
                    graphs.decode_graph_bytes(sizes, layers), piecewise_sizes, piecewise, gpu.cuda_total_bytes,
@@ -354,8 +355,11 @@ def _draft_notes(st: Startup) -> tuple[str, ...]:
         return ()
     where = ("out of the slack (loaded after the target's pool)" if st.draft_in_slack
              else "out of the KV budget (both pools built after both workers loaded, 0.5.14+)")
+    shared = {"EAGLE3": "the target's embedding shared, its own lm_head over the draft vocabulary",
+              "STANDALONE": "a model of its own, nothing shared"}.get(str(st.settings.speculative_algorithm).upper(),
+                                                                       "the target's embedding and lm_head shared")
     return (f"speculative draft ({st.settings.speculative_algorithm}): {st.draft_weights / GIB:.2f} GiB of its own "
-            f"layers (the target's embedding and lm_head shared), {where}",)
+            f"layers ({shared}), {where}",)
 
 
 def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:

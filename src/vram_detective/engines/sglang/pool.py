@@ -120,15 +120,18 @@ def swa_tokens(rest_bytes: int, layout: SwaLayout, r: Rules, page_size: int) -> 
     return paged(full), paged(int(paged(full) * ratio))
 
 
-def draft_layers(spec: ModelSpec, algorithm: str | None) -> int | None:
-    """KV layers of the draft: an EAGLE / EAGLE3 head is one decoder layer (its config's num_hidden_layers); NEXTN /
-    MTP runs the checkpoint's own num_nextn_predict_layers (model_runner.py: the draft worker's num_layers);
-    None where the draft is a separate model (STANDALONE) or not known; 0 without a draft."""
+def draft_layers(spec: ModelSpec, algorithm: str | None, draft: ModelSpec | None = None) -> int | None:
+    """KV layers of the draft: an EAGLE / EAGLE3 head is one decoder layer (its config's num_hidden_layers: `draft`,
+    the --speculative-draft-model-path config, when known); NEXTN / MTP runs the checkpoint's own
+    num_nextn_predict_layers (model_runner.py: the draft worker's num_layers); a STANDALONE draft its config's
+    layers; None where the draft is not known; 0 without a draft."""
     name = (algorithm or "").upper()
     if name in ("", "NGRAM"):
         return 0
     if name in ("NEXTN", "MTP"):
         return spec.draft.mtp_layers if spec.draft is not None and spec.draft.mtp_layers else None
+    if draft is not None and name in ("EAGLE", "EAGLE3", "STANDALONE"):
+        return draft.num_layers
     return 1 if name in ("EAGLE", "EAGLE3") else None
 
 
@@ -353,9 +356,9 @@ class PoolPrediction:
 
 
 def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: ModelSpec, settings: SGLangSettings,
-                 version=None) -> PoolPrediction:
+                 version=None, draft: ModelSpec | None = None) -> PoolPrediction:
     """The pool SGLang builds on one rank, from free memory after CUDA context / distributed init, the rank's
-    weights, the model and resolved settings (settings.resolve)."""
+    weights, the model and resolved settings (settings.resolve); `draft`: a separate draft's config when known."""
     r = rules(version)
     before = free_before_weights_bytes / GIB
     after = (free_before_weights_bytes - weights_bytes) / GIB
@@ -369,7 +372,7 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
                                      draft_tokens=settings.speculative_num_draft_tokens or 0,
                                      dp=settings.dp_size if settings.enable_dp_attention else 1, per_slot=per_slot)
     cell = cell_size(spec, attention_tp(settings), settings.kv_cache_dtype, r)
-    drafts = draft_layers(spec, settings.speculative_algorithm) or 0
+    drafts = draft_layers(spec, settings.speculative_algorithm, draft) or 0
     in_cell = bool(drafts) and r["draft_pool"] == "in_cell"
     layout = swa_layout(spec, attention_tp(settings), settings.kv_cache_dtype, r)
     swa, swa_k, swa_v = None, 0.0, 0.0

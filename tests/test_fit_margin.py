@@ -94,7 +94,7 @@ def test_sglang_ranks_the_covering_fp8_pool_first(capsys):
     text = run(capsys, *args)
     assert text.endswith("\n  python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 1 --kv-cache-dtype fp8_e4m3 "
                          "--context-length 28672\n")
-    assert "margin +0.01 GiB borderline\n    borderline: +0.01 GiB beyond one 28,672-token request" in text
+    assert "margin +10 MiB borderline\n    borderline: +0.01 GiB beyond one 28,672-token request" in text
 
 
 def test_sglang_none_covers(capsys):

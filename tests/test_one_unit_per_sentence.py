@@ -75,6 +75,12 @@ def test_llamacpp_fit_answers_name_one_unit(capsys, monkeypatch):
     assert _mixed(out) == []
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_fit_candidates_name_one_unit(engine, capsys, monkeypatch):
+    out = _run(["fit", "Qwen/Qwen3-8B", "--gpu", "4090", "--engine", engine, "--context", "16k"], capsys, monkeypatch)
+    assert _mixed(out) == []
+
+
 @pytest.mark.parametrize("case_id", LOGS)
 def test_logs_answer_names_one_unit_per_sentence(case_id, tmp_path, capsys, monkeypatch):
     path = tmp_path / "engine.log"

@@ -186,3 +186,47 @@ def test_separate_eagle3_head_is_sized_from_its_config(tmp_path):
                       speculative_algorithm="EAGLE3", speculative_draft_model_path=str(tmp_path / "missing"))
     assert not any(c.key == "draft_weights" for c in unknown.components.children)
     assert any("not sized" in note for note in unknown.notes)
+
+
+def test_log_parser_reads_the_draft_and_its_mamba_states():
+    from vram_detective.engines.sglang.log_parser import parse_log
+
+    # 0.5.17's lines for a hybrid target with an MTP draft: the draft worker's Load weight pair before the pools,
+    # the Mamba line with the draft tokens' caches, the target's KV line, then the draft's (same #tokens)
+    text = "\n".join([
+        "[2026-08-15 10:00:00] Load weight begin. avail mem=78.73 GB",
+        "[2026-08-15 10:01:00] Load weight end. elapsed=60.1 s, type=Qwen3_5ForConditionalGeneration, avail mem=27.58 GB, "
+        "mem usage=51.15 GB.",
+        "[2026-08-15 10:01:01] Load weight begin. avail mem=27.58 GB",
+        "[2026-08-15 10:01:05] Load weight end. elapsed=4.1 s, type=Qwen3_5ForCausalLMMTP, avail mem=26.80 GB, "
+        "mem usage=0.78 GB.",
+        "[2026-08-15 10:01:06] Mamba Cache is allocated. max_mamba_cache_size: 43, conv_state size: 0.12GB, ssm_state "
+        "size: 3.09GB intermediate_ssm_state_cache size: 2.11GB intermediate_conv_window_cache size: 0.04GB ",
+        "[2026-08-15 10:01:06] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 171008, K size: 5.22 GB, V size: 5.22 GB",
+        "[2026-08-15 10:01:06] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 171008, K size: 0.33 GB, V size: 0.33 GB",
+    ])
+    found = parse_log(text)
+    assert found["weights_mem_usage_gb"] == 51.15 and found["draft_weights_mem_usage_gb"] == 0.78
+    assert (found["mamba_cache_size"], found["mamba_ssm_state_gb"], found["mamba_intermediate_ssm_state_gb"],
+            found["mamba_conv_window_gb"]) == (43, 3.09, 2.11, 0.04)
+    assert (found["k_size_gb"], found["draft_k_size_gb"], found["draft_kv_cache_tokens"]) == (5.22, 0.33, 171008)
+    assert "swa_k_size_gb" not in found
+    # without a draft, a second unlabelled line is still the sliding-window pool's
+    plain = parse_log("KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB\n"
+                      "KV Cache is allocated. #tokens: 800, K size: 0.20 GB, V size: 0.20 GB")
+    assert plain["swa_k_size_gb"] == 0.2 and "draft_k_size_gb" not in plain
+
+
+def test_plan_prints_the_draft_workers_load_lines_from_0_5_14():
+    from vram_detective.api import explain
+
+    # Qwen3.5-27B's MTP layer (mtp_num_hidden_layers 1) as the NEXTN draft: the draft worker's pair follows the
+    # target's, before the pools; the target's 'Load weight end' is its own weights only
+    b = explain("Qwen/Qwen3.5-27B", "H200", engine="sglang", engine_version="0.5.17", speculative_algorithm="NEXTN")
+    loads = [line for line in b.log_lines if line.startswith("Load weight")]
+    assert len(loads) == 4 and loads[3].index("Load weight end") < 1
+    draft = b.figure("draft_weights_bytes")
+    assert 0.5 * GIB < draft < GIB and f"mem usage={draft / GIB:.2f} GB." in loads[3]
+    target_after = loads[1].split("avail mem=")[1].split(" GB")[0]
+    assert loads[2] == f"Load weight begin. avail mem={target_after} GB"
+    assert b.log_lines.index(loads[3]) < next(i for i, line in enumerate(b.log_lines) if line.startswith("KV Cache"))

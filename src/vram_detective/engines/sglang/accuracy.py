@@ -77,7 +77,8 @@ def predicted_figures(breakdown, observed: dict, gpu_known: bool) -> dict:
     })
     if breakdown.kv_cache_tokens > 0:
         out["k_size_gb"] = figure("k_size_bytes") / GIB  # the target's K (the draft's has its own line)
-    for key, name in (("draft_kv_cache_tokens", "draft_kv_tokens"), ("mamba_max_cache_size", "mamba_slots")):
+    for key, name in (("draft_kv_cache_tokens", "draft_kv_tokens"), ("mamba_max_cache_size", "mamba_slots"),
+                      ("mamba_cache_size", "mamba_slots")):
         if figure(name) is not None:
             out[key] = figure(name)
     for key, name in (("draft_k_size_gb", "draft_k_size_bytes"), ("mamba_ssm_state_gb", "mamba_ssm_state_bytes"),

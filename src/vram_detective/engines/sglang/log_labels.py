@@ -15,7 +15,9 @@ FIXED = {
     "available_gpu_mem_gb": "free when serving starts", "cuda_graph_begin_avail_mem_gb": "free before CUDA graphs",
     "cuda_graph_end_avail_mem_gb": "free after CUDA graphs", "cuda_graph_mem_usage_gb": "CUDA graphs",
     "mamba_cache_size": "Mamba state slots", "mamba_conv_state_gb": "Mamba conv state",
-    "mamba_ssm_state_gb": "Mamba SSM state", "startup_failed": "start failed",
+    "mamba_ssm_state_gb": "Mamba SSM state", "mamba_max_cache_size": "Mamba state slots",
+    "mamba_intermediate_ssm_state_gb": "Mamba SSM states of the draft tokens",
+    "mamba_conv_window_gb": "Mamba conv windows of the draft tokens", "startup_failed": "start failed",
 }
 _PREFIXES = (("draft_", "draft model: "), ("swa_", "sliding-window "), ("decode_graph_", "decode graphs: "),
              ("piecewise_cuda_graph_", "piecewise graphs: "), ("target_verify_graph_", "target-verify graphs: "))
@@ -35,11 +37,14 @@ def label(key: str) -> str | None:
 
 
 def memory(observed: dict) -> dict:
-    """What GPU 0 held by SGLang's own figures, in GiB: weights, KV pool (K + V, or MLA's one size, plus Mamba
-    and sliding-window pools) and CUDA graphs; empty when the log printed none."""
+    """What GPU 0 held by SGLang's own figures, in GiB: weights (the draft model's too), KV pool (K + V, or MLA's
+    one size, plus Mamba, sliding-window and draft pools) and CUDA graphs; empty when the log printed none."""
     kv_keys = ("k_size_gb", "v_size_gb", "kv_size_gb", "swa_k_size_gb", "swa_v_size_gb", "mamba_conv_state_gb",
-               "mamba_ssm_state_gb")
+               "mamba_ssm_state_gb", "mamba_intermediate_ssm_state_gb", "mamba_conv_window_gb", "draft_k_size_gb",
+               "draft_v_size_gb", "draft_kv_size_gb")
     weights = observed.get("weights_mem_usage_gb")
+    if weights is not None and (observed.get("draft_weights_mem_usage_gb") or 0) > 0:
+        weights += observed["draft_weights_mem_usage_gb"]  # the draft model's own load (a negative one is not memory)
     kv = sum(observed.get(key) or 0 for key in kv_keys)
     if weights is None and not kv:
         return {}

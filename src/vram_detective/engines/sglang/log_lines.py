@@ -20,6 +20,7 @@ class LogInputs:
     graph_begin_avail_gib: float | None = None
     graph_usage_gib: float | None = None
     available_gpu_mem_gib: float | None = None
+    draft_weights_gib: float = 0.0  # 0.5.14+: the draft worker loads before the pools (its own Load weight pair)
     graph_batch_sizes: tuple[int, ...] = ()
     verify_tokens: int = 0  # speculative decoding: the target captures verify graphs of D tokens a request
 
@@ -35,20 +36,30 @@ class LogInputs:
         verify = st.settings.speculative_num_draft_tokens or 0 if st.settings.speculative_algorithm else 0
         return cls(spec.architecture, dtype, spec.mla is not None, st.settings.chunked_prefill_size,
                    st.settings.max_prefill_tokens, INIT_DIST.bytes / GIB, graph_begin, graphs, st.available_after_graphs / GIB,
-                   tuple(st.graph_batch_sizes), verify)
+                   0.0 if st.draft_in_slack else st.draft_weights / GIB, tuple(st.graph_batch_sizes), verify)
 
 
-def _load_end(r, p: PoolPrediction, architecture: str, dtype: str) -> str:
-    head = f"Load weight end. type={architecture}, dtype={dtype}, avail mem={p.avail_after_weights_gib:.2f} GB"
-    usage = p.avail_before_weights_gib - p.avail_after_weights_gib
+def _load_end(r, before: float, after: float, architecture: str, dtype: str) -> str:
+    head = f"Load weight end. type={architecture}, dtype={dtype}, avail mem={after:.2f} GB"
     if r["log_load_end"] == "avail":
         return head
     if r["log_load_end"] == "elapsed":
-        head = (f"Load weight end. elapsed=T s, type={architecture}, dtype={dtype}, "
-                f"avail mem={p.avail_after_weights_gib:.2f} GB")
+        head = f"Load weight end. elapsed=T s, type={architecture}, dtype={dtype}, avail mem={after:.2f} GB"
     if r["log_load_end"] == "elapsed_quant":  # 0.5.10+: no dtype (quant= fields only for quantized checkpoints)
-        head = f"Load weight end. elapsed=T s, type={architecture}, avail mem={p.avail_after_weights_gib:.2f} GB"
-    return f"{head}, mem usage={usage:.2f} GB."
+        head = f"Load weight end. elapsed=T s, type={architecture}, avail mem={after:.2f} GB"
+    return f"{head}, mem usage={before - after:.2f} GB."
+
+
+def _load_lines(r, p: PoolPrediction, inputs: LogInputs) -> list[str]:
+    """The target's Load weight pair, then (0.5.14+) the draft worker's, both before the pools."""
+    draft = inputs.draft_weights_gib
+    target_after = p.avail_after_weights_gib + draft
+    lines = [f"Load weight begin. avail mem={p.avail_before_weights_gib:.2f} GB",
+             _load_end(r, p.avail_before_weights_gib, target_after, inputs.architecture, inputs.dtype)]
+    if draft:
+        lines += [f"Load weight begin. avail mem={target_after:.2f} GB",
+                  _load_end(r, target_after, p.avail_after_weights_gib, inputs.architecture + " (draft)", inputs.dtype)]
+    return lines
 
 
 def _kv_line(r, tokens: int, k: float, v: float, mla: bool, kv_dtype: str = "torch.bfloat16", label: str = "") -> str | None:
@@ -147,8 +158,7 @@ def log_lines(p: PoolPrediction, version=None, inputs: LogInputs | None = None, 
     """Rank 0's memory lines for a prediction (no timestamps; 'T' for times). `figures` are LogInputs' fields."""
     r = rules(version)
     inputs = inputs or LogInputs(**figures)
-    head = [_init_dist_line(r, inputs), f"Load weight begin. avail mem={p.avail_before_weights_gib:.2f} GB",
-            _load_end(r, p, inputs.architecture, inputs.dtype)]
+    head = [_init_dist_line(r, inputs), *_load_lines(r, p, inputs)]
     if p.max_total_num_tokens <= 0:
         lines = head + [_refusal(r, p)]
     else:

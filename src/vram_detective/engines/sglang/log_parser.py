@@ -2,7 +2,7 @@
 
 Keys follow groundtruth/SCHEMA.md's SGLang `observed` keys (sizes in GiB as printed: SGLang's "GB" is
 GiB). A second "Load weight" pair is the speculative draft model's (`draft_` prefix); a second
-"KV Cache is allocated" line is the sliding-window pool's (`swa_` prefix). Only rank 0's lines count
+"KV Cache is allocated" line is the draft's once a draft loaded (`draft_`), else the sliding-window pool's (`swa_`). Only rank 0's lines count
 when ranks are tagged (TP0 / DP0 TP0).
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _put(out: dict, key: str, value) -> None:
 
 _INT_KEYS = {"kv_cache_tokens", "max_total_num_tokens", "max_running_requests", "max_prefill_tokens",
              "chunked_prefill_size", "context_len", "mamba_cache_size", "swa_kv_cache_tokens",
-             "profiled_max_total_tokens"}
+             "profiled_max_total_tokens", "draft_kv_cache_tokens"}
 
 
 def _load_lines(line: str, out: dict) -> None:
@@ -52,7 +52,16 @@ def _load_lines(line: str, out: dict) -> None:
 
 
 def _kv_line(line: str, out: dict) -> None:
-    prefix = "swa_" if ("k_size_gb" in out or "kv_size_gb" in out) else ""
+    """The target's pool first; a line labelled 'SWA' (0.5.17+), or a second unlabelled one without a draft, is the
+    sliding-window pool's; a later one once a draft model loaded is the draft's (its own pool before 0.5.14, its
+    layers at the target's #tokens after)."""
+    seen = "k_size_gb" in out or "kv_size_gb" in out
+    if re.search(r"\bSWA KV Cache", line):
+        prefix = "swa_"
+    elif re.search(r"\bFull KV Cache", line) or not seen:
+        prefix = ""
+    else:
+        prefix = "draft_" if "draft_load_end_avail_mem_gb" in out else "swa_"
     _put(out, prefix + "kv_cache_tokens", _get(r"#tokens: " + _NUM, line))
     _put(out, prefix + "k_size_gb", _get(r"\bK size: " + _NUM, line))
     _put(out, prefix + "v_size_gb", _get(r"\bV size: " + _NUM, line))
@@ -88,7 +97,10 @@ def _scheduler_line(line: str, out: dict) -> None:
 def _mamba_line(line: str, out: dict) -> None:
     _put(out, "mamba_cache_size", _get(r"max_mamba_cache_size: " + _NUM, line))
     _put(out, "mamba_conv_state_gb", _get(r"conv_state size: " + _NUM, line))
-    _put(out, "mamba_ssm_state_gb", _get(r"ssm_state size: " + _NUM, line))
+    _put(out, "mamba_ssm_state_gb", _get(r"(?<!intermediate_)ssm_state size: " + _NUM, line))
+    # speculative decoding: the draft tokens' states for target verify (memory_pool.py MambaPool)
+    _put(out, "mamba_intermediate_ssm_state_gb", _get(r"intermediate_ssm_state_cache size: " + _NUM, line))
+    _put(out, "mamba_conv_window_gb", _get(r"intermediate_conv_window_cache size: " + _NUM, line))
 
 
 def _nvidia_smi(text: str, out: dict) -> None:

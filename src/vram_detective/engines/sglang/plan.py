@@ -310,12 +310,15 @@ def _figures(st: Startup) -> tuple[EngineFigure, ...]:
         EngineFigure("chunked_prefill_size", s.chunked_prefill_size, schema=("chunked_prefill_size",)),
         EngineFigure("cuda_graph_max_bs", s.cuda_graph_max_bs, "cuda_graph_max_bs", f"{s.cuda_graph_max_bs}"),
         EngineFigure("load_begin_avail_bytes", int(p.avail_before_weights_gib * GIB), schema=("load_begin_avail_mem_gb",)),
-        EngineFigure("load_end_avail_bytes", int(p.avail_after_weights_gib * GIB), schema=("load_end_avail_mem_gb",)),
+        # the target's 'Load weight end' (0.5.14+: the draft worker's pair follows, before the pools)
+        EngineFigure("load_end_avail_bytes", int(p.avail_after_weights_gib * GIB) + (st.draft_weights - st.draft_in_slack),
+                     schema=("load_end_avail_mem_gb",)),
         EngineFigure("mem_pool_end_avail_bytes", int(p.mem_pool_end_avail_gib * GIB), schema=("mem_pool_end_avail_mem_gb",)),
         EngineFigure("cuda_graph_bytes", st.graphs, schema=("cuda_graph_mem_usage_gb",)),
         EngineFigure("available_gpu_mem_bytes", st.available_after_graphs, schema=("available_gpu_mem_gb",)),
         EngineFigure("k_size_bytes", int(p.k_size_gib * GIB), schema=("k_size_gb",)),
-    ) + _draft_and_state_figures(p)
+    ) + _draft_and_state_figures(p) + ((EngineFigure("draft_weights_bytes", st.draft_weights,
+                                                      schema=("draft_weights_mem_usage_gb",)),) if st.draft_weights else ())
 
 
 def _draft_and_state_figures(p) -> tuple[EngineFigure, ...]:
@@ -326,7 +329,7 @@ def _draft_and_state_figures(p) -> tuple[EngineFigure, ...]:
                 EngineFigure("draft_k_size_bytes", int(p.draft_kv_gib / 2 * GIB), schema=("draft_k_size_gb",)))
     if p.mamba_slots is not None:
         out += (EngineFigure("mamba_slots", p.mamba_slots, "max_mamba_cache_size", f"{p.mamba_slots:,}",
-                             ("mamba_max_cache_size",)),
+                             ("mamba_max_cache_size", "mamba_cache_size")),
                 EngineFigure("mamba_conv_state_bytes", int(p.mamba_conv_gib * GIB), schema=("mamba_conv_state_gb",)),
                 EngineFigure("mamba_ssm_state_bytes", int(p.mamba_ssm_gib * GIB), schema=("mamba_ssm_state_gb",)))
         if p.mamba_intermediate_ssm_gib:

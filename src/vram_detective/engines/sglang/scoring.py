@@ -17,7 +17,7 @@ FIGURES = (
     "weights_mem_usage_gb", "kv_cache_tokens", "k_size_gb", "max_running_requests",
     "context_len", "load_begin_avail_mem_gb", "load_end_avail_mem_gb", "cuda_graph_mem_usage_gb",
     "available_gpu_mem_gb", "nvidia_smi_used_mib", "tokens_from_logged_memory", "tokens_from_logged_start",
-    "draft_kv_cache_tokens", "draft_k_size_gb", "mamba_max_cache_size", "mamba_ssm_state_gb",
+    "draft_kv_cache_tokens", "draft_k_size_gb", "mamba_max_cache_size", "mamba_cache_size", "mamba_ssm_state_gb",
     "mamba_intermediate_ssm_state_gb",
 )
 

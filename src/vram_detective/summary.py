@@ -149,7 +149,10 @@ MAX_BARS = 8
 
 def per_gpu_words(devices) -> str:
     """"nvidia-smi ≈ 17,726 MiB on GPU 0, 17,759 MiB on GPU 1 (of 24,218 MiB each)", or "on each of 4 GPUs"."""
-    each = f"of {devices[0].total_bytes / MIB:,.0f} MiB each"  # one unit per sentence
+    if len(devices) == 1:  # one unit per sentence
+        return (f"nvidia-smi ≈ {devices[0].nvidia_smi_used_mib:,} MiB on {devices[0].name} of "
+                f"{devices[0].total_bytes / MIB:,.0f} MiB")
+    each = f"of {devices[0].total_bytes / MIB:,.0f} MiB each"
     if len({d.nvidia_smi_used_mib for d in devices}) == 1:
         return f"nvidia-smi ≈ {devices[0].nvidia_smi_used_mib:,} MiB on each of {len(devices)} GPUs ({each})"
     if len(devices) > 4:

@@ -221,7 +221,9 @@ class Engine(Protocol):
 
     def log_memory(self, observed: dict) -> dict:
         """What GPU 0 held by the log's own figures, in GiB: weights_gib, kv_gib, other_gib (graphs, compute),
-        total_gib (None unless printed); {} when the log printed none of them."""
+        total_gib (None unless printed); with figures printed for several GPUs, `devices`: one such dict per GPU
+        (plus its name, "GPU 1", and the engine's device name), drawn as one bar each; {} when the log printed
+        none of them."""
 
     def log_findings(self, observed: dict) -> Any:
         """What the engine's own log says beyond the figures (Ollama's estimate vs llama.cpp's); None if nothing."""

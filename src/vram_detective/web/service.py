@@ -217,9 +217,10 @@ def control_value(engine_name: str, setting: str, raw):
     if flag is None or raw in (None, ""):
         return raw
     try:
-        return _flag_value(get_engine(engine_name), flag, str(raw))
+        value = _flag_value(get_engine(engine_name), flag, str(raw))
     except RequestError:
         return raw
+    return raw if isinstance(value, (tuple, list)) else value  # a list (-ts 1,1) as its flag writes it, not its repr
 
 
 def _flag_value(engine, flag, raw: str):

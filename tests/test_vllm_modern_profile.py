@@ -76,7 +76,7 @@ def test_fusion_workspace_at_tp4_and_where_it_is_not_built():
 def test_dev_vllm_modern_profile_terms():
     """Issue 25's targets on the real 0.19.0 runs: activation peak and non-torch medians within 10 %, the KV pool
     within 0.5 GiB at the median."""
-    report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))
+    report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))["vllm"]
     figures = report["figures"]
     assert report["scored"] == 7
     assert figures["activation_peak_gib"]["median_abs_rel_err"] <= 0.10
@@ -94,7 +94,7 @@ def test_dev_vllm_modern_profile_terms():
                                        "alive in 0.19's compiled forward; not found in the source yet")
 def test_first_pipeline_stage_forward_peak():
     report = score_cases([case for case in load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl"))
-                          if "tp1pp2" in case["id"]])
+                          if "tp1pp2" in case["id"]])["vllm"]
     assert report["per_case"][0]["figures"]["activation_peak_gib"]["rel_err"] <= 0.10
 
 
@@ -126,7 +126,7 @@ def test_the_estimate_not_the_pool_leaves_the_budget_from_0_20():
 
 
 def test_dev_vllm_modern_graph_figures():
-    report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))
+    report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))["vllm"]
     assert report["figures"]["cuda_graph_gib"]["median_abs_rel_err"] <= 0.10
     assert report["figures"]["cuda_graph_estimate_gib"]["median_abs_rel_err"] <= 0.10
 
@@ -135,7 +135,7 @@ def test_dev_vllm_modern_graph_figures():
                                        "calibrated, they land within 0.01 GiB on 1 of 7 runs (median |error| "
                                        "0.08 GiB; Llama-3.1-8B TP 2 logs 1.69 GiB against 0.71)")
 def test_estimate_line_within_a_hundredth_of_a_gib():
-    report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))
+    report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))["vllm"]
     errors = [case["figures"]["cuda_graph_estimate_gib"]["abs_err_gib"] for case in report["per_case"]]
     assert max(errors) <= 0.01
 

@@ -368,6 +368,12 @@ def _show(value) -> str:
 
 def logs_fragment(report: dict) -> str:
     """A `logs --json` report: per run, the printed figures, what was inferred, predicted vs observed, what-ifs."""
+    if report.get("log") is None and "parts" in report:  # an nvidia-smi reading without a log (forensics/reading.py)
+        from ..forensics.reading import render_reading
+
+        lines = render_reading(report, None)
+        return (f'<p class="verdict">{escape(lines[0])}</p><pre class="reading">'
+                + escape("\n".join(lines[1:]).strip("\n")) + "</pre>")
     if "runs" not in report:
         return _engine_logs_fragment(report)
     if not report["runs"]:

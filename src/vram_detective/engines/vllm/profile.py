@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...hardware import Gpu
-from ...model.config import ModelSpec
+from ...model.spec import ModelSpec
 from ...units import GIB, MIB
 from . import calibration
 from .releases import Release

@@ -239,7 +239,7 @@ def test_main_gpu_alone_is_named(capsys, monkeypatch):
     assert device["nvidia_smi_used_mib"] == figures["nvidia_smi_used_mib"]
     code, out = _run(args, capsys, monkeypatch)
     assert out.splitlines()[0].startswith(f"Starts on llama.cpp b11312: nvidia-smi ≈ "
-                                          f"{device['nvidia_smi_used_mib']:,} MiB on GPU 1 of 23.65 GiB")
+                                          f"{device['nvidia_smi_used_mib']:,} MiB on GPU 1 of 24,218 MiB")
 
 
 def test_fit_ceiling_per_gpu_holds_on_every_pipeline_stage(capsys, monkeypatch):

@@ -245,7 +245,8 @@ def _with_coverage(section: dict, engine: str) -> dict:
             term = intervals.term_of(name)
             if term in intervals.NOT_PREDICTIONS or figure.get("predicted") is None:
                 continue
-            found = intervals.bounds(engine, term, figure["predicted"], case.get("era", "?"), case.get("gpu_class", "?"))
+            found = intervals.bounds(engine, term, figure["predicted"], case.get("era", "?"), case.get("gpu_class", "?"),
+                                     setup=intervals.setup_of(case.get("gpus")))
             if found is None or isinstance(figure["observed"], bool):
                 continue
             figure["interval_90"] = [round(found[0], 4), round(found[1], 4)]
@@ -284,8 +285,15 @@ def score_engine_cases(name: str, cases: list[dict], from_logs: bool = False, ca
         if entry is None:
             skipped.append({"id": case.get("id"), "reason": reason})
         else:
-            per_case.append(entry)
+            # the GPUs the run used (SCHEMA num_gpus), which the intervals group errors by
+            per_case.append(dict(entry, gpus=_gpus_used(case)))
     return _with_coverage(_engine_report(scoring, cases, per_case, skipped), name)
+
+
+def _gpus_used(case: dict) -> int:
+    """GPUs a case's run used: its num_gpus (0 for a CPU run, absent when not stated: one)."""
+    value = case.get("num_gpus")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def _engine_report(scoring, cases: list[dict], per_case: list[dict], skipped: list[dict]) -> dict:

@@ -355,12 +355,12 @@ def explain_json(request: Request, breakdown=None) -> dict:
 
     breakdown = breakdown if breakdown is not None else explain(request)
     out = to_json(breakdown)
-    found = api.model_source(request.model, request.source)
-    if found.checkpoint is not None:  # the checkpoint's real tensors (a local or Hub model), as the CLI adds them
+    # through the engine's own names first (an Ollama tag), as api.explain and the CLI resolve the model
+    spec, checkpoint = api.model_and_checkpoint(request.model, request.engine, request.source)
+    if checkpoint is not None and hasattr(checkpoint, "tensors"):  # real tensors (a local, Hub or stored model)
         engine = get_engine(request.engine)
-        spec = api.model_spec(request.model, request.source)
         report = engine.checkpoint_report(spec, request.device(), dict(request.settings),
-                                          engine.releases.resolve(request.version), found.checkpoint)
+                                          engine.releases.resolve(request.version), checkpoint)
         if report is not None:  # llama.cpp and Ollama compare GGUF tensors only (None for safetensors)
             out["checkpoint_vs_gpu"] = report.to_dict()
     return out

@@ -220,7 +220,7 @@ def fit_text(model: str, entries: list[FitEntry], target: str) -> str:
                        "the borderline one:")
         lay = answer.layout
         vram = ", ".join(f"{d} {lay.vram(d) / MIB:,.0f} MiB" for d in lay.devices)
-        out += [f"    {answer.reason}; VRAM {vram}, host RAM {lay.host / MIB:,.0f} MiB, margin {margin_cell(margin)}",
+        out += [f"    {answer.reason}; VRAM {vram}, host RAM {lay.host / MIB:,.0f} MiB, margin {margin_cell(margin, 'MiB')}",
                 f"    {answer.command}"]
         if entry.borderline:
             out.append(f"      {describe(margin, 0)}")

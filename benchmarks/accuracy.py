@@ -25,6 +25,7 @@ from vram_detective.scoring import format_summary, load_cases, score_cases  # no
 
 DEFAULT_CASES = ROOT / "groundtruth" / "dev.jsonl"  # the repo copy (scripts/sync_groundtruth.py)
 MODERN_CASES = ROOT / "groundtruth" / "dev-vllm-modern.jsonl"
+ENGINE = "vllm"  # this benchmark's engine: its section of the score report
 PROFILE_TERMS = ("activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "cuda_graph_estimate_gib", "kv_cache_gib")
 
 
@@ -61,13 +62,14 @@ def main() -> int:
         print(f"no case file at {args.cases}", file=sys.stderr)
         return 2
     if args.modern:
-        print(f"vLLM 0.15+ profile terms ({MODERN_CASES.name})\n" + profile_terms(score_cases(load_cases(str(MODERN_CASES)))))
+        print(f"vLLM 0.15+ profile terms ({MODERN_CASES.name})\n" + profile_terms(score_cases(load_cases(str(MODERN_CASES)))[ENGINE]))
         return 0
     started = time.perf_counter()
-    report = score_cases(load_cases(args.cases))
+    whole = score_cases(load_cases(args.cases))
     elapsed = time.perf_counter() - started
+    report = whole.get(ENGINE, {"cases": 0, "scored": 0, "per_case": []})  # vLLM's section (score's sections: one per engine)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(whole, indent=2))
         return 0
     if args.markdown:
         print(markdown(report))
@@ -79,10 +81,10 @@ def main() -> int:
                 print(f"    {key:<32} observed {figure['observed']!s:>12}  predicted {figure['predicted']!s:>12}  "
                       f"error {figure['rel_err']:.2%}")
         print()
-    print(format_summary(report))
+    print(format_summary(whole))
     print(f"\nscored {report['scored']} of {report['cases']} cases in {elapsed:.2f} s")
     if MODERN_CASES.is_file() and Path(args.cases).resolve() != MODERN_CASES.resolve():
-        modern = score_cases(load_cases(str(MODERN_CASES)))
+        modern = score_cases(load_cases(str(MODERN_CASES)))[ENGINE]
         print(f"\nvLLM 0.15+ profile terms ({MODERN_CASES.name}, {modern['scored']} cases)\n" + profile_terms(modern))
     return 0
 

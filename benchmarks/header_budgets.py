@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from vram_detective import api  # noqa: E402
 from vram_detective.engines.llamacpp.quant_mix import quantized_tensors  # noqa: E402
-from vram_detective.model import gguf_source, hub, safetensors_headers  # noqa: E402
+from vram_detective.model import gguf_source, hub_ranges, safetensors_headers  # noqa: E402
 from vram_detective.model.sources import catalog_entries  # noqa: E402
 
 
@@ -77,7 +77,7 @@ def main() -> int:
     print(f"other budgets: GGUF header {gguf_source.MAX_GGUF_HEADER_BYTES:,} B, {gguf_source.MAX_VALUES:,} strings and "
           f"array items, {gguf_source.MAX_KEYS:,} keys, tensor names under {gguf_source.MAX_TENSOR_NAME} B; "
           f"safetensors header {safetensors_headers.MAX_HEADER_BYTES:,} B and {safetensors_headers.MAX_HEADER_TENSORS:,} "
-          f"entries; a Hub repository's headers {hub.MAX_REPO_HEADER_BYTES:,} B in all")
+          f"entries; a Hub repository's headers {hub_ranges.MAX_REPO_HEADER_BYTES:,} B in all")
     print()
     print(f"{'hostile file':<44} {'size MB':>8} {'seconds':>8}  message")
     with tempfile.TemporaryDirectory() as folder:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vram_detective.model.config import ModelSpec, parse_config
+from vram_detective.model.config import parse_config
+from vram_detective.model.spec import ModelSpec
 from vram_detective.model.sources import load_model
 
 # Tests never reach the real Hugging Face Hub: model ids not in the catalog fall through to "unknown"

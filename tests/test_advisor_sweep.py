@@ -195,7 +195,7 @@ def _budget_for(fast: FastPath, point, lo: int, hi: int, key: str, wanted: int) 
 
 
 def test_inverse_is_exact_on_dev_cases(dev_cases):
-    from vram_detective.engines.vllm.plan import kv_plan_for_budget
+    from vram_detective.engines.vllm.kv_plan import kv_plan_for_budget
     from vram_detective.units import parse_version
 
     checked = 0

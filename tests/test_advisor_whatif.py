@@ -77,7 +77,7 @@ def test_directions():
 
 
 def test_embeddings_at_8_bit_is_half_the_vocabulary_tables():
-    from vram_detective.engines.vllm.plan import rank_inventories
+    from vram_detective.engines.vllm.weights_plan import rank_inventories
     from vram_detective.engines.vllm.releases import resolve_version
 
     result = whatif("Qwen/Qwen3-8B", "RTX 4090", settings={"max_model_len": 16384}, include_checkpoints=False)

@@ -7,7 +7,8 @@ import pytest
 from conftest import GIB, MIB, logged_message
 from vram_detective import explain
 from vram_detective.engines.vllm import kv_cache
-from vram_detective.engines.vllm.kv_groups import AttentionLayer, plan_kv_groups
+from vram_detective.engines.vllm.kv_groups import plan_kv_groups
+from vram_detective.engines.vllm.kv_layers import AttentionLayer
 
 
 # --- Llama-3.1-8B-Instruct on an RTX 3090, vLLM 0.6.4 (#10517) ---------------------------------------

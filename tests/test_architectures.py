@@ -191,7 +191,7 @@ def test_llama4_rotary_buffer_spans_max_position_embeddings():
     ("0.14.0", {"full": 12, "chunked_local": 36}),  # the variable defaults to 1
 ])
 def test_llama4_chunked_local_layers_per_release(version, kinds):
-    from vram_detective.engines.vllm.plan import kv_plan_for_budget
+    from vram_detective.engines.vllm.kv_plan import kv_plan_for_budget
     from vram_detective.hardware import find_gpu
     from vram_detective.units import parse_version
 
@@ -307,7 +307,8 @@ def test_gemma4_kv_tokens_change_with_the_logged_formula_only(dev_cases):
 
 
 def test_gemma4_effective_models_are_refused_in_one_line():
-    from vram_detective.model.config import UnsupportedArchitectureError, parse_config
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.spec import UnsupportedArchitectureError
 
     config = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
               "text_config": {"hidden_size": 1536, "num_hidden_layers": 35, "num_attention_heads": 8,

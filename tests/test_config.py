@@ -14,7 +14,8 @@ import pytest
 from conftest import spec_of
 from vram_detective.engines.vllm.releases import release
 from vram_detective.engines.vllm.settings import derive_max_model_len
-from vram_detective.model.config import ConfigError, UnsupportedArchitectureError, parse_config
+from vram_detective.model.config import parse_config
+from vram_detective.model.spec import ConfigError, UnsupportedArchitectureError
 from vram_detective.engines.vllm.weights import build_inventory, rotary_caches
 from vram_detective.model.sources import UnknownModelError, load_model
 

@@ -155,3 +155,13 @@ def test_a_fifth_engine_needs_its_rule_table_its_engine_and_one_registry_line(mo
     newest = api.explain("Qwen/Qwen3-8B", "RTX 4090", engine="llamacpp", engine_version="b7342", **settings)
     assert data["engine_version"] == "b7342"  # llama.cpp's plan at the build 2.0 vendors labels its breakdown
     assert data["kv_cache_tokens"] == newest.kv_cache_tokens == 8192
+    # `logs --nvidia-smi` without a log: llama.cpp's reading lever, solved on the fifth engine's own plan
+    from vram_detective import library
+
+    # nvidia-smi on a 4090, as quoted in groundtruth/dev.jsonl (vllm-7768-internvl2-8b-2x4090)
+    smi = ('|   0  NVIDIA GeForce RTX 4090        On  | 00000000:1E:00.0 Off |                  Off |\n'
+           '| 30%   26C    P8              16W / 450W |  14214MiB / 24564MiB |      0%      Default |\n')
+    fake_reading = library.logs("", nvidia_smi=smi, model="Qwen/Qwen3-8B", engine="fakecpp", engine_version="2.0").data
+    cpp_reading = library.logs("", nvidia_smi=smi, model="Qwen/Qwen3-8B", engine="llamacpp", engine_version="b7342").data
+    assert fake_reading["engine"] == "fakecpp" and fake_reading["n_ctx"] == cpp_reading["n_ctx"]
+    assert fake_reading["n_ctx"]["where"] == "inside" and fake_reading["used_mib"] == 14214

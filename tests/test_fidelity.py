@@ -56,7 +56,7 @@ def test_a_failure_after_a_pool_that_passed_the_check_is_shown_but_not_scored():
 def test_a_logged_budget_that_holds_a_request_passed_the_check():
     cases = [case for case in load_cases(ROOT / "groundtruth" / "dev.jsonl")
              if case["id"] in ("vllm-30919-gptoss120b-tp8-b200-fp8kv", "vllm-27508-gptoss120b-h100-095")]
-    verdicts = {entry["id"]: entry["verdict"]["observed"] for entry in score_cases(cases)["per_case"]}
+    verdicts = {entry["id"]: entry["verdict"]["observed"] for entry in score_cases(cases)["vllm"]["per_case"]}
     # 140.97 GiB of fp8 KV for 2,058-token requests: the check passed, the later failure is not memory's
     assert verdicts["vllm-30919-gptoss120b-tp8-b200-fp8kv"] == fidelity.AFTER_CHECK_UNSHOWN
     # 1.71 GiB cannot hold one 131,072-token gpt-oss request: "EngineCore failed to start" is the refusal
@@ -83,7 +83,7 @@ def test_the_stage_a_log_line_names():
 
 
 def test_dev_report_has_the_fidelity_sections():
-    report = score_cases(load_cases(str(ROOT / "groundtruth" / "dev.jsonl")))
+    report = score_cases(load_cases(str(ROOT / "groundtruth" / "dev.jsonl")))["vllm"]
     assert "requested_memory_gib" not in report["figures"] and "requested_memory_gib" in report["consistency_checks"]
     assert {"V0-d", "V1-c"} <= set(report["by_era"]) and fidelity.CONSUMER in report["by_gpu_class"]
     assert report["figures"]["kv_cache_gib"]["median_abs_err_gib"] < 0.5

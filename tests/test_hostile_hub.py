@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("huggingface_hub")
 
-from vram_detective.model.hub import HubAnswerError, HubDeadlineError, HubError, fetch  # noqa: E402
+from vram_detective.model.hub import fetch  # noqa: E402
+from vram_detective.model.hub_calls import HubAnswerError, HubDeadlineError, HubError
 from vram_detective.model.sources import MAX_CONFIG_BYTES, MAX_INDEX_BYTES, MalformedConfigError  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -15,7 +15,8 @@ import pytest
 from vram_detective.forensics.nvidia_smi import SmiValueError, parse_file as parse_smi_file, parse_nvidia_smi
 from vram_detective.forensics.observed import build_observed
 from vram_detective.engines.vllm.logs.reader import MAX_LINE_CHARS, LogParser, parse_stream, parse_text
-from vram_detective.model.config import ConfigError, parse_config
+from vram_detective.model.config import parse_config
+from vram_detective.model.spec import ConfigError
 from vram_detective.model.gguf_source import GGUFError, gguf_config, parse_prefix, read_local
 from vram_detective.model.safetensors_headers import HeaderError, read_header
 from vram_detective.model.sources import (MAX_CONFIG_BYTES, MalformedConfigError, UnknownModelError,

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 
 from vram_detective.engines.vllm.logs.reader import parse_text  # noqa: E402
 from vram_detective.model.gguf_source import GGUFError, NeedMoreBytes, gguf_config, parse_prefix  # noqa: E402
-from vram_detective.model.config import ConfigError  # noqa: E402
+from vram_detective.model.spec import ConfigError  # noqa: E402
 from vram_detective.model.safetensors_headers import HeaderError, header_length, parse_header  # noqa: E402
 
 BOUNDED = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,7 +1,9 @@
 """Mamba / linear-attention hybrids: state pages, the raised attention block size, tokens per release."""
 import pytest
 
-from vram_detective.engines.vllm.kv_groups import AttentionLayer, mamba_block_sizing, plan_kv_groups, rule
+from vram_detective.engines.vllm.kv_groups import plan_kv_groups
+from vram_detective.engines.vllm.kv_mamba import mamba_block_sizing
+from vram_detective.engines.vllm.kv_layers import AttentionLayer, rule
 from vram_detective.engines.vllm.mamba_state import mamba_state as _mamba_state
 from vram_detective.engines.vllm.mamba_state import v0_mamba_cache_bytes
 from vram_detective.model.hybrid import hybrid_layout, is_hybrid, mixer_facts
@@ -152,7 +154,7 @@ def test_other_families():
 
 
 def test_hybrid_attention_layers_from_config():
-    from vram_detective.engines.vllm.kv_groups import hybrid_attention_layers
+    from vram_detective.engines.vllm.kv_mamba import hybrid_attention_layers
 
     layers, per_layer = hybrid_attention_layers(mixer_facts(QWEN35), 1, 16, 2, "bfloat16")
     assert len(layers) == 64 and per_layer[3] == (3,)
@@ -175,7 +177,8 @@ BAMBA_FULL = {**BAMBA, "intermediate_size": 14336, "vocab_size": 128256, "torch_
 
 
 def test_bamba_parses_and_inventories_mixers():
-    from vram_detective.model.config import UnsupportedArchitectureError, parse_config
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.spec import UnsupportedArchitectureError
     from vram_detective.engines.vllm.weights import build_inventory
 
     spec = parse_config(BAMBA_FULL, "bamba")
@@ -204,7 +207,8 @@ def test_bamba_parses_and_inventories_mixers():
 def test_bamba_plan_v1_and_refusals():
     from vram_detective.engines.vllm.plan import plan
     from vram_detective.hardware import find_gpu
-    from vram_detective.model.config import UnsupportedArchitectureError, parse_config
+    from vram_detective.model.config import parse_config
+    from vram_detective.model.spec import UnsupportedArchitectureError
 
     spec = parse_config(BAMBA_FULL, "bamba")
     result = plan(spec, find_gpu("H100"), {"max_model_len": 4096}, (0, 11, 0))
@@ -301,7 +305,7 @@ def test_qwen35_dense_text_model_sizes_and_plans():
 
 
 def test_default_mamba_cache_mode_per_release():
-    from vram_detective.engines.vllm.kv_groups import default_mamba_cache_mode as mode
+    from vram_detective.engines.vllm.kv_mamba import default_mamba_cache_mode as mode
 
     # before 0.11.2 hybrids never prefix-cache; prefix caching off by default for hybrids until 0.25
     assert mode("BambaForCausalLM", (0, 11, 0), True) == "none"
@@ -448,7 +452,7 @@ MINIMAX = {"architectures": ["MiniMaxText01ForCausalLM"], "model_type": "minimax
 
 
 def test_minimax_text_01_parses_and_inventories():
-    from vram_detective.engines.vllm.plan import rank_inventories
+    from vram_detective.engines.vllm.weights_plan import rank_inventories
     from vram_detective.hardware import find_gpu
     from vram_detective.model.config import parse_config
     from vram_detective.engines.vllm.weights import build_inventory
@@ -603,7 +607,8 @@ def test_v0_bamba_pr10909_plan_with_mamba_state_cache():
     # 18.4902 GiB, non_torch 1.96, KV 34.78 GiB -> 189,945 GPU blocks, 21,845 CPU blocks, 2967.89x.
     # Its activation peak (u x T - W - N - KV = 16.04 GiB) is mostly the MambaCacheManager: 29 layers x 256
     # slots x 2,149,376 B (fp32 conv 3 x 4352 + ssm 64 x 64 x 128) = 14.86 GiB.
-    from vram_detective.engines.vllm.plan import kv_plan_for_budget, plan
+    from vram_detective.engines.vllm.plan import plan
+    from vram_detective.engines.vllm.kv_plan import kv_plan_for_budget
     from vram_detective.hardware import find_gpu
     from vram_detective.model.config import parse_config
 

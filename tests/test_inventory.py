@@ -8,7 +8,7 @@ import pytest
 
 from conftest import GIB, MIB, spec_of
 from vram_detective import explain
-from vram_detective.engines.vllm.plan import plan_weights
+from vram_detective.engines.vllm.weights_plan import plan_weights
 from vram_detective.engines.vllm.releases import release
 from vram_detective.engines.vllm.settings import resolve_settings
 from vram_detective.hardware import find_gpu

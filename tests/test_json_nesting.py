@@ -22,7 +22,7 @@ COMMON = {"weights_gib", "kv_cache_gib", "kv_cache_tokens", "max_concurrency", "
 def test_explain_nests_the_engines_own_figures(engine):
     gpu, settings, own_keys = ENGINES[engine]
     out = to_json(library.explain(MODEL, gpu, engine=engine, **settings))
-    assert out["schema_version"] == library.SCHEMA_VERSION == 2 and out["engine_name"] == engine
+    assert out["schema_version"] == library.SCHEMA_VERSION == 3 and out["engine_name"] == engine
     assert COMMON <= set(out) and own_keys <= set(out[engine])
     assert not set(out[engine]) & set(out)  # no flat duplicate of an engine's figure
     assert not {name for name in ENGINES if name != engine} & set(out)

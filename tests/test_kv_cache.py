@@ -9,7 +9,8 @@ from conftest import GIB, MIB, logged_message, spec_of
 from vram_detective import explain
 from vram_detective.engines.vllm import kv_cache
 from vram_detective.engines.vllm.kv_cache import KvLayout, fit_failure, kv_layout, num_blocks
-from vram_detective.engines.vllm.kv_groups import AttentionLayer, plan_kv_groups
+from vram_detective.engines.vllm.kv_groups import plan_kv_groups
+from vram_detective.engines.vllm.kv_layers import AttentionLayer
 from vram_detective.engines.vllm.releases import release
 
 V0_064 = release((0, 6, 4), "v0")

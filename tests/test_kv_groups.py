@@ -9,16 +9,10 @@ import json
 import pytest
 from conftest import GIB, MODELS
 
-from vram_detective.engines.vllm.kv_groups import (
-    AttentionLayer,
-    SlidingWindowRefusal,
-    attention_layers_from_facts,
-    in_flight_tokens,
-    plan_kv_groups,
-    rule,
-)
-from vram_detective.engines.vllm.kv_groups import layer_kinds as _layer_kinds
-from vram_detective.engines.vllm.kv_groups import sliding_window_max_len_cap as _max_len_cap
+from vram_detective.engines.vllm.kv_groups import in_flight_tokens, plan_kv_groups
+from vram_detective.engines.vllm.kv_layers import AttentionLayer, SlidingWindowRefusal, attention_layers_from_facts, rule
+from vram_detective.engines.vllm.kv_layers import layer_kinds as _layer_kinds
+from vram_detective.engines.vllm.kv_layers import sliding_window_max_len_cap as _max_len_cap
 from vram_detective.engines.vllm.releases import release
 from vram_detective.model.attention import attention_facts
 

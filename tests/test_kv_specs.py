@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from vram_detective.engines.vllm.kv_groups import AttentionLayer
+from vram_detective.engines.vllm.kv_layers import AttentionLayer
 from vram_detective.engines.vllm.kv_specs import (
     MLA,
     ChunkedLocal,

@@ -7,7 +7,9 @@ from conftest import GIB, TARGET
 
 from vram_detective import explain
 from vram_detective.engines.vllm.profile import vision_item
-from vram_detective.model.config import UnsupportedArchitectureError, _clip_built_layers, parse_config
+from vram_detective.model.config import parse_config
+from vram_detective.model.multimodal import _clip_built_layers
+from vram_detective.model.spec import UnsupportedArchitectureError
 from vram_detective.engines.vllm.weights import Shard, build_inventory
 from vram_detective.model.sources import load_model
 

@@ -178,3 +178,65 @@ def test_launch_lines_write_lists_as_the_engine_reads_them():
     assert llamacpp.launch.parse(line.split()).settings["tensor_split"] == (1.0, 1.0)
     assert ollama.launch_line("qwen2.5:7b", {"num_gpus": 2}) == "CUDA_VISIBLE_DEVICES=0,1 ollama run qwen2.5:7b"
     assert ollama.launch.parse("CUDA_VISIBLE_DEVICES=0,1 ollama run qwen2.5:7b".split()).settings == {"num_gpus": 2}
+
+
+def test_compare_shows_each_gpu(capsys, monkeypatch):
+    """`compare -tp 2`: the nvidia-smi and weights rows give each GPU's figure (llama.cpp's two GPUs differ: the
+    last holds the output layer), or one figure "each" when the ranks agree, as the engines' --json lists them."""
+    args = ["compare", "Qwen/Qwen3-8B", "--gpu", "H100 SXM", "-tp", "2", "--context", "16k"]
+    answers = {e["engine_name"]: e for e in _json(args, capsys, monkeypatch)["engines"]}
+    code, out = _run(args, capsys, monkeypatch)
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= COLUMNS
+    row = next(line for line in out.splitlines() if line.startswith("│ nvidia-smi used"))
+    gpu0, gpu1 = (d["nvidia_smi_used_mib"] for d in answers["llamacpp"]["devices"])
+    assert gpu0 != gpu1 and f"{gpu0:,} / {gpu1:,} MiB" in row
+    for engine in ("vllm", "sglang"):
+        used = {d["nvidia_smi_used_mib"] for d in answers[engine]["devices"]}
+        assert len(used) == 1 and f"{used.pop():,} MiB each" in row
+
+
+def _case(file: str, case_id: str) -> dict:
+    from conftest import GROUNDTRUTH, read_jsonl
+
+    return next(row for row in read_jsonl(GROUNDTRUTH / file) if row["id"] == case_id)
+
+
+def test_logs_of_a_two_gpu_llamacpp_run_draw_each_gpu(tmp_path, capsys, monkeypatch):
+    """A real llama.cpp log over an RTX 4090 and an RTX 5090 (buffers printed per device): `logs` draws one bar per
+    GPU, each its own printed buffers and CUDA context over its own card (the 5090's 32,607 MiB for GPU 1), on the
+    terminal at 80 columns, in --json and in --html."""
+    from vram_detective.engines import get_engine
+
+    case = _case("dev-llamacpp.jsonl", "llamacpp-b5622-qwen3-30b-a3b-q4km-4090-5090-experts-cpu")
+    log = tmp_path / "two-gpus.log"
+    log.write_text(case["log"])
+    observed, context = case["observed"], get_engine("llamacpp").cuda_context_bytes() / MIB
+    report = _json(["logs", str(log)], capsys, monkeypatch)
+    bars = report["answer"]["bars"]
+    assert [(b["name"], b["device"]) for b in bars] == [("GPU 0", "CUDA0"), ("GPU 1", "CUDA1")]
+    for index, bar in enumerate(bars):
+        printed = sum(observed[f"cuda{index}_{kind}_buffer_mib"] for kind in ("model", "kv", "compute"))
+        assert bar["used_mib"] == round(printed + context)
+        assert bar["weights_gib"] * 1024 == pytest.approx(observed[f"cuda{index}_model_buffer_mib"], abs=1)
+    assert [b["total_mib"] for b in bars] == [24564, 32607]  # the two cards the log names
+    code, out = _run(["logs", str(log)], capsys, monkeypatch)
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= COLUMNS
+    assert f"GPU 1 (CUDA1): about {bars[1]['used_mib']:,} MiB of 32,607 MiB" in out
+    assert sum(1 for line in out.splitlines() if line.strip().startswith("[") and line.strip().endswith("]")) == 2
+    target = tmp_path / "two-gpus.html"
+    code, _ = _run(["logs", str(log), "--html", str(target)], capsys, monkeypatch)
+    html = target.read_text()
+    assert code == 0 and html.count('<div class="gpu"') == 2 and f'data-used-mib="{bars[1]["used_mib"]}"' in html
+
+
+def test_main_gpu_alone_is_named(capsys, monkeypatch):
+    """-sm none -mg 1: the whole model on GPU 1 (llama.cpp's main GPU); the answer says which GPU holds it."""
+    args = ["explain", "Qwen/Qwen3-32B", "--engine", "llamacpp", "--gguf-type", "Q4_K_M", "--gpu", "RTX 4090",
+            "-ngl", "99", "-c", "8192", "-ts", "1,1", "-sm", "none", "-mg", "1"]
+    figures = _json(args, capsys, monkeypatch)
+    (device,) = figures["devices"]
+    assert device["name"] == "GPU 1" and device["role"] == "CUDA1: 65 layers"
+    assert device["nvidia_smi_used_mib"] == figures["nvidia_smi_used_mib"]
+    code, out = _run(args, capsys, monkeypatch)
+    assert out.splitlines()[0].startswith(f"Starts on llama.cpp b11312: nvidia-smi ≈ "
+                                          f"{device['nvidia_smi_used_mib']:,} MiB on GPU 1 of 23.65 GiB")

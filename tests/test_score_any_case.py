@@ -34,10 +34,10 @@ def test_one_bad_case_or_line_never_aborts_the_file(tmp_path, capsys):
     path.write_text("\n".join(lines) + "\n")
     assert main(["score", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [c["id"] for c in report["per_case"]] == [good_vllm["id"]]
+    assert [c["id"] for c in report["vllm"]["per_case"]] == [good_vllm["id"]]
     assert [c["id"] for c in report["sglang"]["per_case"]] == [good_sglang["id"]]
     assert [c["id"] for c in report["llamacpp"]["per_case"]] == [good_llamacpp["id"]]
-    skipped = {s["id"]: s["reason"] for s in report["skipped"] + report["sglang"]["skipped"]}
+    skipped = {s["id"]: s["reason"] for s in report["vllm"]["skipped"] + report["sglang"]["skipped"]}
     assert skipped["unknown-gpu"] == "unknown GPU 'NVIDIA Imaginary 9000' (not in the GPU table, no logged total)"
     assert skipped["too-old"].startswith("cannot predict:") and "0.2.1" in skipped["too-old"]
     assert report["unreadable_lines"] == [
@@ -66,7 +66,7 @@ def test_a_model_only_in_the_local_hf_cache_as_config_json(tmp_path):
     run = subprocess.run([sys.executable, "-m", "vram_detective", "score", str(path), "--json"], env=env,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    rows = {c["id"]: c for c in json.loads(run.stdout)["per_case"]}
+    rows = {c["id"]: c for c in json.loads(run.stdout)["vllm"]["per_case"]}
     assert rows["private-7b"]["figures"]["weights_gib"]["observed"] == 14.25
     assert rows["private-7b"]["figures"]["weights_gib"]["predicted"] == rows[real["id"]]["figures"]["weights_gib"]["predicted"]
     assert rows["private-7b"]["figures"]["weights_gib"]["rel_err"] < 0.001
@@ -75,7 +75,7 @@ def test_a_model_only_in_the_local_hf_cache_as_config_json(tmp_path):
     # --catalog-only: the same case is skipped, with why
     run = subprocess.run([sys.executable, "-m", "vram_detective", "score", str(path), "--json", "--catalog-only"],
                          env=env, capture_output=True, text=True, timeout=300)
-    skipped = {s["id"]: s["reason"] for s in json.loads(run.stdout)["skipped"]}
+    skipped = {s["id"]: s["reason"] for s in json.loads(run.stdout)["vllm"]["skipped"]}
     assert skipped == {"private-7b": "acme/Private-7B not in the catalog"}
 
 

@@ -85,7 +85,7 @@ def test_infer_engine_examples(dev_cases):
 
 def test_score_one_real_case(dev_cases):
     case = dev_cases["vllm-10517-llama31-8b-3090-20k"]
-    report = score_cases([case])
+    report = score_cases([case])["vllm"]
     assert (report["cases"], report["scored"], report["skipped"]) == (1, 1, [])
     entry = report["per_case"][0]
     assert entry["id"] == case["id"] and entry["vllm_version"] == "0.6.4"
@@ -114,7 +114,7 @@ def test_score_one_real_case(dev_cases):
 def test_score_tokens_from_the_logged_budget_qwen3_8b(dev_cases):
     # 6.37 GiB -> [6.365, 6.375) GiB / 2,359,296 B = 2896 .. 2901 blocks -> 46,336 .. 46,416 tokens (0.21 rule:
     # int(blocks / 1024 x 16384) = blocks x 16); the logged 46,368 is inside
-    entry = score_cases([dev_cases["lmcache-3430-qwen3-8b-a5000-v0210"]])["per_case"][0]
+    entry = score_cases([dev_cases["lmcache-3430-qwen3-8b-a5000-v0210"]])["vllm"]["per_case"][0]
     tokens = entry["figures"]["tokens_from_logged_budget"]
     assert tokens["interval"] == [2896 * 16, 2901 * 16]
     assert tokens["rel_err"] == 0.0
@@ -128,7 +128,7 @@ def test_score_skips_with_reasons(dev_cases):
         speculative,  # speculative decoding is not modelled yet
         dev_cases["vllm-44376-dsv4-flash-gh200-tp2-fail"],  # not in the catalog
     ]
-    report = score_cases(cases)
+    report = score_cases(cases)["vllm"]
     assert report["scored"] == 0
     reasons = {skip["id"]: skip["reason"] for skip in report["skipped"]}
     assert reasons["seed-int4-7b-rtx4090"] == "model not named in the case"
@@ -139,13 +139,13 @@ def test_score_skips_with_reasons(dev_cases):
 def test_lora_case_weights_include_the_adapter_slots(dev_cases):
     # Mistral-7B with --enable-lora (0.13-0.14): 13.49 GiB of weights + ~86 MiB of rank-16 slots
     # (32 layers x (A: 7 slices x 16 x in + B: 16 x out) x 2 B + vocabulary LoRA) -> logged 13.58
-    report = score_cases([dev_cases["file54377340947-mistral7b-v02-lora-rtxpro6000-runpod"]])
+    report = score_cases([dev_cases["file54377340947-mistral7b-v02-lora-rtxpro6000-runpod"]])["vllm"]
     weights = report["per_case"][0]["figures"]["weights_gib"]
     assert weights["rel_err"] < 0.001
 
 
 def test_score_whole_dev_set(dev_cases):
-    report = score_cases(list(dev_cases.values()))
+    report = score_cases(list(dev_cases.values()))["vllm"]
     assert report["cases"] == len(dev_cases)
     assert report["scored"] + len(report["skipped"]) == len(dev_cases)
     assert report["scored"] >= 30

@@ -10,7 +10,8 @@ pytest.importorskip("numpy")
 from vram_detective import api  # noqa: E402
 from vram_detective.engines.vllm.weights import checkpoint_vs_gpu  # noqa: E402
 from vram_detective.model.checkpoint import gguf_weight_bytes  # noqa: E402
-from vram_detective.model.config import UnsupportedArchitectureError, parse_config  # noqa: E402
+from vram_detective.model.config import parse_config  # noqa: E402
+from vram_detective.model.spec import UnsupportedArchitectureError
 from vram_detective.model.gguf_source import (  # noqa: E402
     GGML_TYPES, AmbiguousGGUFError, GGUFError, NeedMoreBytes, _read_prefix_from_file, gguf_config, parse_prefix,
     read_local, tensor_bytes,

@@ -18,6 +18,7 @@ from test_sources_server import (  # noqa: E402
 )
 from vram_detective import api  # noqa: E402
 from vram_detective.model import hub as hub_source  # noqa: E402
+from vram_detective.model import hub_calls  # noqa: E402
 from vram_detective.engines.vllm.weights import checkpoint_vs_gpu  # noqa: E402
 from vram_detective.model.config import parse_config  # noqa: E402
 from vram_detective.model.safetensors_headers import (  # noqa: E402
@@ -98,7 +99,7 @@ def test_local_hub_and_catalog_predict_identically(fake_hub, tmp_path):
 def test_gated_repo_needs_a_token(fake_hub, tmp_path, monkeypatch):
     files = write_sharded(tmp_path / "gated", TINY_LLAMA, llama_tensors(TINY_LLAMA), shards=1)
     fake_hub.add_repo("org/gated", files, gated=True)
-    with pytest.raises(hub_source.GatedRepoTokenError) as error:
+    with pytest.raises(hub_calls.GatedRepoTokenError) as error:
         hub_source.fetch("org/gated")
     message = str(error.value)
     assert "huggingface-cli login" in message and "HF_TOKEN" in message and "\n" not in message
@@ -110,16 +111,16 @@ def test_gated_repo_needs_a_token(fake_hub, tmp_path, monkeypatch):
 def test_missing_repo_revision_and_file(fake_hub, tmp_path):
     files = write_sharded(tmp_path / "tiny", TINY_LLAMA, llama_tensors(TINY_LLAMA), shards=2)
     repo = fake_hub.add_repo("org/tiny", files, branches=("main", "v1"))
-    with pytest.raises(hub_source.HubRepoNotFoundError, match="no such model"):
+    with pytest.raises(hub_calls.HubRepoNotFoundError, match="no such model"):
         hub_source.fetch("org/missing")
-    with pytest.raises(hub_source.HubRevisionNotFoundError, match="no revision 'nope'"):
+    with pytest.raises(hub_calls.HubRevisionNotFoundError, match="no revision 'nope'"):
         hub_source.fetch("org/tiny", revision="nope")
     assert hub_source.fetch("org/tiny", revision="v1").revision == repo.commit
     assert hub_source.fetch("org/tiny", revision=repo.commit).revision == repo.commit
     broken = dict(files)
     del broken["model-00002-of-00002.safetensors"]
     fake_hub.add_repo("org/broken", broken)
-    with pytest.raises(hub_source.HubFileNotFoundError, match="model-00002-of-00002.safetensors"):
+    with pytest.raises(hub_calls.HubFileNotFoundError, match="model-00002-of-00002.safetensors"):
         hub_source.fetch("org/broken")
     # through load_model's resolution order: not in the catalog, so the Hub answers (or says why not)
     with pytest.raises(UnknownModelError, match="no such model"):
@@ -130,7 +131,7 @@ def test_slow_server_times_out_after_a_retry(fake_hub, tmp_path, monkeypatch):
     files = write_sharded(tmp_path / "slow", TINY_LLAMA, llama_tensors(TINY_LLAMA), shards=1)
     fake_hub.add_repo("org/slow", files, delay=1.5)
     monkeypatch.setenv("VRAM_DETECTIVE_HUB_TIMEOUT", "0.3")
-    with pytest.raises(hub_source.HubUnreachableError, match="did not answer within 0.3 s") as error:
+    with pytest.raises(hub_calls.HubUnreachableError, match="did not answer within 0.3 s") as error:
         hub_source.fetch("org/slow")
     assert "\n" not in str(error.value)
     tries = [path for method, path, _ in fake_hub.traffic.requests if "/api/models/org/slow" in path]
@@ -146,7 +147,7 @@ def test_network_down_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    with pytest.raises(hub_source.HubUnreachableError, match="cannot reach") as error:
+    with pytest.raises(hub_calls.HubUnreachableError, match="cannot reach") as error:
         hub_source.fetch("org/anything")
     assert "\n" not in str(error.value)
 
@@ -194,7 +195,7 @@ def test_offline_uses_the_caches(fake_hub, tmp_path, monkeypatch):
     offline = hub_source.fetch("org/tiny")
     assert offline.config == online.config and offline.revision == online.revision
     assert offline.checkpoint == online.checkpoint
-    with pytest.raises(hub_source.HubOfflineCacheMissError, match="HF_HUB_OFFLINE"):
+    with pytest.raises(hub_calls.HubOfflineCacheMissError, match="HF_HUB_OFFLINE"):
         hub_source.fetch("org/never-fetched")
     cache = tmp_path / "hf-home"
     assert not list(cache.rglob("*.incomplete"))

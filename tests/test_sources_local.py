@@ -10,7 +10,8 @@ import pytest
 from vram_detective import api
 from vram_detective.engines.vllm.weights import checkpoint_vs_gpu
 from vram_detective.model.checkpoint import CheckpointTable, CheckpointTensor, reconcile, vllm_key
-from vram_detective.model.config import ConfigError, parse_config
+from vram_detective.model.config import parse_config
+from vram_detective.model.spec import ConfigError
 from vram_detective.engines.vllm.weights import build_inventory
 from vram_detective.model.safetensors_headers import (
     MAX_HEADER_BYTES, InvalidHeaderError, OversizedHeaderError, TruncatedHeaderError, UnknownDtypeError, parse_header,

@@ -154,6 +154,17 @@ def test_compare_is_the_same_on_every_surface(server):
     assert [e["engine_name"] for e in out["engines"]] == ["vllm", "sglang", "llamacpp"]
 
 
+def test_compare_names_every_engine_the_same_on_every_surface(server):
+    """compare's default set leaves Ollama out; asked for all four, every surface answers the same four."""
+    code, out, err = cli("compare", MODEL, "--gpu", "4090", "--context", "8k", "--engines", ",".join(ENGINES))
+    status, body = api(server, "/api/compare", {"model": MODEL, "gpu": "4090", "context": "8k",
+                                               "engines": ",".join(ENGINES)})
+    mine = library.compare(MODEL, "4090", context=8192, engines=tuple(ENGINES)).to_dict()
+    assert (code, status) == (0, 200), (err, body)
+    assert out == body == json.loads(json.dumps(mine, default=str))
+    assert [e["engine_name"] for e in out["engines"]] == list(ENGINES)
+
+
 def test_the_package_root_is_the_library():
     assert vram_detective.SCHEMA_VERSION == library.SCHEMA_VERSION
     assert (vram_detective.whatif, vram_detective.fit, vram_detective.logs, vram_detective.score) == (
@@ -194,7 +205,7 @@ def test_score_is_the_same_on_every_surface(server, engine, tmp_path):
     assert (code, err, status, plain_status) == (0, "", 200, 200), body
     assert out == body == plain == json.loads(json.dumps(mine))
     assert out["schema_version"] == library.SCHEMA_VERSION and out["command"] == "score"
-    section = out if engine == "vllm" else out[json.loads(_case_line(engine))["engine"]]
+    section = out[json.loads(_case_line(engine)).get("engine") or "vllm"]  # every engine's section by its name
     assert (section["cases"], section["scored"]) == (1, 1), section["skipped"]
 
 

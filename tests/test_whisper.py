@@ -6,7 +6,8 @@ import json
 import pytest
 
 from vram_detective import explain
-from vram_detective.engines.vllm.kv_groups import AttentionLayer, plan_kv_groups
+from vram_detective.engines.vllm.kv_groups import plan_kv_groups
+from vram_detective.engines.vllm.kv_layers import AttentionLayer
 from vram_detective.engines.vllm.settings import StartupRefusal
 from vram_detective.model.config import parse_config
 from vram_detective.engines.vllm.weights import Shard, build_inventory

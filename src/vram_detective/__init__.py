@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 __all__ = ["explain", "whatif", "fit", "logs", "score", "EngineRefused", "NotOffered", "SCHEMA_VERSION",
            "__version__"]
 
-SCHEMA_VERSION = 2  # library.SCHEMA_VERSION (kept equal by tests/test_library_api.py)
+SCHEMA_VERSION = 3  # library.SCHEMA_VERSION (kept equal by tests/test_library_api.py)
 
 
 def explain(model: str, gpu: str | None = None, *, gpu_memory: int | None = None, vllm_version: str | None = None,

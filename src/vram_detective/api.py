@@ -11,7 +11,8 @@ from .engines.base import resolve_model as engine_model
 from .errors import EngineRefused
 from .hardware import Gpu, custom_gpu, find_gpu
 from .intervals import attach as attach_intervals
-from .model.config import ConfigError, ModelSpec, parse_config
+from .model.config import parse_config
+from .model.spec import ConfigError, ModelSpec
 from .model.sources import ModelSource, load_model
 
 

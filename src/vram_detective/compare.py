@@ -103,6 +103,17 @@ def _g(value: int) -> str:
     return f"{value / GIB:.2f} GiB"
 
 
+def _per_gpu(values: list, single, text) -> str:
+    """One GPU's figure; with several, "x each" when they agree, else each GPU's in order ("2.04 / 2.31 GiB")."""
+    if not values:
+        return text(single)
+    if len(set(values)) == 1:
+        return f"{text(values[0])} each"
+    if len(values) > 4:
+        return f"{text(min(values))} - {text(max(values))}"
+    return " / ".join(text(v).split(" ")[0] for v in values[:-1]) + " / " + text(values[-1])
+
+
 def rows(breakdowns: list, context: int | None) -> list[tuple[str, ...]]:
     """The side-by-side table: one column per engine."""
     def concurrency(b) -> str:
@@ -112,13 +123,12 @@ def rows(breakdowns: list, context: int | None) -> list[tuple[str, ...]]:
 
     def weights(b) -> str:
         mix = next((s.value for s in b.settings if s.name == "gguf_type"), None)
-        split = any(child.key == "kv_cache" for child in b.components.children)
-        devices = 1 if split else len(b.components.children)  # a per-device sum: the whole model over its GPUs
-        return (_g(b.weights_bytes) + (f" over {devices} GPUs" if devices > 1 else "")
-                + (f" ({mix})" if mix else ""))
+        return _per_gpu([d.weights_bytes for d in b.devices], b.weights_bytes, _g) + (f" ({mix})" if mix else "")
 
     def used(b) -> str:  # a refused start never reaches its steady state: no nvidia-smi figure to show
-        return "- (refuses)" if b.failure is not None else f"{b.nvidia_smi_used_mib:,} MiB"
+        if b.failure is not None:
+            return "- (refuses)"
+        return _per_gpu([d.nvidia_smi_used_mib for d in b.devices], b.nvidia_smi_used_mib, lambda v: f"{v:,} MiB")
 
     graphs = [b.figure("cuda_graph_bytes") or 0 for b in breakdowns]
     return [

@@ -267,11 +267,8 @@ NOT_PREDICTIONS = ("blocks_from_logged_budget", "tokens_from_logged_budget", "co
 def observations(report: dict) -> list[dict]:
     """Every scored prediction of a `score` report (all engines), as (engine, term, era, GPU class, predicted,
     observed); separate-tag cases and refusal misses (no predicted value) are left out."""
-    from .engines import DEFAULT_ENGINE
-
-    sections = [(DEFAULT_ENGINE, report)] if "per_case" in report else []  # the default engine's cases: top level
-    sections += [(name, section) for name, section in report.items() if isinstance(section, dict)
-                 and "per_case" in section]
+    sections = [(name, section) for name, section in report.items() if isinstance(section, dict)
+                and "per_case" in section]
     out = []
     for engine, section in sections:
         for case in section["per_case"]:

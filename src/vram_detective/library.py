@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 2  # bumped when a key of any command's JSON changes meaning or moves
+SCHEMA_VERSION = 3  # bumped when a key of any command's JSON changes meaning or moves (3: score's sections)
 
 
 def envelope(command: str, engine: str | None, data: Any) -> dict:
@@ -128,13 +128,15 @@ def simulate(model: str, gpu=None, *, workload: str, engine: str | None = None, 
     return Result("simulate", runner.name, report_dict(b, workload, seed, spent, result, found))
 
 
-def logs(text: str, *, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
-         engine_version: str | None = None) -> Result:
+def logs(text: str = "", *, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
+         engine_version: str | None = None, engine: str | None = None, tp: int | None = None) -> Result:
     """An engine log (and nvidia-smi output) read back into the breakdown, beside the prediction (`logs --json`);
-    the engine is the one that printed the log."""
+    the engine is the one that printed the log. No log (text ""), nvidia-smi output and the model that ran: the
+    value of the engine's pool lever that explains the reading (`logs --nvidia-smi F --model M --json`; `engine`:
+    the engine that ran, default what the model means, else vLLM; errors.NotOffered for an engine without one)."""
     from .web.service import logs_json  # the log read from memory, as the web API reads a pasted one
 
-    report = logs_json(text, nvidia_smi, model, gpu, engine_version)
+    report = logs_json(text, nvidia_smi, model, gpu, engine_version, engine=engine, tp=tp)
     return Result("logs", report.get("engine"), report)
 
 

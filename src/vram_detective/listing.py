@@ -12,7 +12,8 @@ def _matches(words: list[str], *fields: str) -> bool:
 
 
 def model_rows(words: list[str] | None = None) -> list[dict]:
-    from .model.config import ConfigError, parse_config
+    from .model.config import parse_config
+    from .model.spec import ConfigError
     from .model.sources import catalog_entries
 
     rows = []

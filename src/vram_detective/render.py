@@ -184,8 +184,9 @@ def _kv_rows(b: Breakdown) -> list[tuple[str, str]]:
     rows = [("KV bytes per token", f"{b.kv_bytes_per_token:,} B"), *_engine_rows(b),
             ("KV cache tokens", f"{b.kv_cache_tokens:,}")]
     if b.failure is None:  # a refused start has no concurrency and no nvidia-smi reading
+        where = f" ({b.devices[0].name})" if b.devices else ""  # every GPU's is in the answer above
         rows += [(f"max concurrency at {b.max_model_len:,} tokens", f"{b.max_concurrency:.2f}x"),
-                 ("expected nvidia-smi used", f"{b.nvidia_smi_used_mib:,} MiB")]
+                 (f"expected nvidia-smi used{where}", f"{b.nvidia_smi_used_mib:,} MiB")]
     return rows
 
 
@@ -295,7 +296,8 @@ def render_markdown(breakdown: Breakdown) -> str:
             *(f"| {label} | {text} |" for label, text in _engine_rows(b)),
             f"| KV cache tokens | {b.kv_cache_tokens:,} |",
             f"| max concurrency at {b.max_model_len:,} | {b.max_concurrency:.2f}x |",
-            f"| expected nvidia-smi used | {b.nvidia_smi_used_mib:,} MiB |", "",
+            f"| expected nvidia-smi used | {b.nvidia_smi_used_mib:,} MiB |",
+            *(f"| nvidia-smi on {d.name} ({d.role}) | {d.nvidia_smi_used_mib:,} MiB |" for d in b.devices), "",
             *(["| theory vs reality | GiB |", "|---|---:|"] if b.weights_explained or b.weights_whatif else [])]
     out += [f"| {step.label} | {step.bytes / GIB:.4f} |" for step in b.weights_explained]
     out += [f"| what if: {lever.label} | {lever.bytes / GIB:+.4f} |" for lever in b.weights_whatif]

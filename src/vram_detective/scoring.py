@@ -115,7 +115,8 @@ def case_model(case: dict, catalog_only: bool = False) -> CaseModel | str:
     sources `explain` reads (catalog, then the local Hugging Face cache or the Hub; only the catalog with
     `catalog_only`). A string says why there is none."""
     from .api import model_source
-    from .model.config import ConfigError, parse_config
+    from .model.config import parse_config
+    from .model.spec import ConfigError
 
     model = _PAREN.sub("", str(case.get("model") or "")).strip()  # 'repo (ollama tag)' names the repo
     gguf_file = str((case.get("settings") or {}).get("gguf_file") or "")
@@ -207,23 +208,28 @@ def refusal_misses(observed: dict, keys: tuple[str, ...]) -> dict:
 
 def score_cases(cases: list[dict], from_logs: bool = False, catalog_only: bool = False,
                 unreadable: list[dict] | tuple = ()) -> dict:
-    """Score every case, each with the engine its `engine` field names (the default engine when absent). The
-    default engine's cases make the report's top level; every other engine's cases make a section under its
-    name. A case that cannot be planned is skipped with its reason, never the file; `unreadable` lines
-    (read_cases) are listed."""
+    """Score every case, each with the engine its `engine` field names (the default engine when absent): the
+    report's `cases` counts them all, and each engine's cases make a section of the same shape under its name
+    (the default engine's first, the others by name). A case that cannot be planned is skipped with its reason,
+    never the file; `unreadable` lines (read_cases) are listed. No case at all: the default engine's empty
+    section."""
     by_engine: dict[str, list[dict]] = {}
     for case in cases:
         by_engine.setdefault(str(case.get("engine") or DEFAULT_ENGINE).lower(), []).append(case)
-    default_cases = by_engine.pop(DEFAULT_ENGINE, [])
-    if default_cases or not by_engine:
-        report = score_engine_cases(DEFAULT_ENGINE, default_cases, from_logs, catalog_only)
-    else:
-        report = {"cases": 0}
-    for name, engine_cases in sorted(by_engine.items()):
-        report[name] = score_engine_cases(name, engine_cases, from_logs, catalog_only)
+    if not by_engine:
+        by_engine[DEFAULT_ENGINE] = []
+    order = sorted(by_engine, key=lambda name: (name != DEFAULT_ENGINE, name))
+    report: dict = {"cases": len(cases)}
+    for name in order:
+        report[name] = score_engine_cases(name, by_engine[name], from_logs, catalog_only)
     if unreadable:
         report["unreadable_lines"] = list(unreadable)
     return report
+
+
+def engine_sections(report: dict) -> list[tuple[str, dict]]:
+    """(engine, its section) of a `score` report, in the report's order."""
+    return [(name, section) for name, section in report.items() if isinstance(section, dict) and "scored" in section]
 
 
 def _with_coverage(section: dict, engine: str) -> dict:
@@ -331,13 +337,11 @@ def _weights_by_format(entries: list[dict], keys: tuple[str, ...]) -> dict:
 
 
 def format_summary(report: dict) -> str:
-    """The default engine's tables (when the file has its cases), then one block per other engine."""
+    """One block per engine section (the default engine's first), then the unreadable lines."""
     from .engines import ENGINES
 
-    blocks = [get_engine(DEFAULT_ENGINE).scoring.format_section(report)] if "figures" in report else []
-    for name, section in report.items():
-        if name in ENGINES and name != DEFAULT_ENGINE:
-            blocks.append(get_engine(name).scoring.format_section(section))
+    blocks = [get_engine(name).scoring.format_section(section) for name, section in engine_sections(report)
+              if name in ENGINES and "figures" in section]
     if report.get("unreadable_lines"):
         blocks.append("unreadable lines (not scored): " + "; ".join(
             f"{entry.get('file', 'line')}:{entry['line']}: {entry['reason']}" if entry.get("file")

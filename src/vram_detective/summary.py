@@ -123,6 +123,9 @@ MAX_BARS = 8
 
 def per_gpu_words(devices) -> str:
     """"nvidia-smi ≈ 17,726 MiB on GPU 0, 17,759 MiB on GPU 1 (23.65 GiB each)", or "on each of 4 GPUs"."""
+    if len(devices) == 1:
+        return (f"nvidia-smi ≈ {devices[0].nvidia_smi_used_mib:,} MiB on {devices[0].name} of "
+                f"{devices[0].total_bytes / GIB:.2f} GiB")
     each = f"{devices[0].total_bytes / GIB:.2f} GiB each"
     if len({d.nvidia_smi_used_mib for d in devices}) == 1:
         return f"nvidia-smi ≈ {devices[0].nvidia_smi_used_mib:,} MiB on each of {len(devices)} GPUs ({each})"

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from vram_detective.engines.vllm.kv_groups import AttentionLayer, KvGroupPlan, plan_kv_groups
+from vram_detective.engines.vllm.kv_groups import KvGroupPlan, plan_kv_groups
+from vram_detective.engines.vllm.kv_layers import AttentionLayer
 
 Version = tuple[int, int, int]
 

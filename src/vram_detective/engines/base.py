@@ -154,6 +154,48 @@ class PoolSimulation:
     words: ShortfallWords = ShortfallWords()
 
 
+@dataclass(frozen=True)
+class ReadingLever:
+    """`logs --nvidia-smi F --model M` (an nvidia-smi reading, no log): the one setting that sizes the engine's
+    memory on the card, solved by forensics/reading.py for the value whose predicted nvidia-smi figure equals the
+    MiB the engine's process holds (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static, llama.cpp's
+    context). The engine names the lever and says what the answer means in its own words. An engine without one
+    has `reading = None`, which every front end answers with errors.NotOffered."""
+
+    setting: str  # the engine's own setting name, also the report's key: "gpu_memory_utilization", "n_ctx"
+    shown: str  # the lever as the answer writes it: "gpu_memory_utilization", "--mem-fraction-static", "-c"
+    noun: str  # "utilization", "fraction", "context"
+    low: float  # the range searched (the web page's control range)
+    high: float
+    grain: float  # the answer's step: 0.01 (a fraction to 2 decimals) or a whole number of tokens (256)
+    rounding: str  # the step in words: "2 decimals", "256 tokens"
+    rest: str  # the prediction beside weights, KV pool and graphs: "context, non-torch, workspace"
+    shorter_context: str  # the flag of a run with a shorter context than the model's: "--max-model-len"
+    # (Breakdown) -> the report's fields naming the release (vLLM: {"vllm_version": ..., "engine_path": ...})
+    release: Callable[[Any], dict]
+    release_words: Callable[[dict], str]  # (report) -> "vLLM 0.11.0 (V1 engine)"
+
+    def candidates(self, low: float, high: float) -> list[float | int]:
+        """The values at the grain around the bracket [low, high] the bisection ended with."""
+        if self.grain < 1:
+            return sorted({round(low, 2), round(high, 2)})
+        below = int(low // self.grain * self.grain)
+        return sorted({max(int(self.low), below), min(int(self.high), below + int(self.grain))})
+
+    def words(self, value: float | int) -> str:
+        return f"{value:.2f}" if self.grain < 1 else f"{value:,}"
+
+
+def pool_reading(engine) -> ReadingLever:
+    """The engine's reading lever; errors.NotOffered (the same words on every surface) when it has none."""
+    if engine.reading is None:
+        from ..errors import NotOffered
+
+        raise NotOffered(f"logs --nvidia-smi without a log: {engine.label} has no setting that sizes its memory "
+                         "from the card (no reading to solve)")
+    return engine.reading
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str  # "vllm"
@@ -165,6 +207,7 @@ class Engine(Protocol):
     scoring: CaseScoring
     refusals: tuple[type[Exception], ...]  # errors meaning "the engine itself would not start"
     simulation: PoolSimulation | None  # simulate's pool and scheduler; None: not offered by this engine
+    reading: ReadingLever | None  # an nvidia-smi reading without a log, solved; None: not offered
     settings_error: type[Exception]  # a setting the engine rejects (bad input)
 
     def resolve_settings(self, user: dict, spec, gpu, version: Version) -> tuple[Any, Any]:
@@ -221,7 +264,9 @@ class Engine(Protocol):
 
     def log_memory(self, observed: dict) -> dict:
         """What GPU 0 held by the log's own figures, in GiB: weights_gib, kv_gib, other_gib (graphs, compute),
-        total_gib (None unless printed); {} when the log printed none of them."""
+        total_gib (None unless printed); with figures printed for several GPUs, `devices`: one such dict per GPU
+        (plus its name, "GPU 1", and the engine's device name), drawn as one bar each; {} when the log printed
+        none of them."""
 
     def log_findings(self, observed: dict) -> Any:
         """What the engine's own log says beyond the figures (Ollama's estimate vs llama.cpp's); None if nothing."""

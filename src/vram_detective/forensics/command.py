@@ -19,7 +19,15 @@ EXAMPLES = """examples:
 """
 
 
+def _engine_word(text: str) -> str:
+    from ..engine_choice import canonical
+
+    return canonical(text)
+
+
 def register(subparsers) -> None:
+    from ..engines import DEFAULT_ENGINE, ENGINES
+
     parser = subparsers.add_parser(
         "logs", help="read a real vLLM, SGLang, llama.cpp or Ollama log (and nvidia-smi): who took the memory, and why",
         description="Parse an engine's startup log (vLLM of any release from 0.2 on; SGLang, llama.cpp and Ollama through "
@@ -40,6 +48,10 @@ def register(subparsers) -> None:
     parser.add_argument("--gpu", dest="logs_gpu", metavar="GPU", help='the GPU it ran on ("RTX 4090", "H100", ...)')
     parser.add_argument("-tp", "--tensor-parallel-size", dest="logs_tp", type=int, metavar="N",
                         help="GPUs the model was split over, for nvidia-smi output read without a log")
+    parser.add_argument("--engine", dest="logs_engine", choices=tuple(ENGINES), type=_engine_word, default=None,
+                        metavar="{" + ",".join(ENGINES) + "}",
+                        help="the engine that ran, for nvidia-smi output read without a log (default: what the model "
+                             f"means, else {DEFAULT_ENGINE}); a log names its own engine")
     parser.add_argument("--engine-version", "--vllm-version", dest="logs_vllm_version", metavar="VERSION",
                         help="the engine's release, when the log does not show it (--vllm-version: the old name)")
     parser.add_argument("--ollama-ps", dest="ollama_ps", metavar="FILE",
@@ -58,8 +70,10 @@ def run(args) -> int:
         if args.log is None:
             report = reading_only(getattr(args, "nvidia_smi", None), getattr(args, "logs_model", None),
                                   getattr(args, "logs_gpu", None), getattr(args, "logs_vllm_version", None),
-                                  getattr(args, "logs_tp", None))
+                                  getattr(args, "logs_tp", None), getattr(args, "logs_engine", None))
         else:
+            if getattr(args, "logs_engine", None):
+                raise ValueError("--engine is for nvidia-smi output read without a log: a log names its engine")
             report = build_report(args.log, nvidia_smi=getattr(args, "nvidia_smi", None),
                               model=getattr(args, "logs_model", None), gpu=getattr(args, "logs_gpu", None),
                               vllm_version=getattr(args, "logs_vllm_version", None),
@@ -123,21 +137,23 @@ def _one_line(error: BaseException) -> str:
 # --- the analysis ---------------------------------------------------------------------------------------------
 
 def reading_only(nvidia_smi: str | None, model: str | None, gpu: str | None, version: str | None,
-                 tp: int | None) -> dict:
-    """nvidia-smi output and a model, no engine log: the utilization that explains the reading (reading.py)."""
+                 tp: int | None, engine: str | None = None, smi=None) -> dict:
+    """nvidia-smi output and a model, no engine log: the value of the engine's pool lever that explains the
+    reading (reading.py). `smi`: the reading already parsed (the web page's pasted one, the library's text)."""
     import sys
 
     from .nvidia_smi import parse_file, parse_nvidia_smi
     from .reading import reading_report
 
-    if not nvidia_smi:
+    if not nvidia_smi and smi is None:
         raise ValueError("give an engine log, or --nvidia-smi FILE with --model MODEL")
     if not model:
         raise ValueError("nvidia-smi output without a log needs --model (the model that ran)")
     if tp is not None and tp < 1:
         raise ValueError(f"--tensor-parallel-size must be 1 or more, not {tp}")
-    smi = parse_nvidia_smi(sys.stdin.read()) if nvidia_smi == "-" else parse_file(nvidia_smi)
-    return reading_report(smi, model, gpu, version, tp)
+    if smi is None:
+        smi = parse_nvidia_smi(sys.stdin.read()) if nvidia_smi == "-" else parse_file(nvidia_smi)
+    return reading_report(smi, model, gpu, version, tp, engine)
 
 
 def build_report(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,

@@ -13,6 +13,7 @@ def engine_answer(report: dict, memory: dict, breakdown) -> dict:
     `breakdown` the prediction compared with (None without one)."""
     observed = report["observed"]
     bar = _bar(observed, memory, breakdown, report.get("gpu"))
+    bars = _device_bars(report, memory, bar)
     who = _who(report)
     if observed.get("startup_failed"):
         verdict = f"{who}: did not start" + (f": {report['failure']}" if report.get("failure") else ".")
@@ -22,12 +23,46 @@ def engine_answer(report: dict, memory: dict, breakdown) -> dict:
         held = (memory["weights_gib"] + memory["kv_gib"] + memory.get("other_gib", 0)
                 + memory.get("context_gib", 0)) * 1024
         total = f" of {bar['total_mib']:,} MiB" if bar else ""
-        verdict = (f"{who}: GPU 0 holds about {held:,.0f} MiB{total}: weights {memory['weights_gib']:,.2f}, KV "
-                   f"cache {memory['kv_gib']:,.2f}, other buffers {memory.get('other_gib', 0):,.2f} GiB as printed, "
-                   f"and the CUDA context{_agreement(report)}.")
+        others = "".join(f", {b['name']} about {b['used_mib']:,} MiB" + (f" of {b['total_mib']:,} MiB" if b["total_mib"]
+                                                                          else "") for b in bars[1:])
+        verdict = (f"{who}: GPU 0 holds about {held:,.0f} MiB{total}{others}: weights "
+                   f"{memory['weights_gib']:,.2f}, KV cache {memory['kv_gib']:,.2f}, other buffers "
+                   f"{memory.get('other_gib', 0):,.2f} GiB as printed{' on GPU 0' if bars else ''}, and the CUDA "
+                   f"context{_agreement(report)}.")
     else:
         verdict = f"{who}: this {report['engine_label']} log prints no memory figure of GPU 0{_agreement(report)}."
-    return {"verdict": verdict, "bar": bar, "read": _how_read(report)}
+    out = {"verdict": verdict, "bar": bar, "read": _how_read(report)}
+    if bars:
+        out["bars"] = bars
+    return out
+
+
+def _device_bars(report: dict, memory: dict, first: dict | None) -> list[dict]:
+    """One bar per GPU when the log printed several GPUs' figures (memory["devices"]): GPU 0's is `first`; each
+    other GPU's is its printed parts and the CUDA context over its own card (the total it printed, else the catalog's
+    card the log names for it, else GPU 0's)."""
+    devices = memory.get("devices") or []
+    if len(devices) < 2 or first is None:
+        return []
+    named = report.get("gpus_named") or []
+    out = [dict(first, name=devices[0]["name"], device=devices[0]["device"])]
+    for index, device in enumerate(devices[1:], start=1):
+        gpu = _catalog_name(named[index]) if index < len(named) else None
+        bar = _bar({}, device, None, gpu or report.get("gpu"))
+        if bar is None:
+            bar = _bar({"nvidia_smi_total_mib": first["total_mib"]}, device, None, None)
+            bar["sources"]["total"] = "GPU 0's"
+        out.append(dict(bar, name=device["name"], device=device["device"]))
+    return out
+
+
+def _catalog_name(name: str) -> str | None:
+    from ..hardware import UnknownGpuError, find_gpu
+
+    try:
+        return find_gpu(name).name
+    except (UnknownGpuError, ValueError):
+        return None
 
 
 def _who(report: dict) -> str:
@@ -122,9 +157,13 @@ def render_terminal(report: dict, columns: int | None) -> list[str]:
     if bar:
         from .bars import observed_bar_lines
 
-        lines += ["  " + line for line in observed_bar_lines(bar["weights_gib"], bar["kv_gib"], bar["used_mib"] / 1024,
-                                                             bar["total_mib"] / 1024,
-                                                             None if columns is None else columns - 2)]
+        for one in answer.get("bars") or [bar]:
+            if "name" in one:
+                lines.append(f"  {one['name']} ({one['device']}): about {one['used_mib']:,} MiB of "
+                             f"{one['total_mib']:,} MiB")
+            lines += ["  " + line for line in observed_bar_lines(one["weights_gib"], one["kv_gib"],
+                                                                 one["used_mib"] / 1024, one["total_mib"] / 1024,
+                                                                 None if columns is None else columns - 2)]
         if bar["sources"]["used"] == "printed":
             lines.append("  (no nvidia-smi reading in the log: the bar is the buffers it printed plus the CUDA "
                          "context the engine holds)")

@@ -78,7 +78,10 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
 
     memory = engine.log_memory(observed)
     if memory:
-        memory = dict(memory, context_gib=engine.cuda_context_bytes() / GIB)
+        context = engine.cuda_context_bytes() / GIB  # every GPU holds its own
+        memory = dict(memory, context_gib=context)
+        if memory.get("devices"):
+            memory["devices"] = [dict(device, context_gib=context) for device in memory["devices"]]
     report["answer"] = engine_answer(report, memory, breakdown)
     return report
 

@@ -2,7 +2,7 @@
 each family states in its own keys, the per-layer kind they give, and which layers share another's KV cache.
 
 Engine-neutral: how a given engine release treats these facts (Qwen2's max_window_layers refusals, the
-interleaved-window caps, which cache specs it creates) lives in that engine (engines/vllm/kv_groups.py).
+interleaved-window caps, which cache specs it creates) lives in that engine (engines/vllm/kv_layers.py).
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import NotFound
 from .checkpoint import CheckpointTable, CheckpointTensor, GGUF_PLAIN_TYPES
-from .config import ConfigError, UnsupportedArchitectureError
+from .spec import ConfigError, UnsupportedArchitectureError
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT (ggml gguf.h) when general.alignment is absent

@@ -262,7 +262,7 @@ def load_model(reference: str, source: str | None = None, revision: str | None =
         if found is not None:
             return _read_catalog(found)
         raise _not_found(reference, files, "not in the built-in catalog")
-    from .hub import looks_like_repo_id
+    from .hub_calls import looks_like_repo_id
 
     if looks_like_repo_id(reference.strip()) and "/" in reference and _hub_available():
         try:

@@ -290,8 +290,10 @@ def _work_routes(policy: service.Policy, seconds: float | None = REQUEST_SECONDS
     def logs_api(params):
         from ..library import envelope
 
+        tp = params.get("tp")
         found = service.logs_json(str(params.get("log") or ""), params.get("nvidia_smi") or None,
-                                  params.get("model"), params.get("gpu"), params.get("version"), policy)
+                                  params.get("model"), params.get("gpu"), params.get("version"), policy,
+                                  engine=params.get("engine") or None, tp=int(tp) if tp not in (None, "") else None)
         return envelope("logs", found.get("engine"), found)
 
     def compare_api(params):
@@ -359,11 +361,14 @@ def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
             "/api/whatif": {"get": {"summary": same.format("whatif"), "parameters": model_params}},
             "/api/fit": {"get": {"summary": same.format("fit"), "parameters": model_params + fit_params}},
             "/api/logs": {"post": {"summary": same.format("logs -") + " (the log read from the body, never "
-                                   "written to disk)", "requestBody": {"content": {
+                                   "written to disk); no log, nvidia_smi and model: " + same.format(
+                                       "logs --nvidia-smi F --model M") + " (engine, tp: the engine that ran)",
+                                   "requestBody": {"content": {
                                        "application/json": {"schema": {"type": "object", "properties": {
                                            "log": {"type": "string"}, "nvidia_smi": {"type": "string"},
                                            "model": {"type": "string"}, "gpu": {"type": "string"},
-                                           "version": {"type": "string"}}, "required": ["log"]}},
+                                           "version": {"type": "string"}, "engine": {"type": "string"},
+                                           "tp": {"type": "integer"}}}},
                                        "text/plain": {"schema": {"type": "string", "description": "the log"}}},
                                        "description": f"at most {max_body:,} bytes"}}},
             "/api/score": {"post": {"summary": same.format("score FILE --catalog-only") + " for the ground-truth "

@@ -170,10 +170,14 @@ def smi_figure_html(b: Breakdown) -> str:
     head = (f'<figure class="smi{" gpus" if b.devices else ""}" data-used-mib="{b.nvidia_smi_used_mib}" '
             f'data-total-bytes="{b.total_gpu_bytes}"{f" data-gpus={len(b.devices)}" if b.devices else ""}>')
     if b.devices:
-        return (head + f'<figcaption>What nvidia-smi shows on each of the {len(b.devices)} GPUs: {escape(b.model)} '
+        return (head + f'<figcaption>What nvidia-smi shows on {_which_gpus(b.devices)}: {escape(b.model)} '
                 f'on {escape(b.gpu_name)}</figcaption>{gpus_html(b)}</figure>')
     return (head + f'<figcaption>What nvidia-smi shows on each GPU: {escape(b.model)} on {escape(b.gpu_name)}'
             f'</figcaption>{bar_svg(b)}{legend_html(b)}</figure>')
+
+
+def _which_gpus(devices) -> str:
+    return f"each of the {len(devices)} GPUs" if len(devices) > 1 else escape(devices[0].name)
 
 
 def _rect(seg: Segment, x: float, w: float, h: float, ghost: bool = False) -> str:
@@ -209,6 +213,8 @@ def figures_html(figures: dict) -> str:
         value = figures[key] if figures.get(key) is not None else own.get(key)  # common, else the engine's own
         if value is None:
             continue
+        if key == "nvidia_smi_used_mib" and figures.get("devices"):  # the bars above give every GPU's
+            label = f"{label} ({figures['devices'][0]['name']})"
         text = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{value:,.2f}"
         items.append(f'<div><dt>{escape(label)}</dt><dd data-figure="{key}" data-value="{escape(json.dumps(value))}">'
                      f'{text}{" " + unit if unit else ""}</dd></div>')
@@ -362,6 +368,12 @@ def _show(value) -> str:
 
 def logs_fragment(report: dict) -> str:
     """A `logs --json` report: per run, the printed figures, what was inferred, predicted vs observed, what-ifs."""
+    if report.get("log") is None and "parts" in report:  # an nvidia-smi reading without a log (forensics/reading.py)
+        from ..forensics.reading import render_reading
+
+        lines = render_reading(report, None)
+        return (f'<p class="verdict">{escape(lines[0])}</p><pre class="reading">'
+                + escape("\n".join(lines[1:]).strip("\n")) + "</pre>")
     if "runs" not in report:
         return _engine_logs_fragment(report)
     if not report["runs"]:
@@ -415,7 +427,7 @@ def _engine_logs_fragment(report: dict) -> str:
     answer = report.get("answer") or {}
     failed = " failed" if report.get("observed", {}).get("startup_failed") else ""
     parts = [f'<p class="verdict{failed}">{escape(answer.get("verdict", ""))}</p>',
-             _observed_bar_svg(answer.get("bar")), f'<p class="read">{escape(answer.get("read", ""))}</p>',
+             _observed_bars_html(answer), f'<p class="read">{escape(answer.get("read", ""))}</p>',
              '<section class="run"><div class="cols">']
     labels = report.get("labels") or {}
     rows = [(labels.get(key, key), show(key, value), key) for key, value in (report.get("observed") or {}).items()]
@@ -466,6 +478,17 @@ def _findings_html(found: dict | None) -> str:
     return f'<table class="findings"><caption>{escape(found["title"])}</caption><tr>{head}</tr>{body}</table>'
 
 
+def _observed_bars_html(answer: dict) -> str:
+    """GPU 0's bar, or one bar per GPU when the log printed several GPUs' figures."""
+    bars = answer.get("bars")
+    if not bars:
+        return _observed_bar_svg(answer.get("bar"))
+    return "".join(f'<div class="gpu" data-gpu="{escape(bar["name"])}" data-used-mib="{bar["used_mib"]}">'
+                   f'<p class="gpu-head">{escape(bar["name"])} ({escape(bar["device"])}): about '
+                   f'<b>{bar["used_mib"]:,} MiB</b> of {bar["total_mib"]:,} MiB</p>{_observed_bar_svg(bar)}</div>'
+                   for bar in bars)
+
+
 def _observed_bar_svg(bar: dict | None) -> str:
     """GPU 0's bar from a log's figures: weights, KV pool, the rest of what nvidia-smi shows, free."""
     if not bar:
@@ -481,7 +504,7 @@ def _observed_bar_svg(bar: dict | None) -> str:
         w = 1000.0 * seg.bytes / total
         rects.append(_rect(seg, x, w, 44.0))
         x += w
-    title = (f"GPU 0: {bar['used_mib']:,} MiB of {bar['total_mib']:,} MiB (weights {bar['weights_gib']:.2f} GiB, "
+    title = (f"{bar.get('name', 'GPU 0')}: {bar['used_mib']:,} MiB of {bar['total_mib']:,} MiB (weights {bar['weights_gib']:.2f} GiB, "
              f"KV pool {bar['kv_gib']:.2f} GiB; used: {bar['sources']['used']}, total: {bar['sources']['total']})")
     legend = " ".join(f'<span class="key {seg.kind}">{escape(seg.label)} {seg.bytes / GIB:.2f} GiB</span>'
                       for seg in segments)

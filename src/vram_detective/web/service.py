@@ -117,7 +117,7 @@ def install_read_guard(policy: Policy) -> None:
 def _hub_cache_dir() -> str:
     """Where Hub files are cached (model/hub.py reads the same variables); '' without the [hub] extra."""
     try:
-        from ..model.hub import HubSettings
+        from ..model.hub_calls import HubSettings
 
         return HubSettings.from_environment().cache_dir
     except Exception:  # noqa: BLE001 - no huggingface_hub: no Hub cache to read from
@@ -217,9 +217,10 @@ def control_value(engine_name: str, setting: str, raw):
     if flag is None or raw in (None, ""):
         return raw
     try:
-        return _flag_value(get_engine(engine_name), flag, str(raw))
+        value = _flag_value(get_engine(engine_name), flag, str(raw))
     except RequestError:
         return raw
+    return raw if isinstance(value, (tuple, list)) else value  # a list (-ts 1,1) as its flag writes it, not its repr
 
 
 def _flag_value(engine, flag, raw: str):
@@ -378,14 +379,24 @@ def fit_json(request: Request, params: dict) -> dict:
 
 
 def logs_json(log: str, nvidia_smi: str | None = None, model: str | None = None, gpu: str | None = None,
-              version: str | None = None, policy: Policy | None = None) -> dict:
-    """What `logs - --json` prints for this log text (read from memory: a pasted log never touches disk)."""
+              version: str | None = None, policy: Policy | None = None, engine: str | None = None,
+              tp: int | None = None) -> dict:
+    """What `logs - --json` prints for this log text (read from memory: a pasted log never touches disk); with no
+    log, nvidia-smi output and the model that ran: what `logs --nvidia-smi F --model M --json` prints (the value
+    of `engine`'s pool lever that explains the reading)."""
     from ..forensics import command
 
-    if not log.strip():
-        raise RequestError("no log given")
     if model:
         (policy or Policy()).source_for(model, None)
+    if not log.strip():
+        if not (nvidia_smi or "").strip():
+            raise RequestError("no log given")
+        from ..forensics.nvidia_smi import parse_nvidia_smi
+
+        return command.reading_only(None, model or None, gpu or None, version or None, tp, engine or None,
+                                    smi=parse_nvidia_smi(nvidia_smi))
+    if engine:
+        raise RequestError("engine is for nvidia-smi output read without a log: a log names its engine")
     if not nvidia_smi:
         return command.build_report("-", model=model or None, gpu=gpu or None, vllm_version=version or None,
                                     stdin=io.BytesIO(log.encode("utf-8")))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, ReadingLever, Releases
 
 
 def _is_gguf_path(reference: str) -> bool:
@@ -139,6 +139,13 @@ class LlamaCppEngine:
 
     def log_findings(self, observed: dict):
         return None
+
+    @property
+    def reading(self) -> ReadingLever:
+        """`logs --nvidia-smi` without a log: the lever a reading is solved for (reading.py)"""
+        from .reading import READING
+
+        return READING
 
     @cached_property
     def simulation(self) -> PoolSimulation:

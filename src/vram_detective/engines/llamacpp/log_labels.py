@@ -69,11 +69,26 @@ def gpus(text: str) -> tuple[str, ...]:
 
 def memory(observed: dict) -> dict:
     """What GPU 0 (CUDA0) held by its printed buffers, in GiB: weights, KV cache (with recurrent state) and the
-    rest (compute, LoRA, output); empty when the log printed no CUDA0 buffer."""
-    mib = {kind: observed.get(f"cuda0_{kind}_buffer_mib") for kind in _KINDS}
+    rest (compute, LoRA, output); with buffers printed on several GPUs, `devices`: each GPU's the same way (its
+    own bar); empty when the log printed no CUDA0 buffer."""
+    out = _device_memory(observed, 0)
+    if not out:
+        return {}
+    indices = sorted({int(m.group(1)) for key in observed if (m := _CUDA_BUFFER.match(key))})
+    if len(indices) > 1:
+        out["devices"] = [dict(_device_memory(observed, i), name=f"GPU {i}", device=f"CUDA{i}") for i in indices]
+    return out
+
+
+_CUDA_BUFFER = re.compile(r"^cuda(\d+)_(?:model|kv|rs|compute|output|lora)_buffer_mib$")
+
+
+def _device_memory(observed: dict, index: int) -> dict:
+    mib = {kind: observed.get(f"cuda{index}_{kind}_buffer_mib") for kind in _KINDS}
     if all(value is None for value in mib.values()):
         return {}
     kv = (mib["kv"] or 0) + (mib["rs"] or 0)
     other = sum(mib[kind] or 0 for kind in ("compute", "output", "lora"))
+    total = observed.get(f"device_total_mib_cuda{index}") or (observed.get("device_total_mib") if not index else 0)
     return {"weights_gib": (mib["model"] or 0) / 1024, "kv_gib": kv / 1024, "other_gib": other / 1024,
-            "total_gib": (observed.get("device_total_mib_cuda0") or observed.get("device_total_mib") or 0) / 1024 or None}
+            "total_gib": (total or 0) / 1024 or None}

@@ -122,8 +122,9 @@ def _gpu_name(device: str, index: int) -> str:
 
 def devices(spec, lay: Layout, trees: tuple[Component, ...], total: int) -> tuple[DeviceFigures, ...]:
     """One entry per GPU the layers are split over (-ts / -sm / -mg, -dev): its own buffers, its own nvidia-smi
-    figure (its buffers and its CUDA context); () with one GPU."""
-    if len(lay.devices) < 2:
+    figure (its buffers and its CUDA context); () with one GPU, unless it is not GPU 0 (-sm none -mg 1: the model
+    on GPU 1 alone), which the answer then names."""
+    if not lay.devices or (len(lay.devices) == 1 and _gpu_name(lay.devices[0], 0) == "GPU 0"):
         return ()
     layers = layer_split(spec, lay) if lay.offloaded else {}
     out = []

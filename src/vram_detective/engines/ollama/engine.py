@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from ...input_checks import check_counts
-from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, ReadingLever, Releases
 
 MIB = 1024 * 1024
 
@@ -251,6 +251,13 @@ class OllamaEngine:
         from .log_parser import findings
 
         return findings(observed)
+
+    @property
+    def reading(self) -> ReadingLever:
+        """`logs --nvidia-smi` without a log: the lever a reading is solved for (reading.py)"""
+        from ..llamacpp.reading import reading
+
+        return reading("num_ctx", "num_ctx", "Ollama")
 
     @cached_property
     def simulation(self) -> PoolSimulation:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ...model.config import ModelSpec
+from ...model.spec import ModelSpec
 from .settings import SGLangSettings
 
 _SHARED_WITH_TARGET = ("embed_tokens", "lm_head", "shared_head.head")
@@ -33,7 +33,8 @@ def draft_model_spec(s: SGLangSettings) -> ModelSpec | None:
 
 @lru_cache(maxsize=32)
 def _draft_spec(path: str) -> ModelSpec | None:
-    from ...model.config import ConfigError, parse_config
+    from ...model.config import parse_config
+    from ...model.spec import ConfigError
     from ...model.sources import load_model
 
     for source in ("local", "catalog"):

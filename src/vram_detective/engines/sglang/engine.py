@@ -6,7 +6,7 @@ import re
 from functools import cached_property
 
 from ...units import GIB
-from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, ReadingLever, Releases
 
 # lines only SGLang prints (model_runner.py, memory_pool.py, scheduler.py), any release
 _SGLANG_LINES = re.compile(r"Load weight (?:begin|end)\. .*avail mem=|KV Cache is allocated\.|Memory pool end\. avail mem="
@@ -121,6 +121,13 @@ class SGLangEngine:
     @cached_property
     def logs(self) -> LogFormats:
         return LogFormats(_lines, _observed, _is_sglang_log)
+
+    @property
+    def reading(self) -> ReadingLever:
+        """`logs --nvidia-smi` without a log: the lever a reading is solved for (reading.py)"""
+        from .reading import READING
+
+        return READING
 
     @cached_property
     def simulation(self) -> PoolSimulation:

@@ -16,7 +16,7 @@ from ...errors import EngineRefused
 from ...input_checks import check_counts, check_fraction
 from ...breakdown import Breakdown, Component, EngineFigure, Setting, StartupFailure
 from ...hardware import Gpu
-from ...model.config import ModelSpec
+from ...model.spec import ModelSpec
 from ...units import GIB, MIB, parse_version
 from . import allocator, calibration, draft, graphs
 from .devices import devices

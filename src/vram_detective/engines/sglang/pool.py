@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...model.config import ModelSpec
+from ...model.spec import ModelSpec
 from ...units import GIB
 from .releases import Rules, rules
 from .settings import SGLangSettings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, Releases
+from ..base import CaseScoring, LaunchLine, Levers, LogFormats, PoolSimulation, ReadingLever, Releases
 
 
 def _is_vllm_log(text: str) -> bool:
@@ -70,6 +70,13 @@ class VllmEngine:
                 ("pipeline_parallel_size", "select", "pipeline parallel", (1, 2, 4), None, None),
                 ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8", "fp8_e5m2"), None, None),
                 ("enforce_eager", "checkbox", "eager (no CUDA graphs)", None, None, None))
+
+    @property
+    def reading(self) -> ReadingLever:
+        """`logs --nvidia-smi` without a log: the lever a reading is solved for (reading.py)"""
+        from .reading import READING
+
+        return READING
 
     @property
     def releases(self) -> Releases:
@@ -197,17 +204,17 @@ class VllmEngine:
         return plan(spec, gpu, settings, version, gguf_checkpoint=gguf_checkpoint)
 
     def kv_plan_for_budget(self, spec, gpu, settings: dict, version, kv_budget_bytes: int):
-        from .plan import kv_plan_for_budget
+        from .kv_plan import kv_plan_for_budget
 
         return kv_plan_for_budget(spec, gpu, settings, version, kv_budget_bytes)
 
     def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
-        from .plan import rank_inventories
+        from .weights_plan import rank_inventories
 
         return rank_inventories(spec, gpu, settings, version)
 
     def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
-        from .plan import checkpoint_report
+        from .weights_plan import checkpoint_report
 
         return checkpoint_report(spec, gpu, settings, version, checkpoint)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...model.config import ModelSpec
+from ...model.spec import ModelSpec
 from ...units import GIB, ceil_div
 from .releases import Release
 

@@ -7,11 +7,8 @@ the number of blocks, how many blocks one `max_model_len` request needs, "GPU KV
 "Maximum concurrency for L tokens per request: X.XXx", the extra lines it prints (padding layers,
 hybrid manager disabled) and whether the startup check "one full request must fit" passes.
 
-`attention_layers_from_facts` builds the layer list from the ModelSpec's attention facts (model/attention.py
-reads each family's keys: Gemma 2/3, gpt-oss, Mistral/Llama/Phi-3 windows, Llama 4 chunked attention, MLA,
-Gemma 3n / Gemma 4 KV sharing) with this release's reading of Qwen2 `use_sliding_window`/`max_window_layers`,
-and `sliding_window_max_len_cap` says when a release disables interleaved sliding windows and caps
-max_model_len to the window instead.
+The layers come from kv_layers.py (`AttentionLayer`, built from the ModelSpec's attention facts) and, for
+Mamba / linear-attention hybrids, kv_mamba.py (the raised block size and padded Mamba page).
 
 Pages of different sizes are brought to the largest (unify_kv_cache_spec_page_size): a divisor by raising
 its block size, otherwise padded where the release pads that kind (`_to_page`). A KV-shared layer takes
@@ -24,34 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 from ...errors import EngineRefused
-from ...model.attention import AttentionFacts
-from ...model.hybrid import MixerFacts
 from ...units import ceil_div
-from .kv_specs import (KINDS, MLA, SPEC_TYPES, ChunkedLocal, CrossAttention, FullAttention, KvSpec, RequestBound,
-                       SlidingWindow)
-from . import releases
-from .releases import release
-
-Version = tuple[int, int, int]
-
-
-@lru_cache(maxsize=256)
-def _rules(version: Version, engine: str) -> dict[str, tuple[object, str]]:
-    return {name: (value, source) for name, value, source in release(version, engine).rules}
-
-
-def rule(version: Version | None, name: str, engine: str = "v1") -> object:
-    """The value of one rule of releases.RULE_CHANGES at `version` (None: the newest), by default on
-    the V1 path (the KV-cache manager is V1's)."""
-    return _rules(tuple(version or releases.NEWEST_KNOWN), engine)[name][0]
-
-
-def rule_source(version: Version | None, name: str, engine: str = "v1") -> str:
-    return _rules(tuple(version or releases.NEWEST_KNOWN), engine)[name][1]
-
+from .kv_layers import AttentionLayer, KvNotModelledError, Version, rule, rule_source
+from .kv_mamba import MambaBlockSizing, _apply_mamba
+from .kv_specs import MLA, ChunkedLocal, CrossAttention, FullAttention, KvSpec, RequestBound, SlidingWindow
 
 class KvLayoutRefusal(EngineRefused, NotImplementedError):
     """A KV layout the release itself refuses at startup (vLLM raises NotImplementedError or asserts while
@@ -64,48 +39,6 @@ class KvSpecRefusal(EngineRefused, ValueError):
     """A KV configuration the release refuses with a ValueError of its own (the message is vLLM's)."""
 
     engine_label = "vLLM"
-
-
-class KvNotModelledError(NotImplementedError, ValueError):
-    """A KV layout this tool does not size yet (bad input for the command line: exit 2, not a crash)."""
-
-
-@dataclass(frozen=True)
-class AttentionLayer:
-    """One attention layer on one rank, as callers describe it; `spec(block_size)` gives its typed spec
-    (kv_specs.py: one class per kind).
-
-    kind: "full", "sliding", "chunked_local" (Llama 4 local layers), "mla", "mamba" (a Mamba /
-        linear-attention layer: one recurrent state per request, MambaSpec) or "cross" (an encoder-decoder
-        cross-attention layer, V1 CrossAttentionSpec from 0.10.2: it caches the encoder's tokens).
-    page_bytes: one block of this layer on this rank at the configured block size (K+V, or the MLA latent);
-        for "mamba" the unpadded state (sum of prod(shape) x dtype over its tensors), independent of block size.
-    sliding_window: the window (sliding) or the chunk (chunked_local) in tokens; for "cross" the encoder
-        tokens one request caches (max_num_encoder_input_tokens, Whisper's max_source_positions); None otherwise.
-    kv_sharing_target: index (in the same layer list) of an earlier layer whose KV cache this one reads
-        (kv_sharing_target_layer_name: Gemma 3n, Gemma 4 E2B / E4B); such a layer takes no page.
-    """
-
-    kind: str
-    page_bytes: int
-    sliding_window: int | None = None
-    kv_sharing_target: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown attention kind {self.kind!r} (one of {', '.join(KINDS)})")
-        if self.page_bytes <= 0:
-            raise ValueError("page_bytes must be positive")
-        if self.spec_type.needs_span and not self.sliding_window:
-            raise ValueError(f"a {self.kind} layer needs its window")
-
-    @property
-    def spec_type(self) -> type[KvSpec]:
-        return SPEC_TYPES[self.kind]
-
-    def spec(self, block_size: int) -> KvSpec:
-        """The layer's spec at `block_size` (its page is given at that size)."""
-        return self.spec_type.of(self.page_bytes, block_size, self.sliding_window)
 
 
 @dataclass(frozen=True)
@@ -293,75 +226,6 @@ def _block_bytes(grouping: _Grouping, worker: Sequence[int], specs_by_index: Seq
     size = max(sum(1 for i in members if i in owned) for _, members in grouping.groups)
     page = grouping.groups[0][0].page_bytes
     return page * size, size
-
-
-# --- Mamba: attention block size raised, Mamba page padded -------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MambaBlockSizing:
-    block_size: int  # attention block size after the raise
-    attention_page_bytes: int  # one attention layer's page at that block size
-    mamba_page_bytes: int  # unpadded state page
-    padded_page_bytes: int  # the Mamba page as allocated (== attention page when there is attention)
-    mamba_block_size: int  # MambaSpec.block_size: max_model_len ("none"), block size ("align" / "all")
-    log_lines: tuple[str, ...]
-
-
-def mamba_block_sizing(attention_page_per_token: int | None, mamba_page_bytes: int, block_size: int,
-                       max_model_len: int, version: Version, *, mla: bool = False, cutlass_mla: bool = False,
-                       mamba_cache_mode: str = "none", mamba_chunk_size: int | None = None) -> MambaBlockSizing:
-    """HybridAttentionMambaModelConfig.verify_and_update_config (models/config.py 0.10.1-0.18;
-    platforms/interface.py from 0.20): attention block size = alignment x cdiv(mamba_page, alignment x
-    attention bytes per token) when the configured one is smaller ("all" mode: a multiple of
-    lcm(mamba chunk, alignment) covering the state), then the Mamba page padded to the attention page."""
-    version = tuple(version)  # type: ignore[assignment]
-    lines: list[str] = []
-    if not attention_page_per_token:  # attention-free: nothing to align
-        mamba_block = block_size if mamba_cache_mode in ("align", "all") else max_model_len
-        return MambaBlockSizing(block_size, 0, mamba_page_bytes, mamba_page_bytes, mamba_block, ())
-    alignment = 16
-    if mla and rule(version, "mamba_mla_alignment"):
-        alignment = 128 if cutlass_mla else 64
-    if mamba_cache_mode == "all":
-        from math import lcm
-        chunk = lcm(int(mamba_chunk_size or 256), alignment)
-        needed = chunk * ceil_div(ceil_div(mamba_page_bytes, attention_page_per_token), chunk)
-    else:
-        needed = alignment * ceil_div(mamba_page_bytes, alignment * attention_page_per_token)
-    if block_size < needed:
-        block_size = needed
-        lines.append(f"Setting attention block size to {block_size} tokens to ensure that attention page size is "
-                     ">= mamba page size.")
-    attention_page = block_size * attention_page_per_token
-    padded = mamba_page_bytes
-    if attention_page > mamba_page_bytes:
-        padded = attention_page
-        lines.append(f"Padding mamba page size by {100 * (attention_page - mamba_page_bytes) / mamba_page_bytes:.2f}% "
-                     "to ensure that mamba page size and attention page size are exactly equal.")
-    mamba_block = block_size if mamba_cache_mode in ("align", "all") else max_model_len
-    return MambaBlockSizing(block_size, attention_page, mamba_page_bytes, padded, mamba_block, tuple(lines))
-
-
-def _apply_mamba(layers: Sequence[AttentionLayer], block_size: int, max_model_len: int, version: Version,
-                 mamba_cache_mode: str, mamba_chunk_size: int | None, cutlass_mla: bool
-                 ) -> tuple[list[AttentionLayer], MambaBlockSizing]:
-    attention = [layer for layer in layers if not layer.spec_type.recurrent]
-    mamba_pages = {layer.page_bytes for layer in layers if layer.spec_type.recurrent}
-    if len(mamba_pages) > 1:
-        raise KvNotModelledError("Mamba layers with different state sizes are not sized")
-    per_token = None
-    if attention:
-        # the platform sizes from the model's own attention (the first layers; a draft model's come last);
-        # other pages are unified with it later (_unify_pages)
-        per_token = attention[0].page_bytes // block_size
-    sizing = mamba_block_sizing(per_token, mamba_pages.pop(), block_size, max_model_len, version,
-                                mla=any(issubclass(layer.spec_type, MLA) for layer in attention),
-                                cutlass_mla=cutlass_mla,
-                                mamba_cache_mode=mamba_cache_mode, mamba_chunk_size=mamba_chunk_size)
-    out = [replace(layer, page_bytes=sizing.padded_page_bytes) if layer.spec_type.recurrent
-           else replace(layer, page_bytes=layer.page_bytes // block_size * sizing.block_size) for layer in layers]
-    return out, sizing
 
 
 # --- the plan ---------------------------------------------------------------------------------------------
@@ -809,172 +673,3 @@ def _estimate_max_len(needed_for, available: int, max_model_len: int) -> int:
     return best
 
 
-# --- layers from the ModelSpec's attention facts (model/attention.py) --------------------------------------
-
-
-class SlidingWindowRefusal(ValueError):
-    """vLLM refuses this sliding-window layout (message as that release words it)."""
-
-
-def layer_kinds(attention: AttentionFacts, *, version: Version | None = None,
-                disable_sliding_window: bool = False) -> list[tuple[str, int | None]]:
-    """(kind, window) per layer as vLLM's model code builds its attention layers: the checkpoint's own
-    layout, except Qwen2-style windows, which each release reads its own way (_qwen_layers)."""
-    n = attention.num_layers
-    if attention.mla_latent is not None:
-        return [("mla", None)] * n
-    if disable_sliding_window:
-        return [("full", None)] * n
-    if attention.max_window_layers_rule:
-        return _qwen_layers(attention, version)
-    return list(attention.layers)
-
-
-def _qwen_layers(attention: AttentionFacts, version: Version | None) -> list[tuple[str, int | None]]:
-    n, window = attention.num_layers, attention.window
-    if not attention.use_sliding_window or not window:
-        return [("full", None)] * n  # the config carries a window it does not use
-    mwl = attention.max_window_layers if attention.max_window_layers is not None else n
-    layers_rule = rule(version, "qwen2_max_window_layers")
-    if layers_rule == "first-layers":
-        return [("sliding", int(window)) if i < mwl else ("full", None) for i in range(n)]
-    mixed = {"refuse": True, "refuse-unless-all": mwl != n, "refuse-if-some": 0 < mwl < n}[layers_rule]
-    if mixed:
-        raise SlidingWindowRefusal(
-            "Sliding window for some but all layers is not supported. This model uses sliding window but "
-            f"`max_window_layers` = {mwl} is less than `num_hidden_layers` = {n}. Please open an issue to discuss "
-            "this feature.")
-    # vLLM then gives every layer cache_config.sliding_window
-    return [("sliding", int(window))] * n
-
-
-def attention_layers_from_facts(attention: AttentionFacts, tp: int, block_size: int, dtype_bytes: int, *,
-                                version: Version | None = None,
-                                disable_sliding_window: bool = False) -> list[AttentionLayer]:
-    """The attention layers on one tensor-parallel rank, with their page bytes.
-
-    Page = 2 (K and V) x block_size x KV heads per rank x head_dim x dtype_bytes, KV heads per rank =
-    max(1, kv_heads // tp); MLA: one latent of kv_lora_rank + qk_rope_head_dim, the same on every rank.
-    `version` picks release-specific Qwen2 rules (None = the newest); SlidingWindowRefusal when vLLM refuses.
-    """
-    kinds = layer_kinds(attention, version=version, disable_sliding_window=disable_sliding_window)
-    if attention.mla_latent is not None:
-        page = block_size * attention.mla_latent * dtype_bytes
-    else:
-        page = 2 * block_size * max(1, attention.kv_heads // tp) * attention.head_dim * dtype_bytes
-    return [AttentionLayer(kind, page, window, target)
-            for (kind, window), target in zip(kinds, attention.kv_sharing_targets)]
-
-
-# --- max_model_len capped to the window -----------------------------------------------------------------
-
-
-def sliding_window_max_len_cap(attention: AttentionFacts, version: Version, engine: str,
-                               attention_backend: str | None = None,
-                               disable_sliding_window: bool = False) -> tuple[int | None, str | None]:
-    """(cap, warning) when the release disables interleaved sliding windows and caps max_model_len to the
-    window (ModelConfig.__init__ -> _get_and_verify_max_len), else (None, None).
-
-    0.5.1-0.6.2: Gemma 2 always; 0.6.3-0.6.4: Gemma 2 or a list of windows, always; 0.6.5-0.7.0 only with
-    VLLM_ATTENTION_BACKEND=XFORMERS, 0.7.2-0.10.x with XFORMERS or FLASHINFER (V0 only from 0.10.1);
-    --disable-sliding-window caps in every release.
-    """
-    model_type = attention.model_type
-    smallest = attention.smallest_window
-    if smallest is None:
-        return None, None
-    if disable_sliding_window:
-        return smallest, None
-    mode = rule(version, "interleaved_window_cap", engine)
-    if mode == "never":
-        return None, None
-    backend = (attention_backend or "").upper()
-    if mode == "gemma2":
-        if model_type != "gemma2":
-            return None, None
-        return smallest, ("Gemma 2 uses sliding window attention for every odd layer, which is currently not "
-                          "supported by vLLM. Disabling sliding window and capping the max length to the sliding "
-                          f"window size ({smallest}).")
-    if not _interleaved(attention, version):
-        return None, None
-    if mode == "always":
-        return smallest, (f"{model_type} has interleaved attention, which is currently not supported by vLLM. "
-                          "Disabling sliding window and capping the max length to the sliding window size "
-                          f"({smallest}).")
-    if backend not in rule(version, "interleaved_window_backends", engine):  # type: ignore[operator]
-        return None, None
-    return smallest, (f"{model_type} has interleaved attention, which is currently not supported by the {backend} "
-                      "backend. Disabling sliding window and capping the max length to the sliding window size "
-                      f"({smallest}).")
-
-
-def _interleaved(attention: AttentionFacts, version: Version) -> bool:
-    """Whether the release counts this model's sliding windows as interleaved with full attention."""
-    model_type = attention.model_type
-    detection = rule(version, "interleaved_window_detection")
-    if detection == "layer-types":
-        return ({"full_attention", "sliding_attention"} <= set(attention.layer_types)
-                or model_type in ("gemma2", "gemma3_text"))
-    types = rule(version, "interleaved_window_types")
-    interleaved = isinstance(attention.window, tuple) or model_type in types  # type: ignore[operator]
-    if detection == "pattern":
-        interleaved = interleaved or attention.sliding_window_pattern is not None or model_type == "gemma2"
-    return interleaved
-
-
-# --- Mamba / linear-attention hybrids from the ModelSpec's mixer facts ------------------------------------
-
-
-def default_mamba_cache_mode(architecture: str, version: Version, enable_prefix_caching: bool | None = None) -> str:
-    """The mamba_cache_mode a hybrid ends up with in V1 (--mamba-cache-mode left at "none"):
-
-    - before 0.11.2 prefix caching is forced off for hybrids (HybridAttentionMambaModelConfig): "none";
-    - prefix caching defaults to off for hybrids until 0.25 (ModelConfig.is_prefix_caching_supported:
-      attn_type "hybrid" -> False; 0.11.2 arg_utils: `not model_config.is_hybrid`) and on from 0.26;
-    - with it on: 0.11.2-0.14 "all" when the model supports Mamba prefix caching, otherwise prefix caching
-      is switched off again ("none"); 0.15.1+ MambaModelConfig: "all" if supported else "align"
-      (models/config.py); 0.28+ "none" becomes "align" for every hybrid."""
-    if "all" not in rule(version, "mamba_cache_modes"):  # type: ignore[operator]
-        return "none"
-    enabled = enable_prefix_caching
-    if enabled is None:
-        enabled = rule(version, "hybrid_prefix_caching_default")
-    if not enabled:
-        return "none"
-    if_supported, otherwise = rule(version, "mamba_prefix_cache_mode")  # type: ignore[misc]
-    supported = architecture in rule(version, "mamba_prefix_caching_architectures")  # type: ignore[operator]
-    return if_supported if supported else otherwise
-
-
-def hybrid_attention_layers(mixer: MixerFacts, tp: int, block_size: int, kv_dtype_bytes: int, model_dtype: str, *,
-                            mamba_cache_dtype: str = "auto", mamba_ssm_cache_dtype: str = "auto",
-                            num_speculative_tokens: int = 0,
-                            ) -> tuple[list[AttentionLayer], list[tuple[int, ...]]]:
-    """The KV layers of a Mamba / linear-attention hybrid on one TP rank, and for each decoder layer the
-    indices of its entries (none for Nemotron-H MLP / MoE layers, two for Falcon-H1's parallel attention +
-    Mamba2), so a caller can split them by pipeline stage.
-
-    Attention pages at `block_size` (2 x KV heads per rank x head_dim x kv_dtype_bytes per token); Mamba pages
-    unpadded (mamba_state.py); plan_kv_groups raises the block size and pads them per release."""
-    from ...model.hybrid import HybridConfigError
-    from .mamba_state import mamba_state
-
-    if mixer.attention_shape is None:
-        raise HybridConfigError(mixer.problem or "hybrid config without an attention shape")
-    kv_heads, head_dim = mixer.attention_shape
-    attention_page = 2 * block_size * max(1, kv_heads // tp) * head_dim * kv_dtype_bytes
-    state = mamba_state(mixer, tp, model_dtype, mamba_cache_dtype=mamba_cache_dtype,
-                        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
-                        num_speculative_tokens=num_speculative_tokens)
-    layers: list[AttentionLayer] = []
-    per_decoder_layer: list[tuple[int, ...]] = []
-    for kind in mixer.layers:
-        mine = []
-        if "attention" in kind:
-            mine.append(len(layers))
-            layers.append(AttentionLayer("full", attention_page))
-        if "mamba" in kind:
-            mine.append(len(layers))
-            layers.append(AttentionLayer("mamba", state.page_bytes))
-        per_decoder_layer.append(tuple(mine))
-    return layers, per_decoder_layer

@@ -11,7 +11,7 @@ from ... import fidelity, scoring
 from ...render import schema_figures
 from ...units import GIB, parse_version
 from .engine import ENGINE
-from .plan import kv_plan_for_budget
+from .kv_plan import kv_plan_for_budget
 from .logs.eras import infer_engine_from_log, infer_version_from_log, refine_wildcard_version
 from .releases import era, rule_at
 from .speculative import unsized_reason

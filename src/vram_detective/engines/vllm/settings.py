@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ...errors import EngineRefused
 from ...breakdown import Setting
 from ...hardware import Gpu
-from ...model.config import ModelSpec
+from ...model.spec import ModelSpec
 from ...units import GIB
 from .releases import Release, first_release_serving
 
@@ -70,7 +70,7 @@ class EngineSettings:
     reasons: tuple[tuple[str, str], ...]
     speculative: object = None  # speculative.SpeculativeConfig when a drafter is configured
     enable_prefix_caching: bool | None = None  # None: the release default
-    mamba_cache_mode: str = "none"  # Mamba hybrids on V1: what prefix caching implies (kv_groups.default_mamba_cache_mode)
+    mamba_cache_mode: str = "none"  # Mamba hybrids on V1: what prefix caching implies (kv_mamba.default_mamba_cache_mode)
     mamba_chunk_size: int | None = None  # the SSD chunk "all" mode aligns attention blocks to (None: 256)
     decode_context_parallel_size: int = 1  # --decode-context-parallel-size / -dcp (0.10.2+, inside the TP group)
     disable_hybrid_kv_cache_manager: bool = False  # --disable-hybrid-kv-cache-manager (V1 0.9.1+)
@@ -418,7 +418,7 @@ def _max_model_len(given, spec: ModelSpec, gpu: Gpu, release: Release, engine: s
     backend cannot serve, then the user's value checked against it (-1: auto-fit, 0.15+)."""
     derived, reasons["max_model_len"] = derive_max_model_len(spec, release)
     if spec.attention_facts is not None:
-        from .kv_groups import sliding_window_max_len_cap
+        from .kv_layers import sliding_window_max_len_cap
 
         # V0's default attention backend is xFormers below sm80, FlashAttention above (selector.py)
         backend = "XFORMERS" if engine == "v0" and gpu.compute_capability < (8, 0) else "FLASH_ATTN"
@@ -578,7 +578,7 @@ def _kv_cache_dtype(kv_dtype: str, user: dict, spec: ModelSpec, gpu: Gpu, releas
 def _layer_kinds(spec: ModelSpec, release: Release) -> list[tuple[str, int | None]]:
     if spec.attention_facts is None:
         return []
-    from .kv_groups import SlidingWindowRefusal, layer_kinds
+    from .kv_layers import SlidingWindowRefusal, layer_kinds
 
     try:
         return layer_kinds(spec.attention_facts, version=release.version)
@@ -598,7 +598,7 @@ def _mamba_chunk_size(spec: ModelSpec) -> int | None:
 def _mamba_cache_mode(spec: ModelSpec, release: Release, engine: str, enable_prefix_caching) -> str:
     if spec.hybrid is None or engine != "v1":
         return "none"
-    from .kv_groups import default_mamba_cache_mode
+    from .kv_mamba import default_mamba_cache_mode
 
     return default_mamba_cache_mode(spec.architecture, release.version, enable_prefix_caching)
 

@@ -35,7 +35,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 
-from ...model.config import ModelSpec
+from ...model.spec import ModelSpec
 from ...model.draft import DraftFacts
 from ...model.dtypes import DTYPE_BYTES
 from .releases import rule_at
@@ -336,7 +336,8 @@ def draft_kv_layers(config: SpeculativeConfig | None, spec: ModelSpec, tp: int) 
 
 def catalog_spec(name: str) -> ModelSpec | None:
     """The draft / head config from the built-in catalog (offline), None when it is not there."""
-    from ...model.config import ConfigError, parse_config
+    from ...model.config import parse_config
+    from ...model.spec import ConfigError
     from ...model.sources import load_model
 
     try:
@@ -346,7 +347,7 @@ def catalog_spec(name: str) -> ModelSpec | None:
         return None
 
 
-# --- the two hooks plan.py calls -----------------------------------------------------------------------
+# --- the two hooks plan.py's steps call (weights_plan.py, kv_plan.py) ---------------------------------------
 
 
 def with_draft_weights(inventory: Inventory, spec: ModelSpec, settings, release, gpu, weights_plan) -> Inventory:
@@ -416,7 +417,7 @@ def drafter_profile(spec: ModelSpec, settings, release, dtype_bytes: int) -> Dra
 
 def draft_attention_layers(spec: ModelSpec, settings, release) -> list:
     """The drafter's attention layers with this rank's page size (they join the last stage's KV cache)."""
-    from . import kv_cache, kv_groups
+    from . import kv_cache, kv_layers
 
     found = draft_kv_layers(settings.speculative, spec, settings.tensor_parallel_size)
     if not found or not found[1]:
@@ -428,7 +429,7 @@ def draft_attention_layers(spec: ModelSpec, settings, release) -> list:
     layout = kv_cache.kv_layout(draft_spec, tp, 1, settings.block_size, settings.kv_cache_dtype_bytes, release,
                                 settings.kv_cache_dtype)
     kind = "mla" if kv_cache.mla_latent(draft_spec, release) else "full"
-    return [kv_groups.AttentionLayer(kind, layout.page_bytes, None)] * count
+    return [kv_layers.AttentionLayer(kind, layout.page_bytes, None)] * count
 
 
 def unsized_reason(value, spec: ModelSpec) -> str | None:

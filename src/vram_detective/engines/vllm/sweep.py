@@ -10,7 +10,7 @@ four knobs is fixed. The pieces are computed once with the engine code itself:
   pool of each stage (profile.activation_peak, profile.cuda_graphs);
 - per (max_model_len, tokens in flight): the bytes one block id costs each worker, the blocks one request
   takes and what the startup check "one max_model_len request must fit" needs on each worker
-  (kv_groups.plan_kv_groups, probed through plan.plan_kv).
+  (kv_groups.plan_kv_groups, probed through kv_plan.plan_kv).
 
 The release's budget formula then combines them over gpu_memory_utilization x max_model_len x
 max_num_seqs x max_num_batched_tokens with numpy broadcasting (pure Python when numpy is absent). The
@@ -121,19 +121,19 @@ def _fixed_settings(settings: dict | None) -> dict:
     return fixed
 
 
-def _kv_log_and_fit_rules(kv_groups, version, engine: str) -> tuple[str, bool, bool, bool]:
+def _kv_log_and_fit_rules(kv_layers, version, engine: str) -> tuple[str, bool, bool, bool]:
     """(tokens rule, log after the minimum over workers, fit check against the smallest budget, null block out of
     the fit check): the kv_groups rules _combine applies elementwise (plan_v1's _logged_figures and _fit_check)."""
     v1 = engine == "v1"
-    tokens_rule = str(kv_groups.rule(version, "kv_tokens_rule")) if v1 else "blocks"
-    log_after_min = bool(kv_groups.rule(version, "log_after_min")) if v1 else True
-    fit_global_min = (kv_groups.rule(version, "fit_check") != "per-layer"
-                      and not kv_groups.rule(version, "fit_per_worker_groups"))
-    return tokens_rule, log_after_min, fit_global_min, bool(kv_groups.rule(version, "null_block_in_fit_check"))
+    tokens_rule = str(kv_layers.rule(version, "kv_tokens_rule")) if v1 else "blocks"
+    log_after_min = bool(kv_layers.rule(version, "log_after_min")) if v1 else True
+    fit_global_min = (kv_layers.rule(version, "fit_check") != "per-layer"
+                      and not kv_layers.rule(version, "fit_per_worker_groups"))
+    return tokens_rule, log_after_min, fit_global_min, bool(kv_layers.rule(version, "null_block_in_fit_check"))
 
 
 def _kv_identity(layers, workers, block_size: int, version, engine: str, pipeline_parallel_size: int) -> int:
-    """A number for everything plan.plan_kv reads besides the swept knobs: the same identity shares KV pieces."""
+    """A number for everything kv_plan.plan_kv reads besides the swept knobs: the same identity shares KV pieces."""
     identity = (tuple(layers), tuple(workers), block_size, version, engine, pipeline_parallel_size)
     if identity not in _IDENTITIES:
         _IDENTITIES[identity] = next(_IDENTITY_NUMBERS)
@@ -145,13 +145,14 @@ class FastPath:
 
     def __init__(self, model: str, gpu, *, vllm_version: str | None = None, settings: dict | None = None,
                  kv_budget_bytes: int | None = None, spec=None, source_options: dict | None = None):
-        from . import kv_groups, profile
+        from . import kv_groups, kv_layers, kv_plan, profile, weights_plan
         from . import plan as plan_module
         from . import settings as settings_module
         from .releases import release as release_rules, resolve_version
         from .weights import pipeline_layer_counts
 
         self._profile, self._plan_module, self._kv_groups = profile, plan_module, kv_groups
+        self._kv_plan, self._weights_plan = kv_plan, weights_plan
         self._settings_module = settings_module
         self.model = model
         self.spec, self.gpu = _spec_and_gpu(model, gpu, spec, source_options or {})
@@ -175,12 +176,12 @@ class FastPath:
         self.graph_subtracted = bool(release["cuda_graph_subtracted"])
         # the stage tables hold vLLM's CUDA-graph estimate; the pool is it times this (profile.graph_actual_ratio)
         self.graph_actual_ratio = profile.graph_actual_ratio(self.gpu, settings_, release)
-        self.layers, self.workers = plan_module.attention_layers(self.spec, settings_, release, self.layer_counts)
+        self.layers, self.workers = kv_plan.attention_layers(self.spec, settings_, release, self.layer_counts)
         self._cross_follows_tokens = (self.spec.encoder is not None and settings_.engine == "v1"
                                       and not release["encdec_encoder_tokens_override"])
         self.kv_fixed = int(kv_budget_bytes) if kv_budget_bytes is not None else settings_.kv_cache_memory_bytes
         (self.tokens_rule, self.log_after_min, self.fit_global_min,
-         self.fit_null_block) = _kv_log_and_fit_rules(kv_groups, release.version, self.engine)
+         self.fit_null_block) = _kv_log_and_fit_rules(kv_layers, release.version, self.engine)
         self.sliding = any(layer.kind in ("sliding", "chunked_local") for layer in self.layers)
         self.swap_space_gib = settings_.swap_space_gib
         self._chunked_given = self.fixed.get("enable_chunked_prefill")
@@ -194,7 +195,7 @@ class FastPath:
         self.num_cpu_blocks = int(self.swap_space_gib * GIB // self.worker_block_bytes[0]) if self.engine == "v0" else 0
 
     def _load_weights(self) -> None:
-        """Weights per stage, as plan.plan() loads them (the inventories plan.rank_inventories builds); buffers
+        """Weights per stage, as plan.plan() loads them (the inventories weights_plan.rank_inventories builds); buffers
         sized by max_num_batched_tokens are left out here and added per point (_weights_at)."""
         from . import allocator
 
@@ -206,8 +207,8 @@ class FastPath:
                                 for stage in range(self.pipeline_parallel_size))
         self._weights_by_tokens: dict[int, tuple[int, ...]] = {}
         self._weights_shift = [0] * self.pipeline_parallel_size
-        for _, inventory in plan_module.rank_inventories(self.spec, self.gpu, self._probe, self.version, batched_tokens=0):
-            weights, _, offloaded = plan_module.resident_weights(inventory, settings, release)
+        for _, inventory in self._weights_plan.rank_inventories(self.spec, self.gpu, self._probe, self.version, batched_tokens=0):
+            weights, _, offloaded = self._weights_plan.resident_weights(inventory, settings, release)
             self.weights.append(weights)
             self.staged.append(allocator.offloaded_layer_bytes(inventory.allocations) if offloaded else 0)
             self.inventories.append(inventory)
@@ -222,9 +223,9 @@ class FastPath:
         else:
             base = self._weights_by_tokens.get(tokens)
             if base is None:
-                base = [self._plan_module.resident_weights(inventory, self.settings, self.release)[0]
-                        for _, inventory in self._plan_module.rank_inventories(self.spec, self.gpu, self._probe,
-                                                                               self.version, batched_tokens=tokens)]
+                base = [self._weights_plan.resident_weights(inventory, self.settings, self.release)[0]
+                        for _, inventory in self._weights_plan.rank_inventories(self.spec, self.gpu, self._probe,
+                                                                                 self.version, batched_tokens=tokens)]
                 base = self._weights_by_tokens[tokens] = tuple(base)
         return tuple(weights - shift for weights, shift in zip(base, self._weights_shift))
 
@@ -265,7 +266,8 @@ class FastPath:
         profile_module = self._profile
         need = profile_module.sampler_warmup_bytes(self.spec, settings, self.release, self._dtype_bytes, self.gpu)
         kept = (profile_module.persistent_sampler_bytes(self.spec, settings, self.release, self.gpu)
-                + profile_module.profile_workspaces(self.gpu, self.release)[0])
+                + profile_module.profile_workspaces(self.gpu, self.release)[0]
+                + profile_module.moe_workspace_bytes(self.spec, settings, self.release, self._dtype_bytes))
         return need + kept
 
     def _in_flight(self, tokens: int) -> int | None:
@@ -284,10 +286,10 @@ class FastPath:
             return found
         settings = replace(self.settings, max_model_len=max_model_len, max_num_batched_tokens=tokens)
         workers = len(self.workers)
-        plan_kv = self._plan_module.plan_kv
+        plan_kv = self._kv_plan.plan_kv
         layers = self.layers
         if cross_tokens is not None:
-            layers, _ = self._plan_module.attention_layers(self.spec, settings, self.release, self.layer_counts)
+            layers, _ = self._kv_plan.attention_layers(self.spec, settings, self.release, self.layer_counts)
         probe = plan_kv(layers, self.workers, [_BIG] * workers, settings, self.release)
         needed = []
         if self.engine == "v1":

@@ -83,19 +83,99 @@ def test_dev_vllm_modern_profile_terms():
     assert figures["non_torch_gib"]["median_abs_rel_err"] <= 0.10
     assert figures["kv_cache_gib"]["median_abs_err_gib"] <= 0.5
     errors = {case["id"]: case["figures"]["activation_peak_gib"]["rel_err"] for case in report["per_case"]}
-    # the four text-only last stages are exact to the printed 0.01 GiB
-    exact = [case for case in report["per_case"] if case["figures"]["activation_peak_gib"]["abs_err_gib"] < 0.005]
-    assert len(exact) == 4
+    # every run but the first pipeline stage is exact to the printed 0.01 GiB: the four text-only ones, Mixtral (the
+    # MoE workspace under the sampler) and Gemma 3 (the dummy images and their outputs under the sampler)
+    exact = {case["id"] for case in report["per_case"] if case["figures"]["activation_peak_gib"]["abs_err_gib"] < 0.005}
+    assert len(exact) == 6
+    assert "vllm-llmdplanner-h100-mixtral-8x7b-instruct-v0-1-tp2-8192-v0190" in exact
     assert statistics.median(errors.values()) < 0.01
 
 
-@pytest.mark.xfail(strict=True, reason="first pipeline stage: 0.88 GiB predicted (3 hidden + 3 intermediate tensors "
-                                       "per token + cuBLAS), 1.10 GiB logged - one [T, intermediate] tensor more is "
-                                       "alive in 0.19's compiled forward; not found in the source yet")
-def test_first_pipeline_stage_forward_peak():
+MIXTRAL = "mistralai/Mixtral-8x7B-Instruct-v0.1"
+
+
+def _mixtral(version: str, **settings):
+    return explain(MIXTRAL, "H100", vllm_version=version, **{"max_model_len": 8192, "gpu_memory_utilization": 0.95,
+                                                              "tensor_parallel_size": 2, **settings})
+
+
+def test_moe_workspace_stays_under_the_sampler_by_hand():
+    """0.19.0, Mixtral-8x7B at TP 2 (top-2 of 8 experts, 14,336 / 2 = 7,168 per rank, hidden 4,096): the modular
+    kernel's scratch lives in the WorkspaceManager and outlives the forward - workspace13 [8192, 2, max(7168, 4096)]
+    (the output [8192, 4096] shares it) + workspace2 [8192, 2, max(14336, 4096)], bf16 = 672 MiB. The dummy sampler
+    then runs beside it: [1024, 32000] logits x 14 B, the whole 2 MiB block of each fp32 tensor (125 MiB: the 1 MiB
+    rest is not split off; the bf16 one's 1.5 MiB rest is), the kernel's 132 cached fp32 rows, the last hidden states
+    twice, the [T, H] output, and cuBLAS's 32 MiB. The real log says 1.21 GiB (before: 0.88 from the forward alone)."""
+    tokens, requests, vocab, hidden = 8192, 1024, 32000, 4096
+    workspace = tokens * 2 * 7168 * 2 + tokens * 2 * 14336 * 2
+    sampler = (requests * vocab * 14 + 3 * (126 * MIB - requests * vocab * 4)
+               + 132 * vocab * 4 + 2 * requests * hidden * 2 + tokens * hidden * 2)
+    b = _mixtral("0.19.0")
+    assert b.activation_peak_bytes == workspace + sampler + 32 * MIB
+    assert round(b.activation_peak_bytes / GIB, 2) == 1.21
+    assert "0.66 GiB MoE workspace the forward left allocated" in _peak_reason(b)
+
+
+def test_moe_workspace_from_0_14_and_only_for_unquantized_experts():
+    """0.13.0 calls fused_experts(), whose caches die with the call: the sampler runs alone. 0.14.0's modular kernel
+    chunks at VLLM_FUSED_MOE_CHUNK_SIZE (16,384): at 32,768 tokens two chunks of scratch + a separate [T, H] output;
+    0.18.0 takes the whole batch as one chunk. Quantized experts (other kernels, not read here) keep the older
+    per-call model."""
+    peak13 = _mixtral("0.13.0").activation_peak_bytes
+    peak14 = _mixtral("0.14.0").activation_peak_bytes
+    assert peak14 - peak13 == 8192 * 2 * (7168 + 14336) * 2
+    tokens = 32768
+    chunked = 16384 * 2 * 7168 * 2 + 16384 * 2 * 14336 * 2 + tokens * 4096 * 2
+    whole = tokens * 2 * 7168 * 2 + tokens * 2 * 14336 * 2
+    # 8 sequences: the forward (3 hidden tensors + the scratch) is the peak, beside cuBLAS's 32 MiB
+    peak = {version: _mixtral(version, max_num_batched_tokens=tokens, max_num_seqs=8).activation_peak_bytes
+            for version in ("0.17.0", "0.18.0")}
+    assert peak["0.17.0"] == 3 * tokens * 4096 * 2 + chunked + 32 * MIB
+    assert peak["0.18.0"] == 3 * tokens * 4096 * 2 + whole + 32 * MIB
+    fp8 = explain(MIXTRAL, "H100", vllm_version="0.19.0", max_model_len=8192, tensor_parallel_size=2, quantization="fp8")
+    assert "MoE workspace" not in _peak_reason(fp8)
+
+
+def test_gemma3_dummy_images_stay_through_the_sampler_by_hand():
+    """0.19.0, Gemma-3-4B on an H100: profile_run encodes 8,192 // 256 = 32 dummy 896 x 896 images and keeps both
+    their outputs (the encoder cache, [32 x 256, 2560]) and the batch itself (the local batched_dummy_mm_inputs:
+    pixel_values [32, 3, 896, 896], bf16 after the processor's cast) until it returns, so both sit under the
+    sampler: [1024, 262208] logits x 14 B (every tensor's rest above 1 MiB is split off: no whole-block overhead),
+    132 cached rows, [1024, 2560] twice, [8192, 2560], cuBLAS's 32 MiB. The SigLIP tower itself peaks lower
+    (eagerly at its GELU: 2 hidden + 2 intermediate per patch, 131,072 patches: 2.66 GiB + the images). The real
+    log says 3.89 GiB (before: 4.03, the tower counted like a compiled text MLP)."""
+    vocab, hidden, requests, tokens = 262208, 2560, 1024, 8192
+    sampler = requests * vocab * 14 + 132 * vocab * 4 + 2 * requests * hidden * 2 + tokens * hidden * 2
+    images = 32 * 3 * 896 * 896 * 2
+    outputs = 32 * 256 * hidden * 2
+    b = explain("google/gemma-3-4b-it", "H100", vllm_version="0.19.0", max_model_len=8192, gpu_memory_utilization=0.95)
+    assert b.activation_peak_bytes == sampler + images + outputs + 32 * MIB
+    assert round(b.activation_peak_bytes / GIB, 2) == 3.89
+    assert "0.14 GiB of dummy images" in _peak_reason(b)
+    # the processor's float32 output stays float32 before 0.9.1's cast (V1 0.9.0)
+    b90 = explain("google/gemma-3-4b-it", "H100", vllm_version="0.9.0", max_model_len=8192)
+    assert "0.29 GiB of dummy images" in _peak_reason(b90)
+
+
+def _first_stage_figures() -> dict:
     report = score_cases([case for case in load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl"))
                           if "tp1pp2" in case["id"]])["vllm"]
-    assert report["per_case"][0]["figures"]["activation_peak_gib"]["rel_err"] <= 0.10
+    return report["per_case"][0]["figures"]
+
+
+@pytest.mark.xfail(strict=True, reason="first pipeline stage: 0.875 GiB predicted (3 hidden + 3 intermediate tensors "
+                                       "per token + cuBLAS), 1.10 GiB logged; Inductor's plan of the MLP piece holds "
+                                       "the 3 + 3 count - the 225-236 MiB more need a memory snapshot of rank 0's "
+                                       "profile run (docs/accuracy.md)")
+def test_first_pipeline_stage_forward_peak():
+    assert abs(_first_stage_figures()["activation_peak_gib"]["rel_err"]) <= 0.10
+
+
+@pytest.mark.xfail(strict=True, reason="first pipeline stage: 0.25 GiB of non-torch predicted (the TP 1 figure), 0.07 "
+                                       "logged; what the last stage's logits and sampler add outside torch is not in "
+                                       "any source - a device measurement (docs/accuracy.md)")
+def test_first_pipeline_stage_non_torch():
+    assert abs(_first_stage_figures()["non_torch_gib"]["rel_err"]) <= 0.10
 
 
 def test_cuda_graph_estimate_follows_vllms_formula():
@@ -133,7 +213,9 @@ def test_dev_vllm_modern_graph_figures():
 
 @pytest.mark.xfail(strict=True, reason="the estimate's two captures are measured by vLLM (cudaMemGetInfo deltas); "
                                        "calibrated, they land within 0.01 GiB on 1 of 7 runs (median |error| "
-                                       "0.08 GiB; Llama-3.1-8B TP 2 logs 1.69 GiB against 0.71)")
+                                       "0.08 GiB; Llama-3.1-8B TP 2 logs 1.69 GiB against 0.71: torch memory of its "
+                                       "first capture that Mixtral's at TP 2 lacks - the per-mode DEBUG lines of the "
+                                       "source logs would settle the split)")
 def test_estimate_line_within_a_hundredth_of_a_gib():
     report = score_cases(load_cases(str(GROUNDTRUTH / "dev-vllm-modern.jsonl")))["vllm"]
     errors = [case["figures"]["cuda_graph_estimate_gib"]["abs_err_gib"] for case in report["per_case"]]

@@ -258,12 +258,14 @@ def _sampler_warmup_failure(spec: ModelSpec, gpu: Gpu, settings: EngineSettings,
                             graphs: profile.GraphEstimate, non_torch_outside: int, total: int) -> StartupFailure | None:
     """V1's sampler warm-up after graph capture (profile.sampler_warmup_bytes) takes what the KV pool and the graphs
     left free: the budget kept the profile's peak free for it, but graphs captured outside the budget (before 0.20),
-    the pool beyond vLLM's estimate, the CUDA context and the kernel's cached rows come out of the same headroom."""
+    the pool beyond vLLM's estimate, the CUDA context, the kernel's cached rows and the MoE workspace come out of the
+    same headroom."""
     if not release["sampler_warmup_checked"] or spec.padded_vocab_size <= 0 or last.kv_pool_bytes <= 0:
         return None
     dtype_bytes = DTYPE_BYTES[settings.dtype]
     need = profile.sampler_warmup_bytes(spec, settings, release, dtype_bytes, gpu)
-    kept = profile.persistent_sampler_bytes(spec, settings, release, gpu) + profile.profile_workspaces(gpu, release)[0]
+    kept = (profile.persistent_sampler_bytes(spec, settings, release, gpu) + profile.profile_workspaces(gpu, release)[0]
+            + profile.moe_workspace_bytes(spec, settings, release, dtype_bytes))
     free = (total - last.weights_bytes - last.kv_pool_bytes - last.non_torch_bytes - non_torch_outside - graphs.bytes
             - kept)
     if need <= free:

@@ -90,6 +90,27 @@ GEMMA4_FRAME_TOKENS = 70 + 2 + 6
 GEMMA4_FRAME_PATCHES = 70 * 9
 
 
+# Gemma 3's SigLIP tower (siglip.py SiglipEncoderLayer / SiglipMLP, run eagerly: vLLM compiles a tower only with
+# compile_mm_encoder, off by default): at nn.GELU(approximate="tanh") a layer holds its residual and the normed
+# input the MLP was called with (2 x hidden) and fc1's and GELU's outputs (2 x intermediate); fc2's moment
+# (3 x hidden + 1 x intermediate) is lower for any intermediate above hidden.
+SIGLIP_HIDDEN_AT_PEAK = 2
+SIGLIP_INTERMEDIATE_AT_PEAK = 2
+
+
+def dummy_image_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, items: int, dtype_bytes: int) -> int:
+    """The dummy images V1's profile_run encodes stay on the GPU until it returns (gpu_model_runner.py: the local
+    batched_dummy_mm_inputs is never deleted, 0.8.5-0.33.0), through the text dummy run and the sampler:
+    Gemma 3's pixel_values [items, 3, image, image] (one crop per image: pan-and-scan is off by default), cast to the
+    model dtype by the processor from 0.9.1 (inputs/registry.py maybe_cast_dtype; float32 before). Other towers'
+    inputs are not sized here (0)."""
+    vision = spec.vision
+    if settings.engine != "v1" or vision is None or vision.kind != "siglip" or not vision.image_size:
+        return 0
+    element = dtype_bytes if release["mm_inputs_model_dtype"] else 4
+    return items * vision.in_channels * vision.image_size ** 2 * element
+
+
 def clip_item(vision) -> tuple[int, int]:
     """LLaVA-1.5: one 336x336 image -> 577 CLIP positions (576 patches + the class token), 576 tokens
     (vision_feature_select_strategy "default" drops the class token). LLaVA-NeXT anyres: the largest
@@ -307,6 +328,36 @@ def sampler_extras(spec: ModelSpec, requests: int, release: Release, dtype_bytes
             + rounding)
 
 
+# WorkspaceManager.get_simultaneous (v1/worker/workspace.py) aligns each view of the one buffer to 256 bytes
+MOE_WORKSPACE_ALIGN = 256
+
+
+def moe_workspace_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int) -> int:
+    """The fused-MoE modular kernel's scratch, held by the worker's WorkspaceManager from the profile's forward on
+    (release rule moe_workspace_persistent, 0.14+): TritonExperts.workspace_shapes (fused_moe.py 0.14.0-0.20.0,
+    experts/triton_moe.py 0.25.0+) for M tokens of a chunk - workspace13 [M, topk, max(activation out, K)],
+    workspace2 [M, topk, max(N, K)] (N = 2 x expert intermediate, gated; K = hidden or the latent width) - and the
+    output [tokens, K], which shares workspace13 when one chunk covers the batch (modular_kernel.py
+    _allocate_buffers). 0 where the release frees the caches with each call, and for quantized experts, whose
+    kernels (per method and GPU) are not read here: e.g. 0.15's block-FP8 MoE on an RTX PRO 6000 logs the per-call
+    caches of fused_experts(), not these shapes."""
+    moe = spec.moe
+    if moe is None or not release.get("moe_workspace_persistent") or settings.quantization or spec.quantization:
+        return 0
+    tokens = settings.max_num_batched_tokens
+    moe_ranks = settings.tensor_parallel_size * settings.data_parallel_size
+    inner = moe.expert_intermediate if settings.enable_expert_parallel else moe.expert_intermediate // moe_ranks
+    width = moe.latent_size or spec.hidden_size
+    n = 2 * inner if moe.gated else inner
+    chunk_rule = int(release.get("moe_workspace_chunk_tokens") or 0)
+    chunk = min(tokens, chunk_rule) if chunk_rule else tokens
+    ws13 = chunk * moe.experts_per_token * max(inner, width)
+    ws2 = chunk * moe.experts_per_token * max(n, width)
+    output = tokens * width
+    parts = (max(ws13, output), ws2) if chunk == tokens else (ws13, ws2, output)
+    return sum(_round_up(part * dtype_bytes, MOE_WORKSPACE_ALIGN) for part in parts)
+
+
 def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int, is_last_stage: bool,
                     gpu: Gpu | None = None) -> ProfileEstimate:
     """`gpu`: the card, for what the release sizes by it (the Triton sampler's rows, cuBLAS's workspace); None leaves
@@ -323,6 +374,9 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
         chunk = min(tokens, FUSED_MOE_CHUNK_TOKENS)
         moe_forward = (tokens * HIDDEN_TENSORS_AT_PEAK * hidden
                        + chunk * moe.experts_per_token * (max(2 * expert_intermediate, hidden) + expert_intermediate)) * dtype_bytes
+        workspace = moe_workspace_bytes(spec, settings, release, dtype_bytes)
+        if workspace:
+            moe_forward = tokens * HIDDEN_TENSORS_AT_PEAK * hidden * dtype_bytes + workspace
         # MoE models without dense layers never run the dense MLP of `intermediate_size`
         forward = moe_forward if not moe.dense_layers else max(forward, moe_forward)
     sampler = 0
@@ -335,8 +389,13 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
         sampler = requests * spec.padded_vocab_size * per_logit + tokens * hidden * dtype_bytes
         if per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
             sampler += sampler_extras(spec, requests, release, dtype_bytes, gpu)
+        # the MoE scratch the forward left in the WorkspaceManager is still allocated while the sampler runs
+        sampler += moe_workspace_bytes(spec, settings, release, dtype_bytes)
     peak = max(forward, sampler)
     phase = "forward" if forward >= sampler else "sampler"
+    kept = moe_workspace_bytes(spec, settings, release, dtype_bytes) if sampler > forward else 0
+    if kept:
+        phase += f" (with the {kept / GIB:.2f} GiB MoE workspace the forward left allocated)"
     if spec.vision is not None and spec.vision.kind == "mllama" and settings.engine == "v0" and (
             settings.pipeline_parallel_size == 1 or not is_last_stage):
         encoder, cross, images, tiles = mllama_v0_encoder(spec, settings, dtype_bytes)
@@ -355,12 +414,17 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
         patches, item_tokens = vision_item(spec)
         items = max(1, max(tokens, item_tokens) // item_tokens)
         vision = spec.vision
-        encoder = items * patches * (HIDDEN_TENSORS_AT_PEAK * vision.hidden_size
-                                     + INTERMEDIATE_TENSORS_AT_PEAK * vision.intermediate_size // tp) * dtype_bytes
+        counts = (SIGLIP_HIDDEN_AT_PEAK, SIGLIP_INTERMEDIATE_AT_PEAK) if vision.kind == "siglip" else (
+            HIDDEN_TENSORS_AT_PEAK, INTERMEDIATE_TENSORS_AT_PEAK)
+        inputs = dummy_image_bytes(spec, settings, release, items, dtype_bytes)
+        encoder = items * patches * (counts[0] * vision.hidden_size
+                                     + counts[1] * vision.intermediate_size // tp) * dtype_bytes + inputs
         cache = items * item_tokens * hidden * dtype_bytes  # encoder outputs kept for the text pass
-        if encoder > peak + cache:
+        if encoder > peak + cache + inputs:
             phase = f"vision encoder ({items} image(s) of {patches:,} patches)"
-        peak = max(encoder, peak + cache)
+        elif inputs:
+            phase += f" + {inputs / GIB:.2f} GiB of dummy images and {cache / GIB:.2f} GiB of encoder outputs kept"
+        peak = max(encoder, peak + cache + inputs)
     if release["budget_era"] == "V0-c":
         peak = int(peak * RESERVED_OVER_ALLOCATED_AT_PEAK)
     return ProfileEstimate(peak, forward, sampler, tokens, requests, phase)

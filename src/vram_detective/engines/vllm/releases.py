@@ -273,6 +273,22 @@ RULE_CHANGES: tuple[Rule, ...] = (
     _row("0.33.0", "v1", "cublas_workspace_in_peak", False, "gpu_worker.py init_device torch.mm warm-up before the snapshot (0.33.0)"),
     _row("0.28.0", "v1", "sampler_bytes_per_logit", SAMPLER_BYTES_PER_LOGIT_FROM_0_28.value, "FlashInfer sampler default (VLLM_USE_FLASHINFER_SAMPLER=True, 0.28.0); logged peaks of 0.28-0.31 fit the sort-path footprint"),
 
+    # The fused-MoE modular kernel's scratch (workspace13, workspace2, the output) comes from the worker's
+    # WorkspaceManager (v1/worker/workspace.py, one buffer that grows and is never freed), so the profile's MoE
+    # forward leaves it allocated through the dummy sampler run. Unquantized CUDA MoE runs through that kernel
+    # (TritonExperts) from 0.14.0; 0.13.0 still calls fused_experts(), whose caches die with the call.
+    _row("0.0.0", None, "moe_workspace_persistent", False, "unquantized_fused_moe_method.py forward_cuda -> fused_experts() (0.13.0): per-call caches"),
+    _row("0.14.0", "v1", "moe_workspace_persistent", True, "unquantized_fused_moe_method.py: FusedMoEModularKernel(TritonExperts) (0.14.0); modular_kernel.py _allocate_buffers -> current_workspace_manager().get_simultaneous (0.14.0-0.33.0)"),
+    # Tokens per chunk of that kernel: VLLM_FUSED_MOE_CHUNK_SIZE (16384, envs.py 0.13.0-0.17.0); 0.18.0 passes M_full
+    # as the chunk (modular_kernel.py apply: _allocate_buffers(..., M_full, M_full, ...)); 0 = no chunking
+    _row("0.0.0", None, "moe_workspace_chunk_tokens", 16384, "envs.py VLLM_FUSED_MOE_CHUNK_SIZE default 16 * 1024 (0.13.0-0.17.0)"),
+    _row("0.18.0", "v1", "moe_workspace_chunk_tokens", 0, "modular_kernel.py 0.18.0: no chunk loop, workspaces for M_full tokens"),
+
+    # Multimodal processor outputs on the GPU: float tensors cast to the model dtype from 0.9.1 (inputs/registry.py
+    # call_hf_processor maybe_cast_dtype; multimodal/processing/context.py _postprocess_output in 0.19.0)
+    _row("0.0.0", None, "mm_inputs_model_dtype", False, "0.9.0: the HF processor's float32 outputs as returned"),
+    _row("0.9.1", None, "mm_inputs_model_dtype", True, "inputs/registry.py 0.9.1 maybe_cast_dtype: x.to(model dtype)"),
+
     # Swap space (CPU blocks).
     _row("0.0.0", "v0", "swap_space_gib", 4.0, "CacheConfig swap_space default 4 GiB per GPU (V0)"),
     _row("0.0.0", "v1", "swap_space_gib", 0.0, "V1 has no CPU swap blocks"),

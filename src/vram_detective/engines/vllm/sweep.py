@@ -268,7 +268,8 @@ class FastPath:
         profile_module = self._profile
         need = profile_module.sampler_warmup_bytes(self.spec, settings, self.release, self._dtype_bytes, self.gpu)
         kept = (profile_module.persistent_sampler_bytes(self.spec, settings, self.release, self.gpu)
-                + profile_module.profile_workspaces(self.gpu, self.release)[0])
+                + profile_module.profile_workspaces(self.gpu, self.release)[0]
+                + profile_module.moe_workspace_bytes(self.spec, settings, self.release, self._dtype_bytes))
         return need + kept
 
     def _in_flight(self, tokens: int) -> int | None:

@@ -142,31 +142,40 @@ def one_pool(found: list[Interval]) -> list[Interval]:
 
 
 def card_limit(key: str, breakdown: Breakdown) -> float | None:
-    """The most one GPU can hold of a figure, in the figure's unit (None: not a size on one GPU). nvidia-smi's
-    total is the CUDA total plus what the driver reserves, so 'used' is capped at the card's nvidia-smi total."""
+    """The most one GPU can hold of a figure, in the figure's unit (None: not a size on one GPU)."""
+    return card_limit_of(key, breakdown.total_gpu_bytes, breakdown.gpu_name, breakdown.kv_bytes_per_token)
+
+
+def card_limit_of(key: str, total: int, gpu_name: str = "", kv_bytes_per_token: int = 0) -> float | None:
+    """card_limit for a card of `total` CUDA bytes. nvidia-smi's total is the CUDA total plus what the driver
+    reserves, so 'used' is capped at the card's nvidia-smi total (the CUDA total where none is listed: a unified-
+    memory card such as GB10 has none)."""
     if key.startswith(("cpu", "cuda_host", "host")) or "total" in key:
         return None
-    total = breakdown.total_gpu_bytes
     if key == "nvidia_smi_used_mib":
         from .hardware import all_gpus
 
-        listed = {gpu.name: gpu.nvidia_smi_total_mib for gpu in all_gpus()}.get(breakdown.gpu_name)
-        return float(listed) if listed else None
+        listed = {gpu.name: gpu.nvidia_smi_total_mib for gpu in all_gpus()}.get(gpu_name)
+        return float(listed) if listed else total / (1024 * 1024)
     if key.endswith("_mib"):
         return total / (1024 * 1024)
     if key.endswith("_gib"):
         return total / GIB
     if key.endswith("_gb"):
         return total / 1e9
-    if key == "kv_cache_tokens" and breakdown.kv_bytes_per_token > 0:
-        return total / breakdown.kv_bytes_per_token
+    if key == "kv_cache_tokens" and kv_bytes_per_token > 0:
+        return total / kv_bytes_per_token
     return None
 
 
 def within_the_card(interval: Interval, breakdown: Breakdown) -> Interval:
     """The interval clipped to what can exist: never below 0, never above the GPU (and never past its own point,
     which a figure on the card already is)."""
-    limit = card_limit(interval.key, breakdown)
+    return clipped(interval, card_limit(interval.key, breakdown))
+
+
+def clipped(interval: Interval, limit: float | None) -> Interval:
+    """`interval` within [0, limit] (the limit in the figure's unit; None: no upper limit), its point kept."""
     high = interval.high if limit is None else max(min(interval.high, limit), interval.value)
     return replace(interval, low=max(interval.low, 0.0), high=high)
 

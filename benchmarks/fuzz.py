@@ -317,6 +317,9 @@ def main() -> int:
             explain_case(rng, index, engine, inputs, state)
         else:  # an engine drawn (fit's case indices would all land on one engine)
             other_case(rng, command, rng.choice(engines), inputs, state, more)
+        if (index // len(ENGINES)) % WHATIF_ONE_IN == 0:  # its own case: another command's index still gets one
+            case = random_case(rng, inputs["models"], inputs["gpus"], inputs["versions"], engine)
+            attempt("whatif", engine, lambda: run_whatif(case), lambda _: [], case, state)
     total = time.perf_counter() - started
     if args.web:
         from fuzz_web import fuzz_web
@@ -433,8 +436,6 @@ def explain_case(rng: random.Random, index: int, engine: str, inputs: dict, stat
     rounds = index // len(ENGINES)  # one round of cases gives each engine one: every engine gets its share below
     if breakdown is not None and breakdown.failure is None and engine != "ollama" and rounds % TRACE_ONE_IN == 0:
         attempt("simulate trace", engine, lambda: run_trace(rng, breakdown), lambda _: [], case, state)
-    if rounds % WHATIF_ONE_IN == 0:
-        attempt("whatif", engine, lambda: run_whatif(case), lambda _: [], case, state)
 
 
 def other_case(rng: random.Random, command: str, engine: str, inputs: dict, state: Tally, more) -> None:

@@ -131,10 +131,10 @@ def test_a_case_field_of_the_wrong_type_is_an_unreadable_line_not_a_bug(tmp_path
     path.write_text("\n".join(json.dumps(case) for case in [good, *broken]) + "\n")
     assert main(["score", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [c["id"] for c in report["per_case"]] == [good["id"]]
+    assert [c["id"] for c in report["vllm"]["per_case"]] == [good["id"]]
     reasons = [line["reason"] for line in report["unreadable_lines"]]
     assert reasons == ["`gpu` is float, not str (groundtruth/SCHEMA.md)", "`observed` is list, not dict (groundtruth/SCHEMA.md)",
                        "`observed` is NoneType, not an object (groundtruth/SCHEMA.md)", "`tags` is int, not list (groundtruth/SCHEMA.md)",
                        "observed `kv_cache_gib` is 1e+308: a number as the engine printed it (GiB, MiB or a count)"]
-    skipped = {s["id"]: s["reason"] for s in report["skipped"]}
+    skipped = {s["id"]: s["reason"] for s in report["vllm"]["skipped"]}
     assert skipped["quantization-object"] == "cannot predict: 'dict' object has no attribute 'lower'"

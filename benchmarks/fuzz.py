@@ -1,6 +1,7 @@
 """Fuzz every engine and command: random catalog model x GPU x engine x release x flags (sane and hostile
-values) through `api.explain` (vLLM, SGLang, llama.cpp, Ollama), `whatif` (one case in WHATIF_ONE_IN),
-`simulate` with a random JSONL trace (one case in TRACE_ONE_IN, hostile rows included), and with --web SECONDS
+values) through `api.explain` (vLLM, SGLang, llama.cpp, Ollama), `whatif` (one round of four in WHATIF_ONE_IN),
+`simulate` with a random JSONL trace (one round in TRACE_ONE_IN, hostile rows included), fit / compare / logs /
+score (one case in FIT_ONE_IN ...: benchmarks/fuzz_commands.py, with their invariants), and with --web SECONDS
 the JSON API of a real `vram-detective serve` on loopback (random parameters for every endpoint and engine).
 
     PYTHONPATH=src python3 benchmarks/fuzz.py [--cases 100000] [--seed 17] [--show 5] [--engines all]
@@ -20,6 +21,7 @@ import collections
 import random
 import re
 import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -99,8 +101,8 @@ ENGINE_FLAGS = {
         "kv_cache_type": (["f16", "q8_0", "q4_0"], ["bogus"]), "flash_attention": ([True, False], []),
     },
 }
-WHATIF_ONE_IN = 400
-TRACE_ONE_IN = 50
+WHATIF_ONE_IN = 150  # rounds of four cases (one an engine)
+TRACE_ONE_IN = 25
 ENGINES = ("vllm", "sglang", "llamacpp", "ollama")
 
 
@@ -264,96 +266,199 @@ def run_trace(rng: random.Random, breakdown) -> object:
     return simulate(pool_from_breakdown(breakdown), Workload("trace", trace=requests), seed=0)
 
 
+# one case in N is another command's (the rest are explain's): fit runs ~0.1-0.5 s a case, logs ~0.3 s
+FIT_ONE_IN, COMPARE_ONE_IN, LOGS_ONE_IN, SCORE_ONE_IN = 400, 400, 200, 800
+RELAUNCH_ONE_IN = 3  # a fit candidate's launch line explained again (one candidate in N)
+# a case spending more CPU than this is a hang (stopped by SIGPROF: CPU seconds of the process, so a loaded
+# machine's waiting is not counted): seconds per command
+BOUND = {"explain": 10.0, "whatif": 30.0, "simulate trace": 20.0, "fit": 60.0, "compare": 30.0, "logs": 20.0,
+         "score": 30.0}
+
+
+class Hang(BaseException):
+    """A case over its command's CPU-time bound (BaseException: no `except Exception` of the tool swallows it)."""
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
 def main() -> int:
+    import fuzz_commands as more
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--show", type=int, default=5, help="unexpected errors / violations to print in full")
     parser.add_argument("--engines", default="all", help="comma-separated engines (default all four)")
+    parser.add_argument("--commands", default="all", help="comma-separated: explain,fit,compare,logs,score (whatif "
+                                                          "and simulate traces ride on explain's cases)")
     parser.add_argument("--web", type=float, default=0, metavar="SECONDS", help="also fuzz a real server's JSON API")
     parser.add_argument("--seconds", type=float, default=0, help="stop the in-process cases after this long (0: none)")
     args = parser.parse_args()
+    signal.signal(signal.SIGPROF, _alarm)
     rng = random.Random(args.seed)
     engines = ENGINES if args.engines == "all" else tuple(args.engines.split(","))
-    models = [entry.repo_id for entry in catalog_entries()]
-    gpus = [gpu.short_name for gpu in all_gpus()]
-    versions = releases()
-    counts: collections.Counter = collections.Counter()
-    unexpected: collections.Counter = collections.Counter()
-    shown = [0]
-    worst = (0.0, None)
+    commands = ("explain", "fit", "compare", "logs", "score") if args.commands == "all" else args.commands.split(",")
+    inputs = {"models": [entry.repo_id for entry in catalog_entries()], "gpus": [gpu.short_name for gpu in all_gpus()],
+              "versions": releases(), "logs": more.real_logs(), "cases": more.real_cases()}
+    state = Tally(args.show)
     started = time.perf_counter()
-
-    examples: dict = {}
-
-    def bad(kind: str, what: str, case) -> None:
-        counts[kind] += 1
-        grouped = cause(what)
-        unexpected[grouped] += 1
-        examples.setdefault(grouped, (what, case))
-        if shown[0] < args.show:
-            shown[0] += 1
-            print(f"{kind}: {what}\n  {case}")
-
     done = 0
     for index in range(args.cases):
         if args.seconds and time.perf_counter() - started > args.seconds:
             break
         done += 1
+        if index and index % 5000 == 0:
+            print(f"... {index:,} cases, {time.perf_counter() - started:,.0f} s", file=sys.stderr, flush=True)
         engine = engines[index % len(engines)]
-        case = random_case(rng, models, gpus, versions, engine)
-        began = time.perf_counter()
-        try:
-            breakdown = run_case(case)
-            problems = violations(case, breakdown)
-            if not problems and index % 20 == 0 and to_json(run_case(case)) != to_json(breakdown):
-                problems = ["not deterministic"]
-            counts[(engine, "starts" if breakdown.failure is None else "refuses (startup failure)")] += 1
-            if problems:
-                bad("invariant violations", f"{engine}: {problems[0][:100]}", case)
-            if breakdown.failure is None and engine != "ollama" and index % TRACE_ONE_IN == 0:
-                _command(lambda: run_trace(rng, breakdown), "simulate trace", counts, bad, case)
-        except Exception as error:  # noqa: BLE001 - the fuzz counts whatever escapes
-            if ours(error):
-                counts[(engine, errors.kind(error))] += 1
-            else:
-                bad("unexpected exceptions", f"{engine}: {type(error).__name__}: {str(error)[:80]}", case)
-        if index % WHATIF_ONE_IN == 0:
-            _command(lambda: run_whatif(case), "whatif", counts, bad, case)
-        elapsed = time.perf_counter() - began
-        if elapsed > worst[0]:
-            worst = (elapsed, case)
+        command = pick_command(index, commands)
+        if command == "explain":
+            explain_case(rng, index, engine, inputs, state)
+        else:  # an engine drawn (fit's case indices would all land on one engine)
+            other_case(rng, command, rng.choice(engines), inputs, state, more)
+        if (index // len(ENGINES)) % WHATIF_ONE_IN == 0:  # its own case: another command's index still gets one
+            case = random_case(rng, inputs["models"], inputs["gpus"], inputs["versions"], engine)
+            attempt("whatif", engine, lambda: run_whatif(case), lambda _: [], case, state)
     total = time.perf_counter() - started
     if args.web:
         from fuzz_web import fuzz_web
 
-        fuzz_web(args.web, rng, models, gpus, counts, bad)
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        fuzz_web(args.web, rng, inputs["models"], inputs["gpus"], state.counts, state.bad)
     print(f"cases: {done:,} in {total:.1f} s ({done / max(total, 1e-9):,.0f}/s), seed {args.seed}")
-    rows = sorted(key for key in counts if isinstance(key, tuple))
-    for key in rows:
-        print(f"  {key[0]:<16} {key[1]:<28} {counts[key]:>8,}")
-    for key in ("unexpected exceptions", "invariant violations", "web 500", "web hangs"):
-        print(f"  {key:<45} {counts[key]:>8,}")
-    for message, count in unexpected.most_common(20):
-        print(f"    {count:>6,}  {message}")
-        print(f"            e.g. {examples[message][0]}  {examples[message][1]}")
-    if worst[1] is not None:
-        print(f"worst case: {worst[0] * 1000:.1f} ms  {worst[1]}")
-    print(f"peak memory (max RSS): {peak_mib:.0f} MiB")
-    failed = counts["unexpected exceptions"] or counts["invariant violations"] or counts["web 500"] or counts["web hangs"]
-    return 1 if failed else 0
+    return state.report()
 
 
-def _command(work, name: str, counts, bad, case) -> None:
+def pick_command(index: int, commands) -> str:
+    """The command of case `index`: one in FIT_ONE_IN is fit's, and so on; explain's otherwise."""
+    for name, one_in, offset in (("fit", FIT_ONE_IN, 1), ("compare", COMPARE_ONE_IN, 2), ("logs", LOGS_ONE_IN, 3),
+                                 ("score", SCORE_ONE_IN, 4)):
+        if name in commands and index % one_in == offset % one_in:
+            return name
+    if "explain" in commands:
+        return "explain"
+    others = [name for name in commands if name != "explain"]
+    return others[index % len(others)]
+
+
+class Tally:
+    """The counts per (command, engine, outcome), the unexpected ones grouped by cause, the slowest case of each
+    command."""
+
+    def __init__(self, show: int):
+        self.counts: collections.Counter = collections.Counter()
+        self.unexpected: collections.Counter = collections.Counter()
+        self.examples: dict = {}
+        self.worst: dict = {}
+        self.show = show
+
+    def bad(self, kind: str, what: str, case) -> None:
+        self.counts[kind] += 1
+        grouped = cause(what)
+        self.unexpected[grouped] += 1
+        self.examples.setdefault(grouped, (what, case))
+        if self.show > 0:
+            self.show -= 1
+            print(f"{kind}: {what}\n  {case}", flush=True)
+
+    def timed(self, command: str, engine: str, seconds: float, cpu: float, case) -> None:
+        if cpu > self.worst.get(command, (0.0,))[0]:
+            self.worst[command] = (cpu, seconds, engine, case)
+
+    def report(self) -> int:
+        for key in sorted(key for key in self.counts if isinstance(key, tuple)):
+            key3 = key if len(key) == 3 else (key[0], "", key[1])
+            print(f"  {key3[0]:<15} {key3[1]:<29} {key3[2]:<27} {self.counts[key]:>8,}")
+        for key in ("unexpected exceptions", "invariant violations", "hangs", "web 500", "web hangs"):
+            print(f"  {key:<72} {self.counts[key]:>8,}")
+        for message, count in self.unexpected.most_common(20):
+            print(f"    {count:>6,}  {message}")
+            print(f"            e.g. {self.examples[message][0]}  {str(self.examples[message][1])[:400]}")
+        for command, (cpu, seconds, engine, case) in sorted(self.worst.items()):
+            print(f"worst {command} ({engine}): {cpu * 1000:,.0f} ms CPU ({seconds * 1000:,.0f} ms wall)  {str(case)[:300]}")
+        print(f"peak memory (max RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+        keys = ("unexpected exceptions", "invariant violations", "hangs", "web 500", "web hangs")
+        return 1 if any(self.counts[key] for key in keys) else 0
+
+
+def bounded(command: str, work):
+    """work() under its command's time bound: Hang when over it."""
+    signal.setitimer(signal.ITIMER_PROF, BOUND[command])
     try:
-        work()
-        counts[(name, "answers")] += 1
-    except Exception as error:  # noqa: BLE001
+        return work()
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def attempt(command: str, engine: str, work, check, case, state: Tally, engine_of=None):
+    """Run one case of `command`: its outcome counted, a bug / violation / hang reported; the answer or None."""
+    began, cpu = time.perf_counter(), time.process_time()
+    answer = None
+    try:
+        answer = bounded(command, work)
+        problems = check(answer)
+        engine = engine_of(answer) if engine_of else engine
+        state.counts[(command, engine, outcome(answer))] += 1
+        if problems:
+            state.bad("invariant violations", f"{command} {engine}: {problems[0][:120]}", case)
+    except Hang:
+        state.counts[(command, engine, "hang")] += 1
+        state.bad("hangs", f"{command} {engine}: over {BOUND[command]:g} s", case)
+    except Exception as error:  # noqa: BLE001 - the fuzz counts whatever escapes
         if ours(error):
-            counts[(name, errors.kind(error))] += 1
+            state.counts[(command, engine, errors.kind(error))] += 1
         else:
-            bad("unexpected exceptions", f"{name}: {type(error).__name__}: {str(error)[:80]}", case)
+            state.counts[(command, engine, "BUG (exit 3)")] += 1
+            state.bad("unexpected exceptions", f"{command} {engine}: {type(error).__name__}: {str(error)[:80]}", case)
+    state.timed(command, engine, time.perf_counter() - began, time.process_time() - cpu, case)
+    return answer
+
+
+def outcome(answer) -> str:
+    failure = getattr(answer, "failure", None)
+    if failure is not None:
+        return "refuses (startup failure)"
+    if getattr(answer, "ok", True) is False:
+        return "answers, not met (exit 1)"
+    return "starts" if hasattr(answer, "components") else "answers"
+
+
+def explain_case(rng: random.Random, index: int, engine: str, inputs: dict, state: Tally) -> None:
+    case = random_case(rng, inputs["models"], inputs["gpus"], inputs["versions"], engine)
+
+    def check(breakdown) -> list[str]:
+        problems = violations(case, breakdown)
+        if not problems and index % 20 == 0 and to_json(run_case(case)) != to_json(breakdown):
+            problems = ["not deterministic"]
+        return problems
+
+    breakdown = attempt("explain", engine, lambda: run_case(case), check, case, state)
+    rounds = index // len(ENGINES)  # one round of cases gives each engine one: every engine gets its share below
+    if breakdown is not None and breakdown.failure is None and engine != "ollama" and rounds % TRACE_ONE_IN == 0:
+        attempt("simulate trace", engine, lambda: run_trace(rng, breakdown), lambda _: [], case, state)
+
+
+def other_case(rng: random.Random, command: str, engine: str, inputs: dict, state: Tally, more) -> None:
+    """A fit, compare, logs or score case (benchmarks/fuzz_commands.py) with its invariants."""
+    if command == "fit":
+        flags = ENGINE_FLAGS.get(engine) or {key: FLAGS[key] for key in FLAGS if key != "engine"}
+        call = more.random_fit(rng, inputs["models"], inputs["gpus"], engine, flags)
+        attempt("fit", engine, lambda: more.run_fit(call).to_dict(),
+                lambda answer: more.fit_problems(call, answer, RELAUNCH_ONE_IN, rng), call, state)
+    elif command == "compare":
+        call = more.random_compare(rng, inputs["models"], inputs["gpus"])
+        attempt("compare", "+".join(sorted(call["engines"])) if len(call["engines"]) < 4 else "all",
+                lambda: more.run_compare(call).to_dict(), lambda answer: more.compare_problems(call, answer),
+                call, state)
+    elif command == "logs":
+        call = more.random_logs(rng, inputs["logs"])
+        attempt("logs", "-", lambda: more.run_logs(call).to_dict(), more.logs_problems,
+                {k: (v[:200] + f"... ({len(v):,} chars)" if isinstance(v, str) and len(v) > 200 else v)
+                 for k, v in call.items()}, state, engine_of=lambda answer: str(answer.get("engine") or "-"))
+    else:
+        call = more.random_score(rng, inputs["cases"])
+        attempt("score", "-", lambda: more.run_score(call), lambda answer: more.negatives(answer),
+                {"text": call["text"][:300], "from_logs": call["from_logs"]}, state)
 
 
 if __name__ == "__main__":

@@ -98,8 +98,12 @@ def test_the_seed_reads_like_the_seeds_verdict(seed_files, capsys):
     from vram_detective.hardware import find_gpu
 
     least, _ = least_utilization("Qwen/Qwen2.5-7B-Instruct-AWQ", find_gpu("RTX 4090"), None, {}, "catalog")
-    assert least > run["settings"]["gpu_memory_utilization"]
-    assert not any(f.startswith("--gpu-memory-utilization") for f in flags)
+    # the least safe one (0.39 since a single consumer GPU's KV error is its own group's 6.5 %, not 72.5 %) is
+    # below the run's own: lowering the utilization alone is one, at about that value (solved for the run's
+    # own settings)
+    assert least < run["settings"]["gpu_memory_utilization"]
+    alone = [float(f.split()[1]) for f in flags if f.startswith("--gpu-memory-utilization")]
+    assert len(alone) == 1 and abs(alone[0] - least) <= 0.02 and alone[0] < run["settings"]["gpu_memory_utilization"]
     assert any("--kv-cache-dtype fp8" in f for f in flags)
     assert all(s["saving_mib"] > 0 for s in run["what_if"]["scenarios"])
     assert any("below gpu_memory_utilization x total" in text for text in run["anomalies"])

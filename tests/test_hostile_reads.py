@@ -161,9 +161,15 @@ def test_mmproj_outside_is_one_message_whatever_exists(allowed, where):
 
 
 def test_the_ollama_store_is_not_read_unless_allowed(allowed):
-    """engine=ollama read ~/.ollama and its errors named the home directory and which models were pulled."""
+    """engine=ollama read ~/.ollama and its errors named the home directory and which models were pulled. A
+    library name is answered from the catalog (issue 27), saying the store was not read; another name:tag is
+    refused as before."""
     status, body = _get(allowed[0], model="qwen2.5:7b", gpu="H100", engine="ollama")
-    assert (status, body["error"]) == (403, f"qwen2.5:7b: the Ollama store is {NOT_ALLOWED}")
+    assert status == 200 and body["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert f"qwen2.5:7b: the Ollama store is {NOT_ALLOWED}; sized from the built-in catalog's" in body["notes"][1]
+    assert str(allowed[1]) not in json.dumps(body) and ".ollama" not in json.dumps(body)
+    status, body = _get(allowed[0], model="someone/private:7b", gpu="H100", engine="ollama")
+    assert (status, body["error"]) == (403, f"someone/private:7b: the Ollama store is {NOT_ALLOWED}")
     assert _get(allowed[0], model="Qwen/Qwen3-8B", gpu="H100", engine="ollama")[0] == 200  # the catalog still
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import time
 import urllib.parse
 
 import pytest
 
-from web_server import running_server
+from web_server import running_server, tree_cpu_seconds, wait_for_workers, worker_pids
 
 FIT_7S = {"model": "Qwen/Qwen3-235B-A22B", "gpu": "H100", "gpus": "64", "context": "128k", "concurrency": "256"}
 
@@ -35,11 +34,6 @@ def request(base: str, path: str, headers: dict | None = None, body: bytes | Non
 
 def query(**params) -> str:
     return urllib.parse.urlencode(params)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @pytest.mark.parametrize("headers", [{"Host": "attacker.example"}, {"Host": "attacker.example:8000"},
@@ -97,18 +91,22 @@ def test_a_request_past_its_budget_is_503():
 
 
 def test_work_stops_when_the_client_leaves(server):
-    """A 7-second fit abandoned after half a second: the server's CPU is idle again within a second."""
+    """A 7-second fit abandoned after half a second: its worker process is killed and replaced, and the CPU of
+    the server and its workers is idle again within a second."""
     base, process = server
+    before_workers = wait_for_workers(process.pid)
     parts = urllib.parse.urlsplit(base)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     connection.request("GET", "/api/fit?" + query(**FIT_7S))
     time.sleep(0.5)
     connection.sock.close()
     time.sleep(1.5)
-    before = cpu_seconds(process.pid)
+    before = tree_cpu_seconds(process.pid)
     time.sleep(2.0)
-    spent = cpu_seconds(process.pid) - before
+    spent = tree_cpu_seconds(process.pid) - before
     assert spent < 0.3, f"{spent:.2f} s of server CPU in the 2 s after the client left"
+    after_workers = worker_pids(process.pid)
+    assert len(after_workers) == len(before_workers) and len(before_workers - after_workers) == 1
     assert request(base, "/api/releases")[0] == 200
 
 

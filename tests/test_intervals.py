@@ -21,12 +21,14 @@ def _rows(errors, era="V1-c", gpu="consumer (<= 32 GB)"):
 def test_fit_takes_the_90th_percentile_of_the_error_relative_to_the_prediction():
     data = intervals.fit(_rows([0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9, 5.0]))
     group = data["groups"]["vllm"]["kv_pool"]
-    assert group["V1-c | consumer (<= 32 GB)"] == {"n": 10, "p90_rel_to_predicted": 0.09}
+    assert group["V1-c | consumer (<= 32 GB) | 1 GPU"] == {"n": 10, "p90_rel_to_predicted": 0.09}
     low, high, basis = intervals.bounds("vllm", "kv_cache_gib", 20.0, "V1-c", "consumer (<= 32 GB)", data)
-    assert (low, high) == pytest.approx((18.2, 21.8)) and basis == "V1-c | consumer (<= 32 GB) (n=10)"
-    # fewer than 5 cases in an era: the GPU class across eras, then every case
+    assert (low, high) == pytest.approx((18.2, 21.8)) and basis == "V1-c | consumer (<= 32 GB) | 1 GPU (n=10)"
+    # fewer than 5 cases in an era: the GPU class and setup across eras, the GPU class, then every case
     assert intervals.bounds("vllm", "kv_cache_gib", 20.0, "V0-c", "consumer (<= 32 GB)", data)[2] == \
-        "* | consumer (<= 32 GB) (n=10)"
+        "* | consumer (<= 32 GB) | 1 GPU (n=10)"
+    assert intervals.bounds("vllm", "kv_cache_gib", 20.0, "V1-c", "consumer (<= 32 GB)", data,
+                            intervals.SEVERAL_GPUS)[2] == "* | consumer (<= 32 GB) (n=10)"
     assert intervals.bounds("vllm", "non_torch_gib", 1.0, "V1-c", "consumer (<= 32 GB)", data) is None
 
 
@@ -36,7 +38,7 @@ def test_the_kv_pools_figures_are_one_term_counted_once_per_case():
     assert intervals.term_of("cuda1_kv_buffer_mib") == "kv_buffer_mib"
     rows = [dict(row, term="kv_pool") for row in _rows([0.1, 0.2, 0.3, 0.4, 0.5])]
     twice = rows + [dict(rows[0], predicted=10.0, observed=19.0)]  # the same case's tokens, 90 % off
-    group = intervals.fit(twice)["groups"]["vllm"]["kv_pool"]["V1-c | consumer (<= 32 GB)"]
+    group = intervals.fit(twice)["groups"]["vllm"]["kv_pool"]["V1-c | consumer (<= 32 GB) | 1 GPU"]
     assert group == {"n": 5, "p90_rel_to_predicted": 0.9}
 
 
@@ -71,6 +73,38 @@ def test_the_shipped_data_is_what_the_refit_script_writes():
     shipped = json.loads((ROOT / "src" / "vram_detective" / "data" / "intervals.json").read_text())
     assert shipped["groups"] == intervals.fit(refit_intervals.rows())["groups"]
     assert 0.85 <= shipped["coverage"]["two_fold_held_out"]["share"] <= 0.95
+
+
+def test_errors_are_grouped_by_setup_one_gpu_or_several():
+    """Issue 27: a consumer card's vLLM KV pool was +-72.5 % because two multi-GPU cases (a PP2 run over an RTX
+    5070 Ti and a 5090 D, a TP4 4090 run) fell in the same group as the single-GPU ones. Errors are grouped by
+    setup too: a single 4090 gets the single-GPU cases' error, a TP2 split the several-GPU cases'."""
+    one = explain("Qwen/Qwen3-8B", "RTX 4090", vllm_version="0.11.0", max_model_len=16384)
+    pool = next(item for item in one.intervals if item.key == "kv_cache_gib")
+    assert pool.basis.startswith("* | consumer (<= 32 GB) | 1 GPU (n=")
+    assert (pool.high - pool.value) / pool.value < 0.1  # was 0.7252
+    split = explain("Qwen/Qwen3-8B", "RTX 4090", vllm_version="0.11.0", max_model_len=16384, tensor_parallel_size=2)
+    pool = next(item for item in split.intervals if item.key == "kv_cache_gib")
+    assert pool.basis.startswith("* | consumer (<= 32 GB) | several GPUs (n=")
+    rows = [dict(row, setup=setup, id=f"{setup} {row['id']}") for setup in (intervals.ONE_GPU, intervals.SEVERAL_GPUS)
+            for row in _rows([0.1] * 5 if setup == intervals.ONE_GPU else [5.0] * 5)]
+    groups = intervals.fit(rows)["groups"]["vllm"]["kv_pool"]
+    assert groups["V1-c | consumer (<= 32 GB) | 1 GPU"]["p90_rel_to_predicted"] == 0.01
+    assert groups["V1-c | consumer (<= 32 GB) | several GPUs"]["p90_rel_to_predicted"] == 0.5
+    assert groups["* | consumer (<= 32 GB)"]["n"] == 10
+
+
+def test_a_case_is_scored_with_the_gpus_its_run_used():
+    from vram_detective.scoring import load_cases, score_cases
+
+    cases = {case["id"]: case for case in load_cases(str(ROOT / "groundtruth" / "dev.jsonl"))}
+    report = score_cases([cases["vllm-15457-dsr1-distill-qwen32b-tp4-4x4090-v083"],
+                          cases["vllm-10517-llama31-8b-3090-20k"]])
+    section = report if "per_case" in report else report["vllm"]  # the default engine's cases: top level or own
+    assert [case["gpus"] for case in section["per_case"]] == [4, 1]
+    setups = {row["id"]: row["setup"] for row in intervals.observations(report)}
+    assert setups == {"vllm-15457-dsr1-distill-qwen32b-tp4-4x4090-v083": "several GPUs",
+                      "vllm-10517-llama31-8b-3090-20k": "1 GPU"}
 
 
 # --- every interval within what can exist (issue 27) ------------------------------------------------------------

@@ -59,7 +59,8 @@ def test_nvidia_smi_and_a_model_without_a_log_solve_the_utilization(dev_cases, t
     assert out.startswith("nvidia-smi 45,241 MiB of 46,068 MiB on NVIDIA L40S with")
     solved = float(re.search(r"gpu_memory_utilization ≈ (\d\.\d\d)", out)[1])
     assert abs(solved - case["settings"]["gpu_memory_utilization"]) <= 0.03  # 0.97 against the launch line's 0.95
-    assert out.splitlines()[3].startswith("[█") and "▓ KV pool" in out.splitlines()[4]
+    assert out.splitlines()[3].startswith("[█") and out.splitlines()[4].startswith("0 ")  # the bar and its scale
+    assert out.splitlines()[4].endswith(" 44.99 GiB") and "▓ KV pool" in out.splitlines()[5]
     assert all(len(line) <= 80 for line in out.splitlines())
     assert not re.search(r" -\d+\.\d\d GiB", out)  # no negative part
     code, out, _ = _run(args + ["--json"], capsys, monkeypatch, 80)
@@ -172,8 +173,9 @@ def test_the_first_screen_answers_first(dev_cases, tmp_path, capsys, monkeypatch
     assert lines[run + 1].startswith("  vLLM 0.9.1 (V1) on NVIDIA L40S, Qwen/Qwen3-30B-A3B-Instruct-2507-FP8:")
     assert "nvidia-smi 45,241 MiB of 46,068 MiB; the prediction agrees on all 4" in " ".join(out.split())
     bar = next(number for number, line in enumerate(lines) if line.startswith("  [█"))
-    assert bar <= run + 4 and "▓ KV pool 25.91" in lines[bar + 1]  # the logged KV pool, nvidia-smi's reading
-    assert lines[bar + 3].startswith("  Read from the log: release 0.9.1 (medium); engine V1 (medium)")
+    assert bar <= run + 4 and lines[bar + 1].startswith("  0 ")  # the bar's scale under it
+    assert "▓ KV pool 25.91" in lines[bar + 2]  # the logged KV pool, nvidia-smi's reading
+    assert lines[bar + 4].startswith("  Read from the log: release 0.9.1 (medium); engine V1 (medium)")
     assert "(medium)   log format" not in out  # the bases wait for --verbose
     _, verbose, _ = _run(["logs", log, "--verbose"], capsys, monkeypatch, 80)
     assert "log format: 'Available KV cache memory'" in verbose

@@ -44,9 +44,9 @@ def _printed_block(out: str) -> list[str]:
 VERDICTS = [
     (SGLANG, "SGLang 0.4.7 on NVIDIA GeForce RTX 5080: nvidia-smi 14,134 MiB of 16,303 MiB.", None,
      r"\n    K cache +5\.57 GiB\n"),
-    (LLAMACPP, "llama.cpp b5622 on NVIDIA GeForce RTX 4090: GPU 0 holds about", "weights 0.13, KV cache 0.38",
+    (LLAMACPP, "llama.cpp b5622 on NVIDIA GeForce RTX 4090: GPU 0 holds about", "weights 136, KV cache 384",
      r"\n    KV cache buffer on CUDA0 +384\.00 MiB\n"),
-    (OLLAMA, "Ollama on Tesla T4: GPU 0 holds about", "weights 4.06, KV cache 1.00",
+    (OLLAMA, "Ollama on Tesla T4: GPU 0 holds about", "weights 4,156, KV cache 1,024",
      r"\n    Ollama's estimate: KV cache +1\.00 GiB\n"),
 ]
 

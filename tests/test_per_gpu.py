@@ -239,4 +239,22 @@ def test_main_gpu_alone_is_named(capsys, monkeypatch):
     assert device["nvidia_smi_used_mib"] == figures["nvidia_smi_used_mib"]
     code, out = _run(args, capsys, monkeypatch)
     assert out.splitlines()[0].startswith(f"Starts on llama.cpp b11312: nvidia-smi ≈ "
-                                          f"{device['nvidia_smi_used_mib']:,} MiB on GPU 1 of 23.65 GiB")
+                                          f"{device['nvidia_smi_used_mib']:,} MiB on GPU 1 of 24,218 MiB")
+
+
+def test_fit_ceiling_per_gpu_holds_on_every_pipeline_stage(capsys, monkeypatch):
+    """`fit --max-gpu-memory 40GiB` with PP 2: the last stage holds more than the first (its LM head, its
+    sampler's activations), so the ceiling binds there; every GPU of the answer is under it, not only GPU 0
+    (before: utilization 0.54, GPU 1 at 44,415 MiB)."""
+    args = ["fit", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100 SXM", "--gpus", "2", "-pp", "2",
+            "--context", "8k", "--max-gpu-memory", "40GiB", "--same-checkpoint", "--top", "1"]
+    code, out = _run(args, capsys, monkeypatch)
+    assert code == 0
+    utilization = float(re.search(r"--gpu-memory-utilization\s+([\d.]+)", out).group(1))
+    common = dict(pipeline_parallel_size=2, max_model_len=8192)
+    chosen = api.explain("meta-llama/Llama-3.1-8B-Instruct", "H100 SXM", gpu_memory_utilization=utilization, **common)
+    above = api.explain("meta-llama/Llama-3.1-8B-Instruct", "H100 SXM", gpu_memory_utilization=round(utilization + 0.01, 2),
+                        **common)
+    ceiling = 40 * 1024
+    assert max(d.nvidia_smi_used_mib for d in chosen.devices) <= ceiling
+    assert above.devices[0].nvidia_smi_used_mib <= ceiling < above.devices[1].nvidia_smi_used_mib

@@ -65,7 +65,7 @@ class _Plans:
 
 @pytest.mark.parametrize("words, smallest", [
     (["explain", "Qwen/Qwen2.5-7B-Instruct-AWQ", "--gpu", "RTX 4090", "--max-model-len", "32k"],
-     "--gpu-memory-utilization 0.58"),
+     "--gpu-memory-utilization 0.39"),  # 0.58 while a single 4090's KV error was the +-72.5 % of multi-GPU runs
     (["explain", "Qwen/Qwen3-8B", "--gpu", "A100-80G", "--engine", "sglang", "--context-length", "131072"],
      "--mem-fraction-static 0.44"),
 ])

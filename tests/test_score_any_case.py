@@ -117,3 +117,24 @@ def test_a_llamacpp_case_whose_gguf_file_is_at_hand_is_planned_from_its_header(t
         assert entry["figures"][f"{kind}_buffer_mib:{key}"]["predicted"] == round(figures[key], 4)
     # KV: 6 layers x 512 cells x 2 KV heads x 64 x (K + V) x f16 = 1.5 MiB
     assert figures["cuda0_kv_buffer_mib"] == 1.5
+
+
+def test_a_case_field_of_the_wrong_type_is_an_unreadable_line_not_a_bug(tmp_path, capsys):
+    # issue 31 (benchmarks/fuzz.py over score): each of these ended in exit 3 (AttributeError, OverflowError)
+    good = _case("dev.jsonl", "vllm-10517-llama31-8b-3090-20k")
+    good_llamacpp = _case("dev-llamacpp.jsonl", "llamacpp-glm-z1-32b-iq4xs-3090ti-32k-fa")
+    broken = [dict(good, id="gpu-number", gpu=2.5), dict(good, id="observed-list", observed=[1]),
+              dict(good_llamacpp, id="observed-null", observed=None), dict(good, id="tags-number", tags=7),
+              dict(good, id="huge-figure", observed={"kv_cache_gib": 1e308}),
+              dict(good, id="quantization-object", settings=dict(good["settings"], quantization={"a": 1}))]
+    path = tmp_path / "shapes.jsonl"
+    path.write_text("\n".join(json.dumps(case) for case in [good, *broken]) + "\n")
+    assert main(["score", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [c["id"] for c in report["vllm"]["per_case"]] == [good["id"]]
+    reasons = [line["reason"] for line in report["unreadable_lines"]]
+    assert reasons == ["`gpu` is float, not str (groundtruth/SCHEMA.md)", "`observed` is list, not dict (groundtruth/SCHEMA.md)",
+                       "`observed` is NoneType, not an object (groundtruth/SCHEMA.md)", "`tags` is int, not list (groundtruth/SCHEMA.md)",
+                       "observed `kv_cache_gib` is 1e+308: a number as the engine printed it (GiB, MiB or a count)"]
+    skipped = {s["id"]: s["reason"] for s in report["vllm"]["skipped"]}
+    assert skipped["quantization-object"] == "cannot predict: 'dict' object has no attribute 'lower'"

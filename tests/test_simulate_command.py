@@ -1,5 +1,6 @@
 """`vram-detective simulate` on a real catalog model, and fit --workload's solver on a hand-checked trace."""
 import json
+import re
 
 import pytest
 
@@ -99,3 +100,18 @@ def test_the_trace_below_eleven_blocks(blocks, preempted, held):
                     max_num_batched_tokens=2048, max_model_len=128, prefix_caching=False)
     result = simulate(pool, TRACE, cost=STEP)
     assert (result.preempted_requests, result.held_back_requests, result.finished) == (preempted, held, 2)
+
+
+def test_sglang_words_a_shortfall_as_sglang_does_retract_never_preempt(capsys):
+    """Issue 27: SGLang retracts requests when its pool is full ("KV cache pool is full. Retract requests.",
+    managers/scheduler.py 0.5.23); its simulation says so in the verdict, the plot line and the figures."""
+    args = ["simulate", "Qwen/Qwen3-8B", "--gpu", "4090", "--engine", "sglang", "--engine-version", "0.5.23",
+            "--context-length", "8192", "--workload", "chat:rate=20,requests=400"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    verdict = " ".join(out[out.index("verdict: "):].split("\n\n")[0].split())
+    assert re.fullmatch(r"verdict: your traffic fills the 1\.0 GiB pool and \d+ of 400 requests \(\d+\.\d%\) are "
+                        r"retracted; .*", verdict), verdict
+    assert re.search(r"\n\S.* \d+ retraction\(s\), prefix hits", out)
+    assert re.search(r"\nretractions +\d+ of \d+ request\(s\)", out)
+    assert "preempt" not in out.lower()

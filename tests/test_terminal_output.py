@@ -21,7 +21,7 @@ def _seed_breakdown(**settings):
 
 
 def _seed_first_line() -> str:
-    return f"Starts on vLLM 0.6.3 (V0 engine): nvidia-smi ≈ {_seed_breakdown().nvidia_smi_used_mib:,} MiB of 23.65 GiB."
+    return f"Starts on vLLM 0.6.3 (V0 engine): nvidia-smi ≈ {_seed_breakdown().nvidia_smi_used_mib:,} MiB of 24,218 MiB."
 
 SEED = ["explain", "Qwen/Qwen2.5-7B-Instruct-AWQ", "--gpu", "RTX 4090", "--max-model-len", "32k",
         "--vllm-version", "0.6.3"]
@@ -97,7 +97,7 @@ def test_seed_case_answers_in_the_first_six_lines(capsys, monkeypatch):
     assert first[0] == _seed_first_line()
     assert first[1].startswith("[█") and "▓" in first[1] and first[1].endswith("·]")
     legend = re.fullmatch(r" █ weights (\d+\.\d\d)  ▓ KV pool (\d+\.\d\d)  ▒ context, graphs (\d+\.\d\d)  · free "
-                          r"(\d+\.\d\d) GiB", first[2])
+                          r"(\d+\.\d\d) GiB", first[3])
     assert legend and float(legend[1]) == round(b.weights_bytes / GIB, 2)
     assert float(legend[2]) == round(b.kv_cache_bytes / GIB, 2)
     # the parts add up to the GPU's total (each rounded to 0.01)
@@ -113,6 +113,27 @@ def test_seed_case_answers_in_the_first_six_lines(capsys, monkeypatch):
     below = _seed_breakdown(gpu_memory_utilization=round(float(smallest[1]) - 0.01, 2))
     # the smallest one: below it the engine refuses, or the room lies within the pool's error (borderline)
     assert below.failure is not None or not safe_room(below).covers
+
+
+@pytest.mark.parametrize("engine, columns", [("vllm", 80), ("sglang", 80), ("llamacpp", 80), ("ollama", 80),
+                                             ("vllm", 40), ("llamacpp", 120)])
+def test_the_bar_has_a_scale_from_0_to_the_card(engine, columns, capsys, monkeypatch):
+    """Issue 27: the terminal bar's axis: 0 under its left end, the card's GiB under its right end, round GiB
+    ticks each under the cell that holds that many GiB, no wider than the bar (80 columns at 80)."""
+    code, out, _ = _run(["explain", "Qwen/Qwen3-4B", "--gpu", "4090", "--engine", engine], capsys, monkeypatch, columns)
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("[█"))
+    bar, axis = lines[at], lines[at + 1]
+    assert len(axis) <= len(bar) <= columns
+    assert axis.startswith("0 ") and axis.endswith(" 23.65 GiB")
+    cells = len(bar) - 2
+    ticks = [(m.start(), m.group()) for m in re.finditer(r"\d+(?:\.\d+)?", axis[: -len(" 23.65 GiB")])]
+    assert len(ticks) >= 3  # 0 and at least two round figures between
+    values = [float(text) for _, text in ticks]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    for start, text in ticks[1:]:
+        centre = start + len(text) / 2  # the cell under the label's middle
+        assert abs((centre - 1) * 23.65 / cells - float(text)) <= 23.65 / cells * 1.5
 
 
 def test_refusal_comes_first_without_meaningless_figures(capsys, monkeypatch):
@@ -141,7 +162,7 @@ def test_every_engine_gets_a_verdict(capsys, monkeypatch):
     assert "pre-allocated to fill mem_fraction_static" in out
     _, out, _ = _run(COMMANDS["explain-llamacpp"], capsys, monkeypatch, 100)
     # b11312's defaults: n_ctx 0 = the model's 40,960 (common.h), which fits, so the automatic fit keeps it
-    assert out.startswith("Starts on llama.cpp b11312: nvidia-smi ≈ 10,849 MiB of 23.65 GiB.")
+    assert out.startswith("Starts on llama.cpp b11312: nvidia-smi ≈ 10,849 MiB of 24,218 MiB.")
     assert "pre-allocated" not in out  # a sum of buffers, no budget fraction
 
 

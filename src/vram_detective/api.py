@@ -91,7 +91,8 @@ def explain(model: str, gpu: str | Gpu | None = None, *, gpu_memory: int | None 
         raise ValueError(f"two versions given: engine_version={engine_version} and vllm_version={vllm_version}")
     spec, checkpoint = model_and_checkpoint(model, runner.name, source, revision, hf_token, gguf_file)
     device = gpu if isinstance(gpu, Gpu) else resolve_gpu(gpu, gpu_memory)
-    gguf = checkpoint if checkpoint is not None and checkpoint.format == "gguf" else None
+    # a GGUF table, or an engine's stand-in for a file not at hand (a quantization mix, "gguf-mix")
+    gguf = checkpoint if checkpoint is not None and checkpoint.format in ("gguf", "gguf-mix") else None
     return explain_spec(spec, device, runner.name, version, settings, gguf)
 
 

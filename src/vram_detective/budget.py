@@ -3,7 +3,8 @@ simulator's steps, the advisor's and the simulate fit's predictions) call `check
 once the budget's deadline has passed or its owner cancelled it (the client went away).
 
 No budget is set on the command line, so `check()` costs one thread-local read there. The budget is per
-thread: the web server runs each request's work on a worker thread of its own (web/app.py)."""
+thread: the web server runs each cheap request's work on a worker thread of its own (web/app.py); the others
+run in worker processes whose CPU time the server watches (web/workers.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -32,10 +33,17 @@ class Budget:
 
     def check(self) -> None:
         if self.cancelled.is_set():
-            raise OverBudget("the request was cancelled (the client went away)")
+            raise OverBudget(over_text(self.seconds, cancelled=True))
         if self.deadline is not None and time.thread_time() > self.deadline:
-            raise OverBudget(f"the request ran past its budget of {self.seconds:g} s of computation (CPU) "
-                             "(the web server's limit; run the command line for larger work)")
+            raise OverBudget(over_text(self.seconds))
+
+
+def over_text(seconds: float | None, cancelled: bool = False) -> str:
+    """The one line of a request stopped: cancelled, or past its budget (also the web server's worker processes')."""
+    if cancelled or seconds is None:
+        return "the request was cancelled (the client went away)"
+    return (f"the request ran past its budget of {seconds:g} s of computation (CPU) "
+            "(the web server's limit; run the command line for larger work)")
 
 
 _local = threading.local()

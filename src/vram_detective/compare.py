@@ -18,8 +18,9 @@ EXAMPLES = """examples:
   vram-detective compare Qwen/Qwen3-8B --gpu 4090 --context 32k          # vLLM, SGLang, llama.cpp (Q4_K_M)
   vram-detective compare Qwen/Qwen3-8B --gpu 4090 --context 32k --gguf-type Q8_0 --engines vllm,llamacpp,ollama
   vram-detective compare Qwen/Qwen3-235B-A22B-FP8 --gpu H100 -tp 4
-  vram-detective compare Qwen/Qwen3-235B-A22B-FP8 --gpu H100 -tp 4 --version vllm=0.10.0 --version sglang=0.4.10 \\
-      --mem-fraction-static 0.93
+  vram-detective compare Qwen/Qwen3-235B-A22B-FP8 --gpu H100 -tp 4 --engine-version vllm=0.10.0 \\
+      --engine-version sglang=0.4.10 --mem-fraction-static 0.93
+  vram-detective compare Qwen/Qwen3-8B --gpu 4090 --max-model-len 16k --vllm-version 0.8.5   # explain's names
 """
 
 DEFAULT_GGUF_TYPE = "Q4_K_M"  # what most llama.cpp users download; --gguf-type picks another mix
@@ -31,31 +32,42 @@ def register(subparsers) -> None:
         description=__doc__.splitlines()[0], epilog=EXAMPLES, formatter_class=HelpFormatter)
     parser.add_argument("model", help="catalog repo id, local model directory or .gguf file")
     parser.add_argument("--gpu", required=True, help='GPU name or alias ("RTX 4090", "H100")')
-    parser.add_argument("--context", help="tokens per request for the concurrency row (32k or 32768; default: "
-                                          "each engine's own context length)")
+    parser.add_argument("--context", "--max-model-len", dest="context",
+                        help="tokens per request for the concurrency row (32k or 32768; default: each engine's own "
+                             "context length); --max-model-len is the same, as explain names it")
     parser.add_argument("-tp", "--tensor-parallel-size", dest="compare_tp", type=int, default=1, metavar="N",
                         help="GPUs the model is split over (each engine in its own terms: TP, llama.cpp's layer split)")
     parser.add_argument("--engines", dest="compare_engines", default=",".join(DEFAULT_ENGINES), metavar="LIST",
                         help=f"engines to set side by side (default: {','.join(DEFAULT_ENGINES)}; ollama too)")
-    parser.add_argument("--version", dest="compare_versions", action="append", default=[], metavar="ENGINE=VERSION",
-                        help="an engine's release (default: each engine's newest); repeatable")
+    parser.add_argument("--engine-version", "--version", dest="compare_versions", action="append", default=[],
+                        metavar="ENGINE=VERSION", help="an engine's release (default: each engine's newest); "
+                        "repeatable; a bare VERSION with one engine in --engines; --version is the old name")
+    parser.add_argument("--vllm-version", dest="compare_vllm_version", metavar="VERSION",
+                        help="vLLM's release: the same as --engine-version vllm=VERSION")
     parser.add_argument("--gguf-type", dest="compare_gguf_type", type=str.upper, default=None, metavar="MIX",
                         help=f"llama.cpp / Ollama without a GGUF file: the quantization mix (default {DEFAULT_GGUF_TYPE})")
-    parser.add_argument("--gpu-memory-utilization", dest="compare_util", type=float, help="vLLM's budget fraction")
-    parser.add_argument("--mem-fraction-static", dest="compare_mfs", type=float, help="SGLang's budget fraction")
+    parser.add_argument("--gpu-memory-utilization", dest="compare_util", type=float, metavar="VALUE", help="vLLM's budget fraction")
+    parser.add_argument("--mem-fraction-static", dest="compare_mfs", type=float, metavar="VALUE", help="SGLang's budget fraction")
     from .cli import add_output_arguments
 
     add_output_arguments(parser)
 
 
-def _versions(pairs: list[str]) -> dict[str, str]:
+def _versions(pairs: list[str], engines: tuple[str, ...] = (), vllm_version: str | None = None) -> dict[str, str]:
+    """{engine: release} from --engine-version ENGINE=VERSION (or a bare VERSION when one engine is compared)
+    and --vllm-version VERSION (vllm=VERSION, as every other command spells it)."""
     from .engines import ENGINES
 
-    out = {}
-    for pair in pairs:
-        name, _, version = pair.partition("=")
+    out: dict[str, str] = {}
+    for pair in [*pairs, *((f"vllm={vllm_version}",) if vllm_version else ())]:
+        name, equals, version = pair.partition("=")
+        if not equals and len(engines) == 1 and pair:
+            name, version = engines[0], pair
         if name not in ENGINES or not version:
-            raise ValueError(f"--version takes ENGINE=VERSION with ENGINE one of {', '.join(ENGINES)}: {pair!r}")
+            raise ValueError(f"--engine-version takes ENGINE=VERSION with ENGINE one of {', '.join(ENGINES)} (a bare "
+                             f"VERSION only with one engine in --engines): {pair!r}")
+        if out.get(name, version) != version:
+            raise ValueError(f"two releases given for {name}: {out[name]} and {version}")
         out[name] = version
     return out
 
@@ -228,7 +240,8 @@ def run(args) -> int:
             if value is not None and _has_setting(name, setting):
                 settings[name][setting] = value
     report = compare_report(args.model, args.gpu, context=context, tp=args.compare_tp, engines=engines,
-                            versions=_versions(args.compare_versions), settings=settings,
+                            versions=_versions(args.compare_versions, engines, args.compare_vllm_version),
+                            settings=settings,
                             gguf_type=args.compare_gguf_type)
     breakdowns = report.pop("breakdowns")
     table = rows(breakdowns, context)

@@ -1,5 +1,6 @@
 """How sure a prediction is: a 90 % interval on every predicted figure, from the errors the scorer measured for
-that figure's term on the ground truth (per engine, release era and GPU class), and the start verdict's margin.
+that figure's term on the ground truth (per engine, release era, GPU class and setup: one GPU or several), and the
+start verdict's margin.
 
 The widths are data (data/intervals.json), written by scripts/refit_intervals.py from `score`'s per-case errors,
 never set by hand. A group with fewer than MIN_CASES scored figures falls back to the GPU class across eras, then
@@ -45,10 +46,26 @@ def table() -> dict:
         return {"groups": {}}
 
 
-def half_width(engine: str, key: str, era: str, gpu_class: str, data: dict | None = None) -> tuple[float, str] | None:
+ONE_GPU, SEVERAL_GPUS = "1 GPU", "several GPUs"
+
+
+def setup_of(gpus: int | None) -> str:
+    """The setup a figure's error is grouped by besides era and GPU class: one GPU, or a model split over several
+    (tensor / pipeline parallel, a llama.cpp split), whose ranks, collectives and per-GPU differences err apart."""
+    return SEVERAL_GPUS if (gpus or 1) > 1 else ONE_GPU
+
+
+def groups_of(era: str, gpu_class: str, setup: str) -> tuple[str, ...]:
+    """The groups a figure's error is looked up in, the closest first: its era, GPU class and setup; any era of
+    that class and setup; any era of the class; every case of the engine."""
+    return (f"{era} | {gpu_class} | {setup}", f"* | {gpu_class} | {setup}", f"* | {gpu_class}", "* | *")
+
+
+def half_width(engine: str, key: str, era: str, gpu_class: str, data: dict | None = None,
+               setup: str = ONE_GPU) -> tuple[float, str] | None:
     """(the 90th percentile of |observed - predicted| / predicted, the group it comes from) or None."""
     groups = (data or table()).get("groups", {}).get(engine, {}).get(term_of(key), {})
-    for name in (f"{era} | {gpu_class}", f"* | {gpu_class}", "* | *"):
+    for name in groups_of(era, gpu_class, setup):
         found = groups.get(name)
         # a term scored on fewer cases still gets its widest observed error (the basis says how few)
         if found and found["n"] >= (MIN_CASES if name != "* | *" else MIN_CASES_ANY):
@@ -57,8 +74,8 @@ def half_width(engine: str, key: str, era: str, gpu_class: str, data: dict | Non
 
 
 def bounds(engine: str, key: str, value: float, era: str, gpu_class: str,
-           data: dict | None = None) -> tuple[float, float, str] | None:
-    width = half_width(engine, key, era, gpu_class, data)
+           data: dict | None = None, setup: str = ONE_GPU) -> tuple[float, float, str] | None:
+    width = half_width(engine, key, era, gpu_class, data, setup)
     if width is None:
         return None
     spread = max(abs(value) * width[0], _printed_rounding(key))
@@ -82,7 +99,7 @@ def attach(breakdown: Breakdown) -> Breakdown:
     from .fidelity import breakdown_era, gpu_class
     from .render import schema_figures
 
-    era, device = breakdown_era(breakdown), gpu_class(breakdown.total_gpu_bytes)
+    era, device, setup = breakdown_era(breakdown), gpu_class(breakdown.total_gpu_bytes), setup_of(gpus_of(breakdown))
     found = []
     for key, value in schema_figures(breakdown).items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -91,11 +108,21 @@ def attach(breakdown: Breakdown) -> Breakdown:
             continue
         if key == "nvidia_smi_used_mib" and breakdown.failure is not None:
             continue  # a refused start never reaches the steady state nvidia-smi would show
-        interval = interval_of(breakdown.engine_name, key, float(value), era, device)
+        interval = interval_of(breakdown.engine_name, key, float(value), era, device, setup)
         if interval is not None:
             found.append(within_the_card(interval, breakdown))
     found = one_pool(found)
     return replace(breakdown, intervals=tuple(found), verdict_margin=verdict_margin(breakdown, found))
+
+
+def gpus_of(breakdown: Breakdown) -> int:
+    """GPUs the prediction spreads the model over: its ranks (tensor x pipeline parallel), else the devices its
+    figures name (a llama.cpp split: cuda0_, cuda1_, ...)."""
+    from .render import schema_figures
+    from .summary import model_gpus
+
+    devices = {match.group(1) for key in schema_figures(breakdown) if (match := re.match(r"^(cuda\d+)_", key))}
+    return max(model_gpus(breakdown), len(breakdown.per_rank), len(breakdown.devices or ()), len(devices), 1)
 
 
 def one_pool(found: list[Interval]) -> list[Interval]:
@@ -115,38 +142,48 @@ def one_pool(found: list[Interval]) -> list[Interval]:
 
 
 def card_limit(key: str, breakdown: Breakdown) -> float | None:
-    """The most one GPU can hold of a figure, in the figure's unit (None: not a size on one GPU). nvidia-smi's
-    total is the CUDA total plus what the driver reserves, so 'used' is capped at the card's nvidia-smi total."""
+    """The most one GPU can hold of a figure, in the figure's unit (None: not a size on one GPU)."""
+    return card_limit_of(key, breakdown.total_gpu_bytes, breakdown.gpu_name, breakdown.kv_bytes_per_token)
+
+
+def card_limit_of(key: str, total: int, gpu_name: str = "", kv_bytes_per_token: int = 0) -> float | None:
+    """card_limit for a card of `total` CUDA bytes. nvidia-smi's total is the CUDA total plus what the driver
+    reserves, so 'used' is capped at the card's nvidia-smi total (the CUDA total where none is listed: a unified-
+    memory card such as GB10 has none)."""
     if key.startswith(("cpu", "cuda_host", "host")) or "total" in key:
         return None
-    total = breakdown.total_gpu_bytes
     if key == "nvidia_smi_used_mib":
         from .hardware import all_gpus
 
-        listed = {gpu.name: gpu.nvidia_smi_total_mib for gpu in all_gpus()}.get(breakdown.gpu_name)
-        return float(listed) if listed else None
+        listed = {gpu.name: gpu.nvidia_smi_total_mib for gpu in all_gpus()}.get(gpu_name)
+        return float(listed) if listed else total / (1024 * 1024)
     if key.endswith("_mib"):
         return total / (1024 * 1024)
     if key.endswith("_gib"):
         return total / GIB
     if key.endswith("_gb"):
         return total / 1e9
-    if key == "kv_cache_tokens" and breakdown.kv_bytes_per_token > 0:
-        return total / breakdown.kv_bytes_per_token
+    if key == "kv_cache_tokens" and kv_bytes_per_token > 0:
+        return total / kv_bytes_per_token
     return None
 
 
 def within_the_card(interval: Interval, breakdown: Breakdown) -> Interval:
     """The interval clipped to what can exist: never below 0, never above the GPU (and never past its own point,
     which a figure on the card already is)."""
-    limit = card_limit(interval.key, breakdown)
+    return clipped(interval, card_limit(interval.key, breakdown))
+
+
+def clipped(interval: Interval, limit: float | None) -> Interval:
+    """`interval` within [0, limit] (the limit in the figure's unit; None: no upper limit), its point kept."""
     high = interval.high if limit is None else max(min(interval.high, limit), interval.value)
     return replace(interval, low=max(interval.low, 0.0), high=high)
 
 
-def interval_of(engine: str, key: str, value: float, era: str, gpu_class: str) -> Interval | None:
+def interval_of(engine: str, key: str, value: float, era: str, gpu_class: str,
+                setup: str = ONE_GPU) -> Interval | None:
     """One predicted figure's interval (None where its term was never scored)."""
-    found = bounds(engine, key, value, era, gpu_class)
+    found = bounds(engine, key, value, era, gpu_class, setup=setup)
     return None if found is None else Interval(key, value, found[0], found[1], LEVEL, found[2])
 
 
@@ -271,20 +308,21 @@ def observations(report: dict) -> list[dict]:
                 if not isinstance(figure["observed"], (int, float)) or isinstance(figure["observed"], bool):
                     continue
                 out.append({"id": case["id"], "engine": engine, "term": term_of(name), "era": case.get("era", "?"),
-                            "gpu_class": case.get("gpu_class", "?"), "predicted": float(figure["predicted"]),
+                            "gpu_class": case.get("gpu_class", "?"), "setup": setup_of(case.get("gpus")),
+                            "predicted": float(figure["predicted"]),
                             "observed": float(figure["observed"])})
     return out
 
 
 def fit(rows: list[dict]) -> dict:
-    """Per engine and term, per (era | GPU class), (* | GPU class) and (* | *): n and the 90th percentile of
-    |observed - predicted| / |predicted|."""
+    """Per engine and term, per (era | GPU class | setup), (* | GPU class | setup), (* | GPU class) and (* | *):
+    n and the 90th percentile of |observed - predicted| / |predicted|."""
     from .fidelity import percentile
 
     buckets: dict[tuple[str, str, str], list[float]] = {}
     for row in _one_row_per_pool(rows):
         ratio = abs(row["observed"] - row["predicted"]) / abs(row["predicted"])
-        for group in (f"{row['era']} | {row['gpu_class']}", f"* | {row['gpu_class']}", "* | *"):
+        for group in groups_of(row["era"], row["gpu_class"], row.get("setup", ONE_GPU)):
             buckets.setdefault((row["engine"], row["term"], group), []).append(ratio)
     groups: dict = {}
     for (engine, term, group), values in sorted(buckets.items()):
@@ -315,7 +353,8 @@ def coverage(rows: list[dict], data: dict) -> dict:
     """Share of observed figures inside their interval, per term and overall (figures with an interval only)."""
     inside: dict[str, list[bool]] = {}
     for row in rows:
-        found = bounds(row["engine"], row["term"], row["predicted"], row["era"], row["gpu_class"], data)
+        found = bounds(row["engine"], row["term"], row["predicted"], row["era"], row["gpu_class"], data,
+                       row.get("setup", ONE_GPU))
         if found is not None:
             inside.setdefault(f"{row['engine']} {row['term']}", []).append(found[0] <= row["observed"] <= found[1])
     every = [hit for hits in inside.values() for hit in hits]

@@ -60,8 +60,42 @@ def read_case_text(text: str) -> tuple[list[dict], list[dict]]:
         if not isinstance(case, dict) or not case.get("id"):
             unreadable.append({"line": number, "reason": "not a case (a JSON object with an `id`)"})
             continue
+        problem = case_shape_problem(case)
+        if problem:
+            unreadable.append({"line": number, "reason": problem})
+            continue
         cases.append(case)
     return cases, unreadable
+
+
+# each field's JSON type (groundtruth/SCHEMA.md); absent or null is always allowed
+_FIELD_TYPES = {"id": (str,), "source": (str,), "engine": (str,), "engine_version": (str,),
+                "engine_version_basis": (str,), "engine_path": (str,), "model": (str,), "gpu": (str,),
+                "num_gpus": (int,), "settings": (dict,), "plan_settings": (dict,), "observed": (dict,),
+                "model_config": (dict,), "log": (str,), "tags": (list,), "notes": (str,), "supplement_basis": (str,)}
+
+
+def case_shape_problem(case: dict) -> str | None:
+    """Why a case object does not have SCHEMA.md's shape (a field of the wrong type, a GPU count below one, an
+    observed figure that is not a finite number), or None: the scorers read only well-formed cases."""
+    import math
+
+    for key, types in _FIELD_TYPES.items():
+        value = case.get(key)
+        if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
+            return f"`{key}` is {type(value).__name__}, not {types[0].__name__} (groundtruth/SCHEMA.md)"
+    if case.get("num_gpus") is not None and case["num_gpus"] < 0:
+        return f"`num_gpus` is {case['num_gpus']}: 0 (a CPU run) or more"
+    if not all(isinstance(tag, str) for tag in case.get("tags") or []):
+        return "`tags` is a list of strings"
+    for key in ("settings", "observed"):
+        if key in case and not isinstance(case[key], dict):
+            return f"`{key}` is {type(case[key]).__name__}, not an object (groundtruth/SCHEMA.md)"
+    for key, value in (case.get("observed") or {}).items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not isinstance(value, (int, float, str)) or number and not (math.isfinite(value) and abs(value) < 1e12):
+            return f"observed `{key}` is {str(value)[:40]}: a number as the engine printed it (GiB, MiB or a count)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -211,7 +245,8 @@ def _with_coverage(section: dict, engine: str) -> dict:
             term = intervals.term_of(name)
             if term in intervals.NOT_PREDICTIONS or figure.get("predicted") is None:
                 continue
-            found = intervals.bounds(engine, term, figure["predicted"], case.get("era", "?"), case.get("gpu_class", "?"))
+            found = intervals.bounds(engine, term, figure["predicted"], case.get("era", "?"), case.get("gpu_class", "?"),
+                                     setup=intervals.setup_of(case.get("gpus")))
             if found is None or isinstance(figure["observed"], bool):
                 continue
             figure["interval_90"] = [round(found[0], 4), round(found[1], 4)]
@@ -243,14 +278,22 @@ def score_engine_cases(name: str, cases: list[dict], from_logs: bool = False, ca
     for case in cases:
         try:
             entry, reason = scoring.score_case(case, catalog_only)
-        except (ValueError, LookupError, KeyError, TypeError) as error:
-            # a field the plan cannot read (a malformed setting, a release out of range): this case only
+        except (ValueError, LookupError, KeyError, TypeError, AttributeError) as error:
+            # a field the plan cannot read (a malformed setting: a number or an object where a name is read, a
+            # release out of range): this case only
             entry, reason = None, f"cannot predict: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
         if entry is None:
             skipped.append({"id": case.get("id"), "reason": reason})
         else:
-            per_case.append(entry)
+            # the GPUs the run used (SCHEMA num_gpus), which the intervals group errors by
+            per_case.append(dict(entry, gpus=_gpus_used(case)))
     return _with_coverage(_engine_report(scoring, cases, per_case, skipped), name)
+
+
+def _gpus_used(case: dict) -> int:
+    """GPUs a case's run used: its num_gpus (0 for a CPU run, absent when not stated: one)."""
+    value = case.get("num_gpus")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def _engine_report(scoring, cases: list[dict], per_case: list[dict], skipped: list[dict]) -> dict:

@@ -114,7 +114,33 @@ def bar_lines(b: Breakdown, columns: int | None) -> list[str]:
     legend = "  ".join(f"{fill} {label} {amount:.2f}" for (label, amount), fill in zip(parts, _FILLS)) + " GiB"
     from .term import wrap
 
-    return ["[" + "".join(cells) + "]"] + wrap(legend, columns, " ", " ")
+    return ["[" + "".join(cells) + "]", axis_line(total, size)] + wrap(legend, columns, " ", " ")
+
+
+_STEPS = (0.5, 1, 2, 4, 5, 8, 10, 16, 20, 25, 40, 50, 80, 100, 200, 500, 1000)
+
+
+def axis_line(total_gib: float, size: int) -> str:
+    """The bar's scale, as wide as the bar with its brackets: '0', round GiB ticks where they fall on the bar
+    (one cell = total / size GiB) and the card's total at the right end ('0    4    8  ...  23.65 GiB')."""
+    width = size + 2
+    end = f"{total_gib:.2f} GiB"
+    line = [" "] * width
+    line[0] = "0"
+    # ticks at least 6 cells apart, and clear of the end label
+    step = next((s for s in _STEPS if size * s / total_gib >= 6), total_gib) if total_gib > 0 else 1
+    free_until = width - len(end) - 1
+    tick = step
+    while tick < total_gib:
+        text = f"{tick:g}"
+        at = 1 + round(size * tick / total_gib) - len(text) // 2
+        if at + len(text) >= free_until:
+            break
+        if at > 1 and line[at - 1] == " " and all(c == " " for c in line[at:at + len(text)]):
+            line[at:at + len(text)] = text
+        tick += step
+    line[width - len(end):] = end
+    return "".join(line).rstrip()
 
 
 # up to this many GPUs each gets its own bar; beyond it, GPUs with the same figures share one (labelled with all)
@@ -122,11 +148,11 @@ MAX_BARS = 8
 
 
 def per_gpu_words(devices) -> str:
-    """"nvidia-smi ≈ 17,726 MiB on GPU 0, 17,759 MiB on GPU 1 (23.65 GiB each)", or "on each of 4 GPUs"."""
-    if len(devices) == 1:
+    """"nvidia-smi ≈ 17,726 MiB on GPU 0, 17,759 MiB on GPU 1 (of 24,218 MiB each)", or "on each of 4 GPUs"."""
+    if len(devices) == 1:  # one unit per sentence
         return (f"nvidia-smi ≈ {devices[0].nvidia_smi_used_mib:,} MiB on {devices[0].name} of "
-                f"{devices[0].total_bytes / GIB:.2f} GiB")
-    each = f"{devices[0].total_bytes / GIB:.2f} GiB each"
+                f"{devices[0].total_bytes / MIB:,.0f} MiB")
+    each = f"of {devices[0].total_bytes / MIB:,.0f} MiB each"
     if len({d.nvidia_smi_used_mib for d in devices}) == 1:
         return f"nvidia-smi ≈ {devices[0].nvidia_smi_used_mib:,} MiB on each of {len(devices)} GPUs ({each})"
     if len(devices) > 4:
@@ -188,6 +214,7 @@ def verdict(b: Breakdown, columns: int | None, smallest: Smallest | None = None,
         if fit_hint:
             out += wrap(f"try: {fit_hint}", columns, "", "     ")
         return out
+    # one unit per sentence: nvidia-smi's MiB, the card's total in MiB too (as the web page's bar title)
     if b.devices:
         out = wrap(paint(f"Starts on {title}: {per_gpu_words(b.devices)}.", "1"), columns, "", "  ")
         out += device_bars(b.devices, columns)
@@ -195,7 +222,7 @@ def verdict(b: Breakdown, columns: int | None, smallest: Smallest | None = None,
         gpus = model_gpus(b)
         where = f" on each of {gpus} GPUs" if gpus > 1 else ""
         out = wrap(paint(f"Starts on {title}: nvidia-smi ≈ {b.nvidia_smi_used_mib:,} MiB{where} "
-                         f"of {b.total_gpu_bytes / GIB:.2f} GiB.", "1"), columns, "", "  ")
+                         f"of {b.total_gpu_bytes / MIB:,.0f} MiB.", "1"), columns, "", "  ")
         out += bar_lines(b, columns)
     notes = []
     fraction = budget_fraction(b)

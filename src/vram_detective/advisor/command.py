@@ -210,12 +210,21 @@ def fit_target(context, concurrency, max_gpu_memory, gpus=1, top=5, same_checkpo
     from ..units import parse_token_count
     from .answers import Target
 
+    from argparse import Namespace
+
+    from ..input_checks import check_arguments
+
     tokens = parse_token_count(context) if context else None
     if tokens is not None and tokens < 1:
         raise ValueError(f"--context must be a positive token count, got {context}")
     ceiling = parse_memory_size(max_gpu_memory) if max_gpu_memory else None
-    return Target(tokens, str(context) if context else None, float(concurrency) if concurrency else None, ceiling,
-                  str(max_gpu_memory) if max_gpu_memory else None, int(gpus or 1), int(top or 5), same_checkpoint)
+    concurrency = float(concurrency) if concurrency not in (None, "") else None
+    gpus, top = int(gpus if gpus is not None else 1), int(top if top is not None else 5)
+    # the command line's checks for every caller (the library's fit too): a finite, positive concurrency the KV
+    # cache could hold, 1..MAX_GPUS GPUs, at least one candidate
+    check_arguments(Namespace(concurrency=concurrency, context=context, gpus=gpus, top=top))
+    return Target(tokens, str(context) if context else None, concurrency, ceiling,
+                  str(max_gpu_memory) if max_gpu_memory else None, gpus, top, same_checkpoint)
 
 
 def _run_fit_workload(args, json) -> int:

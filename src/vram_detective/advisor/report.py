@@ -66,7 +66,7 @@ def whatif_text(result, columns: int | None = -1, markdown: bool = False) -> str
     if base.starts:
         head = [f"Starts as it is: weights {base.weights_bytes / GIB:.2f} GiB, KV pool {base.kv_pool_bytes / GIB:.2f} "
                 f"GiB ({base.num_gpu_blocks:,} blocks, {base.kv_cache_tokens:,} tokens), {base.max_concurrency:.2f}x "
-                f"concurrency at {b.max_model_len:,} tokens, nvidia-smi {base.nvidia_smi_used_mib:,} MiB."]
+                f"concurrency at {b.max_model_len:,} tokens. nvidia-smi ≈ {base.nvidia_smi_used_mib:,} MiB."]
     else:
         head = [f"{b.engine_label} would refuse to start as it is: {_first_sentence(base.refused)}",
                 f"try: vram-detective fit {base.model} --gpu \"{result.gpu_name}\" --context {b.max_model_len} "
@@ -137,11 +137,13 @@ def margin_json(margin, max_model_len: int) -> dict:
     return dict(margin.to_dict(), margin=describe(margin, max_model_len))
 
 
-def margin_cell(margin) -> str:
-    """'+1.20 GiB' or '+0.10 GiB borderline' for a table; '-' without an interval."""
+def margin_cell(margin, unit: str = "GiB") -> str:
+    """'+1.20 GiB' or '+0.10 GiB borderline' for a table ('+1,229 MiB' in a sentence of MiB figures); '-' without
+    an interval."""
     if margin is None:
         return "-"
-    return f"{margin.spare_gib:+.2f} GiB" + ("" if margin.covers else " borderline")
+    text = f"{margin.spare_gib * 1024:+,.0f} MiB" if unit == "MiB" else f"{margin.spare_gib:+.2f} GiB"
+    return text + ("" if margin.covers else " borderline")
 
 
 def none_covers_line(margins: list) -> str | None:

@@ -14,7 +14,10 @@ def answer_figures(observed: dict, prediction, kv_pool: dict | None, gpu_known: 
         return (predicted / unit, "predicted") if predicted is not None else (None, None)
 
     p = prediction
-    weights = pick(observed.get("weights_gib"), p.weights_bytes if p else None, GIB)
+    # a bar draws no negative part: a logged weights figure below zero (no start loads negative weights) is
+    # drawn from the prediction, as a logged KV figure below zero is
+    weights_logged = observed.get("weights_gib") if (observed.get("weights_gib") or 0) > 0 else None
+    weights = pick(weights_logged, max(p.weights_bytes, 0) if p else None, GIB)
     kv_logged = observed.get("kv_cache_gib") if (observed.get("kv_cache_gib") or 0) > 0 else (
         kv_pool["gib"] if kv_pool else None)
     kv = pick(kv_logged, max(p.kv_cache_bytes, 0) if p else None, GIB)

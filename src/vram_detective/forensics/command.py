@@ -518,15 +518,6 @@ def _render_what_if(run: dict) -> list[str]:
     lines = []
     if run["anomalies"]:
         lines += ["", "  Anomalies"] + [f"    - {text}" for text in run["anomalies"]]
-    shrink = run["what_if"]
-    if shrink and shrink.get("scenarios"):
-        base = shrink["baseline"]
-        lines.append("")
-        lines.append(f"  Flags that would shrink the footprint (now ~{base['current_nvidia_smi_mib']:,} MiB; each "
-                     f"--gpu-memory-utilization is the least that still serves one {base['max_model_len']:,}-token "
-                     "request)")
-        rows = [(s["flags"], f"-{s['saving_mib'] / 1024:.1f} GiB",
-                 f"-> ~{max(s['projected_nvidia_smi_mib'], s['predicted_nvidia_smi_mib']):,} MiB",
-                 f"KV {s['kv_cache_tokens']:,} tokens ({s['max_concurrency']:g}x)") for s in shrink["scenarios"]]
-        lines += _table(rows)
-    return lines
+    from .changes import what_if_lines
+
+    return lines + what_if_lines(run["what_if"], _table)

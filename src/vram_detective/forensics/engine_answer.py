@@ -26,9 +26,9 @@ def engine_answer(report: dict, memory: dict, breakdown) -> dict:
         others = "".join(f", {b['name']} about {b['used_mib']:,} MiB" + (f" of {b['total_mib']:,} MiB" if b["total_mib"]
                                                                           else "") for b in bars[1:])
         verdict = (f"{who}: GPU 0 holds about {held:,.0f} MiB{total}{others}: weights "
-                   f"{memory['weights_gib']:,.2f}, KV cache {memory['kv_gib']:,.2f}, other buffers "
-                   f"{memory.get('other_gib', 0):,.2f} GiB as printed{' on GPU 0' if bars else ''}, and the CUDA "
-                   f"context{_agreement(report)}.")
+                   f"{memory['weights_gib'] * 1024:,.0f}, KV cache {memory['kv_gib'] * 1024:,.0f}, other buffers "
+                   f"{memory.get('other_gib', 0) * 1024:,.0f} MiB as printed{' on GPU 0' if bars else ''}, and the "
+                   f"CUDA context{_agreement(report)}.")
     else:
         verdict = f"{who}: this {report['engine_label']} log prints no memory figure of GPU 0{_agreement(report)}."
     out = {"verdict": verdict, "bar": bar, "read": _how_read(report)}
@@ -180,7 +180,9 @@ def render_terminal(report: dict, columns: int | None) -> list[str]:
             gap = "" if row["relative_gap"] is None else f"{row['relative_gap']:+.1%}"
             rows.append((row["label"], show(row["key"], row["observed"]), show(row["key"], row["predicted"]), gap))
         lines += ["", "  Observed vs predicted"] + table(rows)
-    return lines + _findings(report) + _tail(report)
+    from .changes import what_if_lines
+
+    return lines + _findings(report) + what_if_lines(report.get("what_if"), table) + _tail(report)
 
 
 def _findings(report: dict) -> list[str]:

@@ -57,9 +57,11 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
 
     report["serving"] = read_serving_stats(text).to_dict(pool_gib=_pool_gib(observed))
     breakdown = None
+    report["what_if"] = None
     if model and gpu:
         report["comparison"], breakdown = _compare(engine, model, gpu, version_basis[0], settings, observed,
                                                    report["notes"])
+
     elif unknown:
         report["notes"].append(f"the log names {unknown}, which the catalog does not know: give --gpu (the nearest "
                                "catalog card, or --gpu-memory) for a comparison")
@@ -83,6 +85,12 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
         if memory.get("devices"):
             memory["devices"] = [dict(device, context_gib=context) for device in memory["devices"]]
     report["answer"] = engine_answer(report, memory, breakdown)
+    if breakdown is not None:  # what to change: the engine's own levers, one at a time (changes.py)
+        from .changes import from_whatif
+
+        bar = report["answer"].get("bar") or {}
+        report["what_if"] = from_whatif(model, gpu, engine, breakdown.engine_version, _known(engine, settings),
+                                        bar.get("used_mib"))
     return report
 
 
@@ -151,15 +159,20 @@ def _settings_and_version(engine, text: str, version: str | None) -> tuple[dict,
     return settings, (engine.releases.named(inferred), engine.log_version_basis)
 
 
+def _known(engine, settings: dict) -> dict:
+    """The logged settings the engine plans with: its flags' and what it reads from a log besides its flags
+    (llama.cpp: the file's mix, free memory per GPU)."""
+    names = {flag.setting for flag in engine.launch.flags} | set(engine.log_only_settings)
+    return {key: value for key, value in settings.items() if key in names and value not in (None, "auto")
+            and not str(value).startswith("torch.")}  # "dtype=torch.bfloat16" of the load line is no setting
+
+
 def _compare(engine, model: str, gpu: str, version, settings: dict, observed: dict, notes: list) -> tuple:
     """(rows of observed vs predicted, the prediction), (None, None) when the engine cannot predict it."""
     from .. import api
     from ..errors import EngineRefused
 
-    # settings the engine reads from a log besides its flags (llama.cpp: the file's mix, free memory per GPU)
-    names = {flag.setting for flag in engine.launch.flags} | set(engine.log_only_settings)
-    user = {key: value for key, value in settings.items() if key in names and value not in (None, "auto")
-            and not str(value).startswith("torch.")}  # "dtype=torch.bfloat16" of the load line is no setting
+    user = _known(engine, settings)
     try:
         breakdown = api.explain(model, gpu, engine=engine.name, engine_version=version, **user)
     except (ValueError, EngineRefused) as error:

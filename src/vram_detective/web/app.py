@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import budget, read_policy
@@ -113,35 +114,34 @@ async def _params(request: Request) -> dict:
     return params
 
 
-# computations at once: the work is pure Python (one GIL), so more threads only interleave and stretch
-# each request; waiting requests queue instead (a long `fit` still leaves the others threads to run on)
+# computations at once in the serving process (cheap requests: catalog explains, the catalogs, the page): the
+# work is pure Python (one GIL), so more threads only interleave and stretch each request; waiting requests queue
 COMPUTE_THREADS = 4
-# requests that fetch from the Hub wait on the network, not the CPU: their own pool, so that slow (or
-# trickling) Hub servers never hold the threads a catalog-only request needs
-HUB_THREADS = 4
-# simulate, fit, whatif and logs can take a second or more of CPU: their own two threads, so that a few of them
-# never hold every thread a cheap explain (a few milliseconds) waits for
-HEAVY_THREADS = 2
+# worker processes a pool (`serve --workers`): one pool for simulate, fit, whatif, logs, compare, score and local
+# models, one for the requests that fetch from the Hub (they wait on the network: slow or trickling Hub servers
+# never hold the workers the others need). 0: those requests run on threads of the serving process instead
+WORKERS = 2
+# with --workers 0, the threads of the serving process those requests take instead (the Hub's mostly wait)
+THREADS_WITHOUT_WORKERS = {"compute": COMPUTE_THREADS, "heavy": 2, "hub": 4}
 # seconds of computation one request may take (`serve --request-budget`); past it: 503 with one line
 REQUEST_SECONDS = 10.0
 _LIMITERS: dict = {}
 
 
-def _limiter(kind: str = "compute"):
+def _limiter(kind: str = "compute", size: int | None = None):
     if kind not in _LIMITERS:
-        _LIMITERS[kind] = anyio.CapacityLimiter({"hub": HUB_THREADS, "heavy": HEAVY_THREADS}.get(kind, COMPUTE_THREADS))
+        _LIMITERS[kind] = anyio.CapacityLimiter(size or COMPUTE_THREADS)
     return _LIMITERS[kind]
 
 
-def _timed(work, params, allowance: budget.Budget | None = None):
-    started = time.perf_counter()
-    if allowance is None:
-        return work(params), time.perf_counter() - started
+def _in_thread(name: str, params: dict, policy: service.Policy, allowance: budget.Budget):
     allowance.start()  # the budget counts from here: time spent queued is not the request's computation
     with budget.running(allowance):
-        allowance.check()
-        result = work(params)
-    return result, time.perf_counter() - started
+        try:
+            allowance.check()
+        except budget.OverBudget as error:
+            return _answer_of(_error(error))
+        return answer(name, params, policy)
 
 
 class HostCheck:
@@ -200,16 +200,15 @@ def allowed_hosts(host: str, extra: tuple[str, ...] = ()) -> frozenset[str] | No
 
 def create_app(local_root: str | None = None, max_body: int = service.MAX_BODY_BYTES,
                allowed: frozenset[str] | None = frozenset(LOOPBACK_NAMES),
-               request_seconds: float = REQUEST_SECONDS) -> Starlette:
+               request_seconds: float = REQUEST_SECONDS, workers: int = 0) -> Starlette:
     """The application; `local_root` is --allow-local-models (None: no local path is ever read); `allowed` the
-    Host names it answers to (None: any); `request_seconds` each request's computation budget."""
+    Host names it answers to (None: any); `request_seconds` each request's computation budget; `workers` the
+    worker processes a pool (0: every request on threads of this process). The pools start in the background:
+    app.state.pools, closed by app.state.close_pools()."""
     policy = service.Policy(Path(local_root).resolve() if local_root else None)
     service.install_read_guard(policy)
     static = {name: files("vram_detective.web").joinpath(f"static/{name}").read_bytes() for name in STATIC_TYPES}
-
-    async def index(request: Request) -> Response:
-        html = await run_in_threadpool(page.render, dict(request.query_params), policy)
-        return HTMLResponse(html, headers={"Content-Security-Policy": CSP, "Cache-Control": "no-store"})
+    pools = _start_pools(workers, policy)
 
     async def asset(request: Request) -> Response:
         name = request.path_params["name"]
@@ -220,12 +219,33 @@ def create_app(local_root: str | None = None, max_body: int = service.MAX_BODY_B
     async def describe(request: Request) -> Response:
         return JSONResponse(api_description(max_body))
 
-    routes = [Route("/", index), Route("/static/{name}", asset), Route("/api", describe),
-              *_work_routes(policy, request_seconds)]
+    def endpoint(name: str):
+        return _budgeted_endpoint(name, policy, request_seconds, pools)
+
+    routes = [Route("/", endpoint("page")), Route("/static/{name}", asset), Route("/api", describe),
+              *(Route(path, endpoint(name), methods=methods) for path, name, methods in ROUTES)]
     app = Starlette(routes=routes)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(HostCheck, allowed=allowed)
+    app.state.pools = pools
+    app.state.close_pools = lambda: [pool.close() for pool in pools.values()]
     return app
+
+
+def _start_pools(size: int, policy: service.Policy) -> dict:
+    """{'heavy': Pool, 'hub': Pool} of `size` workers each, started on a background thread (the fork server
+    imports for about a second: the serving process listens meanwhile); {} for size 0."""
+    if size <= 0:
+        return {}
+    import threading
+
+    from . import workers
+
+    root = str(policy.local_root) if policy.local_root is not None else None
+    pools = {kind: workers.Pool(size, root) for kind in ("heavy", "hub")}
+    threading.Thread(target=lambda: [pool.start() for pool in pools.values()], daemon=True,
+                     name="start-workers").start()
+    return pools
 
 
 async def _watch_disconnect(request: Request, allowance: budget.Budget) -> None:
@@ -238,98 +258,160 @@ async def _watch_disconnect(request: Request, allowance: budget.Budget) -> None:
             return
 
 
-def _budgeted_endpoint(work, kind: str = "json", indent: int = 2, seconds: float | None = REQUEST_SECONDS,
-                       pool: str = "compute"):
-    """An endpoint running `work(params)` on a worker thread (the Hub pool when the request names a Hub
-    model) under a budget of `seconds`, cancelled when the client leaves: JSON (or an HTML fragment), errors
-    as JSON."""
+def _budgeted_endpoint(name: str, policy: service.Policy, seconds: float | None, pools: dict):
+    """An endpoint answering WORKS[name] under a budget of `seconds`, cancelled when the client leaves: on a
+    thread of this process for a cheap request, else by a worker process of its pool (the Hub pool when the
+    request names a Hub model)."""
+    work = WORKS[name]
+
     async def handle(request: Request) -> Response:
         try:
-            params = await _params(request)
-            service.check_parameters(params)
-            hub = service.uses_hub(params)
+            params = await _params(request) if name != "page" else dict(request.query_params)
+            if name != "page":
+                service.check_parameters(params)
+            source = service.model_kind(params, policy)
         except Exception as error:  # noqa: BLE001 - every error is one JSON line with its status
             return _error(error)
+        hub = source == "hub"
+        pool = "hub" if hub else ("heavy" if work.heavy or source == "local" else "compute")
         allowance = budget.Budget(None if seconds is None else seconds + (service.hub_deadline() if hub else 0))
-        response = None
         async with anyio.create_task_group() as group:
             group.start_soon(_watch_disconnect, request, allowance)
-            try:
-                result, spent = await anyio.to_thread.run_sync(_timed, work, params, allowance,
-                                                               limiter=_limiter("hub" if hub else pool))
-            except Exception as error:  # noqa: BLE001
-                response = _error(error)
+            if pool in pools:
+                answered = await anyio.to_thread.run_sync(pools[pool].run, name, params, allowance.seconds,
+                                                          allowance.cancelled,
+                                                          limiter=_limiter(pool, pools[pool].size))
+            else:
+                answered = await anyio.to_thread.run_sync(_in_thread, name, params, policy, allowance,
+                                                          limiter=_limiter(pool, THREADS_WITHOUT_WORKERS[pool]))
             group.cancel_scope.cancel()
-        if response is not None:
-            return response
-        # the computation's own time (benchmarks/web.py reads it: the server-side latency)
-        headers = {"Server-Timing": f"app;dur={spent * 1000:.2f}", "Cache-Control": "no-store"}
-        if kind == "html":
-            return HTMLResponse(result, headers=headers)
-        # a start the engine would refuse: what `--json` prints (exit 1 there), answered 422 as documented
-        refused = isinstance(result, dict) and result.get("startup_failed") is True
-        return Response(json.dumps(result, indent=indent, default=str) + "\n", media_type="application/json",
-                        headers=headers, status_code=422 if refused else 200)
+        status, media_type, body, headers = answered
+        return Response(body, status_code=status, headers=headers, media_type=media_type)
     return handle
 
 
-def _work_routes(policy: service.Policy, seconds: float | None = REQUEST_SECONDS) -> list[Route]:
-    """The API and the page's fragments: each a function of the request's parameters."""
-    def _endpoint(work, kind: str = "json", indent: int = 2, pool: str = "compute"):
-        return _budgeted_endpoint(work, kind, indent, seconds, pool)
+@dataclass(frozen=True)
+class Work:
+    """What an endpoint computes from (params, policy); `kind` json, html (a fragment) or page; `heavy`: it can
+    take seconds of CPU (a worker process answers it)."""
 
-    def read(params):
-        return service.read_request(params, policy)
+    function: Callable
+    kind: str = "json"
+    indent: int = 2
+    heavy: bool = False
 
-    def explain_fragment(params):
-        request = read(params)
-        breakdown = service.explain(request)
-        return report.explain_fragment(breakdown, service.explain_json(request, breakdown),
-                                       service.launch_line(request, breakdown), page=True)
 
-    def logs_api(params):
-        from ..library import envelope
+def answer(name: str, params: dict, policy: service.Policy) -> tuple[int, str, bytes, dict]:
+    """WORKS[name] for these parameters, as (status, media type, body, headers): errors as JSON with their
+    status. Run by the serving process (cheap requests) or a worker process (workers.py): the same bytes."""
+    work = WORKS[name]
+    started = time.perf_counter()
+    try:
+        result = work.function(params, policy)
+    except Exception as error:  # noqa: BLE001 - every error is one JSON line with its status
+        return _answer_of(_error(error))
+    spent = time.perf_counter() - started
+    if work.kind == "page":
+        return 200, "text/html", result.encode("utf-8"), {"Content-Security-Policy": CSP, "Cache-Control": "no-store"}
+    # the computation's own time (benchmarks/web.py reads it: the server-side latency)
+    headers = {"Server-Timing": f"app;dur={spent * 1000:.2f}", "Cache-Control": "no-store"}
+    if work.kind == "html":
+        return 200, "text/html", result.encode("utf-8"), headers
+    # a start the engine would refuse: what `--json` prints (exit 1 there), answered 422 as documented
+    refused = isinstance(result, dict) and result.get("startup_failed") is True
+    body = (json.dumps(result, indent=work.indent, default=str) + "\n").encode("utf-8")
+    return (422 if refused else 200), "application/json", body, headers
 
-        tp = params.get("tp")
-        found = service.logs_json(str(params.get("log") or ""), params.get("nvidia_smi") or None,
-                                  params.get("model"), params.get("gpu"), params.get("version"), policy,
-                                  engine=params.get("engine") or None, tp=int(tp) if tp not in (None, "") else None)
-        return envelope("logs", found.get("engine"), found)
 
-    def compare_api(params):
-        from ..library import compare
+def _answer_of(response: JSONResponse) -> tuple[int, str, bytes, dict]:
+    return response.status_code, "application/json", bytes(response.body), {}
 
-        engines = tuple(filter(None, str(params.get("engines") or "").split(","))) or None
-        return compare(str(params.get("model") or ""), str(params.get("gpu") or ""),
-                       context=service.token_count(params.get("context")), tp=int(params.get("tp") or 1),
-                       engines=engines, gguf_type=params.get("gguf_type") or None).to_dict()
 
-    def fit_api(params):
-        return service.fit_json(read(params), params)
+def over_budget_answer(why: str, seconds: float | None = None) -> tuple[int, str, bytes, dict]:
+    """503: the client went away (`why` 'cancelled': nobody reads it) or the request ran past its budget."""
+    return _answer_of(_error(budget.OverBudget(budget.over_text(seconds, why == "cancelled"))))
 
-    def simulate_fragment(params):
-        request = read(params)
-        run = service.simulate(request, params)
-        return report.simulate_fragment(run.report, service.simulate_launch_line(request, run.fit))
 
-    both = ["GET", "POST"]
-    return [
-        Route("/api/explain", _endpoint(lambda p: service.explain_json(read(p))), methods=both),
-        Route("/api/whatif", _endpoint(lambda p: service.whatif_json(read(p)), pool="heavy"), methods=both),
-        Route("/api/fit", _endpoint(fit_api, pool="heavy"), methods=both),
-        Route("/api/logs", _endpoint(logs_api, pool="heavy"), methods=["POST"]),
-        Route("/api/compare", _endpoint(compare_api, pool="heavy"), methods=both),
-        Route("/api/score", _endpoint(lambda p: service.score_json(p, policy), pool="heavy"), methods=["POST"]),
-        # `simulate --json` prints with indent 1: the API's bytes are the command's
-        Route("/api/simulate", _endpoint(lambda p: service.simulate(read(p), p).report, indent=1, pool="heavy"), methods=both),
-        Route("/api/models", _endpoint(lambda p: service.catalog_models())),
-        Route("/api/gpus", _endpoint(lambda p: service.catalog_gpus())),
-        Route("/api/releases", _endpoint(lambda p: service.releases())),
-        Route("/fragment/explain", _endpoint(explain_fragment, "html")),
-        Route("/fragment/fit", _endpoint(lambda p: report.fit_fragment(fit_api(p)), "html", pool="heavy")),
-        Route("/fragment/logs", _endpoint(lambda p: report.logs_fragment(logs_api(p)), "html", pool="heavy"), methods=["POST"]),
-        Route("/fragment/simulate", _endpoint(simulate_fragment, "html", pool="heavy"), methods=both),
-    ]
+def worker_died_answer() -> tuple[int, str, bytes, dict]:
+    """500: the worker process ended while computing (killed from outside, out of memory): a fresh one replaces it."""
+    return _answer_of(JSONResponse({"error": "internal error (the worker process computing this request ended; "
+                                             "it has been replaced: try again)"}, status_code=500))
+
+
+def no_workers_answer(why: str) -> tuple[int, str, bytes, dict]:
+    """500: the worker processes could not be started (serve --workers 0 computes on threads instead)."""
+    return _answer_of(JSONResponse({"error": f"internal error (the worker processes could not start: {why[:200]}; "
+                                             "serve --workers 0 runs without them)"}, status_code=500))
+
+
+# --- what each endpoint computes: functions of (params, policy) ----------------------------------------------
+
+def _read(params, policy):
+    return service.read_request(params, policy)
+
+
+def _explain_fragment(params, policy):
+    request = _read(params, policy)
+    breakdown = service.explain(request)
+    return report.explain_fragment(breakdown, service.explain_json(request, breakdown),
+                                   service.launch_line(request, breakdown), page=True)
+
+
+def _logs_api(params, policy):
+    from ..library import envelope
+
+    tp = params.get("tp")
+    found = service.logs_json(str(params.get("log") or ""), params.get("nvidia_smi") or None,
+                              params.get("model"), params.get("gpu"), params.get("version"), policy,
+                              engine=params.get("engine") or None, tp=int(tp) if tp not in (None, "") else None)
+    return envelope("logs", found.get("engine"), found)
+
+
+def _compare_api(params, policy):
+    from ..library import compare
+
+    engines = tuple(filter(None, str(params.get("engines") or "").split(","))) or None
+    return compare(str(params.get("model") or ""), str(params.get("gpu") or ""),
+                   context=service.token_count(params.get("context")), tp=int(params.get("tp") or 1),
+                   engines=engines, gguf_type=params.get("gguf_type") or None).to_dict()
+
+
+def _fit_api(params, policy):
+    return service.fit_json(_read(params, policy), params)
+
+
+def _simulate_fragment(params, policy):
+    request = _read(params, policy)
+    run = service.simulate(request, params)
+    return report.simulate_fragment(run.report, service.simulate_launch_line(request, run.fit))
+
+
+WORKS = {
+    "page": Work(lambda p, policy: page.render(p, policy), "page"),
+    "explain": Work(lambda p, policy: service.explain_json(_read(p, policy))),
+    "whatif": Work(lambda p, policy: service.whatif_json(_read(p, policy)), heavy=True),
+    "fit": Work(_fit_api, heavy=True),
+    "logs": Work(_logs_api, heavy=True),
+    "compare": Work(_compare_api, heavy=True),
+    "score": Work(lambda p, policy: service.score_json(p, policy), heavy=True),
+    # `simulate --json` prints with indent 1: the API's bytes are the command's
+    "simulate": Work(lambda p, policy: service.simulate(_read(p, policy), p).report, indent=1, heavy=True),
+    "models": Work(lambda p, policy: service.catalog_models()),
+    "gpus": Work(lambda p, policy: service.catalog_gpus()),
+    "releases": Work(lambda p, policy: service.releases()),
+    "fragment/explain": Work(_explain_fragment, "html"),
+    "fragment/fit": Work(lambda p, policy: report.fit_fragment(_fit_api(p, policy)), "html", heavy=True),
+    "fragment/logs": Work(lambda p, policy: report.logs_fragment(_logs_api(p, policy)), "html", heavy=True),
+    "fragment/simulate": Work(_simulate_fragment, "html", heavy=True),
+}
+BOTH = ("GET", "POST")
+# (path, WORKS name, methods)
+ROUTES = [("/api/explain", "explain", BOTH), ("/api/whatif", "whatif", BOTH), ("/api/fit", "fit", BOTH),
+          ("/api/logs", "logs", ("POST",)), ("/api/compare", "compare", BOTH), ("/api/score", "score", ("POST",)),
+          ("/api/simulate", "simulate", BOTH), ("/api/models", "models", ("GET",)), ("/api/gpus", "gpus", ("GET",)),
+          ("/api/releases", "releases", ("GET",)), ("/fragment/explain", "fragment/explain", ("GET",)),
+          ("/fragment/fit", "fragment/fit", ("GET",)), ("/fragment/logs", "fragment/logs", ("POST",)),
+          ("/fragment/simulate", "fragment/simulate", BOTH)]
 
 
 def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
@@ -355,7 +437,8 @@ def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
         "info": {"title": "vram-detective", "description": "GPU memory predictions as JSON. Errors: "
                  "{\"error\": \"...\"} with 400 (bad input), 403 (a local path), 413 (body over "
                  f"{max_body:,} bytes), 422 (an unknown parameter, named with the one meant; or the engine "
-                 "would refuse to start: then the body is what --json prints, with startup_failed true), 500."},
+                 "would refuse to start: then the body is what --json prints, with startup_failed true), 503 (past "
+                 "its computation budget: serve --request-budget), 500."},
         "paths": {
             "/api/explain": {"get": {"summary": same.format("explain"), "parameters": model_params}},
             "/api/whatif": {"get": {"summary": same.format("whatif"), "parameters": model_params}},

@@ -27,6 +27,10 @@ def register(subparsers) -> None:
                              "reach this server through DNS rebinding")
     parser.add_argument("--request-budget", type=float, default=None, metavar="SECONDS",
                         help="seconds of computation one request may take before it is answered 503 (default 10)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="worker processes for the heavy requests (simulate, fit, whatif, logs, compare, score, "
+                             "local models) and as many for Hub fetches, so that cheap explains never wait behind "
+                             "them (default 2; 0: threads of the serving process)")
 
 
 def run(args) -> int:
@@ -39,13 +43,17 @@ def run(args) -> int:
     try:
         import uvicorn
 
-        from .app import REQUEST_SECONDS, allowed_hosts, create_app
+        from .app import REQUEST_SECONDS, WORKERS, allowed_hosts, create_app
     except ModuleNotFoundError as error:
         print(f"vram-detective: error: serve needs {error.name}: pip install 'vram-detective[web]'", file=sys.stderr)
         return 2
     budget = args.request_budget if args.request_budget is not None else REQUEST_SECONDS
     if not 0 < budget < 1e6 or not 0 < (args.hub_deadline or 1) < 1e6:
         print("vram-detective: error: --request-budget and --hub-deadline are positive seconds", file=sys.stderr)
+        return 2
+    workers = WORKERS if args.workers is None else args.workers
+    if not 0 <= workers <= 64:
+        print("vram-detective: error: --workers is 0..64", file=sys.stderr)
         return 2
     if args.allow_local_models and not Path(args.allow_local_models).is_dir():
         print(f"vram-detective: error: --allow-local-models {args.allow_local_models}: not a directory", file=sys.stderr)
@@ -61,13 +69,16 @@ def run(args) -> int:
 
     warm_up()
     app = create_app(args.allow_local_models, allowed=allowed_hosts(args.host, tuple(args.allow_host)),
-                     request_seconds=budget)
-    # the computations are pure Python on worker threads: a shorter switch interval than the default 5 ms lets a
+                     request_seconds=budget, workers=workers)
+    # the cheap computations are pure Python on threads: a shorter switch interval than the default 5 ms lets a
     # cheap request's thread run between the slices of a long one (its latency, not the throughput)
     sys.setswitchinterval(0.001)
     config = uvicorn.Config(app, host=args.host, port=args.port,
                             log_level="warning", access_log=False)
-    uvicorn.Server(config).run()
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        app.state.close_pools()
     return 0
 
 

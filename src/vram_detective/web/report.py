@@ -108,7 +108,7 @@ def bar_svg(b: Breakdown) -> str:
         parts.append(f'<line class="budget" x1="{bx:.1f}" x2="{bx:.1f}" y1="0" y2="{height + 8:.0f}">'
                      f'<title>{escape(b.engine_label)} budget {_g(budget)}</title></line>')
     title = (f"{b.nvidia_smi_used_mib:,} MiB of {total / MIB:,.0f} MiB used per GPU as nvidia-smi shows it "
-             f"(weights {_g(b.weights_bytes)}, KV cache {_g(b.kv_cache_bytes)})")
+             f"(weights {b.weights_bytes / MIB:,.0f}, KV cache {max(b.kv_cache_bytes, 0) / MIB:,.0f} MiB)")
     return (f'<svg class="bar" viewBox="0 0 {width:.0f} {height + 10:.0f}" role="img" aria-label="{escape(title)}" '
             f'preserveAspectRatio="none"><title>{escape(title)}</title>{"".join(parts)}</svg>')
 
@@ -401,12 +401,23 @@ def logs_fragment(report: dict) -> str:
             parts.append("<ul class=causes>" + "".join(
                 f"<li><b>{escape(LABELS.get(f['key'], f['key']))}</b>: {escape(str(f.get('cause', '')))}</li>"
                 for f in figures) + "</ul>")
-        for scenario in ((run.get("what_if") or {}).get("scenarios") or []):
-            parts.append(f"<p>{escape(scenario['flags'])}: nvidia-smi {scenario['predicted_nvidia_smi_mib']:,} MiB"
-                         f" (saves {scenario['saving_mib']:,} MiB)</p>")
+        parts.append(what_if_html(run.get("what_if")))
         parts.append(_serving_html(run.get("serving")))
         parts.append("".join(f"<p class=note>{escape(a)}</p>" for a in run.get("anomalies", [])) + "</section>")
     return "".join(parts)
+
+
+def what_if_html(shrink: dict | None) -> str:
+    """What to change, as the terminal's table (forensics/changes.py): every engine's log, one shape."""
+    if shrink and shrink.get("withheld"):
+        return f'<p class="what-if">What to change: not listed; {escape(shrink["withheld"])}</p>'
+    if not shrink or not shrink.get("scenarios"):
+        return ""
+    from ..forensics.changes import head, rows
+
+    body = "".join(f"<tr><th scope=row><code>{escape(flags)}</code></th><td class=num>{escape(saving)}</td>"
+                   f"<td>{escape(kv)}</td></tr>" for flags, saving, kv in rows(shrink))
+    return f'<table class="what-if"><caption>{escape(head(shrink))}</caption>{body}</table>'
 
 
 def _serving_html(serving: dict | None) -> str:
@@ -444,6 +455,7 @@ def _engine_logs_fragment(report: dict) -> str:
         body = "".join(_comparison_row(row, show) for row in comparison)
         parts.append(f'<table class="comparison"><caption>observed vs predicted</caption>{head}{body}</table>')
     parts.append(_findings_html(report.get("findings")))
+    parts.append(what_if_html(report.get("what_if")))
     parts.append(_serving_html(report.get("serving")))
     parts.append("".join(f"<p class=note>{escape(str(n))}</p>" for n in report.get("notes") or []) + "</section>")
     return "".join(parts)
@@ -504,8 +516,9 @@ def _observed_bar_svg(bar: dict | None) -> str:
         w = 1000.0 * seg.bytes / total
         rects.append(_rect(seg, x, w, 44.0))
         x += w
-    title = (f"{bar.get('name', 'GPU 0')}: {bar['used_mib']:,} MiB of {bar['total_mib']:,} MiB (weights {bar['weights_gib']:.2f} GiB, "
-             f"KV pool {bar['kv_gib']:.2f} GiB; used: {bar['sources']['used']}, total: {bar['sources']['total']})")
+    title = (f"{bar.get('name', 'GPU 0')}: {bar['used_mib']:,} MiB of {bar['total_mib']:,} MiB (weights "
+             f"{bar['weights_gib'] * 1024:,.0f} MiB, KV pool {bar['kv_gib'] * 1024:,.0f} MiB; used: "
+             f"{bar['sources']['used']}, total: {bar['sources']['total']})")
     legend = " ".join(f'<span class="key {seg.kind}">{escape(seg.label)} {seg.bytes / GIB:.2f} GiB</span>'
                       for seg in segments)
     return (f'<svg class="bar" viewBox="0 0 1000 54" role="img" aria-label="{escape(title)}" preserveAspectRatio="none">'

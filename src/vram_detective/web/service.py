@@ -2,6 +2,7 @@
 rules on what a request may make it read. Pure functions over the library; no web framework here."""
 from __future__ import annotations
 
+import functools
 import io
 import os
 import shlex
@@ -124,9 +125,11 @@ def _hub_cache_dir() -> str:
         return ""
 
 
-def uses_hub(params: dict) -> bool:
-    """Whether the request names a model that is fetched from the Hub (neither the catalog nor a local path):
-    such requests run in the web server's Hub pool."""
+def model_kind(params: dict, policy: Policy | None = None) -> str:
+    """Where the request's model comes from: 'hub' (fetched: the web server's Hub workers), 'local' (a path or a
+    name under --allow-local-models: read and parsed, so a worker process answers it too) or 'catalog' (the
+    built-in catalog, or no model: cheap, answered by the serving process). Never raises: bad input is the
+    request's own error, found when it runs."""
     from ..model.sources import _catalog_files
 
     model = str(params.get("model") or "").strip()
@@ -134,12 +137,27 @@ def uses_hub(params: dict) -> bool:
         try:
             words = shlex.split(str(params["line"]))
         except ValueError:
-            return False
-        model = next((word for word in words if "/" in word and not word.startswith(("-", "/", "."))), "")
-    if not model or params.get("source") in ("catalog", "local", "gguf"):
-        return False
-    return params.get("source") == "hub" or (model.lower() not in _catalog_files() and not _looks_like_path(model)
-                                             and "/" in model)
+            return "catalog"
+        model = next((word for word in words if "/" in word and not word.startswith("-")), "")
+    source = params.get("source")
+    if not model or source == "catalog":
+        return "catalog"
+    if source in ("local", "gguf") or _looks_like_path(model):
+        return "local"
+    root = (policy or Policy()).local_root
+    try:
+        if root is not None and os.path.lexists(root / model):
+            return "local"
+    except (OSError, ValueError):
+        return "local"
+    if source == "hub" or (model.lower() not in _catalog_files() and "/" in model):
+        return "hub"
+    return "catalog"
+
+
+def uses_hub(params: dict) -> bool:
+    """Whether the request names a model that is fetched from the Hub (neither the catalog nor a local path)."""
+    return model_kind(params) == "hub"
 
 
 def hub_deadline() -> float:
@@ -337,12 +355,12 @@ def explain_json(request: Request, breakdown=None) -> dict:
 
     breakdown = breakdown if breakdown is not None else explain(request)
     out = to_json(breakdown)
-    found = api.model_source(request.model, request.source)
-    if found.checkpoint is not None:  # the checkpoint's real tensors (a local or Hub model), as the CLI adds them
+    # through the engine's own names first (an Ollama tag), as api.explain and the CLI resolve the model
+    spec, checkpoint = api.model_and_checkpoint(request.model, request.engine, request.source)
+    if checkpoint is not None and hasattr(checkpoint, "tensors"):  # real tensors (a local, Hub or stored model)
         engine = get_engine(request.engine)
-        spec = api.model_spec(request.model, request.source)
         report = engine.checkpoint_report(spec, request.device(), dict(request.settings),
-                                          engine.releases.resolve(request.version), found.checkpoint)
+                                          engine.releases.resolve(request.version), checkpoint)
         if report is not None:  # llama.cpp and Ollama compare GGUF tensors only (None for safetensors)
             out["checkpoint_vs_gpu"] = report.to_dict()
     return out
@@ -557,9 +575,16 @@ def warm_up() -> None:
 
 
 def catalog_models() -> list[str]:
+    return list(_catalog_models())
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog_models() -> tuple[str, ...]:
+    """The packaged catalog's ids, read once (173 files: 15 ms a read, which the page and /api/models paid on every
+    request in the serving process)."""
     from ..model.sources import catalog_entries
 
-    return sorted(source.repo_id for source in catalog_entries())
+    return tuple(sorted(source.repo_id for source in catalog_entries()))
 
 
 def catalog_gpus() -> list[dict]:

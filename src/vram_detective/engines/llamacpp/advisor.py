@@ -4,6 +4,7 @@ the exact llama-server line: the most layers on the GPU at a context, and the la
 on the GPU. Reached through the engine interface (`Levers.answers`; advisor/answers.py dispatches)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 MIB = 2**20
@@ -145,11 +146,11 @@ def fit_entries(model: str, gpu, version_text, pins: dict, sources: dict, *, con
     if gpus > 1:
         settings.setdefault("num_gpus", gpus)
     if concurrency:
-        settings["n_parallel"] = int(concurrency)
+        settings["n_parallel"] = math.ceil(concurrency)  # 2.5 requests at once take 3 slots (0.5: one, not -np 0)
     slots = int(settings.get("n_parallel") or 1)
     n_ctx = (context or DEFAULT_FIT_CONTEXT) * slots
     file = model_file(model, settings)
-    budget = ceiling or gpu.cuda_total_bytes
+    budget = min(ceiling, gpu.cuda_total_bytes) if ceiling else gpu.cuda_total_bytes  # never above the card
     layers = {k: v for k, v in settings.items() if k != "n_gpu_layers"}
     whole = {k: v for k, v in settings.items() if k != "n_ctx"}
     _refusal_of_pins(engine, spec, gpu, dict(layers, n_ctx=n_ctx, n_gpu_layers=0), version, checkpoint)
@@ -186,7 +187,7 @@ def vram_margin(answer, gpu, budget: int, version):
     """The GPU with the least room beyond its error: its budget less its VRAM, against the interval scored for a
     GPU's VRAM (the figure llama.cpp's fit rests on)."""
     from ...fidelity import gpu_class, release_era
-    from ...intervals import budget_margin, interval_of
+    from ...intervals import budget_margin, card_limit_of, clipped, interval_of
 
     lay = answer.layout
     if lay is None:
@@ -195,7 +196,8 @@ def vram_margin(answer, gpu, budget: int, version):
     margins = []
     for device in lay.devices:
         found = interval_of("llamacpp", "vram_mib", lay.vram(device) / MIB, era, device_class)
-        if found is not None:
+        if found is not None:  # within [0, the card], as explain clips it
+            found = clipped(found, card_limit_of("vram_mib", gpu.cuda_total_bytes))
             margins.append(budget_margin(budget, lay.vram(device), found))
     return min(margins, key=lambda m: m.spare_gib - m.error_gib, default=None)
 
@@ -218,7 +220,7 @@ def fit_text(model: str, entries: list[FitEntry], target: str) -> str:
                        "the borderline one:")
         lay = answer.layout
         vram = ", ".join(f"{d} {lay.vram(d) / MIB:,.0f} MiB" for d in lay.devices)
-        out += [f"    {answer.reason}; VRAM {vram}, host RAM {lay.host / MIB:,.0f} MiB, margin {margin_cell(margin)}",
+        out += [f"    {answer.reason}; VRAM {vram}, host RAM {lay.host / MIB:,.0f} MiB, margin {margin_cell(margin, 'MiB')}",
                 f"    {answer.command}"]
         if entry.borderline:
             out.append(f"      {describe(margin, 0)}")

@@ -238,7 +238,9 @@ class LlamaCppEngine:
 
     def _budgets(self, gpu, settings: dict, ceiling: int | None) -> dict[str, int]:
         count = int(settings.get("num_gpus") or len(settings.get("tensor_split") or ()) or 1)
-        return {f"CUDA{i}": ceiling or gpu.cuda_total_bytes for i in range(count)}
+        # a ceiling above the card is the card (fit --max-gpu-memory 20GiB on an 11 GiB card)
+        budget = min(ceiling, gpu.cuda_total_bytes) if ceiling else gpu.cuda_total_bytes
+        return {f"CUDA{i}": budget for i in range(count)}
 
     def fit_layers(self, spec, gpu, settings: dict, version, *, n_ctx: int, model: str = "model.gguf",
                    gguf_checkpoint=None, ceiling: int | None = None):

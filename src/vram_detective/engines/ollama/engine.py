@@ -103,6 +103,9 @@ def decide(spec, gpu, user: dict, version, gguf_checkpoint=None) -> OllamaRun:
     from . import releases as r
     from .estimate import estimate, shape_of
 
+    tag = _library_tag(gguf_checkpoint)
+    if tag is not None:  # not pulled: the catalog's checkpoint at the library tag's type, unless -gguf-type says
+        user, gguf_checkpoint = {"gguf_type": tag.gguf_type, **ollama_names(user)}, None
     user = {**stored_defaults(gguf_checkpoint), **ollama_names(user)}
     unknown = set(user) - KNOWN
     if unknown:
@@ -173,8 +176,10 @@ class OllamaEngine:
     live_metrics = None  # Ollama serves no Prometheus /metrics: `watch` reads no Ollama server
 
     def resolve_model(self, reference: str):
-        """(spec, GGUF table) of a model pulled into the local store ("qwen2.5:7b"); None for other references
-        (a catalog model is then sized with a stock mix); a name:tag missing from the store is an error."""
+        """(spec, GGUF table) of a model pulled into the local store ("qwen2.5:7b"); a library name the store
+        does not hold (or may not be read for): the catalog's checkpoint and a library.LibraryTag (its type);
+        None for other references (a catalog model is then sized with a stock mix); any other name:tag missing
+        from the store is an error."""
         from ...read_policy import NOT_ALLOWED, NotAllowed, exists, may_probe
         from .store import OllamaModelNotFound, OllamaStoreError, looks_like_ollama_name, manifest_path, store_dir
 
@@ -185,11 +190,20 @@ class OllamaEngine:
                 raise NotAllowed(f"{reference[:200]}: the Ollama store is {NOT_ALLOWED}")
             path = manifest_path(reference)
             stored = path.is_file()
-        except (OllamaStoreError, NotAllowed, OSError):
+        except (OllamaStoreError, NotAllowed, OSError) as error:
+            # a library name the store cannot answer for: the catalog's checkpoint at the tag's type (library.py)
+            from_catalog = None if isinstance(error, OllamaStoreError) else _from_catalog(
+                reference, f"the Ollama store is {NOT_ALLOWED}" if isinstance(error, NotAllowed) else
+                f"the Ollama store cannot be read: {error}")
+            if from_catalog is not None:
+                return from_catalog
             if ":" in reference:  # name:tag is an Ollama name: say why it cannot be read
                 raise
             return None  # else it may be a catalog or Hub id
         if not stored:
+            from_catalog = _from_catalog(reference, f"it is not in the Ollama store ({store_dir()})")
+            if from_catalog is not None:
+                return from_catalog
             if ":" in reference:
                 raise OllamaModelNotFound(f"{reference}: not in the Ollama store ({path} is "
                                           "missing; `ollama pull` it, or set OLLAMA_MODELS)")
@@ -313,6 +327,9 @@ class OllamaEngine:
 
         settings = ollama_names(settings)
         run = decide(spec, gpu, settings, version, gguf_checkpoint)
+        tag = _library_tag(gguf_checkpoint)
+        if tag is not None:
+            gguf_checkpoint = None
         stored = stored_defaults(gguf_checkpoint)
         rows = (Setting("num_ctx", run.num_ctx, "num_ctx" in settings or "num_ctx" in stored), Setting("num_parallel", run.num_parallel,
                 "num_parallel" in settings), Setting("num_gpu", run.estimate.layers_offload, "num_gpu" in settings),
@@ -321,7 +338,8 @@ class OllamaEngine:
                 (Setting("gguf_type", run.llamacpp_settings["gguf_type"], "gguf_type" in settings),)
                 if gguf_checkpoint is None else ())
         est = run.estimate
-        notes = (f"Ollama's estimate: {est.layers_offload}/{est.layers_model} layers on the GPU, "
+        notes = ((tag.note,) if tag is not None else ()) + (
+                 f"Ollama's estimate: {est.layers_offload}/{est.layers_model} layers on the GPU, "
                  f"{est.required_partial / MIB:,.0f} MiB on the GPU(s) by its count", log_line(est))
         version_text = ".".join(map(str, version))
         return to_breakdown(spec, gpu, run.layout, version_text, self.label, self.name, notes, rows)
@@ -367,6 +385,25 @@ class OllamaEngine:
         from ..llamacpp.calibration import CUDA_CONTEXT_BYTES
 
         return CUDA_CONTEXT_BYTES
+
+
+@lru_cache(maxsize=64)
+def _from_catalog(reference: str, why: str):
+    """(the catalog checkpoint's spec, the LibraryTag) of a library name not pulled (library.py), else None."""
+    from ...model.config import parse_config
+    from ...model.sources import load_model
+    from .library import library_tag
+
+    tag = library_tag(reference, why)
+    if tag is None:
+        return None
+    found = load_model(tag.repo_id, source="catalog")
+    return parse_config(found.config, name=found.repo_id), tag
+
+
+def _library_tag(checkpoint):
+    """A library name's stand-in (library.LibraryTag: no file, a quantization mix), else None."""
+    return checkpoint if getattr(checkpoint, "format", None) == "gguf-mix" else None
 
 
 @lru_cache(maxsize=16)

@@ -237,7 +237,7 @@ def fit_text(rows: list[Row], target: str, near: tuple = ()) -> str:
         b = row.breakdown
         out.append(f"  TP {b.setting('tp_size')}, mem_fraction_static {b.figure('mem_fraction_static')}, KV "
                    f"{b.setting('kv_cache_dtype')}: {b.kv_cache_tokens:,} tokens, {b.max_concurrency:.2f}x at "
-                   f"{b.max_model_len:,}, nvidia-smi {b.nvidia_smi_used_mib:,} MiB, margin {margin_cell(row.margin)}")
+                   f"{b.max_model_len:,}, nvidia-smi {b.nvidia_smi_used_mib:,} MiB, margin {margin_cell(row.margin, 'MiB')}")
         if row.margin is not None and not row.margin.covers:
             out.append(f"    {describe(row.margin, b.max_model_len)}")
     none_covers = none_covers_line([row.margin for row in rows])

@@ -134,7 +134,8 @@ class SGLangEngine:
         """simulate's pool and scheduler: the token pool, radix cache and retract_decode (simulation.py)"""
         from . import simulation as s
 
-        return PoolSimulation(s.pool, s.simulator, s.rule_table, s.lever, s.flags_for_bytes, grain=s.GRAIN)
+        return PoolSimulation(s.pool, s.simulator, s.rule_table, s.lever, s.flags_for_bytes, grain=s.GRAIN,
+                              words=s.words())
 
     @cached_property
     def levers(self) -> Levers:

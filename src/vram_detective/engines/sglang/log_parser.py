@@ -7,6 +7,7 @@ when ranks are tagged (TP0 / DP0 TP0).
 """
 from __future__ import annotations
 
+import math
 import re
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
@@ -28,8 +29,11 @@ def _is_other_rank(line: str) -> bool:
 
 
 def _get(pattern: str, line: str) -> float | None:
+    """The number after `pattern`; None when absent or not finite (400 digits read as a float are inf: SGLang
+    prints no such figure, and the token counts are ints)."""
     match = re.search(pattern, line)
-    return float(match.group(1)) if match else None
+    value = float(match.group(1)) if match else None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _put(out: dict, key: str, value) -> None:

@@ -8,6 +8,16 @@ from __future__ import annotations
 GRAIN = 16
 
 
+def words():
+    from ..base import ShortfallWords
+
+    # SGLang's own word for giving back a running request's KV when the pool is full: "KV cache pool is full.
+    # Retract requests." and "#retracted_reqs" (managers/scheduler.py 0.5.23, retract_decode); it never says
+    # "preempt"
+    return ShortfallWords(event="retraction", label="retractions", happened="are retracted", some="retracted",
+                          verb="retract", verbs="retracts")
+
+
 def pool(b):
     from ...simulate.pool import PoolSpec, setting
 

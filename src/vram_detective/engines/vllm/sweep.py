@@ -28,7 +28,7 @@ from ...units import GIB
 SWEPT = ("gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens")
 FIGURES = ("budget_bytes", "kv_cache_bytes", "num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "starts",
            "valid", "nvidia_smi_used_mib", "activation_peak_bytes", "cuda_graph_bytes", "kv_pool_bytes",
-           "min_kv_cache_bytes", "kv_fits")
+           "min_kv_cache_bytes", "kv_fits", "nvidia_smi_max_mib")
 _BIG = 1 << 62  # a KV budget no worker can exhaust (probes)
 _PROBE_TOKENS = 1 << 30  # max_num_batched_tokens while resolving the fixed settings (replaced per point)
 
@@ -53,6 +53,7 @@ class _ScalarOps:
         return a if condition else b
 
     minimum = staticmethod(min)
+    maximum = staticmethod(max)
 
     @staticmethod
     def trunc(value):
@@ -72,6 +73,7 @@ class _NumpyOps:
         self.np = np
         self.where = np.where
         self.minimum = np.minimum
+        self.maximum = np.maximum
 
     def trunc(self, value):
         return self.np.asarray(value).astype(self.np.int64)  # toward zero, like int()
@@ -381,7 +383,14 @@ class FastPath:
         smi = self._plan_module.nvidia_smi_used_mib(
             self.total, self.engine, weights[0] + self.non_torch_inside + pool + self.non_torch_outside + graphs0,
             peaks[0], ops.minimum, ops.rint)
-        return {"budget_bytes": budget, "kv_cache_bytes": avails[0], "num_gpu_blocks": blocks,
+        smi_max = smi  # the fullest GPU (a "per GPU" ceiling binds there): every stage as plan's devices count it
+        for stage in range(1, stages):
+            pool_s = ops.where(avails[stage] > 0, blocks * wb[stage], 0)
+            graphs_s = graphs[stage] if self.graph_actual_ratio == 1.0 else ops.trunc(graphs[stage] * self.graph_actual_ratio)
+            smi_max = ops.maximum(smi_max, self._plan_module.nvidia_smi_used_mib(
+                self.total, self.engine, weights[stage] + self.non_torch_inside + pool_s + self.non_torch_outside
+                + graphs_s, peaks[stage], ops.minimum, ops.rint))
+        return {"nvidia_smi_max_mib": smi_max, "budget_bytes": budget, "kv_cache_bytes": avails[0], "num_gpu_blocks": blocks,
                 "kv_cache_tokens": tokens, "max_concurrency": concurrency, "starts": starts,
                 "nvidia_smi_used_mib": smi, "activation_peak_bytes": peaks[0], "cuda_graph_bytes": graphs0,
                 "kv_pool_bytes": pool, "min_kv_cache_bytes": min_avail, "kv_fits": fits}

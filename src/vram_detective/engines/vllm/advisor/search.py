@@ -360,7 +360,7 @@ def _meets(figures: dict, point, target: Target) -> bool:
     need = target.need
     if not (figures["starts"] and tokens >= seqs):
         return False
-    if target.max_gpu_memory is not None and figures["nvidia_smi_used_mib"] > target.ceiling_mib:
+    if target.max_gpu_memory is not None and figures["nvidia_smi_max_mib"] > target.ceiling_mib:  # the fullest GPU
         return False
     if target.context is not None and length < target.context:
         return False
@@ -385,7 +385,7 @@ def _select(sweep, target: Target, default_seqs, default_tokens, default_u, u_co
         ok = sweep["starts"].reshape(shape) & (tok >= seq) & (seq >= seats)
         ok = ok & (sweep["max_concurrency"].reshape(shape) >= need)
         if target.max_gpu_memory is not None:
-            ok = ok & (sweep["nvidia_smi_used_mib"].reshape(shape) <= target.ceiling_mib)
+            ok = ok & (sweep["nvidia_smi_max_mib"].reshape(shape) <= target.ceiling_mib)  # every GPU under it
         if target.context is not None:
             ok = ok & (length >= target.context)
         if not ok.any():
@@ -411,7 +411,7 @@ def _select(sweep, target: Target, default_seqs, default_tokens, default_u, u_co
     for index in range(len(sweep)):
         point = sweep.setting(index)
         u, length, seq, tok = point
-        figures = {key: sweep[key][index] for key in ("starts", "max_concurrency", "nvidia_smi_used_mib")}
+        figures = {key: sweep[key][index] for key in ("starts", "max_concurrency", "nvidia_smi_max_mib")}
         if not _meets(figures, point, target):
             continue
         changes, distance = _changes(point, default_seqs, default_tokens, default_u, u_counts)
@@ -435,11 +435,13 @@ def _margin(searcher: _Searcher, candidate: Candidate, target: Target):
     """The KV pool's margin over the target's requests against its 90 % interval (the fast path's figures, which
     _verify checks against explain; the interval as explain attaches it)."""
     from ....fidelity import gpu_class, release_era
-    from ....intervals import interval_of, pool_margin
+    from ....intervals import card_limit_of, clipped, interval_of, pool_margin
 
     pool = candidate.figures["kv_cache_bytes"]
     era = release_era("vllm", searcher.version_label, candidate.fast_path.engine)
     found = interval_of("vllm", "kv_cache_gib", pool / GIB, era, gpu_class(candidate.fast_path.total))
+    if found is not None:  # within [0, the card], as explain clips it
+        found = clipped(found, card_limit_of("kv_cache_gib", candidate.fast_path.total))
     return pool_margin(pool, candidate.figures["max_concurrency"], [found] if found else [], target.need)
 
 
@@ -558,7 +560,9 @@ def _verify(searcher: _Searcher, candidate: Candidate) -> None:
     candidate.verified = (breakdown.num_gpu_blocks == f["num_gpu_blocks"] and breakdown.kv_cache_tokens == f["kv_cache_tokens"]
                           and breakdown.max_concurrency == f["max_concurrency"]
                           and (breakdown.failure is None) == f["starts"]
-                          and breakdown.nvidia_smi_used_mib == f["nvidia_smi_used_mib"])
+                          and breakdown.nvidia_smi_used_mib == f["nvidia_smi_used_mib"]
+                          and max((d.nvidia_smi_used_mib for d in breakdown.devices),
+                                  default=breakdown.nvidia_smi_used_mib) == f["nvidia_smi_max_mib"])
 
 
 def _launch_lines(searcher: _Searcher, candidate: Candidate) -> None:
@@ -608,7 +612,7 @@ def _nearest(searcher: _Searcher, target: Target, top: int) -> list[tuple[str, C
             out.append(("concurrency", _finish(searcher, best, target, meets=False),
                         f"at most {best.concurrency:.2f} requests of {relaxed.context:,} tokens fit"))
     # 2) the longest context at the target concurrency
-    if target.context is not None:
+    if target.context is not None and target.context > 1:  # a 1-token target has no shorter context to offer
         relaxed = Target(None, target.need, target.max_gpu_memory, target.gpus)
         ladder = [length for length in CONTEXT_LADDER if length < target.context] + [target.context - 1]
         found = searcher.run(relaxed, lengths_override=ladder, stage="nearest: context")
@@ -675,13 +679,19 @@ def fit(model: str, gpu, target: Target, *, vllm_version: str | None = None, pin
                          same_checkpoint=same_checkpoint, source_options=source_options, progress=progress,
                          kv_budget_bytes=kv_budget_bytes)
     found = _covering_first(searcher, searcher.run(target, stage="fit"), target, top)
-    chosen = [_finish(searcher, candidate, target) for candidate in found]
+    finished = [_finish(searcher, candidate, target) for candidate in found]
+    # explain is the truth: a candidate it refuses (a pinned --kv-cache-memory-bytes larger than the card, which
+    # the sweep's fast path does not model) is not offered
+    chosen = [c for c in finished if (c.breakdown.failure is None if c.breakdown is not None else c.verified is not False)]
     feasible = bool(chosen)
     nearest = [] if feasible else _nearest(searcher, target, top)
     version = resolve_version(vllm_version)
     release = release_rules(version, engine)
     engine_used = next((fast.engine for fast in searcher.fast_paths.values() if fast is not None), None)
     notes = [f"skipped {label} ({', '.join(layouts)}): {why}" for (label, why), layouts in searcher.skipped.items()]
+    for dropped in (c for c in finished if c not in chosen):
+        why = dropped.breakdown.failure.message.splitlines()[0] if dropped.breakdown is not None else "refused"
+        notes.append(f"left out {dropped.command}: explain says it does not start ({why})")
     if target.max_gpu_memory is not None and any(c.family.pipeline_parallel_size > 1 for c in chosen):
         notes.append("with pipeline parallelism the ceiling is checked on the first stage's GPUs")
     return FitResult(searcher.spec.name, device, release.label, engine or engine_used or release.engine, target, entrypoint, chosen,

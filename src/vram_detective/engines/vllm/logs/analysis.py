@@ -185,7 +185,7 @@ def _shrink(observed: dict, inference, prediction, reconciliation, chosen_model,
                       settings, current_u, source, observed.get("nvidia_smi_used_mib"))
     if shrink and util is not None and util.confidence not in STRONG:
         for row in reconciliation.rows:
-            if row.key == "nvidia_smi_used_mib" and not row.agrees:
+            if row.key == "nvidia_smi_used_mib" and not row.agrees and row.observed > 0:  # 0 MiB: no ratio
                 at_u = shrink["baseline"]["predicted_nvidia_smi_mib"]
                 row.cause = (f"predicted at the default gpu_memory_utilization "
                              f"{prediction.setting('gpu_memory_utilization'):g}; at the inferred {util.value:g} the "

@@ -419,7 +419,7 @@ def _smi_parts(observed: dict, prediction, others_mib: int) -> list[tuple[str, f
         add("KV cache pool", blocks * block_bytes / GIB, f"{blocks} logged blocks x {block_bytes:,} B")
     elif kv is not None and kv > 0:
         add("KV cache pool", kv, "logged available KV memory")
-    elif prediction is not None:
+    elif prediction is not None and prediction.kv_cache_bytes > 0:  # a negative pool is a predicted shortfall
         add("KV cache pool", prediction.kv_cache_bytes / GIB, "predicted")
     non_torch = observed.get("non_torch_gib")
     if non_torch is not None:
@@ -583,7 +583,8 @@ def what_ifs(model: str, gpu, version, settings: dict, current_u: float | None, 
                      else f"{label} --gpu-memory-utilization {u:.2f}")
         rows.append({"flags": flags, "gpu_memory_utilization": round(float(u), 2),
                      "predicted_nvidia_smi_mib": breakdown.nvidia_smi_used_mib, "saving_mib": int(saving),
-                     "projected_nvidia_smi_mib": int(current - saving), "kv_cache_tokens": breakdown.kv_cache_tokens,
+                     # a reading below the saving (nvidia-smi of another run): no less than nothing
+                     "projected_nvidia_smi_mib": max(int(current - saving), 0), "kv_cache_tokens": breakdown.kv_cache_tokens,
                      "max_concurrency": round(breakdown.max_concurrency, 2)})
     plain = next((row["saving_mib"] for row in rows if row["flags"].startswith("--gpu-memory-utilization")), 0)
     rows = [row for row in rows if row["saving_mib"] > 64 and (

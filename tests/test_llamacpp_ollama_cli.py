@@ -188,3 +188,27 @@ def test_whatif_and_fit_llama_cpp(capsys):
     assert main(["whatif", "Qwen/Qwen3-8B", "--engine", "ollama", "--gpu", "3060"]) == 0
     assert "OLLAMA_KV_CACHE_TYPE=q8_0 OLLAMA_FLASH_ATTENTION=1 ollama run Qwen/Qwen3-8B" in capsys.readouterr().out
     assert main(["fit", "Qwen/Qwen3-8B", "--engine", "ollama", "--gpu", "3060"]) == 2
+
+
+@pytest.mark.parametrize("build, flash, word", [("b6150", "auto", " -fa "), ("b6150", "on", " -fa "),
+                                                ("b7342", "on", " -fa on ")])
+def test_fit_writes_flash_attention_as_the_build_spells_it(capsys, build, flash, word):
+    """Before b6325 -fa is a switch and flash attention is off by default, so a plan with it on (pinned, or 'auto'
+    resolved on) must say `-fa` — found by benchmarks/fuzz.py: the line left it out and explained 255-639 MiB
+    more per GPU than the candidate it printed (DeepSeek-Coder-V2-Lite, b6150, -ub 128)."""
+    args = ["fit", "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", "--engine", "llamacpp", "--engine-version", build,
+            "--gpu", "RTX 4000 Ada", "--gpus", "2", "--concurrency", "2", "--json", "-fa", flash, "-ub", "128"]
+    assert main(args) == 0
+    candidate = json.loads(capsys.readouterr().out)["answers"][0]
+    line = candidate["command"]
+    assert word in line + " "
+    if build == "b6150":  # the switch takes no value: "-fa on" would be a stray argument to that llama-server
+        assert "-fa on" not in line
+    file = line.split(" -m ")[1].split()[0]
+    explained = ["explain", "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", "--engine", "llamacpp",
+                 "--engine-version", build, "--gpu", "RTX 4000 Ada", "--gguf-type", file.rsplit("-", 1)[1][:-5],
+                 "--json", "--", *line.replace(f" -m {file}", "").split(), "-dev", "CUDA0,CUDA1"]
+    assert main(explained) == 0
+    own = json.loads(capsys.readouterr().out)["llamacpp"]
+    for device, mib in candidate["vram_per_gpu_mib"].items():
+        assert round(own[f"vram_{device.lower()}_gib"] * 1024) == pytest.approx(mib, abs=1.5)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .plan import Layout, layout
-from .settings import ALL_LAYERS, LlamaCppSettings, StartupRefusal, resolve
+from .releases import rule
+from .settings import ALL_LAYERS, LlamaCppSettings, StartupRefusal, flash_attention, resolve
 
 CTX_STEP = 256  # llama.cpp pads n_ctx to 256 with flash attention (and in newer builds without it)
 
@@ -29,7 +30,7 @@ def fits(lay: Layout, budgets: dict[str, int], host_budget: int | None = None) -
     return host_budget is None or lay.host <= host_budget
 
 
-def command(s: LlamaCppSettings, model: str = "model.gguf") -> str:
+def command(s: LlamaCppSettings, model: str = "model.gguf", spec=None) -> str:
     """The llama-server line that runs these settings (defaults of the build left out)."""
     words = ["llama-server", "-m", model, "-ngl", "all" if s.n_gpu_layers >= ALL_LAYERS else str(s.n_gpu_layers),
              "-c", str(s.n_ctx)]
@@ -37,8 +38,7 @@ def command(s: LlamaCppSettings, model: str = "model.gguf") -> str:
         words += ["-np", str(s.n_parallel)]
         if s.kv_unified:  # -np auto turns it on; an explicit -np takes the build's default, so say it
             words.append("--kv-unified")
-    if s.flash_attn != "auto":
-        words += ["-fa", s.flash_attn]
+    words += _flash_words(s, spec)
     if s.type_k != "f16":
         words += ["-ctk", s.type_k]
     if s.type_v != "f16":
@@ -54,6 +54,17 @@ def command(s: LlamaCppSettings, model: str = "model.gguf") -> str:
     if not s.kv_offload:
         words.append("--no-kv-offload")
     return " ".join(words)
+
+
+def _flash_words(s: LlamaCppSettings, spec) -> list[str]:
+    """-fa as this build spells it, where it differs from the build's default: before b6325 (releases.py
+    flash_attn.default "off") -fa is a switch that takes no value (common/arg.cpp, 0.3.16 tree), so a flash
+    attention left to "auto" is written as what the plan resolved it to."""
+    default = rule("flash_attn.default", s.build)
+    if default != "off":
+        return [] if s.flash_attn == default else ["-fa", s.flash_attn]
+    on = s.flash_attn == "on" or (s.flash_attn == "auto" and spec is not None and flash_attention(s, spec))
+    return ["-fa"] if on else []
 
 
 def _try(spec, s: LlamaCppSettings, gguf_checkpoint) -> Layout | None:
@@ -88,7 +99,7 @@ def most_gpu_layers(spec, user: dict, build: int, budgets: dict[str, int], n_ctx
         return FitAnswer(None, None, "", f"even -ngl 0 at -c {n_ctx} exceeds the GPU budget")
     s = replace(base, n_gpu_layers=ALL_LAYERS if best == top else best)
     reason = f"{best}/{top} layers on the GPU at -c {n_ctx}"
-    return FitAnswer(s, layout(spec, s, gguf_checkpoint), command(s, model), reason)
+    return FitAnswer(s, layout(spec, s, gguf_checkpoint), command(s, model, spec), reason)
 
 
 def largest_context(spec, user: dict, build: int, budgets: dict[str, int], model: str = "model.gguf",
@@ -105,7 +116,7 @@ def largest_context(spec, user: dict, build: int, budgets: dict[str, int], model
     if best is None:
         return FitAnswer(None, None, "", f"every layer on the GPU does not fit even at -c {CTX_STEP}")
     s = replace(base, n_ctx=best * CTX_STEP)
-    return FitAnswer(s, layout(spec, s, gguf_checkpoint), command(s, model), f"-c {s.n_ctx} with all layers on the GPU")
+    return FitAnswer(s, layout(spec, s, gguf_checkpoint), command(s, model, spec), f"-c {s.n_ctx} with all layers on the GPU")
 
 
 def largest_context_for_kv(spec, user: dict, build: int, kv_budget_bytes: int) -> int:

@@ -67,6 +67,18 @@ def test_block_override_beyond_the_budget_is_not_squeezed_into_it():
     assert "--num-gpu-blocks-override 10,000" in b.components.label
 
 
+def test_v0_block_override_where_the_profile_left_no_memory_allocates_the_blocks():
+    """V0 replaces the profiled count (0 where u x T leaves nothing) by num_gpu_blocks_override and allocates it:
+    gemma-3-4b in float32 on a TITAN RTX at u 0.5 (weights 17.17 GiB over an 11.88 GiB budget) starts with 100
+    blocks of 34 layers x 2 x 16 x 4 x 256 x 4 B. Found by benchmarks/fuzz.py: the KV figure was -7.81 GiB."""
+    b = api.explain("google/gemma-3-4b-it", "TITAN RTX", vllm_version="0.9.2", gpu_memory_utilization=0.5,
+                    num_gpu_blocks_override=100)
+    assert b.failure is None and b.engine_variant == "V0"
+    assert b.kv_cache_bytes == _children(b.components)["kv_cache"] == 100 * 34 * 2 * 16 * 4 * 256 * 4
+    assert b.kv_cache_tokens == 1600
+    assert tree_problems(b.components) == []
+
+
 def test_sglang_max_total_tokens_leaves_the_rest_of_the_budget_free():
     """A 100,000-token cap on gemma-3-4b (34 layers x 4 KV heads x 256 x 2 x 2 B = 139,264 B a token) leaves
     10.32 GiB of mem_fraction_static's budget to the graphs and activations: it is outside the static node."""

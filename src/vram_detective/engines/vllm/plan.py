@@ -94,7 +94,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     # the block size the attention groups really use (raised for Mamba hybrids, forced for MLA backends)
     block_size = max((group.block_size for group in kv.groups if group.kind != "mamba"), default=settings.block_size)
     own_blocks = kv.worker_num_blocks or (kv.num_blocks,) * len(stages)
-    ranks = [_rank_pool(stage.figures, kv, own_blocks[i], i) for i, stage in enumerate(stages)]
+    ranks = [_rank_pool(stage.figures, kv, own_blocks[i], i, _override_allocated(settings, release))
+             for i, stage in enumerate(stages)]
     first = stages[0]
     rank0, peak, graphs, available = ranks[0], first.peak, first.graphs, first.figures.kv_cache_bytes
     cpu_blocks = int(settings.swap_space_gib * GIB // kv.block_bytes) if settings.engine == "v0" else 0
@@ -104,7 +105,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
                                           non_torch_outside, total))
 
     graph_budgeted = bool(release["cuda_graph_subtracted"])
-    pool_bytes = kv.pool_bytes if available > 0 else 0
+    given = _override_allocated(settings, release)
+    pool_bytes = kv.pool_bytes if available > 0 or given else 0
     components = _budget_tree(total, budget, settings, release, spec, first.inventory, first.weights_plan,
                               first.allocator_bytes, first.offloaded, peak, non_torch_inside, non_torch_reason, graphs,
                               graph_budgeted, pool_bytes, kv, first.mamba_cache,
@@ -129,7 +131,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         model=spec.name, gpu_name=gpu.name, total_gpu_bytes=total, engine_name="vllm", engine_label="vLLM",
         engine_version=release.label, engine_variant=release.engine.upper(),
         settings=settings.as_settings(), components=components, weights_bytes=rank0.weights_bytes,
-        kv_cache_bytes=available, kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
+        kv_cache_bytes=available if available > 0 or not given else pool_bytes, kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
         max_concurrency=kv.max_concurrency, max_model_len=settings.max_model_len,
         nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
         engine_figures=_engine_figures(release, logged_peak, non_torch_inside, graphs, graph_budgeted, budget,
@@ -178,12 +180,21 @@ def _stages(spec: ModelSpec, gpu: Gpu, settings: EngineSettings, release: Releas
     return stages
 
 
-def _rank_pool(figures: RankFigures, kv: kv_groups.KvGroupPlan, own_blocks: int, worker: int) -> RankFigures:
+def _override_allocated(settings: EngineSettings, release: Release) -> bool:
+    """V0 allocates num_gpu_blocks_override blocks even where the profile left no memory (llm_engine.py
+    _initialize_kv_caches replaces the profiled count, 0 when none was left; only a count <= 0 is refused,
+    worker.py raise_if_cache_size_invalid, 0.9.2); V1 refuses first (kv_cache_utils.py: no available memory)."""
+    return (settings.engine == "v0" and settings.num_gpu_blocks_override is not None
+            and release["gpu_blocks_override"] == "replace")
+
+
+def _rank_pool(figures: RankFigures, kv: kv_groups.KvGroupPlan, own_blocks: int, worker: int,
+               override_allocated: bool = False) -> RankFigures:
     """One rank's figures with its block size and the pool it really allocates: every rank allocates the
     engine's block count (the minimum over workers, or the override) at its own page (V1 KVCacheConfig per
     worker; V0 CacheEngine), so its own column adds up: available = pool + unused."""
     block_bytes = kv.worker_block_bytes[worker] if kv.worker_block_bytes else kv.block_bytes
-    pool = kv.num_blocks * block_bytes if figures.kv_cache_bytes > 0 else 0
+    pool = kv.num_blocks * block_bytes if figures.kv_cache_bytes > 0 or override_allocated else 0
     return replace(figures, kv_bytes_per_block=block_bytes, num_blocks_own=own_blocks, kv_pool_bytes=pool)
 
 

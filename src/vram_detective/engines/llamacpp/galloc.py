@@ -82,82 +82,99 @@ def reserve(graph: Graph, alignment: int = 32, free_extra_space: bool = False, o
     """The bytes ggml_gallocr_reserve records for `graph` on one buffer (CPU buffer alignment: 32, ggml-backend.cpp
     TENSOR_ALIGNMENT via ggml_backend_cpu_buffer_type_get_alignment). `offset`, when given, receives each placed
     tensor's offset by id()."""
-    alloc = _Allocator(alignment)
-    children: dict[int, int] = {}
-    views: dict[int, int] = {}
-    owned: dict[int, bool] = {}  # hash_node.allocated
-    offset = {} if offset is None else offset
-
-    def allocate(t: Tensor) -> None:
-        key = id(t)
-        if t.external or owned.get(key) or t.view_src is not None:
-            return
-        owned[key] = True
-        if t.inplace:
-            for parent in t.src:
-                if parent is None or not owned.get(id(parent)):
-                    continue
-                if parent.output or (parent.view_src is not None and parent.view_src.output):
-                    continue
-                if parent.layout != t.layout:
-                    continue
-                pk = id(parent)
-                if children.get(pk, 0) != 1 or views.get(pk, 0) != 0:
-                    continue
-                vs = parent.view_src
-                if vs is not None:
-                    vk = id(vs)
-                    # (the source's data equals the view's: both unset while reserving)
-                    if not (views.get(vk, 0) == 1 and children.get(vk, 0) == 0):
-                        continue
-                    offset[key] = offset[vk]
-                    owned[pk] = False
-                    owned[vk] = False
-                    if free_extra_space and vs.nbytes > t.nbytes:
-                        alloc.free(offset[key] + alloc._pad(t.nbytes), alloc._pad(vs.nbytes) - alloc._pad(t.nbytes))
-                    return
-                offset[key] = offset[pk]
-                owned[pk] = False
-                if free_extra_space and parent.nbytes > t.nbytes:
-                    alloc.free(offset[key] + alloc._pad(t.nbytes), alloc._pad(parent.nbytes) - alloc._pad(t.nbytes))
-                return
-        offset[key] = alloc.alloc(t.nbytes)
-
-    def release(t: Tensor) -> None:
-        if t.output:
-            return
-        alloc.free(offset[id(t)], t.nbytes)
-        owned[id(t)] = False
-
-    for leaf in graph.leafs:
-        allocate(leaf)
-    for node in graph.nodes:
-        if node.view_src is not None:
-            views[id(node.view_src)] = views.get(id(node.view_src), 0) + 1
-        if node.input:
-            allocate(node)
-        for src in node.src:
-            if src is not None:
-                children[id(src)] = children.get(id(src), 0) + 1
-                if src.input:
-                    allocate(src)
+    replay = _Replay(_Allocator(alignment), free_extra_space, {} if offset is None else offset)
+    replay.count(graph)
     for node in graph.nodes:
         for parent in node.src:
             if parent is not None:
-                allocate(parent)
-        allocate(node)
+                replay.allocate(parent)
+        replay.allocate(node)
         for parent in node.src:
-            if parent is None:
+            if parent is not None:
+                replay.consumed(parent)
+    return replay.alloc.max_size
+
+
+class _Replay:
+    """ggml_gallocr_alloc_graph_impl's bookkeeping over one graph (ggml-alloc.c): children and views per tensor,
+    whether a tensor owns its bytes (hash_node.allocated), and each tensor's offset."""
+
+    def __init__(self, alloc: _Allocator, free_extra_space: bool, offset: dict):
+        self.alloc, self.free_extra_space, self.offset = alloc, free_extra_space, offset
+        self.children: dict[int, int] = {}
+        self.views: dict[int, int] = {}
+        self.owned: dict[int, bool] = {}
+
+    def count(self, graph: Graph) -> None:
+        """Leafs placed first; then each node's views and children counted, graph inputs placed as met."""
+        for leaf in graph.leafs:
+            self.allocate(leaf)
+        for node in graph.nodes:
+            if node.view_src is not None:
+                self.views[id(node.view_src)] = self.views.get(id(node.view_src), 0) + 1
+            if node.input:
+                self.allocate(node)
+            for src in node.src:
+                if src is not None:
+                    self.children[id(src)] = self.children.get(id(src), 0) + 1
+                    if src.input:
+                        self.allocate(src)
+
+    def allocate(self, t: Tensor) -> None:
+        key = id(t)
+        if t.external or self.owned.get(key) or t.view_src is not None:
+            return
+        self.owned[key] = True
+        if not (t.inplace and self._reuse_a_parent(t)):
+            self.offset[key] = self.alloc.alloc(t.nbytes)
+
+    def _reuse_a_parent(self, t: Tensor) -> bool:
+        """An in-place op takes the bytes of a parent no one else reads (one child, no views, same layout), or of
+        the tensor a viewing parent views when that view is its only user."""
+        for parent in t.src:
+            if parent is None or not self.owned.get(id(parent)):
+                continue
+            if parent.output or (parent.view_src is not None and parent.view_src.output):
+                continue
+            if parent.layout != t.layout:
                 continue
             pk = id(parent)
-            children[pk] -= 1
-            if children[pk] == 0 and views.get(pk, 0) == 0:
-                vs = parent.view_src
-                if vs is not None:
-                    vk = id(vs)
-                    views[vk] -= 1
-                    if views[vk] == 0 and children.get(vk, 0) == 0 and owned.get(vk):
-                        release(vs)
-                elif owned.get(pk):
-                    release(parent)
-    return alloc.max_size
+            if self.children.get(pk, 0) != 1 or self.views.get(pk, 0) != 0:
+                continue
+            source = parent.view_src
+            if source is not None:
+                vk = id(source)
+                # (the source's data equals the view's: both unset while reserving)
+                if not (self.views.get(vk, 0) == 1 and self.children.get(vk, 0) == 0):
+                    continue
+                self.owned[vk] = False
+            else:
+                source = parent
+            self.offset[id(t)] = self.offset[id(source)]
+            self.owned[pk] = False
+            if self.free_extra_space and source.nbytes > t.nbytes:
+                pad = self.alloc._pad
+                self.alloc.free(self.offset[id(t)] + pad(t.nbytes), pad(source.nbytes) - pad(t.nbytes))
+            return True
+        return False
+
+    def consumed(self, parent: Tensor) -> None:
+        """A node read `parent`: its last reader frees it (or, for a view, the viewed tensor's last view)."""
+        pk = id(parent)
+        self.children[pk] -= 1
+        if self.children[pk] != 0 or self.views.get(pk, 0) != 0:
+            return
+        source = parent.view_src
+        if source is not None:
+            vk = id(source)
+            self.views[vk] -= 1
+            if self.views[vk] == 0 and self.children.get(vk, 0) == 0 and self.owned.get(vk):
+                self._release(source)
+        elif self.owned.get(pk):
+            self._release(parent)
+
+    def _release(self, t: Tensor) -> None:
+        if t.output:
+            return
+        self.alloc.free(self.offset[id(t)], t.nbytes)
+        self.owned[id(t)] = False

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from fuzz_web import call, start_server  # noqa: E402
+from web_server import cpu_seconds, tree_cpu_seconds  # noqa: E402  (the tests' /proc readers)
 
 THINK_S = 1.0
 PATHOLOGICAL = 5
@@ -40,36 +41,6 @@ NAN_TRACE = json.dumps({"trace": '{"timestamp": NaN, "prompt_tokens": 10, "outpu
                                  '{"timestamp": 1, "prompt_tokens": 10, "output_tokens": 5}'}).encode()
 NAMES = {0: "SGLang chunked_prefill_size=-1", 1: "NaN trace", 2: "trickling Hub fetch", 3: "trickling Hub fetch",
          4: "trickling Hub fetch"}
-
-
-def _cpu(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of the server and every process under it (fork server, workers); those that ended are lost."""
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            total += _cpu(current)
-        except OSError:
-            continue
-        todo.extend(_children(current))
-    return total
 
 
 def pathological(kind: int) -> tuple[str, str, bytes | None, dict]:
@@ -146,7 +117,7 @@ def run(mode: str, args, hub_endpoint: str) -> dict:
         bad = multiprocessing.get_context("spawn").Process(target=bad_clients,
                                                            args=(port, args.seconds, mode == "once", out))
     threads = [threading.Thread(target=cheap_client, args=(i,)) for i in range(args.clients - PATHOLOGICAL)]
-    cpu_start, own_start = tree_cpu(process.pid), _cpu(process.pid)
+    cpu_start, own_start = tree_cpu_seconds(process.pid), cpu_seconds(process.pid)
     if bad is not None:
         bad.start()
     for thread in threads:
@@ -159,7 +130,7 @@ def run(mode: str, args, hub_endpoint: str) -> dict:
         bad.join()
         last[0] = max(last[0], bad_last)
     idle_after = _idle_after(process.pid, last[0])
-    server_cpu, own_cpu = tree_cpu(process.pid) - cpu_start, _cpu(process.pid) - own_start
+    server_cpu, own_cpu = tree_cpu_seconds(process.pid) - cpu_start, cpu_seconds(process.pid) - own_start
     process.terminate()
     process.wait(10)
     latencies.sort()
@@ -170,10 +141,10 @@ def run(mode: str, args, hub_endpoint: str) -> dict:
 
 def _idle_after(pid: int, end: float) -> float | None:
     """Seconds after `end` (time.time()) at which the server's processes used < 5 % of a core over 0.5 s."""
-    previous, previous_t = tree_cpu(pid), time.time()
+    previous, previous_t = tree_cpu_seconds(pid), time.time()
     while time.time() - end < 30:
         time.sleep(0.5)
-        now, now_t = tree_cpu(pid), time.time()
+        now, now_t = tree_cpu_seconds(pid), time.time()
         if (now - previous) / (now_t - previous_t) < 0.05:
             return max(0.0, previous_t - end)
         previous, previous_t = now, now_t

@@ -116,7 +116,8 @@ def largest_context(spec, user: dict, build: int, budgets: dict[str, int], model
     if best is None:
         return FitAnswer(None, None, "", f"every layer on the GPU does not fit even at -c {CTX_STEP}")
     s = replace(base, n_ctx=best * CTX_STEP)
-    return FitAnswer(s, layout(spec, s, gguf_checkpoint), command(s, model, spec), f"-c {s.n_ctx} with all layers on the GPU")
+    return FitAnswer(s, layout(spec, s, gguf_checkpoint), command(s, model, spec),
+                     f"-c {s.n_ctx} with all layers on the GPU")
 
 
 def largest_context_for_kv(spec, user: dict, build: int, kv_budget_bytes: int) -> int:

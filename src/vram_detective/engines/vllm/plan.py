@@ -94,8 +94,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     # the block size the attention groups really use (raised for Mamba hybrids, forced for MLA backends)
     block_size = max((group.block_size for group in kv.groups if group.kind != "mamba"), default=settings.block_size)
     own_blocks = kv.worker_num_blocks or (kv.num_blocks,) * len(stages)
-    ranks = [_rank_pool(stage.figures, kv, own_blocks[i], i, _override_allocated(settings, release))
-             for i, stage in enumerate(stages)]
+    override_allocated = _override_allocated(settings, release)
+    ranks = [_rank_pool(stage.figures, kv, own_blocks[i], i, override_allocated) for i, stage in enumerate(stages)]
     first = stages[0]
     rank0, peak, graphs, available = ranks[0], first.peak, first.graphs, first.figures.kv_cache_bytes
     cpu_blocks = int(settings.swap_space_gib * GIB // kv.block_bytes) if settings.engine == "v0" else 0
@@ -105,8 +105,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
                                           non_torch_outside, total))
 
     graph_budgeted = bool(release["cuda_graph_subtracted"])
-    given = _override_allocated(settings, release)
-    pool_bytes = kv.pool_bytes if available > 0 or given else 0
+    pool_bytes = kv.pool_bytes if available > 0 or override_allocated else 0
     components = _budget_tree(total, budget, settings, release, spec, first.inventory, first.weights_plan,
                               first.allocator_bytes, first.offloaded, peak, non_torch_inside, non_torch_reason, graphs,
                               graph_budgeted, pool_bytes, kv, first.mamba_cache,
@@ -131,7 +130,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         model=spec.name, gpu_name=gpu.name, total_gpu_bytes=total, engine_name="vllm", engine_label="vLLM",
         engine_version=release.label, engine_variant=release.engine.upper(),
         settings=settings.as_settings(), components=components, weights_bytes=rank0.weights_bytes,
-        kv_cache_bytes=available if available > 0 or not given else pool_bytes, kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
+        kv_cache_bytes=pool_bytes if override_allocated and available <= 0 else available,
+        kv_bytes_per_token=kv.block_bytes // block_size, kv_cache_tokens=kv.kv_cache_tokens,
         max_concurrency=kv.max_concurrency, max_model_len=settings.max_model_len,
         nvidia_smi_used_mib=smi_mib, outside_budget=outside, log_lines=lines,
         engine_figures=_engine_figures(release, logged_peak, non_torch_inside, graphs, graph_budgeted, budget,

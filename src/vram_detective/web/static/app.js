@@ -6,6 +6,7 @@
   const $$ = (sel, root) => Array.from((root || document).querySelectorAll(sel));
   const status = (text) => { $("#status").textContent = text; };
   let baseline = null;
+  let baselineSetup = null;  // the setup (model, GPU, release...) the baseline was taken on
   let timer = null;
   let pending = null;
 
@@ -30,6 +31,12 @@
     if (theme) out.set("theme", theme);
     return out;
   }
+
+  function setupKey() {
+    return $$("#setup [name]").map((el) => el.name + "=" + el.value.trim()).join("&");
+  }
+
+  function takeBaseline() { baseline = figures(); baselineSetup = setupKey(); }
 
   function remember() { history.replaceState(null, "", "?" + state().toString()); }
 
@@ -109,7 +116,7 @@
     }
     const ok = await fetchInto("/fragment/explain?" + state().toString(), $("#explain-result"));
     if (ok) showResolved();
-    if (ok && !baseline) baseline = figures();
+    if (ok && !baseline) takeBaseline();
     showDelta();
     document.body.dataset.updated = String(Date.now());
   }
@@ -229,7 +236,9 @@
         location.search = next.toString();
         return;
       }
-      baseline = null; soon(0);
+      // a field left without a new value (a blur after typing the same text) keeps the comparison
+      if (setupKey() !== baselineSetup) baseline = null;
+      soon(0);
     });
     $("#reset-levers").addEventListener("click", () => {
       for (const el of $$("#levers [name]")) { delete el.dataset.set; delete el.dataset.value; }
@@ -243,7 +252,7 @@
     $("#f-sim_shape").addEventListener("change", onShape);
     $("#sim-form").addEventListener("change", (event) => { if (event.target.id !== "f-trace") remember(); });
     $("#theme").addEventListener("click", toggleTheme);
-    if ($("#explain-result [data-figure]")) baseline = figures();
+    if ($("#explain-result [data-figure]")) takeBaseline();
     const params = new URLSearchParams(location.search);
     if (params.get("tab") === "fit" && params.get("model")) find();
     if (params.get("tab") === "simulate" && params.get("model") && params.get("workload") !== "trace") simulate();

@@ -1,4 +1,4 @@
-"""Accuracy on the real-llama.cpp CPU cases (groundtruth/llamacpp-cpu-*.jsonl, written by
+"""Accuracy on the real-llama.cpp CPU cases (groundtruth/cpu/llamacpp_*.jsonl, written by
 benchmarks/llamacpp_cpu_groundtruth.py): each case planned from its own fields (the catalog model's config, the
 build, the settings in llama.cpp's names, a CPU-only build) and every buffer the log printed set against the
 plan's. Prints one table per build: per figure kind, loads, exact loads, median and worst |error|.
@@ -17,7 +17,7 @@ KINDS = ("model", "kv", "output", "compute", "host")
 
 
 def case_files(paths=()) -> list[Path]:
-    return [Path(p) for p in paths] or sorted((ROOT / "groundtruth").glob("llamacpp-cpu-*.jsonl"))
+    return [Path(p) for p in paths] or sorted((ROOT / "groundtruth" / "cpu").glob("llamacpp_*.jsonl"))
 
 
 def read_cases(paths=()) -> list[dict]:

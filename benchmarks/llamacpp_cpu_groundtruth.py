@@ -4,7 +4,7 @@ on values), quantize them with that build's own quantizer (llama_model_quantize)
 settings with n_gpu_layers = 0, capture every line llama.cpp logs, and write the runs as ground-truth cases
 (groundtruth/SCHEMA.md, llama.cpp `observed` keys read from the log by the project's own parser).
 
-    python3 benchmarks/llamacpp_cpu_groundtruth.py 0.3.16               # -> groundtruth/llamacpp-cpu-b6150.jsonl
+    python3 benchmarks/llamacpp_cpu_groundtruth.py 0.3.16               # -> groundtruth/cpu/llamacpp_b6150.jsonl
     python3 benchmarks/llamacpp_cpu_groundtruth.py 0.3.36 --models Qwen/Qwen3-0.6B --quick
 
 The build goes into /work/venvs/llcpp-VERSION (or $LLAMACPP_VENV), `CMAKE_ARGS=-DGGML_NATIVE=OFF` (a CPU build
@@ -362,7 +362,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
     ap.add_argument("--quants", default="F16,Q8_0,Q4_K_M,Q4_0")
     ap.add_argument("--work", default="/tmp/llamacpp-cpu-gt")
-    ap.add_argument("--out", help="default groundtruth/llamacpp-cpu-b<build>.jsonl")
+    ap.add_argument("--out", help="default groundtruth/cpu/llamacpp_b<build>.jsonl")
     ap.add_argument("--quick", action="store_true", help="three settings per file")
     a = ap.parse_args(argv)
     build = a.build or BUILDS.get(a.version)
@@ -371,7 +371,7 @@ def main(argv=None) -> int:
     py = ensure_build(a.version)
     work = Path(a.work) / a.version
     work.mkdir(parents=True, exist_ok=True)
-    out = Path(a.out or ROOT / "groundtruth" / f"llamacpp-cpu-b{build}.jsonl")
+    out = Path(a.out or ROOT / "groundtruth" / "cpu" / f"llamacpp_b{build}.jsonl")
     partial = out.with_suffix(".jsonl.part")  # each load appended as it ends: an interrupted run keeps its loads
     partial.write_text("")
     cases, t0 = [], time.time()

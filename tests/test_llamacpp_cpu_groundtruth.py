@@ -1,4 +1,4 @@
-"""The real-llama.cpp CPU ground truth (groundtruth/llamacpp-cpu-b<build>.jsonl, written by
+"""The real-llama.cpp CPU ground truth (groundtruth/cpu/llamacpp_b<build>.jsonl, written by
 benchmarks/llamacpp_cpu_groundtruth.py from llama-cpp-python 0.3.16 and 0.3.36 built on a CPU) scored the way
 `score` scores any case: model, KV and output buffers exact in every load, the compute buffer within the
 issue's bounds (median 1 %, worst 5 %)."""
@@ -17,7 +17,7 @@ BUILDS = ("b6150", "b11312")  # llama-cpp-python 0.3.16 and 0.3.36
 
 
 def _cases(build: str) -> list[dict]:
-    path = ROOT / "groundtruth" / f"llamacpp-cpu-{build}.jsonl"
+    path = ROOT / "groundtruth" / "cpu" / f"llamacpp_{build}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 

@@ -16,7 +16,7 @@ MIB = 1024 * 1024
 # CPU_ATTENTION_ACTIVATIONS: a CPU-only build's compute buffer at its attention peak (compute.cpu_compute_bytes)
 # holds the KQ scores and mask plus this many n_ubatch x n_embd f32 activations (the layer input kept for the
 # residual, Q, K and V before they are stored, allocator slack). Fitted on the real CPU loads of
-# groundtruth/llamacpp-cpu-b6150.jsonl where that peak wins: Llama-3.2-1B-Instruct c4096 and c16384 without
+# groundtruth/cpu/llamacpp_b6150.jsonl where that peak wins: Llama-3.2-1B-Instruct c4096 and c16384 without
 # flash attention (282.01 and 1074.01 MiB = KQ + mask + 18.01 MiB, n_embd 2048: 4.50); held out: Qwen2.5-0.5B
 # and Qwen3-0.6B c16384 (487.51 and 560.01 MiB; benchmarks/llamacpp_cpu_accuracy.py prints the errors).
 CPU_ATTENTION_ACTIVATIONS = 4.5

@@ -125,9 +125,9 @@ RULES: tuple[Rule, ...] = (
     # tensors live beside the logits. Measured on real CPU loads: 2 at b6150 (llama-cpp-python 0.3.16), 3 at
     # b11312 (0.3.36: one more hidden-state tensor live at that step; the graph change was not pinned in the
     # source); the change lies between the two anchors and is put at the newer one
-    Rule((0,), "compute.cpu_logits_hidden_rows", 2, "groundtruth/llamacpp-cpu-b6150.jsonl: logits + 2 x ub x n_embd"),
+    Rule((0,), "compute.cpu_logits_hidden_rows", 2, "groundtruth/cpu/llamacpp_b6150.jsonl: logits + 2 x ub x n_embd"),
     Rule((11312,), "compute.cpu_logits_hidden_rows", 3,
-         "groundtruth/llamacpp-cpu-b11312.jsonl: logits + 3 x ub x n_embd (0.3.36 tree)", True),
+         "groundtruth/cpu/llamacpp_b11312.jsonl: logits + 3 x ub x n_embd (0.3.36 tree)", True),
     # the graph a CPU-only build reserves its compute buffer for, replayed through ggml-alloc (compute.py
     # cpu_graph_bytes, graph_llm.py, galloc.py): None = not modelled (the closed form above); 6150 = the b6150
     # graph (set_rows KV stores, f32 KQ mask padded to 64 and cast to f16 for flash attention, which needs

@@ -165,6 +165,34 @@ def test_compare_names_every_engine_the_same_on_every_surface(server):
     assert [e["engine_name"] for e in out["engines"]] == list(ENGINES)
 
 
+def test_speculative_compare_is_the_same_on_every_surface(server):
+    """compare --speculative: vLLM and SGLang size the model's MTP layers in their own flags; llama.cpp (draft not
+    sized yet) and Ollama (no speculative decoding) are listed with their reasons; CLI, API and library agree."""
+    model = "Qwen/Qwen3.5-27B"  # carries one MTP layer (mtp_num_hidden_layers)
+    code, out, err = cli("compare", model, "--gpu", "H100", "--context", "32k", "--engines", ",".join(ENGINES),
+                         "--speculative", "mtp", "--draft-tokens", "2")
+    status, body = api(server, "/api/compare", {"model": model, "gpu": "H100", "context": "32k",
+                                               "engines": ",".join(ENGINES), "speculative": "mtp", "draft_tokens": "2"})
+    mine = library.compare(model, "H100", context=32768, engines=tuple(ENGINES),
+                           speculation={"method": "mtp", "tokens": 2}).to_dict()
+    assert (code, status) == (0, 200), (err, body)
+    assert out == body == json.loads(json.dumps(mine, default=str))
+    assert out["speculation"] == {"method": "mtp", "draft_model": None, "tokens": 2}
+    assert [e["engine_name"] for e in out["engines"]] == ["vllm", "sglang"]
+    assert [s["engine"] for s in out["skipped"]] == ["llama.cpp", "Ollama"]
+    vllm, sglang = out["engines"]
+    assert any(c["key"] == "weights.draft" and c["bytes"] > 0 for c in _components(vllm["components"]))
+    assert sglang["sglang"]["draft_weights_gib"] > 0
+    assert sglang["settings"]["speculative_num_steps"]["value"] == 2
+    assert sglang["settings"]["speculative_num_draft_tokens"]["value"] == 3
+    plain = cli("compare", model, "--gpu", "H100", "--context", "32k")[1]
+    assert sglang["kv_cache_tokens"] < plain["engines"][1]["kv_cache_tokens"]  # the draft's layers cost KV cells
+
+
+def _components(node: dict) -> list:
+    return [node] + [inner for child in node.get("children", []) for inner in _components(child)]
+
+
 def test_the_package_root_is_the_library():
     assert vram_detective.SCHEMA_VERSION == library.SCHEMA_VERSION
     assert (vram_detective.whatif, vram_detective.fit, vram_detective.logs, vram_detective.score) == (

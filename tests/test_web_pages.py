@@ -224,3 +224,46 @@ def test_each_workload_preset_fills_arrivals_the_page_accepts(browser, server, s
     assert status == 200 and _check_screen(page, "simulate", "phone", shots, "vllm-longdoc") == expected["verdict"]
     assert problems == []
     page.close()
+
+
+SPECULATIVE = {  # the controls a person sets on the page, the same settings by name for the API
+    "vllm": ([("fill", "speculative_config", '{"method": "mtp", "num_speculative_tokens": 2}')],
+             {"speculative_config": '{"method": "mtp", "num_speculative_tokens": 2}'}),
+    "sglang": ([("select", "speculative_algorithm", "NEXTN"), ("fill", "speculative_num_steps", "2"),
+                ("fill", "speculative_num_draft_tokens", "3")],
+               {"speculative_algorithm": "NEXTN", "speculative_num_steps": "2", "speculative_num_draft_tokens": "3"}),
+}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_speculative_decoding_on_the_page(browser, server, shots, engine):  # noqa: F811
+    """vLLM and SGLang take speculative decoding from their own controls, and the page then shows what the API
+    answers for the same settings (the model's MTP layer priced in); llama.cpp and Ollama offer no such control."""
+    query = {"model": "Qwen/Qwen3.5-27B", "gpu": BIG_GPU, "engine": engine, ENGINES[engine][0]: "32k"}
+    problems: list = []
+    page = _open(browser, "desktop", problems)
+    page.goto(f"{server}/?{urllib.parse.urlencode(query)}")
+    page.wait_for_selector("body[data-ready='1']")
+    if engine not in SPECULATIVE:
+        assert page.locator("#levers [name^='speculative']").count() == 0
+        return
+    steps, settings = SPECULATIVE[engine]
+    status, plain = _api(server, "/api/explain", query)
+    status, expected = _api(server, "/api/explain", {**query, **settings})
+    assert status == 200, expected
+    assert expected["kv_cache_tokens"] < plain["kv_cache_tokens"]  # the draft's layer: its weights, its KV
+    for action, name, value in steps:
+        if action == "select":
+            page.select_option(f"#f-{name}", value)
+        else:
+            page.fill(f"#f-{name}", value)
+            page.press(f"#f-{name}", "Tab")  # a typed value is asked for once it is complete
+    page.wait_for_function("n => (document.querySelector(\"#explain-result [data-figure='kv_cache_tokens']\") || "
+                           "{dataset: {}}).dataset.value === String(n)", arg=expected["kv_cache_tokens"])
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get('{steps[-1][1]}') !== null")
+    shown = _figures(page)
+    figures = {**expected[expected["engine_name"]], **expected}
+    assert {key: shown[key] for key in shown} == {key: figures[key] for key in shown}
+    page.screenshot(path=str(shots / f"{engine}-speculative.png"), full_page=True)
+    assert problems == []
+    page.close()

@@ -48,6 +48,17 @@ def register(subparsers) -> None:
                         help=f"llama.cpp / Ollama without a GGUF file: the quantization mix (default {DEFAULT_GGUF_TYPE})")
     parser.add_argument("--gpu-memory-utilization", dest="compare_util", type=float, metavar="VALUE", help="vLLM's budget fraction")
     parser.add_argument("--mem-fraction-static", dest="compare_mfs", type=float, metavar="VALUE", help="SGLang's budget fraction")
+    from .engines.base import SPECULATION_METHODS
+
+    parser.add_argument("--speculative", dest="compare_speculative", choices=SPECULATION_METHODS, metavar="METHOD",
+                        help="speculative decoding on every engine, each in its own flags (vLLM --speculative-config, "
+                             f"SGLang --speculative-algorithm ...): {', '.join(SPECULATION_METHODS)}; an engine "
+                             "without it is listed as not sized, with the reason")
+    parser.add_argument("--draft-model", dest="compare_draft_model", metavar="MODEL",
+                        help="--speculative's draft checkpoint (an EAGLE head, a small model); none for ngram or a "
+                             "model's own MTP layers")
+    parser.add_argument("--draft-tokens", dest="compare_draft_tokens", type=int, default=3, metavar="N",
+                        help="tokens the drafter proposes per step (default 3)")
     from .cli import add_output_arguments
 
     add_output_arguments(parser)
@@ -70,6 +81,17 @@ def _versions(pairs: list[str], engines: tuple[str, ...] = (), vllm_version: str
             raise ValueError(f"two releases given for {name}: {out[name]} and {version}")
         out[name] = version
     return out
+
+
+def _speculation(args):
+    """--speculative METHOD [--draft-model M] [--draft-tokens N] as one Speculation; None without --speculative."""
+    from .engines.base import Speculation
+
+    if args.compare_speculative is None:
+        if args.compare_draft_model:
+            raise ValueError("--draft-model needs --speculative METHOD (eagle, eagle3, draft_model, ...)")
+        return None
+    return Speculation(args.compare_speculative, args.compare_draft_model, args.compare_draft_tokens)
 
 
 def _has_setting(engine: str, setting: str) -> bool:
@@ -198,23 +220,36 @@ def _pair_lines(first, other) -> list[str]:
 
 
 def compare_report(model: str, gpu: str, *, context: int | None = None, tp: int = 1, engines=None,
-                   versions: dict | None = None, settings: dict | None = None, gguf_type: str | None = None) -> dict:
+                   versions: dict | None = None, settings: dict | None = None, gguf_type: str | None = None,
+                   speculation=None) -> dict:
     """What `compare --json` prints (and, under "breakdowns", the predictions themselves): an engine that sizes
-    llama.cpp's quantization mixes gets `gguf_type` (default Q4_K_M) for a model that is not a GGUF file."""
+    llama.cpp's quantization mixes gets `gguf_type` (default Q4_K_M) for a model that is not a GGUF file;
+    `speculation` (engines.base.Speculation) goes to each engine in its own flags, or the engine is skipped
+    with its reason."""
+    from dataclasses import asdict
+
     from .engines import get_engine
+    from .errors import NotOffered
     from .render import to_json
 
     engines = tuple(engines or DEFAULT_ENGINES)
     settings = {name: dict((settings or {}).get(name, {})) for name in engines}
+    skipped: list = []
     for name in engines:
         if get_engine(name).gguf_mixes and not model.endswith(".gguf"):
             settings[name]["gguf_type"] = gguf_type or DEFAULT_GGUF_TYPE
-    skipped: list = []
-    breakdowns = compare(model, gpu, context=context, tp=tp, versions=versions, settings=settings, engines=engines,
+        if speculation is not None:
+            try:
+                settings[name].update(get_engine(name).speculative_settings(speculation))
+            except NotOffered as error:
+                skipped.append((get_engine(name).label, str(error)))
+    sized = tuple(name for name in engines if get_engine(name).label not in {n for n, _ in skipped})
+    breakdowns = compare(model, gpu, context=context, tp=tp, versions=versions, settings=settings, engines=sized,
                          skipped=skipped)
     if not breakdowns:
         raise ValueError("no engine could size this model: " + "; ".join(f"{n}: {w}" for n, w in skipped))
     return {"model": model, "gpu": breakdowns[0].gpu_name, "context": context,
+            "speculation": asdict(speculation) if speculation is not None else None,
             "engines": [to_json(b) for b in breakdowns], "why": why(breakdowns),
             "skipped": [{"engine": n, "why": w} for n, w in skipped], "breakdowns": breakdowns}
 
@@ -239,10 +274,10 @@ def run(args) -> int:
         for name in settings:  # --util / --mfs: each is one engine's own knob, given to the engine that has it
             if value is not None and _has_setting(name, setting):
                 settings[name][setting] = value
+    speculation = _speculation(args)
     report = compare_report(args.model, args.gpu, context=context, tp=args.compare_tp, engines=engines,
                             versions=_versions(args.compare_versions, engines, args.compare_vllm_version),
-                            settings=settings,
-                            gguf_type=args.compare_gguf_type)
+                            settings=settings, gguf_type=args.compare_gguf_type, speculation=speculation)
     breakdowns = report.pop("breakdowns")
     table = rows(breakdowns, context)
     if args.json:
@@ -253,8 +288,11 @@ def run(args) -> int:
     from .term import args_width, paragraph, table as fitted
 
     columns = args_width(args)
-    print("\n".join(paragraph([f"{args.model} on {breakdowns[0].gpu_name}, TP {args.compare_tp}, each engine at its "
-                               "defaults"], columns)))
+    drafting = "" if speculation is None else (
+        f", speculative decoding {speculation.method} ({speculation.tokens} draft tokens"
+        + (f", draft {speculation.draft_model})" if speculation.draft_model else ")"))
+    print("\n".join(paragraph([f"{args.model} on {breakdowns[0].gpu_name}, TP {args.compare_tp}{drafting}, each "
+                               "engine at its defaults otherwise"], columns)))
     if getattr(args, "markdown", False):
         from .listing import _markdown
 

@@ -141,12 +141,16 @@ def logs(text: str = "", *, nvidia_smi: str | None = None, model: str | None = N
 
 
 def compare(model: str, gpu: str, *, context: int | None = None, tp: int = 1, engines=None,
-            versions: dict | None = None, gguf_type: str | None = None) -> Result:
-    """One prediction per engine for the same model and GPU, side by side (`compare --json`)."""
+            versions: dict | None = None, gguf_type: str | None = None, speculation=None) -> Result:
+    """One prediction per engine for the same model and GPU, side by side (`compare --json`); `speculation`:
+    engines.base.Speculation or {"method", "draft_model", "tokens"} (`compare --speculative`)."""
     from .compare import compare_report
+    from .engines.base import Speculation
 
+    if isinstance(speculation, dict):
+        speculation = Speculation(**speculation)
     report = compare_report(model, gpu, context=context, tp=tp, engines=engines, versions=versions,
-                            gguf_type=gguf_type)
+                            gguf_type=gguf_type, speculation=speculation)
     report.pop("breakdowns")
     return Result("compare", None, report)
 

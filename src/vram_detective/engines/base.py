@@ -196,6 +196,28 @@ def pool_reading(engine) -> ReadingLever:
     return engine.reading
 
 
+SPECULATION_METHODS = ("eagle", "eagle3", "mtp", "ngram", "draft_model")
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding said once for every engine (compare's --speculative): each engine turns it into its
+    own flags (`Engine.speculative_settings`), or says it has no such thing."""
+    method: str  # one of SPECULATION_METHODS
+    draft_model: str | None = None  # a draft checkpoint (draft_model, EAGLE heads); None: none, or the target's MTP
+    tokens: int = 3  # tokens the drafter proposes per step
+
+    def __post_init__(self):
+        from ..errors import BadInput
+
+        if self.method not in SPECULATION_METHODS:
+            raise BadInput(f"speculative method {self.method!r}: one of {', '.join(SPECULATION_METHODS)}")
+        if self.method == "draft_model" and not self.draft_model:
+            raise BadInput("speculative method draft_model needs a draft model (--draft-model)")
+        if not 1 <= self.tokens <= 64:
+            raise BadInput(f"draft tokens {self.tokens}: between 1 and 64")
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str  # "vllm"
@@ -230,6 +252,10 @@ class Engine(Protocol):
 
     def unsized_reason(self, speculative_config, spec) -> str | None:
         """Why a speculative setup cannot be sized (None when it can)."""
+
+    def speculative_settings(self, speculation: Speculation) -> dict:
+        """The engine's own settings for this speculative setup; errors.NotOffered when it has none (or sizes
+        none yet), in words that say which."""
 
     def cuda_context_bytes(self) -> int:
         """The CUDA context each process holds outside the engine's budget."""

@@ -373,7 +373,8 @@ def _compare_api(params, policy):
     engines = tuple(filter(None, str(params.get("engines") or "").split(","))) or None
     return compare(str(params.get("model") or ""), str(params.get("gpu") or ""),
                    context=service.token_count(params.get("context")), tp=int(params.get("tp") or 1),
-                   engines=engines, gguf_type=params.get("gguf_type") or None).to_dict()
+                   engines=engines, gguf_type=params.get("gguf_type") or None,
+                   speculation=service.speculation(params)).to_dict()
 
 
 def _fit_api(params, policy):

@@ -61,11 +61,16 @@ def _control(spec: tuple, params: dict, resolved: dict, engine: str = DEFAULT_EN
         if value is not None and str(value) not in map(str, options):
             options.append(value)
         return _select(setting, label, options, value, blank="default").replace("<select ", f"<select{mark} ", 1)
+    if kind == "text":  # a free value (a draft model, a JSON config): `low` is its placeholder
+        shown = "" if value in (None, "") else (json.dumps(value) if isinstance(value, dict) else str(value))
+        return (f'<label class="field lever wide"><span>{escape(label)}</span><input type="text" name="{setting}" '
+                f'id="f-{setting}" value="{escape(shown)}" placeholder="{escape(str(low or ""))}" spellcheck="false"'
+                f'{mark}></label>')
     if kind == "checkbox":
         checked = " checked" if str(value).lower() in ("true", "1", "on") else ""
         return (f'<label class="field check"><input type="checkbox" name="{setting}" id="f-{setting}"{checked}{mark}>'
                 f'<span>{escape(label)}</span></label>')
-    number = value if value is not None else low
+    number = value if value is not None else ("" if kind == "number" else low)  # a number not in play: blank
     out = (f'<output for="f-{setting}" id="o-{setting}">{escape(str(number))}</output>' if kind == "range" else "")
     return (f'<label class="field lever"><span>{escape(label)} {out}</span><input type="{kind}" name="{setting}" '
             f'id="f-{setting}" min="{low}" max="{high}" step="{step}" value="{escape(str(number))}"{mark}></label>')

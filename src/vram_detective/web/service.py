@@ -20,7 +20,7 @@ OWN_KEYS = ("model", "gpu", "gpu_memory", "engine", "version", "vllm_engine", "e
 TRUE_WORDS = ("1", "true", "on", "yes")
 # the other request keys the endpoints read (fit targets, simulate, logs, compare, score)
 OTHER_KEYS = ("workload", "seed", "trace", "preemption_budget", "cost", "gguf_type", "log", "nvidia_smi", "engines",
-              "tp", "cases", "from_logs")
+              "tp", "cases", "from_logs", "speculative", "draft_model", "draft_tokens")
 # names people reach for that mean one of ours (the CLI's spellings, other tools' words)
 PARAMETER_ALIASES = {"vllm_version": "version", "sglang_version": "version", "engine_version": "version",
                      "max_model_length": "max_model_len", "gpu_name": "gpu", "model_id": "model",
@@ -202,6 +202,20 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
             raise RequestError(f"gguf_type sizes a llama.cpp quantization mix: {engine.label} loads no GGUF")
         settings["gguf_type"] = str(params["gguf_type"]).upper()
     return model, settings
+
+
+def speculation(params: dict):
+    """compare's speculative decoding (speculative=METHOD, draft_model, draft_tokens), as `compare --speculative`."""
+    from ..engines.base import Speculation
+
+    if not params.get("speculative"):
+        if params.get("draft_model"):
+            raise RequestError("draft_model needs speculative=METHOD (eagle, eagle3, draft_model, ...)")
+        return None
+    tokens = str(params.get("draft_tokens") or "3")
+    if not tokens.isdigit():
+        raise RequestError(f"draft_tokens takes a whole number: {tokens[:40]!r}")
+    return Speculation(str(params["speculative"]), params.get("draft_model") or None, int(tokens))
 
 
 def known_parameters() -> frozenset[str]:

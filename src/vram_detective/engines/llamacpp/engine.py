@@ -273,6 +273,11 @@ class LlamaCppEngine:
     def first_release_serving(self, architecture: str, version):
         return None  # architectures by build are not tabled yet: every modelled build is taken to serve it
 
+    def speculative_settings(self, speculation) -> dict:
+        from ...errors import NotOffered
+
+        raise NotOffered("llama.cpp's draft model (-md) and its own context are not sized yet")
+
     def unsized_reason(self, speculative_config, spec) -> str | None:
         return "llama.cpp draft models are not sized yet" if speculative_config else None
 

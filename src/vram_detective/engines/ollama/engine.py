@@ -371,6 +371,11 @@ class OllamaEngine:
     def first_release_serving(self, architecture: str, version):
         return None
 
+    def speculative_settings(self, speculation) -> dict:
+        from ...errors import NotOffered
+
+        raise NotOffered("Ollama has no speculative decoding (no draft model setting)")
+
     def unsized_reason(self, speculative_config, spec) -> str | None:
         return None
 

@@ -71,7 +71,13 @@ class SGLangEngine:
                 ("chunked_prefill_size", "number", "chunked_prefill_size", 64, 65536, 64),
                 ("tp_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
                 ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8_e5m2", "fp8_e4m3"), None, None),
-                ("disable_cuda_graph", "checkbox", "no CUDA graphs", None, None, None))
+                ("disable_cuda_graph", "checkbox", "no CUDA graphs", None, None, None),
+                ("speculative_algorithm", "select", "speculative decoding",
+                 ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"), None, None),
+                ("speculative_draft_model_path", "text", "draft model (--speculative-draft-model-path)",
+                 "none: the model's own MTP layers", None, None),
+                ("speculative_num_steps", "number", "draft steps", 1, 16, 1),
+                ("speculative_num_draft_tokens", "number", "draft tokens", 1, 64, 1))
     gguf_mixes = False  # sizes no llama.cpp quantization mix
     log_figures = LOG_FIGURES
     log_only_settings: tuple[str, ...] = ()
@@ -231,6 +237,20 @@ class SGLangEngine:
         from .releases import first_release_serving
 
         return first_release_serving(architecture, version)
+
+    def speculative_settings(self, speculation) -> dict:
+        """SGLang's flags: an MTP draft is NEXTN (the target's own layers), a separate draft STANDALONE; a chain
+        of k steps proposes k + 1 tokens with top-k 1 (0.5.23 arg_groups/speculative_hook.py sets
+        num_draft_tokens to num_steps + 1 when eagle_topk is 1); NGRAM's window is its draft tokens."""
+        algorithm = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "ngram": "NGRAM",
+                     "draft_model": "STANDALONE"}[speculation.method]
+        if algorithm == "NGRAM":
+            return {"speculative_algorithm": algorithm, "speculative_num_draft_tokens": speculation.tokens}
+        out = {"speculative_algorithm": algorithm, "speculative_num_steps": speculation.tokens,
+               "speculative_eagle_topk": 1, "speculative_num_draft_tokens": speculation.tokens + 1}
+        if speculation.draft_model:
+            out["speculative_draft_model_path"] = speculation.draft_model
+        return out
 
     def unsized_reason(self, speculative_config, spec) -> str | None:
         # SGLang's draft comes from --speculative-algorithm and its flags (draft.py, pool.py), not a vLLM-style config

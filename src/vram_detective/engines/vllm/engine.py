@@ -69,7 +69,9 @@ class VllmEngine:
                 ("tensor_parallel_size", "select", "tensor parallel", (1, 2, 4, 8), None, None),
                 ("pipeline_parallel_size", "select", "pipeline parallel", (1, 2, 4), None, None),
                 ("kv_cache_dtype", "select", "KV cache dtype", ("auto", "fp8", "fp8_e5m2"), None, None),
-                ("enforce_eager", "checkbox", "eager (no CUDA graphs)", None, None, None))
+                ("enforce_eager", "checkbox", "eager (no CUDA graphs)", None, None, None),
+                ("speculative_config", "text", "speculative decoding (--speculative-config)",
+                 '{"method": "eagle3", "model": "...", "num_speculative_tokens": 3}', None, None))
 
     @property
     def reading(self) -> ReadingLever:
@@ -223,6 +225,13 @@ class VllmEngine:
 
         newer = first_release_serving(architecture, tuple(version))
         return None if newer is None else newer[0].version
+
+    def speculative_settings(self, speculation) -> dict:
+        """--speculative-config {"method", "model", "num_speculative_tokens"} (speculative.py reads it)."""
+        config = {"method": speculation.method, "num_speculative_tokens": speculation.tokens}
+        if speculation.draft_model:
+            config["model"] = speculation.draft_model
+        return {"speculative_config": config}
 
     def unsized_reason(self, speculative_config, spec) -> str | None:
         from .speculative import unsized_reason

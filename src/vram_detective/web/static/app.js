@@ -129,6 +129,7 @@
   function onLever(event) {
     const el = event.target;
     if (!el.name) return;
+    if (el.type === "text" && event.type === "input") return;  // a typed value is asked for when it is complete
     el.dataset.set = "1";
     delete el.dataset.value;  // moved by hand: its own value from now on
     const out = $("#o-" + el.name);

@@ -102,6 +102,14 @@ def test_explain_tab(browser, server, shots, engine, size):  # noqa: F811
     figures = {**expected[expected["engine_name"]], **expected}
     assert {key: shown[key] for key in shown} == {key: figures[key] for key in shown}
     assert page.input_value(f"#f-{context}") == "16384"
+    # each slider not set by hand stands at what the release picked (a setting, or the pool's own figure: SGLang's
+    # max_running_requests once stood at the slider's end, 1, while the pool held 4096)
+    picked = {**figures, **{name: item["value"] for name, item in expected["settings"].items()}}
+    sliders = page.eval_on_selector_all("#levers input[type=range]", "els => els.map(e => [e.name, e.value, e.step])")
+    assert sliders and all(name in picked for name, _, _ in sliders), sliders
+    # a range input snaps to its step (SGLang's 0.704 shows as 0.70)
+    assert all(abs(float(value) - float(picked[name])) <= float(step) / 2 + 1e-9 for name, value, step in sliders), (
+        sliders, {name: picked[name] for name, _, _ in sliders})
     # one colour per legend entry (non-torch memory and the CUDA context shared one before)
     swatches = page.eval_on_selector_all("#explain-result .legend .swatch", "els => els.map(e => "
                                          "[getComputedStyle(e).backgroundColor, getComputedStyle(e).borderTopStyle])")

@@ -95,8 +95,8 @@ def explain_result(params: dict, policy: service.Policy) -> tuple[str, dict]:
         breakdown = service.explain(request)
     except Exception as error:  # noqa: BLE001 - the page shows the one-line reason, as the CLI does
         return f'<p class="error" role="alert">{escape(_one_line(error))}</p>', {}
-    resolved = {s.name: s.value for s in breakdown.settings}
     figures = service.explain_json(request, breakdown)
+    resolved = report.resolved_settings(breakdown, figures)
     return report.explain_fragment(breakdown, figures, service.launch_line(request, breakdown), page=True), resolved
 
 

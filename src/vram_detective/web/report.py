@@ -282,10 +282,19 @@ def copy_line_html(line: str, label: str = "launch line") -> str:
             f'data-copy="{escape(line)}" aria-label="copy the {escape(label)}">copy</button></div>')
 
 
+def resolved_settings(b: Breakdown, figures: dict) -> dict:
+    """What the release picked for each setting, for the page's controls: the plan's settings, then the engine's
+    own figures of the same name where the pool decides the value (SGLang's max_running_requests)."""
+    own = figures.get(figures.get("engine_name") or "", {})
+    resolved = {key: value for key, value in own.items() if isinstance(value, (int, float, str, bool))}
+    resolved.update({s.name: s.value for s in b.settings if isinstance(s.value, (int, float, str, bool))})
+    return resolved
+
+
 def explain_fragment(b: Breakdown, figures: dict, launch: str = "", page: bool = False) -> str:
     """The explain result: verdict, nvidia-smi bar, figures, theory vs reality, KV pool, log lines, launch line
     (`page`: also the resolved settings, which the page's controls show when not set by hand)."""
-    resolved = {s.name: s.value for s in b.settings if isinstance(s.value, (int, float, str, bool))}
+    resolved = resolved_settings(b, figures)
     parts = [f'<div hidden id="resolved" data-settings="{escape(json.dumps(resolved))}"></div>' if page else "",
              f'<p class="verdict{" failed" if b.failure else ""}">{escape(verdict(b))}</p>',
              smi_figure_html(b),

@@ -189,6 +189,17 @@ def test_speculative_compare_is_the_same_on_every_surface(server):
     assert sglang["kv_cache_tokens"] < plain["engines"][1]["kv_cache_tokens"]  # the draft's layers cost KV cells
 
 
+@pytest.mark.parametrize("flags, params", [
+    (["--draft-model", "some/draft"], {"draft_model": "some/draft"}),
+    (["--speculative", "draft_model"], {"speculative": "draft_model"}),
+])
+def test_a_speculative_setup_missing_a_part_is_bad_input_everywhere(server, flags, params):
+    code, out, err = cli("compare", MODEL, "--gpu", "4090", *flags)
+    status, body = api(server, "/api/compare", {"model": MODEL, "gpu": "4090", **params})
+    assert (code, status) == (2, 400) and out is None
+    assert body["error"] in err and "draft model" in err
+
+
 def _components(node: dict) -> list:
     return [node] + [inner for child in node.get("children", []) for inner in _components(child)]
 

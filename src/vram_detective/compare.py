@@ -85,13 +85,9 @@ def _versions(pairs: list[str], engines: tuple[str, ...] = (), vllm_version: str
 
 def _speculation(args):
     """--speculative METHOD [--draft-model M] [--draft-tokens N] as one Speculation; None without --speculative."""
-    from .engines.base import Speculation
+    from .engines.base import speculation_from
 
-    if args.compare_speculative is None:
-        if args.compare_draft_model:
-            raise ValueError("--draft-model needs --speculative METHOD (eagle, eagle3, draft_model, ...)")
-        return None
-    return Speculation(args.compare_speculative, args.compare_draft_model, args.compare_draft_tokens)
+    return speculation_from(args.compare_speculative, args.compare_draft_model, args.compare_draft_tokens)
 
 
 def _has_setting(engine: str, setting: str) -> bool:

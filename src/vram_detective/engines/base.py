@@ -218,6 +218,20 @@ class Speculation:
             raise BadInput(f"draft tokens {self.tokens}: between 1 and 64")
 
 
+def speculation_from(method: str | None, draft_model: str | None = None, tokens=3) -> Speculation | None:
+    """compare's --speculative METHOD --draft-model M --draft-tokens N (or the API's same keys, as text) as one
+    Speculation; None without a method, where a draft model alone is an error."""
+    from ..errors import BadInput
+
+    if not method:
+        if draft_model:
+            raise BadInput("a draft model needs a speculative method (eagle, eagle3, draft_model, ...)")
+        return None
+    if not str(tokens).strip().isdigit():
+        raise BadInput(f"draft tokens take a whole number: {str(tokens)[:40]!r}")
+    return Speculation(str(method), draft_model or None, int(str(tokens).strip()))
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str  # "vllm"

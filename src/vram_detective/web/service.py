@@ -206,16 +206,9 @@ def settings_from(params: dict, engine_name: str) -> tuple[str | None, dict]:
 
 def speculation(params: dict):
     """compare's speculative decoding (speculative=METHOD, draft_model, draft_tokens), as `compare --speculative`."""
-    from ..engines.base import Speculation
+    from ..engines.base import speculation_from
 
-    if not params.get("speculative"):
-        if params.get("draft_model"):
-            raise RequestError("draft_model needs speculative=METHOD (eagle, eagle3, draft_model, ...)")
-        return None
-    tokens = str(params.get("draft_tokens") or "3")
-    if not tokens.isdigit():
-        raise RequestError(f"draft_tokens takes a whole number: {tokens[:40]!r}")
-    return Speculation(str(params["speculative"]), params.get("draft_model") or None, int(tokens))
+    return speculation_from(params.get("speculative"), params.get("draft_model"), params.get("draft_tokens") or 3)
 
 
 def known_parameters() -> frozenset[str]:

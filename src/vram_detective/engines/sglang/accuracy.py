@@ -93,6 +93,7 @@ def tokens_from_logged(breakdown, spec, observed: dict, version: str) -> dict:
     0.01 GiB printing), and with the predicted weights ('from_logged_start')."""
     from .pool import cell_size, tokens_from_logged_memory
     from .releases import rules
+    from .stages import layer_counts, stage_spec
 
     begin = logged_free_before(observed)
     logged = observed.get("kv_cache_tokens", observed.get("max_total_num_tokens"))
@@ -101,7 +102,9 @@ def tokens_from_logged(breakdown, spec, observed: dict, version: str) -> dict:
     mfs, page = breakdown.figure("mem_fraction_static"), breakdown.figure("page_size")
     tp = breakdown.setting("tp_size")
     max_total = next((s.value for s in breakdown.settings if s.name == "max_total_tokens"), None)
-    cell = cell_size(spec, tp, breakdown.setting("kv_cache_dtype"), rules(version)).bytes_per_token
+    pp = next((s.value for s in breakdown.settings if s.name == "pp_size"), 1)
+    first = stage_spec(spec, 0, layer_counts(spec.num_layers, pp, rules(version))[0])  # the log is stage 0's
+    cell = cell_size(first, tp, breakdown.setting("kv_cache_dtype"), rules(version)).bytes_per_token
     out = {}
     if "load_end_avail_mem_gb" in observed and "load_begin_avail_mem_gb" in observed:
         # both printed (to 0.01 GiB): exact up to that rounding; a start rebuilt as end + usage is not

@@ -207,12 +207,12 @@ class SGLangEngine:
         return plan(spec, gpu, settings, version)
 
     def kv_plan_for_budget(self, spec, gpu, settings: dict, version, kv_budget_bytes: int):
-        """max_total_num_tokens for a given rest (bytes) as the pool sizes it."""
+        """max_total_num_tokens for a given rest (bytes) as the pool sizes it (stage 0's cell under PP)."""
         from .pool import align_tokens, attention_tp, cell_size
-        from .plan import resolve_settings
+        from .plan import first_stage_spec, resolve_settings
 
         s, r = resolve_settings(settings, spec, gpu, version)
-        cell = cell_size(spec, attention_tp(s), s.kv_cache_dtype, r).bytes_per_token
+        cell = cell_size(first_stage_spec(spec, s, r), attention_tp(s), s.kv_cache_dtype, r).bytes_per_token
         return align_tokens(kv_budget_bytes // cell, s.page_size, r, s.max_total_tokens)
 
     def rank_inventories(self, spec, gpu, settings: dict, version) -> list:

@@ -10,7 +10,7 @@ The pool is never reduced for the graphs: mem_fraction_static is the only reserv
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from ...errors import EngineRefused
 from ...input_checks import check_counts, check_fraction
@@ -18,8 +18,8 @@ from ...breakdown import Breakdown, Component, EngineFigure, Setting, StartupFai
 from ...hardware import Gpu
 from ...model.spec import ModelSpec
 from ...units import GIB, MIB, parse_version
-from . import allocator, calibration, draft, graphs
-from .devices import devices
+from . import allocator, calibration, draft, graphs, stages
+from .devices import StageFigures, devices
 from .launch import ALIASES  # other engines' names for SGLang's settings
 from .log_lines import LogInputs, log_lines
 from .pool import PoolPrediction, attention_tp, cell_size, draft_layers, predict_pool, req_pool_size
@@ -115,15 +115,34 @@ def _vllm_layout(spec: ModelSpec, r: Rules):
     return vllm, tuple(newer) if newer is not None else version
 
 
+def stage_layer_counts(spec: ModelSpec, s: SGLangSettings, r: Rules) -> tuple[int, ...]:
+    """Decoder layers on each pipeline stage, SGLang's own split (stages.py). More stages than layers fails
+    make_layers' assert (utils.py 0.4.7, utils/common.py 0.5.3-0.5.23: num_hidden_layers >= pp_size)."""
+    if s.pp_size > spec.num_layers:
+        raise StartupRefusal(f"AssertionError: --pp-size {s.pp_size} is more than the model's {spec.num_layers} "
+                             "layers (make_layers: num_hidden_layers >= pp_size)")
+    try:
+        return stages.layer_counts(spec.num_layers, s.pp_size, r)
+    except stages.PartitionError as error:
+        raise SettingsError(str(error)) from None
+
+
+def first_stage_spec(spec: ModelSpec, s: SGLangSettings, r: Rules) -> ModelSpec:
+    """The model as stage 0 (GPU 0, whose log lines SGLang prints) sizes its cell: its own layers only."""
+    return stages.stage_spec(spec, 0, stage_layer_counts(spec, s, r)[0])
+
+
 def rank_inventories(spec: ModelSpec, gpu: Gpu, s: SGLangSettings, r: Rules) -> list:
-    """(pipeline stage, inventory of one rank): TP shards fused qkv/gate_up and the padded vocabulary as vLLM does."""
+    """(pipeline stage, inventory of one rank): TP shards fused qkv/gate_up and the padded vocabulary as vLLM does;
+    each stage its own layers as SGLang splits them, the embedding on the first, the norm and lm_head on the last."""
     vllm, version = _vllm_layout(spec, r)
     user = {"tensor_parallel_size": s.tp_size, "pipeline_parallel_size": s.pp_size}
     if s.dtype not in ("auto", None):
         user["dtype"] = s.dtype
     if s.quantization:
         user["quantization"] = s.quantization
-    return vllm.rank_inventories(spec, gpu, user, version)
+    counts = stage_layer_counts(spec, s, r) if s.pp_size > 1 else ()
+    return vllm.rank_inventories(spec, gpu, user, version, layer_counts=counts)
 
 
 @dataclass(frozen=True)
@@ -145,6 +164,7 @@ class Startup:
     total: int
     draft_weights: int = 0  # the speculative draft's own tensors (draft.py); 0 without a draft or when not sized
     draft_unsized: bool = False  # a draft whose weights this tool does not size
+    pp_leftover: str = ""  # pipeline stages: why this stage's budget holds more than its pool (the ranks' agreement)
 
     @property
     def draft_in_slack(self) -> int:
@@ -177,26 +197,77 @@ class Startup:
 
 
 def startup(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Startup:
+    """Stage 0's rank (every rank without pipeline parallelism)."""
+    return startups(spec, gpu, values, version)[0]
+
+
+def startups(spec: ModelSpec, gpu: Gpu, values: dict, version) -> tuple[Startup, ...]:
+    """One rank of each pipeline stage, stage 0 first: each loads its own layers and sizes its own cell, from the
+    free memory and token count the ranks agree on (rules pp_free_min, pp_tokens_min)."""
     s, r = resolve_settings(values, spec, gpu, version)
-    _, inventory = rank_inventories(spec, gpu, s, r)[0]
-    segments = allocator.segment_overhead(inventory.allocations)
-    weights = inventory.total_bytes + segments + calibration.LOAD_OVERHEAD.bytes
+    counts = stage_layer_counts(spec, s, r)
+    loads = [_stage_weights(inventory) for _, inventory in rank_inventories(spec, gpu, s, r)]
     context = calibration.CUDA_CONTEXT.bytes
-    # free memory before the weights (model_runner.py init_torch_distributed: get_available_gpu_memory, i.e.
-    # torch.cuda.mem_get_info's free): what other processes hold on the device is not there
     draft_bytes = draft.draft_weight_bytes(spec, s)
     # from 0.5.14 the pool is sized after the draft worker loaded: its weights are charged to the budget (draft.py)
     in_pool = draft_bytes or 0 if r["draft_weights_in"] == "pool" else 0
     head = draft.draft_model_spec(s)  # --speculative-draft-model-path's config (local or catalog), None without
-    pool = predict_pool(gpu.free_bytes - context, weights + in_pool, spec, s, version, head)
+    specs = [stages.stage_spec(spec, start, end) for start, end in stages.layer_ranges(counts)]
+    # free memory before the weights (model_runner.py init_torch_distributed: get_available_gpu_memory, i.e.
+    # torch.cuda.mem_get_info's free): what other processes hold on the device is not there. After the weights
+    # the MIN over ranks is the free memory of the rank that loaded most
+    free = gpu.free_bytes - context
+    agreed = max(w for _, _, w in loads) + in_pool if _free_is_min_over_stages(s, r) else None
+    pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed) for (_, _, w), sp in zip(loads, specs)]
+    own = [p.max_total_num_tokens for p in pools]
+    if len(pools) > 1 and r["pp_tokens_min"]:
+        pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed, min(own))
+                 for (_, _, w), sp in zip(loads, specs)]
+    return tuple(replace(_stage_startup(spec, gpu, s, r, load, pool, count, context, draft_bytes, head),
+                         pp_leftover=_pp_leftover(stage, loads, own, counts, pool.max_total_num_tokens))
+                 for stage, (load, pool, count) in enumerate(zip(loads, pools, counts)))
+
+
+def _pp_leftover(stage: int, loads: list, own: list[int], counts: tuple[int, ...], tokens: int) -> str:
+    """What the ranks' agreement leaves unused in this stage's budget ("" with one stage or none)."""
+    if len(loads) < 2:
+        return ""
+    words = []
+    heaviest = max(range(len(loads)), key=lambda i: loads[i][2])
+    if loads[heaviest][2] > loads[stage][2]:
+        words.append(f"the rest is sized from the free memory of stage {heaviest}, whose weights are "
+                     f"{(loads[heaviest][2] - loads[stage][2]) / GIB:.2f} GiB more (the MIN over ranks)")
+    if tokens < own[stage]:
+        binding = own.index(min(own))
+        words.append(f"every stage keeps stage {binding}'s {tokens:,} tokens ({counts[binding]} layers in its cell; "
+                     f"this stage's {counts[stage]} could hold {own[stage]:,})")
+    return "; ".join(words) or "the pool is whole cells and pages"
+
+
+def _stage_weights(inventory) -> tuple[int, int, int]:
+    """(tensors, allocator segments, "Load weight end. mem usage") of one rank."""
+    segments = allocator.segment_overhead(inventory.allocations)
+    return inventory.total_bytes, segments, inventory.total_bytes + segments + calibration.LOAD_OVERHEAD.bytes
+
+
+def _free_is_min_over_stages(s: SGLangSettings, r: Rules) -> bool:
+    """get_available_gpu_memory's MIN reaches the other stages' ranks: the world group from 0.4.7, before only
+    when tp > 1 turned the all_reduce on (its default group is the world)."""
+    return s.pp_size > 1 and (r["pp_free_min"] == "world" or s.tp_size > 1)
+
+
+def _stage_startup(spec: ModelSpec, gpu: Gpu, s: SGLangSettings, r: Rules, load: tuple[int, int, int],
+                   pool: PoolPrediction, layers: int, context: int, draft_bytes: int | None, head) -> Startup:
+    tensors, segments, weights = load
     rows = req_pool_size(max(pool.max_total_num_tokens, 1), pool.context_len, r)
     if s.max_running_requests is not None:  # ReqToTokenPool(size=max_num_reqs): the runner cuts the sizes there
         rows = min(rows, s.max_running_requests // s.dp_size + (1 if r["req_pool_plus_one"] else 0))
     sizes = graphs.capture_batch_sizes(s, r, gpu_memory_mib(gpu), rows)
-    layers = spec.num_layers // s.pp_size + graphs.draft_graph_layers(s, draft_layers(spec, s.speculative_algorithm, head) or 0)
+    # the decode graphs replay this stage's own layers (and the draft's)
+    graph_layers = layers + graphs.draft_graph_layers(s, draft_layers(spec, s.speculative_algorithm, head) or 0)
     piecewise_sizes, piecewise = graphs.piecewise_graph_bytes(s, r, spec.mla is not None)
-    return Startup(s, r, inventory.total_bytes, segments, weights, context, pool, calibration.BACKEND_INIT.bytes, tuple(sizes),
-                   graphs.decode_graph_bytes(sizes, layers), piecewise_sizes, piecewise, gpu.cuda_total_bytes,
+    return Startup(s, r, tensors, segments, weights, context, pool, calibration.BACKEND_INIT.bytes, tuple(sizes),
+                   graphs.decode_graph_bytes(sizes, graph_layers), piecewise_sizes, piecewise, gpu.cuda_total_bytes,
                    draft_bytes or 0, draft_bytes is None)
 
 
@@ -279,7 +350,8 @@ def _budget_node(st: Startup, parts: tuple[Component, ...]) -> Component:
                          _SOURCE + " profile_max_num_token", parts)
     if budget - allocated > MIB:
         parts += (Component("budget_unused", "budget the pool leaves unused", budget - allocated,
-                            "the pool is whole cells and pages", "sglang model_runner.py profile_max_num_token"),)
+                            st.pp_leftover or "the pool is whole cells and pages",
+                            "sglang model_runner.py profile_max_num_token"),)
     elif allocated > budget:
         reason += (f"; the pools' padding rows take {(allocated - budget) / MIB:.0f} MiB beyond it (slot 0's page in "
                    "each K/V buffer, one more Mamba row)")
@@ -365,13 +437,24 @@ def _draft_notes(st: Startup) -> tuple[str, ...]:
             f"layers ({shared}), {where}",)
 
 
+def _nvidia_smi_mib(st: Startup) -> int:
+    return int(round((st.total - max(st.available_after_graphs, 0)) / MIB))
+
+
+def _stage_figures(st: Startup, components: tuple[Component, Component] | None = None) -> StageFigures:
+    budget, outside = components or _components(st)
+    return StageFigures(budget, outside, st.weights, max(st.pool_bytes, 0), _nvidia_smi_mib(st))
+
+
 def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
-    st = startup(spec, gpu, values, version)
+    ranks = startups(spec, gpu, values, version)
+    st = ranks[0]  # the headline figures are stage 0's (GPU 0), as vLLM's
     p = st.pool
     budget, outside = _components(st)
-    cell = cell_size(spec, attention_tp(st.settings), st.settings.kv_cache_dtype, st.rules).bytes_per_token
+    first = first_stage_spec(spec, st.settings, st.rules)
+    cell = cell_size(first, attention_tp(st.settings), st.settings.kv_cache_dtype, st.rules).bytes_per_token
     tokens = max(p.max_total_num_tokens, 0)
-    smi = int(round((st.total - max(st.available_after_graphs, 0)) / MIB))
+    smi = _nvidia_smi_mib(st)
     lines = log_lines(p, st.rules.version, LogInputs.of(spec, st))
     notes = ("weights: vLLM's tensor inventory for the same model and TP (SGLang's layers are ports of vLLM's); "
              "quantized kernels' repacking is vLLM's",) + _draft_notes(st)
@@ -382,5 +465,6 @@ def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
         kv_cache_tokens=tokens, max_concurrency=tokens / p.context_len, max_model_len=p.context_len,
         nvidia_smi_used_mib=smi, outside_budget=outside, log_lines=tuple(lines), engine_figures=_figures(st),
         weights_explained=_weights_explained(st), notes=notes, failure=_failure(st),
-        devices=devices(st.settings, budget, outside, gpu.cuda_total_bytes, st.weights, max(st.pool_bytes, 0), smi),
+        devices=devices(st.settings, gpu.cuda_total_bytes, (_stage_figures(st, (budget, outside)),)
+                        + tuple(_stage_figures(other) for other in ranks[1:])),
     )

@@ -356,13 +356,17 @@ class PoolPrediction:
 
 
 def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: ModelSpec, settings: SGLangSettings,
-                 version=None, draft: ModelSpec | None = None) -> PoolPrediction:
+                 version=None, draft: ModelSpec | None = None, agreed_weights_bytes: int | None = None,
+                 tokens_cap: int | None = None) -> PoolPrediction:
     """The pool SGLang builds on one rank, from free memory after CUDA context / distributed init, the rank's
-    weights, the model and resolved settings (settings.resolve); `draft`: a separate draft's config when known."""
+    weights, the model and resolved settings (settings.resolve); `draft`: a separate draft's config when known.
+    Pipeline stages (stages.py): `agreed_weights_bytes`, the weights of the rank whose free memory the MIN over
+    ranks picks (the rest is sized from it); `tokens_cap`, the MIN of the stages' max_total_num_tokens."""
     r = rules(version)
     before = free_before_weights_bytes / GIB
     after = (free_before_weights_bytes - weights_bytes) / GIB
-    rest = rest_gib(before, after, settings.mem_fraction_static)
+    agreed = after if agreed_weights_bytes is None else (free_before_weights_bytes - agreed_weights_bytes) / GIB
+    rest = rest_gib(before, agreed, settings.mem_fraction_static)
     state = mamba_state(spec, settings.tp_size, r, settings.mamba_ssm_dtype) if r["mamba_pool"] else None
     per_slot = requests_per_slot(spec.architecture, r) if state is not None else None
     slots, kv_rest = None, rest
@@ -385,6 +389,8 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
         # 0.5.14+: the draft's KV layers ride in the target's cell (the draft pool holds as many tokens)
         grown = cell_with_draft(cell.bytes_per_token, kv_layers(spec), drafts, r) if in_cell else cell.bytes_per_token
         tokens = align_tokens(tokens_from_rest(kv_rest, grown), settings.page_size, r, settings.max_total_tokens)
+    if tokens_cap is not None:  # the stages agree on one count (rule pp_tokens_min); SWA: the full pool's
+        tokens = min(tokens, tokens_cap)
     context = context_len(spec, r, settings.context_length)
     k, v = kv_sizes_gib(max(tokens, 0), cell, settings.page_size, r.version)
     per_layer = cell.bytes_per_token // max(kv_layers(spec), 1)

@@ -128,6 +128,19 @@ RULE_CHANGES: tuple[Rule, ...] = (
     # rest_GiB = avail_after_weights - avail_before_weights * (1 - mfs); "before" = min free over ranks after dist init
     Rule(_v("0.4.0"), "pool_budget", "rest_after_load", "model_runner.py 0.4.0 profile_max_num_token(total_gpu_memory)"),
     Rule(_v("0.4.0"), "avail_all_reduce_min", True, "utils.py get_available_gpu_memory(distributed=tp>1): MIN over ranks"),
+    # --- Pipeline parallelism (stages.py) ---
+    # distributed/utils.py get_pp_indices: an even split, the remainder (num_layers % pp) on ...
+    Rule(_v("0.4.0"), "pp_remainder_layers", "last_stage", "distributed/utils.py <= 0.5.5: the last partition takes them all"),
+    Rule(_v("0.5.6"), "pp_remainder_layers", "last_stages", "distributed/utils.py 0.5.6: the last N partitions one each"),
+    # whose free memory the pool's rest is taken from: get_available_gpu_memory's MIN all_reduce
+    Rule(_v("0.4.0"), "pp_free_min", "with_tp", "model_runner.py 0.4.6.post2: distributed=tp_size > 1, default "
+         "(world) group: with --tp 1 each stage reads its own free memory"),
+    Rule(_v("0.4.7"), "pp_free_min", "world", "model_runner.py 0.4.7: distributed=world_size > 1, the world's cpu_group "
+         "(every TP rank of every stage; 0.5.23 kv_cache_configurator.py _profile_available_bytes the same)"),
+    # max_total_num_tokens: each stage's own (its own layers in the cell) or the minimum over the stages
+    Rule(_v("0.4.0"), "pp_tokens_min", False, "model_runner.py <= 0.5.1: each stage keeps the tokens of its own cell"),
+    Rule(_v("0.5.2"), "pp_tokens_min", True, "model_runner.py 0.5.2 init_memory_pool: all_reduce MIN over the world "
+         "group when pp_size > 1 (0.5.23 kv_cache_configurator.py _apply_token_constraints the same)"),
     Rule(_v("0.4.0"), "mha_cell", "kv_heads_x_head_dim_x2", "model_runner.py 0.4.0: heads/tp * head_dim * layers * 2 * dtype"),
     Rule(_v("0.5.3"), "mha_cell", "head_dim_plus_v_head_dim", "0.5.3: heads/attn_tp * (head_dim + v_head_dim) * layers * dtype"),
     # EAGLE / STANDALONE (and MTP, an EAGLE variant): the draft's KV layers share the target's token count

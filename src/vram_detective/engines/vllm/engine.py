@@ -210,10 +210,11 @@ class VllmEngine:
 
         return kv_plan_for_budget(spec, gpu, settings, version, kv_budget_bytes)
 
-    def rank_inventories(self, spec, gpu, settings: dict, version) -> list:
+    def rank_inventories(self, spec, gpu, settings: dict, version, layer_counts: tuple[int, ...] = ()) -> list:
+        """`layer_counts`: another engine's split of the layers over the pipeline stages (SGLang's own)."""
         from .weights_plan import rank_inventories
 
-        return rank_inventories(spec, gpu, settings, version)
+        return rank_inventories(spec, gpu, settings, version, layer_counts=layer_counts)
 
     def checkpoint_report(self, spec, gpu, settings: dict, version, checkpoint):
         from .weights_plan import checkpoint_report

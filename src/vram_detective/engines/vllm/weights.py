@@ -78,6 +78,8 @@ class Shard:
     expert_parallel: bool = False  # --enable-expert-parallel: experts split across the TP ranks
     remainder_to_last_stage: bool = False  # vLLM <= 0.7: uneven layers go to the last stage
     data_parallel_size: int = 1  # MoE experts are sharded across DP x TP (fused_moe/config.py)
+    # another engine's own split of the layers over the stages (SGLang's get_pp_indices); () = vLLM's
+    layer_counts: tuple[int, ...] = ()
 
 
     @property
@@ -194,7 +196,8 @@ class _Rank:
                  kernel: KernelLayout | None, lora: LoraSlots | None):
         self.spec, self.dtype, self.shard, self.quant, self.kernel, self.lora = spec, dtype, shard, quant, kernel, lora
         self.tp = shard.tensor_parallel_size
-        counts = pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size, shard.remainder_to_last_stage)
+        counts = shard.layer_counts or pipeline_layer_counts(spec.num_layers, shard.pipeline_parallel_size,
+                                                             shard.remainder_to_last_stage)
         self.layers = counts[shard.pipeline_stage]
         self.first_layer = sum(counts[: shard.pipeline_stage])
         self.layer_pattern = f"model.layers.{{{self.first_layer}..{self.first_layer + self.layers - 1}}}"

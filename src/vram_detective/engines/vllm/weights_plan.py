@@ -95,9 +95,10 @@ def checkpoint_report(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, t
 
 
 def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version,
-                     batched_tokens: int | None = None) -> list[tuple[int, Inventory]]:
+                     batched_tokens: int | None = None, layer_counts: tuple[int, ...] = ()) -> list[tuple[int, Inventory]]:
     """(pipeline stage, inventory of one of its ranks) as plan() builds them, the drafter included: for
-    `explain --tensors` and the advisor's sweep (which asks for each batched-token count it needs)."""
+    `explain --tensors` and the advisor's sweep (which asks for each batched-token count it needs).
+    `layer_counts`: the layers each stage holds when another engine splits them its own way (SGLang)."""
     settings, release = resolve_settings(user_settings, spec, gpu, release_rules, version)
     spec = _engine_rope_rows(spec, settings)
     weights_plan = plan_weights(spec, settings, gpu, release)
@@ -106,7 +107,8 @@ def rank_inventories(spec: ModelSpec, gpu: Gpu, user_settings: dict, version,
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     out = []
     for stage in range(pp):
-        shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size)
+        shard = Shard(tp, stage, pp, settings.enable_expert_parallel, to_last, settings.data_parallel_size,
+                      tuple(layer_counts))
         out.append((stage, _loaded_inventory(spec, settings, release, gpu, weights_plan, lora, shard, batched_tokens)))
     return out
 

@@ -190,7 +190,10 @@ def random_compare(rng: random.Random, models: list[str], gpus: list[str]) -> di
     return {"model": rng.choice(models), "gpu": rng.choice(gpus),
             "context": rng.choice([None, None, 4096, 32768, 131072, 1, 0, -5, 1 << 40]),
             "tp": rng.choice([1, 1, 1, 2, 4, 8, 0, -1, 3]), "engines": engines, "versions": versions,
-            "gguf_type": rng.choice([None, None, "Q4_K_M", "Q8_0", "Q5_K_M", "Q9", ""])}
+            "gguf_type": rng.choice([None, None, "Q4_K_M", "Q8_0", "Q5_K_M", "Q9", ""]),
+            "speculation": rng.choice([None, None, None, {"method": rng.choice(["mtp", "eagle", "eagle3", "ngram"]),
+                                                          "tokens": rng.choice([1, 3, 5, 64])},
+                                       {"method": "draft_model", "draft_model": rng.choice(models), "tokens": 4}])}
 
 
 def run_compare(call: dict):
@@ -204,7 +207,7 @@ def compare_problems(call: dict, answer: dict) -> list[str]:
     from vram_detective import api
     from vram_detective.compare import DEFAULT_GGUF_TYPE
     from vram_detective.engines import get_engine
-    from vram_detective.engines.base import common_settings
+    from vram_detective.engines.base import Speculation, common_settings
     from vram_detective.render import to_json
 
     found = []
@@ -214,6 +217,8 @@ def compare_problems(call: dict, answer: dict) -> list[str]:
         values = common_settings(engine, context=call["context"], gpus=call["tp"])
         if engine.gguf_mixes:
             values.setdefault("gguf_type", call["gguf_type"] or DEFAULT_GGUF_TYPE)
+        if call.get("speculation"):
+            values.update(engine.speculative_settings(Speculation(**call["speculation"])))
         expected = to_json(api.explain(call["model"], call["gpu"], engine=name,
                                        engine_version=call["versions"].get(name), **values))
         if _figures(expected) != _figures(column):

@@ -97,6 +97,19 @@ def test_sglang_reads_vllms_names_for_its_own_settings(capsys):
     assert (code, out["max_model_len"]) == (0, 8192)
 
 
+def test_sglangs_own_parallel_flags_on_the_command_line(capsys):
+    """Was: `--tp 2 --pp-size 2` refused as unrecognized (their flag also had vLLM's --tensor-parallel-size name,
+    so all of its names were dropped); now each name another engine has not taken stays SGLang's."""
+    code, out, err = _explain(capsys, "Qwen/Qwen3-32B", "--gpu", "4090", "--tp", "2", "--pp-size", "2")
+    code_line, line, _ = _explain(capsys, "--gpu", "4090", "--", "python", "-m", "sglang.launch_server",
+                                  "--model-path", "Qwen/Qwen3-32B", "--tp-size", "2", "--pp", "2")
+    assert (code, code_line, out["engine_name"]) == (0, 0, "sglang"), err
+    assert out == line and len(out["devices"]) == 4
+    assert (out["settings"]["tp_size"]["value"], out["settings"]["pp_size"]["value"]) == (2, 2)
+    code = main(["explain", "Qwen/Qwen3-8B", "--gpu", "H100", "--engine", "vllm", "--tp", "2"])
+    assert code == 2 and "--tp is SGLang's flag, not vLLM's" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("spelling", ["llama.cpp", "llama-cpp", "LlamaCpp", "llamacpp"])
 def test_llamacpp_spellings(capsys, spelling):
     assert canonical(spelling) == "llamacpp"

@@ -34,6 +34,27 @@ def test_parse_json_dict_and_method_inference():
         parse_speculative_config({"method": "lookahead-magic"})
 
 
+@pytest.mark.parametrize("method", ["eagle", "eagle3", "medusa", "draft_model"])
+def test_a_method_that_loads_a_draft_needs_one(method):
+    """vLLM refuses a draft method without a model (0.19.0 config/speculative.py: 'num_speculative_tokens was
+    provided but without speculative model'); was: a head sized from nothing, its bytes missing from the total."""
+    with pytest.raises(SpeculativeConfigError, match="needs a draft model"):
+        parse_speculative_config({"method": method, "num_speculative_tokens": 2})
+
+
+@pytest.mark.parametrize("config", [EAGLE, DRAFT, {"method": "ngram", "num_speculative_tokens": 3,
+                                                   "prompt_lookup_max": 4}])
+def test_theory_vs_reality_counts_the_drafter_once(config):
+    """Theory is the target's parameters (as without a draft); the drafter is its own step, so the rest is the
+    same small buffers as without a draft (was: the drafter's parameters in theory and in its step, the rest
+    negative by as much)."""
+    plain = {step.key: step.bytes for step in explain(TARGET, "H100").weights_explained}
+    drafted = {step.key: step.bytes for step in explain(TARGET, "H100", speculative_config=config).weights_explained}
+    assert drafted["theory"] == plain["theory"] and drafted["buffers"] == plain["buffers"] >= 0
+    assert drafted["reality"] - plain["reality"] == drafted.get("draft", 0) + (
+        drafted["allocator_rounding"] - plain["allocator_rounding"])
+
+
 def test_launch_line_speculative_config():
     line = parse_launch_line(
         "vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config "

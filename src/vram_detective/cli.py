@@ -43,13 +43,19 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
     """Each engine's own flags (vLLM's first); a flag name an earlier engine took is that engine's (vLLM's
-    --tensor-parallel-size, --dtype, --kv-cache-dtype, --quantization also set SGLang's settings)."""
+    --tensor-parallel-size, --dtype, --kv-cache-dtype, --quantization also set SGLang's settings), the flag's
+    other names stay the later engine's own (SGLang's --tp and --pp-size)."""
+    from dataclasses import replace
+
     from .engines import get_engine
 
     for name in ENGINES:
         engine = get_engine(name)
-        flags = [flag for flag in engine.launch.flags
-                 if not any(option in parser._option_string_actions for option in flag.names)]
+        flags = []
+        for flag in engine.launch.flags:
+            names = tuple(option for option in flag.names if option not in parser._option_string_actions)
+            if names:
+                flags.append(replace(flag, names=names) if names != flag.names else flag)
         _add_engine_flags(parser.add_argument_group(f"{engine.label} settings ({engine.label}'s own flag names)"),
                           flags, engine.launch.parse_value)
 

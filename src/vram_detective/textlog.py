@@ -53,6 +53,9 @@ class LineReader:
         # and resets it): 100 MB of bare "\r" costs one step a run, not one a line
         self.collapse_blank = collapse_blank
         self.blank_skipped = 0
+        self._pending: list[str] = []  # the line read so far, its pieces (a line can span chunks)
+        self._pending_len = 0
+        self._skipping = False  # inside the rest of an over-long line
 
     def _read(self, size: int) -> bytes:
         data = self._stream.read(size)
@@ -66,21 +69,13 @@ class LineReader:
         chunk = self._read(SNIFF_BYTES)
         if _looks_binary(chunk):
             raise LogInputError(f"{self.name} is not a text log (binary data)")
-        pending: list[str] = []
-        pending_len = 0
-        skipping = False
+        self._pending, self._pending_len, self._skipping = [], 0, False
         carry = ""
         while True:
             final = not chunk
-            if skipping and not final:
-                # the rest of an over-long line: find its end in the raw bytes, decode nothing before it
-                cut = min((i for i in (chunk.find(b"\n"), chunk.find(b"\r")) if i >= 0), default=-1)
-                if cut < 0:
-                    chunk = self._read(CHUNK_BYTES)
-                    continue
-                decoder.reset()
-                skipping, carry = False, ""
-                chunk = chunk[cut + 1:] or self._read(CHUNK_BYTES)
+            if self._skipping and not final:
+                chunk = self._past_long_line(chunk, decoder)
+                carry = carry if self._skipping else ""
                 continue
             text = carry + decoder.decode(chunk, final=final)
             carry = ""
@@ -88,41 +83,56 @@ class LineReader:
                 carry, text = "\r", text[:-1]
             if "\r" in text:
                 text = text.replace("\r\n", "\n").replace("\r", "\n")
-            start = 0
-            while True:
-                newline = text.find("\n", start)
-                if newline < 0:
-                    break
-                if skipping:
-                    skipping = False
-                elif self.collapse_blank and newline == start and not pending:
-                    end = _NEWLINES.match(text, newline).end()
-                    yield ""
-                    self.blank_skipped += end - newline - 1
-                    start = end
-                    continue
-                else:
-                    piece = text[start:newline]
-                    if pending:
-                        piece = "".join(pending) + piece
-                        pending, pending_len = [], 0
-                    if len(piece) > MAX_LINE_CHARS:
-                        self.truncated += 1
-                        piece = piece[:MAX_LINE_CHARS]
-                    yield piece
-                start = newline + 1
-            rest = text[start:]
-            if rest and not skipping:
-                pending.append(rest)
-                pending_len += len(rest)
-                if pending_len > MAX_LINE_CHARS:
-                    line = "".join(pending)[:MAX_LINE_CHARS]
-                    pending, pending_len = [], 0
-                    self.truncated += 1
-                    skipping = True
-                    yield line
+            yield from self._lines(text)
             if final:
                 break
             chunk = self._read(CHUNK_BYTES)
-        if pending and not skipping:
-            yield "".join(pending)
+        if self._pending and not self._skipping:
+            yield "".join(self._pending)
+
+    def _past_long_line(self, chunk: bytes, decoder) -> bytes:
+        """The rest of an over-long line: find its end in the raw bytes, decode nothing before it; the next bytes
+        to read (skipping ends where the line does)."""
+        cut = min((i for i in (chunk.find(b"\n"), chunk.find(b"\r")) if i >= 0), default=-1)
+        if cut < 0:
+            return self._read(CHUNK_BYTES)
+        decoder.reset()
+        self._skipping = False
+        return chunk[cut + 1:] or self._read(CHUNK_BYTES)
+
+    def _lines(self, text: str):
+        """The whole lines in decoded `text` (the part before its first newline completes the pending line); what
+        follows the last newline waits in `_pending`, cut at MAX_LINE_CHARS."""
+        start = 0
+        while True:
+            newline = text.find("\n", start)
+            if newline < 0:
+                break
+            if self._skipping:
+                self._skipping = False
+            elif self.collapse_blank and newline == start and not self._pending:
+                end = _NEWLINES.match(text, newline).end()
+                yield ""
+                self.blank_skipped += end - newline - 1
+                start = end
+                continue
+            else:
+                piece = text[start:newline]
+                if self._pending:
+                    piece = "".join(self._pending) + piece
+                    self._pending, self._pending_len = [], 0
+                if len(piece) > MAX_LINE_CHARS:
+                    self.truncated += 1
+                    piece = piece[:MAX_LINE_CHARS]
+                yield piece
+            start = newline + 1
+        rest = text[start:]
+        if rest and not self._skipping:
+            self._pending.append(rest)
+            self._pending_len += len(rest)
+            if self._pending_len > MAX_LINE_CHARS:
+                line = "".join(self._pending)[:MAX_LINE_CHARS]
+                self._pending, self._pending_len = [], 0
+                self.truncated += 1
+                self._skipping = True
+                yield line

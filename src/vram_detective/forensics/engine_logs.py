@@ -25,15 +25,10 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
     """`extra`: more of the engine's own output read with the log (Ollama's `ollama ps`); `skipped_bytes`: the
     middle of a long log left out (forensics/command.py bounded_text), said in a note."""
     from ..engines import get_engine
+    from .serving import read_serving_stats
 
     engine = get_engine(engine_name)
-    observed = engine.logs.parse(text)
-    if extra:
-        observed.update({key: value for key, value in engine.logs.parse(extra).items() if key not in observed})
-    if smi is not None and smi.gpus:
-        observed.update({key: value for key, value in (("nvidia_smi_used_mib", smi.gpu(0).used_mib),
-                                                        ("nvidia_smi_total_mib", smi.gpu(0).total_mib))
-                         if value is not None})
+    observed = _observed(engine, text, extra, smi)
     settings, version_basis = _settings_and_version(engine, text, version)
     model = model or settings.pop("model_path", None)
     gpu_basis = "--gpu" if gpu else None
@@ -53,29 +48,52 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
     if observed.get("startup_failed"):
         report["failure"] = failure_line(text)
     report["findings"] = engine.log_findings(observed)
-    from .serving import read_serving_stats
-
     report["serving"] = read_serving_stats(text).to_dict(pool_gib=_pool_gib(observed))
     breakdown = None
     report["what_if"] = None
     if model and gpu:
         report["comparison"], breakdown = _compare(engine, model, gpu, version_basis[0], settings, observed,
                                                    report["notes"])
-
-    elif unknown:
-        report["notes"].append(f"the log names {unknown}, which the catalog does not know: give --gpu (the nearest "
-                               "catalog card, or --gpu-memory) for a comparison")
-    elif not gpu:
-        report["notes"].append(f"GPU not known: this {engine.label} log names no device and quotes no nvidia-smi "
-                               "reading, so no comparison against a made-up card; give --gpu (and --model when the "
-                               "log does not name it)")
-    elif not model:
-        report["notes"].append("model not named in the log: give --model for the comparison")
+    else:
+        report["notes"].append(_why_not_compared(engine, model, gpu, unknown))
     report["labels"] = {key: figure_label(engine, key) for key in observed}
+    report["setting_flags"] = _setting_flags(engine, settings)
+    _answer(report, engine, observed, breakdown)
+    return report
+
+
+def _observed(engine, text: str, extra: str | None, smi) -> dict:
+    """The log's figures, then what `extra` adds, then GPU 0's nvidia-smi reading."""
+    observed = engine.logs.parse(text)
+    if extra:
+        observed.update({key: value for key, value in engine.logs.parse(extra).items() if key not in observed})
+    if smi is not None and smi.gpus:
+        observed.update({key: value for key, value in (("nvidia_smi_used_mib", smi.gpu(0).used_mib),
+                                                        ("nvidia_smi_total_mib", smi.gpu(0).total_mib))
+                         if value is not None})
+    return observed
+
+
+def _why_not_compared(engine, model, gpu, unknown) -> str:
+    if unknown:
+        return (f"the log names {unknown}, which the catalog does not know: give --gpu (the nearest catalog card, "
+                "or --gpu-memory) for a comparison")
+    if not gpu:
+        return (f"GPU not known: this {engine.label} log names no device and quotes no nvidia-smi reading, so no "
+                "comparison against a made-up card; give --gpu (and --model when the log does not name it)")
+    return "model not named in the log: give --model for the comparison"
+
+
+def _setting_flags(engine, settings: dict) -> dict:
     flags: dict = {}
     for flag in engine.launch.flags:  # a setting's first flag (llama.cpp's -ctk before its --type_k alias)
         flags.setdefault(flag.setting, flag.names[0])
-    report["setting_flags"] = {key: flags[key] for key in settings if key in flags}
+    return {key: flags[key] for key in settings if key in flags}
+
+
+def _answer(report: dict, engine, observed: dict, breakdown) -> None:
+    """The report's answer (what the log's figures and the prediction say) and, with a prediction, what to change:
+    the engine's own levers, one at a time (changes.py)."""
     from .engine_answer import engine_answer
 
     memory = engine.log_memory(observed)
@@ -85,13 +103,12 @@ def build_engine_report(text: str, engine_name: str, *, log: str, model=None, gp
         if memory.get("devices"):
             memory["devices"] = [dict(device, context_gib=context) for device in memory["devices"]]
     report["answer"] = engine_answer(report, memory, breakdown)
-    if breakdown is not None:  # what to change: the engine's own levers, one at a time (changes.py)
+    if breakdown is not None:
         from .changes import from_whatif
 
         bar = report["answer"].get("bar") or {}
-        report["what_if"] = from_whatif(model, gpu, engine, breakdown.engine_version, _known(engine, settings),
-                                        bar.get("used_mib"))
-    return report
+        report["what_if"] = from_whatif(report["model"], report["gpu"], engine, breakdown.engine_version,
+                                        _known(engine, report["settings"]), bar.get("used_mib"))
 
 
 _ERROR = re.compile(r"\b\w*(?:Error|Exception)\b: |out of memory|failed to allocate|\berror: ", re.I)

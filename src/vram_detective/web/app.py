@@ -415,24 +415,51 @@ ROUTES = [("/api/explain", "explain", BOTH), ("/api/whatif", "whatif", BOTH), ("
           ("/fragment/simulate", "fragment/simulate", BOTH)]
 
 
+SAME = "exactly what `vram-detective {} --json` prints for the same inputs"
+
+
+def _query(*pairs) -> list[dict]:
+    return [{"name": name, "in": "query", "description": text} for name, text in pairs]
+
+
+MODEL_PARAMS = _query(
+    ("model", "catalog or Hub repo id (a local path only under --allow-local-models DIR)"),
+    ("gpu", 'GPU name or alias ("RTX 4090", "H100")'), ("gpu_memory", "a custom GPU size instead, e.g. 23.65GiB"),
+    ("engine", "vllm (default), sglang, llamacpp or ollama"), ("version", "the engine release (default: newest)"),
+    ("line", "a pasted launch line (its model and flags)"),
+    ("<setting>", "any engine setting by its snake_case name (max_model_len=32k, gpu_memory_utilization=0.8, "
+                  "enforce_eager=true)"))
+FIT_PARAMS = _query(("context", "tokens per request, e.g. 32k"), ("concurrency", "requests at once"),
+                    ("max_gpu_memory", "nvidia-smi ceiling per GPU, e.g. 20GiB"), ("gpus", "GPUs available"),
+                    ("top", "candidates to list"))
+COMPARE_PARAMS = _query(
+    ("model", "catalog or Hub repo id"), ("gpu", 'GPU name or alias ("RTX 4090", "H100")'),
+    ("context", "tokens per request, e.g. 32k (default: each engine's own)"), ("tp", "GPUs the model is split over"),
+    ("engines", "engines side by side, e.g. vllm,sglang,llamacpp,ollama"),
+    ("gguf_type", "llama.cpp / Ollama without a GGUF file: the quantization mix (default Q4_K_M)"),
+    ("speculative", "speculative decoding on every engine: mtp, eagle, eagle3, ngram or draft_model"),
+    ("draft_model", "the draft checkpoint"), ("draft_tokens", "tokens proposed per step (default 3)"))
+SIMULATE_PARAMS = _query(
+    ("workload", "chat | rag | longdoc | agent [:rate=R,duration=S,users=N,think=S,burst=N,period=S,requests=N], "
+                 "e.g. chat:rate=2,duration=120"),
+    ("seed", "the workload's random seed (default 0)"), ("preemption_budget", "default 0.01"))
+
+
+def _body(properties: dict, text: str, max_body: int, required: list | None = None) -> dict:
+    """A request body as JSON (these properties) or as plain text (`text`), at most `max_body` bytes."""
+    schema = {"type": "object", "properties": properties, **({"required": required} if required else {})}
+    return {"content": {"application/json": {"schema": schema},
+                        "text/plain": {"schema": {"type": "string", "description": text}}},
+            "description": f"at most {max_body:,} bytes"}
+
+
 def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
     """An OpenAPI-style description of the JSON API (served at /api)."""
-    model_params = [
-        {"name": "model", "in": "query", "description": "catalog or Hub repo id (a local path only under "
-                                                         "--allow-local-models DIR)"},
-        {"name": "gpu", "in": "query", "description": 'GPU name or alias ("RTX 4090", "H100")'},
-        {"name": "gpu_memory", "in": "query", "description": "a custom GPU size instead, e.g. 23.65GiB"},
-        {"name": "engine", "in": "query", "description": "vllm (default), sglang, llamacpp or ollama"},
-        {"name": "version", "in": "query", "description": "the engine release (default: newest)"},
-        {"name": "line", "in": "query", "description": "a pasted launch line (its model and flags)"},
-        {"name": "<setting>", "in": "query", "description": "any engine setting by its snake_case name "
-                                                            "(max_model_len=32k, gpu_memory_utilization=0.8, enforce_eager=true)"},
-    ]
-    same = "exactly what `vram-detective {} --json` prints for the same inputs"
-    fit_params = [{"name": name, "in": "query", "description": text} for name, text in (
-        ("context", "tokens per request, e.g. 32k"), ("concurrency", "requests at once"),
-        ("max_gpu_memory", "nvidia-smi ceiling per GPU, e.g. 20GiB"), ("gpus", "GPUs available"),
-        ("top", "candidates to list"))]
+    text = {"type": "string"}
+    logs = _body({"log": text, "nvidia_smi": text, "model": text, "gpu": text, "version": text, "engine": text,
+                  "tp": {"type": "integer"}}, "the log", max_body)
+    cases = _body({"cases": {"description": "JSONL text, or a list of case objects (groundtruth/SCHEMA.md)"},
+                   "from_logs": {"type": "boolean"}}, "JSONL cases", max_body, ["cases"])
     return {
         "openapi": "3.0.3",
         "info": {"title": "vram-detective", "description": "GPU memory predictions as JSON. Errors: "
@@ -441,34 +468,19 @@ def api_description(max_body: int = service.MAX_BODY_BYTES) -> dict:
                  "would refuse to start: then the body is what --json prints, with startup_failed true), 503 (past "
                  "its computation budget: serve --request-budget), 500."},
         "paths": {
-            "/api/explain": {"get": {"summary": same.format("explain"), "parameters": model_params}},
-            "/api/whatif": {"get": {"summary": same.format("whatif"), "parameters": model_params}},
-            "/api/fit": {"get": {"summary": same.format("fit"), "parameters": model_params + fit_params}},
-            "/api/logs": {"post": {"summary": same.format("logs -") + " (the log read from the body, never "
-                                   "written to disk); no log, nvidia_smi and model: " + same.format(
+            "/api/explain": {"get": {"summary": SAME.format("explain"), "parameters": MODEL_PARAMS}},
+            "/api/whatif": {"get": {"summary": SAME.format("whatif"), "parameters": MODEL_PARAMS}},
+            "/api/fit": {"get": {"summary": SAME.format("fit"), "parameters": MODEL_PARAMS + FIT_PARAMS}},
+            "/api/compare": {"get": {"summary": SAME.format("compare"), "parameters": COMPARE_PARAMS}},
+            "/api/logs": {"post": {"summary": SAME.format("logs -") + " (the log read from the body, never written "
+                                   "to disk); no log, nvidia_smi and model: " + SAME.format(
                                        "logs --nvidia-smi F --model M") + " (engine, tp: the engine that ran)",
-                                   "requestBody": {"content": {
-                                       "application/json": {"schema": {"type": "object", "properties": {
-                                           "log": {"type": "string"}, "nvidia_smi": {"type": "string"},
-                                           "model": {"type": "string"}, "gpu": {"type": "string"},
-                                           "version": {"type": "string"}, "engine": {"type": "string"},
-                                           "tp": {"type": "integer"}}}},
-                                       "text/plain": {"schema": {"type": "string", "description": "the log"}}},
-                                       "description": f"at most {max_body:,} bytes"}}},
-            "/api/score": {"post": {"summary": same.format("score FILE --catalog-only") + " for the ground-truth "
+                                   "requestBody": logs}},
+            "/api/score": {"post": {"summary": SAME.format("score FILE --catalog-only") + " for the ground-truth "
                                     "cases in the body (models from the catalog; nothing read from disk)",
-                                    "requestBody": {"content": {
-                                        "application/json": {"schema": {"type": "object", "properties": {
-                                            "cases": {"description": "JSONL text, or a list of case objects "
-                                                      "(groundtruth/SCHEMA.md)"},
-                                            "from_logs": {"type": "boolean"}}, "required": ["cases"]}},
-                                        "text/plain": {"schema": {"type": "string", "description": "JSONL cases"}}},
-                                        "description": f"at most {max_body:,} bytes"}}},
-            "/api/simulate": {"get": {"summary": same.format("simulate") + simulate_caps(), "parameters": model_params + [
-                {"name": "workload", "in": "query", "description": "chat | rag | longdoc | agent [:rate=R,duration=S,"
-                 "users=N,think=S,burst=N,period=S,requests=N], e.g. chat:rate=2,duration=120"},
-                {"name": "seed", "in": "query", "description": "the workload's random seed (default 0)"},
-                {"name": "preemption_budget", "in": "query", "description": "default 0.01"}]},
+                                    "requestBody": cases}},
+            "/api/simulate": {"get": {"summary": SAME.format("simulate") + simulate_caps(),
+                                      "parameters": MODEL_PARAMS + SIMULATE_PARAMS},
                               "post": {"summary": "the same, with a pasted JSONL trace: a JSON body {\"trace\": "
                                        "\"one request a line\"} (timestamp, prompt_tokens, output_tokens, optional "
                                        "prefix_id, prefix_tokens, session)"}},

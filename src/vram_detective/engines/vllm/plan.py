@@ -84,10 +84,7 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
     layer_counts = pipeline_layer_counts(spec.num_layers, settings.pipeline_parallel_size,
                                          bool(release["pp_remainder_to_last"]))
     attention, workers = attention_layers(spec, settings, release, layer_counts)
-    non_torch_inside, non_torch_outside, non_torch_reason = profile.non_torch(gpu, settings, release, spec)
-    if gpu.in_use_bytes and settings.engine == "v1" and release["v1_non_torch_counts_other_processes"]:
-        non_torch_inside += gpu.in_use_bytes  # the rule's source: other processes' memory read as non-torch
-        non_torch_reason += f"; + {gpu.in_use_bytes / GIB:.2f} GiB other processes hold (counted before 0.9.1)"
+    non_torch_inside, non_torch_outside, non_torch_reason = _non_torch(gpu, settings, release, spec)
     stages = _stages(spec, gpu, settings, release, layer_counts, budget, non_torch_inside, gguf_checkpoint)
     budgets = [stage.figures.kv_cache_bytes for stage in stages]
     kv, settings, auto_fit_line = _kv_plan(attention, workers, budgets, settings, release)
@@ -116,14 +113,8 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
                                   peak.activation_peak_bytes)
     # vLLM's profiled "activation peak" holds the V0 Mamba state cache (allocated inside the profile run)
     logged_peak = peak.activation_peak_bytes + first.mamba_cache[0]
-    figures = LogFigures(
-        total_bytes=total, utilization=settings.gpu_memory_utilization, weights_bytes=rank0.weights_bytes,
-        activation_bytes=logged_peak, non_torch_bytes=non_torch_inside,
-        context_bytes=profile.CUDA_CONTEXT, kv_bytes=available, num_gpu_blocks=kv.num_blocks,
-        num_cpu_blocks=cpu_blocks, kv_tokens=kv.kv_cache_tokens, max_concurrency=kv.max_concurrency,
-        max_model_len=settings.max_model_len, graph_bytes=graphs.bytes, graph_estimate_bytes=graphs.estimate_bytes,
-        graphs_captured=not settings.enforce_eager,
-    )
+    figures = _log_figures(total, settings, rank0.weights_bytes, logged_peak, non_torch_inside, available, kv,
+                           cpu_blocks, graphs)
     lines = _startup_lines(release, figures, kv.log_lines + ((auto_fit_line,) if auto_fit_line else ()), failure,
                            max(rank.weights_bytes for rank in ranks) <= total)
     return Breakdown(
@@ -142,6 +133,29 @@ def plan(spec: ModelSpec, gpu: Gpu, user_settings: dict, version, gguf_checkpoin
         per_rank=tuple(ranks) if len(ranks) > 1 else (),
         devices=devices(stages, ranks, settings, total, non_torch_inside, non_torch_outside,
                         lambda resident, activation: nvidia_smi_used_mib(total, settings.engine, resident, activation)),
+    )
+
+
+def _non_torch(gpu: Gpu, settings: EngineSettings, release: Release, spec: ModelSpec) -> tuple[int, int, str]:
+    """(non-torch memory inside the budget, outside it, why): V1 before 0.9.1 also reads other processes' memory
+    as its own non-torch memory."""
+    inside, outside, reason = profile.non_torch(gpu, settings, release, spec)
+    if gpu.in_use_bytes and settings.engine == "v1" and release["v1_non_torch_counts_other_processes"]:
+        inside += gpu.in_use_bytes  # the rule's source: other processes' memory read as non-torch
+        reason += f"; + {gpu.in_use_bytes / GIB:.2f} GiB other processes hold (counted before 0.9.1)"
+    return inside, outside, reason
+
+
+def _log_figures(total: int, settings: EngineSettings, weights: int, logged_peak: int, non_torch_inside: int,
+                 available: int, kv, cpu_blocks: int, graphs) -> LogFigures:
+    """The figures the release's startup lines print (rank 0's)."""
+    return LogFigures(
+        total_bytes=total, utilization=settings.gpu_memory_utilization, weights_bytes=weights,
+        activation_bytes=logged_peak, non_torch_bytes=non_torch_inside,
+        context_bytes=profile.CUDA_CONTEXT, kv_bytes=available, num_gpu_blocks=kv.num_blocks,
+        num_cpu_blocks=cpu_blocks, kv_tokens=kv.kv_cache_tokens, max_concurrency=kv.max_concurrency,
+        max_model_len=settings.max_model_len, graph_bytes=graphs.bytes, graph_estimate_bytes=graphs.estimate_bytes,
+        graphs_captured=not settings.enforce_eager,
     )
 
 

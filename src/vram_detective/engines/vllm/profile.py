@@ -362,72 +362,88 @@ def activation_peak(spec: ModelSpec, settings: EngineSettings, release: Release,
                     gpu: Gpu | None = None) -> ProfileEstimate:
     """`gpu`: the card, for what the release sizes by it (the Triton sampler's rows, cuBLAS's workspace); None leaves
     those terms out."""
-    tp = settings.tensor_parallel_size
     tokens = settings.max_num_batched_tokens
     requests = min(settings.max_num_seqs, tokens)
-    hidden, intermediate = spec.hidden_size, spec.intermediate_size // tp
-    forward = tokens * (HIDDEN_TENSORS_AT_PEAK * hidden + INTERMEDIATE_TENSORS_AT_PEAK * intermediate) * dtype_bytes
-    if spec.moe is not None:
-        moe = spec.moe
-        moe_ranks = tp * settings.data_parallel_size
-        expert_intermediate = moe.expert_intermediate if settings.enable_expert_parallel else moe.expert_intermediate // moe_ranks
-        chunk = min(tokens, FUSED_MOE_CHUNK_TOKENS)
-        moe_forward = (tokens * HIDDEN_TENSORS_AT_PEAK * hidden
-                       + chunk * moe.experts_per_token * (max(2 * expert_intermediate, hidden) + expert_intermediate)) * dtype_bytes
-        workspace = moe_workspace_bytes(spec, settings, release, dtype_bytes)
-        if workspace:
-            moe_forward = tokens * HIDDEN_TENSORS_AT_PEAK * hidden * dtype_bytes + workspace
-        # MoE models without dense layers never run the dense MLP of `intermediate_size`
-        forward = moe_forward if not moe.dense_layers else max(forward, moe_forward)
-    sampler = 0
-    if is_last_stage:
-        # the [T, hidden] output stays alive while the sampler runs on [R, vocab] logits; logits are
-        # gathered to the full vocabulary before sampling.
-        per_logit = int(release["sampler_bytes_per_logit"])
-        if requests < 8 and per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
-            per_logit = SAMPLER_BYTES_PER_LOGIT  # the Triton path needs >= 8 requests; fewer use the sort
-        sampler = requests * spec.padded_vocab_size * per_logit + tokens * hidden * dtype_bytes
-        if per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
-            sampler += sampler_extras(spec, requests, release, dtype_bytes, gpu)
-        # the MoE scratch the forward left in the WorkspaceManager is still allocated while the sampler runs
-        sampler += moe_workspace_bytes(spec, settings, release, dtype_bytes)
+    forward = _forward_bytes(spec, settings, release, dtype_bytes)
+    sampler = _sampler_bytes(spec, settings, release, dtype_bytes, gpu, requests) if is_last_stage else 0
     peak = max(forward, sampler)
     phase = "forward" if forward >= sampler else "sampler"
     kept = moe_workspace_bytes(spec, settings, release, dtype_bytes) if sampler > forward else 0
     if kept:
         phase += f" (with the {kept / GIB:.2f} GiB MoE workspace the forward left allocated)"
-    if spec.vision is not None and spec.vision.kind == "mllama" and settings.engine == "v0" and (
-            settings.pipeline_parallel_size == 1 or not is_last_stage):
+    peak, phase = _with_encoder(spec, settings, release, dtype_bytes, is_last_stage, peak, phase)
+    if release["budget_era"] == "V0-c":
+        peak = int(peak * RESERVED_OVER_ALLOCATED_AT_PEAK)
+    return ProfileEstimate(peak, forward, sampler, tokens, requests, phase)
+
+
+def _forward_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int) -> int:
+    """The dummy forward's live tensors at max_num_batched_tokens (the MoE layer's own where it is larger)."""
+    tp, tokens, hidden = settings.tensor_parallel_size, settings.max_num_batched_tokens, spec.hidden_size
+    forward = tokens * (HIDDEN_TENSORS_AT_PEAK * hidden
+                        + INTERMEDIATE_TENSORS_AT_PEAK * (spec.intermediate_size // tp)) * dtype_bytes
+    if spec.moe is None:
+        return forward
+    moe = spec.moe
+    moe_ranks = tp * settings.data_parallel_size
+    expert_intermediate = moe.expert_intermediate if settings.enable_expert_parallel else moe.expert_intermediate // moe_ranks
+    chunk = min(tokens, FUSED_MOE_CHUNK_TOKENS)
+    moe_forward = (tokens * HIDDEN_TENSORS_AT_PEAK * hidden
+                   + chunk * moe.experts_per_token * (max(2 * expert_intermediate, hidden) + expert_intermediate)) * dtype_bytes
+    workspace = moe_workspace_bytes(spec, settings, release, dtype_bytes)
+    if workspace:
+        moe_forward = tokens * HIDDEN_TENSORS_AT_PEAK * hidden * dtype_bytes + workspace
+    # MoE models without dense layers never run the dense MLP of `intermediate_size`
+    return moe_forward if not moe.dense_layers else max(forward, moe_forward)
+
+
+def _sampler_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int, gpu: Gpu | None,
+                   requests: int) -> int:
+    """The last stage's sampler: the [T, hidden] output stays alive while the sampler runs on [R, vocab] logits;
+    logits are gathered to the full vocabulary before sampling."""
+    per_logit = int(release["sampler_bytes_per_logit"])
+    if requests < 8 and per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
+        per_logit = SAMPLER_BYTES_PER_LOGIT  # the Triton path needs >= 8 requests; fewer use the sort
+    sampler = requests * spec.padded_vocab_size * per_logit + settings.max_num_batched_tokens * spec.hidden_size * dtype_bytes
+    if per_logit == TRITON_SAMPLER_BYTES_PER_LOGIT:
+        sampler += sampler_extras(spec, requests, release, dtype_bytes, gpu)
+    # the MoE scratch the forward left in the WorkspaceManager is still allocated while the sampler runs
+    return sampler + moe_workspace_bytes(spec, settings, release, dtype_bytes)
+
+
+def _with_encoder(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int,
+                  is_last_stage: bool, peak: int, phase: str) -> tuple[int, str]:
+    """The peak and its phase once an encoder's profile (Mllama's V0 enc-dec, Whisper / Qwen3-VL, a vision tower's
+    dummy images) runs on a stage that holds it."""
+    holds_encoder = settings.pipeline_parallel_size == 1 or not is_last_stage
+    if spec.vision is not None and spec.vision.kind == "mllama" and settings.engine == "v0" and holds_encoder:
         encoder, cross, images, tiles = mllama_v0_encoder(spec, settings, dtype_bytes)
         if encoder > peak + cross:
             phase = f"Mllama vision encoder ({images} image(s) of {tiles} tile(s), V0 enc-dec profile)"
-        peak = max(encoder, peak + cross)
-    elif (spec.encoder is not None or spec.vision is not None and spec.vision.kind == "qwen3_vl") and (
-            settings.pipeline_parallel_size == 1 or not is_last_stage):
+        return max(encoder, peak + cross), phase
+    if (spec.encoder is not None or spec.vision is not None and spec.vision.kind == "qwen3_vl") and holds_encoder:
         encoder = (whisper_encoder if spec.encoder is not None else qwen3_vl_encoder)(spec, settings, release, dtype_bytes)
         if encoder.peak_bytes > peak + encoder.cache_bytes:
             phase = encoder.phase
         else:
             phase += f" + {encoder.cache_bytes / GIB:.2f} GiB encoder cache kept from the {encoder.phase}"
-        peak = max(encoder.peak_bytes, peak + encoder.cache_bytes)
-    elif spec.vision is not None and settings.pipeline_parallel_size == 1 or spec.vision is not None and not is_last_stage:
-        patches, item_tokens = vision_item(spec)
-        items = max(1, max(tokens, item_tokens) // item_tokens)
-        vision = spec.vision
-        counts = (SIGLIP_HIDDEN_AT_PEAK, SIGLIP_INTERMEDIATE_AT_PEAK) if vision.kind == "siglip" else (
-            HIDDEN_TENSORS_AT_PEAK, INTERMEDIATE_TENSORS_AT_PEAK)
-        inputs = dummy_image_bytes(spec, settings, release, items, dtype_bytes)
-        encoder = items * patches * (counts[0] * vision.hidden_size
-                                     + counts[1] * vision.intermediate_size // tp) * dtype_bytes + inputs
-        cache = items * item_tokens * hidden * dtype_bytes  # encoder outputs kept for the text pass
-        if encoder > peak + cache + inputs:
-            phase = f"vision encoder ({items} image(s) of {patches:,} patches)"
-        elif inputs:
-            phase += f" + {inputs / GIB:.2f} GiB of dummy images and {cache / GIB:.2f} GiB of encoder outputs kept"
-        peak = max(encoder, peak + cache + inputs)
-    if release["budget_era"] == "V0-c":
-        peak = int(peak * RESERVED_OVER_ALLOCATED_AT_PEAK)
-    return ProfileEstimate(peak, forward, sampler, tokens, requests, phase)
+        return max(encoder.peak_bytes, peak + encoder.cache_bytes), phase
+    if spec.vision is None or not holds_encoder:
+        return peak, phase
+    tokens, tp, vision = settings.max_num_batched_tokens, settings.tensor_parallel_size, spec.vision
+    patches, item_tokens = vision_item(spec)
+    items = max(1, max(tokens, item_tokens) // item_tokens)
+    counts = (SIGLIP_HIDDEN_AT_PEAK, SIGLIP_INTERMEDIATE_AT_PEAK) if vision.kind == "siglip" else (
+        HIDDEN_TENSORS_AT_PEAK, INTERMEDIATE_TENSORS_AT_PEAK)
+    inputs = dummy_image_bytes(spec, settings, release, items, dtype_bytes)
+    encoder = items * patches * (counts[0] * vision.hidden_size
+                                 + counts[1] * vision.intermediate_size // tp) * dtype_bytes + inputs
+    cache = items * item_tokens * spec.hidden_size * dtype_bytes  # encoder outputs kept for the text pass
+    if encoder > peak + cache + inputs:
+        phase = f"vision encoder ({items} image(s) of {patches:,} patches)"
+    elif inputs:
+        phase += f" + {inputs / GIB:.2f} GiB of dummy images and {cache / GIB:.2f} GiB of encoder outputs kept"
+    return max(encoder, peak + cache + inputs), phase
 
 
 def sampler_warmup_bytes(spec: ModelSpec, settings: EngineSettings, release: Release, dtype_bytes: int,

@@ -109,6 +109,12 @@ def parse_speculative_config(value, model: str | None = None, num_tokens=None,
         lowered = name.lower()
         method = ("eagle3" if "eagle3" in lowered or "eagle-3" in lowered else "eagle" if "eagle" in lowered
                   else "medusa" if "medusa" in lowered else "draft_model")
+    if name is None and method in ("eagle", "eagle3", "medusa", "draft_model"):
+        # only mtp (the target's own layers), ngram and suffix need no draft (0.19.0 config/speculative.py
+        # __post_init__ refuses the rest)
+        raise SpeculativeConfigError(f"speculative method {method} needs a draft model (\"model\" in "
+                                     "--speculative-config): vLLM refuses 'num_speculative_tokens was provided but "
+                                     "without speculative model'")
     tokens = _whole_number(raw.get("num_speculative_tokens"), "num_speculative_tokens")
     if tokens is not None and tokens < 1:
         raise SpeculativeConfigError(f"num_speculative_tokens must be positive, got {tokens}")
@@ -365,7 +371,8 @@ def with_draft_weights(inventory: Inventory, spec: ModelSpec, settings, release,
                           release.engine, weights_plan.quant, weights_plan.kernel, draft_quant, draft_kernel)
     if not draft.groups:
         return inventory
-    return replace(inventory, groups=inventory.groups + draft.groups, parameters=inventory.parameters + draft.parameters)
+    return replace(inventory, groups=inventory.groups + draft.groups, parameters=inventory.parameters + draft.parameters,
+                   draft_parameters=inventory.draft_parameters + draft.parameters)
 
 
 @dataclass(frozen=True)

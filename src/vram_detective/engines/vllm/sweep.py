@@ -329,21 +329,17 @@ class FastPath:
         max_model_len), for the 0.9.1-0.20 'blocks // groups x block' token figure."""
         budget = self._plan_module.budget_bytes(self.total, utilization, self.release, ops.ceil, ops.trunc)
         wb = self.worker_block_bytes
-        stages = self.pipeline_parallel_size
-        avails = []
-        for stage in range(stages):
-            if self.kv_fixed is not None:
-                avails.append(self.kv_fixed + 0 * budget)
-            else:
-                avails.append(budget - weights[stage] - peaks[stage] - self.non_torch_inside
-                              - (graphs[stage] if self.graph_subtracted else 0))  # (the estimate)
+        stages = range(self.pipeline_parallel_size)
+        avails = [self.kv_fixed + 0 * budget if self.kv_fixed is not None else
+                  budget - weights[stage] - peaks[stage] - self.non_torch_inside
+                  - (graphs[stage] if self.graph_subtracted else 0)  # (the estimate)
+                  for stage in stages]
         own = [ops.where(avail > 0, avail // wb[stage], 0) for stage, avail in enumerate(avails)]
         blocks, min_avail = own[0], avails[0]
-        for stage in range(1, stages):
+        weights_ok = weights[0] <= self.total
+        for stage in stages[1:]:
             blocks = ops.minimum(blocks, own[stage])
             min_avail = ops.minimum(min_avail, avails[stage])
-        weights_ok = weights[0] <= self.total
-        for stage in range(1, stages):
             weights_ok = weights_ok & (weights[stage] <= self.total)
         if self.engine == "v0":
             tokens = blocks * self.block_size
@@ -351,49 +347,55 @@ class FastPath:
             fits = (blocks > 0) & (max_model_len <= tokens)
             starts = weights_ok & fits
         else:
-            logged = blocks if self.log_after_min else own[0]
-            if self.tokens_rule == "blocks":
-                tokens = logged * self.block_size
-                concurrency = tokens / max_model_len
-            else:
-                concurrency = logged / blocks_per_request
-                if self.tokens_rule == "blocks-per-group":
-                    tokens = logged // self.groups * min_block_size
-                else:
-                    tokens = ops.trunc(concurrency * max_model_len)
-            fits = True
-            for worker in range(stages):
-                if self.fit_global_min:
-                    against = min_avail
-                else:
-                    against = avails[worker] - wb[worker] if self.fit_null_block else avails[worker]
-                fits = fits & (avails[worker] > 0) & (needed[worker] <= against)
+            tokens, concurrency = self._v1_tokens(ops, blocks if self.log_after_min else own[0], max_model_len,
+                                                  blocks_per_request, min_block_size)
+            fits = self._v1_fits(avails, min_avail, needed)
             starts = weights_ok & (min_avail > 0) & fits
-        pool = ops.where(avails[0] > 0, blocks * wb[0], 0)
-        graphs0 = graphs[0] if self.graph_actual_ratio == 1.0 else ops.trunc(graphs[0] * self.graph_actual_ratio)
+        pools = [ops.where(avails[stage] > 0, blocks * wb[stage], 0) for stage in stages]
+        held = [self._actual_graphs(ops, graphs[stage]) for stage in stages]
         if self.release["sampler_warmup_checked"]:
             # the sampler warm-up after capture on the last stage (plan._sampler_warmup_failure)
-            last = stages - 1
-            pool_last = ops.where(avails[last] > 0, blocks * wb[last], 0)
-            graphs_last = graphs[last] if self.graph_actual_ratio == 1.0 else ops.trunc(
-                graphs[last] * self.graph_actual_ratio)
-            free = (self.total - weights[last] - pool_last - self.non_torch_inside - self.non_torch_outside
-                    - graphs_last)
-            starts = starts & ((pool_last <= 0) | (warm <= free))
-        smi = self._plan_module.nvidia_smi_used_mib(
-            self.total, self.engine, weights[0] + self.non_torch_inside + pool + self.non_torch_outside + graphs0,
-            peaks[0], ops.minimum, ops.rint)
-        smi_max = smi  # the fullest GPU (a "per GPU" ceiling binds there): every stage as plan's devices count it
-        for stage in range(1, stages):
-            pool_s = ops.where(avails[stage] > 0, blocks * wb[stage], 0)
-            graphs_s = graphs[stage] if self.graph_actual_ratio == 1.0 else ops.trunc(graphs[stage] * self.graph_actual_ratio)
-            smi_max = ops.maximum(smi_max, self._plan_module.nvidia_smi_used_mib(
-                self.total, self.engine, weights[stage] + self.non_torch_inside + pool_s + self.non_torch_outside
-                + graphs_s, peaks[stage], ops.minimum, ops.rint))
-        return {"nvidia_smi_max_mib": smi_max, "budget_bytes": budget, "kv_cache_bytes": avails[0], "num_gpu_blocks": blocks,
-                "kv_cache_tokens": tokens, "max_concurrency": concurrency, "starts": starts,
-                "nvidia_smi_used_mib": smi, "activation_peak_bytes": peaks[0], "cuda_graph_bytes": graphs0,
-                "kv_pool_bytes": pool, "min_kv_cache_bytes": min_avail, "kv_fits": fits}
+            last = stages[-1]
+            free = (self.total - weights[last] - pools[last] - self.non_torch_inside - self.non_torch_outside
+                    - held[last])
+            starts = starts & ((pools[last] <= 0) | (warm <= free))
+        per_stage = [self._plan_module.nvidia_smi_used_mib(
+            self.total, self.engine, weights[stage] + self.non_torch_inside + pools[stage] + self.non_torch_outside
+            + held[stage], peaks[stage], ops.minimum, ops.rint) for stage in stages]
+        smi_max = per_stage[0]  # the fullest GPU (a "per GPU" ceiling binds there): every stage as plan's devices
+        for smi in per_stage[1:]:
+            smi_max = ops.maximum(smi_max, smi)
+        return {"nvidia_smi_max_mib": smi_max, "budget_bytes": budget, "kv_cache_bytes": avails[0],
+                "num_gpu_blocks": blocks, "kv_cache_tokens": tokens, "max_concurrency": concurrency,
+                "starts": starts, "nvidia_smi_used_mib": per_stage[0], "activation_peak_bytes": peaks[0],
+                "cuda_graph_bytes": held[0], "kv_pool_bytes": pools[0], "min_kv_cache_bytes": min_avail,
+                "kv_fits": fits}
+
+    def _actual_graphs(self, ops, graphs):
+        """The graphs a stage holds once captured (the estimate x the release's actual-to-estimate ratio)."""
+        return graphs if self.graph_actual_ratio == 1.0 else ops.trunc(graphs * self.graph_actual_ratio)
+
+    def _v1_tokens(self, ops, logged, max_model_len, blocks_per_request, min_block_size):
+        """(KV tokens, concurrency) as the V1 release logs them from the `logged` block count."""
+        if self.tokens_rule == "blocks":
+            tokens = logged * self.block_size
+            return tokens, tokens / max_model_len
+        concurrency = logged / blocks_per_request
+        if self.tokens_rule == "blocks-per-group":
+            return logged // self.groups * min_block_size, concurrency
+        return ops.trunc(concurrency * max_model_len), concurrency
+
+    def _v1_fits(self, avails, min_avail, needed):
+        """Does every worker's memory hold one max_model_len request (against the global minimum, or its own
+        memory less the null block, by release)?"""
+        fits = True
+        for worker, avail in enumerate(avails):
+            if self.fit_global_min:
+                against = min_avail
+            else:
+                against = avail - self.worker_block_bytes[worker] if self.fit_null_block else avail
+            fits = fits & (avail > 0) & (needed[worker] <= against)
+        return fits
 
     # --- public evaluation -----------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ class Inventory:
     groups: tuple[TensorGroup, ...]
     parameters: int  # logical parameters held by this rank (weights, not metadata or buffers)
     allocations: AllocationPlan | None = None
+    draft_parameters: int = 0  # of `parameters`, the speculative drafter's (its bytes are the "draft" role's)
 
     @property
     def total_bytes(self) -> int:

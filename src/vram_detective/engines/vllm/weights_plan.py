@@ -222,8 +222,10 @@ def explain_weights(inventory: Inventory, plan: WeightsPlan, dtype: str, allocat
     by_role["cpu offload"] = -offloaded
     dtype_bytes = DTYPE_BYTES[dtype]
     nominal_bits = plan.quant.nominal_bits if plan.quant else dtype_bytes * 8
-    theory = inventory.parameters * nominal_bits // 8
-    steps = [Component("theory", f"theory: {inventory.parameters / 1e9:.3f} B parameters x {nominal_bits} bits / 8", theory,
+    # the target's parameters: the drafter's bytes are a step of their own below
+    parameters = inventory.parameters - inventory.draft_parameters
+    theory = parameters * nominal_bits // 8
+    steps = [Component("theory", f"theory: {parameters / 1e9:.3f} B parameters x {nominal_bits} bits / 8", theory,
                        "what the nominal precision alone would take")]
     if plan.stored_format == "gguf":
         stored = sum(amount for role, amount in by_role.items() if role not in ("rotary cache", "allocator rounding", "cpu offload"))

@@ -154,3 +154,37 @@ def test_layer_split_by_release_and_partition():
 def test_more_stages_than_layers_is_refused():
     with pytest.raises(api.EngineRefused, match="num_hidden_layers >= pp_size"):
         api.explain("Qwen/Qwen3-0.6B", "H100", engine="sglang", pp_size=64)
+
+
+def test_partition_from_the_launch_line_moves_layers_between_gpus(capsys):
+    """SGLANG_PP_LAYER_PARTITION=20,16 before the launcher: stage 0 builds 20 layers (its cell 20 x 4,096 B binds
+    the agreed tokens), stage 1 16; the launch line the tool writes carries the variable back."""
+    line = ["SGLANG_PP_LAYER_PARTITION=20,16", "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
+            "--pp", "2"]
+    assert get_engine("sglang").launch.parse(line).settings == {"pp_size": 2, "pp_layer_partition": "20,16"}
+    assert get_engine("sglang").launch_line("Qwen/Qwen3-8B", {"pp_size": 2, "pp_layer_partition": "20,16"}) == \
+        " ".join(line)
+    roles = _roles("Qwen/Qwen3-8B", pp_size=2, pp_layer_partition="20,16")
+    assert [_layer_bytes(r) for r in roles] == [_layers(20, Q8, 1), _layers(16, Q8, 1) + Q8["hidden"] * BF16]
+    assert main(["explain", "--gpu", "H100", "--json", "--", *line]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    rows = figures["kv_cache_tokens"] + 1  # page size 1: slot 0's row
+    assert [d["kv_cache_gib"] for d in figures["devices"]] == [round(rows * _stage_cell(n, Q8, 1) / (1 << 30), 4)
+                                                               for n in (20, 16)]
+    assert figures["kv_cache_tokens"] == api.explain("Qwen/Qwen3-8B", "H100", engine="sglang", pp_size=2,
+                                                     pp_layer_partition="20,16").kv_cache_tokens
+    assert main(["explain", "--gpu", "H100", "--", *line[:1], "x=1", *line[1:]]) == 0  # other variables: not read
+    capsys.readouterr()
+    assert main(["explain", "--gpu", "H100", "--", "SGLANG_PP_LAYER_PARTITION=20,20", *line[1:]]) == 2
+    assert "sum(partitions)=40 does not match num_hidden_layers=36" in capsys.readouterr().err
+
+
+def test_a_later_stage_that_cannot_start_stops_the_server():
+    """Qwen3-32B, 24 + 40 layers on A100 40GB: stage 1 (38 GiB of weights) leaves no KV memory. 0.4.6.post2 with
+    --tp 1 sized each stage from its own free memory: stage 0 had a pool, stage 1 none, and the server stops on
+    stage 1; from 0.4.7 the MIN over ranks gives every stage stage 1's rest, so none has a pool."""
+    common = dict(engine="sglang", pp_size=2, pp_layer_partition="24,40")
+    old = api.explain("Qwen/Qwen3-32B", "A100 40GB", engine_version="0.4.6.post2", **common)
+    assert old.kv_cache_tokens > 0 and old.failure.message.startswith("stage 1 (GPU 1): ")
+    new = api.explain("Qwen/Qwen3-32B", "A100 40GB", engine_version="0.5.23", **common)
+    assert new.kv_cache_tokens == 0 and not new.failure.message.startswith("stage")

@@ -15,7 +15,7 @@ PASSED = ("tp_size", "pp_size", "dp_size", "enable_dp_attention", "mem_fraction_
           "context_length", "kv_cache_dtype", "dtype", "attention_backend", "disable_cuda_graph",
           "disable_piecewise_cuda_graph", "quantization", "disaggregation_mode", "max_mamba_cache_size",
           "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
-          "speculative_num_draft_tokens", "mamba_ssm_dtype")
+          "speculative_num_draft_tokens", "mamba_ssm_dtype", "pp_layer_partition")
 NOMINAL_GPU = "GPU not stated (nominal 80 GiB, sm90): weights and the pool from the logged memory only"
 
 

@@ -31,8 +31,11 @@ def launch_line(model: str, settings: dict) -> str:
     """The exact `python -m sglang.launch_server` line for these settings (given ones only)."""
     from .engine import ENGINE
 
+    from .launch import ENVIRONMENT
+
     names = ENGINE.levers.flag_names()
-    words = ["python -m sglang.launch_server", "--model-path", model]
+    words = [f"{env}={settings[name]}" for env, name in ENVIRONMENT.items() if settings.get(name) is not None]
+    words += ["python -m sglang.launch_server", "--model-path", model]
     for name, value in settings.items():
         flag = SGLANG_FLAGS.get(name) or names.get(name)
         if flag is None or value is None or value is False:

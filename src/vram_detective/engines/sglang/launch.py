@@ -68,10 +68,24 @@ def _value(setting: str, raw: str):
     return raw
 
 
+# environment variables read as settings: assignments before the launcher (`SGLANG_PP_LAYER_PARTITION=20,16 python -m
+# sglang.launch_server ...`); distributed/utils.py get_pp_indices reads it (os.getenv)
+ENVIRONMENT = {"SGLANG_PP_LAYER_PARTITION": "pp_layer_partition"}
+
+
+def _environment(tokens: list[str]) -> dict:
+    out = {}
+    for token in tokens:
+        name, equals, value = token.partition("=")
+        if equals and name in ENVIRONMENT:
+            out[ENVIRONMENT[name]] = value
+    return out
+
+
 def parse_launch(command: str) -> SGLangLaunch:
     tokens = shlex.split(command.replace("\\\n", " "))
     entrypoint, start = _entrypoint(tokens)
-    values: dict = {}
+    values: dict = _environment(tokens[: start - (2 if entrypoint == "sglang serve" else 1)])
     unknown: list[str] = []
     index = start
     while index < len(tokens):

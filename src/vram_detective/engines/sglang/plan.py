@@ -122,9 +122,9 @@ def stage_layer_counts(spec: ModelSpec, s: SGLangSettings, r: Rules) -> tuple[in
         raise StartupRefusal(f"AssertionError: --pp-size {s.pp_size} is more than the model's {spec.num_layers} "
                              "layers (make_layers: num_hidden_layers >= pp_size)")
     try:
-        return stages.layer_counts(spec.num_layers, s.pp_size, r)
+        return stages.layer_counts(spec.num_layers, s.pp_size, r, s.pp_layer_partition)
     except stages.PartitionError as error:
-        raise SettingsError(str(error)) from None
+        raise SettingsError(f"SGLANG_PP_LAYER_PARTITION={s.pp_layer_partition}: {error}") from None
 
 
 def first_stage_spec(spec: ModelSpec, s: SGLangSettings, r: Rules) -> ModelSpec:
@@ -412,13 +412,16 @@ def _draft_and_state_figures(p) -> tuple[EngineFigure, ...]:
     return out
 
 
-def _failure(st: Startup) -> StartupFailure | None:
-    if st.pool.max_total_num_tokens <= 0:
-        return StartupFailure(str(st.rules["refusal"]))
-    if st.available_after_graphs < 0:
-        return StartupFailure(f"Capture cuda graph failed: CUDA out of memory ({st.graphs / GIB:.2f} GiB of graphs, "
-                              f"{(st.available_after_graphs + st.graphs) / GIB:.2f} GiB left after the pool). "
-                              "Lower --mem-fraction-static or --cuda-graph-max-bs, or --disable-cuda-graph.")
+def _failure(ranks: tuple[Startup, ...]) -> StartupFailure | None:
+    """The first stage that cannot start stops the server (every stage's rank runs the same startup)."""
+    for stage, st in enumerate(ranks):
+        where = f"stage {stage} (GPU {stage * st.settings.tp_size}): " if stage else ""
+        if st.pool.max_total_num_tokens <= 0:
+            return StartupFailure(where + str(st.rules["refusal"]))
+        if st.available_after_graphs < 0:
+            return StartupFailure(where + f"Capture cuda graph failed: CUDA out of memory ({st.graphs / GIB:.2f} GiB "
+                                  f"of graphs, {(st.available_after_graphs + st.graphs) / GIB:.2f} GiB left after the "
+                                  "pool). Lower --mem-fraction-static or --cuda-graph-max-bs, or --disable-cuda-graph.")
     return None
 
 
@@ -464,7 +467,7 @@ def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
         components=budget, weights_bytes=st.weights, kv_cache_bytes=max(st.pool_bytes, 0), kv_bytes_per_token=cell,
         kv_cache_tokens=tokens, max_concurrency=tokens / p.context_len, max_model_len=p.context_len,
         nvidia_smi_used_mib=smi, outside_budget=outside, log_lines=tuple(lines), engine_figures=_figures(st),
-        weights_explained=_weights_explained(st), notes=notes, failure=_failure(st),
+        weights_explained=_weights_explained(st), notes=notes, failure=_failure(ranks),
         devices=devices(st.settings, gpu.cuda_total_bytes, (_stage_figures(st, (budget, outside)),)
                         + tuple(_stage_figures(other) for other in ranks[1:])),
     )

@@ -41,6 +41,7 @@ class SGLangSettings:
     disaggregation_mode: str = "null"
     max_mamba_cache_size: int | None = None
     mamba_ssm_dtype: str | None = None  # --mamba-ssm-dtype (0.5.2+): over the config's mamba_ssm_dtype
+    pp_layer_partition: str | None = None  # SGLANG_PP_LAYER_PARTITION: layers per pipeline stage ("20,16"), an env var
     model_path: str | None = None
     given: frozenset[str] = field(default_factory=frozenset)  # names set by the user, not by a default
 

@@ -163,3 +163,16 @@ def test_nvidia_smi_breakdown_and_anomalies():
     assert any("already in use when vLLM started" in text for text in flags)
     assert any("above gpu_memory_utilization x total" in text for text in flags)
     assert any("unaccounted" in text for text in flags)
+
+
+def test_a_count_below_one_is_not_taken_as_a_setting():
+    """benchmarks/fuzz.py (seed 23): a mutated non-default args line with max_num_batched_tokens -12 was reported as
+    that run's setting; vLLM refuses counts below 1, so the log's number is not what the engine ran with."""
+    from vram_detective import library
+
+    log = ("INFO 05-28 08:00:26 [config.py:1] non-default args: {'model': 'Qwen/Qwen3-8B', "
+           "'max_num_batched_tokens': -12, 'max_num_seqs': 0, 'tensor_parallel_size': 2}\n"
+           "INFO 05-28 08:00:27 [gpu_model_runner.py:1] Model loading took 15.27 GiB and 3.1 seconds\n")
+    settings = library.logs(log).to_dict()["runs"][0]["settings"]
+    assert "max_num_batched_tokens" not in settings and "max_num_seqs" not in settings
+    assert settings["tensor_parallel_size"] == 2

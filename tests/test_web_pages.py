@@ -252,9 +252,12 @@ def test_speculative_decoding_on_the_page(browser, server, shots, engine):  # no
     page = _open(browser, "desktop", problems)
     page.goto(f"{server}/?{urllib.parse.urlencode(query)}")
     page.wait_for_selector("body[data-ready='1']")
-    if engine not in SPECULATIVE:
+    if engine not in SPECULATIVE:  # no control, and the page says why
         assert page.locator("#levers [name^='speculative']").count() == 0
+        said = page.inner_text("#levers .not-offered")
+        assert said.startswith("speculative decoding: ") and ("not sized yet" in said or "no speculative" in said)
         return
+    assert page.locator("#levers .not-offered").count() == 0
     steps, settings = SPECULATIVE[engine]
     status, plain = _api(server, "/api/explain", query)
     status, expected = _api(server, "/api/explain", {**query, **settings})

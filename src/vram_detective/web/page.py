@@ -82,8 +82,21 @@ def levers_form(params: dict, resolved: dict) -> str:
     engine = params.get("engine") or DEFAULT_ENGINE
     shown = get_engine(engine).controls if engine in ENGINES else ()
     controls = "".join(_control(spec, params, resolved, engine) for spec in shown)
+    missing = _not_offered(get_engine(engine)) if engine in ENGINES else ""
     return (f'<form id="levers" class="grid levers" aria-label="engine settings">{controls}'
-            f'<button type="button" id="reset-levers">back to the defaults</button></form>')
+            f'<button type="button" id="reset-levers">back to the defaults</button>{missing}</form>')
+
+
+def _not_offered(engine) -> str:
+    """What the engine has no control for that another engine has, said plainly (speculative decoding)."""
+    from ..engines.base import Speculation
+    from ..errors import NotOffered
+
+    try:
+        engine.speculative_settings(Speculation("mtp"))
+    except NotOffered as error:
+        return f'<p class="small wide not-offered">speculative decoding: {escape(str(error))}</p>'
+    return ""
 
 
 def explain_result(params: dict, policy: service.Policy) -> tuple[str, dict]:

@@ -12,6 +12,7 @@ from vram_detective import api
 from vram_detective.cli import main
 from vram_detective.engines import get_engine
 from vram_detective.engines.sglang import plan as sglang_plan
+from vram_detective.engines.sglang.pool import mamba_state
 from vram_detective.engines.sglang.releases import rules
 from vram_detective.engines.sglang.stages import PartitionError, layer_counts
 
@@ -188,3 +189,41 @@ def test_a_later_stage_that_cannot_start_stops_the_server():
     assert old.kv_cache_tokens > 0 and old.failure.message.startswith("stage 1 (GPU 1): ")
     new = api.explain("Qwen/Qwen3-32B", "A100 40GB", engine_version="0.5.23", **common)
     assert new.kv_cache_tokens == 0 and not new.failure.message.startswith("stage")
+
+
+# Qwen3.5-27B: 64 layers, every 4th full attention (4 KV heads x 256: 4,096 B a token and layer in bf16), the
+# other 48 Gated DeltaNet layers with a conv + SSM state per request
+Q35 = "Qwen/Qwen3.5-27B"
+
+
+def test_hybrid_stages_hold_their_own_attention_and_state_layers():
+    """SGLANG_PP_LAYER_PARTITION=30,34: stage 0 holds 7 attention + 23 GDN layers, stage 1 9 + 25. Each stage's
+    cell is its own attention layers, the 9-layer cell binds the tokens; both stages keep the same Mamba slots
+    (0.5.17+: charged the largest stage's 25 layers, 0.5.16: all 48) and each allocates them for its own GDN
+    layers only (the 48 layers' state / 48 each)."""
+    spec, gpu = api.model_spec(Q35), api.resolve_gpu("H100", None)
+    whole = mamba_state(spec, 1, rules("0.5.23"))
+    conv, ssm = whole.conv_bytes // 48, whole.ssm_bytes // 48
+    slots = {}
+    for version in ((0, 5, 16), (0, 5, 23)):
+        ranks = sglang_plan.startups(spec, gpu, {"pp_size": 2, "pp_layer_partition": "30,34"}, version)
+        tokens = ranks[0].pool.max_total_num_tokens
+        assert tokens == ranks[1].pool.max_total_num_tokens
+        assert [st.pool_bytes for st in ranks] == [(tokens + 1) * n * 4096 for n in (7, 9)]
+        assert ranks[0].pool.mamba_slots == ranks[1].pool.mamba_slots
+        slots[version] = rows = ranks[0].pool.mamba_slots
+        for st, layers in zip(ranks, (23, 25)):
+            assert round(st.pool.mamba_conv_gib * (1 << 30)) == (rows + 1) * layers * conv
+            assert round(st.pool.mamba_ssm_gib * (1 << 30)) == (rows + 1) * layers * ssm
+    assert slots[(0, 5, 23)] > 1.8 * slots[(0, 5, 16)]  # 25 layers' charge against 48
+
+
+def test_a_stage_without_kv_layers():
+    """PP 64 puts one layer on each stage: stage 0's only layer is GDN. Before 0.5.17 its rest // cell size 0
+    fails (ZeroDivisionError); from 0.5.17 it holds no KV pool and takes the other stages' token count."""
+    with pytest.raises(api.EngineRefused, match="ZeroDivisionError"):
+        api.explain(Q35, "H100", engine="sglang", engine_version="0.5.16", pp_size=64)
+    b = api.explain(Q35, "H100", engine="sglang", engine_version="0.5.23", pp_size=64)
+    assert b.failure is None and b.kv_cache_tokens > 0
+    kv = [d.kv_cache_bytes for d in b.devices]
+    assert kv[:3] == [0, 0, 0] and kv[3] == (b.kv_cache_tokens + 1) * 4096  # layer 3: the first full attention

@@ -22,7 +22,8 @@ from . import allocator, calibration, draft, graphs, stages
 from .devices import StageFigures, devices
 from .launch import ALIASES  # other engines' names for SGLang's settings
 from .log_lines import LogInputs, log_lines
-from .pool import PoolPrediction, attention_tp, cell_size, draft_layers, predict_pool, req_pool_size
+from .pool import (PoolPrediction, attention_tp, cell_size, draft_layers, kv_layers, mamba_state, predict_pool,
+                   req_pool_size)
 from .releases import Rules, rules
 from .settings import SETTING_NAMES, SGLangSettings, from_values, resolve
 
@@ -212,20 +213,41 @@ def startups(spec: ModelSpec, gpu: Gpu, values: dict, version) -> tuple[Startup,
     # from 0.5.14 the pool is sized after the draft worker loaded: its weights are charged to the budget (draft.py)
     in_pool = draft_bytes or 0 if r["draft_weights_in"] == "pool" else 0
     head = draft.draft_model_spec(s)  # --speculative-draft-model-path's config (local or catalog), None without
-    specs = [stages.stage_spec(spec, start, end) for start, end in stages.layer_ranges(counts)]
+    specs, charge = _stage_specs(spec, s, r, counts)
     # free memory before the weights (model_runner.py init_torch_distributed: get_available_gpu_memory, i.e.
     # torch.cuda.mem_get_info's free): what other processes hold on the device is not there. After the weights
     # the MIN over ranks is the free memory of the rank that loaded most
     free = gpu.free_bytes - context
     agreed = max(w for _, _, w in loads) + in_pool if _free_is_min_over_stages(s, r) else None
-    pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed) for (_, _, w), sp in zip(loads, specs)]
+    pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed, mamba_charge=charge)
+             for (_, _, w), sp in zip(loads, specs)]
     own = [p.max_total_num_tokens for p in pools]
     if len(pools) > 1 and r["pp_tokens_min"]:
-        pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed, min(own))
+        pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed, min(own), charge)
                  for (_, _, w), sp in zip(loads, specs)]
     return tuple(replace(_stage_startup(spec, gpu, s, r, load, pool, count, context, draft_bytes, head),
                          pp_leftover=_pp_leftover(stage, loads, own, counts, pool.max_total_num_tokens))
                  for stage, (load, pool, count) in enumerate(zip(loads, pools, counts)))
+
+
+def _stage_specs(spec: ModelSpec, s: SGLangSettings, r: Rules, counts: tuple[int, ...]) -> tuple[list, object]:
+    """Each stage's model (its own layers: stages.stage_spec) and the per-request Mamba state its slots are charged
+    (rule pp_mamba_state: every layer's before 0.5.17, the largest stage's from 0.5.17; None: its own). A stage
+    holding no KV layer fails before 0.5.17 (rule pp_zero_kv_cell)."""
+    ranges = stages.layer_ranges(counts)
+    scheme = r["pp_mamba_state"] if len(counts) > 1 else "largest_stage"
+    specs = [stages.stage_spec(spec, start, end, own_mamba=scheme != "whole_model") for start, end in ranges]
+    if len(counts) > 1 and r["pp_zero_kv_cell"] == "crash":
+        empty = next((i for i, sp in enumerate(specs) if kv_layers(sp) == 0), None)
+        if empty is not None:
+            raise StartupRefusal(f"ZeroDivisionError: integer division or modulo by zero (stage {empty} holds none of "
+                                 "the KV cache's layers: profile_max_num_token divides by a cell size of 0)")
+    states = [mamba_state(sp, s.tp_size, r, s.mamba_ssm_dtype) if r["mamba_pool"] else None for sp in specs]
+    if len(counts) < 2 or states[0] is None or scheme == "whole_model":
+        return specs, None
+    if scheme == "own_layers":
+        return specs, mamba_state(spec, s.tp_size, r, s.mamba_ssm_dtype)
+    return specs, max(states, key=lambda state: state.per_request)
 
 
 def _pp_leftover(stage: int, loads: list, own: list[int], counts: tuple[int, ...], tokens: int) -> str:

@@ -149,6 +149,18 @@ def tokens_from_rest(rest: float, cell_bytes: int) -> int:
     return int(rest * (1 << 30)) // cell_bytes
 
 
+INT64_MAX = (1 << 63) - 1
+
+
+def zero_cell_tokens(spec: ModelSpec, settings: SGLangSettings, context: int) -> int:
+    """A pipeline stage holding no KV layer (0.5.17+ pool_configurator.py _zero_kv_max_tokens): no bound when a
+    hybrid's full-attention layers are on another stage (the MIN over stages picks theirs), else --max-total-tokens
+    or context_len. Before 0.5.17 such a stage fails (plan.py, rule pp_zero_kv_cell)."""
+    if settings.pp_size > 1 and spec.hybrid is not None:
+        return INT64_MAX
+    return settings.max_total_tokens or context
+
+
 def align_tokens(tokens: int, page_size: int, r: Rules, max_total_tokens: int | None = None) -> int:
     if max_total_tokens is not None:
         tokens = min(tokens, max_total_tokens)
@@ -357,11 +369,12 @@ class PoolPrediction:
 
 def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: ModelSpec, settings: SGLangSettings,
                  version=None, draft: ModelSpec | None = None, agreed_weights_bytes: int | None = None,
-                 tokens_cap: int | None = None) -> PoolPrediction:
+                 tokens_cap: int | None = None, mamba_charge: MambaState | None = None) -> PoolPrediction:
     """The pool SGLang builds on one rank, from free memory after CUDA context / distributed init, the rank's
     weights, the model and resolved settings (settings.resolve); `draft`: a separate draft's config when known.
     Pipeline stages (stages.py): `agreed_weights_bytes`, the weights of the rank whose free memory the MIN over
-    ranks picks (the rest is sized from it); `tokens_cap`, the MIN of the stages' max_total_num_tokens."""
+    ranks picks (the rest is sized from it); `tokens_cap`, the MIN of the stages' max_total_num_tokens;
+    `mamba_charge`, the per-request state the Mamba slots are charged (rule pp_mamba_state; None: this rank's)."""
     r = rules(version)
     before = free_before_weights_bytes / GIB
     after = (free_before_weights_bytes - weights_bytes) / GIB
@@ -371,7 +384,7 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
     per_slot = requests_per_slot(spec.architecture, r) if state is not None else None
     slots, kv_rest = None, rest
     if state is not None:
-        slots, kv_rest = mamba_slots(rest, state.per_request, r, settings.max_running_requests,
+        slots, kv_rest = mamba_slots(rest, (mamba_charge or state).per_request, r, settings.max_running_requests,
                                      settings.max_mamba_cache_size, kv_dtype_bytes(settings.kv_cache_dtype, spec),
                                      draft_tokens=settings.speculative_num_draft_tokens or 0,
                                      dp=settings.dp_size if settings.enable_dp_attention else 1, per_slot=per_slot)
@@ -388,7 +401,8 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
     else:
         # 0.5.14+: the draft's KV layers ride in the target's cell (the draft pool holds as many tokens)
         grown = cell_with_draft(cell.bytes_per_token, kv_layers(spec), drafts, r) if in_cell else cell.bytes_per_token
-        tokens = align_tokens(tokens_from_rest(kv_rest, grown), settings.page_size, r, settings.max_total_tokens)
+        tokens = (align_tokens(tokens_from_rest(kv_rest, grown), settings.page_size, r, settings.max_total_tokens)
+                  if grown else zero_cell_tokens(spec, settings, context_len(spec, r, settings.context_length)))
     if tokens_cap is not None:  # the stages agree on one count (rule pp_tokens_min); SWA: the full pool's
         tokens = min(tokens, tokens_cap)
     context = context_len(spec, r, settings.context_length)

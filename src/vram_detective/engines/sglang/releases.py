@@ -139,6 +139,17 @@ RULE_CHANGES: tuple[Rule, ...] = (
          "(every TP rank of every stage; 0.5.23 kv_cache_configurator.py _profile_available_bytes the same)"),
     # max_total_num_tokens: each stage's own (its own layers in the cell) or the minimum over the stages
     Rule(_v("0.4.0"), "pp_tokens_min", False, "model_runner.py <= 0.5.1: each stage keeps the tokens of its own cell"),
+    # a stage whose layers hold no KV (a hybrid's Mamba-only stage): max_total_num_tokens = rest // 0
+    Rule(_v("0.4.0"), "pp_zero_kv_cell", "crash", "model_runner.py <= 0.5.16: rest // cell_size, a ZeroDivisionError"),
+    Rule(_v("0.5.17"), "pp_zero_kv_cell", "unbounded", "0.5.17 pool_configurator.py _zero_kv_max_tokens: int64 max when "
+         "a hybrid's full-attention layers are on another stage, else --max-total-tokens or context_len"),
+    # a hybrid's Mamba / GDN state under PP: what the slots are charged, what a stage allocates
+    Rule(_v("0.4.0"), "pp_mamba_state", "whole_model", "memory_pool.py <= 0.5.9 MambaPool: every mamba layer on "
+         "every stage (num_mamba_layers = len(cache_params.layers))"),
+    Rule(_v("0.5.10"), "pp_mamba_state", "own_layers", "0.5.10 model_runner_kv_cache_mixin.py: the pool holds the "
+         "stage's own mamba_layer_ids; the slots still charged mamba_cache_per_req of every layer"),
+    Rule(_v("0.5.17"), "pp_mamba_state", "largest_stage", "0.5.17 kv_cache_configurator.py _handle_max_mamba_cache: "
+         "charged the largest stage's share (pp_layer_scale), the same slots on every rank"),
     Rule(_v("0.5.2"), "pp_tokens_min", True, "model_runner.py 0.5.2 init_memory_pool: all_reduce MIN over the world "
          "group when pp_size > 1 (0.5.23 kv_cache_configurator.py _apply_token_constraints the same)"),
     Rule(_v("0.4.0"), "mha_cell", "kv_heads_x_head_dim_x2", "model_runner.py 0.4.0: heads/tp * head_dim * layers * 2 * dtype"),

@@ -56,15 +56,17 @@ def layer_ranges(counts: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def stage_spec(spec: ModelSpec, start: int, end: int) -> ModelSpec:
+def stage_spec(spec: ModelSpec, start: int, end: int, own_mamba: bool = True) -> ModelSpec:
     """The model as one stage sizes its pools: only its own layers (their attention kinds, hybrid mixers and
-    sliding windows) - model_runner.py num_effective_layers = end_layer - start_layer in the cell size."""
+    sliding windows) - model_runner.py num_effective_layers = end_layer - start_layer in the cell size, a hybrid's
+    full-attention layers in [start, end) (0.5.8 model_runner_kv_cache_mixin.py). `own_mamba` False: the Mamba
+    state of every layer (rule pp_mamba_state whole_model)."""
     if (start, end) == (0, spec.num_layers):
         return spec
     changes = {"num_layers": end - start}
     if spec.hybrid is not None:
         changes["hybrid"] = replace(spec.hybrid, layers=spec.hybrid.layers[start:end])
-    if spec.mixer is not None:
+    if spec.mixer is not None and own_mamba:
         changes["mixer"] = replace(spec.mixer, layers=spec.mixer.layers[start:end])
     facts = spec.attention_facts
     if facts is not None and len(facts.layers) == spec.num_layers:

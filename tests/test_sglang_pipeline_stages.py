@@ -227,3 +227,21 @@ def test_a_stage_without_kv_layers():
     assert b.failure is None and b.kv_cache_tokens > 0
     kv = [d.kv_cache_bytes for d in b.devices]
     assert kv[:3] == [0, 0, 0] and kv[3] == (b.kv_cache_tokens + 1) * 4096  # layer 3: the first full attention
+
+
+def test_hybrid_swa_stages_sync_the_figure_their_release_syncs():
+    """Gemma 4 26B-A4B PP 2: 30 layers, every 6th full (F = 4,096 B a token and layer), the rest sliding
+    (S = 8,192 B); stage 0 holds 2 full + 13 sliding layers, stage 1 3 + 12. 0.5.13+ syncs the full pool's tokens
+    (the SWA pool is full x 0.8 on every stage); 0.5.10-0.5.12 synced the capacity before each stage split it by
+    its own layers, so the stages' full pools differ."""
+    spec, gpu = api.model_spec("google/gemma-4-26B-A4B-it"), api.resolve_gpu("H100", None)
+    new = sglang_plan.startups(spec, gpu, {"pp_size": 2}, (0, 5, 23))
+    full, swa = new[0].pool.max_total_num_tokens, new[0].pool.swa_tokens
+    assert [(st.pool.max_total_num_tokens, st.pool.swa_tokens) for st in new] == [(full, swa)] * 2
+    assert swa == int(full * 0.8)
+    assert [st.pool_bytes for st in new] == [(full + 1) * f * 4096 + (swa + 1) * w * 8192 for f, w in ((2, 13), (3, 12))]
+    old = sglang_plan.startups(spec, gpu, {"pp_size": 2}, (0, 5, 12))
+    capacity = min(st.pool.synced_tokens for st in old)  # rest // (every layer's F or S), the MIN over stages
+    # each stage: full = capacity x (F f + S w) / (F f + 0.8 S w), from its own f full and w sliding layers
+    assert [st.pool.max_total_num_tokens for st in old] == [
+        capacity * (4096 * f + 8192 * w) * 10 // (10 * 4096 * f + 8 * 8192 * w) for f, w in ((2, 13), (3, 12))]

@@ -221,12 +221,13 @@ def startups(spec: ModelSpec, gpu: Gpu, values: dict, version) -> tuple[Startup,
     agreed = max(w for _, _, w in loads) + in_pool if _free_is_min_over_stages(s, r) else None
     pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed, mamba_charge=charge)
              for (_, _, w), sp in zip(loads, specs)]
-    own = [p.max_total_num_tokens for p in pools]
+    own = [p.max_total_num_tokens if p.synced_tokens is None else p.synced_tokens for p in pools]
     if len(pools) > 1 and r["pp_tokens_min"]:
         pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed, min(own), charge)
                  for (_, _, w), sp in zip(loads, specs)]
+    synced = min(own) if r["pp_tokens_min"] else None
     return tuple(replace(_stage_startup(spec, gpu, s, r, load, pool, count, context, draft_bytes, head),
-                         pp_leftover=_pp_leftover(stage, loads, own, counts, pool.max_total_num_tokens))
+                         pp_leftover=_pp_leftover(stage, loads, own, counts, synced, agreed is not None))
                  for stage, (load, pool, count) in enumerate(zip(loads, pools, counts)))
 
 
@@ -250,19 +251,20 @@ def _stage_specs(spec: ModelSpec, s: SGLangSettings, r: Rules, counts: tuple[int
     return specs, max(states, key=lambda state: state.per_request)
 
 
-def _pp_leftover(stage: int, loads: list, own: list[int], counts: tuple[int, ...], tokens: int) -> str:
+def _pp_leftover(stage: int, loads: list, own: list[int], counts: tuple[int, ...], tokens: int | None,
+                 shared_free: bool) -> str:
     """What the ranks' agreement leaves unused in this stage's budget ("" with one stage or none)."""
     if len(loads) < 2:
         return ""
     words = []
     heaviest = max(range(len(loads)), key=lambda i: loads[i][2])
-    if loads[heaviest][2] > loads[stage][2]:
+    if shared_free and loads[heaviest][2] > loads[stage][2]:
         words.append(f"the rest is sized from the free memory of stage {heaviest}, whose weights are "
                      f"{(loads[heaviest][2] - loads[stage][2]) / GIB:.2f} GiB more (the MIN over ranks)")
-    if tokens < own[stage]:
+    if tokens is not None and tokens < own[stage]:
         binding = own.index(min(own))
-        words.append(f"every stage keeps stage {binding}'s {tokens:,} tokens ({counts[binding]} layers in its cell; "
-                     f"this stage's {counts[stage]} could hold {own[stage]:,})")
+        words.append(f"every stage keeps the smallest count the stages profiled, stage {binding}'s {tokens:,} tokens "
+                     f"({counts[binding]} layers; this stage's {counts[stage]} could hold {own[stage]:,})")
     return "; ".join(words) or "the pool is whole cells and pages"
 
 

@@ -99,17 +99,21 @@ def swa_layout(spec: ModelSpec, tp_size: int, kv_cache_dtype: str, r: Rules) -> 
     return SwaLayout(len(facts.layers) - swa, swa, per_rank(full_heads, full_dim), per_rank(spec.num_kv_heads, spec.head_dim))
 
 
-def swa_tokens(rest_bytes: int, layout: SwaLayout, r: Rules, page_size: int) -> tuple[int, int]:
-    """(full tokens, SWA tokens) from the rest in bytes, per release (rule hybrid_swa_split)."""
+def swa_tokens(rest_bytes: int, layout: SwaLayout, r: Rules, page_size: int, cap: int | None = None) -> tuple[int, int]:
+    """(full tokens, SWA tokens) from the rest in bytes, per release (rule hybrid_swa_split). `cap`: the pipeline
+    stages' MIN of swa_synced_tokens, applied where SGLang syncs (the capacity before the split up to 0.5.12, the
+    full pool's tokens from 0.5.13)."""
     ratio, scheme = r["swa_full_tokens_ratio"], r["hybrid_swa_split"]
     paged = lambda tokens: tokens // page_size * page_size  # noqa: E731
+    capped = lambda tokens: tokens if cap is None else min(tokens, cap)  # noqa: E731
     if layout.full_layers == 0:  # all SWA: no ratio
-        return 0, paged(rest_bytes // (layout.swa_per_token * layout.swa_layers))
+        return 0, capped(paged(rest_bytes // (layout.swa_per_token * layout.swa_layers)))
     if scheme == "cell":
-        full = paged(int(rest_bytes // layout.cell(ratio)))
+        full = capped(paged(int(rest_bytes // layout.cell(ratio))))
         return full, paged(int(full * ratio))
     every_layer = layout.cell(1.0)
-    capacity = rest_bytes // int(every_layer)  # the profile's max_total_num_tokens (uniform cell of every layer)
+    # the profile's max_total_num_tokens (uniform cell of every layer)
+    capacity = capped(rest_bytes // int(every_layer))
     if scheme == "layers":  # tokens x layers spread by layer counts alone
         layers = layout.full_layers + layout.swa_layers
         full = int(capacity * layers / (ratio * layout.swa_layers + layout.full_layers))
@@ -118,6 +122,19 @@ def swa_tokens(rest_bytes: int, layout: SwaLayout, r: Rules, page_size: int) -> 
     if scheme == "memory":  # 0.5.9: both from the unpaged full
         return paged(full), paged(int(full * ratio))
     return paged(full), paged(int(paged(full) * ratio))
+
+
+def swa_synced_tokens(rest_bytes: int, layout: SwaLayout, r: Rules, page_size: int) -> int:
+    """The figure the pipeline stages' all_reduce MIN takes for a hybrid SWA pool: the paged capacity before the
+    split (model_runner_kv_cache_mixin.py 0.5.10 _resolve_token_capacity, then _resolve_hybrid_swa_tokens), the full
+    pool's tokens from 0.5.13 (kv_cache_configurator.py config_from_budget -> _solve_pool_sizes: swa = full x
+    ratio), the SWA pool's with no full layer."""
+    full, swa = swa_tokens(rest_bytes, layout, r, page_size)
+    if layout.full_layers == 0:
+        return swa
+    if r["hybrid_swa_split"] == "cell":
+        return full
+    return rest_bytes // int(layout.cell(1.0)) // page_size * page_size
 
 
 def draft_layers(spec: ModelSpec, algorithm: str | None, draft: ModelSpec | None = None) -> int | None:
@@ -361,6 +378,7 @@ class PoolPrediction:
     draft_in_budget: bool = False
     mamba_intermediate_ssm_gib: float = 0.0  # speculative: the SSM state per draft token for target verify
     mamba_conv_window_gib: float = 0.0  # and its conv windows
+    synced_tokens: int | None = None  # what the pipeline stages' MIN takes (a hybrid SWA pool: before its split)
 
     @property
     def fits(self) -> bool:
@@ -394,7 +412,8 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
     layout = swa_layout(spec, attention_tp(settings), settings.kv_cache_dtype, r)
     swa, swa_k, swa_v = None, 0.0, 0.0
     if layout is not None:
-        tokens, swa = swa_tokens(int(kv_rest * (1 << 30)), layout, r, settings.page_size)
+        tokens, swa = swa_tokens(int(kv_rest * (1 << 30)), layout, r, settings.page_size, tokens_cap)
+        synced = swa_synced_tokens(int(kv_rest * (1 << 30)), layout, r, settings.page_size)
         full_k = layout.full_per_token * layout.full_layers // 2
         cell = CellSize(2 * full_k, full_k, False)
         swa_k = swa_v = kv_buffer_tokens(swa, settings.page_size, r) * layout.swa_per_token * layout.swa_layers / 2 / GIB
@@ -403,8 +422,9 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
         grown = cell_with_draft(cell.bytes_per_token, kv_layers(spec), drafts, r) if in_cell else cell.bytes_per_token
         tokens = (align_tokens(tokens_from_rest(kv_rest, grown), settings.page_size, r, settings.max_total_tokens)
                   if grown else zero_cell_tokens(spec, settings, context_len(spec, r, settings.context_length)))
-    if tokens_cap is not None:  # the stages agree on one count (rule pp_tokens_min); SWA: the full pool's
-        tokens = min(tokens, tokens_cap)
+        synced = tokens
+        if tokens_cap is not None:  # the stages agree on one count (rule pp_tokens_min)
+            tokens = min(tokens, tokens_cap)
     context = context_len(spec, r, settings.context_length)
     k, v = kv_sizes_gib(max(tokens, 0), cell, settings.page_size, r.version)
     per_layer = cell.bytes_per_token // max(kv_layers(spec), 1)
@@ -427,6 +447,7 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
     in_budget = draft_gib if in_cell else 0.0
     return PoolPrediction(before, after, rest, tokens, k, v, requests, context, req_to_token,
                           after - k - v - swa_k - swa_v - in_budget - req_to_token - conv - ssm - inter_ssm - inter_conv,
-                          slots, conv, ssm, swa, swa_k, swa_v, draft_gib, draft_tokens, in_cell, inter_ssm, inter_conv)
+                          slots, conv, ssm, swa, swa_k, swa_v, draft_gib, draft_tokens, in_cell, inter_ssm, inter_conv,
+                          synced)
 
 

@@ -245,3 +245,21 @@ def test_hybrid_swa_stages_sync_the_figure_their_release_syncs():
     # each stage: full = capacity x (F f + S w) / (F f + 0.8 S w), from its own f full and w sliding layers
     assert [st.pool.max_total_num_tokens for st in old] == [
         capacity * (4096 * f + 8192 * w) * 10 // (10 * 4096 * f + 8 * 8192 * w) for f, w in ((2, 13), (3, 12))]
+
+
+def test_speculative_draft_lives_on_the_last_stage():
+    """0.5.19+ (eagle_worker_v2.py): only the last stage hosts the draft worker. Qwen3-8B PP 2 with a Qwen3-0.6B
+    STANDALONE draft: GPU 1 holds the draft's weights and its 28 KV layers beside its own 18 (4,096 B a token and
+    layer in both models), GPU 0 its 18 alone at the same token count. Up to 0.5.18 server_args.py refuses the pair."""
+    common = dict(engine="sglang", pp_size=2, speculative_algorithm="STANDALONE",
+                  speculative_draft_model_path="Qwen/Qwen3-0.6B")
+    b = api.explain("Qwen/Qwen3-8B", "H100", engine_version="0.5.23", **common)
+    first, last = b.devices
+    rows = b.kv_cache_tokens + 1
+    assert (first.kv_cache_bytes, last.kv_cache_bytes) == (rows * 18 * 4096, rows * (18 + 28) * 4096)
+    assert [p.key for p in first.parts if "draft" in p.key] == [] and "draft_weights" in [p.key for p in last.parts]
+    assert b.figure("draft_weights_bytes") is None  # GPU 0's figures: no draft there
+    with pytest.raises(api.EngineRefused, match="not compatible with overlap schedule, speculative decoding$"):
+        api.explain("Qwen/Qwen3-8B", "H100", engine_version="0.5.18", **common)
+    with pytest.raises(api.EngineRefused, match="speculative decoding, mixed chunked prefill"):
+        api.explain("Qwen/Qwen3-8B", "H100", engine_version="0.5.10", **common)

@@ -214,21 +214,37 @@ def startups(spec: ModelSpec, gpu: Gpu, values: dict, version) -> tuple[Startup,
     in_pool = draft_bytes or 0 if r["draft_weights_in"] == "pool" else 0
     head = draft.draft_model_spec(s)  # --speculative-draft-model-path's config (local or catalog), None without
     specs, charge = _stage_specs(spec, s, r, counts)
+    hosts = _draft_hosts(s, r, len(counts))
+    charged = [w + (in_pool if host else 0) for (_, _, w), host in zip(loads, hosts)]
     # free memory before the weights (model_runner.py init_torch_distributed: get_available_gpu_memory, i.e.
     # torch.cuda.mem_get_info's free): what other processes hold on the device is not there. After the weights
     # the MIN over ranks is the free memory of the rank that loaded most
     free = gpu.free_bytes - context
-    agreed = max(w for _, _, w in loads) + in_pool if _free_is_min_over_stages(s, r) else None
-    pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed, mamba_charge=charge)
-             for (_, _, w), sp in zip(loads, specs)]
+    agreed = max(charged) if _free_is_min_over_stages(s, r) else None
+
+    def sized(cap: int | None) -> list[PoolPrediction]:
+        return [predict_pool(free, weights, sp, s, version, head, agreed, cap, charge, host)
+                for weights, sp, host in zip(charged, specs, hosts)]
+
+    pools = sized(None)
     own = [p.max_total_num_tokens if p.synced_tokens is None else p.synced_tokens for p in pools]
-    if len(pools) > 1 and r["pp_tokens_min"]:
-        pools = [predict_pool(free, w + in_pool, sp, s, version, head, agreed, min(own), charge)
-                 for (_, _, w), sp in zip(loads, specs)]
-    synced = min(own) if r["pp_tokens_min"] else None
-    return tuple(replace(_stage_startup(spec, gpu, s, r, load, pool, count, context, draft_bytes, head),
+    synced = min(own) if len(pools) > 1 and r["pp_tokens_min"] else None
+    if synced is not None:
+        pools = sized(synced)
+    return tuple(replace(_stage_startup(spec, gpu, s, r, load, pool, count, context,
+                                        draft_bytes if host else 0, head if host else None, host),
                          pp_leftover=_pp_leftover(stage, loads, own, counts, synced, agreed is not None))
-                 for stage, (load, pool, count) in enumerate(zip(loads, pools, counts)))
+                 for stage, (load, pool, count, host) in enumerate(zip(loads, pools, counts, hosts)))
+
+
+def _draft_hosts(s: SGLangSettings, r: Rules, stages: int) -> tuple[bool, ...]:
+    """Which stages run the speculative draft worker: every rank without PP; under PP only the last stage (0.5.19+),
+    and before 0.5.19 server_args.py refuses the combination (rule pp_speculative)."""
+    if stages < 2 or not s.speculative_algorithm:
+        return (True,) * stages
+    if r["pp_speculative"] != "last_stage":
+        raise StartupRefusal(f"AssertionError: {r['pp_speculative']}")
+    return (False,) * (stages - 1) + (True,)
 
 
 def _stage_specs(spec: ModelSpec, s: SGLangSettings, r: Rules, counts: tuple[int, ...]) -> tuple[list, object]:
@@ -281,14 +297,16 @@ def _free_is_min_over_stages(s: SGLangSettings, r: Rules) -> bool:
 
 
 def _stage_startup(spec: ModelSpec, gpu: Gpu, s: SGLangSettings, r: Rules, load: tuple[int, int, int],
-                   pool: PoolPrediction, layers: int, context: int, draft_bytes: int | None, head) -> Startup:
+                   pool: PoolPrediction, layers: int, context: int, draft_bytes: int | None, head,
+                   hosts_draft: bool = True) -> Startup:
     tensors, segments, weights = load
     rows = req_pool_size(max(pool.max_total_num_tokens, 1), pool.context_len, r)
     if s.max_running_requests is not None:  # ReqToTokenPool(size=max_num_reqs): the runner cuts the sizes there
         rows = min(rows, s.max_running_requests // s.dp_size + (1 if r["req_pool_plus_one"] else 0))
     sizes = graphs.capture_batch_sizes(s, r, gpu_memory_mib(gpu), rows)
     # the decode graphs replay this stage's own layers (and the draft's)
-    graph_layers = layers + graphs.draft_graph_layers(s, draft_layers(spec, s.speculative_algorithm, head) or 0)
+    drafts = draft_layers(spec, s.speculative_algorithm, head) or 0 if hosts_draft else 0
+    graph_layers = layers + graphs.draft_graph_layers(s, drafts)
     piecewise_sizes, piecewise = graphs.piecewise_graph_bytes(s, r, spec.mla is not None)
     return Startup(s, r, tensors, segments, weights, context, pool, calibration.BACKEND_INIT.bytes, tuple(sizes),
                    graphs.decode_graph_bytes(sizes, graph_layers), piecewise_sizes, piecewise, gpu.cuda_total_bytes,
@@ -484,7 +502,9 @@ def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:
     smi = _nvidia_smi_mib(st)
     lines = log_lines(p, st.rules.version, LogInputs.of(spec, st))
     notes = ("weights: vLLM's tensor inventory for the same model and TP (SGLang's layers are ports of vLLM's); "
-             "quantized kernels' repacking is vLLM's",) + _draft_notes(st)
+             "quantized kernels' repacking is vLLM's",) + tuple(
+        note + ("; the last pipeline stage's GPUs hold it, the figures above are GPU 0's" if len(ranks) > 1 else "")
+        for note in _draft_notes(ranks[-1]))
     return Breakdown(
         model=spec.name, gpu_name=gpu.name, total_gpu_bytes=gpu.cuda_total_bytes, engine_name="sglang",
         engine_label="SGLang", engine_version=st.rules.label, engine_variant="", settings=_settings(st.settings),

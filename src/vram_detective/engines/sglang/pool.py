@@ -387,12 +387,14 @@ class PoolPrediction:
 
 def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: ModelSpec, settings: SGLangSettings,
                  version=None, draft: ModelSpec | None = None, agreed_weights_bytes: int | None = None,
-                 tokens_cap: int | None = None, mamba_charge: MambaState | None = None) -> PoolPrediction:
+                 tokens_cap: int | None = None, mamba_charge: MambaState | None = None,
+                 hosts_draft: bool = True) -> PoolPrediction:
     """The pool SGLang builds on one rank, from free memory after CUDA context / distributed init, the rank's
     weights, the model and resolved settings (settings.resolve); `draft`: a separate draft's config when known.
     Pipeline stages (stages.py): `agreed_weights_bytes`, the weights of the rank whose free memory the MIN over
     ranks picks (the rest is sized from it); `tokens_cap`, the MIN of the stages' max_total_num_tokens;
-    `mamba_charge`, the per-request state the Mamba slots are charged (rule pp_mamba_state; None: this rank's)."""
+    `mamba_charge`, the per-request state the Mamba slots are charged (rule pp_mamba_state; None: this rank's);
+    `hosts_draft` False: a stage without the draft worker's KV layers (rule pp_speculative)."""
     r = rules(version)
     before = free_before_weights_bytes / GIB
     after = (free_before_weights_bytes - weights_bytes) / GIB
@@ -407,7 +409,7 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
                                      draft_tokens=settings.speculative_num_draft_tokens or 0,
                                      dp=settings.dp_size if settings.enable_dp_attention else 1, per_slot=per_slot)
     cell = cell_size(spec, attention_tp(settings), settings.kv_cache_dtype, r)
-    drafts = draft_layers(spec, settings.speculative_algorithm, draft) or 0
+    drafts = (draft_layers(spec, settings.speculative_algorithm, draft) or 0) if hosts_draft else 0
     in_cell = bool(drafts) and r["draft_pool"] == "in_cell"
     layout = swa_layout(spec, attention_tp(settings), settings.kv_cache_dtype, r)
     swa, swa_k, swa_v = None, 0.0, 0.0

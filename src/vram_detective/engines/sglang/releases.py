@@ -139,6 +139,13 @@ RULE_CHANGES: tuple[Rule, ...] = (
          "(every TP rank of every stage; 0.5.23 kv_cache_configurator.py _profile_available_bytes the same)"),
     # max_total_num_tokens: each stage's own (its own layers in the cell) or the minimum over the stages
     Rule(_v("0.4.0"), "pp_tokens_min", False, "model_runner.py <= 0.5.1: each stage keeps the tokens of its own cell"),
+    # speculative decoding under PP: refused by server_args.py (the assertion's words), or the draft on the last stage
+    Rule(_v("0.4.0"), "pp_speculative", "Pipeline parallelism is not compatible with overlap schedule, speculative "
+         "decoding, mixed chunked prefill.", "server_args.py 0.4.6.post2-0.5.10: pp_size > 1 asserts no speculative algorithm"),
+    Rule(_v("0.5.11"), "pp_speculative", "Pipeline parallelism is not compatible with overlap schedule, speculative "
+         "decoding", "server_args.py 0.5.11-0.5.18: the same assertion, shorter"),
+    Rule(_v("0.5.19"), "pp_speculative", "last_stage", "speculative/eagle_worker_v2.py 0.5.19: only the last PP stage "
+         "hosts the draft worker (its weights, KV layers and graphs); the other stages' workers are proxies"),
     # a stage whose layers hold no KV (a hybrid's Mamba-only stage): max_total_num_tokens = rest // 0
     Rule(_v("0.4.0"), "pp_zero_kv_cell", "crash", "model_runner.py <= 0.5.16: rest // cell_size, a ZeroDivisionError"),
     Rule(_v("0.5.17"), "pp_zero_kv_cell", "unbounded", "0.5.17 pool_configurator.py _zero_kv_max_tokens: int64 max when "

@@ -181,11 +181,13 @@ def test_separate_eagle3_head_is_sized_from_its_config(tmp_path):
     assert draft.bytes == pytest.approx(2 * 424_689_664 + 8 * 32_000, rel=0.002)
     # its one layer rides in the cell (0.5.14+): K of the draft is 1/32 of the target's
     assert b.figure("draft_k_size_bytes") == pytest.approx(b.figure("k_size_bytes") / 32, rel=1e-3)
-    # without its config the draft is not sized, and says so
+    # without its config the head is sized as one decoder layer of the target's shape (its lm_head taken as the
+    # target's, so shared), as vLLM sizes it, and says so
     unknown = explain("meta-llama/Llama-3.1-8B-Instruct", "H100", engine="sglang", engine_version="0.5.17",
                       speculative_algorithm="EAGLE3", speculative_draft_model_path=str(tmp_path / "missing"))
-    assert not any(c.key == "draft_weights" for c in unknown.components.children)
-    assert any("not sized" in note for note in unknown.notes)
+    guessed = next(c for c in unknown.components.children if c.key == "draft_weights")
+    assert guessed.bytes < draft.bytes  # no lm_head of its own
+    assert any("config.json was not found" in note for note in unknown.notes)
 
 
 def test_log_parser_reads_the_draft_and_its_mamba_states():
@@ -230,3 +232,23 @@ def test_plan_prints_the_draft_workers_load_lines_from_0_5_14():
     target_after = loads[1].split("avail mem=")[1].split(" GB")[0]
     assert loads[2] == f"Load weight begin. avail mem={target_after} GB"
     assert b.log_lines.index(loads[3]) < next(i for i, line in enumerate(b.log_lines) if line.startswith("KV Cache"))
+
+
+@pytest.mark.parametrize("algorithm", ["EAGLE", "EAGLE3"])
+def test_an_eagle_head_of_unknown_config_is_sized_alike_on_both_engines(algorithm):
+    """A head whose config.json is neither local nor in the catalog: vLLM sized it as one decoder layer of the
+    target's shape and said nothing, SGLang left its weights unsized; both now size it the same way and say so."""
+    from vram_detective.api import explain
+
+    head = "nosuch/eagle-head"
+    vllm = explain("Qwen/Qwen3-8B", "H100", speculative_config={"method": algorithm.lower(), "model": head,
+                                                               "num_speculative_tokens": 3})
+    sglang = explain("Qwen/Qwen3-8B", "H100", engine="sglang", speculative_algorithm=algorithm,
+                     speculative_draft_model_path=head)
+    from vram_detective.render import to_json
+
+    drafted = {step.key: step.bytes for step in vllm.weights_explained}["draft"]
+    assert drafted > 0 and abs(to_json(sglang)["sglang"]["draft_weights_gib"] - drafted / GIB) < 1e-4
+    for breakdown in (vllm, sglang):
+        assert any(f"{head}'s config.json was not found" in note and "one decoder layer of the target's shape" in note
+                   for note in breakdown.notes)

@@ -288,7 +288,7 @@ def run(args) -> int:
         f", speculative decoding {speculation.method} ({speculation.tokens} draft tokens"
         + (f", draft {speculation.draft_model})" if speculation.draft_model else ")"))
     print("\n".join(paragraph([f"{args.model} on {breakdowns[0].gpu_name}, TP {args.compare_tp}{drafting}, each "
-                               "engine at its defaults otherwise"], columns)))
+                               "engine at its defaults" + (" otherwise" if drafting else "")], columns)))
     if getattr(args, "markdown", False):
         from .listing import _markdown
 

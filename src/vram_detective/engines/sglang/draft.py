@@ -53,13 +53,21 @@ def _separate_draft_bytes(spec: ModelSpec, s: SGLangSettings, algorithm: str, dt
     from ..vllm.speculative import SpeculativeConfig, _eagle_weights, draft_weights
 
     head = draft_model_spec(s)
-    if head is None or algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
-        return None
+    if algorithm not in ("EAGLE", "EAGLE3", "STANDALONE") or head is None and algorithm == "STANDALONE":
+        return None  # a draft model of unknown config has no size; an EAGLE head without one is the target's layer
     if algorithm == "STANDALONE":
         config = SpeculativeConfig("draft_model", s.speculative_draft_model_path, None, None, head)
         return draft_weights(config, spec, dtype, s.tp_size, 1, "v1").total_bytes
     config = SpeculativeConfig(algorithm.lower(), s.speculative_draft_model_path, None, None, head)
-    return _eagle_weights(config, spec, dtype, s.tp_size, 1, True).total_bytes
+    return _eagle_weights(config, spec, dtype, s.tp_size, 1, True).total_bytes  # as vLLM's _head_spec sizes it
+
+
+def head_assumed(s: SGLangSettings) -> bool:
+    """An EAGLE / EAGLE3 head whose config.json is neither local nor in the catalog: sized as one decoder layer of
+    the target's shape (what an EAGLE head is), said in a note."""
+    algorithm = (s.speculative_algorithm or "").upper()
+    return (algorithm in ("EAGLE", "EAGLE3") and bool(s.speculative_draft_model_path)
+            and draft_model_spec(s) is None)
 
 
 def draft_weight_bytes(spec: ModelSpec, s: SGLangSettings) -> int | None:

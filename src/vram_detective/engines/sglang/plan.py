@@ -478,8 +478,12 @@ def _draft_notes(st: Startup) -> tuple[str, ...]:
     shared = {"EAGLE3": "the target's embedding shared, its own lm_head over the draft vocabulary",
               "STANDALONE": "a model of its own, nothing shared"}.get(str(st.settings.speculative_algorithm).upper(),
                                                                        "the target's embedding and lm_head shared")
+    from .draft import head_assumed
+
+    assumed = (f"; {st.settings.speculative_draft_model_path}'s config.json was not found (local or catalog): sized as "
+               "one decoder layer of the target's shape, what an EAGLE head is") if head_assumed(st.settings) else ""
     return (f"speculative draft ({st.settings.speculative_algorithm}): {st.draft_weights / GIB:.2f} GiB of its own "
-            f"layers ({shared}), {where}",)
+            f"layers ({shared}), {where}{assumed}",)
 
 
 def _nvidia_smi_mib(st: Startup) -> int:

@@ -177,6 +177,14 @@ def falls_back_to_v0(config: SpeculativeConfig | None, version: tuple[int, int, 
             and bool(rule_at(version, "v1_draft_model_falls_back_to_v0")))
 
 
+def notes(config: SpeculativeConfig | None) -> tuple[str, ...]:
+    """What the drafter's sizing assumed, for the breakdown's notes."""
+    if config is None or config.method not in ("eagle", "eagle3") or config.draft_spec is not None:
+        return ()
+    return (f"speculative decoding ({config.method}): {config.model}'s config.json was not found (local or "
+            "catalog): the head is sized as one decoder layer of the target's shape, what an EAGLE head is",)
+
+
 def _head_spec(config: SpeculativeConfig, spec: ModelSpec) -> ModelSpec:
     """The EAGLE head's shapes: its own config when known, else the target's with one layer."""
     head = config.draft_spec or spec

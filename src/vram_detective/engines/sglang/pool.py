@@ -385,6 +385,27 @@ class PoolPrediction:
         return self.max_total_num_tokens > 0
 
 
+def _pool_tokens(kv_rest: float, spec: ModelSpec, settings: SGLangSettings, r: Rules, draft_in_cell: int,
+                 tokens_cap: int | None) -> tuple[int, int, CellSize, int | None, float]:
+    """(max_total_num_tokens, the figure the stages' MIN takes, the full pool's cell, SWA tokens or None, SWA pool's K
+    GiB) from the rest left for the KV pool (GiB); `draft_in_cell`: the draft's KV layers riding in the cell."""
+    cell = cell_size(spec, attention_tp(settings), settings.kv_cache_dtype, r)
+    layout = swa_layout(spec, attention_tp(settings), settings.kv_cache_dtype, r)
+    if layout is not None:
+        rest_bytes = int(kv_rest * (1 << 30))
+        tokens, swa = swa_tokens(rest_bytes, layout, r, settings.page_size, tokens_cap)
+        full_k = layout.full_per_token * layout.full_layers // 2
+        swa_k = kv_buffer_tokens(swa, settings.page_size, r) * layout.swa_per_token * layout.swa_layers / 2 / GIB
+        return (tokens, swa_synced_tokens(rest_bytes, layout, r, settings.page_size), CellSize(2 * full_k, full_k, False),
+                swa, swa_k)
+    # 0.5.14+: the draft's KV layers ride in the target's cell (the draft pool holds as many tokens)
+    grown = cell_with_draft(cell.bytes_per_token, kv_layers(spec), draft_in_cell, r)
+    tokens = (align_tokens(tokens_from_rest(kv_rest, grown), settings.page_size, r, settings.max_total_tokens)
+              if grown else zero_cell_tokens(spec, settings, context_len(spec, r, settings.context_length)))
+    # the stages agree on one count (rule pp_tokens_min)
+    return (tokens if tokens_cap is None else min(tokens, tokens_cap)), tokens, cell, None, 0.0
+
+
 def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: ModelSpec, settings: SGLangSettings,
                  version=None, draft: ModelSpec | None = None, agreed_weights_bytes: int | None = None,
                  tokens_cap: int | None = None, mamba_charge: MambaState | None = None,
@@ -408,25 +429,10 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
                                      settings.max_mamba_cache_size, kv_dtype_bytes(settings.kv_cache_dtype, spec),
                                      draft_tokens=settings.speculative_num_draft_tokens or 0,
                                      dp=settings.dp_size if settings.enable_dp_attention else 1, per_slot=per_slot)
-    cell = cell_size(spec, attention_tp(settings), settings.kv_cache_dtype, r)
     drafts = (draft_layers(spec, settings.speculative_algorithm, draft) or 0) if hosts_draft else 0
     in_cell = bool(drafts) and r["draft_pool"] == "in_cell"
-    layout = swa_layout(spec, attention_tp(settings), settings.kv_cache_dtype, r)
-    swa, swa_k, swa_v = None, 0.0, 0.0
-    if layout is not None:
-        tokens, swa = swa_tokens(int(kv_rest * (1 << 30)), layout, r, settings.page_size, tokens_cap)
-        synced = swa_synced_tokens(int(kv_rest * (1 << 30)), layout, r, settings.page_size)
-        full_k = layout.full_per_token * layout.full_layers // 2
-        cell = CellSize(2 * full_k, full_k, False)
-        swa_k = swa_v = kv_buffer_tokens(swa, settings.page_size, r) * layout.swa_per_token * layout.swa_layers / 2 / GIB
-    else:
-        # 0.5.14+: the draft's KV layers ride in the target's cell (the draft pool holds as many tokens)
-        grown = cell_with_draft(cell.bytes_per_token, kv_layers(spec), drafts, r) if in_cell else cell.bytes_per_token
-        tokens = (align_tokens(tokens_from_rest(kv_rest, grown), settings.page_size, r, settings.max_total_tokens)
-                  if grown else zero_cell_tokens(spec, settings, context_len(spec, r, settings.context_length)))
-        synced = tokens
-        if tokens_cap is not None:  # the stages agree on one count (rule pp_tokens_min)
-            tokens = min(tokens, tokens_cap)
+    tokens, synced, cell, swa, swa_k = _pool_tokens(kv_rest, spec, settings, r, drafts if in_cell else 0, tokens_cap)
+    swa_v = swa_k
     context = context_len(spec, r, settings.context_length)
     k, v = kv_sizes_gib(max(tokens, 0), cell, settings.page_size, r.version)
     per_layer = cell.bytes_per_token // max(kv_layers(spec), 1)

@@ -167,3 +167,23 @@ def test_swa_split_per_release_worked_example():
     # paging: 0.5.9 takes swa from the unpaged full (25,401 x 0.8 = 20,320.8), 0.5.10+ from the paged one
     assert swa_tokens(rest, layout, rules("0.5.9"), 64) == (25344, 20288)
     assert swa_tokens(rest, layout, rules("0.5.10"), 64) == (25344, 20224)
+
+
+@pytest.mark.parametrize("version, words", [
+    ("0.5.23", "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+               "Computed max_mamba_cache_size=-1"),  # 0.5.13.post1+ checks the slots
+    ("0.5.12", "max_mamba_cache_size 0: no request's Mamba state fits, so no request can run"),  # no check yet
+])
+def test_a_hybrid_with_no_mamba_slot_does_not_start(version, words):
+    """benchmarks/fuzz.py (seed 29): Nemotron-H-8B on a 20 GB card leaves the Mamba pool -1 slots; the answer said
+    'starts' with a -32,784-byte request pool (and -97 MiB of state at -2 slots)."""
+    from vram_detective.api import explain
+
+    b = explain("nvidia/Nemotron-H-8B-Base-8K", "RTX 4000 Ada", engine="sglang", engine_version=version,
+                max_running_requests=1024)
+    assert b.failure is not None and words in b.failure.message
+
+    def parts(component):
+        return [component] + [inner for child in component.children for inner in parts(child)]
+
+    assert min(part.bytes for part in parts(b.components) + parts(b.outside_budget)) >= 0

@@ -338,8 +338,8 @@ def req_pool_size(tokens: int, context: int, r: Rules, mamba_slots: int | None =
     """ReqToTokenPool's size: clamp(tokens / context_len x 512, 2048, 4096) (+1 before 0.4.7)."""
     floor, cap, per_context = r["req_pool_bounds"]
     size = min(max(int(tokens / context * per_context), floor), cap)
-    if mamba_slots is not None:
-        size = min(size, mamba_slots // (per_slot or r["mamba_requests_per_slot"]))
+    if mamba_slots is not None:  # no slot for a request's state: no row (the start fails: plan._failure)
+        size = max(min(size, mamba_slots // (per_slot or r["mamba_requests_per_slot"])), 0)
     return size + 1 if r["req_pool_plus_one"] else size
 
 
@@ -447,7 +447,8 @@ def predict_pool(free_before_weights_bytes: int, weights_bytes: int, spec: Model
     requests = max_running_requests(tokens, context, r, settings.max_running_requests, settings.dp_size, slots, per_slot)
     conv = ssm = inter_ssm = inter_conv = 0.0
     if state is not None:
-        conv, ssm = (slots + 1) * state.conv_bytes / GIB, (slots + 1) * state.ssm_bytes / GIB  # size + 1 rows
+        rows = max(slots + 1, 0)  # size + 1 rows (none where the slots came out negative: the start fails, _failure)
+        conv, ssm = rows * state.conv_bytes / GIB, rows * state.ssm_bytes / GIB
         # memory_pool.py MambaPool: spec_state_size = max_running_requests, + 1 rows of draft-token states
         inter = state.intermediate(requests + 1, settings.speculative_num_draft_tokens or 0, r,
                                    settings.speculative_eagle_topk or 1)

@@ -359,6 +359,14 @@ RULE_CHANGES: tuple[Rule, ...] = (
     Rule(_v("0.4.0"), "refusal", "Not enough memory. Please try to increase --mem-fraction-static.",
                "model_runner.py init_memory_pool when max_total_num_tokens <= 0"),
     Rule(_v("0.4.0"), "refusal_no_rest", None, "rest <= 0 ends in the 'Not enough memory' refusal"),
+    # a hybrid (Mamba / linear attention) model whose slots come out <= 0: no check up to 0.5.12 (the pools are
+    # built for no request); 0.5.13.post1 model_runner_kv_cache_mixin.py (0.5.23 kv_cache_configurator.py) raises
+    Rule(_v("0.4.0"), "refusal_no_mamba_slot", None, "no check: the request pool gets no row"),
+    Rule(_v("0.5.13.post1"), "refusal_no_mamba_slot", "RuntimeError: Not enough GPU memory for hybrid "
+         "(mamba/linear-attention) state cache. Computed max_mamba_cache_size={slots} (total_rest_memory={rest:.2f} GB"
+         ", ...). Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, (3) reduce "
+         "--speculative-num-draft-tokens, or (4) use GPUs with more memory.",
+         "0.5.13.post1 model_runner_kv_cache_mixin.py: max_mamba_cache_size <= 0"),
     Rule(_v("0.5.14"), "refusal_no_rest", "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}.",
                "0.5.14 model_runner_kv_cache_mixin.py _profile_available_bytes: ValueError when rest <= 0"),
     # --- Model registry: the first release (of 0.4.0-0.5.23 read) whose srt/models/ registers an architecture;

@@ -96,7 +96,7 @@ def test_pp2_each_stage_sizes_its_own_layers_at_one_token_count(tp, capsys):
     rows = b.kv_cache_tokens + b.figure("page_size")
     assert [d.kv_cache_bytes for d in b.devices] == [rows * cell] * (2 * tp)
     assert b.kv_cache_bytes == rows * cell
-    assert [d.role for d in b.devices][-1] == ("TP rank 1, stage 1" if tp == 2 else "stage 1")
+    assert [d.role for d in b.devices][-1] == ("TP rank 1, " if tp == 2 else "") + "stage 1, layers 18-35"
     code = main(["explain", "Qwen/Qwen3-8B", "--engine", "sglang", "--gpu", "H100", "-pp", "2", "-tp", str(tp),
                  "--json"])
     devices = json.loads(capsys.readouterr().out)["devices"]
@@ -114,6 +114,9 @@ def test_uneven_stages_agree_on_the_fullest_cells_tokens():
     to within a cell while stage 0 (7 layers: 28,672 B) leaves the difference unused."""
     spec, gpu = api.model_spec("Qwen/Qwen3-8B"), api.resolve_gpu("H100", None)
     ranks = sglang_plan.startups(spec, gpu, {"pp_size": 5}, (0, 5, 23))
+    assert [d.role for d in api.explain("Qwen/Qwen3-8B", "H100", engine="sglang", pp_size=5).devices] == [
+        "stage 0, layers 0-6", "stage 1, layers 7-13", "stage 2, layers 14-20", "stage 3, layers 21-27",
+        "stage 4, layers 28-35"]
     tokens = {st.pool.max_total_num_tokens for st in ranks}
     assert len(tokens) == 1
     tokens = tokens.pop()

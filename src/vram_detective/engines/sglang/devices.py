@@ -23,6 +23,7 @@ class StageFigures:
     weights: int
     kv: int
     smi_mib: int
+    layers: tuple[int, int] = (0, 0)  # [start, end) of its decoder layers
 
     @property
     def parts(self) -> tuple[Component, ...]:
@@ -41,8 +42,15 @@ def devices(settings, total: int, per_stage: tuple[StageFigures, ...]) -> tuple[
         for stage, figures in enumerate(per_stage):
             for tp_rank in range(tp):
                 words = [f"TP rank {tp_rank}"] if tp > 1 else []
-                words += [f"stage {stage}"] if pp > 1 else []
+                words += [f"stage {stage}", _layer_words(*figures.layers)] if pp > 1 else []
                 words += [f"DP {replica}"] if dp > 1 else []
                 out.append(DeviceFigures(f"GPU {replica * tp * pp + stage * tp + tp_rank}", ", ".join(words), total,
                                          figures.weights, figures.kv, figures.smi_mib, figures.parts))
     return tuple(out)
+
+
+def _layer_words(start: int, end: int) -> str:
+    """Which decoder layers a stage builds, as llama.cpp's GPUs say theirs ("layers 0-17")."""
+    if end - start == 1:
+        return f"layer {start}"
+    return f"layers {start}-{end - 1}" if end > start else "no layers"

@@ -166,6 +166,7 @@ class Startup:
     draft_weights: int = 0  # the speculative draft's own tensors (draft.py); 0 without a draft or when not sized
     draft_unsized: bool = False  # a draft whose weights this tool does not size
     pp_leftover: str = ""  # pipeline stages: why this stage's budget holds more than its pool (the ranks' agreement)
+    stage_layers: tuple[int, int] = (0, 0)  # [start, end) of the decoder layers this rank builds (stages.py)
 
     @property
     def draft_in_slack(self) -> int:
@@ -233,8 +234,10 @@ def startups(spec: ModelSpec, gpu: Gpu, values: dict, version) -> tuple[Startup,
         pools = sized(synced)
     return tuple(replace(_stage_startup(spec, gpu, s, r, load, pool, count, context,
                                         draft_bytes if host else 0, head if host else None, host),
-                         pp_leftover=_pp_leftover(stage, loads, own, counts, synced, agreed is not None))
-                 for stage, (load, pool, count, host) in enumerate(zip(loads, pools, counts, hosts)))
+                         pp_leftover=_pp_leftover(stage, loads, own, counts, synced, agreed is not None),
+                         stage_layers=layers)
+                 for stage, (load, pool, count, host, layers)
+                 in enumerate(zip(loads, pools, counts, hosts, stages.layer_ranges(counts))))
 
 
 def _draft_hosts(s: SGLangSettings, r: Rules, stages: int) -> tuple[bool, ...]:
@@ -498,7 +501,7 @@ def _nvidia_smi_mib(st: Startup) -> int:
 
 def _stage_figures(st: Startup, components: tuple[Component, Component] | None = None) -> StageFigures:
     budget, outside = components or _components(st)
-    return StageFigures(budget, outside, st.weights, max(st.pool_bytes, 0), _nvidia_smi_mib(st))
+    return StageFigures(budget, outside, st.weights, max(st.pool_bytes, 0), _nvidia_smi_mib(st), st.stage_layers)
 
 
 def plan(spec: ModelSpec, gpu: Gpu, values: dict, version) -> Breakdown:

@@ -8,6 +8,7 @@ Line prefixes (timestamps, journald, "[Info] - ") are ignored: patterns search i
 """
 from __future__ import annotations
 
+import math
 import re
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
@@ -71,7 +72,16 @@ def parse(log: str) -> dict:
         out.setdefault("device_free_mib", free)
         if len({d for d, _ in devices}) > 1:
             out[f"device_free_mib_{_key(device)}"] = free
-    return out
+    return {key: value for key, value in out.items() if _a_size(value)}
+
+
+_MOST_MIB = 1 << 40  # a figure past this is no buffer size (a 400-digit number reads as infinity)
+
+
+def _a_size(value) -> bool:
+    """Is a printed figure a number a buffer could be (finite, not absurd)? Others are not read."""
+    return not isinstance(value, (int, float)) or isinstance(value, bool) or (
+        abs(value) < _MOST_MIB and math.isfinite(value))  # (a huge int would not convert to float)
 
 
 def _swa_kv_buffer(m: re.Match, out: dict) -> None:

@@ -226,13 +226,15 @@ _DTYPES = {"half": "float16", "float16": "float16", "fp16": "float16", "bfloat16
            "float": "float32", "float32": "float32", "auto": "auto"}
 
 
-# counts vLLM refuses below 1 (config validation): a log showing one less was not a start with it
+# counts vLLM refuses below 1 (config validation): a log showing one less (or no whole number: 1e999 reads as
+# infinity) was not a start with it
 _POSITIVE_COUNTS = ("max_num_batched_tokens", "max_num_seqs", "block_size", "tensor_parallel_size",
                     "pipeline_parallel_size", "data_parallel_size")
 
 
 def _normal_setting(name: str, value):
-    if name in _POSITIVE_COUNTS and isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1:
+    if name in _POSITIVE_COUNTS and isinstance(value, (int, float)) and not isinstance(value, bool) and not (
+            1 <= value < 1 << 31 and value == int(value)):  # (checked in this order: inf and NaN fail the bounds)
         return None
     if name == "dtype" and isinstance(value, str):
         return _DTYPES.get(value.lower().replace("torch.", ""), value)

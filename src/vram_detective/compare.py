@@ -231,16 +231,19 @@ def compare_report(model: str, gpu: str, *, context: int | None = None, tp: int 
     engines = tuple(engines or DEFAULT_ENGINES)
     settings = {name: dict((settings or {}).get(name, {})) for name in engines}
     skipped: list = []
+    sized = []
     for name in engines:
-        if get_engine(name).gguf_mixes and not model.endswith(".gguf"):
+        engine = get_engine(name)
+        if engine.gguf_mixes and not model.endswith(".gguf"):
             settings[name]["gguf_type"] = gguf_type or DEFAULT_GGUF_TYPE
         if speculation is not None:
             try:
-                settings[name].update(get_engine(name).speculative_settings(speculation))
+                settings[name].update(engine.speculative_settings(speculation))
             except NotOffered as error:
-                skipped.append((get_engine(name).label, str(error)))
-    sized = tuple(name for name in engines if get_engine(name).label not in {n for n, _ in skipped})
-    breakdowns = compare(model, gpu, context=context, tp=tp, versions=versions, settings=settings, engines=sized,
+                skipped.append((engine.label, str(error)))
+                continue
+        sized.append(name)
+    breakdowns = compare(model, gpu, context=context, tp=tp, versions=versions, settings=settings, engines=tuple(sized),
                          skipped=skipped)
     if not breakdowns:
         raise ValueError("no engine could size this model: " + "; ".join(f"{n}: {w}" for n, w in skipped))

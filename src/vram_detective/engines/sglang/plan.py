@@ -464,11 +464,8 @@ def _failure(ranks: tuple[Startup, ...]) -> StartupFailure | None:
         if st.pool.max_total_num_tokens <= 0:
             return StartupFailure(where + str(st.rules["refusal"]))
         if st.pool.mamba_slots is not None and st.pool.mamba_slots <= 0:
-            said = st.rules["refusal_no_mamba_slot"]
-            return StartupFailure(where + (said.format(slots=st.pool.mamba_slots, rest=st.pool.rest_gib) if said else
-                                           f"max_mamba_cache_size {st.pool.mamba_slots}: no request's Mamba state "
-                                           "fits, so no request can run (this release does not check; 0.5.13.post1+ "
-                                           "refuses here)"))
+            return StartupFailure(where + st.rules["refusal_no_mamba_slot"].format(slots=st.pool.mamba_slots,
+                                                                                    rest=st.pool.rest_gib))
         if st.available_after_graphs < 0:
             return StartupFailure(where + f"Capture cuda graph failed: CUDA out of memory ({st.graphs / GIB:.2f} GiB "
                                   f"of graphs, {(st.available_after_graphs + st.graphs) / GIB:.2f} GiB left after the "

@@ -360,8 +360,11 @@ RULE_CHANGES: tuple[Rule, ...] = (
                "model_runner.py init_memory_pool when max_total_num_tokens <= 0"),
     Rule(_v("0.4.0"), "refusal_no_rest", None, "rest <= 0 ends in the 'Not enough memory' refusal"),
     # a hybrid (Mamba / linear attention) model whose slots come out <= 0: no check up to 0.5.12 (the pools are
-    # built for no request); 0.5.13.post1 model_runner_kv_cache_mixin.py (0.5.23 kv_cache_configurator.py) raises
-    Rule(_v("0.4.0"), "refusal_no_mamba_slot", None, "no check: the request pool gets no row"),
+    # built for no request: said in this tool's words); 0.5.13.post1 model_runner_kv_cache_mixin.py (0.5.23
+    # kv_cache_configurator.py) raises
+    Rule(_v("0.4.0"), "refusal_no_mamba_slot", "max_mamba_cache_size {slots}: no request's Mamba state fits, so no "
+         "request can run (this release does not check; 0.5.13.post1+ refuses here)",
+         "no check: the pools are built for no request (this tool's words, the engine prints none)"),
     Rule(_v("0.5.13.post1"), "refusal_no_mamba_slot", "RuntimeError: Not enough GPU memory for hybrid "
          "(mamba/linear-attention) state cache. Computed max_mamba_cache_size={slots} (total_rest_memory={rest:.2f} GB"
          ", ...). Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, (3) reduce "
